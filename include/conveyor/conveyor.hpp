@@ -1,0 +1,27 @@
+#pragma once
+//! \file conveyor.hpp
+//! Umbrella header: everything in Conveyor's public API.
+//!
+//! - runtime: stream, event, device selection            (conveyor/runtime/)
+//! - define:  graph and its builder, node, capture       (conveyor/define/)
+//! - execute: instantiate, graph_exec, update            (conveyor/execute/)
+//! - observe: describe, statistics, DOT/JSON export      (conveyor/observe/)
+//! - assembly line: graphed callables, hybrid pipelines  (conveyor/assembly/)
+
+#include "conveyor/error.hpp"
+#include "conveyor/runtime/device.hpp"
+#include "conveyor/runtime/event.hpp"
+#include "conveyor/runtime/stream.hpp"
+#include "conveyor/define/capture.hpp"
+#include "conveyor/define/conditional.hpp"
+#include "conveyor/define/graph.hpp"
+#include "conveyor/define/kernel_args.hpp"
+#include "conveyor/define/node.hpp"
+#include "conveyor/execute/graph_diff.hpp"
+#include "conveyor/execute/graph_exec.hpp"
+#include "conveyor/execute/instantiate_flags.hpp"
+#include "conveyor/execute/update_result.hpp"
+#include "conveyor/observe/describe.hpp"
+#include "conveyor/observe/export.hpp"
+#include "conveyor/assembly/graphed.hpp"
+#include "conveyor/assembly/pipeline.hpp"

@@ -1,0 +1,57 @@
+#pragma once
+//! \file conditional.hpp
+//! Conditional nodes (CUDA 12.4+: IF, WHILE; 12.8+: IF/ELSE with two bodies, SWITCH): control flow that runs on
+//! the GPU, with the condition set by a kernel (`conveyor::set_condition` in conditional_device.cuh).
+
+#include "conveyor/define/graph.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace conveyor {
+
+//! The kinds of conditional node (`cudaGraphConditionalNodeType`, and the IF body count).
+enum class conditional_kind {
+  if_then,      //!< one body, run when the condition is non-zero (cudaGraphCondTypeIf, size 1)
+  if_then_else, //!< two bodies: [0] when non-zero, [1] when zero (cudaGraphCondTypeIf, size 2; CUDA 12.8+)
+  while_loop,   //!< one body, run again while the condition is non-zero (cudaGraphCondTypeWhile)
+  switch_case,  //!< n bodies: body [c] runs when the condition equals c, none when c >= n (CUDA 12.8+)
+};
+
+//! The condition value of a conditional node, set from device code with `conveyor::set_condition(handle, value)`
+//! (`cudaGraphSetConditional`).
+struct condition {
+  cudaGraphConditionalHandle handle = 0; //!< pass this to kernels by value
+  unsigned default_value = 0;            //!< the value at each launch when reset_each_launch is true
+  bool reset_each_launch = true;         //!< cudaGraphCondAssignDefault: the value is reset at every launch
+};
+
+//! A conditional node, its condition, and its body graphs (owned by the node; build them with the same builder or
+//! capture into them with capture_into). Bodies may hold kernel, memcpy, memset, empty, child-graph and conditional
+//! nodes only; the builder refuses other kinds in a body with std::invalid_argument.
+struct conditional_node {
+  conveyor::node node;      //!< the cudaGraphNodeTypeConditional node
+  conveyor::condition cond; //!< its condition handle
+  std::vector<graph> bodies; //!< 1 (if_then, while_loop), 2 (if_then_else) or n (switch_case) body graphs
+};
+
+//! Creates a condition handle for `g` (`cudaGraphConditionalHandleCreate`).
+//! \param default_value the value at each launch (with reset_each_launch) and before any kernel sets it
+//! \param reset_each_launch apply default_value at the start of every launch (cudaGraphCondAssignDefault)
+//! \throws cuda_error when the runtime or driver lacks conditional nodes (CUDA < 12.4) or creation fails.
+[[nodiscard]] condition make_condition(graph& g, unsigned default_value = 0, bool reset_each_launch = true);
+
+//! Adds a conditional node of `kind` controlled by `cond` (a handle made for this graph) to `g` (`cudaGraphAddNode`
+//! with cudaConditionalNodeParams). `cases` is the number of bodies of a switch_case (ignored otherwise).
+//! \throws std::invalid_argument for a switch with 0 cases or a handle of another graph; cuda_error naming the
+//!         required version when the toolkit or driver is too old (IF/WHILE need 12.4, IF/ELSE and SWITCH 12.8),
+//!         or when CUDA rejects the node.
+[[nodiscard]] conditional_node add_conditional(graph& g, const node_list& deps, conditional_kind kind,
+                                               const condition& cond, unsigned cases = 0);
+
+//! The CUDA version (as 12040 = 12.4) a conditional kind needs.
+[[nodiscard]] int required_cuda_version(conditional_kind kind) noexcept;
+
+} // namespace conveyor

@@ -1,0 +1,187 @@
+#pragma once
+//! \file graph.hpp
+//! conveyor::graph: the graph definition (`cudaGraph_t`) and its explicit builder.
+
+#include "conveyor/define/detail/graph_state.hpp"
+#include "conveyor/define/kernel_args.hpp"
+#include "conveyor/define/node.hpp"
+#include "conveyor/runtime/event.hpp"
+#include "conveyor/runtime/stream.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace conveyor {
+
+//! A memory allocation node and the device address it provides (valid while the graph runs, until a mem_free node
+//! or, with instantiate_flags::auto_free_on_launch, the next launch).
+struct allocation {
+  conveyor::node node; //!< the cudaGraphNodeTypeMemAlloc node
+  void* pointer;       //!< the virtual address reserved for the allocation
+};
+
+//! A CUDA graph definition (`cudaGraph_t`), move-only, with an explicit builder for every node kind.
+//!
+//! Each builder call adds one node and returns its handle; dependencies are given as a braced list first
+//! (`g.memset({a, b}, ...)`) or added later with `node::precede` / `node::succeed`. The graph owns what its nodes
+//! need (host callables, child graphs' resources) and shares it with every clone and executable graph made from
+//! it, so replays stay valid after the graph object is gone.
+class graph {
+public:
+  //! Creates an empty graph (`cudaGraphCreate`).
+  //! \throws cuda_error when creation fails.
+  graph();
+  //! Wraps an existing handle; with ownership::owned the graph destroys it (`cudaGraphDestroy`).
+  [[nodiscard]] static graph adopt(cudaGraph_t handle, ownership own = ownership::owned);
+
+  graph(graph&&) noexcept = default;
+  graph& operator=(graph&&) noexcept = default;
+  graph(const graph&) = delete;
+  graph& operator=(const graph&) = delete;
+  ~graph() = default;
+
+  //! The CUDA handle.
+  [[nodiscard]] cudaGraph_t get() const noexcept { return state_ ? state_->handle : nullptr; }
+
+  // ---- kernel ----------------------------------------------------------------------------------------------
+  //! Adds a kernel node running `kernel<<<cfg.grid, cfg.block, cfg.shared_bytes>>>(args...)`
+  //! (`cudaGraphAddKernelNode`). Arguments are checked against the kernel's parameters at compile time and
+  //! copied into the node.
+  //! \throws cuda_error when CUDA rejects the launch configuration or function.
+  template <class... Params, class... Args>
+  node kernel(const node_list& deps, const launch_config& cfg, void (*fn)(Params...), Args&&... args) {
+    auto values = make_kernel_args(fn, std::forward<Args>(args)...);
+    return add_kernel(deps, cfg, reinterpret_cast<const void*>(fn), values.pointers());
+  }
+  template <class... Params, class... Args>
+  node kernel(const launch_config& cfg, void (*fn)(Params...), Args&&... args) {
+    return kernel(node_list{}, cfg, fn, std::forward<Args>(args)...);
+  }
+  //! Adds a kernel node from an untyped function pointer and argument array (as cudaKernelNodeParams takes them).
+  //! \throws cuda_error when CUDA rejects it.
+  node add_kernel(const node_list& deps, const launch_config& cfg, const void* function, void** arguments);
+
+  // ---- memory ----------------------------------------------------------------------------------------------
+  //! Adds a 1D copy of `bytes` bytes (`cudaGraphAddMemcpyNode1D`). Host memory should be pinned.
+  //! \throws cuda_error when CUDA rejects the pointers or kind.
+  node memcpy(const node_list& deps, void* dst, const void* src, std::size_t bytes,
+              cudaMemcpyKind kind = cudaMemcpyDefault);
+  node memcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind = cudaMemcpyDefault) {
+    return memcpy(node_list{}, dst, src, bytes, kind);
+  }
+  //! Adds a 2D copy of `height` rows of `width_bytes` bytes between pitched buffers (`cudaGraphAddMemcpyNode`
+  //! with a depth-1 cudaMemcpy3DParms). Pitches are in bytes.
+  //! \throws std::invalid_argument when a pitch is smaller than width_bytes; cuda_error when CUDA rejects it.
+  node memcpy_2d(const node_list& deps, void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                 std::size_t width_bytes, std::size_t height, cudaMemcpyKind kind = cudaMemcpyDefault);
+  node memcpy_2d(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t width_bytes,
+                 std::size_t height, cudaMemcpyKind kind = cudaMemcpyDefault) {
+    return memcpy_2d(node_list{}, dst, dst_pitch, src, src_pitch, width_bytes, height, kind);
+  }
+  //! Adds a memset of `count` elements of T (1, 2 or 4 bytes) to `value` (`cudaGraphAddMemsetNode`).
+  //! \throws cuda_error when CUDA rejects the pointer.
+  template <class T>
+  node memset(const node_list& deps, T* dst, std::type_identity_t<T> value, std::size_t count) {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4,
+                  "conveyor: memset elements must be 1, 2 or 4 bytes wide");
+    return memset_2d(deps, dst, 0, bit_pattern(value), sizeof(T), count, 1);
+  }
+  template <class T>
+  node memset(T* dst, std::type_identity_t<T> value, std::size_t count) {
+    return memset(node_list{}, dst, value, count);
+  }
+  //! Adds a pitched memset: `height` rows of `width` elements of `element_size` bytes (1, 2 or 4), rows `pitch`
+  //! bytes apart (ignored when height is 1), each element set to the low bytes of `value`.
+  //! \throws std::invalid_argument for another element size; cuda_error when CUDA rejects it.
+  node memset_2d(const node_list& deps, void* dst, std::size_t pitch, unsigned value, unsigned element_size,
+                 std::size_t width, std::size_t height);
+  //! Adds a memory allocation node of `bytes` bytes on the current device (`cudaGraphAddMemAllocNode`).
+  //! \throws cuda_error when CUDA rejects it.
+  allocation mem_alloc(const node_list& deps, std::size_t bytes);
+  allocation mem_alloc(std::size_t bytes) { return mem_alloc(node_list{}, bytes); }
+  //! Adds a node freeing `pointer`, which a mem_alloc node of this graph (or an earlier launch) provided
+  //! (`cudaGraphAddMemFreeNode`).
+  //! \throws cuda_error when the pointer is not a graph allocation.
+  node mem_free(const node_list& deps, void* pointer);
+  node mem_free(void* pointer) { return mem_free(node_list{}, pointer); }
+
+  // ---- host, child, empty, events ----------------------------------------------------------------------------
+  //! Adds a host node that calls `f()` on a CPU thread each time the graph runs (`cudaGraphAddHostNode`). The
+  //! graph owns the callable. It must not call CUDA APIs, and must not throw (an exception would end the program).
+  //! \throws cuda_error when CUDA rejects it.
+  template <class F>
+  node host(const node_list& deps, F&& f) {
+    auto callable = std::make_shared<std::function<void()>>(std::forward<F>(f));
+    return add_host(deps, std::move(callable));
+  }
+  template <class F>
+  node host(F&& f) {
+    return host(node_list{}, std::forward<F>(f));
+  }
+  //! Adds a node running a copy of `body` (`cudaGraphAddChildGraphNode`); later changes to `body` do not affect
+  //! it. The parent keeps the child's resources alive.
+  //! \throws std::invalid_argument when `body` holds a conditional node; cuda_error when it holds other kinds child
+  //!         graphs do not allow (memory nodes).
+  node child(const node_list& deps, const graph& body);
+  node child(const graph& body) { return child(node_list{}, body); }
+  //! Adds an empty node, a cheap join point (`cudaGraphAddEmptyNode`).
+  node empty(const node_list& deps = {});
+  //! Adds a node that records `e` (`cudaGraphAddEventRecordNode`). The event must outlive every launch.
+  node event_record(const node_list& deps, const event& e);
+  node event_record(const event& e) { return event_record(node_list{}, e); }
+  //! Adds a node that waits for `e` (`cudaGraphAddEventWaitNode`). The event must outlive every launch.
+  node event_wait(const node_list& deps, const event& e);
+  node event_wait(const event& e) { return event_wait(node_list{}, e); }
+
+  // ---- structure -------------------------------------------------------------------------------------------
+  //! A deep copy (`cudaGraphClone`), labels carried over, resources shared.
+  //! \throws std::invalid_argument when the graph holds a conditional node (CUDA cannot clone those); cuda_error
+  //!         when cloning fails.
+  [[nodiscard]] graph clone() const;
+  //! Number of nodes and edges (`cudaGraphGetNodes`, `cudaGraphGetEdges`).
+  [[nodiscard]] std::size_t node_count() const;
+  [[nodiscard]] std::size_t edge_count() const;
+  //! All nodes, in CUDA's order.
+  [[nodiscard]] std::vector<node> nodes() const;
+  //! Nodes without dependencies / without dependents.
+  [[nodiscard]] std::vector<node> root_nodes() const;
+  //! All edges as (from, to).
+  [[nodiscard]] std::vector<std::pair<node, node>> edges() const;
+  //! Wraps a CUDA node handle of this graph as a conveyor::node.
+  [[nodiscard]] node wrap(cudaGraphNode_t handle) const noexcept { return {handle, state_.get()}; }
+
+  //! Keeps `item` alive as long as this graph or anything made from it (clones, executable graphs).
+  void keep_alive(std::shared_ptr<void> item) { state_->keep->add(std::move(item)); }
+
+  //! Internal: the shared state (handle, labels, resources).
+  [[nodiscard]] const std::shared_ptr<detail::graph_state>& state() const noexcept { return state_; }
+
+  //! True when the graph holds a conditional node at its top level (such a graph cannot be cloned or embedded as a
+  //! child graph).
+  [[nodiscard]] bool has_conditional() const;
+
+  //! Internal: a graph sharing `state` (used for conditional bodies).
+  [[nodiscard]] static graph from_state(std::shared_ptr<detail::graph_state> state) noexcept {
+    return graph(std::move(state));
+  }
+
+private:
+  explicit graph(std::shared_ptr<detail::graph_state> state) noexcept : state_(std::move(state)) {}
+  node add_host(const node_list& deps, std::shared_ptr<std::function<void()>> callable);
+  template <class T>
+  static unsigned bit_pattern(T value) noexcept {
+    unsigned bits = 0;
+    std::memcpy(&bits, &value, sizeof(T));
+    return bits;
+  }
+  std::shared_ptr<detail::graph_state> state_;
+};
+
+} // namespace conveyor

@@ -1,0 +1,117 @@
+#pragma once
+//! \file node.hpp
+//! conveyor::node, a non-owning handle to one node of a graph, and node_kind.
+
+#include <cuda_runtime_api.h>
+
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor {
+
+namespace detail {
+struct graph_state;
+}
+
+//! The kind of a graph node, in CUDA's terms (`cudaGraphNodeType`).
+enum class node_kind {
+  kernel,       //!< cudaGraphNodeTypeKernel
+  memcpy,       //!< cudaGraphNodeTypeMemcpy
+  memset,       //!< cudaGraphNodeTypeMemset
+  host,         //!< cudaGraphNodeTypeHost
+  child_graph,  //!< cudaGraphNodeTypeGraph
+  empty,        //!< cudaGraphNodeTypeEmpty
+  event_wait,   //!< cudaGraphNodeTypeWaitEvent
+  event_record, //!< cudaGraphNodeTypeEventRecord
+  mem_alloc,    //!< cudaGraphNodeTypeMemAlloc
+  mem_free,     //!< cudaGraphNodeTypeMemFree
+  conditional,  //!< cudaGraphNodeTypeConditional
+  other,        //!< any other type (external semaphores, batch memory operations)
+};
+
+//! The kind's name as used in exports ("kernel", "memcpy", "child_graph", ...).
+[[nodiscard]] std::string_view to_string(node_kind kind) noexcept;
+
+//! Converts CUDA's node type to node_kind.
+[[nodiscard]] node_kind to_node_kind(cudaGraphNodeType type) noexcept;
+
+//! A handle to one node of a conveyor::graph: the CUDA node plus the graph it belongs to. Cheap to copy; valid
+//! while the graph (or an executable graph instantiated from it) is alive. Taskflow-style dependency calls:
+//! `a.precede(b)` adds the edge a → b, `b.succeed(a)` the same edge.
+class node {
+public:
+  //! An empty handle (get() == nullptr).
+  node() noexcept = default;
+  //! Wraps `handle` as a node of the graph whose state is `owner`. Used by conveyor::graph; rarely called directly.
+  node(cudaGraphNode_t handle, detail::graph_state* owner) noexcept : handle_(handle), owner_(owner) {}
+
+  //! The CUDA node handle.
+  [[nodiscard]] cudaGraphNode_t get() const noexcept { return handle_; }
+  //! The CUDA graph containing this node.
+  [[nodiscard]] cudaGraph_t graph_handle() const noexcept;
+  //! True for a non-empty handle.
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+  //! The node's kind (`cudaGraphNodeGetType`).
+  //! \throws cuda_error when the handle is invalid.
+  [[nodiscard]] node_kind kind() const;
+
+  //! Adds edges this → each of `successors` (`cudaGraphAddDependencies`). Returns *this for chaining.
+  //! \throws std::invalid_argument when a node is empty or belongs to another graph; cuda_error when CUDA rejects it.
+  node& precede(std::initializer_list<node> successors);
+  //! Adds edges each of `predecessors` → this. Returns *this for chaining.
+  //! \throws std::invalid_argument when a node is empty or belongs to another graph; cuda_error when CUDA rejects it.
+  node& succeed(std::initializer_list<node> predecessors);
+  //! Variadic forms of precede/succeed: `a.precede(b, c)`.
+  template <class... Nodes>
+  node& precede(const node& first, const Nodes&... rest) {
+    return precede({first, rest...});
+  }
+  template <class... Nodes>
+  node& succeed(const node& first, const Nodes&... rest) {
+    return succeed({first, rest...});
+  }
+
+  //! Gives the node a readable label, used by exports and in update reports. Returns *this.
+  //! \throws std::invalid_argument on an empty handle.
+  node& label(std::string text);
+  //! The node's label, or an empty string when none was given.
+  [[nodiscard]] std::string label() const;
+
+  //! The nodes this node depends on, and the nodes that depend on it (`cudaGraphNodeGetDependencies`,
+  //! `cudaGraphNodeGetDependentNodes`).
+  //! \throws cuda_error when the handle is invalid.
+  [[nodiscard]] std::vector<node> dependencies() const;
+  [[nodiscard]] std::vector<node> dependents() const;
+
+  friend bool operator==(const node& a, const node& b) noexcept { return a.handle_ == b.handle_; }
+
+  //! The graph state this node belongs to (for conveyor's own bookkeeping).
+  [[nodiscard]] detail::graph_state* owner() const noexcept { return owner_; }
+
+private:
+  cudaGraphNode_t handle_ = nullptr;
+  detail::graph_state* owner_ = nullptr;
+};
+
+//! A list of nodes to depend on, given at insertion: `g.kernel({a, b}, cfg, fn, args...)`. Accepts a braced list,
+//! a std::vector<node> or a std::span<const node>.
+class node_list {
+public:
+  node_list() = default;
+  node_list(std::initializer_list<node> nodes) : nodes_(nodes) {}
+  node_list(std::span<const node> nodes) : nodes_(nodes.begin(), nodes.end()) {}
+  node_list(const std::vector<node>& nodes) : nodes_(nodes) {}
+  //! The CUDA handles, in order.
+  [[nodiscard]] std::vector<cudaGraphNode_t> handles() const;
+  [[nodiscard]] const std::vector<node>& nodes() const noexcept { return nodes_; }
+  [[nodiscard]] bool empty() const noexcept { return nodes_.empty(); }
+
+private:
+  std::vector<node> nodes_;
+};
+
+} // namespace conveyor

@@ -1,0 +1,25 @@
+#pragma once
+//! \file export.hpp
+//! Graph export: Graphviz DOT and JSON, with readable node names, kernel names, launch shapes and copy sizes.
+
+#include "conveyor/observe/describe.hpp"
+
+#include <string>
+#include <string_view>
+
+namespace conveyor {
+
+//! The description as a Graphviz `digraph` named `name`: one box per node labelled with its display name, kind,
+//! grid/block (kernels) or size (copies, memsets, allocations); child graphs and conditional bodies as nested
+//! clusters; edges as arrows. Readable by `dot`.
+[[nodiscard]] std::string to_dot(const graph_description& d, std::string_view name = "conveyor");
+//! The description as JSON: {"nodes": [{"id", "kind", "label", "kernel", "grid", "block", "shared_bytes", "bytes",
+//! "copy_kind", "bodies"}], "edges": [[from, to], ...], "statistics": {...}}.
+[[nodiscard]] std::string to_json(const graph_description& d, int indent = 2);
+
+//! Shorthands: describe(g) then export.
+//! \throws cuda_error when describing the graph fails.
+[[nodiscard]] std::string to_dot(const graph& g, std::string_view name = "conveyor");
+[[nodiscard]] std::string to_json(const graph& g, int indent = 2);
+
+} // namespace conveyor

@@ -1,0 +1,60 @@
+#pragma once
+//! \file stream.hpp
+//! conveyor::stream, a move-only owner of a cudaStream_t.
+
+#include "conveyor/error.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <utility>
+
+namespace conveyor {
+
+class event;
+
+//! Whether a wrapper destroys the CUDA handle it holds.
+enum class ownership { owned, borrowed };
+
+//! A CUDA stream (`cudaStream_t`), move-only. An owning stream destroys its handle in the destructor (which never
+//! throws); a borrowed one (from adopt(..., ownership::borrowed)) leaves it alone.
+class stream {
+public:
+  //! Creates a stream with `cudaStreamCreateWithPriority`. The default flag, cudaStreamNonBlocking, keeps the stream
+  //! from synchronising with the legacy default stream, which stream capture needs.
+  //! \param flags    cudaStreamDefault or cudaStreamNonBlocking
+  //! \param priority lower numbers are higher priority (see cudaDeviceGetStreamPriorityRange)
+  //! \throws cuda_error when creation fails (no device, out of resources).
+  explicit stream(unsigned flags = cudaStreamNonBlocking, int priority = 0);
+
+  //! Wraps an existing handle. With ownership::owned the stream destroys it; with borrowed it does not.
+  [[nodiscard]] static stream adopt(cudaStream_t handle, ownership own = ownership::borrowed) noexcept;
+
+  stream(stream&& other) noexcept
+      : handle_(std::exchange(other.handle_, nullptr)), owned_(std::exchange(other.owned_, false)) {}
+  stream& operator=(stream&& other) noexcept;
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+  ~stream();
+
+  //! The CUDA handle.
+  [[nodiscard]] cudaStream_t get() const noexcept { return handle_; }
+  //! Releases ownership and returns the handle; the stream becomes empty.
+  [[nodiscard]] cudaStream_t release() noexcept;
+
+  //! Blocks the host until all work enqueued so far has finished (`cudaStreamSynchronize`).
+  //! \throws cuda_error with any error the work raised.
+  void synchronize() const;
+  //! Makes later work on this stream wait for `e` (`cudaStreamWaitEvent`).
+  //! \throws cuda_error when the event or stream is invalid.
+  void wait(const event& e) const;
+  //! True while this stream is being captured into a graph (`cudaStreamIsCapturing`).
+  //! \throws cuda_error when the query fails.
+  [[nodiscard]] bool is_capturing() const;
+
+private:
+  stream(cudaStream_t handle, bool owned) noexcept : handle_(handle), owned_(owned) {}
+  cudaStream_t handle_ = nullptr;
+  bool owned_ = false;
+};
+
+} // namespace conveyor

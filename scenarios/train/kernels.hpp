@@ -1,0 +1,95 @@
+#pragma once
+//! \file kernels.hpp
+//! Host-side launchers of the training kernels (defined in kernels.cu). Matrices are row-major float, one row per
+//! sample. Every launcher enqueues exactly one kernel on `ctx.stream`, checks the launch and then calls
+//! `ctx.after()`. None of them synchronises otherwise, none allocates, none reads host memory, so all of them can
+//! be captured into a graph. Every reduction has a fixed order (no atomics): results are bitwise reproducible.
+
+#include <conveyor/error.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace conveyor::train {
+
+//! Where and how to enqueue: the stream, and whether to wait for each kernel or cuBLAS call right after it is
+//! enqueued (the `sync` execution mode).
+struct launch_ctx {
+  cudaStream_t stream = nullptr; //!< stream every call goes to
+  bool sync_each = false;        //!< true: cudaStreamSynchronize after every call
+
+  //! To be called after each enqueued kernel or cuBLAS call; synchronises when `sync_each`.
+  //! \throws conveyor::cuda_error naming `what` when the synchronisation reports an error.
+  void after(std::string_view what) const {
+    if (sync_each) check(cudaStreamSynchronize(stream), std::string("cudaStreamSynchronize after ").append(what));
+  }
+};
+
+namespace kernels {
+
+//! out[i] = in[i] / 255 for i < n: pixel bytes to floats in [0, 1].
+//! \throws conveyor::cuda_error when the launch (or, in sync mode, the kernel) fails.
+void bytes_to_unit_float(const std::uint8_t* in, float* out, std::size_t n, const launch_ctx& ctx);
+
+//! Gathers one batch: for row i < batch, src = perm[*batch_counter * batch + i];
+//! x_out[i, :] = images[src, :] (features floats) and y_out[i] = labels[src]. A position outside [0, perm_len) or
+//! a src outside [0, num_images) yields a zero row with label 0 instead of reading out of bounds (the host never
+//! lets that happen).
+//! \param images        num_images x features, device
+//! \param labels        num_images, device
+//! \param perm          perm_len sample indices, device
+//! \param batch_counter device int: index of the batch within the epoch
+//! \throws conveyor::cuda_error when the launch fails.
+void gather_batch(const float* images, const int* labels, int num_images, int features, const int* perm,
+                  int perm_len, const int* batch_counter, int batch, float* x_out, int* y_out, const launch_ctx& ctx);
+
+//! z[r, c] += bias[c], then z = max(z, 0) when `relu`; z is rows x cols, in place.
+//! \throws conveyor::cuda_error when the launch fails.
+void bias_activation(float* z, const float* bias, int rows, int cols, bool relu, const launch_ctx& ctx);
+
+//! Softmax cross-entropy per row: with p = softmax(logits[r, :]),
+//! row_loss[r] = -log p[labels[r]] and grad[r, c] = (p[c] - [c == labels[r]]) / rows (gradient of the batch mean).
+//! \param logits rows x classes; \param grad rows x classes; \param row_loss rows.
+//! \throws std::invalid_argument when classes is outside [1, 32]; conveyor::cuda_error when the launch fails.
+void softmax_cross_entropy(const float* logits, const int* labels, int rows, int classes, float* grad,
+                           float* row_loss, const launch_ctx& ctx);
+
+//! loss_history[*step] = mean of row_loss[0..rows), summed in a fixed order by one block; nothing is written
+//! when *step is outside [0, history_len).
+//! \throws conveyor::cuda_error when the launch fails.
+void mean_loss(const float* row_loss, int rows, const int* step, float* loss_history, int history_len,
+               const launch_ctx& ctx);
+
+//! out[c] = sum over r of m[r, c] (bias gradient), m rows x cols, each column summed sequentially by one thread.
+//! \throws conveyor::cuda_error when the launch fails.
+void column_sums(const float* m, int rows, int cols, float* out, const launch_ctx& ctx);
+
+//! grad[i] = activation[i] > 0 ? grad[i] : 0 for i < n (ReLU backward, using the ReLU output as the mask).
+//! \throws conveyor::cuda_error when the launch fails.
+void relu_backward(float* grad, const float* activation, std::size_t n, const launch_ctx& ctx);
+
+//! Adam (PyTorch's formulation) on n parameters, t = *step + 1:
+//! m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²; p -= lr / (1-b1^t) · m / (sqrt(v) / sqrt(1-b2^t) + eps).
+//! \throws conveyor::cuda_error when the launch fails.
+void adam_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
+                 float beta2, float eps, const int* step, const launch_ctx& ctx);
+
+//! SGD with momentum (PyTorch's formulation) on n parameters: vel = momentum · vel + g; p -= lr · vel.
+//! \throws conveyor::cuda_error when the launch fails.
+void sgd_momentum_update(float* params, const float* grads, float* velocity, std::size_t n, float lr,
+                         float momentum, const launch_ctx& ctx);
+
+//! The last kernel of a step: ++counters[0] (batch within the epoch) and ++counters[1] (global step).
+//! \throws conveyor::cuda_error when the launch fails.
+void advance_step(int* counters, const launch_ctx& ctx);
+
+//! out[r] = index of the largest logits[r, c] (the first one on ties), logits rows x classes.
+//! \throws conveyor::cuda_error when the launch fails.
+void argmax_rows(const float* logits, int rows, int classes, int* out, const launch_ctx& ctx);
+
+} // namespace kernels
+} // namespace conveyor::train

@@ -1,0 +1,125 @@
+#pragma once
+//! \file trainer.hpp
+//! Training the perceptron on Fashion-MNIST in one of three execution modes that enqueue the same kernels and
+//! cuBLAS calls and differ only in how: `sync` (wait after every call), `stream` (asynchronous, one stream) and
+//! `graph` (one step captured once into a CUDA graph, replayed per batch).
+//!
+//! Batch selection without re-capture: the training set stays on the device; before each epoch the host uploads
+//! that epoch's permutation (epoch_permutation) and zeroes a device batch counter, outside any graph. The first
+//! kernel of a step gathers rows perm[counter * batch + i]; the last kernel increments the counter (and a global
+//! step counter, which indexes the loss history and gives Adam its t). So the same captured step serves every
+//! batch of every epoch.
+//!
+//! Determinism: every reduction has a fixed order (no float atomics; cuBLAS with a fixed workspace, default math,
+//! atomics not allowed), so the three modes produce bitwise-identical losses and parameters for the same seed.
+//! Every mode first runs one eager warm-up step (it loads the kernels and lets cuBLAS settle; in graph mode it
+//! runs on the capture stream before capture), then resets parameters, optimizer state, counters and loss history
+//! to the initial state: all modes then run exactly the same steps, and the warm-up is excluded from the timings.
+
+#include "train/dataset.hpp"
+#include "train/mlp.hpp"
+#include "train/parameters.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor::train {
+
+//! How the work of a training step reaches the GPU.
+enum class execution_mode {
+  sync,   //!< cudaStreamSynchronize after every kernel and cuBLAS call
+  stream, //!< everything asynchronous on one stream
+  graph,  //!< one step captured into a graph, instantiated and uploaded once, launched per batch
+};
+
+//! All modes, in the order `--mode all` runs them.
+inline constexpr std::array<execution_mode, 3> all_execution_modes{execution_mode::sync, execution_mode::stream,
+                                                                   execution_mode::graph};
+
+//! "sync", "stream" or "graph".
+[[nodiscard]] std::string_view to_string(execution_mode m) noexcept;
+//! Inverse of to_string. \throws std::invalid_argument for any other text.
+[[nodiscard]] execution_mode parse_execution_mode(std::string_view text);
+
+//! Reported after each timed chunk of steps (outside the timed interval).
+struct train_progress {
+  execution_mode mode;     //!< mode being trained
+  int epoch = 0;           //!< current epoch, 0-based
+  int epochs = 0;          //!< epochs this run will execute (fewer than asked when max_steps cuts it short)
+  std::size_t step = 0;    //!< steps completed
+  std::size_t total_steps = 0; //!< steps this run will execute
+  std::size_t steps_per_epoch = 0; //!< full batches per epoch
+  float loss = 0.0F;       //!< loss of the last completed step
+};
+
+//! Training settings.
+struct train_options {
+  int epochs = 10;            //!< passes over the training set, >= 1
+  int batch = 128;            //!< samples per step, in [1, training set size]; the partial last batch is dropped
+  optimizer_config optimizer; //!< update rule and hyper-parameters (Adam, lr 1e-3 by default)
+  std::uint64_t seed = 42;    //!< seeds the weights (he_init) and the per-epoch permutations
+  std::size_t max_steps = 0;  //!< when > 0, stop after this many steps in total
+  int chunk_steps = 50;       //!< steps per timed chunk, >= 1 (chunks never straddle an epoch boundary)
+  std::function<void(const train_progress&)> on_progress; //!< optional; called after every chunk
+};
+
+//! What one run produced.
+struct train_result {
+  execution_mode mode = execution_mode::sync; //!< the mode that ran
+  std::size_t steps = 0;                      //!< training steps executed (warm-up excluded)
+  std::size_t steps_per_epoch = 0;            //!< training-set size / batch, rounded down
+  int epochs = 0;                             //!< epochs executed (the last may be partial under max_steps)
+  std::vector<float> losses;                  //!< mean cross-entropy of every step, in order (`steps` values)
+  double test_accuracy = 0.0;                 //!< fraction of test images classified correctly at the end
+  std::vector<double> chunk_ms_per_step;      //!< wall-clock ms per step of each timed chunk
+  double ms_per_step = 0.0;                   //!< median of chunk_ms_per_step
+  double steps_per_second = 0.0;              //!< 1000 / ms_per_step
+  host_parameters final_parameters;           //!< parameters after the last step
+  std::size_t graph_nodes = 0;                //!< graph mode: nodes of the captured step (0 otherwise)
+  std::size_t graph_edges = 0;                //!< graph mode: edges of the captured step (0 otherwise)
+  std::string graph_dot;                      //!< graph mode: the captured step as Graphviz DOT (empty otherwise)
+};
+
+//! Number of full batches in `train_count` samples: train_count / batch.
+//! \throws std::invalid_argument when batch < 1.
+[[nodiscard]] std::size_t steps_per_epoch(std::size_t train_count, int batch);
+
+//! The order in which epoch `epoch` visits `n` samples: a Fisher-Yates shuffle of 0..n-1 driven by
+//! std::mt19937_64 seeded from (seed, epoch) alone, so the same seed gives the same orders in every mode.
+[[nodiscard]] std::vector<int> epoch_permutation(std::uint64_t seed, int epoch, std::size_t n);
+
+//! Trains a freshly initialised network (he_init(options.seed)) on `data` in `mode` and evaluates it on the test
+//! split. Uploads the data to the device, runs the warm-up step and the reset described in the file comment,
+//! then `min(epochs * steps_per_epoch, max_steps)` steps timed in chunks.
+//! \throws std::invalid_argument for invalid options or data (see validate()); conveyor::cuda_error or
+//!         cublas_error when a CUDA or cuBLAS call fails (no device, out of memory, capture refused...).
+[[nodiscard]] train_result run_training(const train_options& options, const dataset& data, execution_mode mode);
+
+//! Fraction of test images the network with parameters `p` classifies correctly (argmax of the logits).
+//! \throws std::invalid_argument for invalid data; conveyor::cuda_error / cublas_error when a call fails.
+[[nodiscard]] double test_accuracy(const host_parameters& p, const dataset& data);
+
+//! Loss and gradients of one training step.
+struct step_gradients {
+  float loss = 0.0F;         //!< mean cross-entropy over the batch, before the update
+  host_parameters gradients; //!< dLoss/dparameter, same shapes as the parameters
+};
+
+//! Runs one full training step (gather, forward, loss, backward, update, counter) on exactly the samples given,
+//! in the given mode, with parameters `p`, and returns the loss and the gradients (with respect to `p`, i.e.
+//! before the update), so that tests can compare them with a CPU reference.
+//! \param x      rows x 784 inputs (any float values; pixels scaled to [0, 1] in training)
+//! \param labels rows labels in [0, 10)
+//! \throws std::invalid_argument when rows is 0, x has the wrong size or a label is out of range;
+//!         conveyor::cuda_error / cublas_error when a call fails.
+[[nodiscard]] step_gradients compute_step_gradients(const host_parameters& p, std::span<const float> x,
+                                                    std::span<const int> labels,
+                                                    execution_mode mode = execution_mode::stream);
+
+} // namespace conveyor::train

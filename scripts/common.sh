@@ -1,0 +1,32 @@
+# Shared by demo.sh and test.sh: install what is missing (Debian packages), check the CUDA toolkit, configure.
+# Sourced, not run.
+
+CONVEYOR_PACKAGES=(cmake g++ ninja-build pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz dataset-fashion-mnist libeigen3-dev)
+
+conveyor_install_missing() {
+  local missing=()
+  for p in "${CONVEYOR_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "conveyor: installing missing Debian packages: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+  fi
+  local nvcc="${CUDACXX:-/usr/local/cuda/bin/nvcc}"
+  if ! [ -x "$nvcc" ] && ! command -v nvcc >/dev/null; then
+    echo "conveyor: the CUDA Toolkit (>= 12.4, nvcc) is required; install it in /usr/local/cuda or set CUDACXX" >&2
+    return 1
+  fi
+  [ -x "$nvcc" ] && export CUDACXX="$nvcc"
+  return 0
+}
+
+# conveyor_configure <build-dir> [extra cmake args...]
+conveyor_configure() {
+  local dir=$1
+  shift
+  cmake -S "$CONVEYOR_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+}

@@ -1,0 +1,133 @@
+#include "conveyor/define/capture.hpp"
+
+#include "conveyor/error.hpp"
+#include "detail/compat.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+namespace conveyor::detail {
+
+namespace {
+
+// Streams forked into each capture (by capture id) and not yet joined, so that a failing or throwing capture
+// can join them back before ending, which releases them from capture mode.
+struct fork_registry {
+  std::mutex mutex;
+  std::unordered_map<unsigned long long, std::vector<cudaStream_t>> open;
+};
+fork_registry& forks() {
+  static fork_registry registry;
+  return registry;
+}
+
+unsigned long long capture_id(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  if (capture_info(s, &status, &id, nullptr, nullptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return status == cudaStreamCaptureStatusNone ? 0 : id;
+}
+
+std::vector<cudaStream_t> take_open_forks(unsigned long long id) {
+  std::lock_guard lock(forks().mutex);
+  auto it = forks().open.find(id);
+  if (it == forks().open.end()) return {};
+  auto streams = std::move(it->second);
+  forks().open.erase(it);
+  return streams;
+}
+
+// Makes `origin` wait for `branch` through a fresh timing-free event. Returns the first error.
+cudaError_t link(cudaStream_t from, cudaStream_t to) {
+  cudaEvent_t e = nullptr;
+  cudaError_t rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  if (rc != cudaSuccess) return rc;
+  rc = cudaEventRecord(e, from);
+  if (rc == cudaSuccess) rc = cudaStreamWaitEvent(to, e, 0);
+  cudaError_t destroyed = cudaEventDestroy(e);
+  return rc != cudaSuccess ? rc : destroyed;
+}
+
+} // namespace
+
+void begin_capture(const stream& s, capture_mode mode) {
+  if (s.get() == nullptr)
+    throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture(legacy default stream)",
+                     std::source_location::current(),
+                     "the legacy default stream cannot be captured; make a conveyor::stream");
+  CONVEYOR_CHECK(cudaStreamBeginCapture(s.get(), static_cast<cudaStreamCaptureMode>(mode)));
+}
+
+void begin_capture_to_graph(const stream& s, const graph& g, const node_list& deps, capture_mode mode) {
+  for (const node& n : deps.nodes())
+    if (n.owner() != g.state().get())
+      throw std::invalid_argument("conveyor::capture_into: a dependency belongs to another graph");
+  auto handles = deps.handles();
+  CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(s.get(), g.get(), handles.data(), nullptr, handles.size(),
+                                               static_cast<cudaStreamCaptureMode>(mode)));
+}
+
+std::vector<cudaGraphNode_t> capture_frontier(const stream& s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  std::size_t count = 0;
+  CONVEYOR_CHECK(capture_info(s.get(), &status, nullptr, &deps, &count));
+  if (status == cudaStreamCaptureStatusInvalidated)
+    throw cuda_error(cudaErrorStreamCaptureInvalidated, "capture_into", std::source_location::current());
+  return {deps, deps + count};
+}
+
+cudaGraph_t end_capture(const stream& s) {
+  auto unjoined = take_open_forks(capture_id(s.get()));
+  for (cudaStream_t branch : unjoined) (void)link(branch, s.get());
+  cudaGraph_t g = nullptr;
+  cudaError_t rc = cudaStreamEndCapture(s.get(), &g);
+  if (rc == cudaSuccess && unjoined.empty()) return g;
+  if (g != nullptr) (void)cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+  if (!unjoined.empty())
+    throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
+                     fmt::format("{} stream(s) forked into the capture were not joined", unjoined.size()));
+  throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current(),
+                   rc == cudaErrorStreamCaptureInvalidated ? "the capture was invalidated and no graph was made"
+                                                           : "");
+}
+
+void abort_capture(const stream& s) noexcept {
+  for (cudaStream_t branch : take_open_forks(capture_id(s.get()))) (void)link(branch, s.get());
+  cudaGraph_t g = nullptr;
+  if (cudaStreamEndCapture(s.get(), &g) == cudaSuccess && g != nullptr) (void)cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+}
+
+} // namespace conveyor::detail
+
+namespace conveyor {
+
+void fork(const stream& origin, const stream& branch) {
+  unsigned long long id = detail::capture_id(origin.get());
+  if (id == 0)
+    throw cuda_error(cudaErrorStreamCaptureUnmatched, "conveyor::fork", std::source_location::current(),
+                     "the origin stream is not being captured; call fork inside capture()");
+  CONVEYOR_CHECK(detail::link(origin.get(), branch.get()));
+  std::lock_guard lock(detail::forks().mutex);
+  detail::forks().open[id].push_back(branch.get());
+}
+
+void join(const stream& origin, const stream& branch) {
+  CONVEYOR_CHECK(detail::link(branch.get(), origin.get()));
+  unsigned long long id = detail::capture_id(origin.get());
+  std::lock_guard lock(detail::forks().mutex);
+  auto it = detail::forks().open.find(id);
+  if (it == detail::forks().open.end()) return;
+  auto& streams = it->second;
+  streams.erase(std::remove(streams.begin(), streams.end(), branch.get()), streams.end());
+}
+
+} // namespace conveyor

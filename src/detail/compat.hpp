@@ -1,0 +1,53 @@
+#pragma once
+// Internal: CUDA 12.4+ and 13.x spell the edge-data variants of a few graph calls differently; these wrappers
+// give one spelling. Edge data is not used (all edges are full dependencies).
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace conveyor::detail {
+
+inline cudaError_t get_edges(cudaGraph_t g, cudaGraphNode_t* from, cudaGraphNode_t* to, std::size_t* count) {
+#if CUDART_VERSION >= 13000
+  return cudaGraphGetEdges(g, from, to, nullptr, count);
+#else
+  return cudaGraphGetEdges(g, from, to, count);
+#endif
+}
+
+inline cudaError_t add_dependencies(cudaGraph_t g, const cudaGraphNode_t* from, const cudaGraphNode_t* to,
+                                    std::size_t count) {
+#if CUDART_VERSION >= 13000
+  return cudaGraphAddDependencies(g, from, to, nullptr, count);
+#else
+  return cudaGraphAddDependencies(g, from, to, count);
+#endif
+}
+
+inline cudaError_t get_dependencies(cudaGraphNode_t n, cudaGraphNode_t* deps, std::size_t* count) {
+#if CUDART_VERSION >= 13000
+  return cudaGraphNodeGetDependencies(n, deps, nullptr, count);
+#else
+  return cudaGraphNodeGetDependencies(n, deps, count);
+#endif
+}
+
+inline cudaError_t get_dependents(cudaGraphNode_t n, cudaGraphNode_t* deps, std::size_t* count) {
+#if CUDART_VERSION >= 13000
+  return cudaGraphNodeGetDependentNodes(n, deps, nullptr, count);
+#else
+  return cudaGraphNodeGetDependentNodes(n, deps, count);
+#endif
+}
+
+inline cudaError_t capture_info(cudaStream_t s, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                const cudaGraphNode_t** deps, std::size_t* count) {
+#if CUDART_VERSION >= 13000
+  return cudaStreamGetCaptureInfo(s, status, id, nullptr, deps, nullptr, count);
+#else
+  return cudaStreamGetCaptureInfo(s, status, id, nullptr, deps, count);
+#endif
+}
+
+} // namespace conveyor::detail

@@ -1,0 +1,53 @@
+#include "detail/driver.hpp"
+
+#include <cuda_runtime_api.h>
+
+namespace conveyor::detail::driver {
+
+namespace {
+// Looks up `symbol` once (the version picks the ABI: 12000 gives the _v2 kernel-node calls).
+template <class Fn>
+Fn entry(const char* symbol, int version = 12000) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  if (cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault, &status) != cudaSuccess ||
+      status != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+} // namespace
+
+CUresult kernel_node_get_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* params) {
+  static auto fn = entry<CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*)>("cuGraphKernelNodeGetParams");
+  return fn != nullptr ? fn(node, params) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult exec_kernel_node_set_params(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* params) {
+  static auto fn = entry<CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*)>(
+      "cuGraphExecKernelNodeSetParams");
+  return fn != nullptr ? fn(exec, node, params) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult func_get_name(const char** name, CUfunction function) {
+  static auto fn = entry<CUresult (*)(const char**, CUfunction)>("cuFuncGetName");
+  return fn != nullptr ? fn(name, function) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult kernel_get_name(const char** name, CUkernel kernel) {
+  static auto fn = entry<CUresult (*)(const char**, CUkernel)>("cuKernelGetName");
+  return fn != nullptr ? fn(name, kernel) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult func_get_param_info(CUfunction function, size_t index, size_t* offset, size_t* size) {
+  static auto fn = entry<CUresult (*)(CUfunction, size_t, size_t*, size_t*)>("cuFuncGetParamInfo", 12040);
+  return fn != nullptr ? fn(function, index, offset, size) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult kernel_get_param_info(CUkernel kernel, size_t index, size_t* offset, size_t* size) {
+  static auto fn = entry<CUresult (*)(CUkernel, size_t, size_t*, size_t*)>("cuKernelGetParamInfo", 12040);
+  return fn != nullptr ? fn(kernel, index, offset, size) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+} // namespace conveyor::detail::driver

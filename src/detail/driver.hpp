@@ -1,0 +1,18 @@
+#pragma once
+// Internal: the few CUDA Driver API calls Conveyor needs, reached through cudaGetDriverEntryPointByVersion so that
+// nothing links libcuda directly. They read and set kernel nodes made by any launcher, runtime or driver (library
+// kernels captured from cuBLAS are driver functions, which the runtime's cudaGraphKernelNodeGetParams refuses).
+
+#include <cuda.h>
+
+namespace conveyor::detail::driver {
+
+// Each returns CUDA_ERROR_NOT_SUPPORTED when the driver lacks the entry point.
+CUresult kernel_node_get_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* params);
+CUresult exec_kernel_node_set_params(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* params);
+CUresult func_get_name(const char** name, CUfunction function);
+CUresult kernel_get_name(const char** name, CUkernel kernel);
+CUresult func_get_param_info(CUfunction function, size_t index, size_t* offset, size_t* size);
+CUresult kernel_get_param_info(CUkernel kernel, size_t index, size_t* offset, size_t* size);
+
+} // namespace conveyor::detail::driver

@@ -1,0 +1,63 @@
+#include "conveyor/error.hpp"
+
+#include <fmt/format.h>
+
+namespace conveyor {
+
+std::string_view hint_for(cudaError_t code) noexcept {
+  switch (code) {
+  case cudaErrorStreamCaptureUnsupported:
+    return "this call is not allowed while a stream is being captured (cudaMalloc, cudaMemcpy, cudaMemset, "
+           "cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaStreamQuery ...): allocate "
+           "before capturing or use cudaMallocAsync, and use the *Async form on the capture stream";
+  case cudaErrorStreamCaptureInvalidated:
+    return "an illegal call earlier in this capture invalidated it (a synchronous copy or allocation, a query or "
+           "synchronisation of the capturing stream, or work on the legacy default stream): check the return code "
+           "of every call inside the captured callable to find it";
+  case cudaErrorStreamCaptureImplicit:
+    return "the call would synchronise implicitly with the legacy default stream (stream 0) while it is being "
+           "captured: capture on a stream made with cudaStreamNonBlocking and pass it to every call";
+  case cudaErrorStreamCaptureUnjoined:
+    return "a stream forked into the capture was not joined back: call conveyor::join(origin, forked) (an event "
+           "recorded on the forked stream and waited on by the origin) before the capture ends";
+  case cudaErrorStreamCaptureIsolation:
+    return "a dependency crosses capture boundaries: an event recorded inside one capture was waited on outside "
+           "it (or in another capture)";
+  case cudaErrorStreamCaptureWrongThread:
+    return "the capture was begun in another thread or ended in a thread that did not begin it: use "
+           "conveyor::capture_mode::relaxed or keep begin and end in one thread";
+  case cudaErrorStreamCaptureUnmatched:
+    return "cudaStreamEndCapture was called on a stream that is not capturing";
+  case cudaErrorStreamCaptureMerge:
+    return "two independent captures were merged by a cross-stream dependency";
+  case cudaErrorGraphExecUpdateFailure:
+    return "the new graph differs from the executable graph in a way cudaGraphExecUpdate cannot apply: use "
+           "graph_exec::update_or_reinstantiate";
+  case cudaErrorNoDevice:
+    return "no CUDA device is visible: check nvidia-smi and CUDA_VISIBLE_DEVICES";
+  case cudaErrorInsufficientDriver:
+    return "the installed driver is older than the CUDA runtime this program was built with";
+  default:
+    return {};
+  }
+}
+
+namespace {
+std::string format_message(cudaError_t code, std::string_view call, const std::source_location& where,
+                           std::string_view context) {
+  std::string message = fmt::format("{}:{}: {} failed: {} ({})", where.file_name(), where.line(), call,
+                                    cudaGetErrorName(code), cudaGetErrorString(code));
+  if (!context.empty()) message += fmt::format("; {}", context);
+  if (auto hint = hint_for(code); !hint.empty()) message += fmt::format(". Fix: {}", hint);
+  return message;
+}
+} // namespace
+
+cuda_error::cuda_error(cudaError_t code, std::string_view call, std::source_location where, std::string_view context)
+    : std::runtime_error(format_message(code, call, where, context)), code_(code), call_(call), where_(where) {}
+
+std::string_view cuda_error::name() const noexcept { return cudaGetErrorName(code_); }
+
+std::string_view cuda_error::hint() const noexcept { return hint_for(code_); }
+
+} // namespace conveyor

@@ -1,0 +1,134 @@
+#include "conveyor/observe/export.hpp"
+
+#include "conveyor/define/graph.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace conveyor {
+
+namespace {
+
+// DOT double-quoted string: escape backslashes and quotes; keep "\n" as DOT's line break.
+std::string dot_quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string_view fill_colour(node_kind kind) {
+  switch (kind) {
+  case node_kind::kernel: return "#cfe2f3";
+  case node_kind::memcpy: return "#d9ead3";
+  case node_kind::memset: return "#fff2cc";
+  case node_kind::host: return "#f4cccc";
+  case node_kind::child_graph:
+  case node_kind::conditional: return "#d9d2e9";
+  case node_kind::mem_alloc:
+  case node_kind::mem_free: return "#fce5cd";
+  default: return "#eeeeee";
+  }
+}
+
+std::string size_text(std::size_t bytes) {
+  if (bytes >= (1U << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1U << 20));
+  if (bytes >= (1U << 10)) return fmt::format("{:.2f} KiB", static_cast<double>(bytes) / (1U << 10));
+  return fmt::format("{} B", bytes);
+}
+
+std::string node_text(const node_description& n) {
+  std::string text = n.display_name();
+  text += fmt::format("\n{}", to_string(n.kind));
+  if (n.kind == node_kind::kernel) {
+    if (!n.label.empty() && !n.kernel_name.empty()) text += fmt::format(" {}", n.kernel_name);
+    text += fmt::format("\ngrid {}x{}x{} block {}x{}x{}", n.grid[0], n.grid[1], n.grid[2], n.block[0], n.block[1],
+                        n.block[2]);
+    if (n.shared_bytes > 0) text += fmt::format(" smem {}", size_text(n.shared_bytes));
+  }
+  if (n.kind == node_kind::memcpy) text += fmt::format(" {} {}", n.copy_kind, size_text(n.bytes));
+  if (n.kind == node_kind::memset || n.kind == node_kind::mem_alloc) text += fmt::format(" {}", size_text(n.bytes));
+  return text;
+}
+
+void write_dot_body(std::string& out, const graph_description& d, const std::string& prefix, int depth) {
+  const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
+  for (const auto& n : d.nodes) {
+    const std::string id = fmt::format("{}{}", prefix, n.id);
+    out += fmt::format("{}{} [label={}, fillcolor={}];\n", indent, id, dot_quoted(node_text(n)),
+                       dot_quoted(fill_colour(n.kind)));
+    for (std::size_t b = 0; b < n.bodies.size(); ++b) {
+      const std::string body_prefix = fmt::format("{}_{}_", id, b);
+      out += fmt::format("{}subgraph cluster_{}_{} {{\n{}  label={}; style=dashed;\n", indent, id, b, indent,
+                         dot_quoted(fmt::format("body {} of {}", b, n.display_name())));
+      write_dot_body(out, n.bodies[b], body_prefix, depth + 1);
+      out += fmt::format("{}}}\n", indent);
+      if (!n.bodies[b].nodes.empty())
+        out += fmt::format("{}{} -> {}0 [style=dashed, arrowhead=odot];\n", indent, id, body_prefix);
+    }
+  }
+  for (const auto& [from, to] : d.edges) out += fmt::format("{}{}{} -> {}{};\n", indent, prefix, from, prefix, to);
+}
+
+nlohmann::json to_json_value(const graph_description& d) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : d.nodes) {
+    nlohmann::json j{{"id", n.id}, {"kind", std::string(to_string(n.kind))}, {"label", n.label},
+                     {"name", n.display_name()}};
+    if (n.kind == node_kind::kernel) {
+      j["kernel"] = n.kernel_name;
+      j["grid"] = n.grid;
+      j["block"] = n.block;
+      j["shared_bytes"] = n.shared_bytes;
+    }
+    if (n.kind == node_kind::memcpy || n.kind == node_kind::memset || n.kind == node_kind::mem_alloc)
+      j["bytes"] = n.bytes;
+    if (n.kind == node_kind::memcpy) j["copy_kind"] = n.copy_kind;
+    if (!n.bodies.empty()) {
+      j["bodies"] = nlohmann::json::array();
+      for (const auto& body : n.bodies) j["bodies"].push_back(to_json_value(body));
+    }
+    nodes.push_back(std::move(j));
+  }
+  nlohmann::json edges = nlohmann::json::array();
+  for (const auto& [from, to] : d.edges) edges.push_back({from, to});
+  auto s = statistics(d);
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (const auto& [kind, count] : s.by_kind) by_kind[std::string(to_string(kind))] = count;
+  return {{"nodes", std::move(nodes)},
+          {"edges", std::move(edges)},
+          {"statistics",
+           {{"nodes", s.nodes},
+            {"edges", s.edges},
+            {"nested_nodes", s.nested_nodes},
+            {"depth", s.depth},
+            {"width", s.width},
+            {"memcpy_bytes", s.memcpy_bytes},
+            {"by_kind", std::move(by_kind)}}}};
+}
+
+} // namespace
+
+std::string to_dot(const graph_description& d, std::string_view name) {
+  std::string out = fmt::format("digraph {} {{\n", dot_quoted(name));
+  out += "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n";
+  write_dot_body(out, d, "n", 1);
+  out += "}\n";
+  return out;
+}
+
+std::string to_json(const graph_description& d, int indent) { return to_json_value(d).dump(indent); }
+
+std::string to_dot(const graph& g, std::string_view name) { return to_dot(describe(g), name); }
+
+std::string to_json(const graph& g, int indent) { return to_json(describe(g), indent); }
+
+} // namespace conveyor

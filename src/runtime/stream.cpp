@@ -1,0 +1,40 @@
+#include "conveyor/runtime/stream.hpp"
+#include "conveyor/runtime/event.hpp"
+
+namespace conveyor {
+
+stream::stream(unsigned flags, int priority) : owned_(true) {
+  CONVEYOR_CHECK(cudaStreamCreateWithPriority(&handle_, flags, priority));
+}
+
+stream stream::adopt(cudaStream_t handle, ownership own) noexcept { return {handle, own == ownership::owned}; }
+
+stream& stream::operator=(stream&& other) noexcept {
+  if (this != &other) {
+    if (owned_ && handle_ != nullptr) (void)cudaStreamDestroy(handle_);
+    handle_ = std::exchange(other.handle_, nullptr);
+    owned_ = std::exchange(other.owned_, false);
+  }
+  return *this;
+}
+
+stream::~stream() {
+  if (owned_ && handle_ != nullptr) (void)cudaStreamDestroy(handle_);
+}
+
+cudaStream_t stream::release() noexcept {
+  owned_ = false;
+  return std::exchange(handle_, nullptr);
+}
+
+void stream::synchronize() const { CONVEYOR_CHECK(cudaStreamSynchronize(handle_)); }
+
+void stream::wait(const event& e) const { CONVEYOR_CHECK(cudaStreamWaitEvent(handle_, e.get(), 0)); }
+
+bool stream::is_capturing() const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CONVEYOR_CHECK(cudaStreamIsCapturing(handle_, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+} // namespace conveyor

@@ -1,0 +1,276 @@
+// GPU tests of the assembly line: conveyor::graphed (shape keys, in-place update, buckets, eviction, static
+// pointers) and conveyor::pipeline (hybrid graphed + eager stages).
+#include "support/gpu.hpp"
+
+#include <conveyor/assembly/graphed.hpp>
+#include <conveyor/assembly/pipeline.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using conveyor::test::device_array;
+
+__global__ void scale_kernel(int n, float a, const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i];
+}
+__global__ void add_one_kernel(int n, const float* y, float* z) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) z[i] = y[i] + 1.0F;
+}
+__global__ void double_kernel(int n, float* z) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) z[i] *= 2.0F;
+}
+// Sum of the first `real` elements into out[0], one thread (a deterministic reduction for small tests).
+__global__ void sum_kernel(int real, const float* x, float* out) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    float s = 0.0F;
+    for (int i = 0; i < real; ++i) s += x[i];
+    out[0] = s;
+  }
+}
+
+int blocks(std::size_t n) { return static_cast<int>((n + 255) / 256); }
+
+// z = 2 * (a * x + 1): three kernels.
+void three_step(const conveyor::stream& s, int n, float a, const float* x, float* y, float* z) {
+  scale_kernel<<<blocks(n), 256, 0, s.get()>>>(n, a, x, y);
+  add_one_kernel<<<blocks(n), 256, 0, s.get()>>>(n, y, z);
+  double_kernel<<<blocks(n), 256, 0, s.get()>>>(n, z);
+  conveyor::check_launch("three_step");
+}
+
+std::vector<float> random_vector(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0F, 1.0F);
+  std::vector<float> v(n);
+  for (auto& e : v) e = u(rng);
+  return v;
+}
+
+void expect_three_step(const std::vector<float>& x, float a, const std::vector<float>& z, int n) {
+  for (int i = 0; i < n; ++i) ASSERT_FLOAT_EQ(z[i], 2.0F * (a * x[i] + 1.0F)) << "element " << i;
+}
+
+TEST(Graphed, WarmsUpCapturesThenReplays) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1000;
+  auto hx = random_vector(n, 1);
+  device_array<float> x(hx), y(n), z(n);
+  conveyor::stream s;
+  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 2});
+  for (int call = 0; call < 6; ++call) step(s, n, 1.5F, x.get(), y.get(), z.get());
+  s.synchronize();
+  expect_three_step(hx, 1.5F, z.download(), n);
+  const auto& st = step.statistics();
+  EXPECT_EQ(st.calls, 6U);
+  EXPECT_EQ(st.warmups, 2U);
+  EXPECT_EQ(st.instantiations, 1U);
+  EXPECT_EQ(st.replays, 4U); // the capturing call launches too
+  EXPECT_EQ(step.cached_graphs(), 1U);
+}
+
+TEST(Graphed, NewShapeGetsItsOwnGraph) {
+  CONVEYOR_REQUIRE_GPU();
+  const int big = 2048;
+  auto hx = random_vector(big, 2);
+  device_array<float> x(hx), y(big), z(big);
+  conveyor::stream s;
+  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 0});
+  for (int n : {512, 2048, 512, 2048}) {
+    CONVEYOR_CHECK(cudaMemsetAsync(z.get(), 0xFF, z.bytes(), s.get()));
+    step(s, n, 0.5F, x.get(), y.get(), z.get());
+    s.synchronize();
+    auto hz = z.download();
+    expect_three_step(hx, 0.5F, hz, n);
+    if (n < big) EXPECT_TRUE(std::isnan(hz[n])) << "element past n was written";
+  }
+  EXPECT_EQ(step.statistics().instantiations, 2U);
+  EXPECT_EQ(step.statistics().replays, 4U);
+  EXPECT_EQ(step.cached_graphs(), 2U);
+}
+
+TEST(Graphed, PointerOrScalarChangeUpdatesOnlyTheChangedNodes) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 4096;
+  auto hx = random_vector(n, 3);
+  device_array<float> x(hx), y(n), z1(n), z2(n);
+  conveyor::stream s;
+  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 0});
+  step(s, n, 2.0F, x.get(), y.get(), z1.get());
+  // Scalar a changes: only the scale kernel embeds it.
+  step(s, n, 3.0F, x.get(), y.get(), z1.get());
+  s.synchronize();
+  expect_three_step(hx, 3.0F, z1.download(), n);
+  EXPECT_EQ(step.statistics().per_node_updates, 1U);
+  EXPECT_EQ(step.statistics().nodes_set, 1U);
+  // Output pointer z changes: add_one and double embed it (2 nodes).
+  step(s, n, 3.0F, x.get(), y.get(), z2.get());
+  s.synchronize();
+  expect_three_step(hx, 3.0F, z2.download(), n);
+  EXPECT_EQ(step.statistics().per_node_updates, 2U);
+  EXPECT_EQ(step.statistics().nodes_set, 3U);
+  EXPECT_EQ(step.statistics().instantiations, 1U);
+  ASSERT_GE(step.reasons().size(), 3U);
+  const std::string last = step.reasons().back();
+  EXPECT_NE(last.find("argument 4 pointer changed from 0x"), std::string::npos) << last;
+  EXPECT_NE(last.find("updated 2 node(s) in place"), std::string::npos) << last;
+  // Same arguments again: plain replay, no update.
+  step(s, n, 3.0F, x.get(), y.get(), z2.get());
+  EXPECT_EQ(step.statistics().per_node_updates, 2U);
+  EXPECT_EQ(step.statistics().replays, 4U);
+}
+
+TEST(Graphed, PaddingToABucketMatchesExactEagerRun) {
+  CONVEYOR_REQUIRE_GPU();
+  const std::size_t cap = 256;
+  auto hx = random_vector(cap, 4);
+  device_array<float> x(hx), padded_sum(1), eager_sum(1);
+  conveyor::stream s;
+  auto body = [](const conveyor::stream& cs, conveyor::batch_size n, const float* in, float* out) {
+    // Launch shape follows the padded size; the work masks by the real size.
+    sum_kernel<<<static_cast<unsigned>((n.padded + 255) / 256), 32, 0, cs.get()>>>(static_cast<int>(n.real), in, out);
+    conveyor::check_launch("sum_kernel");
+  };
+  conveyor::graphed sum(body, conveyor::graphed_options{.warmup_calls = 0, .buckets = {64, 128, 256}});
+  for (std::size_t real : {100U, 77U, 128U, 3U}) {
+    sum(s, conveyor::batch_size{real}, x.get(), padded_sum.get());
+    body(s, conveyor::batch_size{real, real}, x.get(), eager_sum.get());
+    s.synchronize();
+    double ref = 0.0;
+    for (std::size_t i = 0; i < real; ++i) ref += hx[i];
+    const float got = padded_sum.download()[0];
+    EXPECT_EQ(got, eager_sum.download()[0]) << "real size " << real;
+    EXPECT_NEAR(got, ref, 1e-4 * (1.0 + std::abs(ref))) << "real size " << real;
+  }
+  // 100 and 77 share the 128 bucket (77 updates the real size in place); 128 replays it; 3 uses bucket 64.
+  EXPECT_EQ(sum.statistics().instantiations, 2U);
+  EXPECT_EQ(sum.statistics().per_node_updates, 2U);
+  // Above the largest bucket: eager, with the reason.
+  sum(s, conveyor::batch_size{300}, x.get(), padded_sum.get());
+  s.synchronize();
+  EXPECT_EQ(sum.statistics().eager_fallbacks, 1U);
+  EXPECT_NE(sum.reasons().back().find("size 300 above the largest bucket 256"), std::string::npos)
+      << sum.reasons().back();
+}
+
+TEST(Graphed, PrepareCapturesBucketsLargestFirstWithoutRunning) {
+  CONVEYOR_REQUIRE_GPU();
+  device_array<float> x(random_vector(256, 5)), out(1);
+  conveyor::stream s;
+  int eager_runs = 0;
+  auto body = [&](const conveyor::stream& cs, conveyor::batch_size n, const float* in, float* o) {
+    if (!cs.is_capturing()) ++eager_runs;
+    sum_kernel<<<1, 32, 0, cs.get()>>>(static_cast<int>(n.real), in, o);
+  };
+  conveyor::graphed sum(body, conveyor::graphed_options{.warmup_calls = 1, .buckets = {32, 256, 64}});
+  sum.prepare(s, conveyor::batch_size{1}, x.get(), out.get());
+  EXPECT_EQ(sum.cached_graphs(), 3U);
+  EXPECT_EQ(eager_runs, 1);
+  ASSERT_GE(sum.reasons().size(), 3U);
+  EXPECT_NE(sum.reasons()[0].find("=256"), std::string::npos) << sum.reasons()[0];
+  EXPECT_NE(sum.reasons()[2].find("=32"), std::string::npos) << sum.reasons()[2];
+  sum(s, conveyor::batch_size{50}, x.get(), out.get());
+  EXPECT_EQ(sum.statistics().instantiations, 3U);
+  EXPECT_EQ(eager_runs, 1);
+}
+
+TEST(Graphed, LeastRecentlyUsedGraphIsEvicted) {
+  CONVEYOR_REQUIRE_GPU();
+  const int big = 1024;
+  auto hx = random_vector(big, 6);
+  device_array<float> x(hx), y(big), z(big);
+  conveyor::stream s;
+  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 0, .max_graphs = 2});
+  for (int n : {256, 512, 256, 1024, 512}) step(s, n, 1.0F, x.get(), y.get(), z.get());
+  s.synchronize();
+  expect_three_step(hx, 1.0F, z.download(), 512);
+  // 256, 512 cached; 1024 evicts 512 (256 was used more recently); 512 again evicts 256.
+  EXPECT_EQ(step.statistics().evictions, 2U);
+  EXPECT_EQ(step.statistics().instantiations, 4U);
+  EXPECT_EQ(step.cached_graphs(), 2U);
+}
+
+TEST(Graphed, ChangedStaticPointerIsRefusedBeforeReplay) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 512;
+  device_array<float> x1(random_vector(n, 7)), x2(random_vector(n, 8)), y(n), z(n);
+  conveyor::stream s;
+  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 0, .static_arguments = {2}});
+  step(s, n, 1.0F, x1.get(), y.get(), z.get());
+  try {
+    step(s, n, 1.0F, x2.get(), y.get(), z.get());
+    FAIL() << "a changed static pointer was accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("argument 2 was declared static"), std::string::npos) << what;
+    EXPECT_NE(what.find("stale"), std::string::npos) << what;
+  }
+  EXPECT_EQ(step.statistics().replays, 1U);
+}
+
+// A pipeline: graphed stage (z = 2(a x + 1)), an eager stage that reads z[0] on the host and picks the next scale
+// from it, a graphed stage using that scale. Compared against the all-eager run of the same stages.
+TEST(Pipeline, HybridEqualsAllEager) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 2048;
+  auto hx = random_vector(n, 9);
+  auto run = [&](bool graphed_stages) {
+    device_array<float> x(hx), y(n), z(n), w(n);
+    float host_scale = 1.0F;
+    float* scale_slot = nullptr;
+    CONVEYOR_CHECK(cudaMallocHost(&scale_slot, sizeof(float)));
+    conveyor::pipeline<int, float*> p;
+    auto first = [&](const conveyor::stream& cs, int count, float*) {
+      three_step(cs, count, 0.75F, x.get(), y.get(), z.get());
+    };
+    auto decide = [&](const conveyor::stream& cs, int, float* slot) {
+      CONVEYOR_CHECK(cudaMemcpyAsync(slot, z.get(), sizeof(float), cudaMemcpyDeviceToHost, cs.get()));
+      cs.synchronize(); // host-dependent control flow: cannot be captured
+      host_scale = *slot > 0.0F ? 0.5F : -0.5F;
+    };
+    auto second = [&](const conveyor::stream& cs, int count, float* slot) {
+      (void)slot;
+      scale_kernel<<<blocks(count), 256, 0, cs.get()>>>(count, 1.0F, z.get(), w.get());
+      double_kernel<<<blocks(count), 256, 0, cs.get()>>>(count, w.get());
+      conveyor::check_launch("second");
+    };
+    if (graphed_stages) {
+      p.graphed_stage("first", first, {.warmup_calls = 1});
+      p.eager_stage("decide", decide);
+      p.graphed_stage("second", second, {.warmup_calls = 1});
+    } else {
+      p.eager_stage("first", first).eager_stage("decide", decide).eager_stage("second", second);
+    }
+    conveyor::stream s;
+    std::vector<float> scales;
+    for (int step = 0; step < 5; ++step) {
+      p(s, n, scale_slot);
+      scales.push_back(host_scale);
+    }
+    s.synchronize();
+    auto out = w.download();
+    if (graphed_stages) {
+      EXPECT_EQ(p.statistics(0)->replays, 4U);
+      EXPECT_EQ(p.statistics(1), nullptr);
+      EXPECT_EQ(p.statistics(2)->replays, 4U);
+    }
+    CONVEYOR_CHECK(cudaFreeHost(scale_slot));
+    out.insert(out.end(), scales.begin(), scales.end());
+    return out;
+  };
+  const auto hybrid = run(true);
+  const auto eager = run(false);
+  ASSERT_EQ(hybrid.size(), eager.size());
+  for (std::size_t i = 0; i < hybrid.size(); ++i) ASSERT_EQ(hybrid[i], eager[i]) << "element " << i;
+  for (int i = 0; i < n; ++i) ASSERT_FLOAT_EQ(eager[i], 2.0F * 2.0F * (0.75F * hx[i] + 1.0F)) << i;
+}
+
+} // namespace

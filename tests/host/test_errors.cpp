@@ -1,0 +1,87 @@
+// Host-only tests of error reporting, flag sets, update reasons and compile-time kernel argument checking.
+#include <conveyor/define/kernel_args.hpp>
+#include <conveyor/error.hpp>
+#include <conveyor/execute/instantiate_flags.hpp>
+#include <conveyor/execute/update_result.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+void fake_kernel(int, float, const float*, float*) {}
+
+TEST(CudaError, CarriesCodeNameCallLocationAndHint) {
+  try {
+    conveyor::check(cudaErrorStreamCaptureUnsupported, "cudaMalloc(&p, 64)");
+    FAIL() << "check() did not throw";
+  } catch (const conveyor::cuda_error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), cudaErrorStreamCaptureUnsupported);
+    EXPECT_EQ(e.name(), "cudaErrorStreamCaptureUnsupported");
+    EXPECT_EQ(e.call(), "cudaMalloc(&p, 64)");
+    EXPECT_NE(std::string(e.where().file_name()).find("test_errors.cpp"), std::string::npos);
+    EXPECT_NE(what.find("cudaMalloc(&p, 64) failed: cudaErrorStreamCaptureUnsupported"), std::string::npos) << what;
+    EXPECT_NE(what.find("Fix:"), std::string::npos) << what;
+    EXPECT_NE(what.find("cudaMallocAsync"), std::string::npos) << what;
+  }
+}
+
+TEST(CudaError, MacroNamesTheCallAsWritten) {
+  try {
+    CONVEYOR_CHECK(cudaErrorInvalidValue);
+    FAIL() << "CONVEYOR_CHECK did not throw";
+  } catch (const conveyor::cuda_error& e) {
+    EXPECT_EQ(e.call(), "cudaErrorInvalidValue");
+    EXPECT_TRUE(e.hint().empty());
+    EXPECT_EQ(std::string(e.what()).find("Fix:"), std::string::npos);
+  }
+  EXPECT_NO_THROW(conveyor::check(cudaSuccess, "nothing"));
+}
+
+TEST(CudaError, EveryCaptureErrorHasAHint) {
+  for (auto code : {cudaErrorStreamCaptureUnsupported, cudaErrorStreamCaptureInvalidated,
+                    cudaErrorStreamCaptureImplicit, cudaErrorStreamCaptureUnjoined, cudaErrorStreamCaptureIsolation,
+                    cudaErrorStreamCaptureWrongThread, cudaErrorStreamCaptureUnmatched})
+    EXPECT_FALSE(conveyor::hint_for(code).empty()) << cudaGetErrorName(code);
+}
+
+TEST(InstantiateFlags, CombineAndPrint) {
+  using conveyor::instantiate_flags;
+  auto f = instantiate_flags::upload | instantiate_flags::use_node_priority;
+  EXPECT_TRUE(conveyor::has_flag(f, instantiate_flags::upload));
+  EXPECT_FALSE(conveyor::has_flag(f, instantiate_flags::device_launch));
+  EXPECT_EQ(static_cast<unsigned long long>(f),
+            static_cast<unsigned long long>(cudaGraphInstantiateFlagUpload | cudaGraphInstantiateFlagUseNodePriority));
+  EXPECT_EQ(conveyor::to_string(f), "upload|use_node_priority");
+  EXPECT_EQ(conveyor::to_string(instantiate_flags::none), "none");
+  EXPECT_EQ(conveyor::to_string(conveyor::without(f, instantiate_flags::upload)), "use_node_priority");
+}
+
+TEST(UpdateResult, ReasonNamesStatusAndNode) {
+  conveyor::update_result r;
+  EXPECT_TRUE(static_cast<bool>(r));
+  r.status = conveyor::to_update_status(cudaGraphExecUpdateErrorTopologyChanged);
+  r.node_label = "relu1";
+  EXPECT_FALSE(static_cast<bool>(r));
+  EXPECT_EQ(r.reason(), "update refused: topology_changed (nodes or dependencies were added or removed) at node relu1");
+  EXPECT_EQ(conveyor::to_update_status(cudaGraphExecUpdateErrorFunctionChanged),
+            conveyor::update_status::function_changed);
+}
+
+TEST(KernelArgs, CompileTimeSignatureCheck) {
+  static_assert(conveyor::kernel_accepts<decltype(&fake_kernel), int, float, float*, float*>);
+  static_assert(conveyor::kernel_accepts<decltype(&fake_kernel), long, double, const float*, float*>);
+  static_assert(!conveyor::kernel_accepts<decltype(&fake_kernel), int, float, float*>, "too few arguments");
+  static_assert(!conveyor::kernel_accepts<decltype(&fake_kernel), int, float, const float*, const float*>,
+                "const pointer to a non-const parameter");
+  static_assert(!conveyor::kernel_accepts<decltype(&fake_kernel), int, float, int*, float*>, "wrong pointee type");
+  float x = 0.0F;
+  auto args = conveyor::make_kernel_args(&fake_kernel, 7L, 2.5, &x, &x);
+  EXPECT_EQ(*static_cast<int*>(args.pointers()[0]), 7);
+  EXPECT_FLOAT_EQ(*static_cast<float*>(args.pointers()[1]), 2.5F);
+  EXPECT_EQ(*static_cast<float**>(args.pointers()[3]), &x);
+}
+
+} // namespace

@@ -1,0 +1,128 @@
+// Host-only tests of the export formats and statistics, on hand-made graph descriptions (no GPU needed).
+#include <conveyor/observe/export.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+using conveyor::graph_description;
+using conveyor::node_description;
+using conveyor::node_kind;
+
+node_description make(std::size_t id, node_kind kind, std::string label = {}) {
+  node_description n;
+  n.id = id;
+  n.kind = kind;
+  n.label = std::move(label);
+  return n;
+}
+
+// gather -> {gemm, copy} -> loss, plus a child graph hanging off loss: depth 4 (gather, gemm, loss, child), width 2.
+graph_description diamond() {
+  graph_description d;
+  auto gather = make(0, node_kind::kernel, "gather \"batch\"");
+  gather.kernel_name = "gather_rows";
+  gather.grid = {128, 1, 1};
+  gather.block = {256, 1, 1};
+  auto gemm = make(1, node_kind::kernel);
+  gemm.kernel_name = "sm90_xmma_gemm";
+  gemm.grid = {4, 2, 1};
+  gemm.block = {128, 1, 1};
+  gemm.shared_bytes = 49152;
+  auto copy = make(2, node_kind::memcpy, "labels");
+  copy.bytes = 3 * 1024 * 1024;
+  copy.copy_kind = "HtoD";
+  auto loss = make(3, node_kind::memset);
+  loss.bytes = 512;
+  auto child = make(4, node_kind::child_graph, "optimizer");
+  graph_description body;
+  body.nodes = {make(0, node_kind::kernel, "adam"), make(1, node_kind::host, "log")};
+  body.edges = {{0, 1}};
+  child.bodies.push_back(body);
+  d.nodes = {gather, gemm, copy, loss, child};
+  d.edges = {{0, 1}, {0, 2}, {1, 3}, {2, 3}, {3, 4}};
+  return d;
+}
+
+TEST(Statistics, CountsDepthWidthAndKinds) {
+  auto s = conveyor::statistics(diamond());
+  EXPECT_EQ(s.nodes, 5U);
+  EXPECT_EQ(s.edges, 5U);
+  EXPECT_EQ(s.nested_nodes, 2U);
+  EXPECT_EQ(s.depth, 4U);
+  EXPECT_EQ(s.width, 2U);
+  EXPECT_EQ(s.by_kind.at(node_kind::kernel), 2U);
+  EXPECT_EQ(s.by_kind.at(node_kind::memcpy), 1U);
+  EXPECT_EQ(s.memcpy_bytes, 3U * 1024 * 1024);
+}
+
+TEST(Statistics, RejectsCycleAndOutOfRangeEdge) {
+  auto d = diamond();
+  d.edges.emplace_back(3, 0);
+  EXPECT_THROW((void)conveyor::statistics(d), std::invalid_argument);
+  auto e = diamond();
+  e.edges.emplace_back(1, 9);
+  try {
+    (void)conveyor::statistics(e);
+    FAIL() << "an edge to node 9 of 5 was accepted";
+  } catch (const std::invalid_argument& err) {
+    EXPECT_NE(std::string(err.what()).find("out of range"), std::string::npos) << err.what();
+  }
+}
+
+TEST(Dot, NamesKindsShapesAndEscapes) {
+  const std::string dot = conveyor::to_dot(diamond(), "step");
+  EXPECT_EQ(dot.rfind("digraph \"step\" {", 0), 0U) << dot;
+  EXPECT_NE(dot.find("gather \\\"batch\\\""), std::string::npos) << "quotes in labels must be escaped:\n" << dot;
+  EXPECT_NE(dot.find("grid 128x1x1 block 256x1x1"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("sm90_xmma_gemm"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("smem 48.00 KiB"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("memcpy HtoD 3.00 MiB"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("memset 512 B"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("subgraph cluster_n4_0"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("n4_0_0 -> n4_0_1;"), std::string::npos) << dot;
+  for (const char* edge : {"n0 -> n1;", "n0 -> n2;", "n1 -> n3;", "n2 -> n3;", "n3 -> n4;"})
+    EXPECT_NE(dot.find(edge), std::string::npos) << edge << " missing in\n" << dot;
+  EXPECT_EQ(dot.back(), '\n');
+  EXPECT_EQ(dot[dot.size() - 2], '}');
+}
+
+TEST(Json, RoundTripsNodesEdgesAndStatistics) {
+  const auto j = nlohmann::json::parse(conveyor::to_json(diamond()));
+  ASSERT_EQ(j.at("nodes").size(), 5U);
+  EXPECT_EQ(j.at("edges").size(), 5U);
+  EXPECT_EQ(j.at("edges")[1], nlohmann::json::array({0, 2}));
+  const auto& gemm = j.at("nodes")[1];
+  EXPECT_EQ(gemm.at("kind"), "kernel");
+  EXPECT_EQ(gemm.at("name"), "sm90_xmma_gemm");
+  EXPECT_EQ(gemm.at("grid"), nlohmann::json::array({4, 2, 1}));
+  EXPECT_EQ(gemm.at("shared_bytes"), 49152);
+  EXPECT_EQ(j.at("nodes")[2].at("bytes"), 3 * 1024 * 1024);
+  EXPECT_EQ(j.at("nodes")[2].at("copy_kind"), "HtoD");
+  EXPECT_FALSE(j.at("nodes")[2].contains("grid"));
+  const auto& body = j.at("nodes")[4].at("bodies")[0];
+  EXPECT_EQ(body.at("nodes")[1].at("kind"), "host");
+  EXPECT_EQ(j.at("statistics").at("depth"), 4);
+  EXPECT_EQ(j.at("statistics").at("by_kind").at("kernel"), 2);
+}
+
+TEST(NodeDescription, DisplayNamePrefersLabelThenKernelThenKind) {
+  auto n = make(0, node_kind::kernel);
+  EXPECT_EQ(n.display_name(), "kernel");
+  n.kernel_name = "axpy";
+  EXPECT_EQ(n.display_name(), "axpy");
+  n.label = "update x";
+  EXPECT_EQ(n.display_name(), "update x");
+}
+
+TEST(Json, EmptyGraph) {
+  const auto j = nlohmann::json::parse(conveyor::to_json(graph_description{}));
+  EXPECT_TRUE(j.at("nodes").empty());
+  EXPECT_EQ(j.at("statistics").at("depth"), 0);
+}
+
+} // namespace
