@@ -58,12 +58,17 @@ __global__ void bias_activation_kernel(float* z, const float* bias, int rows, in
   }
 }
 
-__global__ void softmax_cross_entropy_kernel(const float* logits, const int* labels, int rows, int classes,
-                                             float* grad, float* row_loss) {
+__global__ void softmax_cross_entropy_kernel(const float* logits, const int* labels, int rows, int real_rows,
+                                             int classes, float* grad, float* row_loss) {
   const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (r >= rows) return;
   const float* z = logits + static_cast<std::size_t>(r) * classes;
   float* g = grad + static_cast<std::size_t>(r) * classes;
+  if (r >= real_rows) { // padding row of a partial batch: no loss, no gradient
+    for (int c = 0; c < classes; ++c) g[c] = 0.0F;
+    row_loss[r] = 0.0F;
+    return;
+  }
   float zmax = z[0];
   for (int c = 1; c < classes; ++c) zmax = fmaxf(zmax, z[c]);
   float e[max_classes];
@@ -73,7 +78,7 @@ __global__ void softmax_cross_entropy_kernel(const float* logits, const int* lab
     sum += e[c];
   }
   const int y = labels[r];
-  const float inv_rows = 1.0F / static_cast<float>(rows);
+  const float inv_rows = 1.0F / static_cast<float>(real_rows);
   for (int c = 0; c < classes; ++c) g[c] = (e[c] / sum - (c == y ? 1.0F : 0.0F)) * inv_rows;
   // -log p_y = log(sum) - (z_y - zmax)
   const float zy = (y >= 0 && y < classes) ? z[y] : zmax;
@@ -180,12 +185,14 @@ void bias_activation(float* z, const float* bias, int rows, int cols, bool relu,
   launched("bias_activation_kernel", ctx);
 }
 
-void softmax_cross_entropy(const float* logits, const int* labels, int rows, int classes, float* grad,
-                           float* row_loss, const launch_ctx& ctx) {
+void softmax_cross_entropy(const float* logits, const int* labels, int rows, int real_rows, int classes,
+                           float* grad, float* row_loss, const launch_ctx& ctx) {
   if (classes < 1 || classes > max_classes)
     throw std::invalid_argument("softmax_cross_entropy: classes must lie in [1, 32]");
-  softmax_cross_entropy_kernel<<<blocks_for_rows(rows), block_size, 0, ctx.stream>>>(logits, labels, rows, classes,
-                                                                                   grad, row_loss);
+  if (real_rows < 1 || real_rows > rows)
+    throw std::invalid_argument("softmax_cross_entropy: real_rows must lie in [1, rows]");
+  softmax_cross_entropy_kernel<<<blocks_for_rows(rows), block_size, 0, ctx.stream>>>(logits, labels, rows, real_rows,
+                                                                                   classes, grad, row_loss);
   launched("softmax_cross_entropy_kernel", ctx);
 }
 

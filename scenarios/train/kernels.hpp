@@ -51,12 +51,14 @@ void gather_batch(const float* images, const int* labels, int num_images, int fe
 //! \throws conveyor::cuda_error when the launch fails.
 void bias_activation(float* z, const float* bias, int rows, int cols, bool relu, const launch_ctx& ctx);
 
-//! Softmax cross-entropy per row: with p = softmax(logits[r, :]),
-//! row_loss[r] = -log p[labels[r]] and grad[r, c] = (p[c] - [c == labels[r]]) / rows (gradient of the batch mean).
+//! Softmax cross-entropy per row: with p = softmax(logits[r, :]), for r < real_rows
+//! row_loss[r] = -log p[labels[r]] and grad[r, c] = (p[c] - [c == labels[r]]) / real_rows (gradient of the mean
+//! over the real rows); rows from real_rows on are the padding of a partial batch: their loss and gradient are 0.
 //! \param logits rows x classes; \param grad rows x classes; \param row_loss rows.
-//! \throws std::invalid_argument when classes is outside [1, 32]; conveyor::cuda_error when the launch fails.
-void softmax_cross_entropy(const float* logits, const int* labels, int rows, int classes, float* grad,
-                           float* row_loss, const launch_ctx& ctx);
+//! \throws std::invalid_argument when classes is outside [1, 32] or real_rows outside [1, rows];
+//!         conveyor::cuda_error when the launch fails.
+void softmax_cross_entropy(const float* logits, const int* labels, int rows, int real_rows, int classes,
+                           float* grad, float* row_loss, const launch_ctx& ctx);
 
 //! loss_history[*step] = mean of row_loss[0..rows), summed in a fixed order by one block; nothing is written
 //! when *step is outside [0, history_len).

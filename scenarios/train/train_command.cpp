@@ -152,6 +152,8 @@ void run(const cli_options& o) {
     }
   }
   print_table(results, conveyor::describe_device(0));
+  for (const auto& r : results)
+    if (r.mode == execution_mode::graph) fmt::print("\n{}", r.graphed_report);
 }
 
 //! [0, 1): momentum must stay below 1 or the velocity never decays.
@@ -194,7 +196,7 @@ void register_train_command(CLI::App& app) {
   sub->add_option("--epochs", opts->epochs, "Passes over the training set")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  sub->add_option("--batch", opts->batch, "Samples per step (the partial last batch is dropped)")
+  sub->add_option("--batch", opts->batch, "Samples per step (the last batch of an epoch may be partial)")
       ->check(CLI::Range(1, 60000))
       ->capture_default_str();
   sub->add_option("--lr", opts->lr, "Learning rate (> 0)")->check(positive_real)->capture_default_str();

@@ -7,6 +7,7 @@
 #include "train/device_buffer.hpp"
 #include "train/kernels.hpp"
 
+#include <conveyor/assembly/graphed.hpp>
 #include <conveyor/define/capture.hpp>
 #include <conveyor/execute/graph_exec.hpp>
 #include <conveyor/observe/export.hpp>
@@ -41,7 +42,16 @@ execution_mode parse_execution_mode(std::string_view text) {
 
 std::size_t steps_per_epoch(std::size_t train_count, int batch) {
   if (batch < 1) throw std::invalid_argument("batch size must be at least 1");
-  return train_count / static_cast<std::size_t>(batch);
+  const auto b = static_cast<std::size_t>(batch);
+  return (train_count + b - 1) / b;
+}
+
+int rows_in_step(std::size_t train_count, int batch, std::size_t step_in_epoch) {
+  const std::size_t first = step_in_epoch * static_cast<std::size_t>(batch);
+  if (first >= train_count)
+    throw std::invalid_argument(fmt::format("step {} of an epoch starts past the {} training samples", step_in_epoch,
+                                            train_count));
+  return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(batch), train_count - first));
 }
 
 std::vector<int> epoch_permutation(std::uint64_t seed, int epoch, std::size_t n) {
@@ -119,15 +129,16 @@ public:
       throw std::invalid_argument("step count outside [1, INT_MAX]");
   }
 
-  //! Enqueues one step: gather the batch, forward, softmax cross-entropy (loss into loss_history[step]),
-  //! backward, optimizer update, counter increment. Reads no host memory: capturable.
-  void enqueue(const launch_ctx& ctx) {
+  //! Enqueues one step over `real` samples (the batch size, or fewer for the last batch of an epoch, whose padding
+  //! rows the gather zeroes and the loss masks): gather the batch, forward, softmax cross-entropy (loss into
+  //! loss_history[step]), backward, optimizer update, counter increment. Reads no host memory: capturable.
+  void enqueue(const launch_ctx& ctx, int real) {
     kernels::gather_batch(train_.x.data(), train_.y.data(), train_.count, input_features, perm.data(), train_.count,
                           counters.data(), batch_, x.data(), y.data(), ctx);
     model.forward(blas, x.data(), batch_, act, ctx);
-    kernels::softmax_cross_entropy(act.logits.data(), y.data(), batch_, num_classes, act.d_logits.data(),
+    kernels::softmax_cross_entropy(act.logits.data(), y.data(), batch_, real, num_classes, act.d_logits.data(),
                                    act.row_loss.data(), ctx);
-    kernels::mean_loss(act.row_loss.data(), batch_, counters.data() + 1, loss_history.data(), history_len_, ctx);
+    kernels::mean_loss(act.row_loss.data(), real, counters.data() + 1, loss_history.data(), history_len_, ctx);
     model.backward(blas, x.data(), batch_, act, ctx);
     model.update(counters.data() + 1, ctx);
     kernels::advance_step(counters.data(), ctx);
@@ -225,20 +236,29 @@ train_result run_training(const train_options& options, const dataset& data, exe
     program.begin_epoch(perm_host.data(), s.get());
   };
 
-  // Warm-up step, eager, on the stream that graph mode captures on; then capture (graph mode); then reset.
+  // Graph mode runs the step through conveyor::graphed: one executable graph for the batch-size bucket, replayed
+  // per batch; the partial last batch of an epoch (fewer real rows, a kernel argument) updates in place the few
+  // nodes that embed the row count, and the next full batch updates them back.
+  auto step_body = [&](const conveyor::stream& cs, conveyor::batch_size rows) {
+    program.enqueue(launch_ctx{cs.get(), false}, static_cast<int>(rows.real));
+  };
+  conveyor::graphed step(step_body, conveyor::graphed_options{.warmup_calls = 1,
+                                                              .buckets = {static_cast<std::size_t>(options.batch)}});
+  // Warm-up step, eager, on the stream that graph mode captures on; then capture (graph mode); then reset, so
+  // that every mode trains from the same state.
   begin_epoch(0);
-  program.enqueue(ctx);
-  s.synchronize();
-  std::optional<conveyor::graph_exec> exec;
   if (mode == execution_mode::graph) {
-    const conveyor::graph g =
-        conveyor::capture(s, [&](const conveyor::stream& cs) { program.enqueue(launch_ctx{cs.get(), false}); });
-    exec.emplace(conveyor::instantiate(g));
-    exec->upload(s);
+    step.prepare(s, conveyor::batch_size{static_cast<std::size_t>(options.batch)}); // warm-up + capture
+    const conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+      step_body(cs, conveyor::batch_size{static_cast<std::size_t>(options.batch)});
+    }); // captured once more, for the export only
     result.graph_nodes = g.node_count();
     result.graph_edges = g.edge_count();
     result.graph_dot = conveyor::to_dot(g, "train_step");
+  } else {
+    program.enqueue(ctx, options.batch);
   }
+  s.synchronize();
   program.reset(init, s.get());
 
   using clock = std::chrono::steady_clock;
@@ -251,10 +271,11 @@ train_result run_training(const train_options& options, const dataset& data, exe
       const std::size_t n = std::min(static_cast<std::size_t>(options.chunk_steps), in_epoch - c);
       const auto t0 = clock::now();
       for (std::size_t k = 0; k < n; ++k) {
-        if (exec)
-          exec->launch(s);
+        const int real = rows_in_step(data.train_images.count, options.batch, c + k);
+        if (mode == execution_mode::graph)
+          step(s, conveyor::batch_size{static_cast<std::size_t>(real)});
         else
-          program.enqueue(ctx);
+          program.enqueue(ctx, real);
       }
       s.synchronize();
       const auto t1 = clock::now();
@@ -267,6 +288,10 @@ train_result run_training(const train_options& options, const dataset& data, exe
     }
   }
 
+  if (mode == execution_mode::graph) {
+    result.graphed = step.statistics();
+    result.graphed_report = step.report("train step (conveyor::graphed)");
+  }
   result.ms_per_step = median(result.chunk_ms_per_step);
   result.steps_per_second = result.ms_per_step > 0.0 ? 1000.0 / result.ms_per_step : 0.0;
   result.losses = program.loss_history.download(total, s.get());
@@ -306,17 +331,17 @@ step_gradients compute_step_gradients(const host_parameters& p, std::span<const 
   program.begin_epoch(identity.data(), s.get());
   if (mode == execution_mode::graph) {
     // As in run_training: an eager warm-up step before capture, then back to the initial state.
-    program.enqueue(launch_ctx{s.get(), false});
+    program.enqueue(launch_ctx{s.get(), false}, static_cast<int>(rows));
     s.synchronize();
-    const conveyor::graph g =
-        conveyor::capture(s, [&](const conveyor::stream& cs) { program.enqueue(launch_ctx{cs.get(), false}); });
+    const conveyor::graph g = conveyor::capture(
+        s, [&](const conveyor::stream& cs) { program.enqueue(launch_ctx{cs.get(), false}, static_cast<int>(rows)); });
     const conveyor::graph_exec exec = conveyor::instantiate(g);
     program.reset(p, s.get());
     program.begin_epoch(identity.data(), s.get());
     exec.launch(s);
     s.synchronize();
   } else {
-    program.enqueue(launch_ctx{s.get(), mode == execution_mode::sync});
+    program.enqueue(launch_ctx{s.get(), mode == execution_mode::sync}, static_cast<int>(rows));
     s.synchronize();
   }
   step_gradients out;

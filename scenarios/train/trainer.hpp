@@ -16,6 +16,7 @@
 //! runs on the capture stream before capture), then resets parameters, optimizer state, counters and loss history
 //! to the initial state: all modes then run exactly the same steps, and the warm-up is excluded from the timings.
 
+#include <conveyor/assembly/graphed_types.hpp>
 #include "train/dataset.hpp"
 #include "train/mlp.hpp"
 #include "train/parameters.hpp"
@@ -54,14 +55,15 @@ struct train_progress {
   int epochs = 0;          //!< epochs this run will execute (fewer than asked when max_steps cuts it short)
   std::size_t step = 0;    //!< steps completed
   std::size_t total_steps = 0; //!< steps this run will execute
-  std::size_t steps_per_epoch = 0; //!< full batches per epoch
+  std::size_t steps_per_epoch = 0; //!< batches per epoch, the last one partial when the batch does not divide it
   float loss = 0.0F;       //!< loss of the last completed step
 };
 
 //! Training settings.
 struct train_options {
   int epochs = 10;            //!< passes over the training set, >= 1
-  int batch = 128;            //!< samples per step, in [1, training set size]; the partial last batch is dropped
+  int batch = 128;            //!< samples per step, in [1, training set size]; the last batch of an epoch may be
+                              //!< partial (padded to `batch`, its padding masked out of loss and gradients)
   optimizer_config optimizer; //!< update rule and hyper-parameters (Adam, lr 1e-3 by default)
   std::uint64_t seed = 42;    //!< seeds the weights (he_init) and the per-epoch permutations
   std::size_t max_steps = 0;  //!< when > 0, stop after this many steps in total
@@ -73,7 +75,7 @@ struct train_options {
 struct train_result {
   execution_mode mode = execution_mode::sync; //!< the mode that ran
   std::size_t steps = 0;                      //!< training steps executed (warm-up excluded)
-  std::size_t steps_per_epoch = 0;            //!< training-set size / batch, rounded down
+  std::size_t steps_per_epoch = 0;            //!< training-set size / batch, rounded up (last batch partial)
   int epochs = 0;                             //!< epochs executed (the last may be partial under max_steps)
   std::vector<float> losses;                  //!< mean cross-entropy of every step, in order (`steps` values)
   double test_accuracy = 0.0;                 //!< fraction of test images classified correctly at the end
@@ -84,11 +86,17 @@ struct train_result {
   std::size_t graph_nodes = 0;                //!< graph mode: nodes of the captured step (0 otherwise)
   std::size_t graph_edges = 0;                //!< graph mode: edges of the captured step (0 otherwise)
   std::string graph_dot;                      //!< graph mode: the captured step as Graphviz DOT (empty otherwise)
+  conveyor::graphed_statistics graphed;       //!< graph mode: what the graphed step did (replays, updates, ...)
+  std::string graphed_report;                 //!< graph mode: graphed's statistics and reasons, readable
 };
 
 //! Number of full batches in `train_count` samples: train_count / batch.
 //! \throws std::invalid_argument when batch < 1.
 [[nodiscard]] std::size_t steps_per_epoch(std::size_t train_count, int batch);
+
+//! Samples in step `step_in_epoch` (0-based) of an epoch: `batch`, or the remainder for the last step.
+//! \throws std::invalid_argument when the step starts past the training set.
+[[nodiscard]] int rows_in_step(std::size_t train_count, int batch, std::size_t step_in_epoch);
 
 //! The order in which epoch `epoch` visits `n` samples: a Fisher-Yates shuffle of 0..n-1 driven by
 //! std::mt19937_64 seeded from (seed, epoch) alone, so the same seed gives the same orders in every mode.

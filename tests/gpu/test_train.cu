@@ -144,8 +144,29 @@ TEST(Train, SgdModesAgreeAcrossEpochs) {
   options.batch = 64;
   options.epochs = 3;
   options.chunk_steps = 7;
-  const dataset data = make_random_dataset(10 * 64 + 5, 300, 3); // 10 steps per epoch
-  expect_modes_agree(options, data, 30);
+  const dataset data = make_random_dataset(10 * 64 + 5, 300, 3); // 10 full steps + one of 5 rows per epoch
+  expect_modes_agree(options, data, 33);
+}
+
+// The partial last batch of each epoch goes through conveyor::graphed: the executable graph made for the full
+// batch is updated in place (only the nodes embedding the real row count), then updated back.
+TEST(Train, PartialFinalBatchUpdatesTheGraphInPlace) {
+  if (!conveyor::has_device()) GTEST_SKIP() << "no CUDA device";
+  train_options options;
+  options.batch = 64;
+  options.epochs = 3;
+  const dataset data = make_random_dataset(5 * 64 + 9, 200, 5); // 5 full steps + one of 9 rows per epoch
+  const train_result r = run_training(options, data, execution_mode::graph);
+  ASSERT_EQ(r.steps, 18U);
+  EXPECT_EQ(r.graphed.instantiations, 1U) << r.graphed_report;
+  EXPECT_EQ(r.graphed.replays, 18U) << r.graphed_report;
+  EXPECT_EQ(r.graphed.warmups, 1U) << r.graphed_report;
+  // Into the partial batch in each of 3 epochs, and back to full in the 2 epochs after one.
+  EXPECT_EQ(r.graphed.per_node_updates + r.graphed.whole_graph_updates, 5U) << r.graphed_report;
+  EXPECT_EQ(r.graphed.per_node_updates, 5U) << r.graphed_report;
+  // The row count is an argument of exactly two kernels: the softmax cross-entropy and the mean loss.
+  EXPECT_EQ(r.graphed.nodes_set, 10U) << r.graphed_report;
+  EXPECT_NE(r.graphed_report.find("real size changed from 64 to 9"), std::string::npos) << r.graphed_report;
 }
 
 TEST(Train, GraphModeReachesAccuracyTarget) {
@@ -156,7 +177,7 @@ TEST(Train, GraphModeReachesAccuracyTarget) {
                  << " (install the Debian package or set CONVEYOR_FASHION_MNIST_DIR)";
   train_options options; // 10 epochs, batch 128, Adam lr 1e-3, seed 42
   const train_result r = run_training(options, *data, execution_mode::graph);
-  EXPECT_EQ(r.steps, 4680U);
+  EXPECT_EQ(r.steps, 4690U); // 469 batches per epoch, the last of 96 samples
   EXPECT_GE(r.test_accuracy, 0.88);
   // The mean loss of the last epoch is well below that of the first.
   auto mean = [&](std::size_t from, std::size_t to) {
@@ -164,7 +185,9 @@ TEST(Train, GraphModeReachesAccuracyTarget) {
     for (std::size_t i = from; i < to; ++i) s += r.losses[i];
     return s / static_cast<double>(to - from);
   };
-  EXPECT_LT(mean(r.steps - 468, r.steps), 0.8 * mean(0, 468));
+  EXPECT_LT(mean(r.steps - 469, r.steps), 0.8 * mean(0, 469));
+  EXPECT_EQ(r.graphed.instantiations, 1U) << r.graphed_report;
+  EXPECT_EQ(r.graphed.per_node_updates, 19U) << r.graphed_report;
   // Evaluating the final parameters again gives the same accuracy.
   EXPECT_DOUBLE_EQ(test_accuracy(r.final_parameters, *data), r.test_accuracy);
 }

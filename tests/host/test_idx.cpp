@@ -322,7 +322,12 @@ TEST(TrainHost, EpochPermutationsAreSeededPermutations) {
   EXPECT_EQ(p0, epoch_permutation(42, 0, 1000));
   EXPECT_NE(p0, epoch_permutation(42, 1, 1000));
   EXPECT_NE(p0, epoch_permutation(43, 0, 1000));
-  EXPECT_EQ(steps_per_epoch(60000, 128), 468U);
+  EXPECT_EQ(steps_per_epoch(60000, 128), 469U);
+  EXPECT_EQ(steps_per_epoch(60000, 100), 600U);
+  EXPECT_EQ(rows_in_step(60000, 128, 0), 128);
+  EXPECT_EQ(rows_in_step(60000, 128, 467), 128);
+  EXPECT_EQ(rows_in_step(60000, 128, 468), 96);
+  EXPECT_THROW((void)rows_in_step(60000, 128, 469), std::invalid_argument);
   EXPECT_THROW((void)steps_per_epoch(100, 0), std::invalid_argument);
 }
 
