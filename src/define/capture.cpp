@@ -83,13 +83,13 @@ std::vector<cudaGraphNode_t> capture_frontier(const stream& s) {
   return {deps, deps + count};
 }
 
-cudaGraph_t end_capture(const stream& s) {
+cudaGraph_t end_capture(const stream& s, bool owns_graph) {
   auto unjoined = take_open_forks(capture_id(s.get()));
   for (cudaStream_t branch : unjoined) (void)link(branch, s.get());
   cudaGraph_t g = nullptr;
   cudaError_t rc = cudaStreamEndCapture(s.get(), &g);
   if (rc == cudaSuccess && unjoined.empty()) return g;
-  if (g != nullptr) (void)cudaGraphDestroy(g);
+  if (g != nullptr && owns_graph) (void)cudaGraphDestroy(g);
   (void)cudaGetLastError();
   if (!unjoined.empty())
     throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
@@ -99,10 +99,10 @@ cudaGraph_t end_capture(const stream& s) {
                                                            : "");
 }
 
-void abort_capture(const stream& s) noexcept {
+void abort_capture(const stream& s, bool owns_graph) noexcept {
   for (cudaStream_t branch : take_open_forks(capture_id(s.get()))) (void)link(branch, s.get());
   cudaGraph_t g = nullptr;
-  if (cudaStreamEndCapture(s.get(), &g) == cudaSuccess && g != nullptr) (void)cudaGraphDestroy(g);
+  if (cudaStreamEndCapture(s.get(), &g) == cudaSuccess && g != nullptr && owns_graph) (void)cudaGraphDestroy(g);
   (void)cudaGetLastError();
 }
 
@@ -111,11 +111,9 @@ void abort_capture(const stream& s) noexcept {
 namespace conveyor {
 
 void fork(const stream& origin, const stream& branch) {
-  unsigned long long id = detail::capture_id(origin.get());
-  if (id == 0)
-    throw cuda_error(cudaErrorStreamCaptureUnmatched, "conveyor::fork", std::source_location::current(),
-                     "the origin stream is not being captured; call fork inside capture()");
   CONVEYOR_CHECK(detail::link(origin.get(), branch.get()));
+  const unsigned long long id = detail::capture_id(origin.get());
+  if (id == 0) return; // not capturing: an ordinary cross-stream dependency
   std::lock_guard lock(detail::forks().mutex);
   detail::forks().open[id].push_back(branch.get());
 }

@@ -46,6 +46,7 @@ condition make_condition(graph& g, unsigned default_value, bool reset_each_launc
   condition c;
   c.default_value = default_value;
   c.reset_each_launch = reset_each_launch;
+  c.graph = g.get();
   CONVEYOR_CHECK(cudaGraphConditionalHandleCreate(&c.handle, g.get(), default_value,
                                                   reset_each_launch ? static_cast<unsigned>(cudaGraphCondAssignDefault) : 0U));
   return c;
@@ -57,6 +58,9 @@ conditional_node add_conditional(graph& g, const node_list& deps, conditional_ki
   for (const node& n : deps.nodes())
     if (n.owner() != g.state().get())
       throw std::invalid_argument("conveyor::add_conditional: a dependency belongs to another graph");
+  if (cond.graph != g.get())
+    throw std::invalid_argument("conveyor::add_conditional: the condition was made for another graph; call "
+                                "make_condition on the graph that gets the conditional node");
   if (kind == conditional_kind::switch_case && cases == 0)
     throw std::invalid_argument("conveyor::add_conditional: a switch_case needs at least one case");
   cudaGraphNodeParams params{};

@@ -5,9 +5,10 @@
 namespace conveyor::detail::driver {
 
 namespace {
-// Looks up `symbol` once (the version picks the ABI: 12000 gives the _v2 kernel-node calls).
+// Looks up `symbol` once, in the newest ABI of the toolkit Conveyor was built with (the one whose structs cuda.h
+// declares: CUDA_KERNEL_NODE_PARAMS is the _v2 layout).
 template <class Fn>
-Fn entry(const char* symbol, int version = 12000) {
+Fn entry(const char* symbol, int version = CUDART_VERSION) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
   if (cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault, &status) != cudaSuccess ||
@@ -41,12 +42,12 @@ CUresult kernel_get_name(const char** name, CUkernel kernel) {
 }
 
 CUresult func_get_param_info(CUfunction function, size_t index, size_t* offset, size_t* size) {
-  static auto fn = entry<CUresult (*)(CUfunction, size_t, size_t*, size_t*)>("cuFuncGetParamInfo", 12040);
+  static auto fn = entry<CUresult (*)(CUfunction, size_t, size_t*, size_t*)>("cuFuncGetParamInfo");
   return fn != nullptr ? fn(function, index, offset, size) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult kernel_get_param_info(CUkernel kernel, size_t index, size_t* offset, size_t* size) {
-  static auto fn = entry<CUresult (*)(CUkernel, size_t, size_t*, size_t*)>("cuKernelGetParamInfo", 12040);
+  static auto fn = entry<CUresult (*)(CUkernel, size_t, size_t*, size_t*)>("cuKernelGetParamInfo");
   return fn != nullptr ? fn(kernel, index, offset, size) : CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -2,7 +2,10 @@
 
 #include "detail/driver.hpp"
 
+#include <cstdlib>
 #include <cstring>
+#include <cxxabi.h>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
@@ -14,12 +17,33 @@ std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node) {
   return p;
 }
 
+namespace {
+// "ns::kernel<T>(int, float*)" -> "ns::kernel<T>": the readable name without the parameter list.
+std::string demangled(const char* mangled) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  if (status != 0 || !text) return mangled;
+  std::string out = text.get();
+  if (!out.empty() && out.back() == ')') {
+    int depth = 0;
+    for (std::size_t i = out.size(); i-- > 0;) {
+      if (out[i] == ')') ++depth;
+      if (out[i] == '(' && --depth == 0) {
+        out.erase(i);
+        break;
+      }
+    }
+  }
+  return out;
+}
+} // namespace
+
 std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS& params) {
   const char* name = nullptr;
   if (params.func != nullptr && driver::func_get_name(&name, params.func) == CUDA_SUCCESS && name != nullptr)
-    return name;
+    return demangled(name);
   if (params.kern != nullptr && driver::kernel_get_name(&name, params.kern) == CUDA_SUCCESS && name != nullptr)
-    return name;
+    return demangled(name);
   return {};
 }
 

@@ -14,7 +14,7 @@ namespace conveyor::detail {
 // Returns nullopt when the node cannot be read.
 std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node);
 
-// The kernel's name, or empty when unknown.
+// The kernel's demangled name without its parameter list (cuFuncGetName / cuKernelGetName), or empty.
 std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS& params);
 
 // (offset, size) of each parameter in bytes (cuFuncGetParamInfo / cuKernelGetParamInfo); nullopt when the driver

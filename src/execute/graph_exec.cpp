@@ -114,16 +114,24 @@ void graph_exec::adopt_current(const graph& g) {
 }
 
 launch_config graph_exec::current_config(const node& n, const void* function) {
-  // The node's own parameters: those of the graph it belongs to, which is the current one unless the caller kept
-  // a node of an older graph.
-  cudaKernelNodeParams p{};
-  CONVEYOR_CHECK(cudaGraphKernelNodeGetParams(n.get(), &p));
-  if (p.func != function)
+  // The function and configuration last given to set_kernel, else the node's own (those of the graph it belongs
+  // to, the current one unless the caller kept a node of an older graph).
+  const void* runs = nullptr;
+  launch_config cfg;
+  if (auto it = configs_.find(origin_of(n)); it != configs_.end()) {
+    runs = it->second.function;
+    cfg = it->second.config;
+  } else {
+    cudaKernelNodeParams p{};
+    CONVEYOR_CHECK(cudaGraphKernelNodeGetParams(n.get(), &p));
+    runs = p.func;
+    cfg = {p.gridDim, p.blockDim, p.sharedMemBytes};
+  }
+  if (runs != function)
     throw std::invalid_argument(fmt::format("conveyor::graph_exec::set_kernel_args: node {} runs another kernel; "
                                             "use set_kernel to change the function",
                                             detail::node_name(n.owner(), n.get())));
-  if (auto it = configs_.find(origin_of(n)); it != configs_.end()) return it->second;
-  return {p.gridDim, p.blockDim, p.sharedMemBytes};
+  return cfg;
 }
 
 void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments) {
@@ -140,7 +148,7 @@ void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const v
     throw cuda_error(rc, "cudaGraphExecKernelNodeSetParams", std::source_location::current(),
                      fmt::format("node {}", detail::node_name(n.owner(), n.get())));
   }
-  configs_[origin] = cfg;
+  configs_[origin] = {function, cfg};
   current_exact_ = false;
 }
 

@@ -24,9 +24,10 @@ enum class capture_mode {
 namespace detail {
 void begin_capture(const stream& s, capture_mode mode);
 void begin_capture_to_graph(const stream& s, const graph& g, const node_list& deps, capture_mode mode);
-[[nodiscard]] cudaGraph_t end_capture(const stream& s);
+// End the capture on `s`. `owns_graph` is false when capturing into an existing graph, which is never destroyed.
+[[nodiscard]] cudaGraph_t end_capture(const stream& s, bool owns_graph = true);
 [[nodiscard]] std::vector<cudaGraphNode_t> capture_frontier(const stream& s);
-void abort_capture(const stream& s) noexcept;
+void abort_capture(const stream& s, bool owns_graph = true) noexcept;
 template <class F>
 void invoke_with_stream(F& f, const stream& s) {
   if constexpr (std::is_invocable_v<F&, const stream&>)
@@ -69,23 +70,24 @@ std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list
     detail::invoke_with_stream(f, s);
     frontier = detail::capture_frontier(s);
   } catch (...) {
-    detail::abort_capture(s);
+    detail::abort_capture(s, false);
     throw;
   }
-  (void)detail::end_capture(s);
+  (void)detail::end_capture(s, false);
   std::vector<node> nodes;
   nodes.reserve(frontier.size());
   for (auto* handle : frontier) nodes.push_back(g.wrap(handle));
   return nodes;
 }
 
-//! Inside a capture on `origin`: makes `branch` join the capture, depending on all work captured on `origin` so
-//! far (an event recorded on `origin`, waited on by `branch`). Work on `branch` then runs in parallel with later
-//! work on `origin` until join().
-//! \throws cuda_error when `origin` is not capturing or the event calls fail.
+//! Makes later work on `branch` depend on all work enqueued on `origin` so far (an event recorded on `origin`,
+//! waited on by `branch`). Inside a capture on `origin` this makes `branch` join the capture, and the work on it
+//! becomes a parallel branch of the graph until join(); outside a capture it is an ordinary cross-stream
+//! dependency, so one function can serve the eager and the captured run.
+//! \throws cuda_error when the event calls fail.
 void fork(const stream& origin, const stream& branch);
 
-//! Inside a capture: makes later work on `origin` wait for everything captured on `branch` so far. Every forked
+//! Makes later work on `origin` wait for everything enqueued on `branch` so far. Inside a capture, every forked
 //! stream must be joined before the capture ends.
 //! \throws cuda_error when the event calls fail.
 void join(const stream& origin, const stream& branch);

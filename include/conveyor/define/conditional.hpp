@@ -24,6 +24,7 @@ enum class conditional_kind {
 //! (`cudaGraphSetConditional`).
 struct condition {
   cudaGraphConditionalHandle handle = 0; //!< pass this to kernels by value
+  cudaGraph_t graph = nullptr;           //!< the graph the handle was made for
   unsigned default_value = 0;            //!< the value at each launch when reset_each_launch is true
   bool reset_each_launch = true;         //!< cudaGraphCondAssignDefault: the value is reset at every launch
 };
@@ -45,9 +46,11 @@ struct conditional_node {
 
 //! Adds a conditional node of `kind` controlled by `cond` (a handle made for this graph) to `g` (`cudaGraphAddNode`
 //! with cudaConditionalNodeParams). `cases` is the number of bodies of a switch_case (ignored otherwise).
-//! \throws std::invalid_argument for a switch with 0 cases or a handle of another graph; cuda_error naming the
-//!         required version when the toolkit or driver is too old (IF/WHILE need 12.4, IF/ELSE and SWITCH 12.8),
-//!         or when CUDA rejects the node.
+//! A graph holding a conditional node can have only one executable graph at a time (CUDA's rule): destroy the
+//! previous one before instantiating again.
+//! \throws std::invalid_argument for a switch with 0 cases or a handle made for another graph; cuda_error naming
+//!         the required version when the toolkit or driver is too old (IF/WHILE need 12.4, IF/ELSE and SWITCH
+//!         12.8), or when CUDA rejects the node.
 [[nodiscard]] conditional_node add_conditional(graph& g, const node_list& deps, conditional_kind kind,
                                                const condition& cond, unsigned cases = 0);
 

@@ -134,7 +134,11 @@ private:
   bool current_exact_ = true;                    // false after a per-node setter changed a parameter
   instantiate_flags flags_ = instantiate_flags::none;
   std::vector<std::shared_ptr<void>> retained_;                 // resources of every graph it has run
-  std::unordered_map<cudaGraphNode_t, launch_config> configs_; // launch configs changed by set_kernel (origin nodes)
+  struct kernel_setting {
+    const void* function;
+    launch_config config;
+  };
+  std::unordered_map<cudaGraphNode_t, kernel_setting> configs_; // set by set_kernel (origin nodes)
   std::vector<cudaGraphNode_t> origin_nodes_;                  // source_'s nodes in creation order (lazy)
   std::unordered_map<cudaGraphNode_t, cudaGraphNode_t> to_origin_; // current_'s nodes -> origin (lazy)
 };

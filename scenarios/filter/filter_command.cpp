@@ -1,0 +1,256 @@
+//! \file filter_command.cpp
+//! `conveyor filter`: options, reading and resizing the images, the benchmark per size, verification, outputs.
+
+#include "filter/filter_command.hpp"
+
+#include "filter/benchmark.hpp"
+#include "filter/chain.hpp"
+#include "filter/cpu_reference.hpp"
+#include "filter/image_io.hpp"
+#include "filter/resize.hpp"
+
+#include <conveyor/runtime/device.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using namespace conveyor::filter;
+
+//! Edge pixels may differ from the CPU reference only where its magnitude is this close to the threshold (grey
+//! levels): the float chain's magnitude is within ~2e-3 of the double one (see docs/filter.md).
+constexpr double verify_margin = 0.05;
+
+struct cli_options {
+  std::string input;
+  std::string out;
+  std::string mode = "all";
+  std::vector<std::string> sizes{"512x512", "1920x1080", "3840x2160"};
+  filter_params params;
+  int warmup = 1;
+  int repeat = 10;
+  std::size_t limit = 0;
+  std::string dot;
+  bool verify = false;
+};
+
+struct named_image {
+  std::string name; // file name without extension
+  image img;
+};
+
+struct frame_size {
+  int width = 0;
+  int height = 0;
+};
+
+frame_size parse_size(const std::string& text) {
+  const auto x = text.find('x');
+  int w = 0;
+  int h = 0;
+  try {
+    std::size_t used_w = 0;
+    std::size_t used_h = 0;
+    if (x == std::string::npos) throw std::invalid_argument("no x");
+    w = std::stoi(text.substr(0, x), &used_w);
+    h = std::stoi(text.substr(x + 1), &used_h);
+    if (used_w != x || used_h != text.size() - x - 1) throw std::invalid_argument("trailing text");
+  } catch (const std::exception&) {
+    throw CLI::ValidationError("--sizes", "expected WIDTHxHEIGHT (e.g. 1920x1080) or native, got '" + text + "'");
+  }
+  if (w < 3 || h < 3 || w > max_image_side || h > max_image_side)
+    throw CLI::ValidationError("--sizes", "each side must be 3 to 32768 pixels, got '" + text + "'");
+  return {w, h};
+}
+
+//! The batches: for each size, the indices of the images it holds (all of them, or those of that size for native).
+std::vector<std::pair<frame_size, std::vector<std::size_t>>> make_batches(const std::vector<std::string>& sizes,
+                                                                          const std::vector<named_image>& images) {
+  std::vector<std::pair<frame_size, std::vector<std::size_t>>> batches;
+  const bool native = sizes.size() == 1 && sizes[0] == "native";
+  if (native) {
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      const frame_size s{images[i].img.width, images[i].img.height};
+      auto it = std::find_if(batches.begin(), batches.end(), [&](const auto& b) {
+        return b.first.width == s.width && b.first.height == s.height;
+      });
+      if (it == batches.end()) batches.push_back({s, {i}});
+      else it->second.push_back(i);
+    }
+    return batches;
+  }
+  std::vector<std::size_t> all(images.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  for (const auto& text : sizes) batches.push_back({parse_size(text), all});
+  return batches;
+}
+
+std::string size_text(int w, int h) { return fmt::format("{}x{}", w, h); }
+
+void print_table(const std::vector<size_report>& reports, const std::string& device) {
+  fmt::print("\ndevice: {}\n", device);
+  fmt::print("{:<10} | {:<6} | {:>6} | {:>17} | {:>9} | {:>15} | {:>19}\n", "size", "mode", "frames",
+             "ms/frame (median)", "frames/s", "speedup vs sync", "nodes updated/frame");
+  fmt::print("{:-<10}-+-{:-<6}-+-{:-<6}-+-{:-<17}-+-{:-<9}-+-{:-<15}-+-{:-<19}\n", "", "", "", "", "", "", "");
+  for (const auto& r : reports) {
+    const mode_timing* sync = nullptr;
+    for (const auto& m : r.modes)
+      if (m.mode == execution_mode::sync) sync = &m;
+    for (const auto& m : r.modes) {
+      const std::string speedup =
+          sync != nullptr && m.ms_per_frame > 0.0 ? fmt::format("{:.2f}x", sync->ms_per_frame / m.ms_per_frame) : "n/a";
+      const std::string updated = m.mode == execution_mode::graph
+                                      ? fmt::format("{:.2f} of {}", m.nodes_updated_per_frame,
+                                                    r.stats ? r.stats->nodes : 0)
+                                      : "-";
+      fmt::print("{:<10} | {:<6} | {:>6} | {:>17.4f} | {:>9.1f} | {:>15} | {:>19}\n", size_text(r.width, r.height),
+                 to_string(m.mode), r.frames, m.ms_per_frame, m.frames_per_second, speedup, updated);
+    }
+  }
+}
+
+void print_graph(const size_report& r) {
+  if (!r.stats) return;
+  const auto& s = *r.stats;
+  const auto count = [&](conveyor::node_kind k) {
+    auto it = s.by_kind.find(k);
+    return it == s.by_kind.end() ? std::size_t{0} : it->second;
+  };
+  fmt::print("graph {}: {} nodes ({} kernels, {} copies), {} edges, depth {}, width {}; instantiated {} time(s)\n",
+             size_text(r.width, r.height), s.nodes, count(conveyor::node_kind::kernel),
+             count(conveyor::node_kind::memcpy), s.edges, s.depth, s.width, r.instantiations);
+  for (const auto& line : r.graph_log) fmt::print("  {}\n", line);
+}
+
+void run(const cli_options& o) {
+  std::vector<execution_mode> modes;
+  if (o.mode == "all")
+    modes.assign(all_execution_modes.begin(), all_execution_modes.end());
+  else
+    modes.push_back(parse_execution_mode(o.mode));
+  const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
+  if (!o.dot.empty() && !has_graph) throw CLI::ValidationError("--dot", "needs --mode graph or --mode all");
+  try {
+    validate(o.params);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError("parameters", e.what());
+  }
+  const bool native = o.sizes.size() == 1 && o.sizes[0] == "native";
+  if (!native)
+    for (const auto& s : o.sizes) (void)parse_size(s);
+
+  // Read everything first: a bad image stops the run before any GPU work or output.
+  std::vector<std::filesystem::path> files = list_images(o.input);
+  if (o.limit > 0 && files.size() > o.limit) files.resize(o.limit);
+  std::vector<named_image> images;
+  for (const auto& f : files) {
+    images.push_back({f.stem().string(), read_image(f)});
+    fmt::print("read {} ({}x{})\n", f.string(), images.back().img.width, images.back().img.height);
+  }
+  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor filter` needs a GPU");
+  const std::filesystem::path out_dir = o.out;
+  if (!o.out.empty()) std::filesystem::create_directories(out_dir);
+
+  fmt::print("chain: grey, Gaussian sigma {} (radius {}), Sobel x | Sobel y, magnitude, threshold {}; unsharp "
+             "sigma {} amount {}; modes: {}; {} warm-up + {} timed pass(es)\n",
+             o.params.sigma, gaussian_radius(o.params.sigma), o.params.threshold, o.params.unsharp_sigma,
+             o.params.unsharp_amount, o.mode, o.warmup, o.repeat);
+  std::fflush(stdout);
+
+  const timing_options timing{o.warmup, o.repeat};
+  std::vector<size_report> reports;
+  std::vector<std::string> failures;
+  bool dot_written = false;
+  for (const auto& [size, members] : make_batches(o.sizes, images)) {
+    const auto [w, h] = size;
+    std::vector<frame_slot> slots;
+    std::vector<std::string> names;
+    slots.reserve(members.size());
+    image first_frame;
+    for (const std::size_t i : members) {
+      image frame = native ? images[i].img : resize_bilinear(images[i].img, w, h);
+      slots.emplace_back(w, h);
+      slots.back().load(frame);
+      names.push_back(images[i].name);
+      if (slots.size() == 1) first_frame = std::move(frame);
+    }
+    filter_chain chain(w, h, o.params);
+    size_report r = run_benchmark(chain, slots, names, modes, timing);
+    print_graph(r);
+    if (!r.modes_agree()) failures.push_back(size_text(w, h) + ": the modes' outputs differ");
+    fmt::print("{}: outputs of {} bitwise identical across modes: {}\n", size_text(w, h), r.frames,
+               r.modes_agree() ? "yes" : "NO");
+    if (o.verify) {
+      const chain_reference ref = run_reference(first_frame, o.params);
+      const output_check c = check_outputs(slots[0].edges_image(), slots[0].sharp_image(), ref, o.params.threshold,
+                                           verify_margin);
+      fmt::print("{}: verify {} against the CPU reference (double): {}\n", size_text(w, h), names[0], c.summary());
+      if (!c.ok()) failures.push_back(size_text(w, h) + ": verification failed: " + c.summary());
+    }
+    if (!o.out.empty()) {
+      for (std::size_t i = 0; i < slots.size(); ++i) {
+        const std::string stem = names[i] + "_" + size_text(w, h);
+        write_png(out_dir / (stem + "_edges.png"), slots[i].edges_image());
+        write_png(out_dir / (stem + "_sharp.png"), slots[i].sharp_image());
+      }
+      fmt::print("{}: wrote {} edges and {} sharpened PNGs to {}\n", size_text(w, h), slots.size(), slots.size(),
+                 out_dir.string());
+    }
+    if (!o.dot.empty() && !dot_written && !r.dot.empty()) {
+      write_file_atomically(o.dot, r.dot);
+      dot_written = true;
+      fmt::print("wrote the {} graph to {}\n", size_text(w, h), o.dot);
+    }
+    std::fflush(stdout);
+    reports.push_back(std::move(r));
+  }
+  print_table(reports, conveyor::describe_device(0));
+  if (!failures.empty()) {
+    std::string all;
+    for (const auto& f : failures) all += "\n  " + f;
+    throw std::runtime_error("conveyor filter: checks failed:" + all);
+  }
+}
+
+} // namespace
+
+void register_filter_command(CLI::App& app) {
+  auto o = std::make_shared<cli_options>();
+  CLI::App* sub = app.add_subcommand(
+      "filter", "Image filter chain (blur, Sobel x|y, magnitude, threshold; unsharp mask) on real PNG/JPEG images as "
+                "a multi-stream graph, in sync, stream and graph modes; report ms/frame, frames/s, speedup");
+  sub->add_option("--input,-i", o->input, "A PNG or JPEG file, or a folder of them")->required();
+  sub->add_option("--out,-o", o->out, "Folder for the edges and sharpened PNGs (created; nothing written without it)");
+  sub->add_option("--mode", o->mode, "Execution mode")
+      ->check(CLI::IsMember({"sync", "stream", "graph", "all"}))
+      ->capture_default_str();
+  sub->add_option("--sizes", o->sizes, "Frame sizes WIDTHxHEIGHT, comma-separated, or native (each image's own)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--sigma", o->params.sigma, "Gaussian sigma before Sobel, pixels (radius ceil(3 sigma) <= 32)")
+      ->capture_default_str();
+  sub->add_option("--threshold", o->params.threshold, "Edge threshold on the Sobel magnitude, grey levels")
+      ->capture_default_str();
+  sub->add_option("--unsharp-sigma", o->params.unsharp_sigma, "Gaussian sigma of the unsharp mask, pixels")
+      ->capture_default_str();
+  sub->add_option("--amount", o->params.unsharp_amount, "Unsharp mask amount (>= 0)")->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Untimed passes over the batch per mode (include graph instantiation)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  sub->add_option("--repeat", o->repeat, "Timed passes over the batch per mode (the median is reported)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  sub->add_option("--limit", o->limit, "Use only the first N images (0: all)")->capture_default_str();
+  sub->add_option("--dot", o->dot, "Write the graph of the first size as Graphviz DOT to this file");
+  sub->add_flag("--verify", o->verify, "Compare the first frame of each size with the CPU reference (double)");
+  sub->callback([o] { run(*o); });
+}

@@ -1,0 +1,111 @@
+#pragma once
+//! \file cg_solver.hpp
+//! Jacobi-preconditioned conjugate gradients on the GPU in four execution modes that run the same kernels:
+//! sync, stream, graph-per-iteration and graph-while (the whole loop in one graph launch, a WHILE conditional node
+//! whose condition a kernel sets from the residual).
+
+#include "solve/cg_kernels.hpp"
+#include "solve/csr.hpp"
+#include "solve/device_memory.hpp"
+#include "solve/spmv.hpp"
+
+#include <conveyor/define/graph.hpp>
+#include <conveyor/runtime/stream.hpp>
+
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor::solve {
+
+//! How the host drives the CG loop.
+enum class solve_mode {
+  sync,                //!< every kernel followed by cudaStreamSynchronize; the host checks the residual each iteration
+  stream,              //!< kernels enqueued asynchronously; one read-back of the residual per iteration
+  graph_per_iteration, //!< one iteration captured as a graph, launched per iteration; one read-back per iteration
+  graph_while,         //!< one graph launch: set-up, then a WHILE node looping on the GPU; no host sync inside
+};
+
+//! All modes, in the order `--mode all` runs them.
+inline constexpr std::array<solve_mode, 4> all_solve_modes{solve_mode::sync, solve_mode::stream,
+                                                          solve_mode::graph_per_iteration, solve_mode::graph_while};
+
+//! The mode's command-line name: "sync", "stream", "graph-per-iteration", "graph-while".
+[[nodiscard]] std::string_view to_string(solve_mode mode) noexcept;
+//! Parses a command-line name.
+//! \throws std::invalid_argument for an unknown name.
+[[nodiscard]] solve_mode parse_solve_mode(std::string_view text);
+
+//! Stopping rule: stop when ‖r‖/‖b‖ ≤ tol (r the recursively updated residual) or after max_iter iterations.
+struct solve_options {
+  double tol = 1e-8; //!< relative residual to reach (> 0)
+  int max_iter = 0;  //!< iteration cap; 0 means 10·n
+};
+
+//! What one solve produced.
+struct solve_result {
+  solve_mode mode = solve_mode::sync;
+  int iterations = 0;          //!< CG iterations run
+  bool converged = false;      //!< the solver's residual reached tol
+  bool breakdown = false;      //!< pᵀAp was not positive: the matrix is not SPD (or accuracy was lost)
+  double solver_residual = 0;  //!< ‖r‖/‖b‖ of the recursively updated residual at the end (device value)
+  double true_residual = 0;    //!< ‖b − Ax‖/‖b‖ recomputed on the host from the downloaded x (long double)
+  double setup_ms = 0;         //!< capture, instantiate and upload (graph modes); 0 otherwise
+  double solve_ms = 0;         //!< wall-clock from the first launch to the result read back on the host
+  double us_per_iteration = 0; //!< solve_ms·1000 / max(iterations, 1)
+  std::size_t graph_nodes = 0; //!< nodes of the graph launched (graph modes; nested body nodes included)
+  std::vector<double> x;       //!< the solution
+};
+
+//! A CG solver for one SPD matrix and right-hand side, resident on the current device. Not thread-safe.
+class cg_solver {
+public:
+  //! Copies `a` and `b` (the host copy serves the independent residual check), uploads them, allocates the
+  //! vectors, sets up cuSPARSE and runs every kernel once (so that lazy module loading is not timed).
+  //! \throws std::invalid_argument when `a` is not square, b has the wrong size, or a diagonal entry is not
+  //!         positive; conveyor::cuda_error / cusparse_error when a CUDA or cuSPARSE call fails.
+  cg_solver(const csr_matrix& a, std::span<const double> b);
+  cg_solver(const cg_solver&) = delete;
+  cg_solver& operator=(const cg_solver&) = delete;
+  ~cg_solver();
+
+  //! Solves A x = b from x = 0 in `mode`.
+  //! \throws std::invalid_argument for tol ≤ 0 or max_iter < 0; conveyor::cuda_error / cusparse_error when a
+  //!         call fails (capture and instantiation errors included).
+  [[nodiscard]] solve_result solve(solve_mode mode, const solve_options& options);
+
+  //! The graph-while graph for `options` (not instantiated): the set-up kernels, the check kernel that sets the
+  //! condition, and the WHILE node whose body is one CG iteration plus the check kernel. Export it with to_dot.
+  //! \throws conveyor::cuda_error when capture or the conditional node fails (CUDA < 12.4).
+  [[nodiscard]] conveyor::graph make_while_graph(const solve_options& options);
+
+  //! Number of unknowns.
+  [[nodiscard]] int size() const noexcept { return n_; }
+
+private:
+  using step = std::function<void(cudaStream_t)>;
+  [[nodiscard]] std::vector<step> setup_steps() const;
+  [[nodiscard]] std::vector<step> iteration_steps() const;
+  [[nodiscard]] step check_step(const solve_options& o, cudaGraphConditionalHandle handle, bool set) const;
+  [[nodiscard]] cg_scalars read_scalars() const;
+  [[nodiscard]] int max_iterations(const solve_options& o) const;
+  void run_eager(const std::vector<step>& steps, bool sync_each) const;
+  solve_result finish(solve_mode mode, const solve_options& o, double solve_ms);
+
+  int n_ = 0;
+  csr_matrix host_a_;
+  std::vector<double> host_b_;
+  conveyor::stream stream_;
+  device_csr a_;
+  device_buffer<double> b_, inv_diag_, x_, r_, z_, p_, ap_, partials_;
+  device_buffer<cg_scalars> scalars_;
+  pinned_value<cg_scalars> host_scalars_;
+  cg_device_state st_;
+  spmv_operator spmv_;
+};
+
+} // namespace conveyor::solve

@@ -1,0 +1,161 @@
+//! \file solve_command.cpp
+//! `conveyor solve`: options, problem set-up, result table.
+
+#include "solve/solve_command.hpp"
+
+#include "solve/cg_solver.hpp"
+#include "solve/matrix_market.hpp"
+#include "solve/problem.hpp"
+
+#include <conveyor/observe/export.hpp>
+#include <conveyor/runtime/device.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace conveyor::solve;
+
+struct cli_options {
+  std::string matrix;
+  int poisson = 0;
+  int poisson3d = 0;
+  std::string rhs = "ones";
+  std::uint64_t seed = 1;
+  double tol = 1e-8;
+  int max_iter = 0;
+  std::string mode = "all";
+  std::string dot;
+};
+
+struct problem {
+  std::string name;
+  csr_matrix a;
+};
+
+problem load_problem(const cli_options& o) {
+  const int given = (o.matrix.empty() ? 0 : 1) + (o.poisson > 0 ? 1 : 0) + (o.poisson3d > 0 ? 1 : 0);
+  if (given != 1) throw CLI::ValidationError("--matrix/--poisson/--poisson3d", "give exactly one of them");
+  if (o.poisson > 0) return {fmt::format("poisson2d {0}x{0}", o.poisson), poisson_2d(o.poisson)};
+  if (o.poisson3d > 0) return {fmt::format("poisson3d {0}x{0}x{0}", o.poisson3d), poisson_3d(o.poisson3d)};
+  const coo_matrix m = read_matrix_market(o.matrix);
+  require_symmetric(m);
+  return {std::filesystem::path(o.matrix).filename().string(), to_csr(m)};
+}
+
+void print_table(const std::vector<solve_result>& results, double tol) {
+  const solve_result* sync = nullptr;
+  for (const auto& r : results)
+    if (r.mode == solve_mode::sync) sync = &r;
+  fmt::print("{:<19} | {:>7} | {:>14} | {:>14} | {:>9} | {:>10} | {:>9} | {:>15} | {:>5}\n", "mode", "iters",
+             "solver rel.res", "true rel.res", "setup ms", "solve ms", "us/iter", "speedup vs sync", "nodes");
+  fmt::print("{:-<19}-+-{:-<7}-+-{:-<14}-+-{:-<14}-+-{:-<9}-+-{:-<10}-+-{:-<9}-+-{:-<15}-+-{:-<5}\n", "", "", "", "", "",
+             "", "", "", "");
+  for (const auto& r : results) {
+    const std::string speedup = sync != nullptr && r.us_per_iteration > 0.0
+                                    ? fmt::format("{:.2f}x", sync->us_per_iteration / r.us_per_iteration)
+                                    : "n/a";
+    const std::string nodes = r.graph_nodes > 0 ? fmt::format("{}", r.graph_nodes) : "-";
+    fmt::print("{:<19} | {:>7} | {:>14.3e} | {:>14.3e} | {:>9.3f} | {:>10.3f} | {:>9.2f} | {:>15} | {:>5}{}\n",
+               to_string(r.mode), r.iterations, r.solver_residual, r.true_residual, r.setup_ms, r.solve_ms,
+               r.us_per_iteration, speedup, nodes,
+               r.converged ? "" : (r.breakdown ? "  BREAKDOWN" : "  NOT CONVERGED"));
+  }
+  if (results.size() > 1) {
+    const auto [lo, hi] = std::minmax_element(results.begin(), results.end(), [](const auto& a, const auto& b) {
+      return a.iterations < b.iterations;
+    });
+    if (hi->iterations - lo->iterations <= 1)
+      fmt::print("iterations agree across modes ({}{})\n", lo->iterations,
+                 hi->iterations != lo->iterations ? fmt::format("..{}", hi->iterations) : "");
+    else
+      fmt::print("iterations DIFFER across modes: {} ({}) .. {} ({})\n", lo->iterations, to_string(lo->mode),
+                 hi->iterations, to_string(hi->mode));
+  }
+  fmt::print("speedup vs sync = sync's us/iter / the mode's us/iter; tol {:g}\n", tol);
+}
+
+void run(const cli_options& o) {
+  std::vector<solve_mode> modes;
+  if (o.mode == "all")
+    modes.assign(all_solve_modes.begin(), all_solve_modes.end());
+  else
+    modes.push_back(parse_solve_mode(o.mode));
+  const rhs_kind rhs = parse_rhs_kind(o.rhs);
+  const problem p = load_problem(o);
+  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor solve` needs a GPU");
+
+  const auto b = make_rhs(static_cast<std::size_t>(p.a.rows), rhs, o.seed);
+  const solve_options options{o.tol, o.max_iter};
+  cg_solver solver(p.a, b);
+  const long long max_iter = o.max_iter > 0 ? o.max_iter : 10LL * p.a.rows;
+  fmt::print("problem: {}: {} x {}, {} nonzeros; rhs {}{}; Jacobi-preconditioned CG, double; tol {:g}; max-iter {}\n",
+             p.name, p.a.rows, p.a.cols, p.a.nnz(), o.rhs, rhs == rhs_kind::random ? fmt::format(" (seed {})", o.seed) : "",
+             o.tol, max_iter);
+  fmt::print("device: {}\n", conveyor::describe_device(0));
+  std::fflush(stdout);
+
+  std::vector<solve_result> results;
+  for (const solve_mode m : modes) {
+    results.push_back(solver.solve(m, options));
+    results.back().x.clear();
+    results.back().x.shrink_to_fit();
+  }
+  print_table(results, o.tol);
+
+  if (!o.dot.empty()) {
+    const std::string dot = conveyor::to_dot(solver.make_while_graph(options), "cg_graph_while");
+    std::ofstream out(o.dot);
+    out << dot;
+    out.close();
+    if (!out) throw std::runtime_error(fmt::format("cannot write the DOT file '{}'", o.dot));
+    fmt::print(stderr, "wrote the graph-while graph to {}\n", o.dot);
+  }
+
+  std::string failed;
+  for (const auto& r : results)
+    if (!r.converged)
+      failed += fmt::format("{}{} ({} after {} iterations, relative residual {:.3e})", failed.empty() ? "" : ", ",
+                            to_string(r.mode), r.breakdown ? "breakdown: the matrix is not SPD" : "not converged",
+                            r.iterations, r.solver_residual);
+  if (!failed.empty()) throw std::runtime_error(fmt::format("{}: CG did not reach tol {:g}: {}", p.name, o.tol, failed));
+}
+
+} // namespace
+
+void register_solve_command(CLI::App& app) {
+  auto opts = std::make_shared<cli_options>();
+  CLI::App* sub = app.add_subcommand(
+      "solve", "Solve A x = b (A sparse SPD) by Jacobi-preconditioned conjugate gradients on the GPU in sync, stream, "
+               "graph-per-iteration and graph-while (one launch, WHILE conditional node) modes");
+  auto* matrix = sub->add_option("--matrix", opts->matrix, "Matrix Market file (real/integer, symmetric or general)")
+                     ->check(CLI::ExistingFile);
+  auto* poisson = sub->add_option("--poisson", opts->poisson, "2D Poisson matrix, 5-point, on an N x N grid")
+                      ->check(CLI::Range(1, 20000));
+  auto* poisson3d = sub->add_option("--poisson3d", opts->poisson3d, "3D Poisson matrix, 7-point, on an N x N x N grid")
+                        ->check(CLI::Range(1, 600));
+  matrix->excludes(poisson, poisson3d);
+  poisson->excludes(poisson3d);
+  sub->add_option("--rhs", opts->rhs, "Right-hand side")->check(CLI::IsMember({"ones", "random"}))->capture_default_str();
+  sub->add_option("--seed", opts->seed, "Seed of --rhs random")->capture_default_str();
+  sub->add_option("--tol", opts->tol, "Relative residual ||r||/||b|| to reach")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--max-iter", opts->max_iter, "Iteration cap (0: 10 x unknowns)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--mode", opts->mode, "Execution mode")
+      ->check(CLI::IsMember({"sync", "stream", "graph-per-iteration", "graph-while", "all"}))
+      ->capture_default_str();
+  sub->add_option("--dot", opts->dot, "Write the graph-while graph (WHILE body nested) as Graphviz DOT to this file");
+  sub->callback([opts] { run(*opts); });
+}
