@@ -168,6 +168,7 @@ void graphed_core::update_and_launch(const call_key& key, graph g, const stream&
     ++stats_.instantiations;
     note(fmt::format("{}: re-instantiated ({})", change, result.reason));
     break;
+  case update_method::refused: break; // not asked for: update_incremental re-instantiates here
   }
   e.key = key;
   e.exec.launch(s);

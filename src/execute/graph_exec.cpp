@@ -127,7 +127,7 @@ launch_config graph_exec::current_config(const node& n, const void* function) {
     runs = p.func;
     cfg = {p.gridDim, p.blockDim, p.sharedMemBytes};
   }
-  if (runs != function)
+  if (runs != nullptr && runs != function) // the runtime may not report the function of a fresh node
     throw std::invalid_argument(fmt::format("conveyor::graph_exec::set_kernel_args: node {} runs another kernel; "
                                             "use set_kernel to change the function",
                                             detail::node_name(n.owner(), n.get())));

@@ -93,6 +93,7 @@ std::string_view to_string(update_method method) noexcept {
   case update_method::per_node: return "per_node";
   case update_method::whole_graph: return "whole_graph";
   case update_method::reinstantiated: return "reinstantiated";
+  case update_method::refused: return "refused";
   }
   return "none";
 }
@@ -194,7 +195,11 @@ incremental_update graph_exec::update_incremental(const graph& g, bool reinstant
     out.method = update_method::whole_graph;
     return out;
   }
-  if (!reinstantiate) return out;
+  if (!reinstantiate) {
+    out.method = update_method::refused;
+    out.reason += fmt::format("; {}", out.update.reason());
+    return out;
+  }
   auto previously_retained = std::move(retained_);
   *this = instantiate(g, without(flags_, instantiate_flags::upload));
   for (auto& item : previously_retained) retain(std::move(item));

@@ -33,8 +33,11 @@ public:
   [[nodiscard]] T* get() const noexcept { return data_; }
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
   [[nodiscard]] std::size_t bytes() const noexcept { return count_ * sizeof(T); }
+  //! Copies `host` in and waits for the copy to land (a pageable cudaMemcpy may return before the DMA is done, and
+  //! non-blocking streams do not wait for the legacy stream).
   void upload(const std::vector<T>& host) {
     CONVEYOR_CHECK(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    CONVEYOR_CHECK(cudaDeviceSynchronize());
   }
   [[nodiscard]] std::vector<T> download() const {
     std::vector<T> host(count_);

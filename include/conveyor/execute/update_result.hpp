@@ -48,6 +48,7 @@ enum class update_method {
   per_node,       //!< only the changed nodes were set (cudaGraphExec*NodeSetParams)
   whole_graph,    //!< cudaGraphExecUpdate with the whole graph
   reinstantiated, //!< the topology changed (or updating was refused): instantiated again
+  refused,        //!< updating was refused and re-instantiation was not allowed: nothing changed
 };
 
 //! The method's name, e.g. "per_node".

@@ -1,0 +1,658 @@
+// GPU tests of stream capture: conveyor::capture, fork/join, capture_into, and what happens when the captured
+// callable throws or makes an illegal call (the exception propagates, no stream is left capturing, every stream is
+// usable afterwards). Each test skips without a CUDA device.
+
+#include "gpu/gpu_test_util.hpp"
+#include "support/gpu.hpp"
+
+#include <conveyor/conveyor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using conveyor::test::all_equal;
+using conveyor::test::all_near;
+using conveyor::test::contains;
+using conveyor::test::cover;
+using conveyor::test::device_array;
+using conveyor::test::random_floats;
+using conveyor::test::sync_device;
+
+// ---- kernels ------------------------------------------------------------------------------------------------------
+
+__global__ void scale(int n, float a, float* x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * a;
+}
+
+__global__ void add_scalar(int n, float b, float* x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] + b;
+}
+
+// out = a + b (out may alias a or b)
+__global__ void add_vectors(int n, const float* a, const float* b, float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+
+// out = a + b + c
+__global__ void add3(int n, const float* a, const float* b, const float* c, float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = (a[i] + b[i]) + c[i];
+}
+
+// Busy-waits about `cycles` clock cycles, then scales x.
+__global__ void spin_then_scale(int n, float a, float* x, long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * a;
+}
+
+namespace {
+
+constexpr long long spin_cycles = 5'000'000;
+
+// Enqueues x *= a on s, outside any graph or inside a capture.
+void launch_scale(const conveyor::stream& s, int n, float a, float* x) {
+  auto cfg = cover(n);
+  scale<<<cfg.grid, cfg.block, 0, s.get()>>>(n, a, x);
+  conveyor::check_launch("scale");
+}
+
+void launch_add(const conveyor::stream& s, int n, float b, float* x) {
+  auto cfg = cover(n);
+  add_scalar<<<cfg.grid, cfg.block, 0, s.get()>>>(n, b, x);
+  conveyor::check_launch("add_scalar");
+}
+
+// Proves that `s` is out of capture mode and runs work: scales a fresh buffer eagerly and checks it.
+void expect_stream_usable(const conveyor::stream& s, unsigned seed) {
+  EXPECT_FALSE(s.is_capturing());
+  const int n = 777;
+  const auto v0 = random_floats(n, seed);
+  device_array<float> v(v0);
+  sync_device();
+  launch_scale(s, n, -4.0F, v.get());
+  s.synchronize();
+  std::vector<float> want(n);
+  for (int i = 0; i < n; ++i) want[i] = v0[i] * -4.0F;
+  EXPECT_TRUE(all_near(v.download(), want));
+}
+
+std::vector<float> twice_plus_one(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i] * 2.0F + 1.0F;
+  return out;
+}
+
+} // namespace
+
+// ---- plain capture ------------------------------------------------------------------------------------------------
+
+TEST(Capture, ChainOfKernelsIsCapturedNotRunAndReplays) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 3001;
+  const auto x0 = random_floats(n, 1001);
+  device_array<float> x(x0);
+  sync_device();
+  conveyor::stream s;
+
+  auto g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    EXPECT_EQ(&cs, &s);
+    EXPECT_TRUE(cs.is_capturing());
+    launch_scale(cs, n, 2.0F, x.get());
+    launch_add(cs, n, 1.0F, x.get());
+  });
+  EXPECT_FALSE(s.is_capturing());
+  s.synchronize();
+  EXPECT_TRUE(all_equal(x.download(), x0)); // capturing does not run the work
+
+  EXPECT_EQ(g.node_count(), 2U);
+  EXPECT_EQ(g.edge_count(), 1U);
+  for (const auto& node : g.nodes()) EXPECT_EQ(node.kind(), conveyor::node_kind::kernel);
+
+  auto exec = conveyor::instantiate(g);
+  for (int i = 0; i < 3; ++i) exec.launch(s);
+  s.synchronize();
+  auto want = twice_plus_one(twice_plus_one(twice_plus_one(x0)));
+  EXPECT_TRUE(all_near(x.download(), want));
+}
+
+TEST(Capture, CallableWithoutStreamParameter) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 500;
+  const auto x0 = random_floats(n, 1011);
+  device_array<float> x(x0);
+  sync_device();
+  conveyor::stream s;
+  auto g = conveyor::capture(s, [&] { launch_add(s, n, 0.25F, x.get()); });
+  ASSERT_EQ(g.node_count(), 1U);
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want(n);
+  for (int i = 0; i < n; ++i) want[i] = x0[i] + 0.25F;
+  EXPECT_TRUE(all_near(x.download(), want));
+}
+
+TEST(Capture, MemsetAndMemcpyAsyncBecomeNodes) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 2500;
+  const auto x0 = random_floats(n, 1021);
+  device_array<float> x(x0), y(random_floats(n, 1022));
+  sync_device();
+  conveyor::stream s;
+  auto g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    CONVEYOR_CHECK(cudaMemcpyAsync(y.get(), x.get(), x.bytes(), cudaMemcpyDeviceToDevice, cs.get()));
+    CONVEYOR_CHECK(cudaMemsetAsync(x.get(), 0, x.bytes() / 2, cs.get()));
+    launch_add(cs, n, 1.0F, x.get());
+  });
+  ASSERT_EQ(g.node_count(), 3U);
+  std::multiset<conveyor::node_kind> kinds;
+  for (const auto& node : g.nodes()) kinds.insert(node.kind());
+  EXPECT_EQ(kinds, (std::multiset<conveyor::node_kind>{conveyor::node_kind::memcpy, conveyor::node_kind::memset,
+                                                       conveyor::node_kind::kernel}));
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want_x(n);
+  for (int i = 0; i < n; ++i) want_x[i] = (i < n / 2 ? 0.0F : x0[i]) + 1.0F;
+  EXPECT_TRUE(all_equal(y.download(), x0));
+  EXPECT_TRUE(all_near(x.download(), want_x));
+}
+
+// ---- fork / join --------------------------------------------------------------------------------------------------
+
+TEST(Capture, ForkJoinOfTwoStreamsCapturesParallelBranches) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 4000;
+  const auto x0 = random_floats(n, 1101);
+  const auto y0 = random_floats(n, 1102);
+  const auto z0 = random_floats(n, 1103);
+  const auto w0 = random_floats(n, 1104);
+  device_array<float> x(x0), y(y0), z(z0), w(w0), out(random_floats(n, 1105));
+  sync_device();
+  conveyor::stream s, s2, s3;
+  const auto cfg = cover(n);
+
+  auto g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    // A: x *= 2 (slow, so that a branch not ordered after it would read old values)
+    spin_then_scale<<<cfg.grid, cfg.block, 0, cs.get()>>>(n, 2.0F, x.get(), spin_cycles);
+    conveyor::check_launch("spin_then_scale");
+    conveyor::fork(cs, s2);
+    conveyor::fork(cs, s3);
+    EXPECT_TRUE(s2.is_capturing());
+    EXPECT_TRUE(s3.is_capturing());
+    // B on s2: y += x; C on s3: z += x; D on s: w *= 3
+    add_vectors<<<cfg.grid, cfg.block, 0, s2.get()>>>(n, y.get(), x.get(), y.get());
+    conveyor::check_launch("add_vectors");
+    add_vectors<<<cfg.grid, cfg.block, 0, s3.get()>>>(n, z.get(), x.get(), z.get());
+    conveyor::check_launch("add_vectors");
+    launch_scale(cs, n, 3.0F, w.get());
+    conveyor::join(cs, s2);
+    conveyor::join(cs, s3);
+    // E on s: out = y + z + w
+    add3<<<cfg.grid, cfg.block, 0, cs.get()>>>(n, y.get(), z.get(), w.get(), out.get());
+    conveyor::check_launch("add3");
+  });
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_FALSE(s2.is_capturing());
+  EXPECT_FALSE(s3.is_capturing());
+
+  // Structure: A -> {B, C, D} -> E.
+  EXPECT_EQ(g.node_count(), 5U);
+  EXPECT_EQ(g.edge_count(), 6U);
+  auto roots = g.root_nodes();
+  ASSERT_EQ(roots.size(), 1U);
+  EXPECT_EQ(roots[0].dependents().size(), 3U);
+  std::size_t sinks = 0;
+  for (const auto& node : g.nodes())
+    if (node.dependents().empty()) {
+      ++sinks;
+      EXPECT_EQ(node.dependencies().size(), 3U);
+    }
+  EXPECT_EQ(sinks, 1U);
+  auto stats = conveyor::statistics(conveyor::describe(g));
+  EXPECT_GE(stats.width, 2U);
+  EXPECT_EQ(stats.width, 3U);
+  EXPECT_EQ(stats.depth, 3U);
+
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want(n);
+  for (int i = 0; i < n; ++i) {
+    const float x2 = x0[i] * 2.0F;
+    want[i] = ((y0[i] + x2) + (z0[i] + x2)) + w0[i] * 3.0F;
+  }
+  EXPECT_TRUE(all_near(out.download(), want));
+}
+
+// ---- exceptions and illegal calls inside the callable ---------------------------------------------------------------
+
+TEST(Capture, ExceptionMidCapturePropagatesAndLeavesStreamUsable) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1000;
+  const auto x0 = random_floats(n, 1201);
+  device_array<float> x(x0);
+  sync_device();
+  conveyor::stream s;
+
+  bool thrown = false;
+  try {
+    (void)conveyor::capture(s, [&](const conveyor::stream& cs) {
+      launch_scale(cs, n, 2.0F, x.get());
+      throw std::runtime_error("boom inside capture");
+    });
+  } catch (const std::runtime_error& e) {
+    thrown = true;
+    EXPECT_STREQ(e.what(), "boom inside capture");
+    EXPECT_EQ(dynamic_cast<const conveyor::cuda_error*>(&e), nullptr); // the user's exception, not a wrapper
+  }
+  EXPECT_TRUE(thrown);
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+
+  s.synchronize();
+  EXPECT_TRUE(all_equal(x.download(), x0)); // the captured kernel never ran
+  launch_scale(s, n, 2.0F, x.get());         // eager work on the same stream
+  s.synchronize();
+  std::vector<float> want(n);
+  for (int i = 0; i < n; ++i) want[i] = x0[i] * 2.0F;
+  EXPECT_TRUE(all_near(x.download(), want));
+
+  // And it can be captured again.
+  auto g = conveyor::capture(s, [&](const conveyor::stream& cs) { launch_add(cs, n, 1.0F, x.get()); });
+  EXPECT_EQ(g.node_count(), 1U);
+}
+
+TEST(Capture, ExceptionAfterForkBeforeJoinLeavesBothStreamsUsable) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1000;
+  const auto x0 = random_floats(n, 1211);
+  const auto y0 = random_floats(n, 1212);
+  device_array<float> x(x0), y(y0);
+  sync_device();
+  conveyor::stream s, s2;
+
+  EXPECT_THROW(
+      {
+        (void)conveyor::capture(s, [&](const conveyor::stream& cs) {
+          launch_scale(cs, n, 2.0F, x.get());
+          conveyor::fork(cs, s2);
+          launch_scale(s2, n, 5.0F, y.get());
+          throw std::logic_error("thrown between fork and join");
+        });
+      },
+      std::logic_error);
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_FALSE(s2.is_capturing());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  s.synchronize();
+  s2.synchronize();
+  EXPECT_TRUE(all_equal(x.download(), x0));
+  EXPECT_TRUE(all_equal(y.download(), y0));
+  expect_stream_usable(s, 1213);
+  expect_stream_usable(s2, 1214);
+
+  // A later fork/join capture on the same streams works (nothing stale is left registered).
+  auto g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    conveyor::fork(cs, s2);
+    launch_scale(s2, n, 5.0F, y.get());
+    launch_scale(cs, n, 2.0F, x.get());
+    conveyor::join(cs, s2);
+  });
+  EXPECT_EQ(g.node_count(), 2U);
+  EXPECT_EQ(g.edge_count(), 0U);
+  EXPECT_EQ(g.root_nodes().size(), 2U);
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want_x(n), want_y(n);
+  for (int i = 0; i < n; ++i) {
+    want_x[i] = x0[i] * 2.0F;
+    want_y[i] = y0[i] * 5.0F;
+  }
+  EXPECT_TRUE(all_near(x.download(), want_x));
+  EXPECT_TRUE(all_near(y.download(), want_y));
+}
+
+TEST(Capture, ForbiddenCudaMallocInGlobalModeThrowsCudaErrorWithHint) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 256;
+  device_array<float> x(random_floats(n, 1301));
+  sync_device();
+  conveyor::stream s;
+  void* p = nullptr;
+
+  bool thrown = false;
+  try {
+    (void)conveyor::capture(
+        s,
+        [&](const conveyor::stream& cs) {
+          launch_scale(cs, n, 2.0F, x.get());
+          CONVEYOR_CHECK(cudaMalloc(&p, 1024));
+        },
+        conveyor::capture_mode::global);
+  } catch (const conveyor::cuda_error& e) {
+    thrown = true;
+    EXPECT_TRUE(e.code() == cudaErrorStreamCaptureUnsupported || e.code() == cudaErrorStreamCaptureInvalidated)
+        << "code " << e.name();
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "cudaMalloc")) << what;
+    EXPECT_TRUE(contains(what, "Fix:")) << what;
+    EXPECT_TRUE(contains(e.call(), "cudaMalloc")) << e.call();
+    EXPECT_FALSE(e.hint().empty());
+    EXPECT_TRUE(contains(what, std::string(e.name()))) << what;
+  }
+  EXPECT_TRUE(thrown);
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  expect_stream_usable(s, 1302);
+}
+
+TEST(Capture, UncheckedIllegalSynchronisationInvalidatesTheCapture) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 256;
+  const auto x0 = random_floats(n, 1311);
+  device_array<float> x(x0);
+  sync_device();
+  conveyor::stream s;
+
+  bool thrown = false;
+  try {
+    (void)conveyor::capture(s, [&](const conveyor::stream& cs) {
+      launch_scale(cs, n, 2.0F, x.get());
+      // Illegal while capturing (cudaErrorStreamCaptureUnsupported); its error code is deliberately ignored.
+      (void)cudaStreamSynchronize(cs.get());
+      auto cfg = cover(n);
+      add_scalar<<<cfg.grid, cfg.block, 0, cs.get()>>>(n, 1.0F, x.get()); // unchecked too
+    });
+  } catch (const conveyor::cuda_error& e) {
+    thrown = true;
+    EXPECT_EQ(e.code(), cudaErrorStreamCaptureInvalidated) << e.what();
+    EXPECT_TRUE(contains(e.what(), "Fix:")) << e.what();
+    EXPECT_TRUE(contains(e.call(), "cudaStreamEndCapture")) << e.call();
+  }
+  EXPECT_TRUE(thrown);
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess); // the refused call's error does not resurface later
+  s.synchronize();
+  EXPECT_TRUE(all_equal(x.download(), x0)); // nothing captured ran
+  expect_stream_usable(s, 1312);
+}
+
+// Observed with CUDA 13.0 and driver 580 (H200): a synchronous cudaMemcpy during a capture of a non-blocking stream
+// is not refused and does not invalidate the capture; it runs at once, on the legacy stream, and is not part of the
+// graph. (error.cpp's hint for cudaErrorStreamCaptureUnsupported lists cudaMemcpy/cudaMemset among refused calls.)
+TEST(Capture, SynchronousMemcpyInsideCaptureRunsAtOnceAndIsNotCaptured) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 256;
+  const auto x0 = random_floats(n, 1321);
+  device_array<float> x(x0), y(random_floats(n, 1322));
+  sync_device();
+  conveyor::stream s;
+  cudaError_t copy_rc = cudaErrorUnknown;
+  auto g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    launch_scale(cs, n, 2.0F, x.get());
+    copy_rc = cudaMemcpy(y.get(), x.get(), x.bytes(), cudaMemcpyDeviceToDevice);
+  });
+  EXPECT_EQ(copy_rc, cudaSuccess) << cudaGetErrorName(copy_rc);
+  EXPECT_EQ(g.node_count(), 1U); // only the kernel
+  EXPECT_TRUE(all_equal(y.download(), x0)); // copied at capture time, before the captured kernel ever ran
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want(n);
+  for (int i = 0; i < n; ++i) want[i] = x0[i] * 2.0F;
+  EXPECT_TRUE(all_near(x.download(), want));
+  EXPECT_TRUE(all_equal(y.download(), x0)); // replaying the graph does not copy
+}
+
+TEST(Capture, RelaxedModeAllowsCudaMalloc) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 300;
+  const auto x0 = random_floats(n, 1325);
+  device_array<float> x(x0);
+  sync_device();
+  conveyor::stream s;
+  void* p = nullptr;
+  auto g = conveyor::capture(
+      s,
+      [&](const conveyor::stream& cs) {
+        CONVEYOR_CHECK(cudaMalloc(&p, 1024)); // not observed by the capture
+        launch_scale(cs, n, 3.0F, x.get());
+      },
+      conveyor::capture_mode::relaxed);
+  ASSERT_NE(p, nullptr);
+  CONVEYOR_CHECK(cudaFree(p));
+  EXPECT_EQ(g.node_count(), 1U);
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want(n);
+  for (int i = 0; i < n; ++i) want[i] = x0[i] * 3.0F;
+  EXPECT_TRUE(all_near(x.download(), want));
+}
+
+TEST(Capture, LegacyDefaultStreamIsRefused) {
+  CONVEYOR_REQUIRE_GPU();
+  auto legacy = conveyor::stream::adopt(nullptr);
+  bool called = false;
+  try {
+    (void)conveyor::capture(legacy, [&] { called = true; });
+    ADD_FAILURE() << "capture of the legacy default stream did not throw";
+  } catch (const conveyor::cuda_error& e) {
+    EXPECT_EQ(e.code(), cudaErrorStreamCaptureUnsupported);
+    EXPECT_TRUE(contains(e.what(), "Fix:")) << e.what();
+  }
+  EXPECT_FALSE(called);
+}
+
+// Outside a capture, fork and join are plain cross-stream dependencies: one function serves eager and captured runs.
+TEST(Capture, ForkAndJoinOutsideACaptureOrderTheStreams) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1 << 16;
+  const auto x0 = random_floats(n, 1330);
+  device_array<float> x(x0);
+  sync_device();
+  conveyor::stream s, s2;
+  for (int round = 0; round < 20; ++round) launch_scale(s, n, 1.0F, x.get()); // keep s busy
+  launch_scale(s, n, 2.0F, x.get());
+  conveyor::fork(s, s2);
+  launch_scale(s2, n, 3.0F, x.get()); // must run after s's work
+  conveyor::join(s, s2);
+  launch_scale(s, n, 0.5F, x.get()); // must run after s2's work
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_FALSE(s2.is_capturing());
+  s.synchronize();
+  std::vector<float> want(x0);
+  for (auto& v : want) v = v * 2.0F * 3.0F * 0.5F;
+  EXPECT_TRUE(all_near(x.download(), want));
+}
+
+TEST(Capture, NestedCaptureOfTheSameStreamThrowsAndEndsBoth) {
+  CONVEYOR_REQUIRE_GPU();
+  conveyor::stream s;
+  EXPECT_THROW(
+      {
+        (void)conveyor::capture(s, [&](const conveyor::stream& cs) {
+          (void)conveyor::capture(cs, [] {}); // cudaStreamBeginCapture on a capturing stream
+        });
+      },
+      conveyor::cuda_error);
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  expect_stream_usable(s, 1341);
+}
+
+// ---- unjoined fork ------------------------------------------------------------------------------------------------
+
+TEST(Capture, UnjoinedForkThrowsUnjoinedAndReleasesBothStreams) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 512;
+  const auto x0 = random_floats(n, 1401);
+  const auto y0 = random_floats(n, 1402);
+  device_array<float> x(x0), y(y0);
+  sync_device();
+  conveyor::stream s, s2;
+
+  bool thrown = false;
+  try {
+    (void)conveyor::capture(s, [&](const conveyor::stream& cs) {
+      launch_scale(cs, n, 2.0F, x.get());
+      conveyor::fork(cs, s2);
+      launch_scale(s2, n, 3.0F, y.get());
+      // no join
+    });
+  } catch (const conveyor::cuda_error& e) {
+    thrown = true;
+    EXPECT_EQ(e.code(), cudaErrorStreamCaptureUnjoined) << e.what();
+    EXPECT_TRUE(contains(e.what(), "join")) << e.what();
+  }
+  EXPECT_TRUE(thrown);
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_FALSE(s2.is_capturing());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  s.synchronize();
+  s2.synchronize();
+  EXPECT_TRUE(all_equal(x.download(), x0));
+  EXPECT_TRUE(all_equal(y.download(), y0));
+  expect_stream_usable(s, 1403);
+  expect_stream_usable(s2, 1404);
+}
+
+// ---- capture into an existing graph ---------------------------------------------------------------------------------
+
+TEST(Capture, CaptureIntoExistingGraphReturnsFrontier) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 2222;
+  const auto x0 = random_floats(n, 1501);
+  device_array<float> x(x0), y(random_floats(n, 1502));
+  sync_device();
+  conveyor::stream s;
+
+  conveyor::graph g;
+  auto first = g.kernel(cover(n), spin_then_scale, n, 2.0F, x.get(), spin_cycles).label("first");
+  auto frontier = conveyor::capture_into(
+      g, s,
+      [&](const conveyor::stream& cs) {
+        launch_add(cs, n, 1.0F, x.get()); // x = 2x + 1
+        CONVEYOR_CHECK(cudaMemcpyAsync(y.get(), x.get(), x.bytes(), cudaMemcpyDeviceToDevice, cs.get()));
+      },
+      {first});
+  EXPECT_FALSE(s.is_capturing());
+  ASSERT_EQ(frontier.size(), 1U);
+  EXPECT_EQ(frontier[0].kind(), conveyor::node_kind::memcpy);
+  EXPECT_EQ(frontier[0].owner(), g.state().get());
+  EXPECT_EQ(g.node_count(), 3U);
+  auto roots = g.root_nodes();
+  ASSERT_EQ(roots.size(), 1U);
+  EXPECT_EQ(roots[0], first);
+  EXPECT_EQ(roots[0].label(), "first");
+
+  // Later builder work depends on the frontier.
+  auto last = g.kernel(frontier, cover(n), scale, n, 3.0F, y.get());
+  ASSERT_EQ(last.dependencies().size(), 1U);
+  EXPECT_EQ(last.dependencies()[0], frontier[0]);
+  EXPECT_EQ(g.node_count(), 4U);
+  EXPECT_EQ(g.edge_count(), 3U);
+
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want_x = twice_plus_one(x0), want_y(n);
+  for (int i = 0; i < n; ++i) want_y[i] = want_x[i] * 3.0F;
+  EXPECT_TRUE(all_near(x.download(), want_x));
+  EXPECT_TRUE(all_near(y.download(), want_y));
+}
+
+TEST(Capture, CaptureIntoRejectsADependencyOfAnotherGraph) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 64;
+  device_array<float> x(random_floats(n, 1511));
+  sync_device();
+  conveyor::stream s;
+  conveyor::graph g, other;
+  auto foreign = other.kernel(cover(n), scale, n, 2.0F, x.get());
+  bool called = false;
+  EXPECT_THROW((void)conveyor::capture_into(g, s, [&] { called = true; }, {foreign}), std::invalid_argument);
+  EXPECT_FALSE(called);
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_EQ(g.node_count(), 0U);
+}
+
+TEST(Capture, CaptureIntoThatThrowsKeepsTheTargetGraphUsable) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1024;
+  const auto x0 = random_floats(n, 1521);
+  device_array<float> x(x0);
+  sync_device();
+  conveyor::stream s;
+
+  conveyor::graph g;
+  auto first = g.kernel(cover(n), scale, n, 2.0F, x.get());
+  EXPECT_THROW(
+      {
+        (void)conveyor::capture_into(
+            g, s,
+            [&](const conveyor::stream& cs) {
+              launch_add(cs, n, 1.0F, x.get());
+              throw std::runtime_error("boom inside capture_into");
+            },
+            {first});
+      },
+      std::runtime_error);
+  EXPECT_FALSE(s.is_capturing());
+
+  // Documented: nodes already added stay in g, and g itself stays valid.
+  ASSERT_NE(g.get(), nullptr);
+  std::size_t nodes = 0;
+  ASSERT_NO_THROW(nodes = g.node_count());
+  EXPECT_EQ(nodes, 2U);
+  ASSERT_NO_THROW({
+    auto exec = conveyor::instantiate(g);
+    exec.launch(s);
+    s.synchronize();
+  });
+  EXPECT_TRUE(all_near(x.download(), twice_plus_one(x0)));
+}
+
+TEST(Capture, CaptureIntoWithUnjoinedForkThrowsAndKeepsTheTargetGraph) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 512;
+  const auto x0 = random_floats(n, 1531);
+  device_array<float> x(x0), y(random_floats(n, 1532));
+  sync_device();
+  conveyor::stream s, s2;
+
+  conveyor::graph g;
+  auto first = g.kernel(cover(n), scale, n, 2.0F, x.get());
+  try {
+    (void)conveyor::capture_into(
+        g, s,
+        [&](const conveyor::stream& cs) {
+          conveyor::fork(cs, s2);
+          launch_scale(s2, n, 3.0F, y.get());
+        },
+        {first});
+    ADD_FAILURE() << "capture_into with an unjoined fork did not throw";
+  } catch (const conveyor::cuda_error& e) {
+    EXPECT_EQ(e.code(), cudaErrorStreamCaptureUnjoined) << e.what();
+  }
+  EXPECT_FALSE(s.is_capturing());
+  EXPECT_FALSE(s2.is_capturing());
+  ASSERT_NE(g.get(), nullptr);
+  std::size_t nodes = 0;
+  ASSERT_NO_THROW(nodes = g.node_count()); // the target graph was not destroyed
+  EXPECT_GE(nodes, 1U);
+  expect_stream_usable(s, 1533);
+  expect_stream_usable(s2, 1534);
+}
