@@ -1,0 +1,237 @@
+//! \file cavity_command.cpp
+//! `conveyor cavity`: options, progress, result tables, outputs.
+
+#include "cavity/cavity_command.hpp"
+
+#include "cavity/fields.hpp"
+#include "cavity/ghia.hpp"
+#include "cavity/image.hpp"
+#include "cavity/output.hpp"
+#include "cavity/parameters.hpp"
+#include "cavity/reference_cpu.hpp"
+#include "cavity/solver.hpp"
+
+#include <conveyor/runtime/device.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace conveyor::cavity;
+
+struct cli_options {
+  cavity_options run;
+  std::string mode = "all";
+  std::string csv;
+  std::string png;
+  std::string dot;
+  std::string ghia;
+};
+
+//! Progress on stderr, at most one line every two seconds per mode, plus the last check.
+class progress_printer {
+public:
+  void operator()(const run_progress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (p.step != p.max_steps && now - last_ < std::chrono::seconds(2)) return;
+    last_ = now;
+    fmt::print(stderr, "cavity[{}] step {}/{}  change per step {:.3e}\n", to_string(p.mode), p.step, p.max_steps,
+               p.change);
+  }
+
+private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+void write_file(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("cannot write the {} file '{}'", what, path));
+}
+
+void print_table(const std::vector<run_result>& results, const cavity_options& o) {
+  const run_result* sync = nullptr;
+  for (const auto& r : results)
+    if (r.mode == execution_mode::sync) sync = &r;
+  fmt::print("{:<6} | {:>9} | {:>9} | {:>11} | {:>8} | {:>15} | {:>20}\n", "mode", "steps", "time (s)", "us/step",
+             "MLUPS", "speedup vs sync", "converged");
+  fmt::print("{:-<6}-+-{:-<9}-+-{:-<9}-+-{:-<11}-+-{:-<8}-+-{:-<15}-+-{:-<20}\n", "", "", "", "", "", "", "");
+  for (const auto& r : results) {
+    const std::string speedup =
+        sync != nullptr && r.ms_per_step > 0.0 ? fmt::format("{:.2f}x", sync->ms_per_step / r.ms_per_step) : "n/a";
+    const std::string converged =
+        o.tol > 0.0 ? (r.converged ? fmt::format("yes, step {}", r.converged_at) : "no (step cap)") : "(fixed steps)";
+    fmt::print("{:<6} | {:>9} | {:>9.3f} | {:>11.3f} | {:>8.1f} | {:>15} | {:>20}\n", to_string(r.mode), r.steps,
+               r.seconds, 1000.0 * r.ms_per_step, r.mlups, speedup, converged);
+  }
+  for (const auto& r : results)
+    if (r.mode == execution_mode::graph)
+      fmt::print("graph: {} time steps + convergence check per graph = {} nodes, {} edges; capture + instantiate + "
+                 "upload {:.2f} ms\n",
+                 o.steps_per_graph, r.graph_nodes, r.graph_edges, r.setup_ms);
+  for (std::size_t i = 1; i < results.size(); ++i) {
+    const auto& a = results[0];
+    const auto& b = results[i];
+    if (a.steps != b.steps) {
+      fmt::print("state {} vs {}: DIFFER, {} vs {} steps\n", to_string(a.mode), to_string(b.mode), a.steps, b.steps);
+      continue;
+    }
+    const bool equal = a.populations.size() == b.populations.size() &&
+                       std::memcmp(a.populations.data(), b.populations.data(), a.populations.size() * sizeof(float)) == 0;
+    double worst = 0.0;
+    for (std::size_t k = 0; !equal && k < std::min(a.populations.size(), b.populations.size()); ++k)
+      worst = std::max(worst, std::fabs(double{a.populations[k]} - double{b.populations[k]}));
+    if (equal)
+      fmt::print("state {} vs {}: bitwise identical after {} steps\n", to_string(a.mode), to_string(b.mode), a.steps);
+    else
+      fmt::print("state {} vs {}: DIFFER after {} steps, max |df| {:.3g}\n", to_string(a.mode), to_string(b.mode),
+                 a.steps, worst);
+  }
+}
+
+void print_difference(const char* what, const char* axis, const profile_difference& d) {
+  fmt::print("  {}: max |ours - Ghia| = {:.4f} at {} = {:.4f} (ours {:.5f}, Ghia {:.5f}; {} points{})\n", what,
+             d.max_abs, axis, d.position, d.ours, d.reference, d.compared,
+             d.skipped > 0 ? fmt::format(", {} doubtful left out", d.skipped) : std::string());
+}
+
+void run(const cli_options& c) {
+  const cavity_options& o = c.run;
+  validate(o);
+  std::vector<execution_mode> modes;
+  if (c.mode == "all")
+    modes.assign(all_execution_modes.begin(), all_execution_modes.end());
+  else
+    modes.push_back(parse_execution_mode(c.mode));
+  const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
+  if (!c.dot.empty() && !has_graph) throw std::invalid_argument("--dot needs --mode graph or --mode all");
+
+  // Reference data: an explicit --ghia must be readable; the default is used when present.
+  std::optional<ghia_reference> ghia;
+  std::string ghia_note;
+  if (!c.ghia.empty()) {
+    ghia = read_ghia_dir(c.ghia);
+  } else if (const auto dir = default_ghia_dir()) {
+    try {
+      ghia = read_ghia_dir(*dir);
+    } catch (const ghia_error& e) {
+      ghia_note = fmt::format("Ghia et al. comparison skipped: {}", e.what());
+    }
+  } else {
+    ghia_note = "Ghia et al. comparison skipped: no --ghia DIR, CONVEYOR_SHARED_DATA unset and no "
+                "../shared/data/ghia1982 here";
+  }
+
+  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor cavity` needs a GPU");
+  fmt::print("lid-driven cavity, D2Q9 TRT lattice Boltzmann: {}\n", describe(o));
+  fmt::print("up to {} steps ({:.0f} convective times n/U), {} steps per graph / convergence check, stop when the "
+             "velocity change per step / U < {:g}\n",
+             max_steps(o), static_cast<double>(max_steps(o)) / derive(o).convective_time, o.steps_per_graph, o.tol);
+  fmt::print("device: {}\n", conveyor::describe_device(0));
+  std::fflush(stdout);
+
+  std::vector<run_result> results;
+  for (const auto mode : modes) {
+    progress_printer progress;
+    results.push_back(run_cavity(o, mode, std::ref(progress)));
+    const auto& r = results.back();
+    fmt::print(stderr, "cavity[{}] done: {} steps in {:.3f} s, change per step {:.3e}\n", to_string(mode), r.steps,
+               r.seconds, r.final_change);
+    if (mode == execution_mode::graph && !c.dot.empty()) {
+      write_file(c.dot, r.graph_dot, "DOT");
+      fmt::print(stderr, "wrote the {}-step graph to {}\n", o.steps_per_graph, c.dot);
+    }
+  }
+  print_table(results, o);
+
+  // Physics of the final state (identical in every mode when the line above says so): the last mode's.
+  const run_result& r = results.back();
+  const double mass0 = total_mass(initial_populations(o.n));
+  const double mass = total_mass(r.populations);
+  fmt::print("mass: relative drift {:.3e} over {} steps (float64 sum of float32 populations)\n",
+             (mass - mass0) / mass0, r.steps);
+  const flow_field field = compute_fields(r.populations, o.n);
+  const profile u = u_vertical_centerline(field, o.lid_speed);
+  const profile v = v_horizontal_centerline(field, o.lid_speed);
+
+  if (ghia) {
+    if (const auto cmp = compare_with_ghia(*ghia, o.re, u, v)) {
+      const auto target = ghia_target(o.re);
+      fmt::print("Ghia, Ghia & Shin (1982), Re {:g}, profiles interpolated linearly at the tabulated points{}:\n",
+                 o.re, target ? fmt::format(" (target on >= 257x257: < {:g})", *target) : std::string());
+      print_difference("u/U on x = 1/2 (Table I) ", "y", cmp->u);
+      print_difference("v/U on y = 1/2 (Table II)", "x", cmp->v);
+      if (cmp->v_trusted.skipped > 0)
+        print_difference("v/U without the doubtful x = 0.9063 entry (SOURCES.md)", "x", cmp->v_trusted);
+      if (cmp->u_trusted.skipped > 0)
+        print_difference("u/U without doubtful entries (SOURCES.md)", "y", cmp->u_trusted);
+    } else {
+      fmt::print("Ghia et al. comparison skipped: they tabulate Re 100, 400, 1000, 3200, 5000, 7500, 10000, not "
+                 "{:g}\n",
+                 o.re);
+    }
+  } else {
+    fmt::print("{}\n", ghia_note);
+  }
+
+  if (!c.csv.empty()) {
+    const std::filesystem::path dir(c.csv);
+    std::filesystem::create_directories(dir);
+    const std::string stem = fmt::format("cavity_re{:g}_n{}", o.re, o.n);
+    write_profile_csv(dir / (stem + "_u.csv"), u, "y", "u_over_U");
+    write_profile_csv(dir / (stem + "_v.csv"), v, "x", "v_over_U");
+    if (ghia && ghia->u.column(o.re) != nullptr && ghia->v.column(o.re) != nullptr)
+      write_ghia_csv(dir / (stem + "_ghia.csv"), *ghia, o.re, u, v);
+    fmt::print(stderr, "wrote the centre-line profiles to {}/{}_*.csv\n", dir.string(), stem);
+  }
+  if (!c.png.empty()) {
+    write_png(c.png, render_cavity(field, o.lid_speed));
+    fmt::print(stderr, "wrote the velocity magnitude with streamlines to {}\n", c.png);
+  }
+}
+
+} // namespace
+
+void register_cavity_command(CLI::App& app) {
+  auto opts = std::make_shared<cli_options>();
+  CLI::App* sub = app.add_subcommand(
+      "cavity", "2D lid-driven cavity, D2Q9 lattice Boltzmann (TRT), in sync, stream and graph modes; report MLUPS, "
+                "speedup and the difference from Ghia et al. (1982)");
+  sub->add_option("--re", opts->run.re, "Reynolds number U n / nu")->capture_default_str();
+  sub->add_option("--n", opts->run.n, "Lattice cells per side")->capture_default_str();
+  sub->add_option("--lid-speed", opts->run.lid_speed, "Lid velocity, lattice units (cells per step; Ma = U sqrt 3)")
+      ->capture_default_str();
+  sub->add_option("--steps", opts->run.steps,
+                  "Most time steps (a multiple of --steps-per-graph); 0: 250 convective times n / U")
+      ->capture_default_str();
+  sub->add_option("--tol", opts->run.tol,
+                  "Stop when the max velocity change per step / U falls below this; 0: run exactly --steps")
+      ->capture_default_str();
+  sub->add_option("--steps-per-graph", opts->run.steps_per_graph,
+                  "K: time steps per graph and per convergence check (even)")
+      ->capture_default_str();
+  sub->add_option("--mode", opts->mode, "Execution mode")
+      ->check(CLI::IsMember({"sync", "stream", "graph", "all"}))
+      ->capture_default_str();
+  sub->add_option("--csv", opts->csv, "Write the centre-line profiles (and the Ghia comparison) as CSV into DIR");
+  sub->add_option("--png", opts->png, "Write the velocity magnitude with streamlines as PNG to FILE");
+  sub->add_option("--dot", opts->dot, "Write the captured K-step graph (Graphviz DOT) to FILE");
+  sub->add_option("--ghia", opts->ghia,
+                  "Folder of Ghia et al.'s CSV tables (default: $CONVEYOR_SHARED_DATA/ghia1982, else "
+                  "../shared/data/ghia1982 when present)");
+  sub->callback([opts] { run(*opts); });
+}

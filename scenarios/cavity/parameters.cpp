@@ -1,0 +1,104 @@
+//! \file parameters.cpp
+//! Validation and derived constants of the cavity run.
+
+#include "cavity/parameters.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace conveyor::cavity {
+
+lattice_constants derive(const cavity_options& o) noexcept {
+  lattice_constants c;
+  c.nu = o.lid_speed * static_cast<double>(o.n) / o.re;
+  c.tau = 3.0 * c.nu + 0.5;
+  c.tau_minus = 0.5 + trt_magic / (c.tau - 0.5);
+  c.mach = o.lid_speed * std::sqrt(3.0);
+  c.cell_reynolds = o.re / static_cast<double>(o.n);
+  c.convective_time = static_cast<double>(o.n) / o.lid_speed;
+  return c;
+}
+
+std::pair<double, double> valid_reynolds_range(int n, double lid_speed) noexcept {
+  return {lid_speed * static_cast<double>(n) / max_viscosity, max_cell_reynolds * static_cast<double>(n)};
+}
+
+void validate(const cavity_options& o) {
+  if (o.n < min_cells || o.n > max_cells)
+    throw std::invalid_argument(fmt::format(
+        "lattice size --n {} is outside [{}, {}]: fewer cells cannot resolve the primary vortex and its wall layers; "
+        "more exceed device memory (72 bytes per cell)",
+        o.n, min_cells, max_cells));
+  if (!(o.lid_speed > 0.0 && o.lid_speed <= max_lid_speed))
+    throw std::invalid_argument(fmt::format(
+        "lid speed --lid-speed {} is outside (0, {}] (lattice units): the lattice Boltzmann method is accurate only "
+        "at low Mach number, Ma = U sqrt(3) <= {:.2f}",
+        o.lid_speed, max_lid_speed, max_lid_speed * std::sqrt(3.0)));
+  const auto [re_min, re_max] = valid_reynolds_range(o.n, o.lid_speed);
+  if (!std::isfinite(o.re) || o.re <= 0.0)
+    throw std::invalid_argument(fmt::format("Reynolds number --re {} must be a positive finite number (valid for "
+                                            "{} cells at lid speed {}: [{:g}, {:g}])",
+                                            o.re, o.n, o.lid_speed, re_min, re_max));
+  const lattice_constants c = derive(o);
+  if (o.re > re_max)
+    throw std::invalid_argument(fmt::format(
+        "Reynolds number --re {:g} is too high for {} cells: nu = U n / Re = {:.4g} gives the relaxation time "
+        "tau = 3 nu + 1/2 = {:.5f}, too close to 1/2 (cell Reynolds number Re / n = {:.3g} > {:g}), so the run would "
+        "be unstable and under-resolved. Valid for {} cells at lid speed {}: Re in [{:g}, {:g}]; for Re {:g} use "
+        "--n >= {}",
+        o.re, o.n, c.nu, c.tau, c.cell_reynolds, max_cell_reynolds, o.n, o.lid_speed, re_min, re_max, o.re,
+        static_cast<long long>(std::ceil(o.re / max_cell_reynolds))));
+  if (o.re < re_min)
+    throw std::invalid_argument(fmt::format(
+        "Reynolds number --re {:g} is too low for {} cells at lid speed {}: nu = U n / Re = {:.4g} > {:g} gives the "
+        "relaxation time tau = 3 nu + 1/2 = {:.4g} > {:g}, outside the hydrodynamic regime the method is accurate "
+        "in. Valid for these settings: Re in [{:g}, {:g}]; for Re {:g} lower --lid-speed to <= {:.4g} or use fewer "
+        "cells",
+        o.re, o.n, o.lid_speed, c.nu, max_viscosity, c.tau, 3.0 * max_viscosity + 0.5, re_min, re_max, o.re,
+        o.re * max_viscosity / static_cast<double>(o.n)));
+  if (o.steps_per_graph < 2 || o.steps_per_graph > max_steps_per_graph || o.steps_per_graph % 2 != 0)
+    throw std::invalid_argument(fmt::format(
+        "--steps-per-graph {} must be even and in [2, {}]: each time step swaps the two population arrays, so an "
+        "even K leaves the current state in the same array after every graph",
+        o.steps_per_graph, max_steps_per_graph));
+  if (o.steps < 0 || o.steps % o.steps_per_graph != 0)
+    throw std::invalid_argument(fmt::format(
+        "--steps {} must be a non-negative multiple of --steps-per-graph {} (time steps run in whole graphs of K "
+        "steps); e.g. {}",
+        o.steps, o.steps_per_graph,
+        o.steps < 0 ? std::int64_t{0} : (o.steps / o.steps_per_graph + 1) * o.steps_per_graph));
+  if (!std::isfinite(o.tol) || o.tol < 0.0)
+    throw std::invalid_argument(fmt::format("--tol {} must be finite and >= 0 (0: run exactly --steps)", o.tol));
+  if (o.tol == 0.0 && o.steps == 0)
+    throw std::invalid_argument("--tol 0 (no convergence stop) needs --steps > 0");
+}
+
+lattice_params make_lattice_params(const cavity_options& o) {
+  validate(o);
+  const lattice_constants c = derive(o);
+  lattice_params p;
+  p.n = o.n;
+  p.omega_plus = static_cast<float>(1.0 / c.tau);
+  p.omega_minus = static_cast<float>(1.0 / c.tau_minus);
+  p.lid_speed = static_cast<float>(o.lid_speed);
+  return p;
+}
+
+std::int64_t auto_steps(const cavity_options& o) noexcept {
+  const double steps = std::ceil(default_convective_times * static_cast<double>(o.n) / o.lid_speed);
+  const std::int64_t k = o.steps_per_graph > 0 ? o.steps_per_graph : 1;
+  const auto s = static_cast<std::int64_t>(steps);
+  return (s + k - 1) / k * k;
+}
+
+std::int64_t max_steps(const cavity_options& o) noexcept { return o.steps > 0 ? o.steps : auto_steps(o); }
+
+std::string describe(const cavity_options& o) {
+  const lattice_constants c = derive(o);
+  return fmt::format("Re {:g}, {}x{} cells, lid speed {:g} (Ma {:.3f}), nu {:.4g}, tau {:.4f} (TRT, tau- {:.4f})",
+                     o.re, o.n, o.n, o.lid_speed, c.mach, c.nu, c.tau, c.tau_minus);
+}
+
+} // namespace conveyor::cavity

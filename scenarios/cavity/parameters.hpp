@@ -1,0 +1,87 @@
+#pragma once
+//! \file parameters.hpp
+//! The cavity run's parameters, their derived lattice constants, and their validation (host-only, no CUDA).
+//!
+//! Units: lattice units throughout (cell size 1, time step 1). The cavity is n x n cells, the lid moves at
+//! `lid_speed` cells per step, so the kinematic viscosity is nu = lid_speed * n / Re and the relaxation time
+//! tau = 3 nu + 1/2.
+
+#include "cavity/lattice.hpp"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace conveyor::cavity {
+
+//! Fewest cells per side accepted: coarser lattices cannot resolve the primary vortex and its wall layers.
+inline constexpr int min_cells = 16;
+//! Most cells per side accepted: 8192^2 cells x 72 bytes (two float32 D2Q9 fields) = 4.8 GB of device memory.
+inline constexpr int max_cells = 8192;
+//! Highest lid speed accepted (lattice units): Mach number U * sqrt(3) <= 0.35; LBM's compressibility error grows
+//! as Ma^2.
+inline constexpr double max_lid_speed = 0.2;
+//! Highest cell Reynolds number Re / n = U / nu accepted: beyond it tau = 3 nu + 1/2 is so close to 1/2 that the
+//! corner singularities of the lid make the run unstable (and the wall layers are under-resolved).
+inline constexpr double max_cell_reynolds = 10.0;
+//! Highest viscosity accepted, nu <= 0.5 (tau <= 2): larger relaxation times leave the hydrodynamic (low Knudsen
+//! number) regime the method is accurate in.
+inline constexpr double max_viscosity = 0.5;
+//! Largest K (time steps per graph) accepted: a graph of K kernel nodes is instantiated once; 10000 nodes take
+//! tens of milliseconds.
+inline constexpr int max_steps_per_graph = 10000;
+//! Default cap on the run length, in convective times n / lid_speed, when --steps is not given.
+inline constexpr double default_convective_times = 250.0;
+
+//! Everything that defines one cavity run.
+struct cavity_options {
+  double re = 100.0;            //!< Reynolds number Re = U n / nu (lid speed, cavity side, viscosity)
+  int n = 257;                  //!< lattice cells per side
+  double lid_speed = 0.1;       //!< lid velocity U, lattice units (cells per time step)
+  std::int64_t steps = 0;       //!< most time steps to run (a multiple of steps_per_graph); 0: auto_steps()
+  double tol = 1e-7;            //!< stop when the velocity change per step, max over cells / U, falls below it;
+                                //!< 0: run exactly `steps`
+  int steps_per_graph = 100;    //!< K: time steps per graph (per convergence check, in every mode); even
+};
+
+//! Lattice constants derived from the options (see the file comment).
+struct lattice_constants {
+  double nu = 0.0;             //!< kinematic viscosity U n / Re, lattice units (cells^2 per step)
+  double tau = 0.0;            //!< relaxation time of the even (viscous) part, 3 nu + 1/2
+  double tau_minus = 0.0;      //!< relaxation time of the odd part: 1/2 + Lambda / (tau - 1/2), Lambda = 1/4
+  double mach = 0.0;           //!< lid Mach number U / c_s = U sqrt(3)
+  double cell_reynolds = 0.0;  //!< Re / n = U / nu
+  double convective_time = 0.0; //!< n / U, time steps for the lid to travel one cavity side
+};
+
+//! The TRT "magic" parameter Lambda = (tau - 1/2)(tau_minus - 1/2): 1/4 is the most stable choice.
+inline constexpr double trt_magic = 0.25;
+
+//! Derives the lattice constants of `o` without validating (tau is meaningless for invalid options).
+[[nodiscard]] lattice_constants derive(const cavity_options& o) noexcept;
+
+//! The range of Reynolds numbers valid for a lattice of `n` cells and lid speed `lid_speed`:
+//! [U n / max_viscosity, max_cell_reynolds * n].
+[[nodiscard]] std::pair<double, double> valid_reynolds_range(int n, double lid_speed) noexcept;
+
+//! Checks every option and throws std::invalid_argument with a message naming the option, its valid range and
+//! why (e.g. "tau = 3 nu + 1/2 = 0.5012 is too close to 1/2 ..."). Checks: n in [min_cells, max_cells];
+//! lid_speed in (0, max_lid_speed]; Re finite and in valid_reynolds_range(); steps_per_graph even and in
+//! [2, max_steps_per_graph]; steps >= 0 and a multiple of steps_per_graph; tol finite and >= 0; tol = 0 needs
+//! steps > 0.
+void validate(const cavity_options& o);
+
+//! The step kernel's parameters for `o` (float32 relaxation rates, lid speed).
+//! \throws std::invalid_argument as validate().
+[[nodiscard]] lattice_params make_lattice_params(const cavity_options& o);
+
+//! The run length used when `o.steps` is 0: default_convective_times * n / U, rounded up to a multiple of K.
+[[nodiscard]] std::int64_t auto_steps(const cavity_options& o) noexcept;
+
+//! `o.steps` when positive, else auto_steps(o).
+[[nodiscard]] std::int64_t max_steps(const cavity_options& o) noexcept;
+
+//! One line describing the run: "Re 100, 257x257 cells, U 0.1 (Ma 0.173), nu 0.257, tau 1.271 (TRT, tau- 0.824)".
+[[nodiscard]] std::string describe(const cavity_options& o);
+
+} // namespace conveyor::cavity

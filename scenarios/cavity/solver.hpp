@@ -1,0 +1,80 @@
+#pragma once
+//! \file solver.hpp
+//! The lid-driven cavity on the GPU in three execution modes that launch the same kernels (kernels.hpp) and differ
+//! only in how:
+//!
+//! - `sync`: every kernel launched, then waited for (cudaStreamSynchronize);
+//! - `stream`: every kernel launched asynchronously on one stream;
+//! - `graph`: one block of K time steps plus the convergence check, captured once into a CUDA graph, instantiated
+//!   and uploaded once, then launched once per block.
+//!
+//! A block is K time steps (K even: step k reads array k % 2 and writes the other, so every block starts and ends
+//! with the state in the first array), then the convergence check: one kernel takes the maximum over cells of the
+//! velocity change since the previous block, a one-thread kernel publishes it into pinned host memory (slot
+//! block % 2) and resets the maximum. The host reads block b's value only after launching block b + 1 (it waits
+//! on an event recorded after block b), so the check never stalls the GPU; every mode uses the same rule, so all
+//! modes stop after the same number of steps and end bitwise equal.
+
+#include "cavity/parameters.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor::cavity {
+
+//! How the kernels of a block reach the GPU.
+enum class execution_mode {
+  sync,   //!< cudaStreamSynchronize after every kernel
+  stream, //!< all kernels asynchronous on one stream
+  graph,  //!< one graph per block of K steps, launched once per block
+};
+
+//! All modes, in the order `--mode all` runs them.
+inline constexpr std::array<execution_mode, 3> all_execution_modes{execution_mode::sync, execution_mode::stream,
+                                                                   execution_mode::graph};
+
+//! "sync", "stream" or "graph".
+[[nodiscard]] std::string_view to_string(execution_mode m) noexcept;
+//! Inverse of to_string. \throws std::invalid_argument for any other text.
+[[nodiscard]] execution_mode parse_execution_mode(std::string_view text);
+
+//! Reported after every convergence check (outside nothing: keep the callback cheap, it runs in the timed loop).
+struct run_progress {
+  execution_mode mode = execution_mode::sync; //!< the mode running
+  std::int64_t step = 0;                      //!< time steps completed at the checked block's end
+  std::int64_t max_steps = 0;                 //!< the run's cap
+  double change = 0.0;                        //!< velocity change per step of the checked block, / U
+};
+
+//! What one run produced.
+struct run_result {
+  execution_mode mode = execution_mode::sync; //!< the mode that ran
+  std::int64_t steps = 0;          //!< time steps run (a multiple of K)
+  bool converged = false;          //!< a block's change fell below tol
+  std::int64_t converged_at = 0;   //!< steps at the end of that block (the run goes on one more block)
+  double final_change = 0.0;       //!< velocity change per step of the last block: max |u - u_prev| / (K U)
+  double seconds = 0.0;            //!< wall-clock time of the timed loop (all blocks, the checks included)
+  double ms_per_step = 0.0;        //!< seconds * 1000 / steps
+  double mlups = 0.0;              //!< million lattice-cell updates per second: n^2 * steps / seconds / 1e6
+  double setup_ms = 0.0;           //!< graph mode: capture + instantiate + upload, milliseconds (not timed above)
+  std::size_t graph_nodes = 0;     //!< graph mode: nodes of the block graph (K + 2)
+  std::size_t graph_edges = 0;     //!< graph mode: its edges
+  std::string graph_dot;           //!< graph mode: the block graph as Graphviz DOT (conveyor::to_dot)
+  std::vector<float> populations;  //!< the final state (deviations g_i = f_i - w_i), n * n * 9 floats, lattice.hpp
+};
+
+//! Runs the cavity described by `o` from rest in `mode`: validates `o`, allocates the fields, runs one untimed
+//! warm-up block (it loads the kernels; graph mode captures after it), resets to rest, then runs blocks of
+//! K = o.steps_per_graph steps until a block's change falls below o.tol (when o.tol > 0) or max_steps(o) steps have
+//! run, and downloads the final state.
+//! \throws std::invalid_argument as validate(); std::runtime_error when the run diverges (the velocity change is
+//!         not finite); conveyor::cuda_error when a CUDA call fails (no device, out of memory, ...).
+[[nodiscard]] run_result run_cavity(const cavity_options& o, execution_mode mode,
+                                    const std::function<void(const run_progress&)>& on_progress = {});
+
+} // namespace conveyor::cavity
