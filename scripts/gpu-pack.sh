@@ -1,21 +1,46 @@
 #!/usr/bin/env bash
-# Run HERE (no GPU) before a device run: builds with tests, then copies into the git-ignored folder gpu-carry/
-# what the GPU machine lacks: the shared libraries the binaries need that it does not have (Graphviz's cgraph;
-# found with ldd, listed in ../shared/GPU-MACHINE.md), the Fashion-MNIST files and the shared test data.
-# Carry `build` and `gpu-carry` to the device and run scripts/gpu-check.sh there.
+# Run HERE (no GPU) before a device run, after building (scripts/test.sh, or BUILD_DIR=...). Prepares the git-ignored
+# folders the `device` tool carries (64 MiB in all):
+#   gpu-build/  the build's programs, stripped, with the CTest files rewritten to point there (no object files);
+#               host-only test programs (tests/host/*.cpp) are left out: they run in CI and here;
+#   gpu-carry/  what the GPU machine lacks: shared libraries (Graphviz's cgraph/cdt; Debian's libbenchmark soname,
+#               see ../shared/GPU-MACHINE.md), the Fashion-MNIST files and ../shared/data.
+# Then run scripts/gpu-check.sh there with BUILD_DIR=gpu-build.
 set -euo pipefail
 CONVEYOR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD_DIR:-$CONVEYOR_ROOT/build}
+BUILD=$(cd "${BUILD_DIR:-$CONVEYOR_ROOT/build}" && pwd)
+LEAN=$CONVEYOR_ROOT/gpu-build
 cd "$CONVEYOR_ROOT"
+
+rm -rf "$LEAN"
+mkdir -p "$LEAN"
+# Programs (stripped) and every CTest file, paths rewritten from the build to the lean copy.
+(cd "$BUILD" && find . -type f \( -name 'CTestTestfile.cmake' -o -name '*_include.cmake' -o -name '*_tests.cmake' -o -name '*.sh' \)) |
+  while read -r f; do
+    mkdir -p "$LEAN/$(dirname "$f")"
+    sed "s#$BUILD#$LEAN#g" "$BUILD/$f" >"$LEAN/$f"
+  done
+host_only=$(ls tests/host/*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
+for t in $host_only; do
+  sed -i "/${t}\[1\]_include.cmake/d" "$LEAN/tests/CTestTestfile.cmake"
+  rm -f "$LEAN/tests/${t}[1]_include.cmake" "$LEAN/tests/${t}[1]_tests.cmake"
+done
+rm -rf "$LEAN/tests/host-only"
+(cd "$BUILD" && find bin tests -maxdepth 1 -type f -perm -u+x ! -name '*.sh') |
+  while read -r f; do
+    case " $host_only " in *" $(basename "$f") "*) continue ;; esac
+    mkdir -p "$LEAN/$(dirname "$f")"
+    strip -s -o "$LEAN/$f" "$BUILD/$f"
+  done
+
 mkdir -p gpu-carry/lib gpu-carry/fashion-mnist
 cp -u /usr/share/datasets/fashion-mnist/*.gz gpu-carry/fashion-mnist/
-# Libraries the device image does not ship (see ../shared/GPU-MACHINE.md): Graphviz's cgraph and cdt.
-for bin in "$BUILD"/bin/* "$BUILD"/tests/*; do
+for bin in "$LEAN"/bin/* "$LEAN"/tests/*; do
   [ -x "$bin" ] && [ -f "$bin" ] || continue
-  ldd "$bin" | awk '/=> \//{print $3}' | grep -E 'lib(cgraph|cdt)\.so' || true
+  ldd "$bin" | awk '/=> \//{print $3}' | grep -E 'lib(cgraph|cdt|benchmark)\.so' || true
 done | sort -u | while read -r lib; do cp -uL "$lib" gpu-carry/lib/; done
 if [ -d ../shared/data ]; then
   mkdir -p gpu-carry/shared-data
   cp -ru ../shared/data/. gpu-carry/shared-data/
 fi
-du -sh "$BUILD" gpu-carry
+du -sh "$LEAN" gpu-carry

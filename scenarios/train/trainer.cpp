@@ -242,8 +242,10 @@ train_result run_training(const train_options& options, const dataset& data, exe
   auto step_body = [&](const conveyor::stream& cs, conveyor::batch_size rows) {
     program.enqueue(launch_ctx{cs.get(), false}, static_cast<int>(rows.real));
   };
-  conveyor::graphed step(step_body, conveyor::graphed_options{.warmup_calls = 1,
-                                                              .buckets = {static_cast<std::size_t>(options.batch)}});
+  conveyor::graphed_options step_options;
+  step_options.warmup_calls = 1;
+  step_options.buckets = {static_cast<std::size_t>(options.batch)};
+  conveyor::graphed step(step_body, step_options);
   // Warm-up step, eager, on the stream that graph mode captures on; then capture (graph mode); then reset, so
   // that every mode trains from the same state.
   begin_epoch(0);

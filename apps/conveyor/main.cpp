@@ -1,0 +1,30 @@
+// The `conveyor` program: CUDA Graph workloads, each a subcommand, each runnable in sync, stream and graph modes.
+#include "bench/bench_command.hpp"
+#include "cavity/cavity_command.hpp"
+#include "filter/filter_command.hpp"
+#include "solve/solve_command.hpp"
+#include "train/train_command.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <exception>
+
+int main(int argc, char** argv) {
+  CLI::App app{"Conveyor: CUDA Graph workloads in three execution modes (sync, stream, graph)"};
+  app.require_subcommand(1);
+  register_train_command(app);
+  register_cavity_command(app);
+  register_solve_command(app);
+  register_filter_command(app);
+  register_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "conveyor: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,330 @@
+//! \file bench_command.cpp
+//! `conveyor bench`: options, the Google Benchmark run, the JSON and Markdown reports.
+
+#include "bench/bench_command.hpp"
+
+#include "bench/benchmarks.hpp"
+#include "bench/collect.hpp"
+#include "bench/environment.hpp"
+#include "bench/plan.hpp"
+#include "bench/report.hpp"
+#include "bench/workloads.hpp"
+
+#include <conveyor/error.hpp>
+#include <conveyor/runtime/device.hpp>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace conveyor::bench;
+
+struct cli_options {
+  bool quick = false;
+  std::string json;
+  std::string markdown;
+  std::string filter;
+  std::string gbench_json;
+  int repetitions = 0; // 0: the plan's default
+  double target_ms = 0.0; // 0: the plan's default
+  int rotation_sets = 0;  // 0: the plan's default
+  int device = 0;
+  bool list = false;
+  std::string from_json; // re-render a saved run instead of measuring
+};
+
+
+//! An output file opened (and truncated) before the run, so that a bad path fails in a second, not after minutes.
+class output_file {
+public:
+  output_file() = default;
+  explicit output_file(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    stream_.emplace(path, std::ios::out | std::ios::trunc);
+    if (!*stream_) throw std::runtime_error(fmt::format("cannot write '{}'", path));
+  }
+  //! The open stream, or null when no path was given.
+  [[nodiscard]] std::ostream* stream() noexcept { return stream_ ? &*stream_ : nullptr; }
+  //! Flushes and reports the written file.
+  void close() {
+    if (!stream_) return;
+    stream_->flush();
+    if (!*stream_) throw std::runtime_error(fmt::format("writing '{}' failed", path_));
+    stream_.reset();
+    fmt::print(stderr, "wrote {}\n", path_);
+  }
+  void write(const std::string& text) {
+    if (!stream_) return;
+    *stream_ << text;
+    stream_->flush();
+    if (!*stream_) throw std::runtime_error(fmt::format("writing '{}' failed", path_));
+    fmt::print(stderr, "wrote {}\n", path_);
+  }
+
+private:
+  std::string path_;
+  std::optional<std::ofstream> stream_;
+};
+
+//! Google Benchmark's command line, built from the subcommand's options.
+std::vector<std::string> gbench_arguments(const cli_options& o, int repetitions) {
+  std::vector<std::string> args{"conveyor bench", fmt::format("--benchmark_repetitions={}", repetitions),
+                                "--benchmark_enable_random_interleaving=true"};
+  if (!o.filter.empty()) args.push_back(fmt::format("--benchmark_filter={}", o.filter));
+  if (o.list) args.emplace_back("--benchmark_list_tests=true");
+  return args;
+}
+
+//! The name Google Benchmark matches --benchmark_filter against.
+std::string full_name(const bench_case& c) {
+  return fmt::format("{}/iterations:{}/manual_time", c.name, c.iterations);
+}
+
+//! Whether `filter` selects `c` as Google Benchmark's filter would (POSIX extended regular expression searched in
+//! the full name; a leading '-' negates; empty or "all" selects everything).
+bool selected(const std::string& filter, const bench_case& c) {
+  if (filter.empty() || filter == "all") return true;
+  const bool negative = filter.front() == '-';
+  const std::regex re(negative ? filter.substr(1) : filter, std::regex::extended);
+  return std::regex_search(full_name(c), re) != negative;
+}
+
+//! Reads a saved JSON report, checks its schema and writes its Markdown report (no GPU needed).
+//! \throws std::runtime_error naming the file when it cannot be read or does not follow the schema.
+void render_saved(const cli_options& o) {
+  std::ifstream in(o.from_json);
+  if (!in) throw std::runtime_error(fmt::format("--from-json: cannot read '{}'", o.from_json));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(fmt::format("--from-json '{}': not JSON: {}", o.from_json, e.what()));
+  }
+  if (const auto problems = schema_problems(j); !problems.empty())
+    throw std::runtime_error(fmt::format("--from-json '{}': does not follow the schema: {}", o.from_json,
+                                         problems.front()));
+  const std::string markdown = to_markdown(report_from_json(j));
+  output_file markdown_out(o.markdown);
+  markdown_out.write(markdown);
+  fmt::print("{}", markdown);
+}
+
+//! Passes `args` to benchmark::Initialize. Google Benchmark keeps argv[0], so the strings live as long as the
+//! process.
+void initialise_gbench(const std::vector<std::string>& args) {
+  static std::vector<std::string> storage;
+  static std::vector<char*> argv;
+  storage = args;
+  argv.clear();
+  for (auto& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(storage.size());
+  benchmark::Initialize(&argc, argv.data());
+  if (benchmark::ReportUnrecognizedArguments(argc, argv.data()))
+    throw std::logic_error("conveyor bench: Google Benchmark did not recognise an argument");
+}
+
+std::string clock_line(const conveyor::bench::clock_sample& c) {
+  if (!c.available) return "current clocks not available (NVML not found)";
+  return fmt::format("current clocks: SM {} MHz (max {}), memory {} MHz (max {}), {} °C", c.sm_mhz, c.sm_max_mhz,
+                     c.memory_mhz, c.memory_max_mhz, c.temperature_c);
+}
+
+void run(const cli_options& o) {
+  plan_options plan = o.quick ? quick_plan() : full_plan();
+  if (o.repetitions > 0) plan.repetitions = o.repetitions;
+  if (o.target_ms > 0.0) plan.target_ms = o.target_ms;
+  if (o.rotation_sets > 0) plan.rotation_sets = static_cast<std::size_t>(o.rotation_sets);
+  const std::vector<bench_case> cases = plan_cases(plan);
+  std::map<std::string, bench_id> ids;
+  for (const auto& c : cases) ids.emplace(c.name, c.id);
+
+  // The memory benchmarks run first, in a batch of their own, so that no executable graph has been destroyed
+  // before they measure (the driver reuses destroyed graphs' memory); the rest follow in a second batch.
+  std::vector<bench_case> memory_cases;
+  std::vector<bench_case> other_cases;
+  for (const auto& c : cases) (c.id.group == "memory" ? memory_cases : other_cases).push_back(c);
+  try {
+    (void)selected(o.filter, cases.front());
+  } catch (const std::regex_error& e) {
+    throw CLI::ValidationError("--filter", fmt::format("'{}' is not a regular expression: {}", o.filter, e.what()));
+  }
+  auto count_selected = [&](const std::vector<bench_case>& batch) {
+    return std::count_if(batch.begin(), batch.end(), [&](const bench_case& c) { return selected(o.filter, c); });
+  };
+
+  // The slot outlives the registrations (they are cleared before returning).
+  static context_slot slot;
+  struct registrations {
+    registrations() { benchmark::ClearRegisteredBenchmarks(); }
+    ~registrations() {
+      slot.ctx = nullptr;
+      benchmark::ClearRegisteredBenchmarks();
+    }
+  } registered;
+  initialise_gbench(gbench_arguments(o, plan.repetitions));
+
+  if (!o.from_json.empty()) {
+    render_saved(o);
+    return;
+  }
+  if (o.list) {
+    register_cases(cases, slot);
+    benchmark::ConsoleReporter lister(benchmark::ConsoleReporter::OO_None);
+    lister.SetOutputStream(&std::cout);
+    lister.SetErrorStream(&std::cerr);
+    (void)benchmark::RunSpecifiedBenchmarks(&lister);
+    return;
+  }
+
+  if (!conveyor::has_device())
+    throw std::runtime_error("no CUDA device: `conveyor bench` measures GPU launches and needs a GPU "
+                             "(`conveyor bench --list` shows what it would run)");
+  if (o.device >= conveyor::device_count())
+    throw std::runtime_error(fmt::format("--device {}: only {} CUDA device(s) visible", o.device,
+                                         conveyor::device_count()));
+  if (count_selected(memory_cases) + count_selected(other_cases) == 0)
+    throw std::runtime_error(fmt::format("--filter '{}' matches no benchmark (see --list)", o.filter));
+  CONVEYOR_CHECK(cudaSetDevice(o.device));
+  output_file json_out(o.json);
+  output_file markdown_out(o.markdown);
+  output_file gbench_out(o.gbench_json);
+
+  bench_report report;
+  report.env = query_environment(o.device);
+  nvml_probe nvml(o.device);
+  report.env.driver_release = nvml.driver_release();
+  report.env.clocks_start = nvml.sample();
+  report.settings.quick = o.quick;
+  report.settings.repetitions = plan.repetitions;
+  report.settings.target_ms = plan.target_ms;
+  report.settings.sizes = plan.sizes;
+  report.settings.rotation_sets = plan.rotation_sets;
+  report.settings.filter = o.filter;
+  report.settings.interleaved = true;
+
+  fmt::print(stderr, "conveyor bench: {}\n", conveyor::describe_device(o.device));
+  fmt::print(stderr, "conveyor bench: driver release {}; {}\n",
+             report.env.driver_release.empty() ? "unknown (no NVML)" : report.env.driver_release,
+             clock_line(report.env.clocks_start));
+  fmt::print(stderr,
+             "conveyor bench: {} benchmarks planned, {} repetitions each (interleaved), about {:.0f} s without "
+             "--filter (rough estimate)\n",
+             cases.size(), plan.repetitions, estimate_run_seconds(cases, plan.repetitions));
+
+  const std::size_t max_nodes = *std::max_element(plan.sizes.begin(), plan.sizes.end());
+  bench_context ctx(plan.rotation_sets, max_nodes, report.env.l2_bytes);
+  slot.ctx = &ctx;
+
+  collecting_reporter reporter(isatty(fileno(stderr)) != 0 ? benchmark::ConsoleReporter::OO_ColorTabular
+                                                           : benchmark::ConsoleReporter::OO_Tabular);
+  reporter.SetOutputStream(&std::cerr);
+  reporter.SetErrorStream(&std::cerr);
+  benchmark::JSONReporter gbench_reporter;
+  if (gbench_out.stream() != nullptr) {
+    gbench_reporter.SetOutputStream(gbench_out.stream());
+    gbench_reporter.SetErrorStream(&std::cerr);
+    reporter.tee = &gbench_reporter;
+  }
+  clock_range& during = report.env.clocks_during;
+  reporter.on_report = [&] {
+    const clock_sample s = nvml.sample();
+    if (!s.available) return;
+    during.sm_min_mhz = during.samples == 0 ? s.sm_mhz : std::min(during.sm_min_mhz, s.sm_mhz);
+    during.sm_max_mhz = during.samples == 0 ? s.sm_mhz : std::max(during.sm_max_mhz, s.sm_mhz);
+    ++during.samples;
+  };
+
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t ran = 0;
+  for (const auto* batch : {&memory_cases, &other_cases}) {
+    if (count_selected(*batch) == 0) continue;
+    benchmark::ClearRegisteredBenchmarks();
+    register_cases(*batch, slot);
+    ran += benchmark::RunSpecifiedBenchmarks(&reporter);
+    ctx.release_kept();
+  }
+  if (reporter.tee != nullptr) {
+    gbench_reporter.Finalize();
+    gbench_out.close();
+  }
+  report.settings.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  slot.ctx = nullptr;
+  report.env.clocks_end = nvml.sample();
+  report.env.host_name = reporter.host_name();
+  report.env.host_cpus = reporter.host_cpus();
+  report.env.cpu_scaling = reporter.cpu_scaling();
+  if (ran == 0) throw std::runtime_error(fmt::format("--filter '{}' matches no benchmark (see --list)", o.filter));
+  report.results = summarise_runs(reporter.runs(), ids);
+  // Plan order (the memory batch ran first).
+  std::map<std::string, std::size_t> order;
+  for (std::size_t i = 0; i < cases.size(); ++i) order.emplace(cases[i].name, i);
+  std::stable_sort(report.results.begin(), report.results.end(), [&](const result_record& a, const result_record& b) {
+    const auto ia = order.find(a.name);
+    const auto ib = order.find(b.name);
+    return (ia == order.end() ? cases.size() : ia->second) < (ib == order.end() ? cases.size() : ib->second);
+  });
+
+  const nlohmann::json j = to_json(report);
+  if (const auto problems = schema_problems(j); !problems.empty())
+    throw std::logic_error(fmt::format("conveyor bench: the report breaks its own schema: {}", problems.front()));
+  const std::string markdown = to_markdown(report);
+  json_out.write(j.dump(2) + "\n");
+  markdown_out.write(markdown);
+  std::fflush(stderr);
+  fmt::print("{}", markdown);
+  std::fflush(stdout);
+  fmt::print(stderr, "conveyor bench: {} benchmarks in {:.1f} s\n", report.results.size(), report.settings.elapsed_s);
+
+  const auto failed = std::count_if(report.results.begin(), report.results.end(),
+                                    [](const result_record& r) { return !r.error.empty(); });
+  if (failed > 0)
+    throw std::runtime_error(fmt::format("{} of {} benchmarks failed (listed under Failures in the report)", failed,
+                                         report.results.size()));
+}
+
+} // namespace
+
+void register_bench_command(CLI::App& app) {
+  auto opts = std::make_shared<cli_options>();
+  CLI::App* sub = app.add_subcommand(
+      "bench", "Measure launch, build, update and memory costs of the three execution modes (sync, stream, graph), "
+               "Conveyor against the raw CUDA API; print a Markdown report");
+  sub->add_flag("--quick", opts->quick, "Fewer sizes (N = 1, 100, 10000) and 3 short repetitions: under a minute");
+  sub->add_option("--json", opts->json, "Write the results as JSON (schema conveyor-bench/1) to this file");
+  sub->add_option("--markdown", opts->markdown, "Write the Markdown report to this file (also printed on stdout)");
+  sub->add_option("--filter", opts->filter,
+                  "Run only the benchmarks whose name (group/topology/variant/api/N[/changed]) matches this regular "
+                  "expression, e.g. '^launch/chain/'");
+  sub->add_option("--repetitions", opts->repetitions, "Repetitions of every benchmark (default 10; --quick: 3)")
+      ->check(CLI::Range(1, 1000));
+  sub->add_option("--target-ms", opts->target_ms,
+                  "Timed work per repetition, milliseconds (default 50; --quick: 10)")
+      ->check(CLI::Range(0.1, 100000.0));
+  sub->add_option("--rotation-sets", opts->rotation_sets,
+                  "Buffer sets the iterations of a repetition rotate through (graph modes: one executable graph "
+                  "each; default 1)")
+      ->check(CLI::Range(1, 64));
+  sub->add_option("--gbench-json", opts->gbench_json, "Also write Google Benchmark's own JSON output to this file");
+  sub->add_option("--device", opts->device, "CUDA device ordinal")->check(CLI::Range(0, 1023))->capture_default_str();
+  sub->add_option("--from-json", opts->from_json,
+                  "Write the Markdown report of a saved --json file (no GPU needed; with --markdown, to a file)");
+  sub->add_flag("--list", opts->list, "List the benchmark names and exit (needs no GPU)");
+  sub->callback([opts] { run(*opts); });
+}

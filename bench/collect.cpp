@@ -1,0 +1,145 @@
+//! \file collect.cpp
+//! Google Benchmark runs to result records.
+
+#include "bench/collect.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace conveyor::bench {
+
+namespace {
+
+double to_microseconds(double value, benchmark::TimeUnit unit) {
+  switch (unit) {
+  case benchmark::kNanosecond: return value * 1e-3;
+  case benchmark::kMicrosecond: return value;
+  case benchmark::kMillisecond: return value * 1e3;
+  case benchmark::kSecond: return value * 1e6;
+  }
+  return value;
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  if (n == 0) return 0.0;
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+bool shown(const gbench_run& run) {
+  if (run.run_type == gbench_run::RT_Aggregate)
+    return run.aggregate_name == "median" || run.aggregate_name == "min" || run.aggregate_name == "max";
+  return run.error_occurred || run.repetitions <= 1;
+}
+
+} // namespace
+
+double statistic_min(const std::vector<double>& values) {
+  return values.empty() ? 0.0 : *std::min_element(values.begin(), values.end());
+}
+
+double statistic_max(const std::vector<double>& values) {
+  return values.empty() ? 0.0 : *std::max_element(values.begin(), values.end());
+}
+
+std::map<std::string, double> run_metrics(const gbench_run& run) {
+  std::map<std::string, double> metrics;
+  const double time = to_microseconds(run.GetAdjustedRealTime(), run.time_unit);
+  if (std::isfinite(time)) metrics["iteration_us"] = time;
+  for (const auto& [name, counter] : run.counters)
+    if (std::isfinite(counter.value)) metrics[name] = counter.value;
+  return metrics;
+}
+
+std::vector<result_record> summarise_runs(const std::vector<gbench_run>& runs,
+                                          const std::map<std::string, bench_id>& ids) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const gbench_run*>> by_name;
+  for (const auto& run : runs) {
+    const std::string& name = run.run_name.function_name;
+    auto [it, inserted] = by_name.try_emplace(name);
+    if (inserted) order.push_back(name);
+    it->second.push_back(&run);
+  }
+
+  std::vector<result_record> records;
+  records.reserve(order.size());
+  for (const auto& name : order) {
+    result_record rec;
+    rec.name = name;
+    if (auto it = ids.find(name); it != ids.end())
+      rec.id = it->second;
+    else
+      rec.id.group = name.substr(0, name.find('/'));
+
+    std::map<std::string, const gbench_run*> aggregates;
+    std::vector<const gbench_run*> good;
+    for (const gbench_run* run : by_name[name]) {
+      if (run->run_type == gbench_run::RT_Aggregate) {
+        if (run->aggregate_unit == benchmark::kTime) aggregates[run->aggregate_name] = run;
+        continue;
+      }
+      if (run->error_occurred) {
+        if (rec.error.empty()) rec.error = run->error_message.empty() ? "failed" : run->error_message;
+        continue;
+      }
+      good.push_back(run);
+    }
+    rec.repetitions = static_cast<std::int64_t>(good.size());
+    if (!good.empty()) rec.iterations = good.front()->iterations;
+
+    const auto median = aggregates.find("median");
+    const auto lo = aggregates.find("min");
+    const auto hi = aggregates.find("max");
+    if (median != aggregates.end() && lo != aggregates.end() && hi != aggregates.end()) {
+      const auto mid_values = run_metrics(*median->second);
+      const auto lo_values = run_metrics(*lo->second);
+      const auto hi_values = run_metrics(*hi->second);
+      for (const auto& [metric, value] : mid_values) {
+        auto l = lo_values.find(metric);
+        auto h = hi_values.find(metric);
+        if (l == lo_values.end() || h == hi_values.end()) continue;
+        // The time aggregates are rescaled by Google Benchmark; guard the order against rounding.
+        rec.metrics[metric] = {value, std::min(l->second, value), std::max(h->second, value)};
+      }
+    } else if (!good.empty()) {
+      std::map<std::string, std::vector<double>> samples;
+      for (const gbench_run* run : good)
+        for (const auto& [metric, value] : run_metrics(*run)) samples[metric].push_back(value);
+      for (const auto& [metric, values] : samples) {
+        if (values.size() != good.size()) continue; // a metric some repetitions lack
+        rec.metrics[metric] = {median_of(values), statistic_min(values), statistic_max(values)};
+      }
+    }
+    if (rec.metrics.empty() && rec.error.empty()) rec.error = "no measurement was reported";
+    records.push_back(std::move(rec));
+  }
+  return records;
+}
+
+bool collecting_reporter::ReportContext(const Context& context) {
+  if (context_reported_) return true;
+  context_reported_ = true;
+  if (tee != nullptr && !tee->ReportContext(context)) return false;
+  host_name_ = context.sys_info.name;
+  host_cpus_ = context.cpu_info.num_cpus;
+  switch (context.cpu_info.scaling) {
+  case benchmark::CPUInfo::ENABLED: cpu_scaling_ = "enabled"; break;
+  case benchmark::CPUInfo::DISABLED: cpu_scaling_ = "disabled"; break;
+  default: cpu_scaling_ = "unknown"; break;
+  }
+  return benchmark::ConsoleReporter::ReportContext(context);
+}
+
+void collecting_reporter::ReportRuns(const std::vector<Run>& runs) {
+  runs_.insert(runs_.end(), runs.begin(), runs.end());
+  if (tee != nullptr) tee->ReportRuns(runs);
+  std::vector<Run> selected;
+  std::copy_if(runs.begin(), runs.end(), std::back_inserter(selected), shown);
+  if (!selected.empty()) benchmark::ConsoleReporter::ReportRuns(selected);
+  if (on_report) on_report();
+}
+
+} // namespace conveyor::bench

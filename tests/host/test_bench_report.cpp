@@ -1,0 +1,493 @@
+// Host-only tests of `conveyor bench`'s reports: the JSON schema, the Markdown tables and number formats, the plan,
+// and the summary of Google Benchmark runs, all on hand-made records (no GPU needed).
+#include "bench/collect.hpp"
+#include "bench/plan.hpp"
+#include "bench/report.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace conveyor::bench;
+using nlohmann::json;
+
+result_record make(bench_id id, std::map<std::string, summary> metrics, std::string error = {}) {
+  result_record r;
+  r.name = bench_name(id);
+  r.id = std::move(id);
+  r.iterations = 100;
+  r.repetitions = error.empty() ? 5 : 0;
+  r.metrics = std::move(metrics);
+  r.error = std::move(error);
+  return r;
+}
+
+bench_report sample_report() {
+  bench_report report;
+  environment& e = report.env;
+  e.gpu_name = "NVIDIA Test GPU";
+  e.compute_major = 9;
+  e.compute_minor = 0;
+  e.sm_count = 132;
+  e.memory_bytes = 150ULL << 30;
+  e.l2_bytes = 50ULL << 20;
+  e.pci_bus_id = "0000:19:00.0";
+  e.driver_version = 13000;
+  e.runtime_version = 13000;
+  e.driver_release = "580.00.00";
+  e.peak_sm_mhz = 1980;
+  e.peak_memory_mhz = 3201;
+  e.clocks_start = {true, 345, 3201, 1980, 3201, 31, 1};
+  e.clocks_end = {true, 1980, 3201, 1980, 3201, 40, 0};
+  e.clocks_during = {12, 1755, 1980};
+  e.host_name = "host";
+  e.host_cpus = 16;
+  e.cpu_scaling = "disabled";
+  e.conveyor_version = "0.1.0";
+  e.started_utc = "2026-01-01T00:00:00Z";
+  run_settings& s = report.settings;
+  s.quick = true;
+  s.repetitions = 3;
+  s.target_ms = 10.0;
+  s.sizes = {1, 10, 100};
+  s.rotation_sets = 4;
+  s.interleaved = true;
+  s.elapsed_s = 42.0;
+
+  auto& r = report.results;
+  r.push_back(make({"launch", "chain", "sync", "cuda", 100, 0},
+                   {{"wall_us_per_kernel", {9.0, 8.9, 9.2}}, {"host_us_per_call", {2.5, 2.4, 2.6}}}));
+  r.push_back(make({"launch", "chain", "stream", "cuda", 100, 0},
+                   {{"wall_us_per_kernel", {3.6, 3.5, 3.7}}, {"host_us_per_call", {2.2, 2.1, 2.3}}}));
+  r.push_back(make({"launch", "chain", "graph", "conveyor", 100, 0},
+                   {{"wall_us_per_kernel", {0.75, 0.74, 0.77}}, {"host_us_per_call", {4.0, 3.9, 4.4}},
+                    {"iteration_us", {75.0, 74.0, 77.0}}}));
+  r.push_back(make({"launch", "chain", "graph", "raw", 100, 0},
+                   {{"wall_us_per_kernel", {0.78, 0.76, 0.8}}, {"host_us_per_call", {4.0, 3.8, 4.1}}}));
+  r.push_back(make({"launch", "fork_join", "sync", "cuda", 100, 0}, {}, "cudaErrorLaunchFailure | boom"));
+  r.push_back(make({"build", "chain", "explicit", "conveyor", 100, 0},
+                   {{"us_per_node", {5.5, 5.0, 6.0}}, {"build_us_per_node", {1.2, 1.1, 1.3}}}));
+  r.push_back(make({"first_launch", "chain", "upload", "conveyor", 100, 0},
+                   {{"upload_us", {40.0, 39.0, 41.0}}, {"first_launch_wall_us", {90.0, 88.0, 95.0}}}));
+  r.push_back(make({"update", "chain", "setters", "conveyor", 100, 10},
+                   {{"update_us", {6.0, 5.5, 7.0}}, {"launch_after_wall_us", {80.0, 79.0, 85.0}}}));
+  r.push_back(make({"update", "chain", "whole", "raw", 100, 100}, {{"update_us", {30.0, 29.0, 33.0}}}));
+  r.push_back(make({"memory", "chain", "instantiate_upload", "conveyor", 100, 0},
+                   {{"bytes_per_graph", {1536.0, 1024.0, 2048.0}}, {"bytes_per_node", {15.36, 10.24, 20.48}},
+                    {"copies", {100.0, 100.0, 100.0}}}));
+  return report;
+}
+
+// Lines of `text` that begin with '|', split into blocks of consecutive table lines.
+std::vector<std::vector<std::string>> table_blocks(const std::string& text) {
+  std::vector<std::vector<std::string>> blocks;
+  std::istringstream in(text);
+  std::string line;
+  bool in_table = false;
+  while (std::getline(in, line)) {
+    const bool table_line = !line.empty() && line.front() == '|';
+    if (table_line && !in_table) blocks.emplace_back();
+    if (table_line) blocks.back().push_back(line);
+    in_table = table_line;
+  }
+  return blocks;
+}
+
+std::size_t unescaped_pipes(const std::string& line) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < line.size(); ++i)
+    if (line[i] == '|' && (i == 0 || line[i - 1] != '\\')) ++count;
+  return count;
+}
+
+// `text` with every run of spaces shortened to one, so that padded table rows can be matched.
+std::string squeeze(const std::string& text) {
+  std::string out;
+  for (const char ch : text)
+    if (ch != ' ' || out.empty() || out.back() != ' ') out += ch;
+  return out;
+}
+
+std::size_t code_points(const std::string& text) {
+  std::size_t n = 0;
+  for (const char ch : text)
+    if ((static_cast<unsigned char>(ch) & 0xC0U) != 0x80U) ++n;
+  return n;
+}
+
+// ---- Markdown tables and number formats ------------------------------------------------------------------------
+
+TEST(MarkdownTable, PadsAndAlignsColumns) {
+  const std::string table = markdown_table({"N", "name"}, {{"1", "a"}, {"100", "bcd"}}, "rl");
+  EXPECT_EQ(table,
+            "|   N | name |\n"
+            "| --: | :--- |\n"
+            "|   1 | a    |\n"
+            "| 100 | bcd  |\n");
+}
+
+TEST(MarkdownTable, EscapesPipesAndCountsUtf8AsOneColumn) {
+  const std::string table =
+      markdown_table({"µs", "x"}, {{"a|b", "line\nbreak"}, {"9.01 [8.95–9.20]", "—"}}, "rr");
+  EXPECT_NE(table.find("a\\|b"), std::string::npos);
+  EXPECT_NE(table.find("line break"), std::string::npos);
+  std::istringstream in(table);
+  std::string line;
+  std::set<std::size_t> widths;
+  while (std::getline(in, line)) {
+    EXPECT_EQ(unescaped_pipes(line), 3U) << line;
+    widths.insert(code_points(line)); // the escaped cell is padded as written
+  }
+  EXPECT_EQ(widths.size(), 1U) << table; // every line equally wide on screen
+}
+
+TEST(MarkdownTable, RejectsMismatchedShapes) {
+  EXPECT_THROW((void)markdown_table({"a", "b"}, {{"1"}}, "rr"), std::invalid_argument);
+  EXPECT_THROW((void)markdown_table({"a", "b"}, {}, "r"), std::invalid_argument);
+  EXPECT_THROW((void)markdown_table({"a"}, {}, "c"), std::invalid_argument);
+  EXPECT_THROW((void)markdown_table({}, {}, ""), std::invalid_argument);
+}
+
+TEST(Format, NumbersKeepThreeSignificantPlacesOrSo) {
+  EXPECT_EQ(format_number(0.0), "0");
+  EXPECT_EQ(format_number(0.7564), "0.756");
+  EXPECT_EQ(format_number(3.14159), "3.14");
+  EXPECT_EQ(format_number(12.345), "12.3");
+  EXPECT_EQ(format_number(123.4), "123");
+  EXPECT_EQ(format_number(12345.6), "12346");
+  EXPECT_EQ(format_number(-2.5), "-2.50");
+  EXPECT_EQ(format_number(std::numeric_limits<double>::quiet_NaN()), "—");
+  EXPECT_EQ(format_number(std::numeric_limits<double>::infinity()), "—");
+}
+
+TEST(Format, SummaryIsMedianThenRange) { EXPECT_EQ(format_summary({9.01, 8.95, 9.2}), "9.01 [8.95–9.20]"); }
+
+TEST(Format, BytesUseBinaryUnits) {
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(format_bytes(12.0 * 1024 * 1024), "12.0 MiB");
+  EXPECT_EQ(format_bytes(2.0 * 1024 * 1024 * 1024), "2.0 GiB");
+  EXPECT_EQ(format_bytes(-2048), "-2.0 KiB");
+}
+
+TEST(Names, CarryEveryFieldOfTheId) {
+  EXPECT_EQ(bench_name({"launch", "chain", "graph", "conveyor", 1000, 0}), "launch/chain/graph/conveyor/1000");
+  EXPECT_EQ(bench_name({"update", "chain", "setters", "raw", 1000, 100}), "update/chain/setters/raw/1000/100");
+  EXPECT_EQ(metric_unit("wall_us_per_kernel"), "us");
+  EXPECT_EQ(metric_unit("update_us"), "us");
+  EXPECT_EQ(metric_unit("bytes_per_graph"), "bytes");
+  EXPECT_EQ(metric_unit("overhead_ratio"), "ratio");
+  EXPECT_EQ(metric_unit("copies"), "count");
+  EXPECT_EQ(metric_unit("business_usage"), "count"); // whole words only
+  EXPECT_EQ(cuda_version_string(13000), "13.0");
+  EXPECT_EQ(cuda_version_string(12040), "12.4");
+}
+
+// ---- JSON ------------------------------------------------------------------------------------------------------
+
+TEST(Json, FollowsTheSchema) {
+  const json j = to_json(sample_report());
+  EXPECT_TRUE(schema_problems(j).empty()) << schema_problems(j).front();
+  EXPECT_EQ(j.at("schema"), "conveyor-bench/1");
+  EXPECT_EQ(j.at("environment").at("gpu").at("name"), "NVIDIA Test GPU");
+  EXPECT_EQ(j.at("environment").at("gpu").at("compute_capability"), "9.0");
+  EXPECT_EQ(j.at("environment").at("driver").at("cuda_version"), "13.0");
+  EXPECT_EQ(j.at("environment").at("driver").at("release"), "580.00.00");
+  EXPECT_EQ(j.at("environment").at("clocks").at("start").at("sm_mhz"), 345);
+  EXPECT_EQ(j.at("environment").at("clocks").at("during").at("sm_min_mhz"), 1755);
+  EXPECT_EQ(j.at("settings").at("sizes"), json({1, 10, 100}));
+  const json& results = j.at("results");
+  ASSERT_EQ(results.size(), sample_report().results.size());
+  const json& first = results.at(0);
+  EXPECT_EQ(first.at("name"), "launch/chain/sync/cuda/100");
+  EXPECT_EQ(first.at("group"), "launch");
+  EXPECT_EQ(first.at("nodes"), 100);
+  EXPECT_TRUE(first.at("error").is_null());
+  const json& wall = first.at("metrics").at("wall_us_per_kernel");
+  EXPECT_EQ(wall.at("unit"), "us");
+  EXPECT_DOUBLE_EQ(wall.at("median").get<double>(), 9.0);
+  EXPECT_DOUBLE_EQ(wall.at("min").get<double>(), 8.9);
+  EXPECT_DOUBLE_EQ(wall.at("max").get<double>(), 9.2);
+  EXPECT_EQ(results.at(2).at("metrics").at("iteration_us").at("unit"), "us");
+  EXPECT_EQ(results.at(4).at("error"), "cudaErrorLaunchFailure | boom");
+  EXPECT_TRUE(results.at(4).at("metrics").empty());
+}
+
+TEST(Json, WithoutNvmlClocksAreNull) {
+  bench_report r = sample_report();
+  r.env.clocks_start = {};
+  r.env.driver_release.clear();
+  const json j = to_json(r);
+  EXPECT_TRUE(j.at("environment").at("clocks").at("start").is_null());
+  EXPECT_TRUE(j.at("environment").at("driver").at("release").is_null());
+  EXPECT_TRUE(schema_problems(j).empty());
+}
+
+TEST(Json, RoundTrips) {
+  const bench_report r = sample_report();
+  EXPECT_EQ(report_from_json(to_json(r)), r);
+  EXPECT_EQ(report_from_json(json::parse(to_json(r).dump(2))), r);
+}
+
+TEST(Json, LeavesOutMetricsThatAreNotFinite) {
+  bench_report r = sample_report();
+  r.results.at(0).metrics["broken_us"] = {std::nan(""), 1.0, 2.0};
+  const json j = to_json(r);
+  EXPECT_FALSE(j.at("results").at(0).at("metrics").contains("broken_us"));
+  EXPECT_TRUE(schema_problems(j).empty());
+}
+
+TEST(Json, SchemaProblemsAreFound) {
+  const json good = to_json(sample_report());
+  auto broken = [&](auto&& edit) {
+    json j = good;
+    edit(j);
+    return schema_problems(j);
+  };
+  EXPECT_FALSE(broken([](json& j) { j["schema"] = "conveyor-bench/0"; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j.erase("environment"); }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["environment"]["gpu"].erase("name"); }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["settings"]["repetitions"] = "five"; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["settings"]["sizes"] = json::array({1, -2}); }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["results"][0]["group"] = "warp"; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["results"][0]["api"] = "opencl"; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["results"][1]["name"] = j["results"][0]["name"]; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["results"][0]["metrics"]["wall_us_per_kernel"]["min"] = 10.0; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["results"][0]["metrics"]["wall_us_per_kernel"]["unit"] = "bytes"; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["results"][0]["metrics"]["wall_us_per_kernel"]["median"] = nullptr; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["results"][0]["metrics"] = json::object(); }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["results"][0]["error"] = 3; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["environment"]["clocks"]["start"]["sm_mhz"] = -1; }).empty());
+  EXPECT_FALSE(schema_problems(json::array()).empty());
+  EXPECT_THROW((void)report_from_json(json::object()), std::invalid_argument);
+}
+
+// ---- Markdown report -----------------------------------------------------------------------------------------------
+
+TEST(MarkdownReport, ShowsMachineAndEverySection) {
+  const std::string md = to_markdown(sample_report());
+  EXPECT_NE(md.find("# Conveyor benchmarks"), std::string::npos);
+  EXPECT_NE(md.find("NVIDIA Test GPU (sm_90, 132 SMs"), std::string::npos);
+  EXPECT_NE(md.find("CUDA 13.0 (release 580.00.00)"), std::string::npos);
+  EXPECT_NE(md.find("SM 1755–1980 MHz over 12 samples"), std::string::npos);
+  for (const char* heading :
+       {"## 1. Launch cost per kernel", "### chain: wall time per kernel (µs)", "### chain: host time per launch call",
+        "## 2. Graph replay: Conveyor against the raw CUDA Runtime API", "## 3. Build costs",
+        "### First launch of a new executable graph", "## 4. Update costs", "## 5. Device memory", "## Failures"})
+    EXPECT_NE(md.find(heading), std::string::npos) << heading;
+}
+
+TEST(MarkdownReport, CellsHoldMedianAndRangeAndRatiosOfMedians) {
+  const std::string md = squeeze(to_markdown(sample_report()));
+  // Launch, chain: sync, stream, graph, then sync/graph = 9.0/0.75 and stream/graph = 3.6/0.75.
+  EXPECT_NE(md.find("| 100 | 9.00 [8.90–9.20] | 3.60 [3.50–3.70] | 0.750 [0.740–0.770] | 12.0x | 4.8x |"),
+            std::string::npos)
+      << md;
+  // Replay: Conveyor 0.75 against raw 0.78 µs per kernel.
+  EXPECT_NE(md.find(format_summary({0.78, 0.76, 0.8})), std::string::npos);
+  EXPECT_NE(md.find("| 0.962 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1.000 |"), std::string::npos) << md; // host: 4.0 / 4.0
+  // Update rows are labelled by how many nodes change.
+  EXPECT_NE(md.find("| 100 | 10 (10%) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 100 | 100 (all) |"), std::string::npos) << md;
+  // Memory: bytes with units.
+  EXPECT_NE(md.find("1.5 KiB [1.0 KiB–2.0 KiB]"), std::string::npos) << md;
+  // Failures name the benchmark and keep the message (pipes escaped).
+  EXPECT_NE(md.find("- `launch/fork_join/sync/cuda/100`: cudaErrorLaunchFailure \\| boom"), std::string::npos) << md;
+}
+
+TEST(MarkdownReport, MissingResultsShowADash) {
+  const std::string md = squeeze(to_markdown(sample_report()));
+  // fork/join: sync failed, stream and graph never ran.
+  EXPECT_NE(md.find("| 100 | — | — | — | — | — |"), std::string::npos) << md;
+}
+
+TEST(MarkdownReport, EveryTableHasOneColumnCountAndAnAlignmentRow) {
+  const auto blocks = table_blocks(to_markdown(sample_report()));
+  ASSERT_GE(blocks.size(), 8U);
+  for (const auto& block : blocks) {
+    ASSERT_GE(block.size(), 3U) << block.front(); // header, alignment, at least one row
+    const std::size_t pipes = unescaped_pipes(block.front());
+    for (const auto& line : block) EXPECT_EQ(unescaped_pipes(line), pipes) << line;
+    EXPECT_EQ(block[1].find_first_not_of("|-: "), std::string::npos) << block[1];
+  }
+}
+
+TEST(MarkdownReport, EmptyReportHasOnlyTheHeader) {
+  bench_report r = sample_report();
+  r.results.clear();
+  const std::string md = to_markdown(r);
+  EXPECT_NE(md.find("# Conveyor benchmarks"), std::string::npos);
+  EXPECT_EQ(md.find("## 1."), std::string::npos);
+  EXPECT_TRUE(table_blocks(md).empty());
+}
+
+// ---- plan -----------------------------------------------------------------------------------------------------------
+
+TEST(Plan, NamesAreUniqueAndMatchTheIds) {
+  for (const plan_options& options : {full_plan(), quick_plan()}) {
+    const auto cases = plan_cases(options);
+    std::set<std::string> names;
+    for (const auto& c : cases) {
+      EXPECT_TRUE(names.insert(c.name).second) << c.name;
+      EXPECT_EQ(c.name, bench_name(c.id));
+      EXPECT_GE(c.iterations, 1);
+      EXPECT_GE(c.warmup, 0);
+      if (c.id.group == "launch" && c.id.variant == "graph")
+        EXPECT_GE(c.warmup, static_cast<std::int64_t>(options.rotation_sets)) << c.name;
+    }
+  }
+}
+
+TEST(Plan, CoversEveryMeasurement) {
+  const auto cases = plan_cases(full_plan());
+  std::set<std::string> names;
+  for (const auto& c : cases) names.insert(c.name);
+  for (std::size_t n : {1, 10, 100, 1000, 10000})
+    for (const char* t : {"chain", "fork_join"}) {
+      for (const char* v : {"sync/cuda", "stream/cuda", "graph/conveyor", "graph/raw"})
+        EXPECT_TRUE(names.contains(fmt::format("launch/{}/{}/{}", t, v, n)));
+      for (const char* v : {"capture/conveyor", "capture/raw", "explicit/conveyor", "explicit/raw"})
+        EXPECT_TRUE(names.contains(fmt::format("build/{}/{}/{}", t, v, n)));
+      EXPECT_TRUE(names.contains(fmt::format("first_launch/{}/upload/conveyor/{}", t, n)));
+      EXPECT_TRUE(names.contains(fmt::format("memory/{}/instantiate_upload/conveyor/{}", t, n)));
+    }
+  EXPECT_TRUE(names.contains("update/chain/setters/conveyor/1000/1"));
+  EXPECT_TRUE(names.contains("update/chain/whole/raw/1000/100"));
+  EXPECT_TRUE(names.contains("update/chain/reinstantiate/raw/10000/10000"));
+}
+
+TEST(Plan, ChangedCountsAndIndices) {
+  EXPECT_EQ(changed_counts(1), (std::vector<std::size_t>{1}));
+  EXPECT_EQ(changed_counts(10), (std::vector<std::size_t>{1, 10}));
+  EXPECT_EQ(changed_counts(100), (std::vector<std::size_t>{1, 10, 100}));
+  EXPECT_EQ(changed_indices(100, 10), (std::vector<std::size_t>{0, 10, 20, 30, 40, 50, 60, 70, 80, 90}));
+  EXPECT_EQ(changed_indices(5, 5), (std::vector<std::size_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(changed_indices(5, 9).size(), 5U);
+  EXPECT_EQ(topology_width("chain", 100), 1U);
+  EXPECT_EQ(topology_width("fork_join", 100), 4U);
+  EXPECT_EQ(topology_width("fork_join", 2), 2U);
+  EXPECT_EQ(memory_copies(1), 500U);
+  EXPECT_EQ(memory_copies(300), 67U);
+  EXPECT_EQ(memory_copies(10000), 2U);
+}
+
+TEST(Plan, EstimatedRunTimesFitTheirBudgets) {
+  // Upper-side estimates from the raw-API figures: the full run should take under 5 minutes, --quick under 1.
+  const auto full = full_plan();
+  const auto quick = quick_plan();
+  EXPECT_LT(estimate_run_seconds(plan_cases(full), full.repetitions), 200.0);
+  EXPECT_LT(estimate_run_seconds(plan_cases(quick), quick.repetitions), 40.0);
+}
+
+TEST(Plan, RejectsBadOptions) {
+  plan_options o = quick_plan();
+  o.sizes.clear();
+  EXPECT_THROW((void)plan_cases(o), std::invalid_argument);
+  o = quick_plan();
+  o.sizes.push_back(0);
+  EXPECT_THROW((void)plan_cases(o), std::invalid_argument);
+  o = quick_plan();
+  o.target_ms = 0.0;
+  EXPECT_THROW((void)plan_cases(o), std::invalid_argument);
+}
+
+// ---- Google Benchmark runs to records ------------------------------------------------------------------------------
+
+gbench_run iteration_run(const std::string& name, double seconds_total, std::int64_t iterations, double counter,
+                         std::int64_t repetitions = 3) {
+  gbench_run r;
+  r.run_name.function_name = name;
+  r.run_type = gbench_run::RT_Iteration;
+  r.iterations = iterations;
+  r.repetitions = repetitions;
+  r.time_unit = benchmark::kMicrosecond;
+  r.real_accumulated_time = seconds_total;
+  r.counters["wall_us_per_kernel"] = counter;
+  return r;
+}
+
+gbench_run aggregate_run(const std::string& name, const std::string& statistic, double us, double counter,
+                         benchmark::StatisticUnit unit = benchmark::kTime) {
+  gbench_run r;
+  r.run_name.function_name = name;
+  r.run_type = gbench_run::RT_Aggregate;
+  r.aggregate_name = statistic;
+  r.aggregate_unit = unit;
+  r.iterations = 1;
+  r.repetitions = 3;
+  r.time_unit = benchmark::kMicrosecond;
+  r.real_accumulated_time = us * 1e-6;
+  r.counters["wall_us_per_kernel"] = counter;
+  return r;
+}
+
+TEST(Collect, UsesTheMedianMinAndMaxAggregates) {
+  const std::string name = "launch/chain/graph/conveyor/100";
+  std::vector<gbench_run> runs{iteration_run(name, 0.010, 100, 1.0), iteration_run(name, 0.011, 100, 1.1),
+                               iteration_run(name, 0.012, 100, 1.2),
+                               aggregate_run(name, "mean", 110.0, 1.1),
+                               aggregate_run(name, "median", 110.0, 1.1),
+                               aggregate_run(name, "stddev", 10.0, 0.1),
+                               aggregate_run(name, "cv", 0.09, 0.09, benchmark::kPercentage),
+                               aggregate_run(name, "min", 100.0, 1.0),
+                               aggregate_run(name, "max", 120.0, 1.2)};
+  const std::map<std::string, bench_id> ids{{name, {"launch", "chain", "graph", "conveyor", 100, 0}}};
+  const auto records = summarise_runs(runs, ids);
+  ASSERT_EQ(records.size(), 1U);
+  const result_record& r = records.front();
+  EXPECT_EQ(r.name, name);
+  EXPECT_EQ(r.id, ids.at(name));
+  EXPECT_EQ(r.repetitions, 3);
+  EXPECT_EQ(r.iterations, 100);
+  EXPECT_TRUE(r.error.empty());
+  EXPECT_NEAR(r.metrics.at("iteration_us").median, 110.0, 1e-9);
+  EXPECT_NEAR(r.metrics.at("iteration_us").min, 100.0, 1e-9);
+  EXPECT_NEAR(r.metrics.at("iteration_us").max, 120.0, 1e-9);
+  EXPECT_EQ(r.metrics.at("wall_us_per_kernel"), (summary{1.1, 1.0, 1.2}));
+}
+
+TEST(Collect, FallsBackToTheRepetitionsWithoutAggregates) {
+  const std::string name = "memory/chain/instantiate_upload/conveyor/10";
+  const auto records = summarise_runs({iteration_run(name, 0.002, 1, 7.0, 1)}, {});
+  ASSERT_EQ(records.size(), 1U);
+  EXPECT_EQ(records.front().id.group, "memory"); // unknown names keep their group
+  EXPECT_EQ(records.front().metrics.at("wall_us_per_kernel"), (summary{7.0, 7.0, 7.0}));
+  EXPECT_NEAR(records.front().metrics.at("iteration_us").median, 2000.0, 1e-9);
+
+  const auto two = summarise_runs({iteration_run(name, 0.002, 1, 7.0, 2), iteration_run(name, 0.004, 1, 9.0, 2)}, {});
+  EXPECT_EQ(two.front().metrics.at("wall_us_per_kernel"), (summary{8.0, 7.0, 9.0}));
+}
+
+TEST(Collect, KeepsTheFirstErrorAndTheOrderOfBenchmarks) {
+  gbench_run failed = iteration_run("b", 0.0, 0, 0.0);
+  failed.error_occurred = true;
+  failed.error_message = "cuda_error: cudaErrorIllegalAddress";
+  failed.counters.clear();
+  const auto records = summarise_runs({iteration_run("a", 0.001, 10, 1.0, 1), failed, failed}, {});
+  ASSERT_EQ(records.size(), 2U);
+  EXPECT_EQ(records[0].name, "a");
+  EXPECT_TRUE(records[0].error.empty());
+  EXPECT_EQ(records[1].name, "b");
+  EXPECT_EQ(records[1].error, "cuda_error: cudaErrorIllegalAddress");
+  EXPECT_TRUE(records[1].metrics.empty());
+  EXPECT_EQ(records[1].repetitions, 0);
+}
+
+TEST(Collect, StatisticsMinAndMax) {
+  EXPECT_DOUBLE_EQ(statistic_min({3.0, 1.0, 2.0}), 1.0);
+  EXPECT_DOUBLE_EQ(statistic_max({3.0, 1.0, 2.0}), 3.0);
+  EXPECT_DOUBLE_EQ(statistic_min({}), 0.0);
+}
+
+} // namespace
