@@ -6,6 +6,7 @@
 #include "bench/benchmarks.hpp"
 #include "bench/collect.hpp"
 #include "bench/environment.hpp"
+#include "bench/graphed_overhead.hpp"
 #include "bench/plan.hpp"
 #include "bench/report.hpp"
 #include "bench/workloads.hpp"
@@ -47,6 +48,7 @@ struct cli_options {
   int device = 0;
   bool list = false;
   std::string from_json; // re-render a saved run instead of measuring
+  bool graphed_overhead = false;
 };
 
 
@@ -182,6 +184,15 @@ void run(const cli_options& o) {
 
   if (!o.from_json.empty()) {
     render_saved(o);
+    return;
+  }
+  if (o.graphed_overhead) {
+    if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: --graphed-overhead needs a GPU");
+    CONVEYOR_CHECK(cudaSetDevice(o.device));
+    output_file markdown_out(o.markdown);
+    const std::string table = format_graphed_overhead(measure_graphed_overhead());
+    markdown_out.write(fmt::format("{}\n\n{}", conveyor::describe_device(o.device), table));
+    fmt::print("{}\n\n{}", conveyor::describe_device(o.device), table);
     return;
   }
   if (o.list) {
@@ -325,6 +336,8 @@ void register_bench_command(CLI::App& app) {
   sub->add_option("--device", opts->device, "CUDA device ordinal")->check(CLI::Range(0, 1023))->capture_default_str();
   sub->add_option("--from-json", opts->from_json,
                   "Write the Markdown report of a saved --json file (no GPU needed; with --markdown, to a file)");
+  sub->add_flag("--graphed-overhead", opts->graphed_overhead,
+                "Only measure the per-call host overhead of conveyor::graphed over a bare graph_exec::launch");
   sub->add_flag("--list", opts->list, "List the benchmark names and exit (needs no GPU)");
   sub->callback([opts] { run(*opts); });
 }

@@ -2,6 +2,7 @@
 // and the summary of Google Benchmark runs, all on hand-made records (no GPU needed).
 #include "bench/collect.hpp"
 #include "bench/plan.hpp"
+#include "bench/graphed_overhead.hpp"
 #include "bench/report.hpp"
 
 #include <fmt/format.h>
@@ -168,6 +169,17 @@ TEST(Format, NumbersKeepThreeSignificantPlacesOrSo) {
   EXPECT_EQ(format_number(-2.5), "-2.50");
   EXPECT_EQ(format_number(std::numeric_limits<double>::quiet_NaN()), "—");
   EXPECT_EQ(format_number(std::numeric_limits<double>::infinity()), "—");
+}
+
+TEST(GraphedOverhead, TableShowsBothRowsAndTheDifference) {
+  conveyor::bench::graphed_overhead_result r{1000, 21, 1.25, 1.2, 1.9, 1.5, 1.4, 2.5};
+  EXPECT_DOUBLE_EQ(r.overhead_us(), 0.25);
+  const std::string md = conveyor::bench::format_graphed_overhead(r);
+  EXPECT_NE(md.find("1000 calls per repetition, 21 repetitions"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `graph_exec::launch`"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `graphed::operator()`"), std::string::npos) << md;
+  EXPECT_NE(md.find("**0.250 µs per call**"), std::string::npos) << md;
+  EXPECT_NE(md.find("1.25"), std::string::npos) << md;
 }
 
 TEST(Format, SummaryIsMedianThenRange) { EXPECT_EQ(format_summary({9.01, 8.95, 9.2}), "9.01 [8.95–9.20]"); }
