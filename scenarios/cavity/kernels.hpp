@@ -5,6 +5,7 @@
 //! host memory, so every one can be captured into a graph. Every reduction is a maximum (order-independent), so
 //! results are bitwise reproducible in every execution mode.
 
+#include "common/execution_mode.hpp"
 #include "cavity/lattice.hpp"
 
 #include <conveyor/error.hpp>
@@ -16,18 +17,7 @@
 
 namespace conveyor::cavity {
 
-//! Where and how to enqueue: the stream, and whether to wait for each kernel right after launching it (the `sync`
-//! execution mode).
-struct launch_ctx {
-  cudaStream_t stream = nullptr; //!< stream every kernel goes to
-  bool sync_each = false;        //!< true: cudaStreamSynchronize after every kernel
-
-  //! Called after each launch; synchronises when `sync_each`.
-  //! \throws conveyor::cuda_error naming `what` when the synchronisation reports an error.
-  void after(std::string_view what) const {
-    if (sync_each) check(cudaStreamSynchronize(stream), std::string("cudaStreamSynchronize after ").append(what));
-  }
-};
+using scenarios::launch_ctx;
 
 //! Device-side state of the convergence check.
 struct convergence_state {

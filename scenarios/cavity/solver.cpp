@@ -4,7 +4,7 @@
 #include "cavity/solver.hpp"
 
 #include "cavity/kernels.hpp"
-#include "train/device_buffer.hpp"
+#include "common/device_buffer.hpp"
 
 #include <conveyor/define/capture.hpp>
 #include <conveyor/execute/graph_exec.hpp>
@@ -22,23 +22,8 @@
 
 namespace conveyor::cavity {
 
-using train::device_buffer;
-using train::pinned_buffer;
-
-std::string_view to_string(execution_mode m) noexcept {
-  switch (m) {
-  case execution_mode::sync: return "sync";
-  case execution_mode::stream: return "stream";
-  case execution_mode::graph: return "graph";
-  }
-  return "?";
-}
-
-execution_mode parse_execution_mode(std::string_view text) {
-  for (const auto m : all_execution_modes)
-    if (to_string(m) == text) return m;
-  throw std::invalid_argument(fmt::format("unknown execution mode '{}' (expected sync, stream or graph)", text));
-}
+using scenarios::device_buffer;
+using scenarios::pinned_buffer;
 
 namespace {
 

@@ -15,6 +15,7 @@
 //! on an event recorded after block b), so the check never stalls the GPU; every mode uses the same rule, so all
 //! modes stop after the same number of steps and end bitwise equal.
 
+#include "common/execution_mode.hpp"
 #include "cavity/parameters.hpp"
 
 #include <array>
@@ -27,21 +28,12 @@
 
 namespace conveyor::cavity {
 
-//! How the kernels of a block reach the GPU.
-enum class execution_mode {
-  sync,   //!< cudaStreamSynchronize after every kernel
-  stream, //!< all kernels asynchronous on one stream
-  graph,  //!< one graph per block of K steps, launched once per block
-};
+//! The execution modes (scenarios/common): sync, stream, graph (one graph per block of K steps).
+using scenarios::all_execution_modes;
+using scenarios::execution_mode;
+using scenarios::parse_execution_mode;
+using scenarios::to_string;
 
-//! All modes, in the order `--mode all` runs them.
-inline constexpr std::array<execution_mode, 3> all_execution_modes{execution_mode::sync, execution_mode::stream,
-                                                                   execution_mode::graph};
-
-//! "sync", "stream" or "graph".
-[[nodiscard]] std::string_view to_string(execution_mode m) noexcept;
-//! Inverse of to_string. \throws std::invalid_argument for any other text.
-[[nodiscard]] execution_mode parse_execution_mode(std::string_view text);
 
 //! Reported after every convergence check (outside nothing: keep the callback cheap, it runs in the timed loop).
 struct run_progress {

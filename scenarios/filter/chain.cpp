@@ -19,21 +19,6 @@ using detail::colour_lane;
 using detail::gradient_lane;
 using detail::main_lane;
 
-std::string_view to_string(execution_mode m) noexcept {
-  switch (m) {
-  case execution_mode::sync: return "sync";
-  case execution_mode::stream: return "stream";
-  case execution_mode::graph: return "graph";
-  }
-  return "?";
-}
-
-execution_mode parse_execution_mode(std::string_view name) {
-  for (const auto m : all_execution_modes)
-    if (to_string(m) == name) return m;
-  throw std::invalid_argument("unknown execution mode '" + std::string(name) + "' (sync, stream or graph)");
-}
-
 namespace {
 
 std::size_t pixel_count(int width, int height) {

@@ -12,6 +12,7 @@
 //!           arguments changed are updated (graph_exec::set_memcpy for the frame's host buffers,
 //!           graph_exec::set_kernel_args after set_params), and the count is reported.
 
+#include "common/execution_mode.hpp"
 #include "filter/image.hpp"
 #include "filter/memory.hpp"
 #include "filter/params.hpp"
@@ -27,15 +28,12 @@
 
 namespace conveyor::filter {
 
-//! How the host drives the GPU work of a frame.
-enum class execution_mode { sync, stream, graph };
-//! The three modes in table order.
-inline constexpr std::array<execution_mode, 3> all_execution_modes{execution_mode::sync, execution_mode::stream,
-                                                                   execution_mode::graph};
-//! "sync", "stream" or "graph".
-[[nodiscard]] std::string_view to_string(execution_mode m) noexcept;
-//! The mode named `name`. \throws std::invalid_argument for another name.
-[[nodiscard]] execution_mode parse_execution_mode(std::string_view name);
+//! The execution modes (scenarios/common): sync, stream, graph (one graph per frame size, replayed per frame).
+using scenarios::all_execution_modes;
+using scenarios::execution_mode;
+using scenarios::parse_execution_mode;
+using scenarios::to_string;
+
 
 //! Page-locked host memory for one frame of width x height pixels: the input (RGB, 3 bytes per pixel) and the
 //! outputs (edges, 1 byte per pixel; sharpened RGB, 3 bytes per pixel). Each frame of a batch has its own slot,

@@ -2,7 +2,7 @@
 //! \file cublas.hpp
 //! cuBLAS status checking and a handle configured for deterministic, capture-safe use.
 
-#include "train/device_buffer.hpp"
+#include "common/device_buffer.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -14,6 +14,9 @@
 #include <string_view>
 
 namespace conveyor::train {
+
+using scenarios::device_buffer;
+using scenarios::pinned_buffer;
 
 //! A cuBLAS call returned a status other than CUBLAS_STATUS_SUCCESS.
 //! `what()` reads `file:line: call failed: CUBLAS_STATUS_NAME (description)`.

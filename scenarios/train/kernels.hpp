@@ -5,6 +5,8 @@
 //! `ctx.after()`. None of them synchronises otherwise, none allocates, none reads host memory, so all of them can
 //! be captured into a graph. Every reduction has a fixed order (no atomics): results are bitwise reproducible.
 
+#include "common/execution_mode.hpp"
+
 #include <conveyor/error.hpp>
 
 #include <cuda_runtime_api.h>
@@ -16,18 +18,7 @@
 
 namespace conveyor::train {
 
-//! Where and how to enqueue: the stream, and whether to wait for each kernel or cuBLAS call right after it is
-//! enqueued (the `sync` execution mode).
-struct launch_ctx {
-  cudaStream_t stream = nullptr; //!< stream every call goes to
-  bool sync_each = false;        //!< true: cudaStreamSynchronize after every call
-
-  //! To be called after each enqueued kernel or cuBLAS call; synchronises when `sync_each`.
-  //! \throws conveyor::cuda_error naming `what` when the synchronisation reports an error.
-  void after(std::string_view what) const {
-    if (sync_each) check(cudaStreamSynchronize(stream), std::string("cudaStreamSynchronize after ").append(what));
-  }
-};
+using scenarios::launch_ctx;
 
 namespace kernels {
 

@@ -4,7 +4,7 @@
 //! forward, backward and update passes (cuBLAS for the matrix products, kernels.hpp for the rest).
 
 #include "train/cublas.hpp"
-#include "train/device_buffer.hpp"
+#include "common/device_buffer.hpp"
 #include "train/kernels.hpp"
 #include "train/parameters.hpp"
 
@@ -13,6 +13,9 @@
 #include <string_view>
 
 namespace conveyor::train {
+
+using scenarios::device_buffer;
+using scenarios::pinned_buffer;
 
 //! Which update rule the optimizer applies.
 enum class optimizer_kind { adam, sgd };

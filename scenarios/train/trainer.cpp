@@ -4,7 +4,7 @@
 #include "train/trainer.hpp"
 
 #include "train/cublas.hpp"
-#include "train/device_buffer.hpp"
+#include "common/device_buffer.hpp"
 #include "train/kernels.hpp"
 
 #include <conveyor/assembly/graphed.hpp>
@@ -24,21 +24,6 @@
 #include <stdexcept>
 
 namespace conveyor::train {
-
-std::string_view to_string(execution_mode m) noexcept {
-  switch (m) {
-  case execution_mode::sync: return "sync";
-  case execution_mode::stream: return "stream";
-  case execution_mode::graph: return "graph";
-  }
-  return "?";
-}
-
-execution_mode parse_execution_mode(std::string_view text) {
-  for (const auto m : all_execution_modes)
-    if (to_string(m) == text) return m;
-  throw std::invalid_argument(fmt::format("unknown execution mode '{}' (expected sync, stream or graph)", text));
-}
 
 std::size_t steps_per_epoch(std::size_t train_count, int batch) {
   if (batch < 1) throw std::invalid_argument("batch size must be at least 1");

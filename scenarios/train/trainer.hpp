@@ -16,6 +16,8 @@
 //! runs on the capture stream before capture), then resets parameters, optimizer state, counters and loss history
 //! to the initial state: all modes then run exactly the same steps, and the warm-up is excluded from the timings.
 
+#include "common/execution_mode.hpp"
+
 #include <conveyor/assembly/graphed_types.hpp>
 #include "train/dataset.hpp"
 #include "train/mlp.hpp"
@@ -32,21 +34,12 @@
 
 namespace conveyor::train {
 
-//! How the work of a training step reaches the GPU.
-enum class execution_mode {
-  sync,   //!< cudaStreamSynchronize after every kernel and cuBLAS call
-  stream, //!< everything asynchronous on one stream
-  graph,  //!< one step captured into a graph, instantiated and uploaded once, launched per batch
-};
+//! The execution modes (scenarios/common): sync, stream, graph (the training step captured once, replayed per batch).
+using scenarios::all_execution_modes;
+using scenarios::execution_mode;
+using scenarios::parse_execution_mode;
+using scenarios::to_string;
 
-//! All modes, in the order `--mode all` runs them.
-inline constexpr std::array<execution_mode, 3> all_execution_modes{execution_mode::sync, execution_mode::stream,
-                                                                   execution_mode::graph};
-
-//! "sync", "stream" or "graph".
-[[nodiscard]] std::string_view to_string(execution_mode m) noexcept;
-//! Inverse of to_string. \throws std::invalid_argument for any other text.
-[[nodiscard]] execution_mode parse_execution_mode(std::string_view text);
 
 //! Reported after each timed chunk of steps (outside the timed interval).
 struct train_progress {

@@ -1,6 +1,6 @@
 #pragma once
 //! \file device_buffer.hpp
-//! Move-only owners of device memory (cudaMalloc) and pinned host memory (cudaMallocHost).
+//! Move-only owners of device memory (cudaMalloc) and pinned host memory (cudaMallocHost), shared by the scenarios.
 
 #include <conveyor/error.hpp>
 
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace conveyor::train {
+namespace conveyor::scenarios {
 
 //! `count` elements of trivially copyable `T` in device global memory, uninitialised, freed on destruction.
 template <class T>
@@ -127,4 +127,4 @@ private:
   std::size_t count_ = 0;
 };
 
-} // namespace conveyor::train
+} // namespace conveyor::scenarios
