@@ -65,10 +65,9 @@ void begin_capture(const stream& s, capture_mode mode) {
 }
 
 void begin_capture_to_graph(const stream& s, const graph& g, const node_list& deps, capture_mode mode) {
-  for (const node& n : deps.nodes())
-    if (n.owner() != g.state().get())
-      throw std::invalid_argument("conveyor::capture_into: a dependency belongs to another graph");
-  auto handles = deps.handles();
+  if (!deps.all_in(g.state().get()))
+    throw std::invalid_argument("conveyor::capture_into: a dependency belongs to another graph");
+  const auto handles = deps.handles();
   CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(s.get(), g.get(), handles.data(), nullptr, handles.size(),
                                                static_cast<cudaStreamCaptureMode>(mode)));
 }

@@ -55,9 +55,8 @@ condition make_condition(graph& g, unsigned default_value, bool reset_each_launc
 conditional_node add_conditional(graph& g, const node_list& deps, conditional_kind kind, const condition& cond,
                                  unsigned cases) {
   require_version(required_cuda_version(kind), kind_name(kind));
-  for (const node& n : deps.nodes())
-    if (n.owner() != g.state().get())
-      throw std::invalid_argument("conveyor::add_conditional: a dependency belongs to another graph");
+  if (!deps.all_in(g.state().get()))
+    throw std::invalid_argument("conveyor::add_conditional: a dependency belongs to another graph");
   if (cond.graph != g.get())
     throw std::invalid_argument("conveyor::add_conditional: the condition was made for another graph; call "
                                 "make_condition on the graph that gets the conditional node");
@@ -84,7 +83,7 @@ conditional_node add_conditional(graph& g, const node_list& deps, conditional_ki
     params.conditional.size = cases;
     break;
   }
-  auto handles = deps.handles();
+  const auto handles = deps.handles();
   cudaGraphNode_t n = nullptr;
   cudaError_t rc = cudaGraphAddNode(&n, g.get(), handles.data(), nullptr, handles.size(), &params);
   if (rc != cudaSuccess) {

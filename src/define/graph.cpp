@@ -11,11 +11,10 @@ namespace conveyor {
 
 namespace {
 
-// Checks that every dependency belongs to `g` and returns their CUDA handles.
-std::vector<cudaGraphNode_t> handles_in(const detail::graph_state* g, const node_list& deps, const char* call) {
-  for (const node& n : deps.nodes())
-    if (n.owner() != g)
-      throw std::invalid_argument(fmt::format("conveyor::graph::{}: a dependency belongs to another graph", call));
+// Checks that every dependency belongs to `g` and returns their CUDA handles (no copy, no allocation).
+std::span<const cudaGraphNode_t> handles_in(const detail::graph_state* g, const node_list& deps, const char* call) {
+  if (!deps.all_in(g))
+    throw std::invalid_argument(fmt::format("conveyor::graph::{}: a dependency belongs to another graph", call));
   return deps.handles();
 }
 

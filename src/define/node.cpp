@@ -107,14 +107,28 @@ std::vector<node> node::dependents() const {
   return out;
 }
 
-std::vector<cudaGraphNode_t> node_list::handles() const {
-  std::vector<cudaGraphNode_t> out;
-  out.reserve(nodes_.size());
-  for (const node& n : nodes_) {
-    if (!n) throw std::invalid_argument("conveyor: empty node handle in a dependency list");
-    out.push_back(n.get());
+void node_list::assign(const node* nodes, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i)
+    if (!nodes[i]) throw std::invalid_argument("conveyor: empty node handle in a dependency list");
+  size_ = count;
+  cudaGraphNode_t* handles = inline_handles_.data();
+  detail::graph_state** owners = inline_owners_.data();
+  if (count > inline_capacity) {
+    heap_handles_.resize(count);
+    heap_owners_.resize(count);
+    handles = heap_handles_.data();
+    owners = heap_owners_.data();
   }
-  return out;
+  for (std::size_t i = 0; i < count; ++i) {
+    handles[i] = nodes[i].get();
+    owners[i] = nodes[i].owner();
+  }
+}
+
+bool node_list::all_in(const detail::graph_state* owner) const noexcept {
+  for (std::size_t i = 0; i < size_; ++i)
+    if ((*this)[i].owner() != owner) return false;
+  return true;
 }
 
 } // namespace conveyor

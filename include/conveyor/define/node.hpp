@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <cstddef>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -98,20 +100,42 @@ private:
 };
 
 //! A list of nodes to depend on, given at insertion: `g.kernel({a, b}, cfg, fn, args...)`. Accepts a braced list,
-//! a std::vector<node> or a std::span<const node>.
+//! a std::vector<node> or a std::span<const node>. Holds up to `inline_capacity` nodes without allocating, so that
+//! adding a node costs no heap allocation in the common case.
 class node_list {
 public:
+  //! Dependencies held without a heap allocation.
+  static constexpr std::size_t inline_capacity = 8;
+
   node_list() = default;
-  node_list(std::initializer_list<node> nodes) : nodes_(nodes) {}
-  node_list(std::span<const node> nodes) : nodes_(nodes.begin(), nodes.end()) {}
-  node_list(const std::vector<node>& nodes) : nodes_(nodes) {}
-  //! The CUDA handles, in order.
-  [[nodiscard]] std::vector<cudaGraphNode_t> handles() const;
-  [[nodiscard]] const std::vector<node>& nodes() const noexcept { return nodes_; }
-  [[nodiscard]] bool empty() const noexcept { return nodes_.empty(); }
+  //! \throws std::invalid_argument when a node is empty.
+  node_list(std::initializer_list<node> nodes) { assign(nodes.begin(), nodes.size()); }
+  //! \throws std::invalid_argument when a node is empty.
+  node_list(std::span<const node> nodes) { assign(nodes.data(), nodes.size()); }
+  //! \throws std::invalid_argument when a node is empty.
+  node_list(const std::vector<node>& nodes) { assign(nodes.data(), nodes.size()); }
+
+  //! Number of nodes.
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  //! The CUDA handles, contiguous, in order (what the cudaGraphAdd*Node calls take).
+  [[nodiscard]] std::span<const cudaGraphNode_t> handles() const noexcept {
+    return {size_ <= inline_capacity ? inline_handles_.data() : heap_handles_.data(), size_};
+  }
+  //! Node `i` (0-based).
+  [[nodiscard]] node operator[](std::size_t i) const noexcept {
+    return {handles()[i], size_ <= inline_capacity ? inline_owners_[i] : heap_owners_[i]};
+  }
+  //! True when every node belongs to the graph whose state is `owner`.
+  [[nodiscard]] bool all_in(const detail::graph_state* owner) const noexcept;
 
 private:
-  std::vector<node> nodes_;
+  void assign(const node* nodes, std::size_t count);
+  std::array<cudaGraphNode_t, inline_capacity> inline_handles_{};
+  std::array<detail::graph_state*, inline_capacity> inline_owners_{};
+  std::vector<cudaGraphNode_t> heap_handles_;
+  std::vector<detail::graph_state*> heap_owners_;
+  std::size_t size_ = 0;
 };
 
 } // namespace conveyor
