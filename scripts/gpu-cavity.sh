@@ -9,7 +9,7 @@
 # Expected run time on an H200: well under a minute per Reynolds number (see docs/cavity.md).
 set -uo pipefail
 CONVEYOR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD_DIR:-$CONVEYOR_ROOT/build}
+BUILD=${BUILD_DIR:-$CONVEYOR_ROOT/gpu-build} # made by scripts/gpu-pack.sh
 CARRY=$CONVEYOR_ROOT/gpu-carry
 DEST=${OUT:-$CONVEYOR_ROOT/cavity-out}
 mkdir -p "$DEST/csv"

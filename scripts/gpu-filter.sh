@@ -11,7 +11,7 @@
 # Expected run time on an H200: well under a minute (the host resize and CPU check of the 4K frames dominate).
 set -uo pipefail
 CONVEYOR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD_DIR:-$CONVEYOR_ROOT/build}
+BUILD=${BUILD_DIR:-$CONVEYOR_ROOT/gpu-build} # made by scripts/gpu-pack.sh
 CARRY=$CONVEYOR_ROOT/gpu-carry
 DEST=${OUT:-$CONVEYOR_ROOT/filter-out}/filter
 IMAGES=${CONVEYOR_FILTER_IMAGES:-$CARRY/shared-data/images}

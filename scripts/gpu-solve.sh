@@ -7,7 +7,7 @@
 # Environment: BUILD_DIR (default build), CONVEYOR_MATRICES (default gpu-carry/shared-data/matrices).
 set -uo pipefail
 CONVEYOR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD_DIR:-$CONVEYOR_ROOT/build}
+BUILD=${BUILD_DIR:-$CONVEYOR_ROOT/gpu-build} # made by scripts/gpu-pack.sh
 CARRY=$CONVEYOR_ROOT/gpu-carry
 LOG=${OUT:-/tmp}/gpu-solve
 BIN=$BUILD/bin/conveyor

@@ -38,7 +38,8 @@ std::string_view hint_for(cudaError_t code) noexcept {
   case cudaErrorNoDevice:
     return "no CUDA device is visible: check nvidia-smi and CUDA_VISIBLE_DEVICES";
   case cudaErrorInsufficientDriver:
-    return "the installed driver is older than the CUDA runtime this program was built with";
+    return "no NVIDIA driver was found, or it is older than the CUDA runtime this program was built with: "
+           "install or update the driver (nvidia-smi shows its CUDA version)";
   default:
     return {};
   }

@@ -25,3 +25,6 @@
 #include "conveyor/observe/export.hpp"
 #include "conveyor/assembly/graphed.hpp"
 #include "conveyor/assembly/pipeline.hpp"
+#ifdef __CUDACC__
+#include "conveyor/define/conditional_device.cuh" // conveyor::set_condition, for device code
+#endif

@@ -3,6 +3,8 @@
 
 #include "cavity/cavity_command.hpp"
 
+#include "common/output_paths.hpp"
+
 #include "cavity/fields.hpp"
 #include "cavity/ghia.hpp"
 #include "cavity/image.hpp"
@@ -136,6 +138,9 @@ void run(const cli_options& c) {
                 "../shared/data/ghia1982 here";
   }
 
+  conveyor::scenarios::check_output_file("--png", c.png);
+  conveyor::scenarios::check_output_file("--dot", c.dot);
+  conveyor::scenarios::check_output_folder("--csv", c.csv);
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor cavity` needs a GPU");
   fmt::print("lid-driven cavity, D2Q9 TRT lattice Boltzmann: {}\n", describe(o));
   fmt::print("up to {} steps ({:.0f} convective times n/U), {} steps per graph / convergence check, stop when the "

@@ -29,8 +29,8 @@ void validate(const cavity_options& o) {
   if (o.n < min_cells || o.n > max_cells)
     throw std::invalid_argument(fmt::format(
         "lattice size --n {} is outside [{}, {}]: fewer cells cannot resolve the primary vortex and its wall layers; "
-        "more exceed device memory (72 bytes per cell)",
-        o.n, min_cells, max_cells));
+        "more would take hours of time steps to converge and {:.1f} GiB or more of device memory (72 bytes per cell)",
+        o.n, min_cells, max_cells, 72.0 * max_cells * max_cells / (1ULL << 30)));
   if (!(o.lid_speed > 0.0 && o.lid_speed <= max_lid_speed))
     throw std::invalid_argument(fmt::format(
         "lid speed --lid-speed {} is outside (0, {}] (lattice units): the lattice Boltzmann method is accurate only "
@@ -46,10 +46,13 @@ void validate(const cavity_options& o) {
     throw std::invalid_argument(fmt::format(
         "Reynolds number --re {:g} is too high for {} cells: nu = U n / Re = {:.4g} gives the relaxation time "
         "tau = 3 nu + 1/2 = {:.5f}, too close to 1/2 (cell Reynolds number Re / n = {:.3g} > {:g}), so the run would "
-        "be unstable and under-resolved. Valid for {} cells at lid speed {}: Re in [{:g}, {:g}]; for Re {:g} use "
-        "--n >= {}",
-        o.re, o.n, c.nu, c.tau, c.cell_reynolds, max_cell_reynolds, o.n, o.lid_speed, re_min, re_max, o.re,
-        static_cast<long long>(std::ceil(o.re / max_cell_reynolds))));
+        "be unstable and under-resolved. Valid for {} cells at lid speed {}: Re in [{:g}, {:g}]; {}",
+        o.re, o.n, c.nu, c.tau, c.cell_reynolds, max_cell_reynolds, o.n, o.lid_speed, re_min, re_max,
+        std::ceil(o.re / max_cell_reynolds) <= max_cells
+            ? fmt::format("for Re {:g} use --n >= {}", o.re,
+                          static_cast<long long>(std::ceil(o.re / max_cell_reynolds)))
+            : fmt::format("Re {:g} would need more than the largest lattice, {} cells (at most Re {:g})", o.re,
+                          max_cells, max_cell_reynolds * max_cells)));
   if (o.re < re_min)
     throw std::invalid_argument(fmt::format(
         "Reynolds number --re {:g} is too low for {} cells at lid speed {}: nu = U n / Re = {:.4g} > {:g} gives the "

@@ -3,6 +3,8 @@
 
 #include "filter/filter_command.hpp"
 
+#include "common/output_paths.hpp"
+
 #include "filter/benchmark.hpp"
 #include "filter/chain.hpp"
 #include "filter/cpu_reference.hpp"
@@ -156,6 +158,8 @@ void run(const cli_options& o) {
     images.push_back({f.stem().string(), read_image(f)});
     fmt::print("read {} ({}x{})\n", f.string(), images.back().img.width, images.back().img.height);
   }
+  conveyor::scenarios::check_output_file("--dot", o.dot);
+  conveyor::scenarios::check_output_folder("--out", o.out);
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor filter` needs a GPU");
   const std::filesystem::path out_dir = o.out;
   if (!o.out.empty()) std::filesystem::create_directories(out_dir);

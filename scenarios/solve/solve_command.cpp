@@ -3,6 +3,8 @@
 
 #include "solve/solve_command.hpp"
 
+#include "common/output_paths.hpp"
+
 #include "solve/cg_solver.hpp"
 #include "solve/matrix_market.hpp"
 #include "solve/problem.hpp"
@@ -12,7 +14,10 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -42,9 +47,23 @@ struct problem {
   csr_matrix a;
 };
 
+//! Refuses a generated problem whose CSR matrix (about 16 bytes per nonzero with the solver's vectors and the
+//! host copies) would not fit in this machine's memory, before generating it.
+//! \throws CLI::ValidationError naming the option, the estimate and the memory found.
+void check_fits(const char* option, double unknowns, double nonzeros_per_row) {
+  const double bytes = unknowns * (nonzeros_per_row * 12.0 + 8.0 * 10.0);
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (physical > 0 && bytes > 0.5 * physical)
+    throw CLI::ValidationError(option, fmt::format("{:g} unknowns need about {:.1f} GiB of host memory for the matrix "
+                                                   "and vectors, more than half of this machine's {:.1f} GiB",
+                                                   unknowns, bytes / (1ULL << 30), physical / (1ULL << 30)));
+}
+
 problem load_problem(const cli_options& o) {
   const int given = (o.matrix.empty() ? 0 : 1) + (o.poisson > 0 ? 1 : 0) + (o.poisson3d > 0 ? 1 : 0);
   if (given != 1) throw CLI::ValidationError("--matrix/--poisson/--poisson3d", "give exactly one of them");
+  if (o.poisson > 0) check_fits("--poisson", static_cast<double>(o.poisson) * o.poisson, 5.0);
+  if (o.poisson3d > 0) check_fits("--poisson3d", static_cast<double>(o.poisson3d) * o.poisson3d * o.poisson3d, 7.0);
   if (o.poisson > 0) return {fmt::format("poisson2d {0}x{0}", o.poisson), poisson_2d(o.poisson)};
   if (o.poisson3d > 0) return {fmt::format("poisson3d {0}x{0}x{0}", o.poisson3d), poisson_3d(o.poisson3d)};
   const coo_matrix m = read_matrix_market(o.matrix);
@@ -91,6 +110,7 @@ void run(const cli_options& o) {
   else
     modes.push_back(parse_solve_mode(o.mode));
   const rhs_kind rhs = parse_rhs_kind(o.rhs);
+  conveyor::scenarios::check_output_file("--dot", o.dot);
   const problem p = load_problem(o);
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor solve` needs a GPU");
 
@@ -147,11 +167,30 @@ void register_solve_command(CLI::App& app) {
   poisson->excludes(poisson3d);
   sub->add_option("--rhs", opts->rhs, "Right-hand side")->check(CLI::IsMember({"ones", "random"}))->capture_default_str();
   sub->add_option("--seed", opts->seed, "Seed of --rhs random")->capture_default_str();
-  sub->add_option("--tol", opts->tol, "Relative residual ||r||/||b|| to reach")
-      ->check(CLI::PositiveNumber)
+  sub->add_option("--tol", opts->tol, "Relative residual ||r||/||b|| to reach, in (0, 1)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double v = 0.0;
+            try {
+              v = std::stod(text);
+            } catch (const std::exception&) {
+              return "not a number: " + text;
+            }
+            return std::isfinite(v) && v > 0.0 && v < 1.0 ? std::string{}
+                                                           : "must be a finite number in (0, 1), got " + text;
+          },
+          "in (0, 1)"))
       ->capture_default_str();
   sub->add_option("--max-iter", opts->max_iter, "Iteration cap (0: 10 x unknowns)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              return std::stoll(text) >= 0 ? std::string{} : "must be 0 (automatic) or a positive count, got " + text;
+            } catch (const std::exception&) {
+              return "not an integer: " + text;
+            }
+          },
+          ">= 0"))
       ->capture_default_str();
   sub->add_option("--mode", opts->mode, "Execution mode")
       ->check(CLI::IsMember({"sync", "stream", "graph-per-iteration", "graph-while", "all"}))

@@ -3,6 +3,8 @@
 
 #include "train/train_command.hpp"
 
+#include "common/output_paths.hpp"
+
 #include "train/dataset.hpp"
 #include "train/trainer.hpp"
 
@@ -118,7 +120,7 @@ void run(const cli_options& o) {
     modes.push_back(parse_execution_mode(o.mode));
   const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
   if (!o.dot.empty() && !has_graph) throw CLI::ValidationError("--dot", "needs --mode graph or --mode all");
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
+  conveyor::scenarios::check_output_file("--dot", o.dot);
 
   train_options options;
   options.epochs = o.epochs;
@@ -131,7 +133,8 @@ void run(const cli_options& o) {
   options.chunk_steps = o.chunk;
   options.on_progress = progress_printer{};
 
-  const dataset data = load_fashion_mnist(o.data);
+  const dataset data = load_fashion_mnist(o.data); // file errors first: they need no GPU to report
+  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
   const std::size_t spe = steps_per_epoch(data.train_images.count, o.batch);
   fmt::print("Fashion-MNIST MLP 784-256-128-10: {} lr {:g}{}, batch {}, {} epoch(s) x {} steps{}, seed {}\n",
              to_string(options.optimizer.kind), o.lr,

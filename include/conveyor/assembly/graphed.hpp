@@ -68,11 +68,13 @@ public:
   //! \param options warm-up count, buckets, cache size, static arguments, flags
   //! \param key     optional `std::uint64_t key(const Args&...)` choosing the graph instead of the integral
   //!                arguments (which then count as binding)
+  //! \throws std::invalid_argument when max_graphs is 0, warmup_calls is negative or a bucket is 0.
   explicit graphed(F f, graphed_options options = {}, Key key = {})
       : f_(std::move(f)), key_(std::move(key)), core_(std::move(options)) {}
 
   //! Runs the work for these arguments on `s`: eagerly, by replay, or by capture (see the class comment).
-  //! \throws std::invalid_argument when a static argument changed; cuda_error from capture, instantiate, update
+  //! \throws std::invalid_argument when a static argument changed or more than 16 values are keyed (a batch_size
+  //!         counts twice); cuda_error from capture, instantiate, update
   //!         or launch; whatever `f` throws (a capture it throws from is ended and discarded).
   template <class... Args>
   void operator()(const stream& s, Args&&... args) {

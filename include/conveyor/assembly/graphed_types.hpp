@@ -18,9 +18,12 @@ namespace conveyor {
 //! sizes its launches by `padded` and masks by `real`.
 struct batch_size {
   std::size_t real = 0;   //!< the caller's size (elements, rows, ...)
-  std::size_t padded = 0; //!< the captured size it is padded to; 0 means "not yet padded"
+  std::size_t padded = 0; //!< the size the work is launched for: the bucket graphed pads `real` to
+  //! Size 0.
   constexpr batch_size() = default;
+  //! A size of `n`, not padded yet (graphed sets `padded` to the bucket).
   constexpr explicit batch_size(std::size_t n) : real(n), padded(n) {}
+  //! A size of `n` padded to `p` (for eager calls that mirror a graphed one).
   constexpr batch_size(std::size_t n, std::size_t p) : real(n), padded(p) {}
 };
 

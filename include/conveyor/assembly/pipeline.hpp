@@ -25,8 +25,8 @@ public:
 
   //! Appends a stage that is captured and replayed (see conveyor::graphed).
   pipeline& graphed_stage(std::string name, stage_function f, graphed_options options = {}) {
-    stages_.push_back({std::move(name), {}, std::make_unique<graphed<stage_function>>(std::move(f),
-                                                                                        std::move(options))});
+    stages_.push_back(
+        {std::move(name), {}, std::make_unique<conveyor::graphed<stage_function>>(std::move(f), std::move(options))});
     return *this;
   }
   //! Appends a stage that always runs eagerly (it may read values on the host and synchronise).
@@ -39,8 +39,8 @@ public:
   //! \throws whatever a stage throws, and what graphed throws.
   void operator()(const stream& s, Args... args) {
     for (auto& st : stages_) {
-      if (st.graphed)
-        (*st.graphed)(s, args...);
+      if (st.captured)
+        (*st.captured)(s, args...);
       else
         st.eager(s, args...);
     }
@@ -49,14 +49,15 @@ public:
   //! Number of stages.
   [[nodiscard]] std::size_t size() const noexcept { return stages_.size(); }
   //! The statistics of stage `i`, or nullptr for an eager stage.
+  //! \throws std::out_of_range when `i` >= size().
   [[nodiscard]] const graphed_statistics* statistics(std::size_t i) const {
-    return stages_.at(i).graphed ? &stages_.at(i).graphed->statistics() : nullptr;
+    return stages_.at(i).captured ? &stages_.at(i).captured->statistics() : nullptr;
   }
   //! One report per graphed stage, and a line per eager stage.
   [[nodiscard]] std::string report() const {
     std::string out;
     for (const auto& st : stages_)
-      out += st.graphed ? st.graphed->report(st.name) : st.name + ": eager\n";
+      out += st.captured ? st.captured->report(st.name) : st.name + ": eager\n";
     return out;
   }
 
@@ -64,7 +65,7 @@ private:
   struct stage {
     std::string name;
     stage_function eager;
-    std::unique_ptr<graphed<stage_function>> graphed;
+    std::unique_ptr<conveyor::graphed<stage_function>> captured; //!< null for an eager stage
   };
   std::vector<stage> stages_;
 };

@@ -30,7 +30,10 @@ struct allocation {
 //! A CUDA graph definition (`cudaGraph_t`), move-only, with an explicit builder for every node kind.
 //!
 //! Each builder call adds one node and returns its handle; dependencies are given as a braced list first
-//! (`g.memset({a, b}, ...)`) or added later with `node::precede` / `node::succeed`. The graph owns what its nodes
+//! (`g.memset({a, b}, ...)`) or added later with `node::precede` / `node::succeed`. Every overload without a
+//! dependency list adds a node with no dependencies. Every builder call throws std::invalid_argument when a
+//! dependency belongs to another graph, and (for host, event and memory nodes) when the graph is the body of a
+//! conditional node, where CUDA does not allow those kinds. The graph owns what its nodes
 //! need (host callables, child graphs' resources) and shares it with every clone and executable graph made from
 //! it, so replays stay valid after the graph object is gone.
 class graph {
@@ -132,11 +135,14 @@ public:
   node child(const node_list& deps, const graph& body);
   node child(const graph& body) { return child(node_list{}, body); }
   //! Adds an empty node, a cheap join point (`cudaGraphAddEmptyNode`).
+  //! \throws cuda_error when CUDA rejects it.
   node empty(const node_list& deps = {});
   //! Adds a node that records `e` (`cudaGraphAddEventRecordNode`). The event must outlive every launch.
+  //! \throws cuda_error when CUDA rejects it.
   node event_record(const node_list& deps, const event& e);
   node event_record(const event& e) { return event_record(node_list{}, e); }
   //! Adds a node that waits for `e` (`cudaGraphAddEventWaitNode`). The event must outlive every launch.
+  //! \throws cuda_error when CUDA rejects it.
   node event_wait(const node_list& deps, const event& e);
   node event_wait(const event& e) { return event_wait(node_list{}, e); }
 
@@ -146,11 +152,12 @@ public:
   //!         when cloning fails.
   [[nodiscard]] graph clone() const;
   //! Number of nodes and edges (`cudaGraphGetNodes`, `cudaGraphGetEdges`).
+  //! \throws cuda_error when the query fails (as for every structure query below).
   [[nodiscard]] std::size_t node_count() const;
   [[nodiscard]] std::size_t edge_count() const;
-  //! All nodes, in CUDA's order.
+  //! All nodes, in creation order.
   [[nodiscard]] std::vector<node> nodes() const;
-  //! Nodes without dependencies / without dependents.
+  //! The nodes without dependencies (`cudaGraphGetRootNodes`).
   [[nodiscard]] std::vector<node> root_nodes() const;
   //! All edges as (from, to).
   [[nodiscard]] std::vector<std::pair<node, node>> edges() const;

@@ -26,8 +26,11 @@ struct launch_config {
 template <class... Params>
 class kernel_args {
 public:
+  //! The parameter types, without cv-qualifiers, as stored.
   using values_type = std::tuple<std::remove_cvref_t<Params>...>;
 
+  //! Converts each argument to its parameter type. Prefer make_kernel_args, which also checks count and types
+  //! with readable messages.
   template <class... Args>
   explicit kernel_args(Args&&... args) : values_(std::forward<Args>(args)...) {
     point(std::index_sequence_for<Params...>{});

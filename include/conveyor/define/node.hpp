@@ -89,6 +89,7 @@ public:
   [[nodiscard]] std::vector<node> dependencies() const;
   [[nodiscard]] std::vector<node> dependents() const;
 
+  //! Same CUDA node (handles compared; a node belongs to one graph).
   friend bool operator==(const node& a, const node& b) noexcept { return a.handle_ == b.handle_; }
 
   //! The graph state this node belongs to (for conveyor's own bookkeeping).
@@ -117,6 +118,7 @@ public:
 
   //! Number of nodes.
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  //! True when the list holds no node.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   //! The CUDA handles, contiguous, in order (what the cudaGraphAdd*Node calls take).
   [[nodiscard]] std::span<const cudaGraphNode_t> handles() const noexcept {

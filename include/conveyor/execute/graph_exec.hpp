@@ -27,6 +27,8 @@ namespace conveyor {
 //! Synchronise before destroying an executable graph whose launches are still running host nodes.
 class graph_exec {
 public:
+  //! Takes over `other`'s executable graph; `other` is left empty (get() == nullptr) and may only be destroyed or
+  //! assigned to.
   graph_exec(graph_exec&& other) noexcept;
   graph_exec& operator=(graph_exec&&) noexcept;
   graph_exec(const graph_exec&) = delete;
@@ -65,7 +67,8 @@ public:
     set_kernel_raw(n, current_config(n, reinterpret_cast<const void*>(fn)), reinterpret_cast<const void*>(fn),
                    values.pointers());
   }
-  //! Untyped form of set_kernel.
+  //! Untyped form of set_kernel: `arguments` as cudaKernelNodeParams::kernelParams takes them.
+  //! \throws cuda_error as set_kernel.
   void set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments);
   //! Sets a 1D memcpy node's pointers and size (`cudaGraphExecMemcpyNodeSetParams1D`).
   //! \throws cuda_error when the node is not a memcpy node or the memory is on another device.
@@ -83,6 +86,7 @@ public:
     set_memset_raw(n, dst, bits, sizeof(T), count);
   }
   //! Untyped form of set_memset (one row of `count` elements of `element_size` bytes).
+  //! \throws cuda_error as set_memset.
   void set_memset_raw(const node& n, void* dst, unsigned value, unsigned element_size, std::size_t count);
   //! Replaces a host node's callable for later launches (`cudaGraphExecHostNodeSetParams`); the executable graph
   //! owns the new callable.

@@ -10,7 +10,7 @@ namespace conveyor {
 
 //! Flags for instantiate() (`cudaGraphInstantiateFlags`); combine with `|`.
 enum class instantiate_flags : unsigned long long {
-  none = 0,
+  none = 0, //!< default instantiation
   //! Free graph allocations not freed by the graph itself when it is launched again.
   auto_free_on_launch = cudaGraphInstantiateFlagAutoFreeOnLaunch,
   //! Upload the executable graph to the device during instantiation (needs an upload stream).
@@ -21,9 +21,11 @@ enum class instantiate_flags : unsigned long long {
   use_node_priority = cudaGraphInstantiateFlagUseNodePriority,
 };
 
+//! The union of two flag sets.
 [[nodiscard]] constexpr instantiate_flags operator|(instantiate_flags a, instantiate_flags b) noexcept {
   return static_cast<instantiate_flags>(static_cast<unsigned long long>(a) | static_cast<unsigned long long>(b));
 }
+//! True when `set` contains `flag`.
 [[nodiscard]] constexpr bool has_flag(instantiate_flags set, instantiate_flags flag) noexcept {
   return (static_cast<unsigned long long>(set) & static_cast<unsigned long long>(flag)) != 0;
 }

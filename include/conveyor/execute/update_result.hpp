@@ -31,7 +31,7 @@ enum class update_status {
 //! The outcome of graph_exec::update: the status, the offending node of the new graph (null when CUDA named none)
 //! and its label or kernel name, and a readable reason.
 struct update_result {
-  update_status status = update_status::success;
+  update_status status = update_status::success; //!< success, or why CUDA refused
   cudaGraphNode_t node = nullptr;      //!< offending node in the new graph, or null
   cudaGraphNode_t from_node = nullptr; //!< the node of the executable graph it was paired with, or null
   std::string node_label;              //!< the node's label, else "kind 'kernel name'", else empty

@@ -36,8 +36,8 @@ struct node_description {
 
 //! Nodes and edges of one graph; edges are (from, to) indices into `nodes`.
 struct graph_description {
-  std::vector<node_description> nodes;
-  std::vector<std::pair<std::size_t, std::size_t>> edges;
+  std::vector<node_description> nodes;                     //!< in creation order; node_description::id = index
+  std::vector<std::pair<std::size_t, std::size_t>> edges;  //!< dependencies as (from, to) indices into `nodes`
 };
 
 //! Reads `g` into a description (node types and parameters through the cudaGraph*GetParams calls). Nested graphs

@@ -21,6 +21,7 @@ public:
   //! Wraps an existing handle; with ownership::owned the event destroys it.
   [[nodiscard]] static event adopt(cudaEvent_t handle, ownership own = ownership::borrowed) noexcept;
 
+  //! Takes over `other`'s handle; `other` is left empty.
   event(event&& other) noexcept
       : handle_(std::exchange(other.handle_, nullptr)), owned_(std::exchange(other.owned_, false)) {}
   event& operator=(event&& other) noexcept;

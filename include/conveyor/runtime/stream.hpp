@@ -29,6 +29,7 @@ public:
   //! Wraps an existing handle. With ownership::owned the stream destroys it; with borrowed it does not.
   [[nodiscard]] static stream adopt(cudaStream_t handle, ownership own = ownership::borrowed) noexcept;
 
+  //! Takes over `other`'s handle; `other` is left empty.
   stream(stream&& other) noexcept
       : handle_(std::exchange(other.handle_, nullptr)), owned_(std::exchange(other.owned_, false)) {}
   stream& operator=(stream&& other) noexcept;
