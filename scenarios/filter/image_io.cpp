@@ -151,4 +151,18 @@ std::vector<std::filesystem::path> list_images(const std::filesystem::path& file
   return files;
 }
 
+namespace detail {
+
+image adopt_rgb(unsigned char* pixels, std::size_t width, std::size_t height) {
+  const std::unique_ptr<unsigned char, decltype(&std::free)> owned(pixels, &std::free);
+  image img;
+  img.width = static_cast<int>(width);
+  img.height = static_cast<int>(height);
+  img.channels = 3;
+  img.pixels.assign(owned.get(), owned.get() + img.samples());
+  return img;
+}
+
+} // namespace detail
+
 } // namespace conveyor::filter

@@ -61,6 +61,9 @@ namespace detail {
 //! \throws image_error as read_image.
 [[nodiscard]] image decode_png(std::FILE* fp, const std::filesystem::path& name);
 [[nodiscard]] image decode_jpeg(std::FILE* fp, const std::filesystem::path& name);
+//! Takes ownership of `pixels` (width x height x 3 RGB bytes from malloc, as both decoders return them), copies
+//! them into an image and frees them.
+[[nodiscard]] image adopt_rgb(unsigned char* pixels, std::size_t width, std::size_t height);
 } // namespace detail
 
 } // namespace conveyor::filter

@@ -93,13 +93,7 @@ image decode_png(std::FILE* fp, const std::filesystem::path& name) {
       throw image_error(name, "truncated PNG data (libpng: " + reason + ")");
     throw image_error(name, "unreadable PNG (libpng: " + reason + ")");
   }
-  const std::unique_ptr<unsigned char, decltype(&std::free)> owned(out.pixels, &std::free);
-  image img;
-  img.width = static_cast<int>(out.width);
-  img.height = static_cast<int>(out.height);
-  img.channels = 3;
-  img.pixels.assign(owned.get(), owned.get() + img.samples());
-  return img;
+  return adopt_rgb(out.pixels, out.width, out.height);
 }
 
 } // namespace conveyor::filter::detail
