@@ -45,6 +45,7 @@ struct cli_options {
   int repetitions = 0; // 0: the plan's default
   double target_ms = 0.0; // 0: the plan's default
   int rotation_sets = 0;  // 0: the plan's default
+  int min_pairs = 0;      // 0: the plan's default
   int device = 0;
   bool list = false;
   std::string from_json; // re-render a saved run instead of measuring
@@ -153,6 +154,7 @@ void run(const cli_options& o) {
   if (o.repetitions > 0) plan.repetitions = o.repetitions;
   if (o.target_ms > 0.0) plan.target_ms = o.target_ms;
   if (o.rotation_sets > 0) plan.rotation_sets = static_cast<std::size_t>(o.rotation_sets);
+  if (o.min_pairs > 0) plan.min_pairs = static_cast<std::size_t>(o.min_pairs);
   const std::vector<bench_case> cases = plan_cases(plan);
   std::map<std::string, bench_id> ids;
   for (const auto& c : cases) ids.emplace(c.name, c.id);
@@ -227,6 +229,7 @@ void run(const cli_options& o) {
   report.settings.target_ms = plan.target_ms;
   report.settings.sizes = plan.sizes;
   report.settings.rotation_sets = plan.rotation_sets;
+  report.settings.min_pairs = plan.min_pairs;
   report.settings.filter = o.filter;
   report.settings.interleaved = true;
 
@@ -332,6 +335,9 @@ void register_bench_command(CLI::App& app) {
                   "Buffer sets the iterations of a repetition rotate through (graph modes: one executable graph "
                   "each; default 1)")
       ->check(CLI::Range(1, 64));
+  sub->add_option("--min-pairs", opts->min_pairs,
+                  "Least Conveyor/raw pairs per repetition of the paired benchmarks (default 8; --quick: 4)")
+      ->check(CLI::Range(1, 10000));
   sub->add_option("--gbench-json", opts->gbench_json, "Also write Google Benchmark's own JSON output to this file");
   sub->add_option("--device", opts->device, "CUDA device ordinal")->check(CLI::Range(0, 1023))->capture_default_str();
   sub->add_option("--from-json", opts->from_json,

@@ -3,6 +3,8 @@
 
 #include "bench/benchmarks.hpp"
 
+#include "bench/body_support.hpp"
+
 #include "bench/collect.hpp"
 #include "bench/kernels.hpp"
 #include "bench/workloads.hpp"
@@ -18,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -26,42 +29,6 @@
 namespace conveyor::bench {
 
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-constexpr double us_per_s = 1e6;
-
-double seconds(clock_type::time_point from, clock_type::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-// The buffer sets of one repetition: iteration i uses set base + i % count. `base` advances with every repetition,
-// so that repetitions run on different memory; `count` is the rotation within a repetition (graph modes: one
-// executable graph per set).
-struct set_rotation {
-  std::size_t base = 0;
-  std::size_t count = 1;
-  [[nodiscard]] std::size_t set(std::size_t iteration) const noexcept { return base + iteration % count; }
-};
-
-// Runs `iteration(i)` untimed for i = 0, 1, ...: at least c.warmup times and for at least c.warmup_ms, so that
-// the GPU is busy (clocks and power state up) when the timed iterations start, whatever ran before.
-template <class Iteration>
-void warm_up(const bench_case& c, Iteration&& iteration) {
-  const auto until = clock_type::now() + std::chrono::duration<double, std::milli>(c.warmup_ms);
-  for (std::size_t i = 0; static_cast<std::int64_t>(i) < c.warmup || clock_type::now() < until; ++i) iteration(i);
-}
-
-// Throws unless a graph built for an n-kernel step holds exactly n nodes (checked once, in warm-up).
-void expect_nodes(std::size_t actual, std::size_t n, const char* what) {
-  if (actual != n)
-    throw std::runtime_error(fmt::format("{}: the graph holds {} nodes, expected {}", what, actual, n));
-}
-
-std::size_t raw_node_count(cudaGraph_t g) {
-  std::size_t count = 0;
-  CONVEYOR_CHECK(cudaGraphGetNodes(g, nullptr, &count));
-  return count;
-}
 
 // ---- 1 and 2: launch cost per kernel (sync, stream, graph through Conveyor or raw) ------------------------------
 
@@ -161,10 +128,56 @@ void launch_body(benchmark::State& state, const bench_case& c, bench_context& ct
 
 // ---- 3: build costs ----------------------------------------------------------------------------------------------
 
-struct build_times {
-  double build_s = 0.0;       // capture or explicit construction
-  double instantiate_s = 0.0; // instantiate
-};
+} // namespace
+
+void expect_nodes(std::size_t actual, std::size_t n, const char* what) {
+  if (actual != n)
+    throw std::runtime_error(fmt::format("{}: the graph holds {} nodes, expected {}", what, actual, n));
+}
+
+std::size_t raw_node_count(cudaGraph_t g) {
+  std::size_t count = 0;
+  CONVEYOR_CHECK(cudaGraphGetNodes(g, nullptr, &count));
+  return count;
+}
+
+build_times build_once(const bench_context& ctx, std::size_t width, std::size_t n, std::size_t set,
+                       std::span<const float> b, bool capture, bool conveyor_api, bool verify) {
+  build_times t;
+  // What is built lives until the function returns, so that no destruction falls in the timed parts.
+  if (conveyor_api) {
+    std::optional<conveyor::graph> captured;
+    std::optional<conveyor_built> built;
+    const auto t0 = clock_type::now();
+    if (capture)
+      captured.emplace(capture_conveyor(ctx, width, n, set));
+    else
+      built.emplace(build_conveyor(ctx, width, n, set, b));
+    const auto t1 = clock_type::now();
+    const conveyor::graph& g = capture ? *captured : built->graph;
+    conveyor::graph_exec exec = conveyor::instantiate(g);
+    const auto t2 = clock_type::now();
+    t = {seconds(t0, t1), seconds(t1, t2)};
+    if (verify) expect_nodes(g.node_count(), n, capture ? "capture (Conveyor)" : "explicit build (Conveyor)");
+  } else {
+    raw_graph captured;
+    raw_built built;
+    const auto t0 = clock_type::now();
+    if (capture)
+      captured = capture_raw(ctx, width, n, set);
+    else
+      built = build_raw(ctx, width, n, set, b);
+    const auto t1 = clock_type::now();
+    const cudaGraph_t g = capture ? captured.get() : built.graph.get();
+    raw_graph_exec exec = instantiate_raw(g);
+    const auto t2 = clock_type::now();
+    t = {seconds(t0, t1), seconds(t1, t2)};
+    if (verify) expect_nodes(raw_node_count(g), n, capture ? "capture (raw)" : "explicit build (raw)");
+  }
+  return t;
+}
+
+namespace {
 
 void build_body(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
   const std::size_t n = c.id.nodes;
@@ -172,41 +185,8 @@ void build_body(benchmark::State& state, const bench_case& c, bench_context& ctx
   const std::vector<float> b = b_values(n);
   const bool capture = c.id.variant == "capture";
   const bool conveyor_api = c.id.api == "conveyor";
-
-  // Builds and instantiates one graph; both are destroyed (untimed) when the function returns.
   auto step = [&](std::size_t set, bool verify) {
-    build_times t;
-    // What is built lives until the function returns, so that no destruction falls in the timed parts.
-    if (conveyor_api) {
-      std::optional<conveyor::graph> captured;
-      std::optional<conveyor_built> built;
-      const auto t0 = clock_type::now();
-      if (capture)
-        captured.emplace(capture_conveyor(ctx, width, n, set));
-      else
-        built.emplace(build_conveyor(ctx, width, n, set, b));
-      const auto t1 = clock_type::now();
-      const conveyor::graph& g = capture ? *captured : built->graph;
-      conveyor::graph_exec exec = conveyor::instantiate(g);
-      const auto t2 = clock_type::now();
-      t = {seconds(t0, t1), seconds(t1, t2)};
-      if (verify) expect_nodes(g.node_count(), n, capture ? "capture (Conveyor)" : "explicit build (Conveyor)");
-    } else {
-      raw_graph captured;
-      raw_built built;
-      const auto t0 = clock_type::now();
-      if (capture)
-        captured = capture_raw(ctx, width, n, set);
-      else
-        built = build_raw(ctx, width, n, set, b);
-      const auto t1 = clock_type::now();
-      const cudaGraph_t g = capture ? captured.get() : built.graph.get();
-      raw_graph_exec exec = instantiate_raw(g);
-      const auto t2 = clock_type::now();
-      t = {seconds(t0, t1), seconds(t1, t2)};
-      if (verify) expect_nodes(raw_node_count(g), n, capture ? "capture (raw)" : "explicit build (raw)");
-    }
-    return t;
+    return build_once(ctx, width, n, set, b, capture, conveyor_api, verify);
   };
 
   for (std::int64_t i = 0; i < c.warmup; ++i) (void)step(rot.set(static_cast<std::size_t>(i)), i == 0);
@@ -484,6 +464,8 @@ void run_case(benchmark::State& state, const bench_case& c, const context_slot& 
       update_body(state, c, ctx, rot);
     else if (c.id.group == "memory")
       memory_body(state, c, ctx, rot);
+    else if (c.id.group == "paired")
+      paired_body(state, c, ctx, rot);
     else
       throw std::logic_error(fmt::format("unknown benchmark group '{}'", c.id.group));
     ctx.synchronize();

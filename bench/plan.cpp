@@ -20,6 +20,7 @@ bool graph_launch(const bench_id& id) { return id.group == "launch" && id.varian
 double setup_us(const bench_id& id, std::size_t rotation_sets) {
   const auto n = static_cast<double>(id.nodes);
   if (graph_launch(id)) return static_cast<double>(rotation_sets) * (5.0 * n + 50.0);
+  if (id.group == "paired" && id.variant == "replay") return 10.0 * n + 100.0;
   if (id.group == "update") return 8.0 * n + 100.0;
   if (id.group == "memory") return 6.0 * n + 100.0;
   return 50.0;
@@ -31,15 +32,16 @@ std::int64_t warmup_for(const bench_id& id, std::int64_t iterations, std::size_t
     return graph_launch(id) ? std::max<std::int64_t>(static_cast<std::int64_t>(rotation_sets), tenth) : tenth;
   }
   if (id.group == "update") return std::max<std::int64_t>(2, iterations / 10);
+  if (id.group == "paired") return id.variant == "replay" ? std::max<std::int64_t>(2, iterations / 10) : 2;
   if (id.group == "memory") return 0; // the benchmark instantiates and uploads once before measuring
   return 1;
 }
 
 } // namespace
 
-plan_options full_plan() { return {{1, 10, 100, 1000, 10000}, 50.0, 1, 10, 20.0}; }
+plan_options full_plan() { return {{1, 10, 100, 1000, 10000}, 50.0, 1, 10, 20.0, 8}; }
 
-plan_options quick_plan() { return {{1, 100, 10000}, 10.0, 1, 3, 10.0}; }
+plan_options quick_plan() { return {{1, 100, 10000}, 10.0, 1, 3, 10.0, 4}; }
 
 std::size_t topology_width(const std::string& topology, std::size_t n) noexcept {
   if (topology != "fork_join") return 1;
@@ -84,6 +86,11 @@ double estimate_iteration_us(const bench_id& id) {
     return 5.5 * n + 40.0;
   }
   if (id.group == "memory") return 6.0 * static_cast<double>(memory_copies(id.nodes)) * n + 1000.0;
+  if (id.group == "paired") {
+    // Both sides, plus (build) destroying what each built.
+    if (id.variant == "replay") return 2.0 * (1.8 * n + 10.0);
+    return 2.0 * ((id.variant == "capture" ? 4.5 : 4.0) * n + 20.0) + 1.5 * n;
+  }
   return 100.0;
 }
 
@@ -94,6 +101,7 @@ std::vector<bench_case> plan_cases(const plan_options& options) {
   if (!(options.target_ms > 0.0)) throw std::invalid_argument("conveyor bench: the target time must be positive");
   if (options.rotation_sets == 0) throw std::invalid_argument("conveyor bench: at least one buffer set is needed");
   if (options.repetitions < 1) throw std::invalid_argument("conveyor bench: at least one repetition is needed");
+  if (options.min_pairs < 1) throw std::invalid_argument("conveyor bench: at least one pair is needed");
 
   std::vector<bench_case> cases;
   auto add = [&](bench_id id) {
@@ -103,12 +111,20 @@ std::vector<bench_case> plan_cases(const plan_options& options) {
     c.estimated_setup_us = setup_us(id, options.rotation_sets);
     if (id.group == "memory") {
       c.iterations = 1;
+    } else if (id.group == "paired") {
+      // An even number of pairs (each order equally often), at least options.min_pairs.
+      const double target_us = options.target_ms * 1000.0;
+      const std::int64_t pairs = std::clamp<std::int64_t>(std::llround(target_us / c.estimated_iteration_us),
+                                                          static_cast<std::int64_t>(options.min_pairs),
+                                                          max_iterations);
+      c.iterations = pairs + pairs % 2;
     } else {
       const double target_us = options.target_ms * 1000.0;
       c.iterations = std::clamp<std::int64_t>(std::llround(target_us / c.estimated_iteration_us), 1, max_iterations);
     }
     c.warmup = warmup_for(id, c.iterations, options.rotation_sets);
-    if (id.group == "launch" || id.group == "update") c.warmup_ms = options.warmup_ms;
+    if (id.group == "launch" || id.group == "update" || (id.group == "paired" && id.variant == "replay"))
+      c.warmup_ms = options.warmup_ms;
     c.id = std::move(id);
     cases.push_back(std::move(c));
   };
@@ -125,6 +141,9 @@ std::vector<bench_case> plan_cases(const plan_options& options) {
     for (std::size_t n : options.sizes)
       for (const char* method : {"capture", "explicit"})
         for (const char* api : {"conveyor", "raw"}) add({"build", t, method, api, n, 0});
+  for (const auto& t : topologies)
+    for (std::size_t n : options.sizes)
+      for (const char* variant : {"replay", "capture", "explicit"}) add({"paired", t, variant, "conveyor_vs_raw", n, 0});
   for (const auto& t : topologies)
     for (std::size_t n : options.sizes)
       for (const char* variant : {"no_upload", "upload"}) add({"first_launch", t, variant, "conveyor", n, 0});

@@ -22,11 +22,13 @@ struct plan_options {
                                    //!< one executable graph per set); every repetition starts at new sets
   int repetitions = 10;            //!< Google Benchmark repetitions of every benchmark
   double warmup_ms = 20.0;         //!< least untimed warm-up per repetition of launch and update benchmarks, ms
+  std::size_t min_pairs = 8;       //!< least Conveyor/raw pairs per repetition of a paired benchmark
 };
 
-//! The full run: N = 1, 10, 100, 1000, 10000; 10 repetitions of about 50 ms timed work after 20 ms warm-up.
+//! The full run: N = 1, 10, 100, 1000, 10000; 10 repetitions of about 50 ms timed work after 20 ms warm-up; at
+//! least 8 pairs per repetition of a paired benchmark.
 [[nodiscard]] plan_options full_plan();
-//! `--quick`: N = 1, 100, 10000; 3 repetitions of about 10 ms after 10 ms warm-up.
+//! `--quick`: N = 1, 100, 10000; 3 repetitions of about 10 ms after 10 ms warm-up; at least 4 pairs.
 [[nodiscard]] plan_options quick_plan();
 
 //! One benchmark to register.
@@ -61,11 +63,13 @@ struct bench_case {
 [[nodiscard]] double estimate_iteration_us(const bench_id& id);
 
 //! Every benchmark of the plan in registration order: launch (sync, stream, graph through Conveyor and raw; chain
-//! and fork/join), build (capture and explicit, Conveyor and raw; both topologies), first_launch (no upload,
+//! and fork/join), build (capture and explicit, Conveyor and raw; both topologies), paired (replay, capture and
+//! explicit, Conveyor and raw alternating in one benchmark; both topologies), first_launch (no upload,
 //! upload; both topologies), update (setters, whole, reinstantiate, Conveyor and raw; chain; changed_counts) and
 //! memory (both topologies). Iterations aim at options.target_ms of timed work per repetition.
-//! \throws std::invalid_argument when sizes is empty or holds 0, or target_ms, rotation_sets or repetitions is not
-//!         positive.
+//! Paired benchmarks run an even number of pairs, at least options.min_pairs.
+//! \throws std::invalid_argument when sizes is empty or holds 0, or target_ms, rotation_sets, repetitions or
+//!         min_pairs is not positive.
 [[nodiscard]] std::vector<bench_case> plan_cases(const plan_options& options);
 
 //! A rough estimate of the wall time of running `cases` with `repetitions` repetitions each, seconds.

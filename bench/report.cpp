@@ -20,8 +20,8 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::set<std::string, std::less<>> known_groups{"launch", "build", "first_launch", "update", "memory"};
-const std::set<std::string, std::less<>> known_apis{"conveyor", "raw", "cuda"};
+const std::set<std::string, std::less<>> known_groups{"launch", "build", "paired", "first_launch", "update", "memory"};
+const std::set<std::string, std::less<>> known_apis{"conveyor", "raw", "cuda", "conveyor_vs_raw"};
 const std::set<std::string, std::less<>> known_units{"us", "bytes", "ratio", "count"};
 
 // ---- JSON --------------------------------------------------------------------------------------------------------
@@ -208,7 +208,14 @@ std::string pretty_topology(std::string_view t) {
 class result_index {
 public:
   explicit result_index(const bench_report& report) {
-    for (const auto& r : report.results) by_name_.emplace(r.name, &r);
+    for (const auto& r : report.results) {
+      by_name_.emplace(r.name, &r);
+      variants_.emplace(r.id.group, r.id.variant);
+    }
+  }
+  // True when some result (run or failed) has this group and variant.
+  [[nodiscard]] bool has_group_variant(const std::string& group, const std::string& variant) const {
+    return variants_.contains({group, variant});
   }
   [[nodiscard]] const result_record* find(const bench_id& id) const {
     auto it = by_name_.find(bench_name(id));
@@ -230,6 +237,12 @@ public:
     if (s == nullptr) return std::string(missing);
     return fmt::format("{} [{}–{}]", format_bytes(s->median), format_bytes(s->min), format_bytes(s->max));
   }
+  // A ratio metric as "median [min–max]" with 3 decimals, or "—".
+  [[nodiscard]] std::string ratio_summary_cell(const bench_id& id, const std::string& name) const {
+    const summary* s = metric(id, name);
+    if (s == nullptr) return std::string(missing);
+    return fmt::format("{:.3f} [{:.3f}–{:.3f}]", s->median, s->min, s->max);
+  }
   // median(a) / median(b) with `decimals` decimals and a suffix, or "—".
   [[nodiscard]] std::string ratio_cell(const bench_id& a, const bench_id& b, const std::string& name, int decimals,
                                        std::string_view suffix) const {
@@ -242,6 +255,7 @@ public:
 
 private:
   std::map<std::string, const result_record*> by_name_;
+  std::set<std::pair<std::string, std::string>> variants_;
 };
 
 // Sorted distinct values of `field` over the results of `group` (optionally one topology).
@@ -307,9 +321,11 @@ void header_section(std::string& out, const bench_report& report) {
   std::string sizes;
   for (std::size_t n : s.sizes) sizes += sizes.empty() ? fmt::format("{}", n) : fmt::format(", {}", n);
   out += fmt::format("- **Run**: {}, {} repetitions{} of ≈ {} ms timed work each, N ∈ {{{}}}, buffer sets per "
-                     "repetition: {}{}; {:.0f} s; started {}; Conveyor {}\n",
+                     "repetition: {}{}{}; {:.0f} s; started {}; Conveyor {}\n",
                      s.quick ? "quick" : "full", s.repetitions, s.interleaved ? " (interleaved)" : "",
                      format_number(s.target_ms), sizes, s.rotation_sets,
+                     s.min_pairs > 0 ? fmt::format(", at least {} pairs per paired repetition", s.min_pairs)
+                                     : std::string(),
                      s.filter.empty() ? std::string() : fmt::format(", filter `{}`", s.filter), s.elapsed_s,
                      e.started_utc, e.conveyor_version);
   out += "- Cells: **median [min–max]** over the repetitions; — where a benchmark did not run.\n";
@@ -345,6 +361,51 @@ void launch_section(std::string& out, const bench_report& report, const result_i
   }
 }
 
+void paired_replay_section(std::string& out, const bench_report& report, const result_index& index) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : topologies_of(report, "paired")) {
+    for (std::size_t n : distinct(report, "paired", t, [](const result_record& r) { return r.id.nodes; })) {
+      const auto id = id_of("paired", t, "replay", "conveyor_vs_raw", n);
+      if (index.find(id) == nullptr) continue;
+      rows.push_back({pretty_topology(t), fmt::format("{}", n), index.cell(id, "conveyor_wall_us_per_kernel"),
+                      index.cell(id, "raw_wall_us_per_kernel"), index.ratio_summary_cell(id, "wall_ratio"),
+                      index.ratio_summary_cell(id, "host_ratio")});
+    }
+  }
+  if (rows.empty()) return;
+  out += "\n### Replay, paired: Conveyor and raw alternating launch by launch\n\n";
+  out += "One benchmark launches both executable graphs (same kernels, topology and buffers) back to back, in "
+         "alternating order. Ratio = median over the pairs of a repetition of Conveyor ÷ raw; cells show the median "
+         "[min–max] of that over the repetitions.\n\n";
+  out += markdown_table({"topology", "N", "Conveyor wall µs/kernel", "raw wall µs/kernel", "wall ratio",
+                         "host ratio (launch call)"},
+                        rows, "lrrrrr");
+}
+
+void paired_build_section(std::string& out, const bench_report& report, const result_index& index) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : topologies_of(report, "paired")) {
+    for (const char* method : {"capture", "explicit"}) {
+      for (std::size_t n : distinct(report, "paired", t, [](const result_record& r) { return r.id.nodes; })) {
+        const auto id = id_of("paired", t, method, "conveyor_vs_raw", n);
+        if (index.find(id) == nullptr) continue;
+        rows.push_back({pretty_topology(t), method, fmt::format("{}", n), index.cell(id, "conveyor_us_per_node"),
+                        index.cell(id, "raw_us_per_node"), index.ratio_summary_cell(id, "ratio"),
+                        index.ratio_summary_cell(id, "build_ratio"),
+                        index.ratio_summary_cell(id, "instantiate_ratio")});
+      }
+    }
+  }
+  if (rows.empty()) return;
+  out += "\n### Build + instantiate, paired: Conveyor and raw alternating build by build\n\n";
+  out += "One benchmark builds and instantiates the step both ways back to back, in alternating order (µs per "
+         "node). Ratios = median over the pairs of a repetition of Conveyor ÷ raw, for the whole and for each part; "
+         "cells show the median [min–max] of that over the repetitions.\n\n";
+  out += markdown_table({"topology", "method", "N", "Conveyor µs/node", "raw µs/node", "ratio", "construction ratio",
+                         "instantiate ratio"},
+                        rows, "llrrrrrr");
+}
+
 void replay_section(std::string& out, const bench_report& report, const result_index& index) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : topologies_of(report, "launch")) {
@@ -358,20 +419,27 @@ void replay_section(std::string& out, const bench_report& report, const result_i
                       index.ratio_cell(conv, raw, "host_us_per_call", 3, "")});
     }
   }
-  if (rows.empty()) return;
+  const bool paired = index.has_group_variant("paired", "replay");
+  if (rows.empty() && !paired) return;
   out += "\n## 2. Graph replay: Conveyor against the raw CUDA Runtime API\n\n";
+  if (rows.empty()) {
+    paired_replay_section(out, report, index);
+    return;
+  }
   out += "The same kernels and topology, built and launched through Conveyor (`conveyor::graph`, `instantiate`, "
          "`graph_exec::launch`) and through the CUDA Runtime (`cudaGraphAddKernelNode`, `cudaGraphInstantiate`, "
          "`cudaGraphLaunch`), repetitions interleaved. Ratio = Conveyor ÷ raw (medians): Conveyor's overhead.\n\n";
   out += markdown_table({"topology", "N", "Conveyor wall µs/kernel", "raw wall µs/kernel", "ratio",
                          "Conveyor host µs/launch", "raw host µs/launch", "ratio"},
                         rows, "lrrrrrrr");
+  paired_replay_section(out, report, index);
 }
 
 void build_section(std::string& out, const bench_report& report, const result_index& index) {
   const auto topologies = topologies_of(report, "build");
   const auto first_topologies = topologies_of(report, "first_launch");
-  if (topologies.empty() && first_topologies.empty()) return;
+  const bool paired = index.has_group_variant("paired", "capture") || index.has_group_variant("paired", "explicit");
+  if (topologies.empty() && first_topologies.empty() && !paired) return;
   out += "\n## 3. Build costs\n";
   for (const auto& t : topologies) {
     std::vector<std::vector<std::string>> total;
@@ -396,6 +464,7 @@ void build_section(std::string& out, const bench_report& report, const result_in
     out += markdown_table({"N", "capture, Conveyor", "capture, raw", "explicit, Conveyor", "explicit, raw"},
                           construction, "rrrrr");
   }
+  paired_build_section(out, report, index);
   std::vector<std::vector<std::string>> first;
   for (const auto& t : first_topologies) {
     for (std::size_t n : distinct(report, "first_launch", t, [](const result_record& r) { return r.id.nodes; })) {
@@ -555,6 +624,7 @@ nlohmann::json to_json(const bench_report& report) {
         {"target_ms", s.target_ms},
         {"sizes", s.sizes},
         {"rotation_sets", s.rotation_sets},
+        {"min_pairs", s.min_pairs},
         {"filter", s.filter},
         {"interleaved", s.interleaved},
         {"elapsed_s", s.elapsed_s},
@@ -603,6 +673,7 @@ bench_report report_from_json(const nlohmann::json& j) {
   s.target_ms = set.at("target_ms").get<double>();
   s.sizes = set.at("sizes").get<std::vector<std::size_t>>();
   s.rotation_sets = set.at("rotation_sets").get<std::size_t>();
+  s.min_pairs = set.value("min_pairs", std::size_t{0}); // absent in reports written before paired benchmarks
   s.filter = set.at("filter").get<std::string>();
   s.interleaved = set.at("interleaved").get<bool>();
   s.elapsed_s = set.at("elapsed_s").get<double>();
@@ -680,6 +751,7 @@ std::vector<std::string> schema_problems(const nlohmann::json& j) {
     c.field(s, path, "interleaved", kind::boolean);
     c.field(s, path, "repetitions", kind::unsigned_integer);
     c.field(s, path, "rotation_sets", kind::unsigned_integer);
+    if (s.is_object() && s.contains("min_pairs")) c.field(s, path, "min_pairs", kind::unsigned_integer);
     c.field(s, path, "target_ms", kind::number);
     c.field(s, path, "elapsed_s", kind::number);
     c.field(s, path, "filter", kind::string);

@@ -28,13 +28,13 @@ struct summary {
 
 //! What one benchmark measures. Every field is part of the benchmark's name (see bench_name).
 struct bench_id {
-  std::string group;       //!< "launch", "build", "first_launch", "update" or "memory"
+  std::string group;       //!< "launch", "build", "paired", "first_launch", "update" or "memory"
   std::string topology;    //!< "chain" (each kernel after the previous) or "fork_join" (4 parallel chains)
   std::string variant;     //!< launch: "sync", "stream", "graph"; build: "capture", "explicit"; first_launch:
                            //!< "no_upload", "upload"; update: "setters", "whole", "reinstantiate"; memory:
-                           //!< "instantiate_upload"
-  std::string api;         //!< "conveyor" (Conveyor's API), "raw" (CUDA Runtime graph API) or "cuda" (eager
-                           //!< launches, no graph API involved)
+                           //!< "instantiate_upload"; paired: "replay", "capture", "explicit"
+  std::string api;         //!< "conveyor" (Conveyor's API), "raw" (CUDA Runtime graph API), "cuda" (eager
+                           //!< launches, no graph API involved) or "conveyor_vs_raw" (paired: both, alternating)
   std::size_t nodes = 0;   //!< N: kernels per step, nodes per graph
   std::size_t changed = 0; //!< update: nodes whose kernel argument changes per update; 0 in other groups
 
@@ -53,7 +53,9 @@ struct result_record {
   std::int64_t repetitions = 0; //!< repetitions that completed without error
   //! Metrics by name. A word of the name (words are separated by '_') gives the unit: "us" microseconds (e.g.
   //! "wall_us_per_kernel"), "bytes" bytes ("bytes_per_graph"), "ratio" a ratio; otherwise a count ("copies").
-  //! "iteration_us" is Google Benchmark's (manual) time per iteration.
+  //! "iteration_us" is Google Benchmark's (manual) time per iteration. Paired benchmarks hold both sides
+  //! ("conveyor_us_per_node", "raw_us_per_node", ...) and ratios ("ratio", "wall_ratio", ...): per repetition, the
+  //! median over its pairs of Conveyor ÷ raw.
   std::map<std::string, summary> metrics;
   std::string error; //!< empty when the benchmark ran; otherwise why it failed
 
@@ -119,6 +121,7 @@ struct run_settings {
   double target_ms = 0.0;            //!< timed work aimed at per repetition, milliseconds
   std::vector<std::size_t> sizes;    //!< the values of N
   std::size_t rotation_sets = 0;     //!< disjoint buffer sets the iterations rotate through
+  std::size_t min_pairs = 0;         //!< least pairs per repetition of a paired benchmark (0: not recorded)
   std::string filter;                //!< `--filter` regular expression, empty for all
   bool interleaved = true;           //!< repetitions of all benchmarks run in random interleaved order
   double elapsed_s = 0.0;            //!< wall time of the whole run, seconds

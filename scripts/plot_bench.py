@@ -7,6 +7,8 @@ Writes into OUTDIR (created if missing), each only when the report holds its dat
   launch_chain.svg, launch_fork_join.svg  launch cost per kernel vs N for sync, stream and graph: wall time per
                                           kernel and host time per launch call, median with min-max bars
   replay_ratio.svg                        Conveyor / raw CUDA graph replay (wall and host), chain and fork/join
+  paired_ratio.svg                        paired runs, Conveyor / raw per pair: replay (wall) and build + instantiate
+                                          (capture, explicit), median with min-max bars, aims 1.02 and 1.10 marked
   build.svg                               capture or explicit building + instantiate, microseconds per node
   first_launch.svg                        first launch with and without upload, and a later launch
   update.svg                              update costs for 1 node, 10% and all nodes changed
@@ -131,6 +133,27 @@ def plot_ratio(report, results, outdir):
     save(fig, report, outdir, "replay_ratio.svg")
 
 
+def plot_paired(report, results, outdir):
+    fig, (replay, build) = plt.subplots(1, 2, figsize=(12, 4.8))
+    drawn = False
+    for topology, title in TOPOLOGY_NAMES.items():
+        style = {} if topology == "chain" else {"linestyle": "--"}
+        drawn |= plot_series(replay, series(results, "wall_ratio", group="paired", topology=topology,
+                                            variant="replay"), title, **style)
+        for variant in ("capture", "explicit"):
+            drawn |= plot_series(build, series(results, "ratio", group="paired", topology=topology, variant=variant),
+                                 f"{title}, {variant}", **style)
+    if not drawn:
+        plt.close(fig)
+        return
+    for ax, aim in ((replay, 1.02), (build, 1.10)):
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.axhline(aim, color="red", linewidth=0.8, linestyle=":", label=f"aim ≤ {aim:.2f}")
+    finish(replay, "Replay, paired: Conveyor ÷ raw (wall)", "ratio", logy=False)
+    finish(build, "Build + instantiate, paired: Conveyor ÷ raw", "ratio", logy=False)
+    save(fig, report, outdir, "paired_ratio.svg")
+
+
 def plot_build(report, results, outdir):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     drawn = False
@@ -216,6 +239,7 @@ def main():
     results = ok(report["results"])
     plot_launch(report, results, args.outdir)
     plot_ratio(report, results, args.outdir)
+    plot_paired(report, results, args.outdir)
     plot_build(report, results, args.outdir)
     plot_first_launch(report, results, args.outdir)
     plot_update(report, results, args.outdir)

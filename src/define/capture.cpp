@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace conveyor::detail {
 
@@ -43,15 +45,75 @@ std::vector<cudaStream_t> take_open_forks(unsigned long long id) {
   return streams;
 }
 
-// Makes `origin` wait for `branch` through a fresh timing-free event. Returns the first error.
+// One timing-free event per device and thread, reused by every fork and join of that thread: cudaStreamWaitEvent
+// waits for the event's most recent record at the time of the call, so the event is free again as soon as the
+// wait has been enqueued (or captured). Saves an event creation and destruction per fork/join. Destroyed at thread
+// exit (errors ignored: the runtime may already be unloading).
+class link_events {
+public:
+  link_events() = default;
+  link_events(const link_events&) = delete;
+  link_events& operator=(const link_events&) = delete;
+  ~link_events() {
+    for (const auto& [device, e] : events_) (void)cudaEventDestroy(e);
+  }
+  // The event of `device`, created on first use (on that device). Returns the creation error, if any.
+  cudaError_t get(int device, cudaEvent_t* out) {
+    for (const auto& [d, e] : events_)
+      if (d == device) {
+        *out = e;
+        return cudaSuccess;
+      }
+    int current = 0;
+    cudaError_t rc = cudaGetDevice(&current);
+    if (rc != cudaSuccess) return rc;
+    if (current != device && (rc = cudaSetDevice(device)) != cudaSuccess) return rc;
+    cudaEvent_t e = nullptr;
+    rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    if (current != device) (void)cudaSetDevice(current);
+    if (rc != cudaSuccess) return rc;
+    events_.emplace_back(device, e);
+    *out = e;
+    return cudaSuccess;
+  }
+  // Forgets (and destroys) the event of `device`, after CUDA refused it.
+  void drop(int device) noexcept {
+    for (auto it = events_.begin(); it != events_.end(); ++it)
+      if (it->first == device) {
+        (void)cudaEventDestroy(it->second);
+        events_.erase(it);
+        return;
+      }
+  }
+
+private:
+  std::vector<std::pair<int, cudaEvent_t>> events_;
+};
+
+cudaError_t record_and_wait(cudaEvent_t e, cudaStream_t from, cudaStream_t to) {
+  cudaError_t rc = cudaEventRecord(e, from);
+  return rc == cudaSuccess ? cudaStreamWaitEvent(to, e, 0) : rc;
+}
+
+// Makes `to` wait for all work enqueued on `from` so far, through the thread's event for the current device (the
+// streams must belong to it, as they must for cudaEventRecord with an event made there; cudaStreamGetDevice would
+// say which device a stream belongs to, but CUDA refuses it on a capturing stream). Returns the first error.
 cudaError_t link(cudaStream_t from, cudaStream_t to) {
-  cudaEvent_t e = nullptr;
-  cudaError_t rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  thread_local link_events events;
+  int device = 0;
+  cudaError_t rc = cudaGetDevice(&device);
   if (rc != cudaSuccess) return rc;
-  rc = cudaEventRecord(e, from);
-  if (rc == cudaSuccess) rc = cudaStreamWaitEvent(to, e, 0);
-  cudaError_t destroyed = cudaEventDestroy(e);
-  return rc != cudaSuccess ? rc : destroyed;
+  cudaEvent_t e = nullptr;
+  if ((rc = events.get(device, &e)) != cudaSuccess) return rc;
+  rc = record_and_wait(e, from, to);
+  if (rc == cudaErrorInvalidResourceHandle || rc == cudaErrorContextIsDestroyed) {
+    // The cached event died with its context (cudaDeviceReset): make a new one and try once more.
+    (void)cudaGetLastError();
+    events.drop(device);
+    if ((rc = events.get(device, &e)) != cudaSuccess) return rc;
+    rc = record_and_wait(e, from, to);
+  }
+  return rc;
 }
 
 } // namespace

@@ -478,6 +478,47 @@ TEST(Capture, ForkAndJoinOutsideACaptureOrderTheStreams) {
   EXPECT_TRUE(all_near(x.download(), want));
 }
 
+// fork/join reuse one event per thread: eager and captured fork/join, mixed in one process, must each keep their
+// order. The steps do not commute (x = (2x + 1) * 3, the doubling slow), so a lost dependency changes the result.
+TEST(Capture, ForkJoinKeepsOrderWhenEagerAndCapturedRunsAlternate) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 4096;
+  const auto x0 = random_floats(n, 1340);
+  device_array<float> x(x0);
+  sync_device();
+  conveyor::stream s, s2, s3;
+  const auto cfg = cover(n);
+  auto step = [&](const conveyor::stream& main) {
+    spin_then_scale<<<cfg.grid, cfg.block, 0, main.get()>>>(n, 2.0F, x.get(), spin_cycles);
+    conveyor::check_launch("spin_then_scale");
+    conveyor::fork(main, s2);
+    launch_add(s2, n, 1.0F, x.get()); // after the doubling
+    conveyor::join(main, s2);
+    conveyor::fork(main, s3);
+    launch_scale(s3, n, 3.0F, x.get()); // after the addition
+    conveyor::join(main, s3);
+  };
+  step(s);                                                   // eager
+  auto g = conveyor::capture(s, [&](const conveyor::stream& cs) { step(cs); });
+  step(s);                                                   // eager again, after a capture used the events
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);                                            // the captured step, twice
+  exec.launch(s);
+  auto g2 = conveyor::capture(s, [&](const conveyor::stream& cs) { step(cs); });
+  // doubling -> addition -> scaling, plus doubling -> scaling: join adds the branch to the main stream's
+  // dependencies, which still hold the doubling, and the next fork passes both on.
+  EXPECT_EQ(g2.node_count(), 3U);
+  EXPECT_EQ(g2.edge_count(), 3U);
+  for (const auto& node : g2.nodes())
+    if (node.dependents().empty()) EXPECT_EQ(node.dependencies().size(), 2U); // the scaling waits for both
+  step(s);                                                   // and eager once more
+  s.synchronize();
+  std::vector<float> want(x0);
+  for (auto& v : want)
+    for (int k = 0; k < 5; ++k) v = (v * 2.0F + 1.0F) * 3.0F;
+  EXPECT_TRUE(all_near(x.download(), want));
+}
+
 TEST(Capture, NestedCaptureOfTheSameStreamThrowsAndEndsBoth) {
   CONVEYOR_REQUIRE_GPU();
   conveyor::stream s;

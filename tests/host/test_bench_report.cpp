@@ -62,6 +62,7 @@ bench_report sample_report() {
   s.target_ms = 10.0;
   s.sizes = {1, 10, 100};
   s.rotation_sets = 4;
+  s.min_pairs = 4;
   s.interleaved = true;
   s.elapsed_s = 42.0;
 
@@ -78,6 +79,13 @@ bench_report sample_report() {
   r.push_back(make({"launch", "fork_join", "sync", "cuda", 100, 0}, {}, "cudaErrorLaunchFailure | boom"));
   r.push_back(make({"build", "chain", "explicit", "conveyor", 100, 0},
                    {{"us_per_node", {5.5, 5.0, 6.0}}, {"build_us_per_node", {1.2, 1.1, 1.3}}}));
+  r.push_back(make({"paired", "chain", "replay", "conveyor_vs_raw", 100, 0},
+                   {{"conveyor_wall_us_per_kernel", {0.76, 0.75, 0.8}}, {"raw_wall_us_per_kernel", {0.75, 0.74, 0.79}},
+                    {"wall_ratio", {1.0042, 0.9951, 1.0123}}, {"host_ratio", {1.01, 0.98, 1.03}}}));
+  r.push_back(make({"paired", "fork_join", "explicit", "conveyor_vs_raw", 100, 0},
+                   {{"conveyor_us_per_node", {3.1, 3.0, 3.3}}, {"raw_us_per_node", {3.0, 2.9, 3.2}},
+                    {"ratio", {1.021, 1.0, 1.05}}, {"build_ratio", {1.05, 1.01, 1.1}},
+                    {"instantiate_ratio", {0.998, 0.97, 1.02}}}));
   r.push_back(make({"first_launch", "chain", "upload", "conveyor", 100, 0},
                    {{"upload_us", {40.0, 39.0, 41.0}}, {"first_launch_wall_us", {90.0, 88.0, 95.0}}}));
   r.push_back(make({"update", "chain", "setters", "conveyor", 100, 10},
@@ -251,6 +259,15 @@ TEST(Json, RoundTrips) {
   EXPECT_EQ(report_from_json(json::parse(to_json(r).dump(2))), r);
 }
 
+TEST(Json, ReadsReportsWrittenBeforePairedBenchmarks) {
+  // Reports saved before min_pairs existed (docs/figures/bench/*.json) still conform and read with 0.
+  json j = to_json(sample_report());
+  j["settings"].erase("min_pairs");
+  EXPECT_TRUE(schema_problems(j).empty());
+  EXPECT_EQ(report_from_json(j).settings.min_pairs, 0U);
+  EXPECT_EQ(to_markdown(report_from_json(j)).find("pairs per paired repetition"), std::string::npos);
+}
+
 TEST(Json, LeavesOutMetricsThatAreNotFinite) {
   bench_report r = sample_report();
   r.results.at(0).metrics["broken_us"] = {std::nan(""), 1.0, 2.0};
@@ -270,6 +287,7 @@ TEST(Json, SchemaProblemsAreFound) {
   EXPECT_FALSE(broken([](json& j) { j.erase("environment"); }).empty());
   EXPECT_FALSE(broken([](json& j) { j["environment"]["gpu"].erase("name"); }).empty());
   EXPECT_FALSE(broken([](json& j) { j["settings"]["repetitions"] = "five"; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["settings"]["min_pairs"] = -1; }).empty());
   EXPECT_FALSE(broken([](json& j) { j["settings"]["sizes"] = json::array({1, -2}); }).empty());
   EXPECT_FALSE(broken([](json& j) { j["results"][0]["group"] = "warp"; }).empty());
   EXPECT_FALSE(broken([](json& j) { j["results"][0]["api"] = "opencl"; }).empty());
@@ -294,7 +312,8 @@ TEST(MarkdownReport, ShowsMachineAndEverySection) {
   EXPECT_NE(md.find("SM 1755–1980 MHz over 12 samples"), std::string::npos);
   for (const char* heading :
        {"## 1. Launch cost per kernel", "### chain: wall time per kernel (µs)", "### chain: host time per launch call",
-        "## 2. Graph replay: Conveyor against the raw CUDA Runtime API", "## 3. Build costs",
+        "## 2. Graph replay: Conveyor against the raw CUDA Runtime API", "### Replay, paired", "## 3. Build costs",
+        "### Build + instantiate, paired",
         "### First launch of a new executable graph", "## 4. Update costs", "## 5. Device memory", "## Failures"})
     EXPECT_NE(md.find(heading), std::string::npos) << heading;
 }
@@ -309,6 +328,16 @@ TEST(MarkdownReport, CellsHoldMedianAndRangeAndRatiosOfMedians) {
   EXPECT_NE(md.find(format_summary({0.78, 0.76, 0.8})), std::string::npos);
   EXPECT_NE(md.find("| 0.962 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 1.000 |"), std::string::npos) << md; // host: 4.0 / 4.0
+  // Paired: both sides, then the ratios with three decimals.
+  EXPECT_NE(md.find("| chain | 100 | 0.760 [0.750–0.800] | 0.750 [0.740–0.790] | 1.004 [0.995–1.012] | "
+                    "1.010 [0.980–1.030] |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| fork/join (width 4) | explicit | 100 | 3.10 [3.00–3.30] | 3.00 [2.90–3.20] | "
+                    "1.021 [1.000–1.050] | 1.050 [1.010–1.100] | 0.998 [0.970–1.020] |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("at least 4 pairs per paired repetition"), std::string::npos) << md;
   // Update rows are labelled by how many nodes change.
   EXPECT_NE(md.find("| 100 | 10 (10%) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 100 | 100 (all) |"), std::string::npos) << md;
@@ -357,6 +386,10 @@ TEST(Plan, NamesAreUniqueAndMatchTheIds) {
       EXPECT_GE(c.warmup, 0);
       if (c.id.group == "launch" && c.id.variant == "graph")
         EXPECT_GE(c.warmup, static_cast<std::int64_t>(options.rotation_sets)) << c.name;
+      if (c.id.group == "paired") { // both orders equally often, and enough pairs for a median
+        EXPECT_EQ(c.iterations % 2, 0) << c.name;
+        EXPECT_GE(c.iterations, static_cast<std::int64_t>(options.min_pairs)) << c.name;
+      }
     }
   }
 }
@@ -371,6 +404,8 @@ TEST(Plan, CoversEveryMeasurement) {
         EXPECT_TRUE(names.contains(fmt::format("launch/{}/{}/{}", t, v, n)));
       for (const char* v : {"capture/conveyor", "capture/raw", "explicit/conveyor", "explicit/raw"})
         EXPECT_TRUE(names.contains(fmt::format("build/{}/{}/{}", t, v, n)));
+      for (const char* v : {"replay", "capture", "explicit"})
+        EXPECT_TRUE(names.contains(fmt::format("paired/{}/{}/conveyor_vs_raw/{}", t, v, n)));
       EXPECT_TRUE(names.contains(fmt::format("first_launch/{}/upload/conveyor/{}", t, n)));
       EXPECT_TRUE(names.contains(fmt::format("memory/{}/instantiate_upload/conveyor/{}", t, n)));
     }
@@ -395,10 +430,10 @@ TEST(Plan, ChangedCountsAndIndices) {
 }
 
 TEST(Plan, EstimatedRunTimesFitTheirBudgets) {
-  // Upper-side estimates from the raw-API figures: the full run should take under 5 minutes, --quick under 1.
+  // Upper-side estimates (about 1.3 times the H200): the full run must take under 5 minutes, --quick under 1.
   const auto full = full_plan();
   const auto quick = quick_plan();
-  EXPECT_LT(estimate_run_seconds(plan_cases(full), full.repetitions), 200.0);
+  EXPECT_LT(estimate_run_seconds(plan_cases(full), full.repetitions), 280.0);
   EXPECT_LT(estimate_run_seconds(plan_cases(quick), quick.repetitions), 40.0);
 }
 
@@ -411,6 +446,9 @@ TEST(Plan, RejectsBadOptions) {
   EXPECT_THROW((void)plan_cases(o), std::invalid_argument);
   o = quick_plan();
   o.target_ms = 0.0;
+  EXPECT_THROW((void)plan_cases(o), std::invalid_argument);
+  o = quick_plan();
+  o.min_pairs = 0;
   EXPECT_THROW((void)plan_cases(o), std::invalid_argument);
 }
 

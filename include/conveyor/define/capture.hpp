@@ -83,8 +83,10 @@ std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list
 //! Makes later work on `branch` depend on all work enqueued on `origin` so far (an event recorded on `origin`,
 //! waited on by `branch`). Inside a capture on `origin` this makes `branch` join the capture, and the work on it
 //! becomes a parallel branch of the graph until join(); outside a capture it is an ordinary cross-stream
-//! dependency, so one function can serve the eager and the captured run.
-//! \throws cuda_error when the event calls fail.
+//! dependency, so one function can serve the eager and the captured run. The event is one timing-free event per
+//! thread and device, created on first use and reused (cudaStreamWaitEvent takes the record current at the call),
+//! so fork and join create and destroy nothing.
+//! \throws cuda_error when the event calls fail (e.g. a stream handle is invalid).
 void fork(const stream& origin, const stream& branch);
 
 //! Makes later work on `origin` wait for everything enqueued on `branch` so far. Inside a capture, every forked

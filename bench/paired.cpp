@@ -1,0 +1,172 @@
+//! \file paired.cpp
+//! Conveyor against the raw CUDA Runtime, paired: each iteration runs both sides back to back, in alternating
+//! order, and the ratio is taken pair by pair. Slow drifts of the machine (clocks, the driver's allocator, other
+//! tenants of the host) then fall on both sides of each pair alike, which separate benchmarks cannot ensure.
+
+#include "bench/body_support.hpp"
+#include "bench/kernels.hpp"
+
+#include <conveyor/error.hpp>
+#include <conveyor/execute/graph_exec.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <utility>
+#include <stdexcept>
+#include <vector>
+
+namespace conveyor::bench {
+
+namespace {
+
+// Median of `values` (reordered); NaN when empty.
+double median_of(std::vector<double>& values) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  return 0.5 * (upper + *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid)));
+}
+
+// Per-side sums and per-pair ratios of one quantity.
+struct paired_series {
+  double conveyor_s = 0.0;
+  double raw_s = 0.0;
+  std::vector<double> ratios;
+  void add(double conveyor, double raw) {
+    conveyor_s += conveyor;
+    raw_s += raw;
+    if (raw > 0.0) ratios.push_back(conveyor / raw);
+  }
+};
+
+struct replay_times {
+  double host_s = 0.0;
+  double wall_s = 0.0;
+};
+
+void replay_pairs(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
+  const std::size_t n = c.id.nodes;
+  const std::size_t width = topology_width(c.id.topology, n);
+  const conveyor::stream& main = ctx.main_stream();
+  const std::vector<float> b = b_values(n);
+  // Both graphs update the same buffers, so that each side runs on what the other has just touched.
+  const conveyor_built built = build_conveyor(ctx, width, n, rot.base, b);
+  expect_nodes(built.graph.node_count(), n, "paired replay (Conveyor)");
+  conveyor::graph_exec conveyor_exec = conveyor::instantiate(built.graph);
+  conveyor_exec.upload(main);
+  const raw_built raw = build_raw(ctx, width, n, rot.base, b);
+  expect_nodes(raw_node_count(raw.graph.get()), n, "paired replay (raw)");
+  const raw_graph_exec raw_exec = instantiate_raw(raw.graph.get());
+  CONVEYOR_CHECK(cudaGraphUpload(raw_exec.get(), main.get()));
+  main.synchronize();
+
+  auto run_conveyor = [&] {
+    const auto start = clock_type::now();
+    conveyor_exec.launch(main);
+    const auto launched = clock_type::now();
+    main.synchronize();
+    return replay_times{seconds(start, launched), seconds(start, clock_type::now())};
+  };
+  auto run_raw = [&] {
+    const auto start = clock_type::now();
+    const cudaError_t rc = cudaGraphLaunch(raw_exec.get(), main.get());
+    const auto launched = clock_type::now();
+    CONVEYOR_CHECK(rc);
+    main.synchronize();
+    return replay_times{seconds(start, launched), seconds(start, clock_type::now())};
+  };
+  // One pair; Conveyor first on even iterations, raw first on odd ones.
+  auto pair = [&](std::size_t i) {
+    replay_times conv;
+    replay_times rw;
+    if (i % 2 == 0) {
+      conv = run_conveyor();
+      rw = run_raw();
+    } else {
+      rw = run_raw();
+      conv = run_conveyor();
+    }
+    return std::pair{conv, rw};
+  };
+
+  warm_up(c, [&](std::size_t i) { (void)pair(i); });
+  paired_series wall;
+  paired_series host;
+  std::size_t done = 0;
+  for (auto _ : state) {
+    const auto [conv, rw] = pair(done);
+    state.SetIterationTime(conv.wall_s + rw.wall_s);
+    wall.add(conv.wall_s, rw.wall_s);
+    host.add(conv.host_s, rw.host_s);
+    ++done;
+  }
+  const double per_kernel = us_per_s / static_cast<double>(done) / static_cast<double>(n);
+  const double per_call = us_per_s / static_cast<double>(done);
+  state.counters["conveyor_wall_us_per_kernel"] = wall.conveyor_s * per_kernel;
+  state.counters["raw_wall_us_per_kernel"] = wall.raw_s * per_kernel;
+  state.counters["wall_ratio"] = median_of(wall.ratios);
+  state.counters["conveyor_host_us_per_call"] = host.conveyor_s * per_call;
+  state.counters["raw_host_us_per_call"] = host.raw_s * per_call;
+  state.counters["host_ratio"] = median_of(host.ratios);
+}
+
+void build_pairs(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
+  const std::size_t n = c.id.nodes;
+  const std::size_t width = topology_width(c.id.topology, n);
+  const std::vector<float> b = b_values(n);
+  const bool capture = c.id.variant == "capture";
+  // One pair on buffer set `set`; Conveyor first on even iterations, raw first on odd ones.
+  auto pair = [&](std::size_t i, std::size_t set, bool verify) {
+    build_times conv;
+    build_times rw;
+    if (i % 2 == 0) {
+      conv = build_once(ctx, width, n, set, b, capture, true, verify);
+      rw = build_once(ctx, width, n, set, b, capture, false, verify);
+    } else {
+      rw = build_once(ctx, width, n, set, b, capture, false, verify);
+      conv = build_once(ctx, width, n, set, b, capture, true, verify);
+    }
+    return std::pair{conv, rw};
+  };
+
+  for (std::int64_t i = 0; i < c.warmup; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    (void)pair(k, rot.set(k), i == 0);
+  }
+  paired_series total;
+  paired_series construction;
+  paired_series instantiation;
+  std::size_t done = 0;
+  for (auto _ : state) {
+    const auto [conv, rw] = pair(done, rot.set(done), false);
+    state.SetIterationTime(conv.build_s + conv.instantiate_s + rw.build_s + rw.instantiate_s);
+    total.add(conv.build_s + conv.instantiate_s, rw.build_s + rw.instantiate_s);
+    construction.add(conv.build_s, rw.build_s);
+    instantiation.add(conv.instantiate_s, rw.instantiate_s);
+    ++done;
+  }
+  const double per_node = us_per_s / static_cast<double>(done) / static_cast<double>(n);
+  state.counters["conveyor_us_per_node"] = total.conveyor_s * per_node;
+  state.counters["raw_us_per_node"] = total.raw_s * per_node;
+  state.counters["ratio"] = median_of(total.ratios);
+  state.counters["build_ratio"] = median_of(construction.ratios);
+  state.counters["instantiate_ratio"] = median_of(instantiation.ratios);
+}
+
+} // namespace
+
+void paired_body(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
+  if (c.id.variant == "replay")
+    replay_pairs(state, c, ctx, rot);
+  else if (c.id.variant == "capture" || c.id.variant == "explicit")
+    build_pairs(state, c, ctx, rot);
+  else
+    throw std::logic_error(fmt::format("paired benchmark with unknown variant '{}'", c.id.variant));
+}
+
+} // namespace conveyor::bench
