@@ -65,8 +65,10 @@ struct build_times {
 
 //! The body of the paired benchmarks (group "paired"): variant "replay" launches a Conveyor-built and a raw-built
 //! executable graph of the same step, "capture" and "explicit" build and instantiate the step both ways — one of
-//! each per iteration, in alternating order, so that both halves of a pair see the same machine state. Counters:
-//! each side's time (µs per kernel or per node) and the median over the iteration's pairs of Conveyor ÷ raw.
+//! each per iteration, and "setters" changes `changed` nodes' kernel argument through graph_exec::set_kernel_args
+//! and cudaGraphExecKernelNodeSetParams — in alternating order, so that both halves of a pair see the same machine
+//! state. Counters: each side's time (µs per kernel, node or update) and the median over the repetition's pairs of
+//! Conveyor ÷ raw.
 //! \throws cuda_error when CUDA refuses a call.
 void paired_body(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot);
 

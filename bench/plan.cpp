@@ -20,7 +20,7 @@ bool graph_launch(const bench_id& id) { return id.group == "launch" && id.varian
 double setup_us(const bench_id& id, std::size_t rotation_sets) {
   const auto n = static_cast<double>(id.nodes);
   if (graph_launch(id)) return static_cast<double>(rotation_sets) * (5.0 * n + 50.0);
-  if (id.group == "paired" && id.variant == "replay") return 10.0 * n + 100.0;
+  if (id.group == "paired" && (id.variant == "replay" || id.variant == "setters")) return 10.0 * n + 100.0;
   if (id.group == "update") return 8.0 * n + 100.0;
   if (id.group == "memory") return 6.0 * n + 100.0;
   return 50.0;
@@ -32,7 +32,8 @@ std::int64_t warmup_for(const bench_id& id, std::int64_t iterations, std::size_t
     return graph_launch(id) ? std::max<std::int64_t>(static_cast<std::int64_t>(rotation_sets), tenth) : tenth;
   }
   if (id.group == "update") return std::max<std::int64_t>(2, iterations / 10);
-  if (id.group == "paired") return id.variant == "replay" ? std::max<std::int64_t>(2, iterations / 10) : 2;
+  if (id.group == "paired")
+    return id.variant == "replay" || id.variant == "setters" ? std::max<std::int64_t>(2, iterations / 10) : 2;
   if (id.group == "memory") return 0; // the benchmark instantiates and uploads once before measuring
   return 1;
 }
@@ -88,7 +89,9 @@ double estimate_iteration_us(const bench_id& id) {
   if (id.group == "memory") return 6.0 * static_cast<double>(memory_copies(id.nodes)) * n + 1000.0;
   if (id.group == "paired") {
     // Both sides, plus (build) destroying what each built.
-    if (id.variant == "replay") return 2.0 * (1.8 * n + 10.0);
+    // Each side runs twice per pair (see paired.cpp).
+    if (id.variant == "replay") return 4.0 * (1.8 * n + 10.0);
+    if (id.variant == "setters") return 4.0 * (0.8 * k + 1.8 * n + 15.0);
     return 2.0 * ((id.variant == "capture" ? 4.5 : 4.0) * n + 20.0) + 1.5 * n;
   }
   return 100.0;
@@ -123,7 +126,8 @@ std::vector<bench_case> plan_cases(const plan_options& options) {
       c.iterations = std::clamp<std::int64_t>(std::llround(target_us / c.estimated_iteration_us), 1, max_iterations);
     }
     c.warmup = warmup_for(id, c.iterations, options.rotation_sets);
-    if (id.group == "launch" || id.group == "update" || (id.group == "paired" && id.variant == "replay"))
+    if (id.group == "launch" || id.group == "update" ||
+        (id.group == "paired" && (id.variant == "replay" || id.variant == "setters")))
       c.warmup_ms = options.warmup_ms;
     c.id = std::move(id);
     cases.push_back(std::move(c));
@@ -143,7 +147,10 @@ std::vector<bench_case> plan_cases(const plan_options& options) {
         for (const char* api : {"conveyor", "raw"}) add({"build", t, method, api, n, 0});
   for (const auto& t : topologies)
     for (std::size_t n : options.sizes)
-      for (const char* variant : {"replay", "capture", "explicit"}) add({"paired", t, variant, "conveyor_vs_raw", n, 0});
+      for (const char* variant : {"replay", "capture", "explicit"})
+        add({"paired", t, variant, "conveyor_vs_raw", n, 0});
+  for (std::size_t n : options.sizes)
+    for (std::size_t k : changed_counts(n)) add({"paired", "chain", "setters", "conveyor_vs_raw", n, k});
   for (const auto& t : topologies)
     for (std::size_t n : options.sizes)
       for (const char* variant : {"no_upload", "upload"}) add({"first_launch", t, variant, "conveyor", n, 0});

@@ -64,7 +64,8 @@ struct bench_case {
 
 //! Every benchmark of the plan in registration order: launch (sync, stream, graph through Conveyor and raw; chain
 //! and fork/join), build (capture and explicit, Conveyor and raw; both topologies), paired (replay, capture and
-//! explicit, Conveyor and raw alternating in one benchmark; both topologies), first_launch (no upload,
+//! explicit, Conveyor and raw alternating in one benchmark; both topologies; and per-node setters on the chain for
+//! changed_counts), first_launch (no upload,
 //! upload; both topologies), update (setters, whole, reinstantiate, Conveyor and raw; chain; changed_counts) and
 //! memory (both topologies). Iterations aim at options.target_ms of timed work per repetition.
 //! Paired benchmarks run an even number of pairs, at least options.min_pairs.

@@ -375,8 +375,8 @@ void paired_replay_section(std::string& out, const bench_report& report, const r
   if (rows.empty()) return;
   out += "\n### Replay, paired: Conveyor and raw alternating launch by launch\n\n";
   out += "One benchmark launches both executable graphs (same kernels, topology and buffers) back to back, in "
-         "alternating order. Ratio = median over the pairs of a repetition of Conveyor ÷ raw; cells show the median "
-         "[min–max] of that over the repetitions.\n\n";
+         "alternating order, each twice in a row, timing the second. Ratio = median over the pairs of a repetition "
+         "of Conveyor ÷ raw; cells show the median [min–max] of that over the repetitions.\n\n";
   out += markdown_table({"topology", "N", "Conveyor wall µs/kernel", "raw wall µs/kernel", "wall ratio",
                          "host ratio (launch call)"},
                         rows, "lrrrrr");
@@ -485,11 +485,37 @@ void build_section(std::string& out, const bench_report& report, const result_in
   }
 }
 
+void paired_setters_section(std::string& out, const bench_report& report, const result_index& index) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : report.results) {
+    if (r.id.group != "paired" || r.id.variant != "setters") continue;
+    rows.push_back({fmt::format("{}", r.id.nodes), changed_label(r.id.changed, r.id.nodes),
+                    index.cell(r.id, "conveyor_update_us"), index.cell(r.id, "raw_update_us"),
+                    index.ratio_summary_cell(r.id, "ratio")});
+  }
+  if (rows.empty()) return;
+  out += "\n### Per-node setters, paired: Conveyor and raw alternating update by update\n\n";
+  out += "One benchmark changes the same nodes of two executable graphs of the chain, one through "
+         "`graph_exec::set_kernel_args`, one through `cudaGraphExecKernelNodeSetParams`, in alternating order. Each "
+         "side runs as a replay loop does (change, launch, wait) twice and only its second change is timed (µs per "
+         "update, host), so both are measured right after a launch of their own graph. Ratio = median over the "
+         "pairs of a repetition of Conveyor ÷ raw; cells show the median [min–max] of that over the "
+         "repetitions.\n\n";
+  out += markdown_table({"N", "changed", "set_kernel_args", "cudaGraphExecKernelNodeSetParams", "ratio"}, rows,
+                        "rrrrr");
+}
+
 void update_section(std::string& out, const bench_report& report, const result_index& index) {
   std::set<std::tuple<std::string, std::size_t, std::size_t>> rows_seen;
   for (const auto& r : report.results)
     if (r.id.group == "update") rows_seen.emplace(r.id.topology, r.id.nodes, r.id.changed);
-  if (rows_seen.empty()) return;
+  if (rows_seen.empty()) {
+    if (index.has_group_variant("paired", "setters")) {
+      out += "\n## 4. Update costs\n";
+      paired_setters_section(out, report, index);
+    }
+    return;
+  }
   std::vector<std::vector<std::string>> cost;
   std::vector<std::vector<std::string>> after;
   const bool several_topologies = distinct(report, "update", "", [](const result_record& r) { return r.id.topology; })
@@ -526,6 +552,7 @@ void update_section(std::string& out, const bench_report& report, const result_i
   out += markdown_table(header, cost, align);
   out += "\n### The next launch after the change (µs, wall, launch until finished)\n\n";
   out += markdown_table(header, after, align);
+  paired_setters_section(out, report, index);
 }
 
 void memory_section(std::string& out, const bench_report& report, const result_index& index) {
@@ -560,7 +587,7 @@ void failures_section(std::string& out, const bench_report& report) {
 
 std::string bench_name(const bench_id& id) {
   std::string name = fmt::format("{}/{}/{}/{}/{}", id.group, id.topology, id.variant, id.api, id.nodes);
-  if (id.group == "update") name += fmt::format("/{}", id.changed);
+  if (id.group == "update" || id.changed != 0) name += fmt::format("/{}", id.changed);
   return name;
 }
 

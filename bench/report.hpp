@@ -32,17 +32,18 @@ struct bench_id {
   std::string topology;    //!< "chain" (each kernel after the previous) or "fork_join" (4 parallel chains)
   std::string variant;     //!< launch: "sync", "stream", "graph"; build: "capture", "explicit"; first_launch:
                            //!< "no_upload", "upload"; update: "setters", "whole", "reinstantiate"; memory:
-                           //!< "instantiate_upload"; paired: "replay", "capture", "explicit"
+                           //!< "instantiate_upload"; paired: "replay", "capture", "explicit", "setters"
   std::string api;         //!< "conveyor" (Conveyor's API), "raw" (CUDA Runtime graph API), "cuda" (eager
                            //!< launches, no graph API involved) or "conveyor_vs_raw" (paired: both, alternating)
   std::size_t nodes = 0;   //!< N: kernels per step, nodes per graph
-  std::size_t changed = 0; //!< update: nodes whose kernel argument changes per update; 0 in other groups
+  std::size_t changed = 0; //!< update and paired setters: nodes whose kernel argument changes per update; else 0
 
   friend bool operator==(const bench_id&, const bench_id&) = default;
 };
 
 //! The benchmark's name as registered with Google Benchmark: "group/topology/variant/api/N", plus "/changed" in
-//! the update group, e.g. "launch/chain/graph/conveyor/1000" or "update/chain/setters/raw/1000/100".
+//! the update group and wherever `changed` is not 0, e.g. "launch/chain/graph/conveyor/1000",
+//! "update/chain/setters/raw/1000/100" or "paired/chain/setters/conveyor_vs_raw/1000/1".
 [[nodiscard]] std::string bench_name(const bench_id& id);
 
 //! The result of one benchmark.

@@ -109,12 +109,32 @@ call_plan graphed_core::plan(const call_key& key) {
   return call_plan::capture_new;
 }
 
+graphed_core::~graphed_core() {
+  for (auto& r : retired_) (void)cudaEventSynchronize(r.done.get());
+  (void)cudaGetLastError();
+}
+
+void graphed_core::reap() noexcept {
+  std::erase_if(retired_, [](const retired_graph& r) {
+    const cudaError_t rc = cudaEventQuery(r.done.get());
+    if (rc == cudaErrorNotReady) return false;
+    if (rc != cudaSuccess) (void)cudaGetLastError(); // an error of earlier work: reported by the caller's next check
+    return true;
+  });
+}
+
 graphed_core::entry& graphed_core::insert(const call_key& key, graph g, const stream* s) {
+  reap();
   if (entries_.size() >= options_.max_graphs) {
     auto victim = std::min_element(entries_.begin(), entries_.end(),
                                    [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
-    if (s != nullptr) s->synchronize(); // its launches may still be queued
     note(fmt::format("evicted the least recently used graph (cache holds {})", options_.max_graphs));
+    if (s != nullptr) {
+      // Its launches may still be queued on `s`: destroy it once they are done, without waiting here.
+      event done(cudaEventDisableTiming);
+      done.record(*s);
+      retired_.push_back({std::move((*victim)->exec), std::move(done)});
+    }
     entries_.erase(victim);
     ++stats_.evictions;
   }

@@ -51,7 +51,7 @@ node graph::add_kernel(const node_list& deps, const launch_config& cfg, const vo
   params.extra = nullptr;
   cudaGraphNode_t n = nullptr;
   CONVEYOR_CHECK(cudaGraphAddKernelNode(&n, get(), handles.data(), handles.size(), &params));
-  return wrap(n);
+  return {n, state_.get(), function, cfg};
 }
 
 node graph::memcpy(const node_list& deps, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {

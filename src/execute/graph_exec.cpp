@@ -76,6 +76,7 @@ graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
     flags_ = other.flags_;
     retained_ = std::move(other.retained_);
     configs_ = std::move(other.configs_);
+    read_ = std::move(other.read_);
     origin_nodes_ = std::move(other.origin_nodes_);
     to_origin_ = std::move(other.to_origin_);
   }
@@ -111,45 +112,52 @@ void graph_exec::adopt_current(const graph& g) {
   if (!current_->keep->items.empty()) retain(current_->keep);
   to_origin_.clear();
   configs_.clear();
+  read_.clear();
 }
 
-launch_config graph_exec::current_config(const node& n, const void* function) {
-  // The function and configuration last given to set_kernel, else the node's own (those of the graph it belongs
-  // to, the current one unless the caller kept a node of an older graph).
-  const void* runs = nullptr;
-  launch_config cfg;
-  if (auto it = configs_.find(origin_of(n)); it != configs_.end()) {
-    runs = it->second.function;
-    cfg = it->second.config;
-  } else {
-    cudaKernelNodeParams p{};
-    CONVEYOR_CHECK(cudaGraphKernelNodeGetParams(n.get(), &p));
-    runs = p.func;
-    cfg = {p.gridDim, p.blockDim, p.sharedMemBytes};
-  }
-  if (runs != nullptr && runs != function) // the runtime may not report the function of a fresh node
-    throw std::invalid_argument(fmt::format("conveyor::graph_exec::set_kernel_args: node {} runs another kernel; "
-                                            "use set_kernel to change the function",
-                                            detail::node_name(n.owner(), n.get())));
-  return cfg;
+graph_exec::kernel_setting graph_exec::current_setting(const node& n, cudaGraphNode_t origin) {
+  // set_kernel's, else the handle's own (graph::kernel made it), else the node's, read once (from the graph it
+  // belongs to: the current one unless the caller kept a node of an older graph).
+  if (!configs_.empty())
+    if (auto it = configs_.find(origin); it != configs_.end()) return it->second;
+  if (n.kernel_function() != nullptr) return {n.kernel_function(), n.kernel_config()};
+  if (auto it = read_.find(origin); it != read_.end()) return it->second;
+  cudaKernelNodeParams p{};
+  CONVEYOR_CHECK(cudaGraphKernelNodeGetParams(n.get(), &p));
+  return read_.emplace(origin, kernel_setting{p.func, {p.gridDim, p.blockDim, p.sharedMemBytes}}).first->second;
 }
 
-void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments) {
+void graph_exec::apply_kernel(const node& n, cudaGraphNode_t origin, const launch_config& cfg, const void* function,
+                              void** arguments) {
   cudaKernelNodeParams p{};
   p.func = const_cast<void*>(function);
   p.gridDim = cfg.grid;
   p.blockDim = cfg.block;
   p.sharedMemBytes = static_cast<unsigned>(cfg.shared_bytes);
   p.kernelParams = arguments;
-  const cudaGraphNode_t origin = origin_of(n);
   cudaError_t rc = cudaGraphExecKernelNodeSetParams(handle_, origin, &p);
   if (rc != cudaSuccess) {
     (void)cudaGetLastError();
     throw cuda_error(rc, "cudaGraphExecKernelNodeSetParams", std::source_location::current(),
                      fmt::format("node {}", detail::node_name(n.owner(), n.get())));
   }
-  configs_[origin] = {function, cfg};
   current_exact_ = false;
+}
+
+void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments) {
+  const cudaGraphNode_t origin = origin_of(n);
+  apply_kernel(n, origin, cfg, function, arguments);
+  configs_.insert_or_assign(origin, kernel_setting{function, cfg});
+}
+
+void graph_exec::set_kernel_args_raw(const node& n, const void* function, void** arguments) {
+  const cudaGraphNode_t origin = origin_of(n);
+  const kernel_setting now = current_setting(n, origin);
+  if (now.function != nullptr && now.function != function) // the runtime may not report a fresh node's function
+    throw std::invalid_argument(fmt::format("conveyor::graph_exec::set_kernel_args: node {} runs another kernel; "
+                                            "use set_kernel to change the function",
+                                            detail::node_name(n.owner(), n.get())));
+  apply_kernel(n, origin, now.config, function, arguments);
 }
 
 void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {

@@ -39,6 +39,18 @@ __global__ void sum_kernel(int real, const float* x, float* out) {
 
 int blocks(std::size_t n) { return static_cast<int>((n + 255) / 256); }
 
+// Busy-waits about `cycles` clock cycles (thread 0 of block 0), then doubles x[0..n).
+__global__ void spin_then_double_kernel(int n, float* x, long long cycles) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    const long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+  }
+  __syncthreads();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.0F;
+}
+
 // z = 2 * (a * x + 1): three kernels.
 void three_step(const conveyor::stream& s, int n, float a, const float* x, float* y, float* z) {
   scale_kernel<<<blocks(n), 256, 0, s.get()>>>(n, a, x, y);
@@ -199,6 +211,38 @@ TEST(Graphed, LeastRecentlyUsedGraphIsEvicted) {
   EXPECT_EQ(step.statistics().evictions, 2U);
   EXPECT_EQ(step.statistics().instantiations, 4U);
   EXPECT_EQ(step.cached_graphs(), 2U);
+}
+
+// Evicting a graph whose launch is still running must neither wait for it nor destroy what it uses: the call
+// returns while the stream is busy, and the results (and compute-sanitizer, in scripts/gpu-check.sh) stay right.
+TEST(Graphed, EvictionDoesNotWaitForTheStream) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1024;
+  const auto hx = random_vector(n, 7);
+  device_array<float> x(hx);
+  conveyor::stream s;
+  // 1 block per 256 elements; block 0 spins about 0.2 s at 2 GHz, so the first launch is still running when the
+  // second call evicts its graph.
+  auto step = [](const conveyor::stream& st, int count, float* data, long long cycles) {
+    spin_then_double_kernel<<<blocks(count), 256, 0, st.get()>>>(count, data, cycles);
+    conveyor::check_launch("spin_then_double_kernel");
+  };
+  conveyor::graphed run(step, conveyor::graphed_options{.warmup_calls = 0, .max_graphs = 1});
+  const long long cycles = 400'000'000;
+  run(s, 256, x.get(), cycles); // graph for 256, launched
+  run(s, 512, x.get(), cycles); // graph for 512: evicts the one for 256, still running
+  EXPECT_EQ(cudaStreamQuery(s.get()), cudaErrorNotReady) << "the eviction waited for the stream";
+  (void)cudaGetLastError();
+  EXPECT_EQ(run.statistics().evictions, 1U);
+  run(s, 1024, x.get(), 0); // evicts the graph for 512, possibly still queued
+  s.synchronize();
+  const auto got = x.download();
+  for (int i = 0; i < n; ++i) {
+    const float times = i < 256 ? 8.0F : i < 512 ? 4.0F : 2.0F;
+    ASSERT_FLOAT_EQ(got[i], hx[i] * times) << "element " << i;
+  }
+  EXPECT_EQ(run.statistics().evictions, 2U);
+  EXPECT_EQ(run.cached_graphs(), 1U);
 }
 
 TEST(Graphed, ChangedStaticPointerIsRefusedBeforeReplay) {

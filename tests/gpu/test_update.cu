@@ -276,6 +276,48 @@ TEST(Execute, SetKernelChangesTheGridAndSetKernelArgsKeepsIt) {
   EXPECT_TRUE(all_near(x.download(), scaled(x0, -0.5F)));
 }
 
+// set_kernel_args keeps a node's own launch configuration, whether the builder made the node (the handle carries
+// its configuration) or a capture did (the configuration is read from the node once and remembered).
+TEST(Execute, SetKernelArgsKeepsTheGridOfBuiltAndCapturedNodes) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 2048;
+  const auto x0 = random_floats(n, 2125);
+  const conveyor::launch_config half{dim3(n / 2 / 256), dim3(256), 0};
+  conveyor::stream s;
+  for (const bool captured : {false, true}) {
+    SCOPED_TRACE(captured ? "captured node" : "built node");
+    device_array<float> x(x0);
+    sync_device();
+    conveyor::graph g;
+    conveyor::node k;
+    if (captured) {
+      g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+        scale<<<half.grid, half.block, 0, cs.get()>>>(n, 2.0F, x.get());
+        conveyor::check_launch("scale");
+      });
+      ASSERT_EQ(g.nodes().size(), 1U);
+      k = g.nodes().front();
+      EXPECT_EQ(k.kernel_function(), nullptr);
+    } else {
+      k = g.kernel(half, scale, n, 2.0F, x.get());
+      EXPECT_EQ(k.kernel_function(), reinterpret_cast<const void*>(&scale));
+      EXPECT_EQ(k.kernel_config().grid.x, half.grid.x);
+    }
+    auto exec = conveyor::instantiate(g);
+    for (const float a : {3.0F, -0.5F}) { // the second call takes the remembered (or carried) configuration
+      x.upload(x0);
+      sync_device();
+      exec.set_kernel_args(k, scale, n, a, x.get());
+      exec.launch(s);
+      s.synchronize();
+      auto want = x0;
+      for (int i = 0; i < n / 2; ++i) want[i] = x0[i] * a; // the half grid covers only the first half
+      EXPECT_TRUE(all_near(x.download(), want)) << "a = " << a;
+    }
+    if (!captured) EXPECT_THROW(exec.set_kernel_args(k, add_scalar, n, 1.0F, x.get()), std::invalid_argument);
+  }
+}
+
 TEST(Execute, SetKernelToAnotherFunctionThenSetKernelArgsForIt) {
   CONVEYOR_REQUIRE_GPU();
   const int n = 1000;

@@ -86,6 +86,9 @@ bench_report sample_report() {
                    {{"conveyor_us_per_node", {3.1, 3.0, 3.3}}, {"raw_us_per_node", {3.0, 2.9, 3.2}},
                     {"ratio", {1.021, 1.0, 1.05}}, {"build_ratio", {1.05, 1.01, 1.1}},
                     {"instantiate_ratio", {0.998, 0.97, 1.02}}}));
+  r.push_back(make({"paired", "chain", "setters", "conveyor_vs_raw", 100, 10},
+                   {{"conveyor_update_us", {4.0, 3.9, 4.2}}, {"raw_update_us", {4.1, 4.0, 4.3}},
+                    {"ratio", {0.976, 0.95, 1.0}}}));
   r.push_back(make({"first_launch", "chain", "upload", "conveyor", 100, 0},
                    {{"upload_us", {40.0, 39.0, 41.0}}, {"first_launch_wall_us", {90.0, 88.0, 95.0}}}));
   r.push_back(make({"update", "chain", "setters", "conveyor", 100, 10},
@@ -203,6 +206,9 @@ TEST(Format, BytesUseBinaryUnits) {
 TEST(Names, CarryEveryFieldOfTheId) {
   EXPECT_EQ(bench_name({"launch", "chain", "graph", "conveyor", 1000, 0}), "launch/chain/graph/conveyor/1000");
   EXPECT_EQ(bench_name({"update", "chain", "setters", "raw", 1000, 100}), "update/chain/setters/raw/1000/100");
+  EXPECT_EQ(bench_name({"paired", "chain", "setters", "conveyor_vs_raw", 100, 10}),
+            "paired/chain/setters/conveyor_vs_raw/100/10");
+  EXPECT_EQ(bench_name({"paired", "chain", "replay", "conveyor_vs_raw", 100, 0}), "paired/chain/replay/conveyor_vs_raw/100");
   EXPECT_EQ(metric_unit("wall_us_per_kernel"), "us");
   EXPECT_EQ(metric_unit("update_us"), "us");
   EXPECT_EQ(metric_unit("bytes_per_graph"), "bytes");
@@ -313,7 +319,7 @@ TEST(MarkdownReport, ShowsMachineAndEverySection) {
   for (const char* heading :
        {"## 1. Launch cost per kernel", "### chain: wall time per kernel (µs)", "### chain: host time per launch call",
         "## 2. Graph replay: Conveyor against the raw CUDA Runtime API", "### Replay, paired", "## 3. Build costs",
-        "### Build + instantiate, paired",
+        "### Build + instantiate, paired", "### Per-node setters, paired",
         "### First launch of a new executable graph", "## 4. Update costs", "## 5. Device memory", "## Failures"})
     EXPECT_NE(md.find(heading), std::string::npos) << heading;
 }
@@ -338,6 +344,9 @@ TEST(MarkdownReport, CellsHoldMedianAndRangeAndRatiosOfMedians) {
             std::string::npos)
       << md;
   EXPECT_NE(md.find("at least 4 pairs per paired repetition"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 100 | 10 (10%) | 4.00 [3.90–4.20] | 4.10 [4.00–4.30] | 0.976 [0.950–1.000] |"),
+            std::string::npos)
+      << md;
   // Update rows are labelled by how many nodes change.
   EXPECT_NE(md.find("| 100 | 10 (10%) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 100 | 100 (all) |"), std::string::npos) << md;
@@ -412,6 +421,9 @@ TEST(Plan, CoversEveryMeasurement) {
   EXPECT_TRUE(names.contains("update/chain/setters/conveyor/1000/1"));
   EXPECT_TRUE(names.contains("update/chain/whole/raw/1000/100"));
   EXPECT_TRUE(names.contains("update/chain/reinstantiate/raw/10000/10000"));
+  EXPECT_TRUE(names.contains("paired/chain/setters/conveyor_vs_raw/1000/1"));
+  EXPECT_TRUE(names.contains("paired/chain/setters/conveyor_vs_raw/10000/1000"));
+  EXPECT_TRUE(names.contains("paired/chain/setters/conveyor_vs_raw/10/10"));
 }
 
 TEST(Plan, ChangedCountsAndIndices) {

@@ -6,6 +6,7 @@
 #include "conveyor/assembly/graphed_types.hpp"
 #include "conveyor/define/graph.hpp"
 #include "conveyor/execute/graph_exec.hpp"
+#include "conveyor/runtime/event.hpp"
 #include "conveyor/runtime/stream.hpp"
 
 #include <cstdint>
@@ -29,14 +30,20 @@ enum class call_plan {
 class graphed_core {
 public:
   explicit graphed_core(graphed_options options);
+  graphed_core(const graphed_core&) = delete;
+  graphed_core& operator=(const graphed_core&) = delete;
+  graphed_core(graphed_core&&) noexcept = default;
+  graphed_core& operator=(graphed_core&&) = delete; // would drop retired graphs without waiting for them
+  //! Waits for the evicted executable graphs still in flight, then destroys everything; never throws.
+  ~graphed_core();
 
   //! The bucket `n` pads to, or nullopt when `n` is above the largest bucket. Without buckets, `n` itself.
   [[nodiscard]] std::optional<std::size_t> bucket_for(std::size_t n) const noexcept;
   //! Decides what the call with `key` does; records warm-ups. Throws std::invalid_argument when a static argument
   //! changed.
   [[nodiscard]] call_plan plan(const call_key& key);
-  //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap, after
-  //! synchronising `s`), then launches it on `s`.
+  //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap: it is destroyed
+  //! once the work queued on `s` so far has finished, without waiting for it here), then launches it on `s`.
   void add_and_launch(const call_key& key, graph g, const stream& s);
   //! Instantiates `g` for `key` without launching it (prepare).
   void add(const call_key& key, graph g);
@@ -62,14 +69,23 @@ private:
     graph_exec exec;
     std::uint64_t last_used = 0;
   };
+  // An evicted executable graph, kept until `done` (recorded on the calling stream at eviction) has completed:
+  // launches of it may still be queued there, and their host callables and buffers must outlive them.
+  struct retired_graph {
+    graph_exec exec;
+    event done;
+  };
   void note(std::string reason);
   entry& insert(const call_key& key, graph g, const stream* s);
+  // Destroys the retired graphs whose work has finished.
+  void reap() noexcept;
   [[nodiscard]] std::string describe_change(const call_key& from, const call_key& to) const;
 
   graphed_options options_;
   graphed_statistics stats_;
   std::deque<std::string> reasons_;
   std::vector<std::unique_ptr<entry>> entries_;
+  std::vector<retired_graph> retired_;
   std::vector<std::pair<call_key, int>> warmups_; // per shape
   entry* matched_ = nullptr;                       // set by plan()
   std::uint64_t clock_ = 0;

@@ -32,7 +32,8 @@ struct graphed_options {
   //! Eager calls per new shape before capturing (warm-up on the capture stream: lazy library initialisation,
   //! workspace allocation, autotuning happen outside the graph).
   int warmup_calls = 1;
-  //! Most executable graphs kept; the least recently used is evicted beyond this.
+  //! Most executable graphs kept; the least recently used is evicted beyond this (destroyed once the work queued on
+  //! the evicting call's stream has finished; the call itself does not wait).
   std::size_t max_graphs = 16;
   //! Captured sizes for batch_size arguments, any order; empty: no padding (every size its own graph).
   std::vector<std::size_t> buckets;

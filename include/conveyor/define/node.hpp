@@ -2,6 +2,8 @@
 //! \file node.hpp
 //! conveyor::node, a non-owning handle to one node of a graph, and node_kind.
 
+#include "conveyor/define/kernel_args.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -49,6 +51,10 @@ public:
   node() noexcept = default;
   //! Wraps `handle` as a node of the graph whose state is `owner`. Used by conveyor::graph; rarely called directly.
   node(cudaGraphNode_t handle, detail::graph_state* owner) noexcept : handle_(handle), owner_(owner) {}
+  //! Wraps a kernel node together with the function and launch configuration it was added with (graph::kernel),
+  //! so that graph_exec::set_kernel_args can set its arguments without looking anything up.
+  node(cudaGraphNode_t handle, detail::graph_state* owner, const void* function, const launch_config& cfg) noexcept
+      : handle_(handle), owner_(owner), function_(function), config_(cfg) {}
 
   //! The CUDA node handle.
   [[nodiscard]] cudaGraphNode_t get() const noexcept { return handle_; }
@@ -94,10 +100,18 @@ public:
 
   //! The graph state this node belongs to (for conveyor's own bookkeeping).
   [[nodiscard]] detail::graph_state* owner() const noexcept { return owner_; }
+  //! For a kernel node returned by graph::kernel / add_kernel: the kernel it was added with; null for every other
+  //! handle (other kinds, and nodes obtained from capture or graph::nodes()).
+  [[nodiscard]] const void* kernel_function() const noexcept { return function_; }
+  //! The launch configuration the kernel node was added with; meaningful only when kernel_function() is not null.
+  //! (A change made to the node behind Conveyor's back, with cudaGraphKernelNodeSetParams, is not seen here.)
+  [[nodiscard]] const launch_config& kernel_config() const noexcept { return config_; }
 
 private:
   cudaGraphNode_t handle_ = nullptr;
   detail::graph_state* owner_ = nullptr;
+  const void* function_ = nullptr;
+  launch_config config_{};
 };
 
 //! A list of nodes to depend on, given at insertion: `g.kernel({a, b}, cfg, fn, args...)`. Accepts a braced list,

@@ -64,12 +64,17 @@ public:
   template <class... Params, class... Args>
   void set_kernel_args(const node& n, void (*fn)(Params...), Args&&... args) {
     auto values = make_kernel_args(fn, std::forward<Args>(args)...);
-    set_kernel_raw(n, current_config(n, reinterpret_cast<const void*>(fn)), reinterpret_cast<const void*>(fn),
-                   values.pointers());
+    set_kernel_args_raw(n, reinterpret_cast<const void*>(fn), values.pointers());
   }
   //! Untyped form of set_kernel: `arguments` as cudaKernelNodeParams::kernelParams takes them.
   //! \throws cuda_error as set_kernel.
   void set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments);
+  //! Untyped form of set_kernel_args: `function` must be the kernel the node runs. The launch configuration comes
+  //! from the last set_kernel of the node, else from the handle itself when graph::kernel made it (no lookup: a
+  //! replay loop pays only the `cudaGraphExecKernelNodeSetParams` call), else from the node, read once
+  //! (`cudaGraphKernelNodeGetParams`) and remembered.
+  //! \throws cuda_error as set_kernel; std::invalid_argument when `function` is not the node's kernel.
+  void set_kernel_args_raw(const node& n, const void* function, void** arguments);
   //! Sets a 1D memcpy node's pointers and size (`cudaGraphExecMemcpyNodeSetParams1D`).
   //! \throws cuda_error when the node is not a memcpy node or the memory is on another device.
   void set_memcpy(const node& n, void* dst, const void* src, std::size_t bytes,
@@ -123,7 +128,15 @@ public:
 private:
   friend graph_exec instantiate(const graph&, instantiate_flags, const stream*);
   graph_exec(cudaGraphExec_t handle, std::shared_ptr<detail::graph_state> source, instantiate_flags flags);
-  [[nodiscard]] launch_config current_config(const node& n, const void* function);
+  struct kernel_setting {
+    const void* function;
+    launch_config config;
+  };
+  // The function and configuration the node runs with now: set_kernel's, the handle's own, or read from the node.
+  [[nodiscard]] kernel_setting current_setting(const node& n, cudaGraphNode_t origin);
+  // cudaGraphExecKernelNodeSetParams of `origin` (naming `n` in errors).
+  void apply_kernel(const node& n, cudaGraphNode_t origin, const launch_config& cfg, const void* function,
+                    void** arguments);
   void set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable);
   void retain(std::shared_ptr<void> item);
   // The node of the instantiation graph that `n` (of it, or of the graph last applied by an update) stands for.
@@ -138,11 +151,8 @@ private:
   bool current_exact_ = true;                    // false after a per-node setter changed a parameter
   instantiate_flags flags_ = instantiate_flags::none;
   std::vector<std::shared_ptr<void>> retained_;                 // resources of every graph it has run
-  struct kernel_setting {
-    const void* function;
-    launch_config config;
-  };
-  std::unordered_map<cudaGraphNode_t, kernel_setting> configs_; // set by set_kernel (origin nodes)
+  std::unordered_map<cudaGraphNode_t, kernel_setting> configs_; // set_kernel's settings (origin nodes)
+  std::unordered_map<cudaGraphNode_t, kernel_setting> read_;    // settings read from nodes without their own
   std::vector<cudaGraphNode_t> origin_nodes_;                  // source_'s nodes in creation order (lazy)
   std::unordered_map<cudaGraphNode_t, cudaGraphNode_t> to_origin_; // current_'s nodes -> origin (lazy)
 };
