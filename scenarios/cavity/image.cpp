@@ -3,8 +3,9 @@
 
 #include "cavity/image.hpp"
 
+#include "common/file_output.hpp"
+
 #include <fmt/format.h>
-#include <png.h>
 
 #include <algorithm>
 #include <cmath>
@@ -24,18 +25,7 @@ void write_png(const std::filesystem::path& file, const rgb_image& image) {
       image.pixels.size() != static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height) * 3)
     throw std::invalid_argument(fmt::format("write_png: {} bytes for a {} x {} RGB image", image.pixels.size(),
                                             image.width, image.height));
-  png_image png;
-  std::memset(&png, 0, sizeof png);
-  png.version = PNG_IMAGE_VERSION;
-  png.width = static_cast<png_uint_32>(image.width);
-  png.height = static_cast<png_uint_32>(image.height);
-  png.format = PNG_FORMAT_RGB;
-  const std::string path = file.string();
-  if (png_image_write_to_file(&png, path.c_str(), 0, image.pixels.data(), 0, nullptr) == 0) {
-    const std::string message = png.message;
-    png_image_free(&png);
-    throw std::runtime_error(fmt::format("cannot write the PNG file '{}': {}", path, message));
-  }
+  scenarios::write_png(file, image.width, image.height, 3, image.pixels);
 }
 
 std::array<std::uint8_t, 3> viridis(double t) noexcept {

@@ -24,9 +24,9 @@ struct rgb_image {
   rgb_image() = default;
 };
 
-//! Writes `image` as an 8-bit RGB PNG (libpng's simplified write API).
-//! \throws std::invalid_argument when the pixel count does not match width x height; std::runtime_error with
-//!         libpng's message when the file cannot be written.
+//! Writes `image` as an 8-bit RGB PNG, atomically (scenarios::write_png: libpng's simplified write API).
+//! \throws std::invalid_argument when the pixel count does not match width x height; scenarios::file_error (a
+//!         std::runtime_error) naming the file and the reason when it cannot be written.
 void write_png(const std::filesystem::path& file, const rgb_image& image);
 
 //! The perceptually uniform "viridis" colour map at t in [0, 1] (clamped), as RGB bytes.

@@ -1,28 +1,21 @@
 //! \file image_io.cpp
-//! read_image (format detection, dispatch to the PNG and JPEG decoders), atomic writes, folder listing.
+//! read_image (format detection, dispatch to the PNG and JPEG decoders), writing (through scenarios/common), folder
+//! listing.
 
 #include "filter/image_io.hpp"
 
 #include <png.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <system_error>
 
 namespace conveyor::filter {
-
-image_error::image_error(const std::filesystem::path& file, std::string reason)
-    : std::runtime_error(file.string() + ": " + reason), file_(file), reason_(std::move(reason)) {}
 
 namespace {
 
@@ -44,46 +37,16 @@ std::string hex_bytes(const unsigned char* bytes, std::size_t n) {
   return out;
 }
 
-//! Writes through `fill(FILE*)` into a temporary file next to `file`, then renames it over `file`. On any failure
-//! the temporary file is removed and image_error thrown. `fill` returns an empty string on success, else a reason.
-void write_atomically(const std::filesystem::path& file, const std::function<std::string(std::FILE*)>& fill) {
-  if (file.filename().empty()) throw image_error(file, "not a file name");
-  const std::filesystem::path folder = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
-  // A unique hidden name in the same folder (so rename is atomic), created exclusively with mode 0666 less the
-  // umask, as the final file would be.
-  static std::atomic<unsigned> counter{0};
-  std::string temp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    std::string name = ".";
-    name.append(file.filename().string()).append(".tmp-").append(std::to_string(::getpid()));
-    name.append("-").append(std::to_string(counter.fetch_add(1)));
-    temp = (folder / name).string();
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
+// The shared writers throw scenarios::file_error; the filter's callers and tests expect image_error.
+template <class F>
+void as_image_error(F&& write) {
+  try {
+    write();
+  } catch (const image_error&) {
+    throw;
+  } catch (const scenarios::file_error& e) {
+    throw image_error(e.file(), e.reason());
   }
-  if (fd < 0) throw image_error(file, "cannot create a temporary file in '" + folder.string() + "': " + errno_text(errno));
-  bool committed = false;
-  struct remover {
-    const std::string& path;
-    const bool& committed;
-    ~remover() {
-      if (!committed) (void)::unlink(path.c_str());
-    }
-  } remove_unless_committed{temp, committed};
-  file_ptr fp(::fdopen(fd, "wb"));
-  if (!fp) {
-    const int err = errno;
-    (void)::close(fd);
-    throw image_error(file, "cannot open the temporary file: " + errno_text(err));
-  }
-  if (std::string reason = fill(fp.get()); !reason.empty()) throw image_error(file, reason);
-  if (std::fflush(fp.get()) != 0 || ::fsync(::fileno(fp.get())) != 0)
-    throw image_error(file, "cannot write: " + errno_text(errno));
-  if (std::fclose(fp.release()) != 0) throw image_error(file, "cannot write: " + errno_text(errno));
-  if (std::rename(temp.c_str(), file.c_str()) != 0)
-    throw image_error(file, "cannot rename the temporary file into place: " + errno_text(errno));
-  committed = true;
 }
 
 } // namespace
@@ -111,26 +74,11 @@ void write_png(const std::filesystem::path& file, const image& img) {
     throw image_error(file, "invalid image to write: " + std::to_string(img.width) + "x" + std::to_string(img.height) +
                                 " with " + std::to_string(img.channels) + " channels and " +
                                 std::to_string(img.pixels.size()) + " bytes");
-  write_atomically(file, [&](std::FILE* fp) -> std::string {
-    png_image out{};
-    out.version = PNG_IMAGE_VERSION;
-    out.width = static_cast<png_uint_32>(img.width);
-    out.height = static_cast<png_uint_32>(img.height);
-    out.format = img.channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
-    out.flags = PNG_IMAGE_FLAG_FAST; // faster zlib settings: a larger file, much less time
-    const int ok = png_image_write_to_stdio(&out, fp, 0, img.pixels.data(), 0, nullptr);
-    std::string reason = ok != 0 ? std::string() : std::string("PNG encoding failed (libpng: ") + out.message + ")";
-    png_image_free(&out);
-    return reason;
-  });
+  as_image_error([&] { scenarios::write_png(file, img.width, img.height, img.channels, img.pixels); });
 }
 
 void write_file_atomically(const std::filesystem::path& file, std::string_view content) {
-  write_atomically(file, [&](std::FILE* fp) -> std::string {
-    if (!content.empty() && std::fwrite(content.data(), 1, content.size(), fp) != content.size())
-      return "cannot write: " + errno_text(errno);
-    return {};
-  });
+  as_image_error([&] { scenarios::write_file_atomically(file, content); });
 }
 
 std::vector<std::filesystem::path> list_images(const std::filesystem::path& file_or_folder) {

@@ -5,6 +5,8 @@
 
 #include "filter/image.hpp"
 
+#include "common/file_output.hpp"
+
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
@@ -14,20 +16,11 @@
 
 namespace conveyor::filter {
 
-//! An image file could not be read or written. what() reads "FILE: REASON".
-class image_error : public std::runtime_error {
+//! An image file could not be read or written. what() reads "FILE: REASON"; file() and reason() as
+//! scenarios::file_error.
+class image_error : public scenarios::file_error {
 public:
-  //! \param file   the file concerned
-  //! \param reason why it failed, e.g. "truncated PNG data (libpng: Read Error)"
-  image_error(const std::filesystem::path& file, std::string reason);
-  //! The file concerned.
-  [[nodiscard]] const std::filesystem::path& file() const noexcept { return file_; }
-  //! Why it failed, without the file name.
-  [[nodiscard]] const std::string& reason() const noexcept { return reason_; }
-
-private:
-  std::filesystem::path file_;
-  std::string reason_;
+  using scenarios::file_error::file_error;
 };
 
 //! Largest accepted width or height, in pixels; larger images are refused as unsupported.
