@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -111,6 +112,12 @@ bool selected(const std::string& filter, const bench_case& c) {
 //! Reads a saved JSON report, checks its schema and writes its Markdown report (no GPU needed).
 //! \throws std::runtime_error naming the file when it cannot be read or does not follow the schema.
 void render_saved(const cli_options& o) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(o.from_json, ec))
+    throw std::runtime_error(fmt::format("--from-json '{}': is a folder, not a JSON file", o.from_json));
+  if (!o.markdown.empty() && std::filesystem::equivalent(o.from_json, o.markdown, ec))
+    throw std::runtime_error(fmt::format("--markdown '{}' is the --from-json file itself: it would be overwritten",
+                                         o.markdown));
   std::ifstream in(o.from_json);
   if (!in) throw std::runtime_error(fmt::format("--from-json: cannot read '{}'", o.from_json));
   nlohmann::json j;
@@ -122,7 +129,12 @@ void render_saved(const cli_options& o) {
   if (const auto problems = schema_problems(j); !problems.empty())
     throw std::runtime_error(fmt::format("--from-json '{}': does not follow the schema: {}", o.from_json,
                                          problems.front()));
-  const std::string markdown = to_markdown(report_from_json(j));
+  std::string markdown;
+  try {
+    markdown = to_markdown(report_from_json(j));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("--from-json '{}': {}", o.from_json, e.what()));
+  }
   output_file markdown_out(o.markdown);
   markdown_out.write(markdown);
   fmt::print("{}", markdown);
@@ -198,6 +210,8 @@ void run(const cli_options& o) {
     return;
   }
   if (o.list) {
+    if (count_selected(cases) == 0)
+      throw std::runtime_error(fmt::format("--filter '{}' matches no benchmark (see --list without --filter)", o.filter));
     register_cases(cases, slot);
     benchmark::ConsoleReporter lister(benchmark::ConsoleReporter::OO_None);
     lister.SetOutputStream(&std::cout);
@@ -336,14 +350,20 @@ void register_bench_command(CLI::App& app) {
                   "each; default 1)")
       ->check(CLI::Range(1, 64));
   sub->add_option("--min-pairs", opts->min_pairs,
-                  "Least Conveyor/raw pairs per repetition of the paired benchmarks (default 8; --quick: 4)")
+                  "Least Conveyor/raw pairs per repetition of the paired benchmarks, rounded up to an even number so "
+                  "that each order runs equally often (default 8; --quick: 4)")
       ->check(CLI::Range(1, 10000));
   sub->add_option("--gbench-json", opts->gbench_json, "Also write Google Benchmark's own JSON output to this file");
   sub->add_option("--device", opts->device, "CUDA device ordinal")->check(CLI::Range(0, 1023))->capture_default_str();
-  sub->add_option("--from-json", opts->from_json,
-                  "Write the Markdown report of a saved --json file (no GPU needed; with --markdown, to a file)");
+  CLI::Option* from_json = sub->add_option(
+      "--from-json", opts->from_json,
+      "Write the Markdown report of a saved --json file (no GPU needed; with --markdown, to a file)");
   sub->add_flag("--graphed-overhead", opts->graphed_overhead,
                 "Only measure the per-call host overhead of conveyor::graphed over a bare graph_exec::launch");
   sub->add_flag("--list", opts->list, "List the benchmark names and exit (needs no GPU)");
+  // A saved report is only re-rendered: options that choose or shape a measurement would be silently ignored.
+  for (const char* name : {"--quick", "--json", "--filter", "--repetitions", "--target-ms", "--rotation-sets",
+                           "--min-pairs", "--gbench-json", "--device", "--graphed-overhead", "--list"})
+    from_json->excludes(sub->get_option(name));
   sub->callback([opts] { run(*opts); });
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <set>
 #include <cstdio>
@@ -70,13 +71,26 @@ json result_json(const result_record& r) {
 
 // ---- schema checks -------------------------------------------------------------------------------------------------
 
-enum class kind { string, integer, unsigned_integer, number, boolean, object, array, string_or_null, object_or_null };
+enum class kind {
+  string,
+  integer,
+  unsigned_integer,
+  small_count, // a non-negative integer that fits an int (read into int fields)
+  number,
+  boolean,
+  object,
+  array,
+  string_or_null,
+  object_or_null
+};
 
 bool is(const json& v, kind k) {
   switch (k) {
   case kind::string: return v.is_string();
   case kind::integer: return v.is_number_integer();
   case kind::unsigned_integer: return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+  case kind::small_count:
+    return is(v, kind::unsigned_integer) && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX);
   case kind::number: return v.is_number() && std::isfinite(v.get<double>());
   case kind::boolean: return v.is_boolean();
   case kind::object: return v.is_object();
@@ -92,6 +106,7 @@ std::string_view kind_name(kind k) {
   case kind::string: return "a string";
   case kind::integer: return "an integer";
   case kind::unsigned_integer: return "a non-negative integer";
+  case kind::small_count: return "a non-negative integer of at most 2147483647";
   case kind::number: return "a finite number";
   case kind::boolean: return "a boolean";
   case kind::object: return "an object";
@@ -142,10 +157,20 @@ void check_result(checker& c, const json& r, const std::string& path, std::set<s
     c.problem(fmt::format("{}.group: unknown group '{}'", path, r.at("group").get<std::string>()));
   if (c.field(r, path, "api", kind::string) && !known_apis.contains(r.at("api").get<std::string>()))
     c.problem(fmt::format("{}.api: unknown api '{}'", path, r.at("api").get<std::string>()));
-  c.field(r, path, "topology", kind::string);
-  c.field(r, path, "variant", kind::string);
+  bool fields_ok = c.field(r, path, "topology", kind::string) & c.field(r, path, "variant", kind::string);
   for (const char* key : {"nodes", "changed", "iterations", "repetitions"})
-    c.field(r, path, key, kind::unsigned_integer);
+    fields_ok = c.field(r, path, key, kind::unsigned_integer) && fields_ok;
+  auto string_at = [&](const char* key) { return r.contains(key) && r.at(key).is_string(); };
+  if (fields_ok && string_at("group") && string_at("api") && string_at("name")) {
+    const bench_id id{r.at("group").get<std::string>(), r.at("topology").get<std::string>(),
+                      r.at("variant").get<std::string>(), r.at("api").get<std::string>(),
+                      r.at("nodes").get<std::size_t>(), r.at("changed").get<std::size_t>()};
+    if (r.at("name").get<std::string>() != bench_name(id))
+      c.problem(fmt::format("{}.name: '{}' does not match its fields (expected '{}')", path,
+                            r.at("name").get<std::string>(), bench_name(id)));
+    if (id.changed > id.nodes)
+      c.problem(fmt::format("{}.changed: {} nodes changed of {}", path, id.changed, id.nodes));
+  }
   const bool has_error = c.field(r, path, "error", kind::string_or_null) && r.at("error").is_string();
   if (!c.field(r, path, "metrics", kind::object)) return;
   const json& metrics = r.at("metrics");
@@ -288,7 +313,7 @@ bench_id id_of(std::string group, std::string topology, std::string variant, std
 
 std::string changed_label(std::size_t changed, std::size_t nodes) {
   if (changed == nodes) return fmt::format("{} (all)", changed);
-  if (changed == 1) return "1";
+  if (changed == 1 || nodes == 0 || changed > nodes) return fmt::format("{}", changed);
   return fmt::format("{} ({:.0f}%)", changed, 100.0 * static_cast<double>(changed) / static_cast<double>(nodes));
 }
 
@@ -328,7 +353,8 @@ void header_section(std::string& out, const bench_report& report) {
                                      : std::string(),
                      s.filter.empty() ? std::string() : fmt::format(", filter `{}`", s.filter), s.elapsed_s,
                      e.started_utc, e.conveyor_version);
-  out += "- Cells: **median [min–max]** over the repetitions; — where a benchmark did not run.\n";
+  out += "- Cells: **median [min–max]** over the repetitions; — where a benchmark did not run (filtered out or "
+         "failed) or did not record that measurement.\n";
 }
 
 void launch_section(std::string& out, const bench_report& report, const result_index& index) {
@@ -737,19 +763,25 @@ std::vector<std::string> schema_problems(const nlohmann::json& j) {
     if (c.field(env, path, "gpu", kind::object)) {
       const json& gpu = env.at("gpu");
       c.field(gpu, path + ".gpu", "name", kind::string);
-      c.field(gpu, path + ".gpu", "compute_capability", kind::string);
+      if (c.field(gpu, path + ".gpu", "compute_capability", kind::string)) {
+        int major = 0;
+        int minor = 0;
+        const auto cc = gpu.at("compute_capability").get<std::string>();
+        if (std::sscanf(cc.c_str(), "%d.%d", &major, &minor) != 2 || major < 0 || minor < 0)
+          c.problem(fmt::format("{}.gpu.compute_capability: '{}' is not major.minor", path, cc));
+      }
       c.field(gpu, path + ".gpu", "pci_bus_id", kind::string);
-      for (const char* key : {"sm_count", "memory_bytes", "l2_bytes"})
-        c.field(gpu, path + ".gpu", key, kind::unsigned_integer);
+      c.field(gpu, path + ".gpu", "sm_count", kind::small_count);
+      for (const char* key : {"memory_bytes", "l2_bytes"}) c.field(gpu, path + ".gpu", key, kind::unsigned_integer);
     }
     if (c.field(env, path, "driver", kind::object)) {
       c.field(env.at("driver"), path + ".driver", "cuda_version", kind::string);
-      c.field(env.at("driver"), path + ".driver", "cuda_version_code", kind::unsigned_integer);
+      c.field(env.at("driver"), path + ".driver", "cuda_version_code", kind::small_count);
       c.field(env.at("driver"), path + ".driver", "release", kind::string_or_null);
     }
     if (c.field(env, path, "runtime", kind::object)) {
       c.field(env.at("runtime"), path + ".runtime", "cuda_version", kind::string);
-      c.field(env.at("runtime"), path + ".runtime", "cuda_version_code", kind::unsigned_integer);
+      c.field(env.at("runtime"), path + ".runtime", "cuda_version_code", kind::small_count);
     }
     if (c.field(env, path, "clocks", kind::object)) {
       const json& clocks = env.at("clocks");
@@ -764,7 +796,7 @@ std::vector<std::string> schema_problems(const nlohmann::json& j) {
     }
     if (c.field(env, path, "host", kind::object)) {
       c.field(env.at("host"), path + ".host", "name", kind::string);
-      c.field(env.at("host"), path + ".host", "cpus", kind::unsigned_integer);
+      c.field(env.at("host"), path + ".host", "cpus", kind::small_count);
       c.field(env.at("host"), path + ".host", "cpu_scaling", kind::string);
     }
     c.field(env, path, "conveyor_version", kind::string);
@@ -776,7 +808,7 @@ std::vector<std::string> schema_problems(const nlohmann::json& j) {
     const std::string path = "$.settings";
     c.field(s, path, "quick", kind::boolean);
     c.field(s, path, "interleaved", kind::boolean);
-    c.field(s, path, "repetitions", kind::unsigned_integer);
+    c.field(s, path, "repetitions", kind::small_count);
     c.field(s, path, "rotation_sets", kind::unsigned_integer);
     if (s.is_object() && s.contains("min_pairs")) c.field(s, path, "min_pairs", kind::unsigned_integer);
     c.field(s, path, "target_ms", kind::number);
@@ -813,6 +845,7 @@ std::string format_bytes(double bytes) {
   if (!std::isfinite(bytes)) return std::string(missing);
   const double a = std::fabs(bytes);
   constexpr double kib = 1024.0;
+  if (a < 0.5) return "0 B";
   if (a < kib) return fmt::format("{:.0f} B", bytes);
   if (a < kib * kib) return fmt::format("{:.1f} KiB", bytes / kib);
   if (a < kib * kib * kib) return fmt::format("{:.1f} MiB", bytes / (kib * kib));

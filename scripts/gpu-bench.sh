@@ -4,8 +4,9 @@
 # (the full run, under 5 minutes on an H200; `--quick`, under 1 minute, when given) and writes into $OUT (or
 # /tmp/gpu-bench): bench.json (schema conveyor-bench/1), bench.md (the Markdown report), gbench.json (Google
 # Benchmark's own JSON) and bench-console.log (Google Benchmark's progress); with BENCH_PLOTS=1 and Matplotlib
-# there, also plots/*.svg (off by default: the device tool brings back at most 8 files; plot here instead with
-# `/usr/bin/python3 scripts/plot_bench.py bench.json plots/`). Prints the Markdown report last.
+# there, also plots/*.svg (off by default: GPU machines often lack Matplotlib, and copying results back is
+# simpler with fewer files; plot on the development machine with `/usr/bin/python3 scripts/plot_bench.py
+# bench.json plots/`). Prints the Markdown report last.
 # Usage: scripts/gpu-bench.sh [--quick] [other `conveyor bench` options, e.g. --filter '^launch/']
 # Environment: BUILD_DIR (default gpu-build, else build), BENCH_PLOTS (1: make the SVG plots too).
 set -uo pipefail

@@ -30,10 +30,18 @@ TOPOLOGY_NAMES = {"chain": "chain", "fork_join": "fork/join (width 4)"}
 
 
 def load(path):
-    with open(path, encoding="utf-8") as f:
-        report = json.load(f)
-    if report.get("schema") != "conveyor-bench/1":
-        sys.exit(f"{path}: not a conveyor-bench/1 report (schema {report.get('schema')!r})")
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except OSError as e:
+        sys.exit(f"{path}: cannot read: {e.strerror}")
+    except json.JSONDecodeError as e:
+        sys.exit(f"{path}: not JSON: {e}")
+    if not isinstance(report, dict) or report.get("schema") != "conveyor-bench/1":
+        schema = report.get("schema") if isinstance(report, dict) else None
+        sys.exit(f"{path}: not a conveyor-bench/1 report (schema {schema!r})")
+    if not isinstance(report.get("results"), list):
+        sys.exit(f"{path}: no results array")
     return report
 
 
@@ -237,6 +245,8 @@ def main():
     report = load(args.report)
     os.makedirs(args.outdir, exist_ok=True)
     results = ok(report["results"])
+    if not results:
+        sys.exit(f"{args.report}: no benchmark ran without error: nothing to plot")
     plot_launch(report, results, args.outdir)
     plot_ratio(report, results, args.outdir)
     plot_paired(report, results, args.outdir)

@@ -195,6 +195,11 @@ TEST(GraphedOverhead, TableShowsBothRowsAndTheDifference) {
 
 TEST(Format, SummaryIsMedianThenRange) { EXPECT_EQ(format_summary({9.01, 8.95, 9.2}), "9.01 [8.95–9.20]"); }
 
+TEST(Format, BytesNearZeroAreZero) {
+  EXPECT_EQ(format_bytes(-0.3), "0 B");
+  EXPECT_EQ(format_bytes(-2048.0), "-2.0 KiB");
+}
+
 TEST(Format, BytesUseBinaryUnits) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
@@ -294,6 +299,19 @@ TEST(Json, SchemaProblemsAreFound) {
   EXPECT_FALSE(broken([](json& j) { j["environment"]["gpu"].erase("name"); }).empty());
   EXPECT_FALSE(broken([](json& j) { j["settings"]["repetitions"] = "five"; }).empty());
   EXPECT_FALSE(broken([](json& j) { j["settings"]["min_pairs"] = -1; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["settings"]["repetitions"] = 1ULL << 40; }).empty()); // read into an int
+  EXPECT_FALSE(broken([](json& j) { j["environment"]["host"]["cpus"] = 1ULL << 40; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["environment"]["gpu"]["compute_capability"] = "abc"; }).empty());
+  // A name must match the fields it is made of, and no more nodes change than the graph holds.
+  EXPECT_FALSE(broken([](json& j) { j["results"][0]["name"] = "launch/chain/sync/cuda/101"; }).empty());
+  EXPECT_FALSE(broken([](json& j) { j["results"][0]["topology"] = "fork_join"; }).empty());
+  EXPECT_FALSE(broken([](json& j) {
+                 for (json& r : j["results"])
+                   if (r["group"] == "update") {
+                     r["changed"] = 1000;
+                     r["name"] = "update/chain/setters/conveyor/100/1000";
+                   }
+               }).empty());
   EXPECT_FALSE(broken([](json& j) { j["settings"]["sizes"] = json::array({1, -2}); }).empty());
   EXPECT_FALSE(broken([](json& j) { j["results"][0]["group"] = "warp"; }).empty());
   EXPECT_FALSE(broken([](json& j) { j["results"][0]["api"] = "opencl"; }).empty());

@@ -42,9 +42,10 @@ enum class node_kind {
 //! Converts CUDA's node type to node_kind.
 [[nodiscard]] node_kind to_node_kind(cudaGraphNodeType type) noexcept;
 
-//! A handle to one node of a conveyor::graph: the CUDA node plus the graph it belongs to. Cheap to copy; valid
-//! while the graph (or an executable graph instantiated from it) is alive. Taskflow-style dependency calls:
-//! `a.precede(b)` adds the edge a → b, `b.succeed(a)` the same edge.
+//! A handle to one node of a conveyor::graph: the CUDA node plus the graph it belongs to, and for kernel nodes made
+//! by the builder the kernel and launch configuration they were added with (a plain value of 56 bytes, copied
+//! without allocation). Valid while the graph (or an executable graph instantiated from it) is alive.
+//! Taskflow-style dependency calls: `a.precede(b)` adds the edge a → b, `b.succeed(a)` the same edge.
 class node {
 public:
   //! An empty handle (get() == nullptr).
