@@ -278,7 +278,6 @@ void update_body(benchmark::State& state, const bench_case& c, bench_context& ct
   const conveyor::stream& main = ctx.main_stream();
   const bool conveyor_api = c.id.api == "conveyor";
   const std::string& method = c.id.variant;
-  const axpb_fn fn = axpb_kernel();
 
   // Two versions of the chain: A (b = axpb_b everywhere) and B (axpb_b_changed at the changed nodes). Each
   // iteration moves the executable graph from one to the other.
@@ -301,12 +300,6 @@ void update_body(benchmark::State& state, const bench_case& c, bench_context& ct
   }
   main.synchronize();
 
-  cudaKernelNodeParams raw_params{};
-  raw_params.func = reinterpret_cast<void*>(fn);
-  raw_params.gridDim = dim3(1);
-  raw_params.blockDim = dim3(kernel_threads);
-  raw_params.sharedMemBytes = 0;
-  raw_params.extra = nullptr;
 
   bool at_b = false;
   // Applies the change (A -> B or B -> A); returns the seconds the update itself took.
@@ -315,24 +308,8 @@ void update_body(benchmark::State& state, const bench_case& c, bench_context& ct
     const float value = to_b ? axpb_b_changed : axpb_b;
     double elapsed = 0.0;
     if (method == "setters") {
-      if (conveyor_api) {
-        const auto t0 = clock_type::now();
-        for (std::size_t j : changed)
-          conveyor_exec->set_kernel_args(conveyor_a->nodes[j], fn, ctx.chunk(rot.base, j, n), axpb_a, value);
-        elapsed = seconds(t0, clock_type::now());
-      } else {
-        const auto t0 = clock_type::now();
-        for (std::size_t j : changed) {
-          float* y = ctx.chunk(rot.base, j, n);
-          float a = axpb_a;
-          float v = value;
-          void* args[] = {&y, &a, &v};
-          cudaKernelNodeParams p = raw_params;
-          p.kernelParams = args;
-          CONVEYOR_CHECK(cudaGraphExecKernelNodeSetParams(raw_exec.get(), raw_a.nodes[j], &p));
-        }
-        elapsed = seconds(t0, clock_type::now());
-      }
+      elapsed = conveyor_api ? set_b_conveyor(ctx, *conveyor_exec, conveyor_a->nodes, changed, n, rot.base, value)
+                             : set_b_raw(ctx, raw_exec.get(), raw_a.nodes, changed, n, rot.base, value);
     } else if (method == "whole") {
       if (conveyor_api) {
         const auto t0 = clock_type::now();

@@ -170,7 +170,6 @@ void setter_pairs(benchmark::State& state, const bench_case& c, bench_context& c
   if (changed.empty()) throw std::invalid_argument("paired setters benchmark without changed nodes");
   const conveyor::stream& main = ctx.main_stream();
   const std::vector<float> b = b_values(n);
-  const axpb_fn fn = axpb_kernel();
   // Two executable graphs of the chain, on the same buffers.
   const conveyor_built built = build_conveyor(ctx, 1, n, rot.base, b);
   conveyor::graph_exec conveyor_exec = conveyor::instantiate(built.graph);
@@ -179,30 +178,10 @@ void setter_pairs(benchmark::State& state, const bench_case& c, bench_context& c
   const raw_graph_exec raw_exec = instantiate_raw(raw.graph.get());
   CONVEYOR_CHECK(cudaGraphUpload(raw_exec.get(), main.get()));
   main.synchronize();
-  cudaKernelNodeParams raw_params{};
-  raw_params.func = reinterpret_cast<void*>(fn);
-  raw_params.gridDim = dim3(1);
-  raw_params.blockDim = dim3(kernel_threads);
-
   auto set_conveyor = [&](float value) {
-    const auto t0 = clock_type::now();
-    for (std::size_t j : changed)
-      conveyor_exec.set_kernel_args(built.nodes[j], fn, ctx.chunk(rot.base, j, n), axpb_a, value);
-    return seconds(t0, clock_type::now());
+    return set_b_conveyor(ctx, conveyor_exec, built.nodes, changed, n, rot.base, value);
   };
-  auto set_raw = [&](float value) {
-    const auto t0 = clock_type::now();
-    for (std::size_t j : changed) {
-      float* y = ctx.chunk(rot.base, j, n);
-      float a = axpb_a;
-      float v = value;
-      void* args[] = {&y, &a, &v};
-      cudaKernelNodeParams p = raw_params;
-      p.kernelParams = args;
-      CONVEYOR_CHECK(cudaGraphExecKernelNodeSetParams(raw_exec.get(), raw.nodes[j], &p));
-    }
-    return seconds(t0, clock_type::now());
-  };
+  auto set_raw = [&](float value) { return set_b_raw(ctx, raw_exec.get(), raw.nodes, changed, n, rot.base, value); };
   // One side of a pair, as a replay loop runs it: change the nodes, launch, wait — twice, the first time to the
   // changed value, the second time (timed) back to the original one. Timing only the second update measures both
   // sides right after a launch of their own graph (the host-side state the driver touched last is warm in the CPU

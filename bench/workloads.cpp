@@ -9,6 +9,7 @@
 #include <conveyor/error.hpp>
 
 #include <algorithm>
+#include <chrono>
 
 namespace conveyor::bench {
 
@@ -140,6 +141,32 @@ raw_built build_raw(const bench_context& ctx, std::size_t width, std::size_t n, 
     CONVEYOR_CHECK(cudaGraphAddKernelNode(&out.nodes[j], g, dep, dep != nullptr ? 1 : 0, &params));
   }
   return out;
+}
+
+double set_b_conveyor(const bench_context& ctx, conveyor::graph_exec& exec, std::span<const conveyor::node> nodes,
+                      std::span<const std::size_t> changed, std::size_t n, std::size_t set, float value) {
+  const axpb_fn fn = axpb_kernel();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t j : changed) exec.set_kernel_args(nodes[j], fn, ctx.chunk(set, j, n), axpb_a, value);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double set_b_raw(const bench_context& ctx, cudaGraphExec_t exec, std::span<const cudaGraphNode_t> nodes,
+                 std::span<const std::size_t> changed, std::size_t n, std::size_t set, float value) {
+  cudaKernelNodeParams params{};
+  params.func = reinterpret_cast<void*>(axpb_kernel());
+  params.gridDim = dim3(1);
+  params.blockDim = dim3(kernel_threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t j : changed) {
+    float* y = ctx.chunk(set, j, n);
+    float a = axpb_a;
+    float v = value;
+    void* args[] = {&y, &a, &v};
+    params.kernelParams = args;
+    CONVEYOR_CHECK(cudaGraphExecKernelNodeSetParams(exec, nodes[j], &params));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 raw_graph_exec instantiate_raw(cudaGraph_t g) {

@@ -131,6 +131,16 @@ struct raw_built {
 [[nodiscard]] raw_built build_raw(const bench_context& ctx, std::size_t width, std::size_t n, std::size_t set,
                                   std::span<const float> b);
 
+//! Sets b = `value` in the kernel nodes `changed` (indices into `nodes`, a chain of `n` kernels on buffer set `set`)
+//! of `exec` through graph_exec::set_kernel_args, keeping y and a. Returns the seconds the calls took.
+//! \throws cuda_error when CUDA refuses a node.
+double set_b_conveyor(const bench_context& ctx, conveyor::graph_exec& exec, std::span<const conveyor::node> nodes,
+                      std::span<const std::size_t> changed, std::size_t n, std::size_t set, float value);
+//! The same through cudaGraphExecKernelNodeSetParams, once per changed node.
+//! \throws cuda_error when CUDA refuses a node.
+double set_b_raw(const bench_context& ctx, cudaGraphExec_t exec, std::span<const cudaGraphNode_t> nodes,
+                 std::span<const std::size_t> changed, std::size_t n, std::size_t set, float value);
+
 //! Instantiates a raw graph (`cudaGraphInstantiate`, no flags).
 //! \throws cuda_error when instantiation fails.
 [[nodiscard]] raw_graph_exec instantiate_raw(cudaGraph_t g);
