@@ -10,21 +10,11 @@
 
 #include <atomic>
 #include <cerrno>
-#include <memory>
 #include <system_error>
 
 namespace conveyor::scenarios {
 
-namespace {
-
-struct file_closer {
-  void operator()(std::FILE* f) const noexcept { (void)std::fclose(f); }
-};
-using file_ptr = std::unique_ptr<std::FILE, file_closer>;
-
 std::string errno_text(int code) { return std::system_category().message(code); }
-
-} // namespace
 
 file_error::file_error(const std::filesystem::path& file, std::string reason)
     : std::runtime_error(file.string() + ": " + reason), file_(file), reason_(std::move(reason)) {}

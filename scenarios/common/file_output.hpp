@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,16 @@ private:
   std::filesystem::path file_;
   std::string reason_;
 };
+
+//! Closes a C stream (std::fclose, errors ignored); never throws.
+struct file_closer {
+  void operator()(std::FILE* f) const noexcept { (void)std::fclose(f); }
+};
+//! An owned C stream.
+using file_ptr = std::unique_ptr<std::FILE, file_closer>;
+
+//! The system's text for an errno value, e.g. "No such file or directory".
+[[nodiscard]] std::string errno_text(int code);
 
 //! Writes `file` through `fill`, which gets an open temporary file in the same folder and returns an empty string
 //! on success, else the reason it failed. The temporary file is flushed, synced and renamed over `file`; on any

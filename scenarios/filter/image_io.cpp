@@ -13,18 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <system_error>
 
 namespace conveyor::filter {
 
 namespace {
 
-struct file_closer {
-  void operator()(std::FILE* f) const noexcept { (void)std::fclose(f); }
-};
-using file_ptr = std::unique_ptr<std::FILE, file_closer>;
-
-std::string errno_text(int code) { return std::system_category().message(code); }
+using scenarios::errno_text;
+using scenarios::file_ptr;
 
 std::string hex_bytes(const unsigned char* bytes, std::size_t n) {
   std::string out;

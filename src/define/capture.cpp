@@ -57,20 +57,15 @@ public:
   ~link_events() {
     for (const auto& [device, e] : events_) (void)cudaEventDestroy(e);
   }
-  // The event of `device`, created on first use (on that device). Returns the creation error, if any.
+  // The event of `device`, the current device, created on first use. Returns the creation error, if any.
   cudaError_t get(int device, cudaEvent_t* out) {
     for (const auto& [d, e] : events_)
       if (d == device) {
         *out = e;
         return cudaSuccess;
       }
-    int current = 0;
-    cudaError_t rc = cudaGetDevice(&current);
-    if (rc != cudaSuccess) return rc;
-    if (current != device && (rc = cudaSetDevice(device)) != cudaSuccess) return rc;
     cudaEvent_t e = nullptr;
-    rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-    if (current != device) (void)cudaSetDevice(current);
+    const cudaError_t rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
     if (rc != cudaSuccess) return rc;
     events_.emplace_back(device, e);
     *out = e;
