@@ -1,7 +1,8 @@
 #include "conveyor/define/capture.hpp"
 
 #include "conveyor/error.hpp"
-#include "detail/compat.hpp"
+#include "cuda/compat.hpp"
+#include "model/graph_state.hpp"
 
 #include <fmt/format.h>
 
@@ -113,70 +114,129 @@ cudaError_t link(cudaStream_t from, cudaStream_t to) {
 
 } // namespace
 
-void begin_capture(const stream& s, capture_mode mode) {
-  if (s.get() == nullptr)
-    throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture(legacy default stream)",
-                     std::source_location::current(),
-                     "the legacy default stream cannot be captured; make a conveyor::stream");
-  CONVEYOR_CHECK(cudaStreamBeginCapture(s.get(), static_cast<cudaStreamCaptureMode>(mode)));
-}
-
-void begin_capture_to_graph(const stream& s, const graph& g, const node_list& deps, capture_mode mode) {
-  if (!deps.all_in(g.state().get()))
-    throw std::invalid_argument("conveyor::capture_into: a dependency belongs to another graph");
-  const auto handles = deps.handles();
-  CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(s.get(), g.get(), handles.data(), nullptr, handles.size(),
-                                               static_cast<cudaStreamCaptureMode>(mode)));
-}
-
-std::vector<cudaGraphNode_t> capture_frontier(const stream& s) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* deps = nullptr;
-  std::size_t count = 0;
-  CONVEYOR_CHECK(capture_info(s.get(), &status, nullptr, &deps, &count));
-  if (status == cudaStreamCaptureStatusInvalidated)
-    throw cuda_error(cudaErrorStreamCaptureInvalidated, "capture_into", std::source_location::current());
-  return {deps, deps + count};
-}
-
-cudaGraph_t end_capture(const stream& s, bool owns_graph) {
-  auto unjoined = take_open_forks(capture_id(s.get()));
-  for (cudaStream_t branch : unjoined) (void)link(branch, s.get());
+// Ends the capture on `s` after joining the streams forked into it and not joined; returns the graph (null when the
+// capture failed) and CUDA's error. `owns_graph` is false when capturing into an existing graph.
+std::pair<cudaGraph_t, cudaError_t> end_capture(cudaStream_t s, std::size_t* unjoined_count) {
+  auto unjoined = take_open_forks(capture_id(s));
+  for (cudaStream_t branch : unjoined) (void)link(branch, s);
+  if (unjoined_count != nullptr) *unjoined_count = unjoined.size();
   cudaGraph_t g = nullptr;
-  cudaError_t rc = cudaStreamEndCapture(s.get(), &g);
-  if (rc == cudaSuccess && unjoined.empty()) return g;
-  if (g != nullptr && owns_graph) (void)cudaGraphDestroy(g);
-  (void)cudaGetLastError();
-  if (!unjoined.empty())
-    throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
-                     fmt::format("{} stream(s) forked into the capture were not joined", unjoined.size()));
-  throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current(),
-                   rc == cudaErrorStreamCaptureInvalidated ? "the capture was invalidated and no graph was made"
-                                                           : "");
+  const cudaError_t rc = cudaStreamEndCapture(s, &g);
+  if (rc != cudaSuccess) (void)cudaGetLastError();
+  return {g, rc};
 }
 
-void abort_capture(const stream& s, bool owns_graph) noexcept {
-  for (cudaStream_t branch : take_open_forks(capture_id(s.get()))) (void)link(branch, s.get());
-  cudaGraph_t g = nullptr;
-  if (cudaStreamEndCapture(s.get(), &g) == cudaSuccess && g != nullptr && owns_graph) (void)cudaGraphDestroy(g);
-  (void)cudaGetLastError();
+std::string capture_where(unsigned long long origin, unsigned long long branch) {
+  auto text = [](unsigned long long id) {
+    return id == 0 ? std::string("not capturing") : fmt::format("capturing (capture {})", id);
+  };
+  return fmt::format("origin stream {}, branch stream {}", text(origin), text(branch));
 }
 
 } // namespace conveyor::detail
 
 namespace conveyor {
 
+capture_session::capture_session(const stream& s, capture_mode mode) : stream_(s.get()) {
+  if (stream_ == nullptr)
+    throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture(legacy default stream)",
+                     std::source_location::current(),
+                     "the legacy default stream cannot be captured; make a conveyor::stream");
+  CONVEYOR_CHECK(cudaStreamBeginCapture(stream_, static_cast<cudaStreamCaptureMode>(mode)));
+  open_ = true;
+}
+
+capture_session::capture_session(graph& target, const stream& s, const node_list& deps, capture_mode mode)
+    : stream_(s.get()), target_(&target) {
+  if (!detail::access::all_in(deps, detail::access::state(target).get()))
+    throw std::invalid_argument("conveyor::capture_into: a dependency belongs to another graph");
+  if (stream_ == nullptr)
+    throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCaptureToGraph(legacy default stream)",
+                     std::source_location::current(),
+                     "the legacy default stream cannot be captured; make a conveyor::stream");
+  const auto handles = deps.handles();
+  CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(stream_, target.get(), handles.data(), nullptr, handles.size(),
+                                               static_cast<cudaStreamCaptureMode>(mode)));
+  open_ = true;
+}
+
+capture_session::~capture_session() {
+  if (!open_) return;
+  auto [g, rc] = detail::end_capture(stream_, nullptr);
+  if (rc == cudaSuccess && g != nullptr && target_ == nullptr) (void)cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+}
+
+graph capture_session::finish() {
+  if (!open_ || target_ != nullptr)
+    throw std::logic_error(target_ != nullptr ? "conveyor::capture_session::finish: the session captures into an "
+                                                "existing graph; call finish_into"
+                                              : "conveyor::capture_session::finish: the capture already ended");
+  open_ = false;
+  std::size_t unjoined = 0;
+  auto [g, rc] = detail::end_capture(stream_, &unjoined);
+  if (rc == cudaSuccess && unjoined == 0) return graph::adopt(g);
+  if (g != nullptr) (void)cudaGraphDestroy(g);
+  if (unjoined != 0)
+    throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
+                     fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
+  throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current(),
+                   rc == cudaErrorStreamCaptureInvalidated ? "the capture was invalidated and no graph was made" : "");
+}
+
+std::vector<node> capture_session::finish_into() {
+  if (!open_ || target_ == nullptr)
+    throw std::logic_error(target_ == nullptr ? "conveyor::capture_session::finish_into: the session captures into "
+                                                "a new graph; call finish"
+                                              : "conveyor::capture_session::finish_into: the capture already ended");
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  std::size_t count = 0;
+  CONVEYOR_CHECK(detail::capture_info(stream_, &status, nullptr, &deps, &count));
+  if (status == cudaStreamCaptureStatusInvalidated)
+    throw cuda_error(cudaErrorStreamCaptureInvalidated, "capture_into", std::source_location::current(),
+                     "the capture was invalidated by an illegal call; the nodes captured before it stay in the graph");
+  std::vector<cudaGraphNode_t> frontier(deps, deps + count); // valid until the capture ends
+  open_ = false;
+  std::size_t unjoined = 0;
+  auto [g, rc] = detail::end_capture(stream_, &unjoined);
+  (void)g; // the target graph itself
+  if (unjoined != 0)
+    throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
+                     fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
+  if (rc != cudaSuccess) throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current());
+  std::vector<node> nodes;
+  nodes.reserve(frontier.size());
+  for (auto* handle : frontier) nodes.push_back(target_->wrap(handle));
+  return nodes;
+}
+
 void fork(const stream& origin, const stream& branch) {
-  CONVEYOR_CHECK(detail::link(origin.get(), branch.get()));
   const unsigned long long id = detail::capture_id(origin.get());
+  const unsigned long long branch_id = detail::capture_id(branch.get());
+  if (branch_id != 0 && branch_id != id)
+    throw cuda_error(cudaErrorStreamCaptureMerge, "conveyor::fork", std::source_location::current(),
+                     fmt::format("{}: the branch stream is already capturing {}, and forking onto it would merge two "
+                                 "captures (CUDA invalidates both). Nothing was enqueued; both streams are as before. "
+                                 "Fork onto a stream that is not capturing",
+                                 detail::capture_where(id, branch_id),
+                                 id == 0 ? "while the origin is not" : "another graph"));
+  CONVEYOR_CHECK(detail::link(origin.get(), branch.get()));
   if (id == 0) return; // not capturing: an ordinary cross-stream dependency
   std::lock_guard lock(detail::forks().mutex);
   detail::forks().open[id].push_back(branch.get());
 }
 
 void join(const stream& origin, const stream& branch) {
+  const unsigned long long id = detail::capture_id(origin.get());
+  const unsigned long long branch_id = detail::capture_id(branch.get());
+  if (branch_id != id)
+    throw cuda_error(cudaErrorStreamCaptureIsolation, "conveyor::join", std::source_location::current(),
+                     fmt::format("{}: join needs both streams in the same capture (fork the branch from the origin "
+                                 "first) or both outside captures. Nothing was enqueued; both streams are as before",
+                                 detail::capture_where(id, branch_id)));
   CONVEYOR_CHECK(detail::link(branch.get(), origin.get()));
-  unsigned long long id = detail::capture_id(origin.get());
+  if (id == 0) return;
   std::lock_guard lock(detail::forks().mutex);
   auto it = detail::forks().open.find(id);
   if (it == detail::forks().open.end()) return;

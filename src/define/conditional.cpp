@@ -1,6 +1,8 @@
 #include "conveyor/define/conditional.hpp"
 
 #include "conveyor/error.hpp"
+#include "kinds/kinds.hpp"
+#include "model/graph_state.hpp"
 
 #include <fmt/format.h>
 
@@ -55,53 +57,38 @@ condition make_condition(graph& g, unsigned default_value, bool reset_each_launc
 conditional_node add_conditional(graph& g, const node_list& deps, conditional_kind kind, const condition& cond,
                                  unsigned cases) {
   require_version(required_cuda_version(kind), kind_name(kind));
-  if (!deps.all_in(g.state().get()))
+  auto& state = *detail::access::state(g);
+  if (!detail::access::all_in(deps, &state))
     throw std::invalid_argument("conveyor::add_conditional: a dependency belongs to another graph");
   if (cond.graph != g.get())
     throw std::invalid_argument("conveyor::add_conditional: the condition was made for another graph; call "
                                 "make_condition on the graph that gets the conditional node");
   if (kind == conditional_kind::switch_case && cases == 0)
     throw std::invalid_argument("conveyor::add_conditional: a switch_case needs at least one case");
-  cudaGraphNodeParams params{};
-  params.type = cudaGraphNodeTypeConditional;
-  params.conditional.handle = cond.handle;
+  cudaGraphConditionalNodeType type = cudaGraphCondTypeIf;
+  unsigned size = 1;
   switch (kind) {
-  case conditional_kind::if_then:
-    params.conditional.type = cudaGraphCondTypeIf;
-    params.conditional.size = 1;
-    break;
-  case conditional_kind::if_then_else:
-    params.conditional.type = cudaGraphCondTypeIf;
-    params.conditional.size = 2;
-    break;
-  case conditional_kind::while_loop:
-    params.conditional.type = cudaGraphCondTypeWhile;
-    params.conditional.size = 1;
-    break;
+  case conditional_kind::if_then: break;
+  case conditional_kind::if_then_else: size = 2; break;
+  case conditional_kind::while_loop: type = cudaGraphCondTypeWhile; break;
   case conditional_kind::switch_case:
-    params.conditional.type = cudaGraphCondTypeSwitch;
-    params.conditional.size = cases;
+    type = cudaGraphCondTypeSwitch;
+    size = cases;
     break;
   }
-  const auto handles = deps.handles();
-  cudaGraphNode_t n = nullptr;
-  cudaError_t rc = cudaGraphAddNode(&n, g.get(), handles.data(), nullptr, handles.size(), &params);
-  if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw cuda_error(rc, fmt::format("cudaGraphAddNode(conditional {})", kind_name(kind)),
-                     std::source_location::current(), "is the condition handle made for this graph?");
-  }
+  auto [n, body_handles] = detail::add_conditional(g.get(), deps.handles(), cond.handle, type, size);
   conditional_node out{g.wrap(n), cond, {}};
-  auto& body_states = g.state()->bodies[n];
-  for (unsigned i = 0; i < params.conditional.size; ++i) {
-    auto state = std::make_shared<detail::graph_state>();
-    state->handle = params.conditional.phGraph_out[i];
-    state->owned = false; // CUDA owns body graphs for the node's lifetime
-    state->conditional_body = true;
-    state->keep = g.state()->keep; // what body nodes need lives as long as the parent
-    body_states.push_back(state);
-    out.bodies.push_back(graph::from_state(std::move(state)));
+  detail::conditional_info info{cond.handle, type, size, {}};
+  for (cudaGraph_t body : body_handles) {
+    auto body_state = std::make_shared<detail::graph_state>();
+    body_state->handle = body;
+    body_state->owned = false; // CUDA owns body graphs for the node's lifetime
+    body_state->conditional_body = true;
+    body_state->keep = state.keep; // what body nodes need lives as long as the parent
+    info.bodies.push_back(body_state);
+    out.bodies.push_back(detail::access::make_graph(std::move(body_state)));
   }
+  state.conditionals.emplace(n, std::move(info));
   return out;
 }
 

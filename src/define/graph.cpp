@@ -1,7 +1,10 @@
 #include "conveyor/define/graph.hpp"
 
 #include "conveyor/error.hpp"
-#include "detail/compat.hpp"
+#include "cuda/compat.hpp"
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+#include "model/graph_state.hpp"
 
 #include <fmt/format.h>
 
@@ -11,20 +14,20 @@ namespace conveyor {
 
 namespace {
 
-// Checks that every dependency belongs to `g` and returns their CUDA handles (no copy, no allocation).
-std::span<const cudaGraphNode_t> handles_in(const detail::graph_state* g, const node_list& deps, const char* call) {
-  if (!deps.all_in(g))
-    throw std::invalid_argument(fmt::format("conveyor::graph::{}: a dependency belongs to another graph", call));
-  return deps.handles();
-}
+using detail::access;
 
-// Conditional bodies may hold kernel, memcpy, memset, empty, child-graph and conditional nodes only.
-void refuse_in_body(const detail::graph_state* g, const char* kind) {
-  if (g->conditional_body)
+// Checks that every dependency belongs to `g`, and that `kind` may be added to it (conditional bodies allow only
+// some kinds), then returns the dependencies' CUDA handles (no copy, no allocation).
+std::span<const cudaGraphNode_t> checked(const detail::graph_state* g, const node_list& deps, node_kind kind,
+                                         const char* call) {
+  if (!access::all_in(deps, g))
+    throw std::invalid_argument(fmt::format("conveyor::graph::{}: a dependency belongs to another graph", call));
+  if (g->conditional_body && !detail::traits_of(kind).allowed_in_body)
     throw std::invalid_argument(fmt::format(
         "conveyor::graph::{}: {} nodes are not allowed in a conditional node's body (CUDA allows kernel, memcpy, "
         "memset, empty, child-graph and conditional nodes there)",
-        kind, kind));
+        call, to_string(kind)));
+  return deps.handles();
 }
 
 } // namespace
@@ -40,25 +43,23 @@ graph graph::adopt(cudaGraph_t handle, ownership own) {
   return graph(std::move(state));
 }
 
+cudaGraph_t graph::get() const noexcept { return state_ ? state_->handle : nullptr; }
+
+node graph::wrap(cudaGraphNode_t handle) const noexcept { return access::make_node(handle, state_.get()); }
+
+bool graph::owns(const node& n) const noexcept { return n && access::owner(n) == state_.get(); }
+
+void graph::keep_alive(std::shared_ptr<void> item) { state_->keep->add(std::move(item)); }
+
 node graph::add_kernel(const node_list& deps, const launch_config& cfg, const void* function, void** arguments) {
-  auto handles = handles_in(state_.get(), deps, "kernel");
-  cudaKernelNodeParams params{};
-  params.func = const_cast<void*>(function);
-  params.gridDim = cfg.grid;
-  params.blockDim = cfg.block;
-  params.sharedMemBytes = static_cast<unsigned>(cfg.shared_bytes);
-  params.kernelParams = arguments;
-  params.extra = nullptr;
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddKernelNode(&n, get(), handles.data(), handles.size(), &params));
-  return {n, state_.get(), function, cfg};
+  auto handles = checked(state_.get(), deps, node_kind::kernel, "kernel");
+  cudaGraphNode_t n = detail::add_kernel(get(), handles, cfg, function, arguments);
+  return access::make_kernel_node(n, state_.get(), function, cfg);
 }
 
 node graph::memcpy(const node_list& deps, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
-  auto handles = handles_in(state_.get(), deps, "memcpy");
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddMemcpyNode1D(&n, get(), handles.data(), handles.size(), dst, src, bytes, kind));
-  return wrap(n);
+  auto handles = checked(state_.get(), deps, node_kind::memcpy, "memcpy");
+  return wrap(detail::add_memcpy_1d(get(), handles, dst, src, bytes, kind));
 }
 
 node graph::memcpy_2d(const node_list& deps, void* dst, std::size_t dst_pitch, const void* src,
@@ -67,15 +68,8 @@ node graph::memcpy_2d(const node_list& deps, void* dst, std::size_t dst_pitch, c
     throw std::invalid_argument(fmt::format(
         "conveyor::graph::memcpy_2d: pitch (dst {} B, src {} B) smaller than the row width {} B", dst_pitch,
         src_pitch, width_bytes));
-  auto handles = handles_in(state_.get(), deps, "memcpy_2d");
-  cudaMemcpy3DParms p{};
-  p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), src_pitch, width_bytes, height};
-  p.dstPtr = cudaPitchedPtr{dst, dst_pitch, width_bytes, height};
-  p.extent = cudaExtent{width_bytes, height, 1};
-  p.kind = kind;
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddMemcpyNode(&n, get(), handles.data(), handles.size(), &p));
-  return wrap(n);
+  auto handles = checked(state_.get(), deps, node_kind::memcpy, "memcpy_2d");
+  return wrap(detail::add_memcpy_2d(get(), handles, dst, dst_pitch, src, src_pitch, width_bytes, height, kind));
 }
 
 node graph::memset_2d(const node_list& deps, void* dst, std::size_t pitch, unsigned value, unsigned element_size,
@@ -83,50 +77,29 @@ node graph::memset_2d(const node_list& deps, void* dst, std::size_t pitch, unsig
   if (element_size != 1 && element_size != 2 && element_size != 4)
     throw std::invalid_argument(
         fmt::format("conveyor::graph::memset: element size {} B; CUDA memset nodes take 1, 2 or 4", element_size));
-  auto handles = handles_in(state_.get(), deps, "memset");
-  cudaMemsetParams p{};
-  p.dst = dst;
-  p.value = value;
-  p.elementSize = element_size;
-  p.width = width;
-  p.height = height;
-  p.pitch = height > 1 ? pitch : width * element_size;
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddMemsetNode(&n, get(), handles.data(), handles.size(), &p));
-  return wrap(n);
+  if (height > 1 && pitch < width * element_size)
+    throw std::invalid_argument(fmt::format("conveyor::graph::memset_2d: pitch {} B smaller than the row width {} B",
+                                            pitch, width * element_size));
+  auto handles = checked(state_.get(), deps, node_kind::memset, "memset");
+  return wrap(detail::add_memset(get(), handles, dst, pitch, value, element_size, width, height));
 }
 
 allocation graph::mem_alloc(const node_list& deps, std::size_t bytes) {
-  refuse_in_body(state_.get(), "mem_alloc");
-  auto handles = handles_in(state_.get(), deps, "mem_alloc");
+  auto handles = checked(state_.get(), deps, node_kind::mem_alloc, "mem_alloc");
   int device = 0;
   CONVEYOR_CHECK(cudaGetDevice(&device));
-  cudaMemAllocNodeParams p{};
-  p.poolProps.allocType = cudaMemAllocationTypePinned;
-  p.poolProps.location.type = cudaMemLocationTypeDevice;
-  p.poolProps.location.id = device;
-  p.bytesize = bytes;
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddMemAllocNode(&n, get(), handles.data(), handles.size(), &p));
-  return {wrap(n), p.dptr};
+  auto [n, pointer] = detail::add_mem_alloc(get(), handles, bytes, device);
+  return {wrap(n), pointer};
 }
 
 node graph::mem_free(const node_list& deps, void* pointer) {
-  refuse_in_body(state_.get(), "mem_free");
-  auto handles = handles_in(state_.get(), deps, "mem_free");
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddMemFreeNode(&n, get(), handles.data(), handles.size(), pointer));
-  return wrap(n);
+  auto handles = checked(state_.get(), deps, node_kind::mem_free, "mem_free");
+  return wrap(detail::add_mem_free(get(), handles, pointer));
 }
 
 node graph::add_host(const node_list& deps, std::shared_ptr<std::function<void()>> callable) {
-  refuse_in_body(state_.get(), "host");
-  auto handles = handles_in(state_.get(), deps, "host");
-  cudaHostNodeParams p{};
-  p.fn = &detail::invoke_host_callable;
-  p.userData = callable.get();
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddHostNode(&n, get(), handles.data(), handles.size(), &p));
+  auto handles = checked(state_.get(), deps, node_kind::host, "host");
+  cudaGraphNode_t n = detail::add_host(get(), handles, callable.get());
   keep_alive(std::move(callable));
   return wrap(n);
 }
@@ -135,33 +108,33 @@ node graph::child(const node_list& deps, const graph& body) {
   if (body.has_conditional())
     throw std::invalid_argument("conveyor::graph::child: the body holds a conditional node, and CUDA does not allow a "
                                 "graph with conditional nodes as a child graph; add the conditional to this graph");
-  auto handles = handles_in(state_.get(), deps, "child");
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddChildGraphNode(&n, get(), handles.data(), handles.size(), body.get()));
+  auto handles = checked(state_.get(), deps, node_kind::child_graph, "child");
+  // The copy CUDA makes takes over the body's user-object reference: per-node updates of the child keep it alive.
+  detail::attach_resources(*body.state_);
+  cudaGraphNode_t n = detail::add_child(get(), handles, body.get());
   keep_alive(body.state_->keep);
   return wrap(n);
 }
 
 node graph::empty(const node_list& deps) {
-  auto handles = handles_in(state_.get(), deps, "empty");
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddEmptyNode(&n, get(), handles.data(), handles.size()));
-  return wrap(n);
+  auto handles = checked(state_.get(), deps, node_kind::empty, "empty");
+  return wrap(detail::add_empty(get(), handles));
 }
 
 node graph::event_record(const node_list& deps, const event& e) {
-  refuse_in_body(state_.get(), "event_record");
-  auto handles = handles_in(state_.get(), deps, "event_record");
-  cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddEventRecordNode(&n, get(), handles.data(), handles.size(), e.get()));
-  return wrap(n);
+  auto handles = checked(state_.get(), deps, node_kind::event_record, "event_record");
+  return wrap(detail::add_event_record(get(), handles, e.get()));
 }
 
 node graph::event_wait(const node_list& deps, const event& e) {
-  refuse_in_body(state_.get(), "event_wait");
-  auto handles = handles_in(state_.get(), deps, "event_wait");
+  auto handles = checked(state_.get(), deps, node_kind::event_wait, "event_wait");
+  return wrap(detail::add_event_wait(get(), handles, e.get()));
+}
+
+node graph::add_node(const node_list& deps, cudaGraphNodeParams& params) {
+  auto handles = checked(state_.get(), deps, to_node_kind(params.type), "add_node");
   cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddEventWaitNode(&n, get(), handles.data(), handles.size(), e.get()));
+  CONVEYOR_CHECK(cudaGraphAddNode(&n, get(), handles.data(), nullptr, handles.size(), &params));
   return wrap(n);
 }
 
@@ -170,9 +143,13 @@ graph graph::clone() const {
     throw std::invalid_argument("conveyor::graph::clone: the graph holds a conditional node, and CUDA cannot clone "
                                 "graphs with conditional nodes; build the graph again instead");
   cudaGraph_t copy = nullptr;
-  CONVEYOR_CHECK(cudaGraphClone(&copy, get()));
+  {
+    std::lock_guard lock(state_->attach_mutex); // the clone copies the user-object references held now
+    CONVEYOR_CHECK(cudaGraphClone(&copy, get()));
+  }
   graph out = adopt(copy);
   out.state_->keep = state_->keep;
+  out.state_->keep_attached = state_->keep_attached;
   for (const auto& [original, text] : state_->labels) {
     cudaGraphNode_t cloned = nullptr;
     if (cudaGraphNodeFindInClone(&cloned, original, copy) == cudaSuccess)
@@ -184,7 +161,7 @@ graph graph::clone() const {
 }
 
 bool graph::has_conditional() const {
-  if (!state_->bodies.empty()) return true;
+  if (!state_->conditionals.empty()) return true;
   for (const node& n : nodes())
     if (n.kind() == node_kind::conditional) return true;
   return false;
@@ -208,7 +185,7 @@ std::vector<node> graph::nodes() const {
   if (count > 0) CONVEYOR_CHECK(cudaGraphGetNodes(get(), handles.data(), &count));
   std::vector<node> out;
   out.reserve(count);
-  for (auto* h : handles) out.push_back(wrap(h));
+  for (std::size_t i = 0; i < count; ++i) out.push_back(wrap(handles[i]));
   return out;
 }
 
@@ -218,7 +195,7 @@ std::vector<node> graph::root_nodes() const {
   std::vector<cudaGraphNode_t> handles(count);
   if (count > 0) CONVEYOR_CHECK(cudaGraphGetRootNodes(get(), handles.data(), &count));
   std::vector<node> out;
-  for (auto* h : handles) out.push_back(wrap(h));
+  for (std::size_t i = 0; i < count; ++i) out.push_back(wrap(handles[i]));
   return out;
 }
 

@@ -1,17 +1,24 @@
 #include "conveyor/execute/graph_exec.hpp"
 
-#include "conveyor/error.hpp"
-#include "detail/diff.hpp"
-#include "detail/node_name.hpp"
+#include "execute/graph_exec_impl.hpp"
+
+#include "cuda/check.hpp"
+#include "cuda/lifetime.hpp"
+#include "kinds/kind.hpp"
+#include "kinds/node_name.hpp"
+#include "kinds/walk.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <stdexcept>
+#include <unordered_set>
 
 namespace conveyor {
 
 namespace {
+
+using detail::access;
 
 std::string_view to_string(cudaGraphInstantiateResult r) noexcept {
   switch (r) {
@@ -21,7 +28,27 @@ std::string_view to_string(cudaGraphInstantiateResult r) noexcept {
   case cudaGraphInstantiateNodeOperationNotSupported: return "a node's operation is not supported";
   case cudaGraphInstantiateMultipleDevicesNotSupported: return "nodes on several devices are not supported";
   case cudaGraphInstantiateConditionalHandleUnused: return "a conditional handle is never set by any node";
-  default: return "unknown result";
+  }
+  return "unknown result";
+}
+
+// The allocation nodes of `state`'s graph (positions, what they reserve) and those no mem_free node frees.
+void scan_allocations(const detail::graph_state& state, instantiate_flags flags, detail::exec_state& out) {
+  const auto nodes = detail::graph_nodes(state.handle);
+  std::vector<std::size_t> positions;
+  std::unordered_set<void*> freed;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const node_kind kind = detail::kind_of(nodes[i]);
+    if (kind == node_kind::mem_alloc) positions.push_back(i);
+    if (kind == node_kind::mem_free) freed.insert(detail::read_mem_free(nodes[i]));
+  }
+  for (std::size_t i : positions) {
+    const auto a = detail::read_mem_alloc(nodes[i]);
+    out.alloc_positions.push_back(i);
+    out.allocs.push_back(a);
+    if (!freed.contains(a.pointer) && !has_flag(flags, instantiate_flags::auto_free_on_launch))
+      out.unfreed.push_back(fmt::format("node {} ({}) allocates {} B at {} and the graph never frees it", i,
+                                        detail::node_name(&state, nodes[i]), a.bytes, a.pointer));
   }
 }
 
@@ -39,14 +66,25 @@ std::string to_string(instantiate_flags flags) {
   return out.empty() ? "none" : out;
 }
 
+std::size_t reclaim_resources() noexcept { return detail::collect(); }
+
 graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* upload_stream) {
   if (has_flag(flags, instantiate_flags::upload) && upload_stream == nullptr)
     throw std::invalid_argument("conveyor::instantiate: instantiate_flags::upload needs an upload stream");
+  (void)detail::collect();
+  const auto& state = access::state(g);
+  if (!state || state->handle == nullptr) throw std::invalid_argument("conveyor::instantiate: an empty (moved-from) graph");
+  detail::attach_resources(*state); // the executable graph holds them until its last launch has finished
+  auto made = std::make_unique<detail::exec_state>();
+  made->source = state;
+  made->current = state;
+  made->flags = flags;
+  scan_allocations(*state, flags, *made);
   cudaGraphInstantiateParams params{};
   params.flags = static_cast<unsigned long long>(flags);
   params.uploadStream = upload_stream != nullptr ? upload_stream->get() : nullptr;
   cudaGraphExec_t exec = nullptr;
-  cudaError_t rc = cudaGraphInstantiateWithParams(&exec, g.get(), &params);
+  const cudaError_t rc = cudaGraphInstantiateWithParams(&exec, g.get(), &params);
   if (rc != cudaSuccess || params.result_out != cudaGraphInstantiateSuccess) {
     (void)cudaGetLastError();
     if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
@@ -54,161 +92,179 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
                      fmt::format("cudaGraphInstantiateWithParams(flags={})", to_string(flags)),
                      std::source_location::current(),
                      fmt::format("instantiate result: {}; offending node: {}", to_string(params.result_out),
-                                 detail::node_name(g.state().get(), params.errNode_out)));
+                                 detail::node_name(state.get(), params.errNode_out)));
   }
-  return {exec, g.state(), flags};
+  return graph_exec(exec, std::move(made));
 }
 
-graph_exec::graph_exec(cudaGraphExec_t handle, std::shared_ptr<detail::graph_state> source, instantiate_flags flags)
-    : handle_(handle), source_(std::move(source)), current_(source_), flags_(flags) {
-  retain(source_->keep);
-}
+graph_exec::graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_state> state) noexcept
+    : handle_(handle), impl_(std::move(state)) {}
 
-graph_exec::graph_exec(graph_exec&& other) noexcept { *this = std::move(other); }
+graph_exec::graph_exec(graph_exec&& other) noexcept
+    : handle_(std::exchange(other.handle_, nullptr)), tracks_launches_(std::exchange(other.tracks_launches_, false)),
+      impl_(std::move(other.impl_)) {}
+
+namespace {
+// Destroys `handle` without waiting (CUDA finishes its queued launches and then releases the user-object references
+// they hold) and hands what it owns itself to the release queue, behind the fence of its last launch.
+void retire(cudaGraphExec_t handle, detail::exec_state* state) noexcept {
+  if (handle != nullptr) (void)cudaGraphExecDestroy(handle);
+  if (state != nullptr) {
+    try {
+      for (auto& [node, item] : state->owned) detail::defer_release(std::move(item), state->last_launch);
+    } catch (...) {
+      // Out of memory while queueing: the items stay owned by `state` and are destroyed with it.
+    }
+    state->owned.clear();
+  }
+  (void)cudaGetLastError();
+}
+} // namespace
 
 graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) (void)cudaGraphExecDestroy(handle_);
+    retire(handle_, impl_.get());
     handle_ = std::exchange(other.handle_, nullptr);
-    source_ = std::move(other.source_);
-    current_ = std::move(other.current_);
-    current_exact_ = other.current_exact_;
-    flags_ = other.flags_;
-    retained_ = std::move(other.retained_);
-    configs_ = std::move(other.configs_);
-    read_ = std::move(other.read_);
-    origin_nodes_ = std::move(other.origin_nodes_);
-    to_origin_ = std::move(other.to_origin_);
+    tracks_launches_ = std::exchange(other.tracks_launches_, false);
+    impl_ = std::move(other.impl_);
+    (void)detail::collect();
   }
   return *this;
 }
 
 graph_exec::~graph_exec() {
-  if (handle_ != nullptr) (void)cudaGraphExecDestroy(handle_);
+  retire(handle_, impl_.get());
+  impl_.reset();
+  (void)detail::collect();
+}
+
+instantiate_flags graph_exec::flags() const noexcept { return impl_ ? impl_->flags : instantiate_flags::none; }
+
+const std::vector<std::string>& graph_exec::unfreed_allocations() const noexcept {
+  static const std::vector<std::string> none;
+  return impl_ ? impl_->unfreed : none;
 }
 
 void graph_exec::upload(const stream& s) const { CONVEYOR_CHECK(cudaGraphUpload(handle_, s.get())); }
 
-void graph_exec::launch(const stream& s) const { CONVEYOR_CHECK(cudaGraphLaunch(handle_, s.get())); }
-
-void graph_exec::retain(std::shared_ptr<void> item) {
-  if (std::find(retained_.begin(), retained_.end(), item) == retained_.end()) retained_.push_back(std::move(item));
-}
-
-cudaGraphNode_t graph_exec::origin_of(const node& n) {
-  if (n.owner() == source_.get() || n.owner() != current_.get()) return n.get();
-  if (to_origin_.empty()) {
-    if (origin_nodes_.empty()) origin_nodes_ = detail::graph_nodes(source_->handle);
-    auto nodes = detail::graph_nodes(current_->handle);
-    for (std::size_t i = 0; i < nodes.size() && i < origin_nodes_.size(); ++i) to_origin_.emplace(nodes[i], origin_nodes_[i]);
-  }
-  auto it = to_origin_.find(n.get());
-  return it != to_origin_.end() ? it->second : n.get();
-}
-
-void graph_exec::adopt_current(const graph& g) {
-  current_ = g.state();
-  current_exact_ = true;
-  if (!current_->keep->items.empty()) retain(current_->keep);
-  to_origin_.clear();
-  configs_.clear();
-  read_.clear();
-}
-
-graph_exec::kernel_setting graph_exec::current_setting(const node& n, cudaGraphNode_t origin) {
-  // set_kernel's, else the handle's own (graph::kernel made it), else the node's, read once (from the graph it
-  // belongs to: the current one unless the caller kept a node of an older graph).
-  if (!configs_.empty())
-    if (auto it = configs_.find(origin); it != configs_.end()) return it->second;
-  if (n.kernel_function() != nullptr) return {n.kernel_function(), n.kernel_config()};
-  if (auto it = read_.find(origin); it != read_.end()) return it->second;
-  cudaKernelNodeParams p{};
-  CONVEYOR_CHECK(cudaGraphKernelNodeGetParams(n.get(), &p));
-  return read_.emplace(origin, kernel_setting{p.func, {p.gridDim, p.blockDim, p.sharedMemBytes}}).first->second;
-}
-
-void graph_exec::apply_kernel(const node& n, cudaGraphNode_t origin, const launch_config& cfg, const void* function,
-                              void** arguments) {
-  cudaKernelNodeParams p{};
-  p.func = const_cast<void*>(function);
-  p.gridDim = cfg.grid;
-  p.blockDim = cfg.block;
-  p.sharedMemBytes = static_cast<unsigned>(cfg.shared_bytes);
-  p.kernelParams = arguments;
-  cudaError_t rc = cudaGraphExecKernelNodeSetParams(handle_, origin, &p);
+void graph_exec::after_launch(cudaError_t rc, const stream& s) const {
   if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw cuda_error(rc, "cudaGraphExecKernelNodeSetParams", std::source_location::current(),
-                     fmt::format("node {}", detail::node_name(n.owner(), n.get())));
+    std::string context;
+    if (rc == cudaErrorInvalidValue && impl_ && !impl_->unfreed.empty()) {
+      context = "the graph allocates memory it never frees, and a graph cannot be launched again while the memory "
+                "of its previous launch is still allocated: ";
+      for (std::size_t i = 0; i < impl_->unfreed.size(); ++i) context += (i == 0 ? "" : "; ") + impl_->unfreed[i];
+      context += ". Fix: free it after each launch (cudaFreeAsync on the stream, or a mem_free node in the graph), "
+                 "or instantiate with instantiate_flags::auto_free_on_launch";
+    }
+    detail::throw_cuda(rc, "cudaGraphLaunch", context);
   }
-  current_exact_ = false;
+  impl_->last_launch = detail::fence::record(s.get());
 }
+
+// ---- per-node setters ----------------------------------------------------------------------------------------
+
+namespace {
+
+// The node of the instantiation graph that `n` (of it, or of the graph last applied by an update) stands for.
+cudaGraphNode_t origin_of(detail::exec_state& state, const node& n) {
+  const auto* owner = access::owner(n);
+  if (owner == state.source.get() || owner != state.current.get()) return n.get();
+  if (state.to_origin.empty()) {
+    if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
+    const auto nodes = detail::graph_nodes(state.current->handle);
+    for (std::size_t i = 0; i < nodes.size() && i < state.origin_nodes.size(); ++i)
+      state.to_origin.emplace(nodes[i], state.origin_nodes[i]);
+  }
+  auto it = state.to_origin.find(n.get());
+  return it != state.to_origin.end() ? it->second : n.get();
+}
+
+// The one error check of the setters: names the node.
+void check_node(cudaError_t rc, std::string_view call, const node& n,
+                std::source_location where = std::source_location::current()) {
+  detail::check_with(rc, call, [&] { return fmt::format("node {}", detail::node_name(access::owner(n), n.get())); },
+                     where);
+}
+
+// Re-enables a memcpy/memset node that a zero-size setter disabled, now that it has a size again.
+void enable_if_zero_disabled(cudaGraphExec_t exec, detail::exec_state& state, cudaGraphNode_t origin) {
+  if (state.zero_disabled.erase(origin) != 0) CONVEYOR_CHECK(cudaGraphNodeSetEnabled(exec, origin, 1U));
+}
+
+} // namespace
 
 void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments) {
-  const cudaGraphNode_t origin = origin_of(n);
-  apply_kernel(n, origin, cfg, function, arguments);
-  configs_.insert_or_assign(origin, kernel_setting{function, cfg});
+  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  check_node(detail::set_exec_kernel(handle_, origin, cfg, function, arguments), "cudaGraphExecKernelNodeSetParams", n);
+  impl_->current_exact = false;
+  impl_->configs.insert_or_assign(origin, detail::kernel_setting{function, cfg});
 }
 
 void graph_exec::set_kernel_args_raw(const node& n, const void* function, void** arguments) {
-  const cudaGraphNode_t origin = origin_of(n);
-  const kernel_setting now = current_setting(n, origin);
+  auto& state = *impl_;
+  const cudaGraphNode_t origin = origin_of(state, n);
+  // set_kernel's, else the handle's own (graph::kernel made it), else the node's, read once (from the graph it
+  // belongs to: the current one unless the caller kept a node of an older graph).
+  detail::kernel_setting now;
+  if (auto it = state.configs.find(origin); !state.configs.empty() && it != state.configs.end())
+    now = it->second;
+  else if (n.kernel_function() != nullptr)
+    now = {n.kernel_function(), n.kernel_config()};
+  else if (auto r = state.read.find(origin); r != state.read.end())
+    now = r->second;
+  else
+    now = state.read.emplace(origin, detail::read_kernel_setting(n.get())).first->second;
   if (now.function != nullptr && now.function != function) // the runtime may not report a fresh node's function
     throw std::invalid_argument(fmt::format("conveyor::graph_exec::set_kernel_args: node {} runs another kernel; "
                                             "use set_kernel to change the function",
-                                            detail::node_name(n.owner(), n.get())));
-  apply_kernel(n, origin, now.config, function, arguments);
+                                            detail::node_name(access::owner(n), n.get())));
+  check_node(detail::set_exec_kernel(handle_, origin, now.config, function, arguments),
+             "cudaGraphExecKernelNodeSetParams", n);
+  state.current_exact = false;
 }
 
 void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
-  cudaError_t rc = cudaGraphExecMemcpyNodeSetParams1D(handle_, origin_of(n), dst, src, bytes, kind);
-  current_exact_ = false;
-  if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw cuda_error(rc, "cudaGraphExecMemcpyNodeSetParams1D", std::source_location::current(),
-                     fmt::format("node {}", detail::node_name(n.owner(), n.get())));
+  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  impl_->current_exact = false;
+  if (bytes == 0) { // CUDA has no zero-size copy: the copy does nothing
+    check_node(cudaGraphNodeSetEnabled(handle_, origin, 0U), "cudaGraphNodeSetEnabled(memcpy of 0 bytes)", n);
+    impl_->zero_disabled.insert(origin);
+    return;
   }
+  check_node(detail::set_exec_memcpy_1d(handle_, origin, dst, src, bytes, kind), "cudaGraphExecMemcpyNodeSetParams1D",
+             n);
+  enable_if_zero_disabled(handle_, *impl_, origin);
 }
 
 void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsigned element_size,
                                 std::size_t count) {
-  cudaMemsetParams p{};
-  p.dst = dst;
-  p.value = value;
-  p.elementSize = element_size;
-  p.width = count;
-  p.height = 1;
-  p.pitch = count * element_size;
-  cudaError_t rc = cudaGraphExecMemsetNodeSetParams(handle_, origin_of(n), &p);
-  current_exact_ = false;
-  if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw cuda_error(rc, "cudaGraphExecMemsetNodeSetParams", std::source_location::current(),
-                     fmt::format("node {}", detail::node_name(n.owner(), n.get())));
+  if (element_size != 1 && element_size != 2 && element_size != 4)
+    throw std::invalid_argument(fmt::format(
+        "conveyor::graph_exec::set_memset: element size {} B; CUDA memset nodes take 1, 2 or 4", element_size));
+  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  impl_->current_exact = false;
+  if (count == 0) {
+    check_node(cudaGraphNodeSetEnabled(handle_, origin, 0U), "cudaGraphNodeSetEnabled(memset of 0 elements)", n);
+    impl_->zero_disabled.insert(origin);
+    return;
   }
+  check_node(detail::set_exec_memset(handle_, origin, dst, value, element_size, count),
+             "cudaGraphExecMemsetNodeSetParams", n);
+  enable_if_zero_disabled(handle_, *impl_, origin);
 }
 
 void graph_exec::set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable) {
-  cudaHostNodeParams p{};
-  p.fn = &detail::invoke_host_callable;
-  p.userData = callable.get();
-  cudaError_t rc = cudaGraphExecHostNodeSetParams(handle_, origin_of(n), &p);
-  current_exact_ = false;
-  if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw cuda_error(rc, "cudaGraphExecHostNodeSetParams", std::source_location::current(),
-                     fmt::format("node {}", detail::node_name(n.owner(), n.get())));
-  }
-  retain(std::move(callable));
+  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  check_node(detail::set_exec_host(handle_, origin, callable.get()), "cudaGraphExecHostNodeSetParams", n);
+  impl_->current_exact = false;
+  own_for_node(origin, std::move(callable));
 }
 
 void graph_exec::set_enabled(const node& n, bool enabled) {
-  cudaError_t rc = cudaGraphNodeSetEnabled(handle_, origin_of(n), enabled ? 1U : 0U);
-  if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw cuda_error(rc, "cudaGraphNodeSetEnabled", std::source_location::current(),
-                     fmt::format("node {}", detail::node_name(n.owner(), n.get())));
-  }
+  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  check_node(cudaGraphNodeSetEnabled(handle_, origin, enabled ? 1U : 0U), "cudaGraphNodeSetEnabled", n);
+  impl_->zero_disabled.erase(origin); // the user's choice now
 }
 
 } // namespace conveyor

@@ -1,14 +1,17 @@
 #include "conveyor/execute/graph_exec.hpp"
 #include "conveyor/execute/update_result.hpp"
 
-#include "conveyor/error.hpp"
-#include "detail/diff.hpp"
-#include "detail/driver.hpp"
-#include "detail/kernel_node.hpp"
-#include "detail/node_name.hpp"
+#include "execute/graph_exec_impl.hpp"
+
+#include "cuda/check.hpp"
+#include "cuda/lifetime.hpp"
+#include "kinds/kind.hpp"
+#include "kinds/node_name.hpp"
+#include "kinds/walk.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
+
+#include <optional>
 
 namespace conveyor {
 
@@ -30,6 +33,7 @@ std::string_view to_string(update_status status) noexcept {
 update_status to_update_status(cudaGraphExecUpdateResult result) noexcept {
   switch (result) {
   case cudaGraphExecUpdateSuccess: return update_status::success;
+  case cudaGraphExecUpdateError: return update_status::error;
   case cudaGraphExecUpdateErrorTopologyChanged: return update_status::topology_changed;
   case cudaGraphExecUpdateErrorNodeTypeChanged: return update_status::node_type_changed;
   case cudaGraphExecUpdateErrorFunctionChanged: return update_status::function_changed;
@@ -37,11 +41,23 @@ update_status to_update_status(cudaGraphExecUpdateResult result) noexcept {
   case cudaGraphExecUpdateErrorNotSupported: return update_status::not_supported;
   case cudaGraphExecUpdateErrorUnsupportedFunctionChange: return update_status::unsupported_function_change;
   case cudaGraphExecUpdateErrorAttributesChanged: return update_status::attributes_changed;
-  default: return update_status::error;
   }
+  return update_status::error;
+}
+
+std::string_view to_string(update_method method) noexcept {
+  switch (method) {
+  case update_method::none: return "none";
+  case update_method::per_node: return "per_node";
+  case update_method::whole_graph: return "whole_graph";
+  case update_method::reinstantiated: return "reinstantiated";
+  case update_method::refused: return "refused";
+  }
+  return "none";
 }
 
 namespace {
+
 std::string_view explain(update_status status) noexcept {
   switch (status) {
   case update_status::success: return "updated in place";
@@ -56,168 +72,212 @@ std::string_view explain(update_status status) noexcept {
   }
   return "unknown";
 }
+
+using detail::access;
+
 } // namespace
 
 std::string update_result::reason() const {
-  if (status == update_status::success) return "updated in place";
-  std::string out = fmt::format("update refused: {} ({})", to_string(status), explain(status));
-  if (!node_label.empty()) out += fmt::format(" at node {}", node_label);
-  return out;
+  std::string refusal;
+  if (status != update_status::success) {
+    refusal = fmt::format("update refused: {} ({})", to_string(status), explain(status));
+    if (!node_label.empty()) refusal += fmt::format(" at node {}", node_label);
+  }
+  switch (method) {
+  case update_method::refused: return explanation.empty() ? refusal : fmt::format("{}; {}", refusal, explanation);
+  case update_method::reinstantiated:
+    return fmt::format("reinstantiated: {}{}{}", explanation, explanation.empty() || refusal.empty() ? "" : "; ",
+                       refusal);
+  case update_method::none: return explanation.empty() ? "none: parameters already equal" : "none: " + explanation;
+  case update_method::per_node:
+  case update_method::whole_graph:
+    return explanation.empty() ? std::string(to_string(method)) : fmt::format("{}: {}", to_string(method), explanation);
+  }
+  return explanation;
 }
 
+namespace {
+
+// Records that `g`'s parameters are now loaded (after a whole-graph or per-node update).
+void adopt_current(detail::exec_state& state, const graph& g) {
+  state.current = access::state(g);
+  state.current_exact = true;
+  state.to_origin.clear();
+  state.configs.clear();
+  state.read.clear();
+}
+
+// After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is
+// released behind the last launch, and memcpy/memset nodes a zero-size setter disabled are enabled again.
+void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
+  for (auto& [origin, item] : state.owned) detail::defer_release(std::move(item), state.last_launch);
+  state.owned.clear();
+  for (cudaGraphNode_t origin : state.zero_disabled) (void)detail::cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
+  state.zero_disabled.clear();
+}
+
+// The allocation nodes of `g` must reserve what the executable graph's do (same positions, addresses and sizes):
+// CUDA keeps the executable graph's allocations, and kernels of `g` that use another address would fault.
+std::optional<update_result> refuse_other_allocations(const detail::exec_state& state, const graph& g) {
+  if (state.alloc_positions.empty()) return std::nullopt;
+  const auto nodes = detail::graph_nodes(g.get());
+  for (std::size_t k = 0; k < state.alloc_positions.size(); ++k) {
+    const std::size_t i = state.alloc_positions[k];
+    if (i >= nodes.size() || detail::kind_of(nodes[i]) != node_kind::mem_alloc) return std::nullopt; // CUDA says
+    const auto a = detail::read_mem_alloc(nodes[i]);
+    if (a.pointer == state.allocs[k].pointer && a.bytes == state.allocs[k].bytes) continue;
+    update_result r;
+    r.method = update_method::refused;
+    r.status = update_status::parameters_changed;
+    r.node = nodes[i];
+    r.node_label = detail::node_name(access::state(g).get(), nodes[i]);
+    r.explanation = fmt::format("allocation node {} reserves {} B at {} where the executable graph has {} B at {}; "
+                                "kernels of the new graph use that address, so it needs a new instantiation",
+                                i, a.bytes, a.pointer, state.allocs[k].bytes, state.allocs[k].pointer);
+    return r;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 update_result graph_exec::update(const graph& g) {
+  (void)detail::collect();
+  auto& state = *impl_;
+  if (auto refused = refuse_other_allocations(state, g)) return *refused;
+  detail::attach_resources(*access::state(g)); // CUDA swaps the executable graph's references for g's
   cudaGraphExecUpdateResultInfo info{};
-  cudaError_t rc = cudaGraphExecUpdate(handle_, g.get(), &info);
+  const cudaError_t rc = cudaGraphExecUpdate(handle_, g.get(), &info);
   update_result result;
   result.status = to_update_status(info.result);
   result.node = info.errorNode;
   result.from_node = info.errorFromNode;
   if (rc == cudaSuccess && result.status == update_status::success) {
-    adopt_current(g);
+    result.method = update_method::whole_graph;
+    adopt_current(state, g);
+    after_whole_update(handle_, state);
+    tracks_launches_ = false;
     return result;
   }
   (void)cudaGetLastError();
   if (rc != cudaErrorGraphExecUpdateFailure && rc != cudaSuccess && result.status == update_status::success)
     throw cuda_error(rc, "cudaGraphExecUpdate", std::source_location::current());
+  result.method = update_method::refused;
   if (result.status == update_status::success) result.status = update_status::error;
   if (info.errorNode != nullptr)
-    result.node_label = detail::node_name(g.state().get(), info.errorNode);
+    result.node_label = detail::node_name(access::state(g).get(), info.errorNode);
   else if (info.errorFromNode != nullptr)
-    result.node_label = detail::node_name(source_.get(), info.errorFromNode);
+    result.node_label = detail::node_name(state.source.get(), info.errorFromNode);
   return result;
 }
 
-std::string_view to_string(update_method method) noexcept {
-  switch (method) {
-  case update_method::none: return "none";
-  case update_method::per_node: return "per_node";
-  case update_method::whole_graph: return "whole_graph";
-  case update_method::reinstantiated: return "reinstantiated";
-  case update_method::refused: return "refused";
-  }
-  return "none";
+update_result graph_exec::update_or_reinstantiate(const graph& g) {
+  update_result result = update(g);
+  if (result) return result;
+  // Instantiate first: if it throws, this executable graph is unchanged. The old one is then destroyed without
+  // waiting; its queued launches keep what they use (CUDA user objects, fences).
+  graph_exec fresh = instantiate(g, without(impl_->flags, instantiate_flags::upload));
+  *this = std::move(fresh);
+  result.method = update_method::reinstantiated;
+  return result;
 }
 
-bool graph_exec::apply_node(cudaGraphNode_t origin, cudaGraphNode_t from, const graph& g) {
-  cudaGraphNodeType type{};
-  if (cudaGraphNodeGetType(from, &type) != cudaSuccess) return false;
-  cudaError_t rc = cudaErrorNotSupported;
-  switch (type) {
-  case cudaGraphNodeTypeKernel: {
-    auto p = detail::read_kernel_node(from);
-    if (!p) return false;
-    return detail::driver::exec_kernel_node_set_params(reinterpret_cast<CUgraphExec>(handle_),
-                                                       reinterpret_cast<CUgraphNode>(origin), &*p) == CUDA_SUCCESS;
-  }
-  case cudaGraphNodeTypeMemcpy: {
-    cudaMemcpy3DParms p{};
-    rc = cudaGraphMemcpyNodeGetParams(from, &p);
-    if (rc == cudaSuccess) rc = cudaGraphExecMemcpyNodeSetParams(handle_, origin, &p);
-    break;
-  }
-  case cudaGraphNodeTypeMemset: {
-    cudaMemsetParams p{};
-    rc = cudaGraphMemsetNodeGetParams(from, &p);
-    if (rc == cudaSuccess) rc = cudaGraphExecMemsetNodeSetParams(handle_, origin, &p);
-    break;
-  }
-  case cudaGraphNodeTypeHost: {
-    cudaHostNodeParams p{};
-    rc = cudaGraphHostNodeGetParams(from, &p);
-    if (rc == cudaSuccess) rc = cudaGraphExecHostNodeSetParams(handle_, origin, &p);
-    break;
-  }
-  case cudaGraphNodeTypeEventRecord: {
-    cudaEvent_t e = nullptr;
-    rc = cudaGraphEventRecordNodeGetEvent(from, &e);
-    if (rc == cudaSuccess) rc = cudaGraphExecEventRecordNodeSetEvent(handle_, origin, e);
-    break;
-  }
-  case cudaGraphNodeTypeWaitEvent: {
-    cudaEvent_t e = nullptr;
-    rc = cudaGraphEventWaitNodeGetEvent(from, &e);
-    if (rc == cudaSuccess) rc = cudaGraphExecEventWaitNodeSetEvent(handle_, origin, e);
-    break;
-  }
-  case cudaGraphNodeTypeGraph: {
-    cudaGraph_t child = nullptr;
-    rc = cudaGraphChildGraphNodeGetGraph(from, &child);
-    if (rc == cudaSuccess) rc = cudaGraphExecChildGraphNodeSetParams(handle_, origin, child);
-    break;
-  }
-  default: break; // memory nodes, conditionals: not settable one by one
-  }
-  (void)g;
-  if (rc != cudaSuccess) (void)cudaGetLastError();
-  return rc == cudaSuccess;
-}
-
-incremental_update graph_exec::update_incremental(const graph& g, bool reinstantiate) {
-  incremental_update out;
-  if (current_exact_) {
-    auto d = detail::diff_handles(current_->handle, g.get(), g.state().get());
-    out.nodes_changed = d.diff.changed.size();
-    if (d.diff.same_topology) {
-      if (d.diff.changed.empty()) {
-        adopt_current(g);
-        out.method = update_method::none;
-        return out;
-      }
-      if (origin_nodes_.empty()) origin_nodes_ = detail::graph_nodes(source_->handle);
-      bool all_set = origin_nodes_.size() == d.after.size();
-      std::size_t failed_at = 0;
-      for (std::size_t k = 0; all_set && k < d.diff.changed.size(); ++k) {
-        const std::size_t i = d.diff.changed[k];
-        if (!apply_node(origin_nodes_[i], d.after[i], g)) {
-          all_set = false;
-          failed_at = k;
-        } else {
-          ++out.nodes_set;
-        }
-      }
-      if (all_set) {
-        adopt_current(g);
-        out.method = update_method::per_node;
-        out.reason = fmt::format("{}", fmt::join(d.diff.changes, "; "));
-        return out;
-      }
-      out.reason = failed_at < d.diff.changes.size()
-                       ? fmt::format("per-node update refused for {}", d.diff.changes[failed_at])
-                       : "per-node update not possible";
-    } else {
-      out.reason = fmt::format("topology changed: {}", d.diff.topology_reason);
-    }
+update_result graph_exec::update_incremental(const graph& g, bool reinstantiate) {
+  (void)detail::collect();
+  auto& state = *impl_;
+  update_result out;
+  bool try_whole_graph = true;
+  bool partly_applied = false; // some nodes were set to g's parameters before a per-node setter failed
+  if (!state.current_exact) {
+    out.explanation = "parameters were changed by per-node setters since the last update";
   } else {
-    out.reason = "parameters were changed by per-node setters since the last update";
+    const auto c = detail::compare_graphs(state.current->handle, g.get(), {state.current.get(), access::state(g).get()});
+    out.nodes_changed = c.changed.size();
+    const auto* names = access::state(g).get();
+    auto line = [&](const detail::node_delta& d) {
+      return fmt::format("node {} ({}): {}", d.position, detail::node_name(names, c.after[d.position]), d.diff.what);
+    };
+    if (!c.same_topology) {
+      out.explanation = fmt::format("topology changed: {}", c.topology_reason);
+      out.status = update_status::topology_changed;
+      try_whole_graph = false; // CUDA refuses a topology change: go straight to a new instantiation
+    } else if (c.changed.empty()) {
+      adopt_current(state, g);
+      out.method = update_method::none;
+      return out;
+    } else {
+      const detail::node_delta* blocker = nullptr;
+      for (const auto& d : c.changed)
+        if (!d.diff.settable || detail::traits_of(d.kind).copy_to_exec == nullptr) {
+          blocker = &d;
+          break;
+        }
+      if (blocker != nullptr) {
+        out.explanation = fmt::format("not settable node by node: {}", line(*blocker));
+      } else {
+        if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
+        std::size_t set = 0;
+        cudaError_t failure = cudaSuccess;
+        for (const auto& d : c.changed) {
+          const cudaGraphNode_t origin = state.origin_nodes.at(d.position);
+          failure = detail::cleared(detail::traits_of(d.kind).copy_to_exec(handle_, origin, c.after[d.position]));
+          if (failure != cudaSuccess) {
+            out.explanation = fmt::format("per-node update refused ({}) for {}", cudaGetErrorName(failure), line(d));
+            break;
+          }
+          ++set;
+          if (d.kind == node_kind::host) // the node now runs a callable of g's resources: own them for it
+            own_for_node(origin, access::state(g)->keep);
+          if (d.kind == node_kind::memcpy || d.kind == node_kind::memset)
+            if (state.zero_disabled.erase(origin) != 0)
+              (void)detail::cleared(cudaGraphNodeSetEnabled(handle_, origin, 1U));
+        }
+        if (failure == cudaSuccess) {
+          adopt_current(state, g);
+          out.method = update_method::per_node;
+          out.nodes_set = set;
+          for (const auto& d : c.changed) out.explanation += (out.explanation.empty() ? "" : "; ") + line(d);
+          return out;
+        }
+        // Some nodes run g's parameters, the others the old ones: the whole-graph update below brings every node
+        // to g; should CUDA refuse it, the old parameters are restored before anything is reported.
+        partly_applied = true;
+      }
+    }
   }
-  out.update = update(g);
-  if (out.update) {
-    out.method = update_method::whole_graph;
-    return out;
+  if (try_whole_graph) {
+    update_result whole = update(g);
+    if (whole) {
+      whole.nodes_changed = out.nodes_changed;
+      whole.explanation = out.explanation;
+      return whole;
+    }
+    out.status = whole.status;
+    out.node = whole.node;
+    out.from_node = whole.from_node;
+    out.node_label = whole.node_label;
+    if (!whole.explanation.empty()) out.explanation += "; " + whole.explanation;
+    if (partly_applied) { // restore the parameters the executable graph held before
+      cudaGraphExecUpdateResultInfo info{};
+      if (detail::cleared(cudaGraphExecUpdate(handle_, state.current->handle, &info)) != cudaSuccess)
+        state.current_exact = false; // what it runs is now known only node by node: the next update is whole-graph
+    }
   }
   if (!reinstantiate) {
     out.method = update_method::refused;
-    out.reason += fmt::format("; {}", out.update.reason());
+    if (out.status == update_status::success) out.status = update_status::error;
     return out;
   }
-  auto previously_retained = std::move(retained_);
-  *this = instantiate(g, without(flags_, instantiate_flags::upload));
-  for (auto& item : previously_retained) retain(std::move(item));
+  graph_exec fresh = instantiate(g, without(state.flags, instantiate_flags::upload)); // first: exception-safe
+  *this = std::move(fresh);
   out.method = update_method::reinstantiated;
-  out.reason += fmt::format("; {}", out.update.reason());
   return out;
 }
 
-update_outcome graph_exec::update_or_reinstantiate(const graph& g) {
-  update_outcome outcome;
-  outcome.update = update(g);
-  if (outcome.update) return outcome;
-  // Launches of the old executable graph may still be queued: keep what its host nodes use.
-  auto previously_retained = std::move(retained_);
-  *this = instantiate(g, without(flags_, instantiate_flags::upload));
-  for (auto& item : previously_retained) retain(std::move(item));
-  outcome.reinstantiated = true;
-  return outcome;
+void graph_exec::own_for_node(cudaGraphNode_t origin, std::shared_ptr<void> item) {
+  auto& slot = impl_->owned[origin];
+  detail::defer_release(std::exchange(slot, std::move(item)), impl_->last_launch);
+  tracks_launches_ = true;
 }
 
 } // namespace conveyor

@@ -1,9 +1,8 @@
 #include "conveyor/observe/describe.hpp"
 
 #include "conveyor/define/graph.hpp"
-#include "conveyor/error.hpp"
-#include "detail/compat.hpp"
-#include "detail/kernel_node.hpp"
+#include "kinds/walk.hpp"
+#include "model/graph_state.hpp"
 
 #include <fmt/format.h>
 
@@ -15,88 +14,6 @@ namespace conveyor {
 
 namespace {
 
-std::string copy_kind_name(cudaMemcpyKind kind) {
-  switch (kind) {
-  case cudaMemcpyHostToHost: return "HtoH";
-  case cudaMemcpyHostToDevice: return "HtoD";
-  case cudaMemcpyDeviceToHost: return "DtoH";
-  case cudaMemcpyDeviceToDevice: return "DtoD";
-  default: return "default";
-  }
-}
-
-void fill_parameters(node_description& d, cudaGraphNode_t n) {
-  switch (d.kind) {
-  case node_kind::kernel: {
-    auto p = detail::read_kernel_node(n);
-    if (!p) break; // the driver cannot read it: keep the kind only
-    d.kernel_name = detail::kernel_name(*p);
-    d.grid = {p->gridDimX, p->gridDimY, p->gridDimZ};
-    d.block = {p->blockDimX, p->blockDimY, p->blockDimZ};
-    d.shared_bytes = p->sharedMemBytes;
-    break;
-  }
-  case node_kind::memcpy: {
-    cudaMemcpy3DParms p{};
-    CONVEYOR_CHECK(cudaGraphMemcpyNodeGetParams(n, &p));
-    d.bytes = p.extent.width * std::max<std::size_t>(p.extent.height, 1) * std::max<std::size_t>(p.extent.depth, 1);
-    d.copy_kind = copy_kind_name(p.kind);
-    break;
-  }
-  case node_kind::memset: {
-    cudaMemsetParams p{};
-    CONVEYOR_CHECK(cudaGraphMemsetNodeGetParams(n, &p));
-    d.bytes = p.width * p.elementSize * std::max<std::size_t>(p.height, 1);
-    break;
-  }
-  case node_kind::mem_alloc: {
-    cudaMemAllocNodeParams p{};
-    CONVEYOR_CHECK(cudaGraphMemAllocNodeGetParams(n, &p));
-    d.bytes = p.bytesize;
-    break;
-  }
-  default: break;
-  }
-}
-
-graph_description describe_handle(cudaGraph_t g, const detail::graph_state* owner) {
-  std::size_t count = 0;
-  CONVEYOR_CHECK(cudaGraphGetNodes(g, nullptr, &count));
-  std::vector<cudaGraphNode_t> handles(count);
-  if (count > 0) CONVEYOR_CHECK(cudaGraphGetNodes(g, handles.data(), &count));
-  std::unordered_map<cudaGraphNode_t, std::size_t> index;
-  graph_description out;
-  out.nodes.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    index.emplace(handles[i], i);
-    node_description d;
-    d.id = i;
-    cudaGraphNodeType type{};
-    CONVEYOR_CHECK(cudaGraphNodeGetType(handles[i], &type));
-    d.kind = to_node_kind(type);
-    if (owner != nullptr)
-      if (auto it = owner->labels.find(handles[i]); it != owner->labels.end()) d.label = it->second;
-    fill_parameters(d, handles[i]);
-    if (d.kind == node_kind::conditional && owner != nullptr) {
-      if (auto it = owner->bodies.find(handles[i]); it != owner->bodies.end())
-        for (const auto& body : it->second) d.bodies.push_back(describe_handle(body->handle, body.get()));
-    }
-    if (d.kind == node_kind::child_graph) {
-      cudaGraph_t body = nullptr;
-      CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(handles[i], &body));
-      d.bodies.push_back(describe_handle(body, nullptr));
-    }
-    out.nodes.push_back(std::move(d));
-  }
-  std::size_t edges = 0;
-  CONVEYOR_CHECK(detail::get_edges(g, nullptr, nullptr, &edges));
-  std::vector<cudaGraphNode_t> from(edges);
-  std::vector<cudaGraphNode_t> to(edges);
-  if (edges > 0) CONVEYOR_CHECK(detail::get_edges(g, from.data(), to.data(), &edges));
-  for (std::size_t i = 0; i < edges; ++i) out.edges.emplace_back(index.at(from[i]), index.at(to[i]));
-  return out;
-}
-
 std::size_t count_nested(const graph_description& d) {
   std::size_t total = 0;
   for (const auto& n : d.nodes)
@@ -106,13 +23,8 @@ std::size_t count_nested(const graph_description& d) {
 
 } // namespace
 
-std::string node_description::display_name() const {
-  if (!label.empty()) return label;
-  if (!kernel_name.empty()) return kernel_name;
-  return std::string(to_string(kind));
-}
 
-graph_description describe(const graph& g) { return describe_handle(g.get(), g.state().get()); }
+graph_description describe(const graph& g) { return detail::describe_graph(g.get(), detail::access::state(g).get()); }
 
 graph_statistics statistics(const graph_description& d) {
   graph_statistics s;

@@ -35,8 +35,15 @@ std::string_view fill_colour(node_kind kind) {
   case node_kind::conditional: return "#d9d2e9";
   case node_kind::mem_alloc:
   case node_kind::mem_free: return "#fce5cd";
-  default: return "#eeeeee";
+  case node_kind::empty:
+  case node_kind::event_wait:
+  case node_kind::event_record:
+  case node_kind::ext_semaphore_signal:
+  case node_kind::ext_semaphore_wait:
+  case node_kind::batch_mem_op:
+  case node_kind::other: return "#eeeeee";
   }
+  return "#eeeeee";
 }
 
 std::string size_text(std::size_t bytes) {
@@ -53,6 +60,7 @@ std::string node_text(const node_description& n) {
     text += fmt::format("\ngrid {}x{}x{} block {}x{}x{}", n.grid[0], n.grid[1], n.grid[2], n.block[0], n.block[1],
                         n.block[2]);
     if (n.shared_bytes > 0) text += fmt::format(" smem {}", size_text(n.shared_bytes));
+    for (const auto& a : n.attributes) text += fmt::format("\n{}", a);
   }
   if (n.kind == node_kind::memcpy) text += fmt::format(" {} {}", n.copy_kind, size_text(n.bytes));
   if (n.kind == node_kind::memset || n.kind == node_kind::mem_alloc) text += fmt::format(" {}", size_text(n.bytes));
@@ -88,6 +96,7 @@ nlohmann::json to_json_value(const graph_description& d) {
       j["grid"] = n.grid;
       j["block"] = n.block;
       j["shared_bytes"] = n.shared_bytes;
+      if (!n.attributes.empty()) j["attributes"] = n.attributes;
     }
     if (n.kind == node_kind::memcpy || n.kind == node_kind::memset || n.kind == node_kind::mem_alloc)
       j["bytes"] = n.bytes;

@@ -2,6 +2,7 @@
 // computation; dependencies, labels, clone, and the argument checks. Each test skips without a CUDA device.
 
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/test_kernels.cuh"
 #include "support/gpu.hpp"
 
 #include <conveyor/conveyor.hpp>
@@ -31,49 +32,9 @@ using conveyor::test::random_ints;
 using conveyor::test::random_scalar;
 using conveyor::test::sync_device;
 
-// ---- kernels ------------------------------------------------------------------------------------------------------
+// ---- kernels (shared: gpu/test_kernels.cuh) ----------------------------------------------------------------------
 
-__global__ void axpy(int n, float a, const float* x, float* y) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-
-__global__ void scale(int n, float a, float* x) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] * a;
-}
-
-__global__ void add_scalar(int n, float b, float* x) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] + b;
-}
-
-// y = x + b
-__global__ void copy_plus(int n, const float* x, float b, float* y) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] + b;
-}
-
-// out = a + b
-__global__ void add_vectors(int n, const float* a, const float* b, float* out) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] + b[i];
-}
-
-__global__ void increment_all(int n, int* x) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] + 1;
-}
-
-// Busy-waits about `cycles` clock cycles, then scales x: slow enough that a consumer not ordered after it would
-// read the old values.
-__global__ void spin_then_scale(int n, float a, float* x, long long cycles) {
-  long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] * a;
-}
+using namespace conveyor::test::kernels;
 
 namespace {
 
@@ -814,4 +775,83 @@ TEST(Builder, CloneRunsTheSameKeepsLabelsAndOutlivesTheOriginal) {
   std::vector<float> want(n);
   for (int i = 0; i < n; ++i) want[i] = (x0[i] * 2.0F + 1.0F) * 2.0F + 1.0F;
   EXPECT_TRUE(all_near(x.download(), want));
+}
+
+// ---- zero-size copies and memsets -------------------------------------------------------------------------------
+
+TEST(Builder, ZeroSizeCopiesAndMemsetsBecomeEmptyNodesThatKeepTheOrder) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1024;
+  const auto x0 = random_floats(n, 9101);
+  device_array<float> x(x0), y(n);
+  sync_device();
+  conveyor::graph g;
+  auto k1 = g.kernel(cover(n), spin_then_scale, n, 2.0F, x.get(), spin_cycles);
+  auto c0 = g.memcpy({k1}, y.get(), x.get(), 0, cudaMemcpyDeviceToDevice).label("copy of 0 bytes");
+  auto m0 = g.memset({c0}, y.get(), 0.0F, 0);
+  auto c2 = g.memcpy_2d({m0}, y.get(), 64, x.get(), 64, 0, 4, cudaMemcpyDeviceToDevice);
+  auto s2 = g.memset_2d({c2}, y.get(), 64, 0U, 4, 16, 0);
+  g.memcpy({s2}, y.get(), x.get(), x.bytes(), cudaMemcpyDeviceToDevice); // must still wait for the slow kernel
+  for (const auto& z : {c0, m0, c2, s2}) EXPECT_EQ(z.kind(), conveyor::node_kind::empty);
+  EXPECT_EQ(c0.label(), "copy of 0 bytes");
+  EXPECT_EQ(g.node_count(), 6U);
+  EXPECT_EQ(g.edge_count(), 5U);
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_equal(y.download(), [&] {
+    std::vector<float> want(n);
+    for (int i = 0; i < n; ++i) want[i] = x0[i] * 2.0F;
+    return want;
+  }()));
+}
+
+// ---- node_list: the dependency list every builder call takes ----------------------------------------------------
+
+TEST(NodeList, KeepsOrderInlineAndOnTheHeapAndCopiesStayValid) {
+  CONVEYOR_REQUIRE_GPU();
+  conveyor::graph g;
+  std::vector<conveyor::node> nodes;
+  for (int i = 0; i < 40; ++i) nodes.push_back(g.empty());
+  for (std::size_t count : {std::size_t{0}, std::size_t{3}, conveyor::node_list::inline_capacity,
+                            conveyor::node_list::inline_capacity + 1, std::size_t{40}}) {
+    SCOPED_TRACE(count);
+    const std::vector<conveyor::node> some(nodes.begin(), nodes.begin() + static_cast<std::ptrdiff_t>(count));
+    const conveyor::node_list original(some);
+    const conveyor::node_list copy = original; // must not point into `original`'s storage
+    for (const auto* list : {&original, &copy}) {
+      ASSERT_EQ(list->size(), count);
+      EXPECT_EQ(list->empty(), count == 0);
+      ASSERT_EQ(list->handles().size(), count);
+      for (std::size_t i = 0; i < count; ++i) {
+        EXPECT_EQ(list->handles()[i], some[i].get());
+        EXPECT_EQ((*list)[i], some[i]);
+        EXPECT_TRUE(g.owns((*list)[i]));
+      }
+    }
+    if (count > 0 && count <= conveyor::node_list::inline_capacity)
+      EXPECT_NE(copy.handles().data(), original.handles().data());
+    // A node depending on all of them gets exactly these edges.
+    auto joined = g.empty(original);
+    EXPECT_EQ(joined.dependencies().size(), count);
+  }
+}
+
+TEST(NodeList, EmptyHandleAndNodesOfAnotherGraphAreRejected) {
+  CONVEYOR_REQUIRE_GPU();
+  conveyor::graph g, other;
+  auto a = g.empty();
+  auto foreign = other.empty();
+  try {
+    conveyor::node_list list{a, conveyor::node{}};
+    FAIL() << "an empty node was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("empty node handle"), std::string::npos) << e.what();
+  }
+  std::vector<conveyor::node> many(12, a);
+  many[11] = foreign; // one of another graph, in the heap part
+  EXPECT_THROW(g.empty(many), std::invalid_argument);
+  EXPECT_FALSE(g.owns(foreign));
+  EXPECT_TRUE(other.owns(foreign));
 }

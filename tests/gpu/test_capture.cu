@@ -3,6 +3,7 @@
 // usable afterwards). Each test skips without a CUDA device.
 
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/test_kernels.cuh"
 #include "support/gpu.hpp"
 
 #include <conveyor/conveyor.hpp>
@@ -22,38 +23,9 @@ using conveyor::test::device_array;
 using conveyor::test::random_floats;
 using conveyor::test::sync_device;
 
-// ---- kernels ------------------------------------------------------------------------------------------------------
+// ---- kernels (shared: gpu/test_kernels.cuh) ----------------------------------------------------------------------
 
-__global__ void scale(int n, float a, float* x) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] * a;
-}
-
-__global__ void add_scalar(int n, float b, float* x) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] + b;
-}
-
-// out = a + b (out may alias a or b)
-__global__ void add_vectors(int n, const float* a, const float* b, float* out) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] + b[i];
-}
-
-// out = a + b + c
-__global__ void add3(int n, const float* a, const float* b, const float* c, float* out) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = (a[i] + b[i]) + c[i];
-}
-
-// Busy-waits about `cycles` clock cycles, then scales x.
-__global__ void spin_then_scale(int n, float a, float* x, long long cycles) {
-  long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] * a;
-}
+using namespace conveyor::test::kernels;
 
 namespace {
 
@@ -592,7 +564,7 @@ TEST(Capture, CaptureIntoExistingGraphReturnsFrontier) {
   EXPECT_FALSE(s.is_capturing());
   ASSERT_EQ(frontier.size(), 1U);
   EXPECT_EQ(frontier[0].kind(), conveyor::node_kind::memcpy);
-  EXPECT_EQ(frontier[0].owner(), g.state().get());
+  EXPECT_TRUE(g.owns(frontier[0]));
   EXPECT_EQ(g.node_count(), 3U);
   auto roots = g.root_nodes();
   ASSERT_EQ(roots.size(), 1U);
@@ -696,4 +668,110 @@ TEST(Capture, CaptureIntoWithUnjoinedForkThrowsAndKeepsTheTargetGraph) {
   EXPECT_GE(nodes, 1U);
   expect_stream_usable(s, 1533);
   expect_stream_usable(s2, 1534);
+}
+
+// ---- zero-size work, and forks that would merge two captures ---------------------------------------------------
+
+TEST(Capture, ZeroSizeAsyncCopiesAndMemsetsCaptureNothingAndKeepTheOrder) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1500;
+  const auto x0 = random_floats(n, 1901);
+  device_array<float> x(x0), y(n);
+  sync_device();
+  conveyor::stream s;
+  conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    auto cfg = cover(n);
+    spin_then_scale<<<cfg.grid, cfg.block, 0, cs.get()>>>(n, 2.0F, x.get(), spin_cycles);
+    CONVEYOR_CHECK(cudaMemcpyAsync(y.get(), x.get(), 0, cudaMemcpyDeviceToDevice, cs.get()));
+    CONVEYOR_CHECK(cudaMemsetAsync(y.get(), 0, 0, cs.get()));
+    CONVEYOR_CHECK(cudaMemcpyAsync(y.get(), x.get(), x.bytes(), cudaMemcpyDeviceToDevice, cs.get()));
+  });
+  EXPECT_EQ(g.node_count(), 2U); // the kernel and the real copy
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want(n);
+  for (int i = 0; i < n; ++i) want[i] = x0[i] * 2.0F;
+  EXPECT_TRUE(all_equal(y.download(), want));
+}
+
+TEST(Capture, ForkFromAConditionalBodyOntoAStreamCapturingAnotherGraphThrowsAndBothCapturesStayValid) {
+  CONVEYOR_REQUIRE_GPU();
+  int driver = 0;
+  CONVEYOR_CHECK(cudaDriverGetVersion(&driver));
+  if (driver < 12040) GTEST_SKIP() << "conditional nodes need CUDA 12.4";
+  const int n = 512;
+  const auto x0 = random_floats(n, 1911);
+  device_array<float> x(x0), y(random_floats(n, 1912));
+  sync_device();
+  conveyor::stream body_stream, outer_stream;
+  std::string message;
+  conveyor::graph body_owner;
+  auto cond = conveyor::make_condition(body_owner, 1, true);
+  auto c = conveyor::add_conditional(body_owner, {}, conveyor::conditional_kind::if_then, cond);
+  // The outer capture goes on after the failed fork: its graph must be valid and run.
+  conveyor::graph outer = conveyor::capture(outer_stream, [&](const conveyor::stream& os) {
+    launch_scale(os, n, 2.0F, x.get());
+    try {
+      (void)conveyor::capture_into(c.bodies[0], body_stream, [&](const conveyor::stream& bs) {
+        launch_add(bs, n, 1.0F, y.get());
+        conveyor::fork(bs, outer_stream); // outer_stream is capturing another graph
+        launch_add(outer_stream, n, 100.0F, y.get());
+        conveyor::join(bs, outer_stream);
+      });
+      ADD_FAILURE() << "forking onto a stream of another capture did not throw";
+    } catch (const conveyor::cuda_error& e) {
+      message = e.what();
+      EXPECT_EQ(e.code(), cudaErrorStreamCaptureMerge) << e.what();
+    }
+    launch_add(os, n, 1.0F, x.get());
+  });
+  EXPECT_TRUE(contains(message, "already capturing")) << message;
+  EXPECT_FALSE(body_stream.is_capturing());
+  EXPECT_FALSE(outer_stream.is_capturing());
+  EXPECT_EQ(outer.node_count(), 2U);
+  auto exec = conveyor::instantiate(outer);
+  exec.launch(outer_stream);
+  outer_stream.synchronize();
+  EXPECT_TRUE(all_near(x.download(), twice_plus_one(x0)));
+  expect_stream_usable(body_stream, 1913);
+  expect_stream_usable(outer_stream, 1914);
+}
+
+TEST(Capture, JoinOfStreamsInDifferentCapturesIsRefusedBeforeAnythingIsEnqueued) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 256;
+  device_array<float> x(random_floats(n, 1921));
+  sync_device();
+  conveyor::stream a, b;
+  conveyor::graph ga = conveyor::capture(a, [&](const conveyor::stream& as) {
+    launch_scale(as, n, 2.0F, x.get());
+    conveyor::graph gb = conveyor::capture(b, [&](const conveyor::stream& bs) {
+      launch_scale(bs, n, 3.0F, x.get());
+      try {
+        conveyor::join(as, bs);
+        ADD_FAILURE() << "join across two captures did not throw";
+      } catch (const conveyor::cuda_error& e) {
+        EXPECT_EQ(e.code(), cudaErrorStreamCaptureIsolation) << e.what();
+      }
+      try {
+        conveyor::fork(as, bs);
+        ADD_FAILURE() << "fork onto a stream of another capture did not throw";
+      } catch (const conveyor::cuda_error& e) {
+        EXPECT_EQ(e.code(), cudaErrorStreamCaptureMerge) << e.what();
+      }
+    });
+    EXPECT_EQ(gb.node_count(), 1U);
+  });
+  EXPECT_EQ(ga.node_count(), 1U);
+  // A capturing stream joined from one that is not capturing: refused too.
+  conveyor::stream eager;
+  conveyor::graph gc = conveyor::capture(a, [&](const conveyor::stream& as) {
+    launch_scale(as, n, 2.0F, x.get());
+    EXPECT_THROW(conveyor::join(eager, as), conveyor::cuda_error);
+    EXPECT_THROW(conveyor::fork(eager, as), conveyor::cuda_error);
+  });
+  EXPECT_EQ(gc.node_count(), 1U);
+  expect_stream_usable(a, 1922);
+  expect_stream_usable(b, 1923);
 }

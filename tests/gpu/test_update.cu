@@ -3,6 +3,7 @@
 // Each test skips without a CUDA device.
 
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/test_kernels.cuh"
 #include "support/gpu.hpp"
 
 #include <conveyor/conveyor.hpp>
@@ -26,23 +27,9 @@ using conveyor::test::random_ints;
 using conveyor::test::random_scalar;
 using conveyor::test::sync_device;
 
-// ---- kernels ------------------------------------------------------------------------------------------------------
+// ---- kernels (shared: gpu/test_kernels.cuh) ----------------------------------------------------------------------
 
-__global__ void axpy(int n, float a, const float* x, float* y) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-
-__global__ void scale(int n, float a, float* x) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] * a;
-}
-
-// Same signature as scale: a kernel node can be switched between the two.
-__global__ void add_scalar(int n, float b, float* x) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] + b;
-}
+using namespace conveyor::test::kernels;
 
 namespace {
 
@@ -469,7 +456,8 @@ TEST(Update, SameTopologyOtherParametersSucceeds) {
   auto r = exec.update(p2.g);
   EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
   EXPECT_EQ(r.status, conveyor::update_status::success);
-  EXPECT_EQ(r.reason(), "updated in place");
+  EXPECT_EQ(r.method, conveyor::update_method::whole_graph);
+  EXPECT_EQ(r.reason(), "whole_graph");
   EXPECT_EQ(r.node, nullptr);
 
   const auto stale1 = b1.poison_out(2221);
@@ -527,8 +515,9 @@ TEST(Update, TopologyChangeIsRefusedThenReinstantiated) {
   EXPECT_TRUE(all_equal(b3.out.download(), stale3));
 
   auto outcome = exec.update_or_reinstantiate(p3.g);
-  EXPECT_TRUE(outcome.reinstantiated);
-  EXPECT_EQ(outcome.update.status, conveyor::update_status::topology_changed);
+  EXPECT_TRUE(outcome.reinstantiated());
+  EXPECT_EQ(outcome.method, conveyor::update_method::reinstantiated);
+  EXPECT_EQ(outcome.status, conveyor::update_status::topology_changed);
   EXPECT_EQ(exec.flags(), conveyor::instantiate_flags::none);
   const auto stale1 = b1.poison_out(2423);
   exec.launch(s);
@@ -546,8 +535,8 @@ TEST(Update, UpdateOrReinstantiateUpdatesInPlaceWhenItCan) {
   auto exec = conveyor::instantiate(p1.g);
   const auto before = exec.get();
   auto outcome = exec.update_or_reinstantiate(p2.g);
-  EXPECT_FALSE(outcome.reinstantiated);
-  EXPECT_TRUE(static_cast<bool>(outcome.update)) << outcome.update.reason();
+  EXPECT_FALSE(outcome.reinstantiated());
+  EXPECT_EQ(outcome.method, conveyor::update_method::whole_graph) << outcome.reason();
   EXPECT_EQ(exec.get(), before); // same executable graph
   exec.launch(s);
   s.synchronize();
@@ -730,14 +719,18 @@ TEST(GraphDiff, ParametersAndTopologyOfTwoBuilds) {
 
   auto d0 = conveyor::diff(p1.g, same.g);
   EXPECT_TRUE(d0.same_topology);
-  EXPECT_TRUE(d0.identical()) << (d0.changes.empty() ? std::string{} : d0.changes[0]);
+  EXPECT_TRUE(d0.identical()) << (d0.changed.empty() ? std::string{} : d0.lines()[0]);
   EXPECT_EQ(d0.nodes, 3U);
 
   auto d1 = conveyor::diff(p1.g, other_scalar.g);
   EXPECT_TRUE(d1.same_topology);
   ASSERT_EQ(d1.changed.size(), 1U);
-  EXPECT_EQ(d1.changed[0], 1U); // memset, axpy, memcpy in creation order: the kernel
-  ASSERT_EQ(d1.changes.size(), 1U);
+  EXPECT_EQ(d1.changed[0].position, 1U); // memset, axpy, memcpy in creation order: the kernel
+  EXPECT_EQ(d1.changed[0].kind, conveyor::node_kind::kernel);
+  EXPECT_EQ(d1.changed[0].name, "axpy");
+  EXPECT_EQ(d1.changed[0].what, "arguments 1") << d1.lines()[0]; // the scalar a, argument 1 of axpy
+  EXPECT_TRUE(d1.changed[0].settable);
+  EXPECT_TRUE(d1.changed[0].comparable);
   EXPECT_FALSE(d1.identical());
 
   auto d2 = conveyor::diff(p1.g, longer.g);
@@ -753,7 +746,7 @@ TEST(UpdateIncremental, IdenticalGraphSetsNothing) {
   conveyor::stream s;
   auto exec = conveyor::instantiate(p1.g);
   auto r = exec.update_incremental(again.g);
-  EXPECT_EQ(r.method, conveyor::update_method::none) << r.reason;
+  EXPECT_EQ(r.method, conveyor::update_method::none) << r.reason();
   EXPECT_EQ(r.nodes_changed, 0U);
   EXPECT_EQ(r.nodes_set, 0U);
   b.poison_out(3102);
@@ -771,7 +764,7 @@ TEST(UpdateIncremental, OnlyTheChangedNodesAreSet) {
   auto exec = conveyor::instantiate(p1.g);
 
   auto r = exec.update_incremental(new_scalar.g);
-  EXPECT_EQ(r.method, conveyor::update_method::per_node) << r.reason;
+  EXPECT_EQ(r.method, conveyor::update_method::per_node) << r.reason();
   EXPECT_EQ(r.nodes_changed, 1U);
   EXPECT_EQ(r.nodes_set, 1U);
   exec.launch(s);
@@ -781,7 +774,7 @@ TEST(UpdateIncremental, OnlyTheChangedNodesAreSet) {
   // Other buffers and fill: all three nodes differ from the graph applied last.
   pipeline moved(b2, 2.0F, 0.25F);
   auto r2 = exec.update_incremental(moved.g);
-  EXPECT_EQ(r2.method, conveyor::update_method::per_node) << r2.reason;
+  EXPECT_EQ(r2.method, conveyor::update_method::per_node) << r2.reason();
   EXPECT_EQ(r2.nodes_changed, 3U);
   EXPECT_EQ(r2.nodes_set, 3U);
   const auto stale1 = b1.poison_out(3221);
@@ -806,8 +799,8 @@ TEST(UpdateIncremental, AfterAPerNodeSetterTheWholeGraphIsUpdated) {
   auto exec = conveyor::instantiate(p1.g);
   exec.set_memset(p1.fill_node, b.y.get(), 9.0F, b.n); // the executable graph no longer matches p1
   auto r = exec.update_incremental(p2.g);
-  EXPECT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason;
-  EXPECT_TRUE(static_cast<bool>(r.update)) << r.update.reason();
+  EXPECT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+  EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
   exec.launch(s);
   s.synchronize();
   EXPECT_TRUE(all_near(b.out.download(), pipeline_result(2.0F, b.x0, 1.0F))); // p2's fill, not the setter's
@@ -822,17 +815,98 @@ TEST(UpdateIncremental, TopologyChangeReinstantiatesOrReportsWhenNotAllowed) {
   auto exec = conveyor::instantiate(p1.g);
 
   auto refused = exec.update_incremental(longer.g, /*reinstantiate=*/false);
-  EXPECT_FALSE(static_cast<bool>(refused.update));
-  EXPECT_EQ(refused.update.status, conveyor::update_status::topology_changed);
-  EXPECT_EQ(refused.method, conveyor::update_method::refused) << refused.reason;
-  EXPECT_FALSE(refused.reason.empty());
+  EXPECT_FALSE(static_cast<bool>(refused));
+  EXPECT_EQ(refused.status, conveyor::update_status::topology_changed);
+  EXPECT_EQ(refused.method, conveyor::update_method::refused) << refused.reason();
+  EXPECT_TRUE(contains(refused.reason(), "node count 3 -> 4")) << refused.reason();
   exec.launch(s);
   s.synchronize();
   EXPECT_TRUE(all_near(b.out.download(), pipeline_result(1.0F, b.x0, 1.0F))); // unchanged
 
   auto r = exec.update_incremental(longer.g);
-  EXPECT_EQ(r.method, conveyor::update_method::reinstantiated) << r.reason;
+  EXPECT_EQ(r.method, conveyor::update_method::reinstantiated) << r.reason();
   exec.launch(s);
   s.synchronize();
   EXPECT_TRUE(all_near(b.out.download(), scaled(pipeline_result(3.0F, b.x0, 0.5F), 2.0F)));
+}
+
+// ---- zero sizes and allocations never freed ---------------------------------------------------------------------
+
+TEST(Execute, ZeroSizeSettersDisableTheNodeUntilANonZeroSize) {
+  CONVEYOR_REQUIRE_GPU();
+  buffers b(1200, 3601);
+  pipeline p(b, 2.0F, 0.5F);
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(p.g);
+  // A copy of 0 bytes: the node does nothing (out keeps its stale values).
+  exec.set_memcpy(p.copy_node, b.out.get(), b.y.get(), 0, cudaMemcpyDeviceToDevice);
+  const auto stale = b.poison_out(3602);
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_equal(b.out.download(), stale));
+  // A memset of 0 elements: y is not filled, so axpy accumulates on the previous y (= 2 x + 0.5).
+  exec.set_memset(p.fill_node, b.y.get(), 0.5F, 0);
+  exec.set_memcpy(p.copy_node, b.out.get(), b.y.get(), b.out.bytes(), cudaMemcpyDeviceToDevice); // enabled again
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want(b.n);
+  for (int i = 0; i < b.n; ++i) want[i] = 2.0F * b.x0[i] + (2.0F * b.x0[i] + 0.5F);
+  EXPECT_TRUE(all_near(b.out.download(), want));
+  // A non-zero memset enables the fill again.
+  exec.set_memset(p.fill_node, b.y.get(), 0.5F, b.n);
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_near(b.out.download(), pipeline_result(2.0F, b.x0, 0.5F)));
+  // A whole-graph update also brings back the nodes a zero size disabled.
+  exec.set_memcpy(p.copy_node, b.out.get(), b.y.get(), 0, cudaMemcpyDeviceToDevice);
+  pipeline p2(b, 3.0F, 1.0F);
+  ASSERT_TRUE(static_cast<bool>(exec.update_incremental(p2.g)));
+  b.poison_out(3603);
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_near(b.out.download(), pipeline_result(3.0F, b.x0, 1.0F)));
+}
+
+TEST(Instantiate, RelaunchOfAGraphThatNeverFreesNamesTheAllocationAndTheFix) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1000;
+  const auto v = random_floats(n, 3701);
+  device_array<float> src(v), out(n);
+  sync_device();
+  conveyor::graph g;
+  auto alloc = g.mem_alloc(n * sizeof(float));
+  alloc.node.label("scratch");
+  auto* tmp = static_cast<float*>(alloc.pointer);
+  auto in = g.memcpy({alloc.node}, tmp, src.get(), src.bytes(), cudaMemcpyDeviceToDevice);
+  auto k = g.kernel({in}, cover(n), scale, n, 2.0F, tmp);
+  g.memcpy({k}, out.get(), tmp, out.bytes(), cudaMemcpyDeviceToDevice);
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g);
+  ASSERT_EQ(exec.unfreed_allocations().size(), 1U);
+  EXPECT_TRUE(contains(exec.unfreed_allocations()[0], "scratch")) << exec.unfreed_allocations()[0];
+  EXPECT_TRUE(contains(exec.unfreed_allocations()[0], "4000 B")) << exec.unfreed_allocations()[0];
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_near(out.download(), scaled(v, 2.0F)));
+  try {
+    exec.launch(s);
+    ADD_FAILURE() << "a second launch with the allocation still live succeeded";
+  } catch (const conveyor::cuda_error& e) {
+    EXPECT_EQ(e.code(), cudaErrorInvalidValue);
+    EXPECT_TRUE(contains(e.what(), "scratch")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "never frees")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "auto_free_on_launch")) << e.what();
+  }
+  // After freeing the allocation, it launches again.
+  CONVEYOR_CHECK(cudaFreeAsync(alloc.pointer, s.get()));
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_near(out.download(), scaled(v, 2.0F)));
+  CONVEYOR_CHECK(cudaFreeAsync(alloc.pointer, s.get()));
+  s.synchronize();
+  // With a free node, or auto_free_on_launch, nothing is reported.
+  conveyor::graph freed;
+  auto a2 = freed.mem_alloc(4096);
+  freed.mem_free({a2.node}, a2.pointer);
+  EXPECT_TRUE(conveyor::instantiate(freed).unfreed_allocations().empty());
 }

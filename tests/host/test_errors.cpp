@@ -59,13 +59,27 @@ TEST(InstantiateFlags, CombineAndPrint) {
   EXPECT_EQ(conveyor::to_string(conveyor::without(f, instantiate_flags::upload)), "use_node_priority");
 }
 
-TEST(UpdateResult, ReasonNamesStatusAndNode) {
+TEST(UpdateResult, ReasonNamesMethodStatusAndNode) {
   conveyor::update_result r;
   EXPECT_TRUE(static_cast<bool>(r));
+  EXPECT_EQ(r.reason(), "none: parameters already equal");
+  r.method = conveyor::update_method::refused;
   r.status = conveyor::to_update_status(cudaGraphExecUpdateErrorTopologyChanged);
   r.node_label = "relu1";
   EXPECT_FALSE(static_cast<bool>(r));
+  EXPECT_FALSE(r.reinstantiated());
   EXPECT_EQ(r.reason(), "update refused: topology_changed (nodes or dependencies were added or removed) at node relu1");
+  r.method = conveyor::update_method::reinstantiated;
+  r.explanation = "topology changed: node count 3 -> 4";
+  EXPECT_TRUE(static_cast<bool>(r));
+  EXPECT_TRUE(r.reinstantiated());
+  EXPECT_EQ(r.reason(), "reinstantiated: topology changed: node count 3 -> 4; update refused: topology_changed (nodes "
+                        "or dependencies were added or removed) at node relu1");
+  r = {};
+  r.method = conveyor::update_method::per_node;
+  r.explanation = "node 1 (axpy): arguments 1";
+  EXPECT_EQ(r.reason(), "per_node: node 1 (axpy): arguments 1");
+  EXPECT_EQ(conveyor::to_string(conveyor::update_method::whole_graph), "whole_graph");
   EXPECT_EQ(conveyor::to_update_status(cudaGraphExecUpdateErrorFunctionChanged),
             conveyor::update_status::function_changed);
 }

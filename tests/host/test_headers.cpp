@@ -2,14 +2,16 @@
 #include <conveyor/conveyor.hpp>
 
 #include <conveyor/assembly/graphed.hpp>
-#include <conveyor/assembly/graphed_core.hpp>
+#include <conveyor/assembly/graph_cache.hpp>
 #include <conveyor/assembly/graphed_types.hpp>
 #include <conveyor/assembly/pipeline.hpp>
 #include <conveyor/define/capture.hpp>
 #include <conveyor/define/conditional.hpp>
+#include <conveyor/define/description.hpp>
 #include <conveyor/define/graph.hpp>
 #include <conveyor/define/kernel_args.hpp>
 #include <conveyor/define/node.hpp>
+#include <conveyor/define/node_kind.hpp>
 #include <conveyor/error.hpp>
 #include <conveyor/execute/graph_diff.hpp>
 #include <conveyor/execute/graph_exec.hpp>

@@ -5,7 +5,7 @@
 //! Follows the practice of PyTorch's CUDA graph trees: warm-up on the capture stream, static shapes, readable
 //! reasons when a graph is skipped or re-recorded.
 
-#include "conveyor/assembly/graphed_core.hpp"
+#include "conveyor/assembly/graph_cache.hpp"
 #include "conveyor/assembly/graphed_types.hpp"
 #include "conveyor/define/capture.hpp"
 
@@ -20,39 +20,71 @@
 
 namespace conveyor {
 
-namespace detail {
-struct no_key {};
+//! How key_argument keys arguments of one graphed callable.
+struct keying {
+  bool user_keyed = false;                       //!< a key function chooses the shape: integers become binding
+  const std::vector<std::size_t>* statics = nullptr; //!< positions of pointers declared static (may be null)
+};
 
+//! True when graphed can key an argument of type T by itself: batch_size, pointers, integral, enum and
+//! floating-point values, any other trivially copyable value (compared by its bytes), and unkeyed<T> (skipped).
 template <class T>
-void classify(call_key& key, const T& value, std::size_t position, bool user_keyed,
-              const std::vector<std::size_t>& static_positions) {
-  auto add = [&](std::uint64_t bits, arg_role role, char type) {
-    if (key.count == call_key::capacity)
-      throw std::invalid_argument("conveyor::graphed: more than 16 keyed arguments; supply a key function");
-    key.args[key.count++] = arg_value{bits, role, static_cast<std::uint8_t>(position), type};
-  };
+inline constexpr bool keyable_argument = std::is_trivially_copyable_v<T>;
+template <class T>
+inline constexpr bool keyable_argument<unkeyed<T>> = true;
+
+//! Records `value`, argument `position` of a graphed call, in `key`:
+//! - batch_size: the padded size (shape, or binding with a key function) and the real size (binding);
+//! - pointers: binding (static_pointer when declared static);
+//! - integral and enum values: shape (binding with a key function);
+//! - floating-point values: binding, by bit pattern;
+//! - any other trivially copyable value (a struct holding pointers, a std::span, ...): binding, by its bytes (padding
+//!   bytes included: a spurious difference costs a re-capture, never a stale replay);
+//! - unkeyed<T>: nothing.
+//! Other types do not compile (see graphed), unless `Lenient` (a key function covers them): then they are skipped.
+//! \throws std::invalid_argument when the key is full (call_key::capacity).
+template <bool Lenient = false, class T>
+void key_argument(call_key& key, const T& value, std::size_t position, const keying& how) {
   if constexpr (std::is_same_v<T, batch_size>) {
-    add(value.padded, user_keyed ? arg_role::binding : arg_role::shape, 'b');
-    add(value.real, arg_role::binding, 'r');
+    key.add(value.padded, how.user_keyed ? argument_role::binding : argument_role::shape, argument_kind::padded_size,
+            position);
+    key.add(value.real, argument_role::binding, argument_kind::real_size, position);
   } else if constexpr (std::is_pointer_v<T>) {
-    bool is_static = std::find(static_positions.begin(), static_positions.end(), position) != static_positions.end();
-    add(reinterpret_cast<std::uintptr_t>(value), is_static ? arg_role::static_pointer : arg_role::binding, 'p');
+    const bool is_static = how.statics != nullptr &&
+                           std::find(how.statics->begin(), how.statics->end(), position) != how.statics->end();
+    key.add(reinterpret_cast<std::uintptr_t>(value), is_static ? argument_role::static_pointer : argument_role::binding,
+            argument_kind::pointer, position);
   } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
-    add(static_cast<std::uint64_t>(value), user_keyed ? arg_role::binding : arg_role::shape, 'i');
-  } else if constexpr (std::is_floating_point_v<T>) {
+    std::uint64_t bits = 0;
+    if constexpr (std::is_enum_v<T>)
+      bits = static_cast<std::uint64_t>(static_cast<std::underlying_type_t<T>>(value));
+    else
+      bits = static_cast<std::uint64_t>(value);
+    key.add(bits, how.user_keyed ? argument_role::binding : argument_role::shape, argument_kind::integer, position);
+  } else if constexpr (std::is_floating_point_v<T> && sizeof(T) <= sizeof(std::uint64_t)) {
     std::uint64_t bits = 0;
     std::memcpy(&bits, &value, sizeof(T));
-    add(bits, arg_role::binding, sizeof(T) == sizeof(float) ? 'f' : 'd');
+    key.add(bits, argument_role::binding, argument_kind::floating, position, sizeof(T));
+  } else if constexpr (is_unkeyed<T>) {
+    // the caller says it does not change the work
+  } else if constexpr (std::is_trivially_copyable_v<T>) {
+    key.add_bytes(&value, sizeof(T), argument_role::binding, position);
+  } else {
+    static_assert(Lenient || !sizeof(T*),
+                  "conveyor::graphed: an argument type is not trivially copyable, so graphed cannot tell whether it "
+                  "changed between calls (a replay could run with stale values). Wrap it in conveyor::unkeyed{...} "
+                  "if it does not change the captured work, pass what the work uses (pointers, sizes) instead, or "
+                  "give graphed a key function");
   }
-  // other types are not keyed
 }
-} // namespace detail
 
 //! A graphed callable. Wraps `f(const stream&, args...)`, a function that enqueues GPU work on the stream.
 //!
-//! Per call: the arguments make a key. Integral arguments and the padded value of batch_size arguments are the
-//! *shape* (or the user's key function decides it); pointers, floating-point values and the real value of
-//! batch_size arguments are the *binding* the graph embeds.
+//! Per call: the arguments make a key (key_argument). Integral arguments and the padded value of batch_size
+//! arguments are the *shape* (or the user's key function decides it); pointers, floating-point values, the real
+//! value of batch_size arguments and every other trivially copyable value (by its bytes: a struct of pointers
+//! swapped between calls is seen) are the *binding* the graph embeds. An argument type graphed cannot compare (not
+//! trivially copyable) does not compile unless it is wrapped in conveyor::unkeyed or a key function is given.
 //! - a new shape runs eagerly `warmup_calls` times, then is captured and instantiated;
 //! - a known shape with the same binding replays its executable graph (one cudaGraphLaunch);
 //! - a known shape with another binding is captured again and the executable graph updated in place, setting only
@@ -61,7 +93,7 @@ void classify(call_key& key, const T& value, std::size_t position, bool user_key
 //! - a batch_size above the largest bucket runs eagerly, with the reason recorded.
 //! Arguments are copied for the call. Graphs allocating with cudaMallocAsync draw on the device's graph memory
 //! pool, which all executable graphs share; capture buckets largest first (prepare) so smaller graphs reuse it.
-template <class F, class Key = detail::no_key>
+template <class F, class Key = no_key>
 class graphed {
 public:
   //! \param f       the callable, `void f(const conveyor::stream&, Args...)`
@@ -73,6 +105,8 @@ public:
       : f_(std::move(f)), key_(std::move(key)), core_(std::move(options)) {}
 
   //! Runs the work for these arguments on `s`: eagerly, by replay, or by capture (see the class comment).
+  //! Thread safety: not thread-safe; one graphed callable per thread (its captures use thread-local capture mode,
+  //! so callables in different threads capture and update concurrently).
   //! \throws std::invalid_argument when a static argument changed or more than 16 values are keyed (a batch_size
   //!         counts twice); cuda_error from capture, instantiate, update
   //!         or launch; whatever `f` throws (a capture it throws from is ended and discarded).
@@ -88,13 +122,13 @@ public:
       std::apply([&](auto&... v) { f_(s, v...); }, values);
       return;
     }
-    const detail::call_key key = make_key(values);
+    const call_key key = make_key(values);
     switch (core_.plan(key)) {
-    case detail::call_plan::replay: core_.replay(s); return;
-    case detail::call_plan::eager_warmup:
-    case detail::call_plan::eager_fallback: std::apply([&](auto&... v) { f_(s, v...); }, values); return;
-    case detail::call_plan::capture_new: core_.add_and_launch(key, record(s, values), s); return;
-    case detail::call_plan::recapture: core_.update_and_launch(key, record(s, values), s); return;
+    case call_plan::replay: core_.replay(s); return;
+    case call_plan::eager_warmup:
+    case call_plan::eager_fallback: std::apply([&](auto&... v) { f_(s, v...); }, values); return;
+    case call_plan::capture_new: core_.add_and_launch(key, record(s, values), s); return;
+    case call_plan::recapture: core_.update_and_launch(key, record(s, values), s); return;
     }
   }
 
@@ -110,7 +144,7 @@ public:
     bool first = true;
     for (std::size_t bucket : sizes) {
       set_batch(values, batch_size{bucket, bucket});
-      const detail::call_key key = make_key(values);
+      const call_key key = make_key(values);
       for (int i = 0; first && i < core_.options().warmup_calls; ++i)
         std::apply([&](auto&... v) { (*this)(s, v...); }, values);
       first = false;
@@ -129,18 +163,16 @@ public:
 
 private:
   template <class Tuple>
-  detail::call_key make_key(const Tuple& values) const {
-    detail::call_key key;
-    constexpr bool user_keyed = !std::is_same_v<Key, detail::no_key>;
-    if constexpr (user_keyed) {
-      key.user_key = std::apply([&](const auto&... v) { return static_cast<std::uint64_t>(key_(v...)); }, values);
-      key.has_user_key = true;
-    }
-    const auto& statics = core_.options().static_arguments;
+  call_key make_key(const Tuple& values) const {
+    call_key key;
+    constexpr bool user_keyed = !std::is_same_v<Key, no_key>;
+    if constexpr (user_keyed)
+      key.set_user_key(std::apply([&](const auto&... v) { return static_cast<std::uint64_t>(key_(v...)); }, values));
+    const keying how{user_keyed, &core_.options().static_arguments};
     std::apply(
         [&](const auto&... v) {
           std::size_t position = 0;
-          (detail::classify(key, v, position++, user_keyed, statics), ...);
+          (key_argument<user_keyed>(key, v, position++, how), ...);
         },
         values);
     return key;
@@ -190,7 +222,7 @@ private:
 
   F f_;
   [[no_unique_address]] Key key_;
-  detail::graphed_core core_;
+  graph_cache core_;
 };
 
 } // namespace conveyor

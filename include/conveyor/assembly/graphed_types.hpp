@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace conveyor {
@@ -32,8 +33,8 @@ struct graphed_options {
   //! Eager calls per new shape before capturing (warm-up on the capture stream: lazy library initialisation,
   //! workspace allocation, autotuning happen outside the graph).
   int warmup_calls = 1;
-  //! Most executable graphs kept; the least recently used is evicted beyond this (destroyed once the work queued on
-  //! the evicting call's stream has finished; the call itself does not wait).
+  //! Most executable graphs kept; the least recently used is evicted beyond this (destroyed at once, without
+  //! waiting: its queued launches keep what they use until they finish).
   std::size_t max_graphs = 16;
   //! Captured sizes for batch_size arguments, any order; empty: no padding (every size its own graph).
   std::vector<std::size_t> buckets;
@@ -65,34 +66,101 @@ struct graphed_statistics {
   std::size_t evictions = 0;           //!< executable graphs dropped by the LRU cap
 };
 
-namespace detail {
+//! A graphed argument the key must not look at: its value does not change what the captured work does (a logger,
+//! a host-side container only read outside the GPU work, ...). The callable receives the wrapped value through the
+//! conversion operators (`const T&` / `T&` parameters accept it). Arguments that are not trivially copyable must be
+//! wrapped so (or the graphed callable given a key function), so that nothing that could change the work is
+//! silently ignored.
+template <class T>
+struct unkeyed {
+  T value; //!< the argument
+  //! The wrapped value, for a callable taking `T&` or `T`.
+  operator T&() & noexcept { return value; }
+  //! The wrapped value, for a callable taking `const T&` or `T`.
+  operator const T&() const& noexcept { return value; }
+};
+template <class T>
+unkeyed(T) -> unkeyed<T>;
+
+//! True for unkeyed<T>.
+template <class T>
+inline constexpr bool is_unkeyed = false;
+template <class T>
+inline constexpr bool is_unkeyed<unkeyed<T>> = true;
+
+//! The default key of conveyor::graphed: no key function (the arguments themselves choose the graph).
+struct no_key {};
+
+//! What kind of value an argument of a graphed call is, as its key records it.
+enum class argument_kind : std::uint8_t {
+  pointer,     //!< an address (bits = the address)
+  integer,     //!< an integral or enum value
+  floating,    //!< a float or double (bits = its bit pattern)
+  padded_size, //!< batch_size::padded
+  real_size,   //!< batch_size::real
+  bytes,       //!< any other trivially copyable value (a struct of pointers, a span...), compared by its bytes
+};
 
 //! How an argument takes part in choosing and updating a graph.
-enum class arg_role : std::uint8_t {
-  ignored,        //!< not keyed (types graphed cannot read; supply a key function)
+enum class argument_role : std::uint8_t {
   shape,          //!< integral value or padded batch size: picks the executable graph
-  binding,        //!< pointer or scalar the graph embeds: a change updates the graph in place
+  binding,        //!< value the graph embeds (pointers, scalars, structs): a change updates the graph in place
   static_pointer, //!< pointer declared static: a change is an error
 };
 
-//! One argument as graphed sees it.
-struct arg_value {
-  std::uint64_t bits = 0;            //!< the value (an address for pointers, the bit pattern for scalars)
-  arg_role role = arg_role::ignored; //!< how it is keyed
-  std::uint8_t position = 0;         //!< argument position (0-based, after the stream)
-  char type = '?';                   //!< 'p' pointer, 'i' integral, 'f' float, 'd' double, 'b' batch size (padded), 'r' real
+//! One argument as its key records it.
+struct argument_key {
+  std::uint64_t bits = 0;                     //!< the value; for argument_kind::bytes, the offset of its bytes
+  std::uint32_t size = 0;                     //!< argument_kind::bytes: the value's size in bytes
+  argument_role role = argument_role::binding; //!< how it is keyed
+  argument_kind kind = argument_kind::integer; //!< what it is
+  std::uint8_t position = 0;                  //!< argument position (0-based, after the stream)
 };
 
-//! The arguments of one call (at most 16).
-struct call_key {
+//! The key of one graphed call: its arguments (at most `capacity` entries; a batch_size takes two) and an optional
+//! user key. Two calls with the same shape share an executable graph; the same binding replays it unchanged.
+//! Thread safety: a plain value.
+class call_key {
+public:
+  //! Most argument entries per call.
   static constexpr std::size_t capacity = 16;
-  std::array<arg_value, capacity> args{};
-  std::size_t count = 0;
-  std::uint64_t user_key = 0; //!< from a user key function, part of the shape
-  bool has_user_key = false;
+
+  //! Records an argument held in 64 bits (`size`: its size in bytes, for printing floating values).
+  //! \throws std::invalid_argument when `capacity` entries are taken.
+  void add(std::uint64_t bits, argument_role role, argument_kind kind, std::size_t position, std::uint32_t size = 8);
+  //! Records an argument by its `size` bytes at `data` (argument_kind::bytes).
+  //! \throws std::invalid_argument when `capacity` entries are taken, or `size` is above 4 GiB.
+  void add_bytes(const void* data, std::size_t size, argument_role role, std::size_t position);
+  //! Sets the user key (from a key function): part of the shape.
+  void set_user_key(std::uint64_t key) noexcept {
+    user_key_ = key;
+    has_user_key_ = true;
+  }
+
+  //! Number of argument entries.
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  //! Entry `i` (below size()).
+  [[nodiscard]] const argument_key& operator[](std::size_t i) const noexcept { return args_[i]; }
+  //! The user key, when a key function gave one.
+  [[nodiscard]] bool has_user_key() const noexcept { return has_user_key_; }
+  [[nodiscard]] std::uint64_t user_key() const noexcept { return user_key_; }
+
+  //! Same shape: same entries, same shape values and user key.
   [[nodiscard]] bool same_shape(const call_key& other) const noexcept;
+  //! Same binding: every binding and static entry equal (values, or bytes).
   [[nodiscard]] bool same_binding(const call_key& other) const noexcept;
+  //! "argument 1 pointer changed from 0x... to 0x...; argument 2 bytes changed", from `before` to this key.
+  [[nodiscard]] std::string changes_from(const call_key& before) const;
+  //! The shape as text, "0=256, key=3".
+  [[nodiscard]] std::string shape_text() const;
+
+private:
+  [[nodiscard]] bool same_entry(const call_key& other, std::size_t i) const noexcept;
+  std::array<argument_key, capacity> args_{};
+  std::size_t count_ = 0;
+  std::uint64_t user_key_ = 0;
+  bool has_user_key_ = false;
+  std::vector<unsigned char> bytes_; // values of argument_kind::bytes entries
 };
 
-} // namespace detail
 } // namespace conveyor

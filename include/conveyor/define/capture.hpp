@@ -1,7 +1,7 @@
 #pragma once
 //! \file capture.hpp
 //! Stream capture into a conveyor::graph: exception-safe, with fork/join of extra streams and capture into an
-//! existing graph.
+//! existing graph (CUDA Programming Guide, "Creating a Graph Using Stream Capture").
 
 #include "conveyor/define/graph.hpp"
 #include "conveyor/runtime/stream.hpp"
@@ -21,63 +21,74 @@ enum class capture_mode {
   relaxed = cudaStreamCaptureModeRelaxed,         //!< not refused (the caller takes responsibility)
 };
 
-namespace detail {
-void begin_capture(const stream& s, capture_mode mode);
-void begin_capture_to_graph(const stream& s, const graph& g, const node_list& deps, capture_mode mode);
-// End the capture on `s`. `owns_graph` is false when capturing into an existing graph, which is never destroyed.
-[[nodiscard]] cudaGraph_t end_capture(const stream& s, bool owns_graph = true);
-[[nodiscard]] std::vector<cudaGraphNode_t> capture_frontier(const stream& s);
-void abort_capture(const stream& s, bool owns_graph = true) noexcept;
+//! One capture on one stream, as an RAII object: the constructor begins it (`cudaStreamBeginCapture`, or
+//! `cudaStreamBeginCaptureToGraph` for an existing graph), finish() ends it, and a session destroyed unfinished
+//! (an exception, an early return) ends the capture and discards what it captured, joining the streams forked into
+//! it, so that every stream is usable again. capture() and capture_into() are built on it.
+//! Thread safety: use a session from the thread that began it (CUDA's rule for thread_local_ and global modes);
+//! sessions on different streams in different threads are independent.
+class capture_session {
+public:
+  //! Begins capturing `s` into a new graph.
+  //! \param s    the stream to capture; make it with cudaStreamNonBlocking (the default for conveyor::stream) so
+  //!             that it does not synchronise with the legacy default stream
+  //! \param mode capture_mode::thread_local_ unless other threads must be allowed unsafe calls
+  //! \throws cuda_error when capture cannot begin (the legacy default stream, a stream already capturing).
+  explicit capture_session(const stream& s, capture_mode mode = capture_mode::thread_local_);
+  //! Begins capturing `s` into the existing graph `target`, after `deps` (nodes of `target`).
+  //! \throws std::invalid_argument when a dependency belongs to another graph; cuda_error when capture cannot begin.
+  capture_session(graph& target, const stream& s, const node_list& deps = {},
+                  capture_mode mode = capture_mode::thread_local_);
+  capture_session(const capture_session&) = delete;
+  capture_session& operator=(const capture_session&) = delete;
+  //! Ends an unfinished capture and discards it (nodes already added to an existing target graph stay there).
+  //! Never throws.
+  ~capture_session();
+
+  //! Ends the capture into a new graph and returns it (`cudaStreamEndCapture`). Streams forked into the capture
+  //! and not joined are joined first, and the call throws cudaErrorStreamCaptureUnjoined naming how many.
+  //! \throws std::logic_error when the session captures into an existing graph or was already finished;
+  //!         cuda_error when the capture was invalidated by an illegal call (the message says which calls are
+  //!         illegal and what to use instead), or forked streams were left unjoined.
+  [[nodiscard]] graph finish();
+  //! Ends the capture into the existing graph and returns the frontier: the captured nodes that later work should
+  //! depend on. \throws std::logic_error when the session captures into a new graph or was already finished;
+  //! cuda_error as finish().
+  std::vector<node> finish_into();
+
+private:
+  cudaStream_t stream_ = nullptr;
+  graph* target_ = nullptr;
+  bool open_ = false;
+};
+
+//! Captures the work `f` enqueues on `s` into a new graph. `f` is called as `f(s)` or `f()`. If `f` throws, the
+//! capture is ended, the partial graph destroyed, forked streams released, and the exception propagates: the
+//! stream is usable again.
+//! \throws cuda_error as capture_session and capture_session::finish; whatever `f` throws.
 template <class F>
-void invoke_with_stream(F& f, const stream& s) {
+[[nodiscard]] graph capture(const stream& s, F&& f, capture_mode mode = capture_mode::thread_local_) {
+  capture_session session(s, mode);
   if constexpr (std::is_invocable_v<F&, const stream&>)
     f(s);
   else
     f();
-}
-} // namespace detail
-
-//! Captures the work `f` enqueues on `s` into a new graph (`cudaStreamBeginCapture` / `cudaStreamEndCapture`).
-//! `f` is called as `f(s)` or `f()`. If `f` throws, the capture is ended, the partial graph destroyed, forked
-//! streams released, and the exception propagates: the stream is usable again.
-//! \param s    the stream to capture; make it with cudaStreamNonBlocking (the default) so that it does not
-//!             synchronise with the legacy default stream
-//! \param mode capture_mode::thread_local_ unless other threads must be allowed unsafe calls
-//! \throws cuda_error when capture cannot begin (e.g. `s` is the legacy default stream), or when the capture was
-//!         invalidated by an illegal call inside `f` (the message says which calls are illegal and what to use).
-template <class F>
-[[nodiscard]] graph capture(const stream& s, F&& f, capture_mode mode = capture_mode::thread_local_) {
-  detail::begin_capture(s, mode);
-  try {
-    detail::invoke_with_stream(f, s);
-  } catch (...) {
-    detail::abort_capture(s);
-    throw;
-  }
-  return graph::adopt(detail::end_capture(s));
+  return session.finish();
 }
 
-//! Captures the work `f` enqueues on `s` into the existing graph `g` (`cudaStreamBeginCaptureToGraph`), after
-//! `deps`. Returns the frontier: the captured nodes that later work should depend on. Exception-safe as capture();
-//! nodes already added to `g` by a capture that throws stay in `g`.
-//! \throws cuda_error as capture().
+//! Captures the work `f` enqueues on `s` into the existing graph `g`, after `deps`. Returns the frontier: the
+//! captured nodes that later work should depend on. Exception-safe as capture(); nodes already added to `g` by a
+//! capture that throws stay in `g`.
+//! \throws std::invalid_argument when a dependency belongs to another graph; cuda_error as capture().
 template <class F>
 std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list& deps = {},
                                capture_mode mode = capture_mode::thread_local_) {
-  detail::begin_capture_to_graph(s, g, deps, mode);
-  std::vector<cudaGraphNode_t> frontier;
-  try {
-    detail::invoke_with_stream(f, s);
-    frontier = detail::capture_frontier(s);
-  } catch (...) {
-    detail::abort_capture(s, false);
-    throw;
-  }
-  (void)detail::end_capture(s, false);
-  std::vector<node> nodes;
-  nodes.reserve(frontier.size());
-  for (auto* handle : frontier) nodes.push_back(g.wrap(handle));
-  return nodes;
+  capture_session session(g, s, deps, mode);
+  if constexpr (std::is_invocable_v<F&, const stream&>)
+    f(s);
+  else
+    f();
+  return session.finish_into();
 }
 
 //! Makes later work on `branch` depend on all work enqueued on `origin` so far (an event recorded on `origin`,
@@ -86,12 +97,16 @@ std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list
 //! dependency, so one function can serve the eager and the captured run. The event is one timing-free event per
 //! thread and device, created on first use and reused (cudaStreamWaitEvent takes the record current at the call),
 //! so fork and join create and destroy nothing.
-//! \throws cuda_error when the event calls fail (e.g. a stream handle is invalid).
+//! \throws cuda_error (cudaErrorStreamCaptureMerge, before any CUDA call is made, so that both captures stay valid)
+//!         when `branch` is already capturing into another graph, or is capturing while `origin` is not; cuda_error
+//!         when the event calls fail (e.g. a stream handle is invalid).
 void fork(const stream& origin, const stream& branch);
 
 //! Makes later work on `origin` wait for everything enqueued on `branch` so far. Inside a capture, every forked
 //! stream must be joined before the capture ends.
-//! \throws cuda_error when the event calls fail.
+//! \throws cuda_error (cudaErrorStreamCaptureIsolation, before any CUDA call is made) when the two streams are not
+//!         in the same capture (one capturing and the other not, or two different captures); cuda_error when the
+//!         event calls fail.
 void join(const stream& origin, const stream& branch);
 
 } // namespace conveyor

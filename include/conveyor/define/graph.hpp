@@ -2,7 +2,6 @@
 //! \file graph.hpp
 //! conveyor::graph: the graph definition (`cudaGraph_t`) and its explicit builder.
 
-#include "conveyor/define/detail/graph_state.hpp"
 #include "conveyor/define/kernel_args.hpp"
 #include "conveyor/define/node.hpp"
 #include "conveyor/runtime/event.hpp"
@@ -35,7 +34,11 @@ struct allocation {
 //! dependency belongs to another graph, and (for host, event and memory nodes) when the graph is the body of a
 //! conditional node, where CUDA does not allow those kinds. The graph owns what its nodes
 //! need (host callables, child graphs' resources) and shares it with every clone and executable graph made from
-//! it, so replays stay valid after the graph object is gone.
+//! it: CUDA user objects (`cudaUserObjectCreate`, `cudaGraphRetainUserObject`) tie them to the CUDA graph, so an
+//! executable graph keeps them until its last queued launch has finished, even after the graph object is gone.
+//! Thread safety: like CUDA's graph objects, a graph is not thread-safe: one thread at a time may add nodes,
+//! edges or labels; different graphs may be built, captured, instantiated and updated concurrently from different
+//! threads.
 class graph {
 public:
   //! Creates an empty graph (`cudaGraphCreate`).
@@ -50,8 +53,8 @@ public:
   graph& operator=(const graph&) = delete;
   ~graph() = default;
 
-  //! The CUDA handle.
-  [[nodiscard]] cudaGraph_t get() const noexcept { return state_ ? state_->handle : nullptr; }
+  //! The CUDA handle (null for a moved-from graph).
+  [[nodiscard]] cudaGraph_t get() const noexcept;
 
   // ---- kernel ----------------------------------------------------------------------------------------------
   //! Adds a kernel node running `kernel<<<cfg.grid, cfg.block, cfg.shared_bytes>>>(args...)`
@@ -72,7 +75,9 @@ public:
   node add_kernel(const node_list& deps, const launch_config& cfg, const void* function, void** arguments);
 
   // ---- memory ----------------------------------------------------------------------------------------------
-  //! Adds a 1D copy of `bytes` bytes (`cudaGraphAddMemcpyNode1D`). Host memory should be pinned.
+  //! Adds a 1D copy of `bytes` bytes (`cudaGraphAddMemcpyNode1D`). Host memory should be pinned. A copy of 0 bytes
+  //! adds an empty node instead (CUDA has no zero-size copy node; stream capture likewise records nothing), so the
+  //! dependencies are kept and the graph does nothing there.
   //! \throws cuda_error when CUDA rejects the pointers or kind.
   node memcpy(const node_list& deps, void* dst, const void* src, std::size_t bytes,
               cudaMemcpyKind kind = cudaMemcpyDefault);
@@ -80,7 +85,7 @@ public:
     return memcpy(node_list{}, dst, src, bytes, kind);
   }
   //! Adds a 2D copy of `height` rows of `width_bytes` bytes between pitched buffers (`cudaGraphAddMemcpyNode`
-  //! with a depth-1 cudaMemcpy3DParms). Pitches are in bytes.
+  //! with a depth-1 cudaMemcpy3DParms). Pitches are in bytes. A copy of 0 rows or 0 bytes a row adds an empty node.
   //! \throws std::invalid_argument when a pitch is smaller than width_bytes; cuda_error when CUDA rejects it.
   node memcpy_2d(const node_list& deps, void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
                  std::size_t width_bytes, std::size_t height, cudaMemcpyKind kind = cudaMemcpyDefault);
@@ -88,7 +93,8 @@ public:
                  std::size_t height, cudaMemcpyKind kind = cudaMemcpyDefault) {
     return memcpy_2d(node_list{}, dst, dst_pitch, src, src_pitch, width_bytes, height, kind);
   }
-  //! Adds a memset of `count` elements of T (1, 2 or 4 bytes) to `value` (`cudaGraphAddMemsetNode`).
+  //! Adds a memset of `count` elements of T (1, 2 or 4 bytes) to `value` (`cudaGraphAddMemsetNode`). A memset of
+  //! 0 elements adds an empty node (as for memcpy).
   //! \throws cuda_error when CUDA rejects the pointer.
   template <class T>
   node memset(const node_list& deps, T* dst, std::type_identity_t<T> value, std::size_t count) {
@@ -101,8 +107,10 @@ public:
     return memset(node_list{}, dst, value, count);
   }
   //! Adds a pitched memset: `height` rows of `width` elements of `element_size` bytes (1, 2 or 4), rows `pitch`
-  //! bytes apart (ignored when height is 1), each element set to the low bytes of `value`.
-  //! \throws std::invalid_argument for another element size; cuda_error when CUDA rejects it.
+  //! bytes apart (ignored when height is 1), each element set to the low bytes of `value`. A width or height of
+  //! 0 adds an empty node.
+  //! \throws std::invalid_argument for another element size, or a pitch below the row width when height > 1;
+  //!         cuda_error when CUDA rejects it.
   node memset_2d(const node_list& deps, void* dst, std::size_t pitch, unsigned value, unsigned element_size,
                  std::size_t width, std::size_t height);
   //! Adds a memory allocation node of `bytes` bytes on the current device (`cudaGraphAddMemAllocNode`).
@@ -137,6 +145,12 @@ public:
   //! Adds an empty node, a cheap join point (`cudaGraphAddEmptyNode`).
   //! \throws cuda_error when CUDA rejects it.
   node empty(const node_list& deps = {});
+  //! Adds a node of any kind from CUDA's generic parameters (`cudaGraphAddNode`): the way to add kinds without a
+  //! builder call of their own (external semaphores, ...). The caller keeps alive what the parameters point to
+  //! (keep_alive). `params` is updated by CUDA as cudaGraphAddNode does (e.g. conditional bodies are returned).
+  //! \throws std::invalid_argument when a dependency belongs to another graph, or the kind is not allowed in a
+  //!         conditional body; cuda_error when CUDA rejects it.
+  node add_node(const node_list& deps, cudaGraphNodeParams& params);
   //! Adds a node that records `e` (`cudaGraphAddEventRecordNode`). The event must outlive every launch.
   //! \throws cuda_error when CUDA rejects it.
   node event_record(const node_list& deps, const event& e);
@@ -161,25 +175,22 @@ public:
   [[nodiscard]] std::vector<node> root_nodes() const;
   //! All edges as (from, to).
   [[nodiscard]] std::vector<std::pair<node, node>> edges() const;
-  //! Wraps a CUDA node handle of this graph as a conveyor::node.
-  [[nodiscard]] node wrap(cudaGraphNode_t handle) const noexcept { return {handle, state_.get()}; }
+  //! Wraps a CUDA node handle of this graph (e.g. from a CUDA call on get()) as a conveyor::node.
+  [[nodiscard]] node wrap(cudaGraphNode_t handle) const noexcept;
+  //! True when `n` is a node of this graph (not of another graph, a clone or a body).
+  [[nodiscard]] bool owns(const node& n) const noexcept;
 
-  //! Keeps `item` alive as long as this graph or anything made from it (clones, executable graphs).
-  void keep_alive(std::shared_ptr<void> item) { state_->keep->add(std::move(item)); }
-
-  //! Internal: the shared state (handle, labels, resources).
-  [[nodiscard]] const std::shared_ptr<detail::graph_state>& state() const noexcept { return state_; }
+  //! Keeps `item` alive as long as this graph or anything made from it (clones, parents that embed it, executable
+  //! graphs and their queued launches). Thread-safe with respect to other keep_alive calls.
+  void keep_alive(std::shared_ptr<void> item);
 
   //! True when the graph holds a conditional node at its top level (such a graph cannot be cloned or embedded as a
   //! child graph).
+  //! \throws cuda_error when reading the graph fails.
   [[nodiscard]] bool has_conditional() const;
 
-  //! Internal: a graph sharing `state` (used for conditional bodies).
-  [[nodiscard]] static graph from_state(std::shared_ptr<detail::graph_state> state) noexcept {
-    return graph(std::move(state));
-  }
-
 private:
+  friend struct detail::access;
   explicit graph(std::shared_ptr<detail::graph_state> state) noexcept : state_(std::move(state)) {}
   node add_host(const node_list& deps, std::shared_ptr<std::function<void()>> callable);
   template <class T>

@@ -1,7 +1,7 @@
 #pragma once
 //! \file graph_exec.hpp
 //! conveyor::graph_exec: an executable graph (`cudaGraphExec_t`): instantiate, upload, launch, per-node setters and
-//! whole-graph update.
+//! updates, with what queued launches use kept alive until they finish.
 
 #include "conveyor/define/graph.hpp"
 #include "conveyor/execute/instantiate_flags.hpp"
@@ -14,45 +14,69 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <type_traits>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace conveyor {
 
+namespace detail {
+struct exec_state; // what an executable graph knows beyond its handle (defined in the library)
+} // namespace detail
+
 //! An executable graph (`cudaGraphExec_t`), move-only; the destructor destroys it (`cudaGraphExecDestroy`) and never
-//! throws. It shares ownership of its source graph's state, so it keeps host callables and child resources alive,
-//! and its nodes stay valid for per-node setters after the source `graph` object is gone.
-//! Synchronise before destroying an executable graph whose launches are still running host nodes.
+//! throws or waits.
+//!
+//! Lifetimes: what the graph's nodes point into (host callables, child graphs' resources, buffers attached with
+//! graph::keep_alive) is held for as long as a launch that may use it is queued, and no longer: the destructor, an
+//! update and a re-instantiation may all be called while launches are still queued or running. Resources of the
+//! graph it was instantiated from, or last updated to as a whole, are tied to it by CUDA user objects (CUDA releases
+//! them once the last launch using them has finished); callables installed node by node (set_host, per-node
+//! updates of host nodes) are released behind an event recorded after the last launch that could use them. Memory
+//! stays bounded by what launches can still use, whatever the number of updates. Released resources are destroyed
+//! on an ordinary thread at the next Conveyor call that instantiates, updates or destroys an executable graph, or
+//! at reclaim_resources().
+//!
+//! Thread safety: one graph_exec must not be used by two threads at once (CUDA's rule for executable graphs);
+//! different graph_exec objects may be instantiated, updated, launched and destroyed concurrently from different
+//! threads.
 class graph_exec {
 public:
   //! Takes over `other`'s executable graph; `other` is left empty (get() == nullptr) and may only be destroyed or
   //! assigned to.
   graph_exec(graph_exec&& other) noexcept;
-  graph_exec& operator=(graph_exec&&) noexcept;
+  //! Replaces this executable graph by `other`'s (the old one is destroyed as by the destructor).
+  graph_exec& operator=(graph_exec&& other) noexcept;
   graph_exec(const graph_exec&) = delete;
   graph_exec& operator=(const graph_exec&) = delete;
+  //! Destroys the executable graph without waiting for its queued launches; what they use is released once they
+  //! have finished. Never throws.
   ~graph_exec();
 
   //! The CUDA handle.
   [[nodiscard]] cudaGraphExec_t get() const noexcept { return handle_; }
   //! The flags it was instantiated with.
-  [[nodiscard]] instantiate_flags flags() const noexcept { return flags_; }
+  [[nodiscard]] instantiate_flags flags() const noexcept;
 
   //! Uploads the executable graph to the device ahead of its first launch (`cudaGraphUpload`), so that launch
   //! does not pay for it.
   //! \throws cuda_error when the upload fails.
   void upload(const stream& s) const;
-  //! Launches the graph on `s` (`cudaGraphLaunch`); asynchronous.
-  //! \throws cuda_error when the launch fails.
-  void launch(const stream& s) const;
+  //! Launches the graph on `s` (`cudaGraphLaunch`); asynchronous. Launches of one executable graph run one after
+  //! another (CUDA orders them), whatever the streams.
+  //! \throws cuda_error when the launch fails; for a graph that allocates memory it never frees, launched again
+  //! while the previous allocation is live, the message names the allocation node and the fix.
+  void launch(const stream& s) const {
+    const cudaError_t rc = cudaGraphLaunch(handle_, s.get());
+    if (rc != cudaSuccess || tracks_launches_) after_launch(rc, s);
+  }
 
   // ---- per-node setters (the node is one of the source graph's, or of the graph last applied by an update) -------
   //! Sets a kernel node's function, launch configuration and arguments for later launches
   //! (`cudaGraphExecKernelNodeSetParams`). Arguments are checked against the kernel at compile time.
-  //! \throws cuda_error when the node is not a kernel node of the source graph or the change is not allowed
-  //!         (e.g. another function in a different context).
+  //! \throws cuda_error naming the node when it is not a kernel node of the executable graph or the change is not
+  //!         allowed (e.g. another function in a different context).
   template <class... Params, class... Args>
   void set_kernel(const node& n, const launch_config& cfg, void (*fn)(Params...), Args&&... args) {
     auto values = make_kernel_args(fn, std::forward<Args>(args)...);
@@ -75,13 +99,15 @@ public:
   //! (`cudaGraphKernelNodeGetParams`) and remembered.
   //! \throws cuda_error as set_kernel; std::invalid_argument when `function` is not the node's kernel.
   void set_kernel_args_raw(const node& n, const void* function, void** arguments);
-  //! Sets a 1D memcpy node's pointers and size (`cudaGraphExecMemcpyNodeSetParams1D`).
-  //! \throws cuda_error when the node is not a memcpy node or the memory is on another device.
+  //! Sets a 1D memcpy node's pointers and size (`cudaGraphExecMemcpyNodeSetParams1D`). A size of 0 disables the node
+  //! (`cudaGraphNodeSetEnabled`: the copy does nothing) until a later set_memcpy of a non-zero size enables it
+  //! again.
+  //! \throws cuda_error naming the node when it is not a memcpy node or the memory is on another device.
   void set_memcpy(const node& n, void* dst, const void* src, std::size_t bytes,
                   cudaMemcpyKind kind = cudaMemcpyDefault);
   //! Sets a memset node to fill `count` elements of T (1, 2 or 4 bytes) at `dst` with `value`
-  //! (`cudaGraphExecMemsetNodeSetParams`).
-  //! \throws cuda_error when the node is not a memset node or the change is not allowed.
+  //! (`cudaGraphExecMemsetNodeSetParams`). A count of 0 disables the node, as set_memcpy does.
+  //! \throws cuda_error naming the node when it is not a memset node or the change is not allowed.
   template <class T>
   void set_memset(const node& n, T* dst, std::type_identity_t<T> value, std::size_t count) {
     static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4,
@@ -91,80 +117,78 @@ public:
     set_memset_raw(n, dst, bits, sizeof(T), count);
   }
   //! Untyped form of set_memset (one row of `count` elements of `element_size` bytes).
-  //! \throws cuda_error as set_memset.
+  //! \throws cuda_error as set_memset; std::invalid_argument for an element size other than 1, 2 or 4.
   void set_memset_raw(const node& n, void* dst, unsigned value, unsigned element_size, std::size_t count);
-  //! Replaces a host node's callable for later launches (`cudaGraphExecHostNodeSetParams`); the executable graph
-  //! owns the new callable.
-  //! \throws cuda_error when the node is not a host node.
+  //! Replaces a host node's callable for later launches (`cudaGraphExecHostNodeSetParams`). The executable graph
+  //! owns the new callable; the one it replaces is released once the launches queued before have finished.
+  //! \throws cuda_error naming the node when it is not a host node.
   template <class F>
   void set_host(const node& n, F&& f) {
     set_host_raw(n, std::make_shared<std::function<void()>>(std::forward<F>(f)));
   }
   //! Enables or disables a kernel, memcpy or memset node for later launches (`cudaGraphNodeSetEnabled`).
-  //! \throws cuda_error for other node kinds.
+  //! \throws cuda_error naming the node for other node kinds.
   void set_enabled(const node& n, bool enabled);
 
-  // ---- whole-graph update ----------------------------------------------------------------------------------
-  //! Updates this executable graph to run `g`'s parameters (`cudaGraphExecUpdate`). `g` must have the same
-  //! topology and node kinds as the source; on success its resources are kept alive and its nodes (as well as the
-  //! source's) may be passed to the per-node setters. On refusal the result says why and names the offending node;
-  //! the executable graph is unchanged.
+  // ---- updates: one result type ------------------------------------------------------------------------------
+  //! Updates this executable graph to run `g`'s parameters (`cudaGraphExecUpdate`), as a whole. `g` must have the
+  //! same topology and node kinds as the source. On success the method is whole_graph, `g`'s resources are held
+  //! (and the previous graph's released once queued launches finish), and `g`'s nodes (as well as the source's) may
+  //! be passed to the per-node setters. When refused, the method is refused, the status and node say why, and the
+  //! executable graph is unchanged. A graph whose allocation nodes reserve other addresses than the executable
+  //! graph's is refused (parameters_changed) before CUDA is asked: its kernels would use unmapped memory.
   //! \throws cuda_error only for errors other than a refused update.
   [[nodiscard]] update_result update(const graph& g);
-  //! Tries update(g); when refused, instantiates `g` again with the same flags and replaces this executable graph.
+  //! Tries update(g); when refused, instantiates `g` again with the same flags and replaces this executable graph
+  //! (method reinstantiated; the refusal's status and node are kept in the result). Exception-safe: when the new
+  //! instantiation throws, this executable graph is unchanged.
   //! \throws cuda_error when re-instantiation fails.
-  update_outcome update_or_reinstantiate(const graph& g);
-
+  update_result update_or_reinstantiate(const graph& g);
   //! Brings this executable graph to `g`'s parameters at a cost that scales with what changed: compares `g` with
-  //! the graph whose parameters it holds (graph_diff), sets only the nodes that differ; falls back to whole-graph
-  //! update when a node cannot be set alone, and (with `reinstantiate` true) to instantiating `g` again when the
-  //! topology changed or the update was refused. Nodes of `g` may then be passed to the per-node setters.
+  //! the graph whose parameters it holds (diff) and sets only the nodes that differ (method per_node); uses a
+  //! whole-graph update when a change cannot be set node by node (launch attributes, memory nodes, conditional
+  //! nodes, nodes that cannot be compared) or after per-node setters; and, with `reinstantiate` true, instantiates
+  //! `g` again when the topology changed or the update was refused. Nodes of `g` may then be passed to the per-node
+  //! setters. Exception-safe as update_or_reinstantiate.
   //! \throws cuda_error when reading the graphs or re-instantiating fails.
-  incremental_update update_incremental(const graph& g, bool reinstantiate = true);
+  update_result update_incremental(const graph& g, bool reinstantiate = true);
 
-  //! The graph it was instantiated from (its nodes are the ones CUDA's setters address).
-  [[nodiscard]] const std::shared_ptr<detail::graph_state>& source() const noexcept { return source_; }
+  //! The allocation nodes of the graph it was instantiated from whose memory the graph never frees (no mem_free
+  //! node, no instantiate_flags::auto_free_on_launch), one readable line each; empty when there are none. Such a
+  //! graph cannot be launched again until the allocation is freed (cudaFree / cudaFreeAsync).
+  [[nodiscard]] const std::vector<std::string>& unfreed_allocations() const noexcept;
 
 private:
   friend graph_exec instantiate(const graph&, instantiate_flags, const stream*);
-  graph_exec(cudaGraphExec_t handle, std::shared_ptr<detail::graph_state> source, instantiate_flags flags);
-  struct kernel_setting {
-    const void* function;
-    launch_config config;
-  };
-  // The function and configuration the node runs with now: set_kernel's, the handle's own, or read from the node.
-  [[nodiscard]] kernel_setting current_setting(const node& n, cudaGraphNode_t origin);
-  // cudaGraphExecKernelNodeSetParams of `origin` (naming `n` in errors).
-  void apply_kernel(const node& n, cudaGraphNode_t origin, const launch_config& cfg, const void* function,
-                    void** arguments);
+  graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_state> state) noexcept;
+  void after_launch(cudaError_t rc, const stream& s) const;
   void set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable);
-  void retain(std::shared_ptr<void> item);
-  // The node of the instantiation graph that `n` (of it, or of the graph last applied by an update) stands for.
-  [[nodiscard]] cudaGraphNode_t origin_of(const node& n);
-  // Records that `g`'s parameters are now loaded.
-  void adopt_current(const graph& g);
-  bool apply_node(cudaGraphNode_t origin, cudaGraphNode_t from, const graph& g);
+  // The executable graph owns `item` for node `origin` from now on (launches record a fence); what it owned there
+  // before is released behind the fence of the last launch, which queued launches may still be using.
+  void own_for_node(cudaGraphNode_t origin, std::shared_ptr<void> item);
 
   cudaGraphExec_t handle_ = nullptr;
-  std::shared_ptr<detail::graph_state> source_;  // instantiated from: its nodes address the executable graph
-  std::shared_ptr<detail::graph_state> current_; // the graph whose parameters are loaded now
-  bool current_exact_ = true;                    // false after a per-node setter changed a parameter
-  instantiate_flags flags_ = instantiate_flags::none;
-  std::vector<std::shared_ptr<void>> retained_;                 // resources of every graph it has run
-  std::unordered_map<cudaGraphNode_t, kernel_setting> configs_; // set_kernel's settings (origin nodes)
-  std::unordered_map<cudaGraphNode_t, kernel_setting> read_;    // settings read from nodes without their own
-  std::vector<cudaGraphNode_t> origin_nodes_;                  // source_'s nodes in creation order (lazy)
-  std::unordered_map<cudaGraphNode_t, cudaGraphNode_t> to_origin_; // current_'s nodes -> origin (lazy)
+  bool tracks_launches_ = false; // true once the executable graph owns callables set node by node
+  std::unique_ptr<detail::exec_state> impl_;
 };
 
 //! Instantiates `g` (`cudaGraphInstantiateWithParams`). instantiate_flags::upload needs the overload taking a stream.
+//! Thread safety: reads `g`; instantiating one graph from several threads at once is allowed.
 //! \throws cuda_error when instantiation fails; the message gives CUDA's instantiate result and names the offending
 //!         node; std::invalid_argument for the upload flag without a stream.
 [[nodiscard]] graph_exec instantiate(const graph& g, instantiate_flags flags = instantiate_flags::none,
                                      const stream* upload_stream = nullptr);
 //! Instantiates `g` and uploads it on `upload_stream` (adds instantiate_flags::upload).
+//! \throws as instantiate(const graph&, instantiate_flags, const stream*).
 [[nodiscard]] inline graph_exec instantiate(const graph& g, instantiate_flags flags, const stream& upload_stream) {
   return instantiate(g, flags | instantiate_flags::upload, &upload_stream);
 }
+
+//! Destroys now the resources (host callables, child graphs' resources, kept buffers) that no queued launch can
+//! use any more, and returns how many items still wait for a launch to finish. Conveyor calls it itself whenever an
+//! executable graph is instantiated, updated or destroyed; call it to release them sooner (after a synchronisation,
+//! say). CUDA hands released resources over asynchronously, from its own thread: just after a synchronisation some
+//! may not have arrived yet. Thread-safe; never throws.
+std::size_t reclaim_resources() noexcept;
 
 } // namespace conveyor

@@ -1,6 +1,7 @@
 #pragma once
 //! \file update_result.hpp
-//! What graph_exec::update reports: success, or why `cudaGraphExecUpdate` refused and which node was at fault.
+//! What the three update calls of graph_exec (update, update_or_reinstantiate, update_incremental) report: one
+//! type — how the executable graph was brought up to date, or why it was refused and which node was at fault.
 
 #include <cuda_runtime_api.h>
 
@@ -10,9 +11,9 @@
 
 namespace conveyor {
 
-//! Why a whole-graph update failed (`cudaGraphExecUpdateResult`).
+//! CUDA's verdict on a whole-graph update (`cudaGraphExecUpdateResult`).
 enum class update_status {
-  success,                     //!< the executable graph now runs the new graph's parameters
+  success,                     //!< the update was applied (or none was tried)
   error,                       //!< invalid value (e.g. a graph on another device)
   topology_changed,            //!< nodes or edges were added or removed
   node_type_changed,           //!< a node changed kind
@@ -23,50 +24,41 @@ enum class update_status {
   attributes_changed,          //!< a node's attributes changed in an unsupported way
 };
 
-//! The status's name, e.g. "topology_changed".
+//! The status's name, e.g. "topology_changed". Never throws.
 [[nodiscard]] std::string_view to_string(update_status status) noexcept;
-//! Converts CUDA's result code.
+//! Converts CUDA's result code. Never throws.
 [[nodiscard]] update_status to_update_status(cudaGraphExecUpdateResult result) noexcept;
 
-//! The outcome of graph_exec::update: the status, the offending node of the new graph (null when CUDA named none)
-//! and its label or kernel name, and a readable reason.
-struct update_result {
-  update_status status = update_status::success; //!< success, or why CUDA refused
-  cudaGraphNode_t node = nullptr;      //!< offending node in the new graph, or null
-  cudaGraphNode_t from_node = nullptr; //!< the node of the executable graph it was paired with, or null
-  std::string node_label;              //!< the node's label, else "kind 'kernel name'", else empty
-
-  //! True on success.
-  explicit operator bool() const noexcept { return status == update_status::success; }
-  //! One readable line, e.g. "update refused: topology_changed at node 'relu1' (kernel bias_relu)".
-  [[nodiscard]] std::string reason() const;
-};
-
-//! How graph_exec::update_incremental brought the executable graph up to date.
+//! How an executable graph was brought to a new graph's parameters.
 enum class update_method {
   none,           //!< the parameters were already equal: nothing was set
   per_node,       //!< only the changed nodes were set (cudaGraphExec*NodeSetParams)
   whole_graph,    //!< cudaGraphExecUpdate with the whole graph
-  reinstantiated, //!< the topology changed (or updating was refused): instantiated again
+  reinstantiated, //!< the topology changed (or updating was refused): instantiated again and replaced
   refused,        //!< updating was refused and re-instantiation was not allowed: nothing changed
 };
 
-//! The method's name, e.g. "per_node".
+//! The method's name, e.g. "per_node". Never throws.
 [[nodiscard]] std::string_view to_string(update_method method) noexcept;
 
-//! The outcome of graph_exec::update_incremental.
-struct incremental_update {
-  update_method method = update_method::none; //!< what was done
-  std::size_t nodes_set = 0;                   //!< nodes set one by one (per_node)
-  std::size_t nodes_changed = 0;               //!< nodes whose parameters differed
-  std::string reason;                          //!< why the cheaper methods were not used, or the changes made
-  update_result update;                        //!< the whole-graph attempt, when one was made
-};
+//! The outcome of graph_exec::update, update_or_reinstantiate and update_incremental.
+struct update_result {
+  update_method method = update_method::none;    //!< what was done
+  update_status status = update_status::success; //!< CUDA's verdict on the whole-graph update, when one was tried
+  cudaGraphNode_t node = nullptr;      //!< the offending node of the new graph when refused, or null
+  cudaGraphNode_t from_node = nullptr; //!< the node of the executable graph it was paired with, or null
+  std::string node_label;              //!< the offending node's label, else "kind 'kernel name'", else empty
+  std::size_t nodes_changed = 0;       //!< nodes whose parameters differed (update_incremental)
+  std::size_t nodes_set = 0;           //!< nodes set one by one (per_node)
+  std::string explanation;             //!< the changes made, or why the cheaper methods were not used
 
-//! The outcome of graph_exec::update_or_reinstantiate.
-struct update_outcome {
-  bool reinstantiated = false; //!< true when the update was refused and the graph instantiated again
-  update_result update;        //!< the update attempt and, when refused, why
+  //! True when the executable graph now runs the new graph's parameters (every method but refused).
+  explicit operator bool() const noexcept { return method != update_method::refused; }
+  //! True when a new executable graph replaced the old one.
+  [[nodiscard]] bool reinstantiated() const noexcept { return method == update_method::reinstantiated; }
+  //! One readable line, e.g. "update refused: topology_changed (nodes or dependencies were added or removed) at
+  //! node 'relu1'" or "per_node: node 3 (axpy): arguments 1".
+  [[nodiscard]] std::string reason() const;
 };
 
 } // namespace conveyor

@@ -1,6 +1,7 @@
 #pragma once
-// Internal: CUDA 12.4+ and 13.x spell the edge-data variants of a few graph calls differently; these wrappers
-// give one spelling. Edge data is not used (all edges are full dependencies).
+// Internal (CUDA layer): CUDA 12.4+ and 13.x spell the edge-data variants of a few graph calls differently; these
+// wrappers give one spelling. Edge data (cudaGraphEdgeData: ports and dependency type, e.g. programmatic edges) is
+// read where a caller asks for it and written as full dependencies (null) where Conveyor adds edges itself.
 
 #include <cuda_runtime_api.h>
 
@@ -8,12 +9,18 @@
 
 namespace conveyor::detail {
 
-inline cudaError_t get_edges(cudaGraph_t g, cudaGraphNode_t* from, cudaGraphNode_t* to, std::size_t* count) {
+//! cudaGraphGetEdges with edge data (`data` may be null).
+inline cudaError_t get_edges(cudaGraph_t g, cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* data,
+                             std::size_t* count) {
 #if CUDART_VERSION >= 13000
-  return cudaGraphGetEdges(g, from, to, nullptr, count);
+  return cudaGraphGetEdges(g, from, to, data, count);
 #else
-  return cudaGraphGetEdges(g, from, to, count);
+  return cudaGraphGetEdges_v2(g, from, to, data, count);
 #endif
+}
+
+inline cudaError_t get_edges(cudaGraph_t g, cudaGraphNode_t* from, cudaGraphNode_t* to, std::size_t* count) {
+  return get_edges(g, from, to, nullptr, count);
 }
 
 inline cudaError_t add_dependencies(cudaGraph_t g, const cudaGraphNode_t* from, const cudaGraphNode_t* to,

@@ -1,4 +1,4 @@
-#include "detail/driver.hpp"
+#include "cuda/driver.hpp"
 
 #include <cuda_runtime_api.h>
 

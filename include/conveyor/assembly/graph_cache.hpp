@@ -1,0 +1,94 @@
+#pragma once
+//! \file graph_cache.hpp
+//! conveyor::graph_cache: the non-template part of conveyor::graphed — executable graphs keyed by call shape, least
+//! recently used eviction, in-place updates, statistics and the reasons for each capture, update and eager run.
+//! Plain logic around graph_exec, usable on its own and testable without a GPU (plan, bucket_for, keys).
+
+#include "conveyor/assembly/graphed_types.hpp"
+#include "conveyor/define/graph.hpp"
+#include "conveyor/execute/graph_exec.hpp"
+#include "conveyor/runtime/stream.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conveyor {
+
+//! What a call should do, decided from its key by graph_cache::plan.
+enum class call_plan {
+  eager_warmup,   //!< run the callable eagerly (warm-up of a new shape)
+  eager_fallback, //!< run eagerly: no graph fits
+  capture_new,    //!< capture and instantiate a new executable graph
+  recapture,      //!< capture and update the matching executable graph in place (arguments changed)
+  replay,         //!< launch the matching executable graph
+};
+
+//! Executable graphs keyed by call shape (see call_key), with warm-up counting, bucket padding, LRU eviction and a
+//! log of reasons. Thread safety: not thread-safe; one cache per thread, or external locking.
+class graph_cache {
+public:
+  //! \throws std::invalid_argument when max_graphs is 0, warmup_calls is negative or a bucket is 0.
+  explicit graph_cache(graphed_options options);
+  graph_cache(const graph_cache&) = delete;
+  graph_cache& operator=(const graph_cache&) = delete;
+  graph_cache(graph_cache&&) noexcept = default;
+  graph_cache& operator=(graph_cache&&) noexcept = default;
+  ~graph_cache() = default;
+
+  //! The bucket `n` pads to, or nullopt when `n` is above the largest bucket. Without buckets, `n` itself.
+  [[nodiscard]] std::optional<std::size_t> bucket_for(std::size_t n) const noexcept;
+  //! Decides what the call with `key` does; counts the call and its warm-ups.
+  //! \throws std::invalid_argument when a static pointer changed (a replay would read the old address).
+  [[nodiscard]] call_plan plan(const call_key& key);
+  //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap, without waiting
+  //! for its launches), then launches it on `s`. \throws cuda_error from instantiate or launch.
+  void add_and_launch(const call_key& key, graph g, const stream& s);
+  //! Instantiates `g` for `key` without launching it (prepare). \throws cuda_error from instantiate.
+  void add(const call_key& key, graph g);
+  //! True when an executable graph for `key`'s shape exists.
+  [[nodiscard]] bool has_shape(const call_key& key) const noexcept;
+  //! After recapture: updates the executable graph plan() matched to `g` (graph_exec::update_incremental), then
+  //! launches it on `s`. \throws std::logic_error when plan() matched none; cuda_error from update or launch.
+  void update_and_launch(const call_key& key, graph g, const stream& s);
+  //! Launches the executable graph plan() matched on `s`. \throws std::logic_error when plan() matched none;
+  //! cuda_error from launch.
+  void replay(const stream& s);
+  //! Records an eager fallback: argument `position` has size `size`, above the largest bucket.
+  void note_fallback(std::size_t position, std::size_t size);
+
+  //! What was done so far.
+  [[nodiscard]] const graphed_statistics& statistics() const noexcept { return stats_; }
+  //! The most recent reasons (at most options().max_reasons), oldest first.
+  [[nodiscard]] const std::deque<std::string>& reasons() const noexcept { return reasons_; }
+  //! The options, buckets sorted.
+  [[nodiscard]] const graphed_options& options() const noexcept { return options_; }
+  //! Executable graphs cached now.
+  [[nodiscard]] std::size_t cached_graphs() const noexcept { return entries_.size(); }
+  //! A readable table of the statistics and the most recent reasons, headed by `name`.
+  [[nodiscard]] std::string report(std::string_view name) const;
+
+private:
+  struct entry {
+    call_key key;
+    graph_exec exec;
+    std::uint64_t last_used = 0;
+  };
+  void note(std::string reason);
+  entry& insert(const call_key& key, graph g);
+  entry& matched(const char* call);
+
+  graphed_options options_;
+  graphed_statistics stats_;
+  std::deque<std::string> reasons_;
+  std::vector<std::unique_ptr<entry>> entries_;
+  std::vector<std::pair<call_key, int>> warmups_; // per shape
+  entry* matched_ = nullptr;                       // set by plan()
+  std::uint64_t clock_ = 0;
+};
+
+} // namespace conveyor

@@ -1,0 +1,43 @@
+#pragma once
+//! \file description.hpp
+//! Plain descriptions of a graph's nodes and edges: what each node does (kind, label, kernel name, launch shape and
+//! attributes, copy sizes), the data behind the DOT and JSON exports. Plain values: testable without a GPU.
+
+#include "conveyor/define/node_kind.hpp"
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace conveyor {
+
+struct graph_description;
+
+//! One node as exports show it. Fields that do not apply to the node's kind keep their defaults.
+struct node_description {
+  std::size_t id = 0;                     //!< index in graph_description::nodes
+  node_kind kind = node_kind::other;      //!< what the node does
+  std::string label;                      //!< the user's label, or empty
+  std::string kernel_name;                //!< kernel nodes: the function's name (`cuFuncGetName`)
+  std::array<unsigned, 3> grid{0, 0, 0};  //!< kernel nodes: blocks per grid (x, y, z)
+  std::array<unsigned, 3> block{0, 0, 0}; //!< kernel nodes: threads per block (x, y, z)
+  std::size_t shared_bytes = 0;           //!< kernel nodes: dynamic shared memory, bytes
+  std::vector<std::string> attributes;    //!< kernel nodes: launch attributes that differ from the default,
+                                          //!< e.g. "cluster 2x1x1", "priority -5", "cooperative"
+  std::size_t bytes = 0;                  //!< memcpy, memset and mem_alloc nodes: bytes moved, set or reserved
+  std::string copy_kind;                  //!< memcpy nodes: "HtoD", "DtoH", "DtoD", "HtoH" or "default"
+  std::vector<graph_description> bodies;  //!< child-graph and conditional nodes: the nested graph(s)
+
+  //! The label if given, else the kernel name, else the kind's name: the name exports print first.
+  [[nodiscard]] std::string display_name() const;
+};
+
+//! Nodes and edges of one graph; edges are (from, to) indices into `nodes`.
+struct graph_description {
+  std::vector<node_description> nodes;                     //!< in creation order; node_description::id = index
+  std::vector<std::pair<std::size_t, std::size_t>> edges;  //!< dependencies as (from, to) indices into `nodes`
+};
+
+} // namespace conveyor

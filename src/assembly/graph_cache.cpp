@@ -1,0 +1,261 @@
+#include "conveyor/assembly/graph_cache.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace conveyor {
+
+namespace {
+
+std::string value_text(const argument_key& v) {
+  switch (v.kind) {
+  case argument_kind::pointer: return fmt::format("{:#x}", v.bits);
+  case argument_kind::floating: {
+    if (v.size == sizeof(float)) {
+      float f = 0;
+      const auto low = static_cast<std::uint32_t>(v.bits);
+      std::memcpy(&f, &low, sizeof f);
+      return fmt::format("{}", f);
+    }
+    double d = 0;
+    std::memcpy(&d, &v.bits, sizeof d);
+    return fmt::format("{}", d);
+  }
+  case argument_kind::integer:
+  case argument_kind::padded_size:
+  case argument_kind::real_size: return fmt::format("{}", v.bits);
+  case argument_kind::bytes: return fmt::format("({} bytes)", v.size);
+  }
+  return fmt::format("{}", v.bits);
+}
+
+std::string_view kind_text(argument_kind kind) {
+  switch (kind) {
+  case argument_kind::pointer: return "pointer";
+  case argument_kind::integer: return "integer";
+  case argument_kind::floating: return "scalar";
+  case argument_kind::padded_size: return "padded size";
+  case argument_kind::real_size: return "real size";
+  case argument_kind::bytes: return "value";
+  }
+  return "value";
+}
+
+} // namespace
+
+// ---- call_key ------------------------------------------------------------------------------------------------
+
+void call_key::add(std::uint64_t bits, argument_role role, argument_kind kind, std::size_t position,
+                   std::uint32_t size) {
+  if (count_ == capacity)
+    throw std::invalid_argument(fmt::format("conveyor::graphed: more than {} keyed values (argument {}); wrap "
+                                            "arguments that do not change the work in conveyor::unkeyed, or supply "
+                                            "a key function",
+                                            capacity, position));
+  args_[count_++] = argument_key{bits, size, role, kind, static_cast<std::uint8_t>(position)};
+}
+
+void call_key::add_bytes(const void* data, std::size_t size, argument_role role, std::size_t position) {
+  if (size > 0xFFFFFFFFULL)
+    throw std::invalid_argument(fmt::format("conveyor::graphed: argument {} of {} bytes is too large to key; pass "
+                                            "a pointer to it",
+                                            position, size));
+  add(bytes_.size(), role, argument_kind::bytes, position, static_cast<std::uint32_t>(size));
+  const auto* p = static_cast<const unsigned char*>(data);
+  bytes_.insert(bytes_.end(), p, p + size);
+}
+
+bool call_key::same_entry(const call_key& other, std::size_t i) const noexcept {
+  const auto& a = args_[i];
+  const auto& b = other.args_[i];
+  if (a.kind != b.kind || a.size != b.size) return false;
+  if (a.kind != argument_kind::bytes) return a.bits == b.bits;
+  return std::memcmp(bytes_.data() + a.bits, other.bytes_.data() + b.bits, a.size) == 0;
+}
+
+bool call_key::same_shape(const call_key& other) const noexcept {
+  if (count_ != other.count_ || user_key_ != other.user_key_ || has_user_key_ != other.has_user_key_) return false;
+  for (std::size_t i = 0; i < count_; ++i) {
+    if (args_[i].role != other.args_[i].role || args_[i].kind != other.args_[i].kind ||
+        args_[i].position != other.args_[i].position)
+      return false;
+    if (args_[i].role == argument_role::shape && !same_entry(other, i)) return false;
+  }
+  return true;
+}
+
+bool call_key::same_binding(const call_key& other) const noexcept {
+  for (std::size_t i = 0; i < count_ && i < other.count_; ++i)
+    if (args_[i].role != argument_role::shape && !same_entry(other, i)) return false;
+  return count_ == other.count_;
+}
+
+std::string call_key::changes_from(const call_key& before) const {
+  std::string out;
+  for (std::size_t i = 0; i < count_ && i < before.count_; ++i) {
+    if (same_entry(before, i)) continue;
+    const auto& a = before.args_[i];
+    const auto& b = args_[i];
+    if (!out.empty()) out += "; ";
+    out += b.kind == argument_kind::bytes
+               ? fmt::format("argument {} value changed ({} bytes)", b.position, b.size)
+               : fmt::format("argument {} {} changed from {} to {}", b.position, kind_text(b.kind), value_text(a),
+                             value_text(b));
+  }
+  if (before.user_key_ != user_key_)
+    out += fmt::format("{}key changed from {} to {}", out.empty() ? "" : "; ", before.user_key_, user_key_);
+  return out;
+}
+
+std::string call_key::shape_text() const {
+  std::string shape;
+  for (std::size_t i = 0; i < count_; ++i)
+    if (args_[i].role == argument_role::shape)
+      shape += fmt::format("{}{}={}", shape.empty() ? "" : ", ", args_[i].position, value_text(args_[i]));
+  if (has_user_key_) shape += fmt::format("{}key={}", shape.empty() ? "" : ", ", user_key_);
+  return shape;
+}
+
+// ---- graph_cache ---------------------------------------------------------------------------------------------
+
+graph_cache::graph_cache(graphed_options options) : options_(std::move(options)) {
+  if (options_.max_graphs == 0) throw std::invalid_argument("conveyor::graphed: max_graphs must be at least 1");
+  if (options_.warmup_calls < 0) throw std::invalid_argument("conveyor::graphed: warmup_calls must be >= 0");
+  std::sort(options_.buckets.begin(), options_.buckets.end());
+  if (!options_.buckets.empty() && options_.buckets.front() == 0)
+    throw std::invalid_argument("conveyor::graphed: a bucket of size 0");
+}
+
+std::optional<std::size_t> graph_cache::bucket_for(std::size_t n) const noexcept {
+  if (options_.buckets.empty()) return n;
+  auto it = std::lower_bound(options_.buckets.begin(), options_.buckets.end(), n);
+  if (it == options_.buckets.end()) return std::nullopt;
+  return *it;
+}
+
+call_plan graph_cache::plan(const call_key& key) {
+  ++stats_.calls;
+  matched_ = nullptr;
+  for (auto& e : entries_) {
+    if (!e->key.same_shape(key)) continue;
+    for (std::size_t i = 0; i < key.size(); ++i)
+      if (key[i].role == argument_role::static_pointer && key[i].bits != e->key[i].bits)
+        throw std::invalid_argument(fmt::format(
+            "conveyor::graphed: argument {} was declared static but changed from {:#x} to {:#x}; the graph "
+            "reads the old address, so a replay would silently use stale data. Copy the new data into the static "
+            "buffer, or do not declare the argument static",
+            key[i].position, e->key[i].bits, key[i].bits));
+    matched_ = e.get();
+    matched_->last_used = ++clock_;
+    return e->key.same_binding(key) ? call_plan::replay : call_plan::recapture;
+  }
+  auto warm = std::find_if(warmups_.begin(), warmups_.end(), [&](auto& w) { return w.first.same_shape(key); });
+  if (warm == warmups_.end()) warm = warmups_.insert(warmups_.end(), {key, 0});
+  if (warm->second < options_.warmup_calls) {
+    ++warm->second;
+    ++stats_.warmups;
+    return call_plan::eager_warmup;
+  }
+  return call_plan::capture_new;
+}
+
+graph_cache::entry& graph_cache::insert(const call_key& key, graph g) {
+  if (entries_.size() >= options_.max_graphs) {
+    auto victim = std::min_element(entries_.begin(), entries_.end(),
+                                   [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+    note(fmt::format("evicted the least recently used graph (cache holds {})", options_.max_graphs));
+    // Destroyed at once: its queued launches keep what they use until they finish (graph_exec's lifetimes).
+    entries_.erase(victim);
+    ++stats_.evictions;
+  }
+  note(fmt::format("captured and instantiated a graph of {} nodes for shape ({})", g.node_count(), key.shape_text()));
+  auto exec = instantiate(g, options_.flags);
+  entries_.push_back(std::make_unique<entry>(entry{key, std::move(exec), ++clock_}));
+  ++stats_.captures;
+  ++stats_.instantiations;
+  std::erase_if(warmups_, [&](auto& w) { return w.first.same_shape(key); });
+  return *entries_.back();
+}
+
+graph_cache::entry& graph_cache::matched(const char* call) {
+  if (matched_ == nullptr)
+    throw std::logic_error(fmt::format("conveyor::graph_cache::{}: plan() matched no executable graph", call));
+  return *matched_;
+}
+
+void graph_cache::add(const call_key& key, graph g) { (void)insert(key, std::move(g)); }
+
+bool graph_cache::has_shape(const call_key& key) const noexcept {
+  return std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e->key.same_shape(key); });
+}
+
+void graph_cache::add_and_launch(const call_key& key, graph g, const stream& s) {
+  entry& e = insert(key, std::move(g));
+  matched_ = &e;
+  e.exec.launch(s);
+  ++stats_.replays;
+}
+
+void graph_cache::update_and_launch(const call_key& key, graph g, const stream& s) {
+  entry& e = matched("update_and_launch");
+  ++stats_.captures;
+  const std::string change = key.changes_from(e.key);
+  const update_result result = e.exec.update_incremental(g);
+  switch (result.method) {
+  case update_method::none:
+    ++stats_.unchanged_recaptures;
+    note(fmt::format("{}: re-captured, graph unchanged", change));
+    break;
+  case update_method::per_node:
+    ++stats_.per_node_updates;
+    stats_.nodes_set += result.nodes_set;
+    note(fmt::format("{}: updated {} node(s) in place", change, result.nodes_set));
+    break;
+  case update_method::whole_graph:
+    ++stats_.whole_graph_updates;
+    note(fmt::format("{}: whole-graph update ({})", change, result.explanation));
+    break;
+  case update_method::reinstantiated:
+    ++stats_.instantiations;
+    note(fmt::format("{}: re-instantiated ({})", change, result.reason()));
+    break;
+  case update_method::refused: break; // not asked for: update_incremental re-instantiates here
+  }
+  e.key = key;
+  e.exec.launch(s);
+  ++stats_.replays;
+}
+
+void graph_cache::replay(const stream& s) {
+  matched("replay").exec.launch(s);
+  ++stats_.replays;
+}
+
+void graph_cache::note_fallback(std::size_t position, std::size_t size) {
+  ++stats_.calls;
+  ++stats_.eager_fallbacks;
+  note(fmt::format("argument {}: size {} above the largest bucket {}: ran eagerly", position, size,
+                   options_.buckets.back()));
+}
+
+void graph_cache::note(std::string reason) {
+  reasons_.push_back(fmt::format("call {}: {}", stats_.calls, std::move(reason)));
+  while (reasons_.size() > options_.max_reasons) reasons_.pop_front();
+}
+
+std::string graph_cache::report(std::string_view name) const {
+  const auto& s = stats_;
+  std::string out = fmt::format("{}: {} calls, {} replays, {} warm-ups, {} captures, {} instantiations, "
+                                "{} per-node updates ({} nodes set), {} whole-graph updates, {} unchanged "
+                                "re-captures, {} eager fallbacks, {} evictions, {} graphs cached\n",
+                                name, s.calls, s.replays, s.warmups, s.captures, s.instantiations,
+                                s.per_node_updates, s.nodes_set, s.whole_graph_updates, s.unchanged_recaptures,
+                                s.eager_fallbacks, s.evictions, entries_.size());
+  for (const auto& r : reasons_) out += fmt::format("  {}\n", r);
+  return out;
+}
+
+} // namespace conveyor

@@ -1,0 +1,45 @@
+#pragma once
+// Internal (execute layer): the state behind conveyor::graph_exec.
+
+#include "conveyor/execute/graph_exec.hpp"
+
+#include "cuda/lifetime.hpp"
+#include "kinds/kinds.hpp"
+#include "model/graph_state.hpp"
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace conveyor::detail {
+
+struct exec_state {
+  std::shared_ptr<graph_state> source;  //!< instantiated from: its nodes address the executable graph
+  std::shared_ptr<graph_state> current; //!< the graph whose parameters are loaded now
+  bool current_exact = true;                    //!< false after a per-node setter changed a parameter
+  instantiate_flags flags = instantiate_flags::none;
+
+  // Kernel settings for set_kernel_args: set_kernel's (by origin node), and those read from nodes without their own.
+  std::unordered_map<cudaGraphNode_t, kernel_setting> configs;
+  std::unordered_map<cudaGraphNode_t, kernel_setting> read;
+  std::vector<cudaGraphNode_t> origin_nodes;                      //!< source's nodes in creation order (lazy)
+  std::unordered_map<cudaGraphNode_t, cudaGraphNode_t> to_origin; //!< current's nodes -> origin (lazy)
+
+  // What the executable graph owns itself, by origin node: callables set with set_host, and the resources of graphs
+  // whose host nodes were applied node by node. At most one entry per node; a replaced entry is released behind
+  // the fence of the last launch.
+  std::unordered_map<cudaGraphNode_t, std::shared_ptr<void>> owned;
+  std::shared_ptr<fence> last_launch; //!< recorded after the last launch, while `owned` is in use
+
+  std::unordered_set<cudaGraphNode_t> zero_disabled; //!< memcpy/memset nodes disabled by a zero-size setter
+
+  // Allocation nodes of the source graph: positions and what they reserve (update refuses other addresses), and
+  // those never freed (for the relaunch diagnosis).
+  std::vector<std::size_t> alloc_positions;
+  std::vector<allocation_params> allocs;
+  std::vector<std::string> unfreed;
+};
+
+} // namespace conveyor::detail

@@ -1,0 +1,17 @@
+// The batch-memory-operation node kind (driver API only: cuGraphAddBatchMemOpNode). Conveyor does not read its
+// operations: two such nodes are reported as not comparable, so an update applies them the safe way (a
+// whole-graph update, which CUDA checks, or a new instantiation).
+#include "kinds/kind.hpp"
+
+namespace conveyor::detail {
+
+namespace {
+param_diff compare(cudaGraphNode_t, cudaGraphNode_t, const compare_context&) {
+  return param_diff::unknown("batch memory operations (not comparable)");
+}
+void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
+} // namespace
+
+const kind_traits batch_mem_op_kind{node_kind::batch_mem_op, "batch_mem_op", false, false, false, &compare, nullptr, &describe};
+
+} // namespace conveyor::detail

@@ -1,0 +1,54 @@
+// The child-graph node kind: a nested graph (a copy made by CUDA when the node is added). Compared recursively;
+// set on an executable graph with cudaGraphExecChildGraphNodeSetParams (same topology), which also takes over the
+// nested graph's user-object references (what its nodes need) until queued launches finish.
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+#include "kinds/walk.hpp"
+
+#include "conveyor/error.hpp"
+
+#include <fmt/format.h>
+
+namespace conveyor::detail {
+
+namespace {
+
+cudaGraph_t nested(cudaGraphNode_t n) {
+  cudaGraph_t g = nullptr;
+  CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(n, &g));
+  return g;
+}
+
+param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
+  const auto c = compare_graphs(nested(a), nested(b), {});
+  if (!c.same_topology) return param_diff::change("child graph topology: " + c.topology_reason, false);
+  if (c.changed.empty()) return param_diff::same();
+  param_diff out = param_diff::change(fmt::format("{} node(s) of the child graph", c.changed.size()));
+  for (const auto& d : c.changed) {
+    out.comparable = out.comparable && d.diff.comparable;
+    out.what += fmt::format("; child node {}: {}", d.position, d.diff.what);
+  }
+  return out;
+}
+
+cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
+  cudaGraph_t g = nullptr;
+  const cudaError_t rc = cudaGraphChildGraphNodeGetGraph(source, &g);
+  return rc != cudaSuccess ? rc : cudaGraphExecChildGraphNodeSetParams(exec, target, g);
+}
+
+void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
+  d.bodies.push_back(describe_graph(nested(n), nullptr));
+}
+
+} // namespace
+
+const kind_traits child_graph_kind{node_kind::child_graph, "child_graph", true, true, true, &compare, &copy_to_exec, &describe};
+
+cudaGraphNode_t add_child(cudaGraph_t g, node_handles deps, cudaGraph_t body) {
+  cudaGraphNode_t n = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddChildGraphNode(&n, g, deps.data(), deps.size(), body));
+  return n;
+}
+
+} // namespace conveyor::detail

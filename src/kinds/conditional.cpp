@@ -1,0 +1,79 @@
+// The conditional node kind (IF, IF/ELSE, WHILE, SWITCH). CUDA 13.0 cannot read a conditional node's parameters
+// back, so they are compared from what Conveyor recorded when it built the node (graph_state::conditionals):
+// handle, type, body count, and each body graph recursively. A conditional node Conveyor did not build is not
+// comparable. CUDA has no per-node setter for it: a whole-graph update applies what it can (bodies' parameters).
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+#include "kinds/walk.hpp"
+
+#include "conveyor/error.hpp"
+
+#include <fmt/format.h>
+
+namespace conveyor::detail {
+
+namespace {
+
+const conditional_info* info_of(const graph_state* state, cudaGraphNode_t n) {
+  if (state == nullptr) return nullptr;
+  auto it = state->conditionals.find(n);
+  return it == state->conditionals.end() ? nullptr : &it->second;
+}
+
+param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context& ctx) {
+  const conditional_info* ia = info_of(ctx.before, a);
+  const conditional_info* ib = info_of(ctx.after, b);
+  if (ia == nullptr || ib == nullptr)
+    return param_diff::unknown("conditional node not built by Conveyor (parameters not readable: not comparable)");
+  if (ia->type != ib->type || ia->size != ib->size)
+    return param_diff::change(fmt::format("conditional type {}/{} bodies -> {}/{} bodies", static_cast<int>(ia->type),
+                                          ia->size, static_cast<int>(ib->type), ib->size),
+                              false);
+  std::string what;
+  bool comparable = true;
+  if (ia->handle != ib->handle) what = "condition handle";
+  for (std::size_t i = 0; i < ia->bodies.size() && i < ib->bodies.size(); ++i) {
+    const auto c = compare_graphs(ia->bodies[i]->handle, ib->bodies[i]->handle,
+                                  {ia->bodies[i].get(), ib->bodies[i].get()});
+    if (!c.same_topology) {
+      what += fmt::format("{}body {} topology: {}", what.empty() ? "" : "; ", i, c.topology_reason);
+      continue;
+    }
+    for (const auto& d : c.changed) {
+      comparable = comparable && d.diff.comparable;
+      what += fmt::format("{}body {} node {}: {}", what.empty() ? "" : "; ", i, d.position, d.diff.what);
+    }
+  }
+  if (what.empty()) return param_diff::same();
+  return {true, comparable, false, std::move(what)};
+}
+
+void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) {
+  if (const conditional_info* info = info_of(owner, n))
+    for (const auto& body : info->bodies) d.bodies.push_back(describe_graph(body->handle, body.get()));
+}
+
+} // namespace
+
+const kind_traits conditional_kind_traits{node_kind::conditional, "conditional", true, true, true, &compare, nullptr, &describe};
+
+std::pair<cudaGraphNode_t, std::vector<cudaGraph_t>> add_conditional(cudaGraph_t g, node_handles deps,
+                                                                     cudaGraphConditionalHandle handle,
+                                                                     cudaGraphConditionalNodeType type,
+                                                                     unsigned size) {
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeConditional;
+  params.conditional.handle = handle;
+  params.conditional.type = type;
+  params.conditional.size = size;
+  cudaGraphNode_t n = nullptr;
+  const cudaError_t rc = cudaGraphAddNode(&n, g, deps.data(), nullptr, deps.size(), &params);
+  if (rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw cuda_error(rc, "cudaGraphAddNode(conditional)", std::source_location::current(),
+                     "is the condition handle made for this graph?");
+  }
+  return {n, std::vector<cudaGraph_t>(params.conditional.phGraph_out, params.conditional.phGraph_out + size)};
+}
+
+} // namespace conveyor::detail

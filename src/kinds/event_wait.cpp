@@ -1,0 +1,33 @@
+// The event-wait node kind: compared by event, set with cudaGraphExecEventWaitNodeSetEvent.
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+
+#include "conveyor/error.hpp"
+
+namespace conveyor::detail {
+
+namespace {
+param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
+  cudaEvent_t ea = nullptr;
+  cudaEvent_t eb = nullptr;
+  CONVEYOR_CHECK(cudaGraphEventWaitNodeGetEvent(a, &ea));
+  CONVEYOR_CHECK(cudaGraphEventWaitNodeGetEvent(b, &eb));
+  return ea == eb ? param_diff::same() : param_diff::change("awaited event");
+}
+cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
+  cudaEvent_t e = nullptr;
+  const cudaError_t rc = cudaGraphEventWaitNodeGetEvent(source, &e);
+  return rc != cudaSuccess ? rc : cudaGraphExecEventWaitNodeSetEvent(exec, target, e);
+}
+void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
+} // namespace
+
+const kind_traits event_wait_kind{node_kind::event_wait, "event_wait", false, true, true, &compare, &copy_to_exec, &describe};
+
+cudaGraphNode_t add_event_wait(cudaGraph_t g, node_handles deps, cudaEvent_t e) {
+  cudaGraphNode_t n = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddEventWaitNode(&n, g, deps.data(), deps.size(), e));
+  return n;
+}
+
+} // namespace conveyor::detail

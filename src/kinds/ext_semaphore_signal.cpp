@@ -1,0 +1,40 @@
+// The external-semaphore-signal node kind (no builder call: add it with graph::add_node). Compared semaphore by
+// semaphore (handle, fence value, NvSciSync fence, keyed-mutex key, flags); set with
+// cudaGraphExecExternalSemaphoresSignalNodeSetParams.
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+
+#include "conveyor/error.hpp"
+
+#include <fmt/format.h>
+
+namespace conveyor::detail {
+
+namespace {
+bool same(const cudaExternalSemaphoreSignalParams& a, const cudaExternalSemaphoreSignalParams& b) {
+  return a.params.fence.value == b.params.fence.value && a.params.nvSciSync.reserved == b.params.nvSciSync.reserved &&
+         a.params.keyedMutex.key == b.params.keyedMutex.key && a.flags == b.flags;
+}
+param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
+  cudaExternalSemaphoreSignalNodeParams pa{};
+  cudaExternalSemaphoreSignalNodeParams pb{};
+  CONVEYOR_CHECK(cudaGraphExternalSemaphoresSignalNodeGetParams(a, &pa));
+  CONVEYOR_CHECK(cudaGraphExternalSemaphoresSignalNodeGetParams(b, &pb));
+  if (pa.numExtSems != pb.numExtSems)
+    return param_diff::change(fmt::format("semaphore count {} -> {}", pa.numExtSems, pb.numExtSems));
+  for (unsigned i = 0; i < pa.numExtSems; ++i)
+    if (pa.extSemArray[i] != pb.extSemArray[i] || !same(pa.paramsArray[i], pb.paramsArray[i]))
+      return param_diff::change(fmt::format("semaphore {} (handle or signal parameters)", i));
+  return param_diff::same();
+}
+cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
+  cudaExternalSemaphoreSignalNodeParams p{};
+  const cudaError_t rc = cudaGraphExternalSemaphoresSignalNodeGetParams(source, &p);
+  return rc != cudaSuccess ? rc : cudaGraphExecExternalSemaphoresSignalNodeSetParams(exec, target, &p);
+}
+void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
+} // namespace
+
+const kind_traits ext_semaphore_signal_kind{node_kind::ext_semaphore_signal, "ext_semaphore_signal", false, false, true, &compare, &copy_to_exec, &describe};
+
+} // namespace conveyor::detail

@@ -1,0 +1,41 @@
+// The external-semaphore-wait node kind (no builder call: add it with graph::add_node). Compared semaphore by
+// semaphore (handle, fence value, NvSciSync fence, keyed-mutex key and timeout, flags); set with
+// cudaGraphExecExternalSemaphoresWaitNodeSetParams.
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+
+#include "conveyor/error.hpp"
+
+#include <fmt/format.h>
+
+namespace conveyor::detail {
+
+namespace {
+bool same(const cudaExternalSemaphoreWaitParams& a, const cudaExternalSemaphoreWaitParams& b) {
+  return a.params.fence.value == b.params.fence.value && a.params.nvSciSync.reserved == b.params.nvSciSync.reserved &&
+         a.params.keyedMutex.key == b.params.keyedMutex.key &&
+         a.params.keyedMutex.timeoutMs == b.params.keyedMutex.timeoutMs && a.flags == b.flags;
+}
+param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
+  cudaExternalSemaphoreWaitNodeParams pa{};
+  cudaExternalSemaphoreWaitNodeParams pb{};
+  CONVEYOR_CHECK(cudaGraphExternalSemaphoresWaitNodeGetParams(a, &pa));
+  CONVEYOR_CHECK(cudaGraphExternalSemaphoresWaitNodeGetParams(b, &pb));
+  if (pa.numExtSems != pb.numExtSems)
+    return param_diff::change(fmt::format("semaphore count {} -> {}", pa.numExtSems, pb.numExtSems));
+  for (unsigned i = 0; i < pa.numExtSems; ++i)
+    if (pa.extSemArray[i] != pb.extSemArray[i] || !same(pa.paramsArray[i], pb.paramsArray[i]))
+      return param_diff::change(fmt::format("semaphore {} (handle or wait parameters)", i));
+  return param_diff::same();
+}
+cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
+  cudaExternalSemaphoreWaitNodeParams p{};
+  const cudaError_t rc = cudaGraphExternalSemaphoresWaitNodeGetParams(source, &p);
+  return rc != cudaSuccess ? rc : cudaGraphExecExternalSemaphoresWaitNodeSetParams(exec, target, &p);
+}
+void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
+} // namespace
+
+const kind_traits ext_semaphore_wait_kind{node_kind::ext_semaphore_wait, "ext_semaphore_wait", false, false, true, &compare, &copy_to_exec, &describe};
+
+} // namespace conveyor::detail

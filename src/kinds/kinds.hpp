@@ -1,0 +1,92 @@
+#pragma once
+// Internal (kinds layer): the builder, setter and reader calls of each node kind, defined in the kind's own file
+// (kinds/<kind>.cpp) beside its table entry. Raw CUDA handles in, CUDA handles or errors out; each add call throws
+// cuda_error naming the CUDA call when CUDA refuses it.
+
+#include "conveyor/define/kernel_args.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace conveyor::detail {
+
+using node_handles = std::span<const cudaGraphNode_t>;
+
+// ---- kernel (kinds/kernel.cpp) ----
+//! A kernel node's parameters through the driver (valid for runtime and library kernels alike), or nullopt.
+std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node);
+//! The kernel's demangled name without its parameter list (cuFuncGetName / cuKernelGetName), or empty.
+std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS& params);
+std::string kernel_name(cudaGraphNode_t node);
+//! (offset, size) in bytes of each parameter (cuFuncGetParamInfo / cuKernelGetParamInfo), cached per function;
+//! nullopt when the driver cannot tell.
+std::optional<std::vector<std::pair<std::size_t, std::size_t>>> parameter_layout(const CUDA_KERNEL_NODE_PARAMS& p);
+cudaGraphNode_t add_kernel(cudaGraph_t g, node_handles deps, const launch_config& cfg, const void* function,
+                           void** arguments);
+//! The function and launch configuration a kernel node was made with (`cudaGraphKernelNodeGetParams`).
+struct kernel_setting {
+  const void* function = nullptr;
+  launch_config config{};
+};
+//! \throws cuda_error when the node is not a kernel node the runtime can read.
+kernel_setting read_kernel_setting(cudaGraphNode_t node);
+//! Sets a kernel node of an executable graph (`cudaGraphExecKernelNodeSetParams`); the one call through which
+//! graph_exec's typed kernel setters pass. (Nodes copied from another graph pass through the kind's copy_to_exec.)
+cudaError_t set_exec_kernel(cudaGraphExec_t exec, cudaGraphNode_t node, const launch_config& cfg,
+                            const void* function, void** arguments) noexcept;
+
+// ---- memcpy (kinds/memcpy.cpp): a copy of zero bytes adds an empty node ----
+cudaGraphNode_t add_memcpy_1d(cudaGraph_t g, node_handles deps, void* dst, const void* src, std::size_t bytes,
+                              cudaMemcpyKind kind);
+cudaGraphNode_t add_memcpy_2d(cudaGraph_t g, node_handles deps, void* dst, std::size_t dst_pitch, const void* src,
+                              std::size_t src_pitch, std::size_t width_bytes, std::size_t height,
+                              cudaMemcpyKind kind);
+cudaError_t set_exec_memcpy_1d(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst, const void* src,
+                               std::size_t bytes, cudaMemcpyKind kind) noexcept;
+
+// ---- memset (kinds/memset.cpp): zero elements add an empty node ----
+cudaGraphNode_t add_memset(cudaGraph_t g, node_handles deps, void* dst, std::size_t pitch, unsigned value,
+                           unsigned element_size, std::size_t width, std::size_t height);
+cudaError_t set_exec_memset(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst, unsigned value,
+                            unsigned element_size, std::size_t count) noexcept;
+
+// ---- host (kinds/host.cpp): the callable is a std::function<void()> the caller keeps alive ----
+cudaGraphNode_t add_host(cudaGraph_t g, node_handles deps, std::function<void()>* callable);
+cudaError_t set_exec_host(cudaGraphExec_t exec, cudaGraphNode_t node, std::function<void()>* callable) noexcept;
+
+// ---- child graph, empty, events (kinds/child_graph.cpp, empty.cpp, event_record.cpp, event_wait.cpp) ----
+cudaGraphNode_t add_child(cudaGraph_t g, node_handles deps, cudaGraph_t body);
+cudaGraphNode_t add_empty(cudaGraph_t g, node_handles deps);
+cudaGraphNode_t add_event_record(cudaGraph_t g, node_handles deps, cudaEvent_t e);
+cudaGraphNode_t add_event_wait(cudaGraph_t g, node_handles deps, cudaEvent_t e);
+
+// ---- memory nodes (kinds/mem_alloc.cpp, mem_free.cpp) ----
+//! What an allocation node reserves.
+struct allocation_params {
+  void* pointer = nullptr;
+  std::size_t bytes = 0;
+};
+//! Adds an allocation of `bytes` on `device`; returns the node and the address it reserves.
+std::pair<cudaGraphNode_t, void*> add_mem_alloc(cudaGraph_t g, node_handles deps, std::size_t bytes, int device);
+cudaGraphNode_t add_mem_free(cudaGraph_t g, node_handles deps, void* pointer);
+//! \throws cuda_error when the node cannot be read.
+allocation_params read_mem_alloc(cudaGraphNode_t node);
+//! \throws cuda_error when the node cannot be read.
+void* read_mem_free(cudaGraphNode_t node);
+
+// ---- conditional (kinds/conditional.cpp) ----
+//! Adds a conditional node; returns it and its body graphs (owned by CUDA for the node's lifetime).
+std::pair<cudaGraphNode_t, std::vector<cudaGraph_t>> add_conditional(cudaGraph_t g, node_handles deps,
+                                                                     cudaGraphConditionalHandle handle,
+                                                                     cudaGraphConditionalNodeType type,
+                                                                     unsigned size);
+
+} // namespace conveyor::detail

@@ -1,0 +1,61 @@
+// The memory-allocation node kind: every field of cudaMemAllocNodeParams compared, including the address the
+// node reserves (kernels of the graph embed it). CUDA has no per-node setter for it, and an executable graph
+// keeps the address it was instantiated with: a changed allocation needs a new instantiation (graph_exec::update
+// refuses it before asking CUDA).
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+
+#include "conveyor/error.hpp"
+
+#include <fmt/format.h>
+
+namespace conveyor::detail {
+
+namespace {
+param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
+  cudaMemAllocNodeParams pa{};
+  cudaMemAllocNodeParams pb{};
+  CONVEYOR_CHECK(cudaGraphMemAllocNodeGetParams(a, &pa));
+  CONVEYOR_CHECK(cudaGraphMemAllocNodeGetParams(b, &pb));
+  std::vector<std::string> what;
+  if (pa.bytesize != pb.bytesize) what.push_back(fmt::format("size {} -> {} B", pa.bytesize, pb.bytesize));
+  if (pa.dptr != pb.dptr) what.push_back(fmt::format("address {} -> {}", pa.dptr, pb.dptr));
+  const auto& x = pa.poolProps;
+  const auto& y = pb.poolProps;
+  if (x.allocType != y.allocType || x.handleTypes != y.handleTypes || x.location.type != y.location.type ||
+      x.location.id != y.location.id || x.maxSize != y.maxSize || x.usage != y.usage)
+    what.emplace_back("pool properties");
+  bool same_access = pa.accessDescCount == pb.accessDescCount;
+  for (std::size_t i = 0; same_access && i < pa.accessDescCount; ++i)
+    same_access = pa.accessDescs[i].location.type == pb.accessDescs[i].location.type &&
+                  pa.accessDescs[i].location.id == pb.accessDescs[i].location.id &&
+                  pa.accessDescs[i].flags == pb.accessDescs[i].flags;
+  if (!same_access) what.emplace_back("peer access");
+  if (what.empty()) return param_diff::same();
+  std::string text = "allocation: ";
+  for (std::size_t i = 0; i < what.size(); ++i) text += (i == 0 ? "" : ", ") + what[i];
+  return param_diff::change(std::move(text), false);
+}
+void describe(cudaGraphNode_t n, node_description& d, const graph_state*) { d.bytes = read_mem_alloc(n).bytes; }
+} // namespace
+
+const kind_traits mem_alloc_kind{node_kind::mem_alloc, "mem_alloc", false, true, true, &compare, nullptr, &describe};
+
+std::pair<cudaGraphNode_t, void*> add_mem_alloc(cudaGraph_t g, node_handles deps, std::size_t bytes, int device) {
+  cudaMemAllocNodeParams p{};
+  p.poolProps.allocType = cudaMemAllocationTypePinned;
+  p.poolProps.location.type = cudaMemLocationTypeDevice;
+  p.poolProps.location.id = device;
+  p.bytesize = bytes;
+  cudaGraphNode_t n = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddMemAllocNode(&n, g, deps.data(), deps.size(), &p));
+  return {n, p.dptr};
+}
+
+allocation_params read_mem_alloc(cudaGraphNode_t node) {
+  cudaMemAllocNodeParams p{};
+  CONVEYOR_CHECK(cudaGraphMemAllocNodeGetParams(node, &p));
+  return {p.dptr, p.bytesize};
+}
+
+} // namespace conveyor::detail

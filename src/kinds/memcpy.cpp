@@ -1,0 +1,100 @@
+// The memcpy node kind: 1D and 2D copies (a copy of zero bytes becomes an empty node, as stream capture records
+// nothing for it), every field of cudaMemcpy3DParms compared, per-node setter, description.
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+
+#include "conveyor/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace conveyor::detail {
+
+namespace {
+
+bool same_pitched(const cudaPitchedPtr& a, const cudaPitchedPtr& b) {
+  return a.ptr == b.ptr && a.pitch == b.pitch && a.xsize == b.xsize && a.ysize == b.ysize;
+}
+bool same_pos(const cudaPos& a, const cudaPos& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+
+std::string_view copy_kind_name(cudaMemcpyKind kind) {
+  switch (kind) {
+  case cudaMemcpyHostToHost: return "HtoH";
+  case cudaMemcpyHostToDevice: return "HtoD";
+  case cudaMemcpyDeviceToHost: return "DtoH";
+  case cudaMemcpyDeviceToDevice: return "DtoD";
+  case cudaMemcpyDefault: return "default";
+  }
+  return "default";
+}
+
+std::size_t bytes_of(const cudaMemcpy3DParms& p) {
+  return p.extent.width * std::max<std::size_t>(p.extent.height, 1) * std::max<std::size_t>(p.extent.depth, 1);
+}
+
+param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
+  cudaMemcpy3DParms pa{};
+  cudaMemcpy3DParms pb{};
+  CONVEYOR_CHECK(cudaGraphMemcpyNodeGetParams(a, &pa));
+  CONVEYOR_CHECK(cudaGraphMemcpyNodeGetParams(b, &pb));
+  std::vector<std::string> what;
+  if (pa.srcArray != pb.srcArray || pa.dstArray != pb.dstArray) what.emplace_back("arrays");
+  if (!same_pos(pa.srcPos, pb.srcPos) || !same_pos(pa.dstPos, pb.dstPos)) what.emplace_back("positions");
+  if (!same_pitched(pa.srcPtr, pb.srcPtr)) what.push_back(fmt::format("source {} -> {}", pa.srcPtr.ptr, pb.srcPtr.ptr));
+  if (!same_pitched(pa.dstPtr, pb.dstPtr))
+    what.push_back(fmt::format("destination {} -> {}", pa.dstPtr.ptr, pb.dstPtr.ptr));
+  if (pa.extent.width != pb.extent.width || pa.extent.height != pb.extent.height || pa.extent.depth != pb.extent.depth)
+    what.push_back(fmt::format("size {} -> {} B", bytes_of(pa), bytes_of(pb)));
+  if (pa.kind != pb.kind) what.push_back(fmt::format("kind {} -> {}", copy_kind_name(pa.kind), copy_kind_name(pb.kind)));
+  if (what.empty()) return param_diff::same();
+  std::string text = "copy: ";
+  for (std::size_t i = 0; i < what.size(); ++i) text += (i == 0 ? "" : ", ") + what[i];
+  return param_diff::change(std::move(text));
+}
+
+cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
+  cudaMemcpy3DParms p{};
+  const cudaError_t rc = cudaGraphMemcpyNodeGetParams(source, &p);
+  return rc != cudaSuccess ? rc : cudaGraphExecMemcpyNodeSetParams(exec, target, &p);
+}
+
+void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
+  cudaMemcpy3DParms p{};
+  CONVEYOR_CHECK(cudaGraphMemcpyNodeGetParams(n, &p));
+  d.bytes = bytes_of(p);
+  d.copy_kind = std::string(copy_kind_name(p.kind));
+}
+
+} // namespace
+
+const kind_traits memcpy_kind{node_kind::memcpy, "memcpy", true, true, true, &compare, &copy_to_exec, &describe};
+
+cudaGraphNode_t add_memcpy_1d(cudaGraph_t g, node_handles deps, void* dst, const void* src, std::size_t bytes,
+                              cudaMemcpyKind kind) {
+  if (bytes == 0) return add_empty(g, deps);
+  cudaGraphNode_t n = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddMemcpyNode1D(&n, g, deps.data(), deps.size(), dst, src, bytes, kind));
+  return n;
+}
+
+cudaGraphNode_t add_memcpy_2d(cudaGraph_t g, node_handles deps, void* dst, std::size_t dst_pitch, const void* src,
+                              std::size_t src_pitch, std::size_t width_bytes, std::size_t height,
+                              cudaMemcpyKind kind) {
+  if (width_bytes == 0 || height == 0) return add_empty(g, deps);
+  cudaMemcpy3DParms p{};
+  p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), src_pitch, width_bytes, height};
+  p.dstPtr = cudaPitchedPtr{dst, dst_pitch, width_bytes, height};
+  p.extent = cudaExtent{width_bytes, height, 1};
+  p.kind = kind;
+  cudaGraphNode_t n = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddMemcpyNode(&n, g, deps.data(), deps.size(), &p));
+  return n;
+}
+
+cudaError_t set_exec_memcpy_1d(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst, const void* src,
+                               std::size_t bytes, cudaMemcpyKind kind) noexcept {
+  return cudaGraphExecMemcpyNodeSetParams1D(exec, node, dst, src, bytes, kind);
+}
+
+} // namespace conveyor::detail

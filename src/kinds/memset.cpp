@@ -1,0 +1,81 @@
+// The memset node kind: 1D and pitched fills (zero elements become an empty node), every field compared, per-node
+// setter, description.
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+
+#include "conveyor/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace conveyor::detail {
+
+namespace {
+
+std::size_t bytes_of(const cudaMemsetParams& p) {
+  return p.width * p.elementSize * std::max<std::size_t>(p.height, 1);
+}
+
+param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
+  cudaMemsetParams pa{};
+  cudaMemsetParams pb{};
+  CONVEYOR_CHECK(cudaGraphMemsetNodeGetParams(a, &pa));
+  CONVEYOR_CHECK(cudaGraphMemsetNodeGetParams(b, &pb));
+  std::vector<std::string> what;
+  if (pa.dst != pb.dst) what.push_back(fmt::format("destination {} -> {}", pa.dst, pb.dst));
+  if (pa.value != pb.value) what.push_back(fmt::format("value {:#x} -> {:#x}", pa.value, pb.value));
+  if (pa.elementSize != pb.elementSize) what.push_back(fmt::format("element size {} -> {} B", pa.elementSize, pb.elementSize));
+  if (pa.width != pb.width || pa.height != pb.height || pa.pitch != pb.pitch)
+    what.push_back(fmt::format("shape {}x{} pitch {} -> {}x{} pitch {}", pa.width, pa.height, pa.pitch, pb.width,
+                               pb.height, pb.pitch));
+  if (what.empty()) return param_diff::same();
+  std::string text = "memset: ";
+  for (std::size_t i = 0; i < what.size(); ++i) text += (i == 0 ? "" : ", ") + what[i];
+  return param_diff::change(std::move(text));
+}
+
+cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
+  cudaMemsetParams p{};
+  const cudaError_t rc = cudaGraphMemsetNodeGetParams(source, &p);
+  return rc != cudaSuccess ? rc : cudaGraphExecMemsetNodeSetParams(exec, target, &p);
+}
+
+void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
+  cudaMemsetParams p{};
+  CONVEYOR_CHECK(cudaGraphMemsetNodeGetParams(n, &p));
+  d.bytes = bytes_of(p);
+}
+
+} // namespace
+
+const kind_traits memset_kind{node_kind::memset, "memset", true, true, true, &compare, &copy_to_exec, &describe};
+
+cudaGraphNode_t add_memset(cudaGraph_t g, node_handles deps, void* dst, std::size_t pitch, unsigned value,
+                           unsigned element_size, std::size_t width, std::size_t height) {
+  if (width == 0 || height == 0) return add_empty(g, deps);
+  cudaMemsetParams p{};
+  p.dst = dst;
+  p.value = value;
+  p.elementSize = element_size;
+  p.width = width;
+  p.height = height;
+  p.pitch = height > 1 ? pitch : width * element_size;
+  cudaGraphNode_t n = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddMemsetNode(&n, g, deps.data(), deps.size(), &p));
+  return n;
+}
+
+cudaError_t set_exec_memset(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst, unsigned value,
+                            unsigned element_size, std::size_t count) noexcept {
+  cudaMemsetParams p{};
+  p.dst = dst;
+  p.value = value;
+  p.elementSize = element_size;
+  p.width = count;
+  p.height = 1;
+  p.pitch = count * element_size;
+  return cudaGraphExecMemsetNodeSetParams(exec, node, &p);
+}
+
+} // namespace conveyor::detail

@@ -1,0 +1,322 @@
+// GPU tests that diff sees every parameter CUDA runs a node with, and that every update path then runs the new
+// parameters: kernel launch attributes (thread-block clusters, priority, memory sync domain, shared-memory carveout,
+// cooperative), dynamic shared memory, launch shape, function and arguments; edge types; allocation, child-graph,
+// conditional and event nodes. Each test skips without a CUDA device.
+
+#include "gpu/gpu_test_util.hpp"
+#include "gpu/test_kernels.cuh"
+#include "support/gpu.hpp"
+
+#include <conveyor/conveyor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+using conveyor::test::all_equal;
+using conveyor::test::all_near;
+using conveyor::test::contains;
+using conveyor::test::cover;
+using conveyor::test::device_array;
+using conveyor::test::random_floats;
+using conveyor::test::sync_device;
+using namespace conveyor::test::kernels;
+
+namespace {
+
+// Launches cluster_blocks over 4 blocks in clusters of `cluster` blocks (cudaLaunchKernelEx), as a user would.
+void launch_clustered(const conveyor::stream& s, int* out, unsigned cluster) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(4);
+  cfg.blockDim = dim3(32);
+  cfg.stream = s.get();
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  CONVEYOR_CHECK(cudaLaunchKernelEx(&cfg, cluster_blocks, out));
+}
+
+int run_and_read(const conveyor::graph_exec& exec, const conveyor::stream& s, const device_array<int>& out) {
+  exec.launch(s);
+  s.synchronize();
+  return out.download().at(0);
+}
+
+std::string what_of(const conveyor::graph_diff& d) {
+  std::string out = d.topology_reason;
+  for (const auto& line : d.lines()) out += "\n" + line;
+  return out;
+}
+
+} // namespace
+
+TEST(Diff, ClusterDimensionsAreComparedAndEveryUpdateRunsTheNewCluster) {
+  CONVEYOR_REQUIRE_GPU();
+  int major = 0;
+  CONVEYOR_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major < 9) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  device_array<int> out(1);
+  conveyor::stream s;
+  auto clustered = [&](unsigned c) {
+    return conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); });
+  };
+  conveyor::graph g1 = clustered(1), g1_again = clustered(1), g2 = clustered(2);
+
+  EXPECT_TRUE(conveyor::diff(g1, g1_again).identical()) << what_of(conveyor::diff(g1, g1_again));
+  const auto d = conveyor::diff(g1, g2);
+  EXPECT_FALSE(d.identical()) << "captures differing only in cluster dimensions were reported identical";
+  ASSERT_EQ(d.changed.size(), 1U) << what_of(d);
+  EXPECT_TRUE(contains(d.changed[0].what, "cluster 1x1x1 -> 2x1x1")) << d.changed[0].what;
+  EXPECT_FALSE(d.changed[0].settable) << "a per-node kernel setter keeps the old attributes";
+  const auto described = conveyor::describe(g2);
+  ASSERT_EQ(described.nodes.size(), 1U);
+  EXPECT_NE(std::find(described.nodes[0].attributes.begin(), described.nodes[0].attributes.end(), "cluster 2x1x1"),
+            described.nodes[0].attributes.end());
+  EXPECT_TRUE(contains(conveyor::to_json(g2), "cluster 2x1x1"));
+
+  auto exec = conveyor::instantiate(g1);
+  EXPECT_EQ(run_and_read(exec, s, out), 1);
+  auto r = exec.update_incremental(g2);
+  EXPECT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+  EXPECT_TRUE(contains(r.explanation, "cluster")) << r.reason();
+  EXPECT_EQ(run_and_read(exec, s, out), 2) << "the replay still runs the old cluster size";
+  r = exec.update_incremental(g1_again);
+  EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
+  EXPECT_EQ(run_and_read(exec, s, out), 1);
+  r = exec.update(g2);
+  EXPECT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+  EXPECT_EQ(run_and_read(exec, s, out), 2);
+  // graphed re-captures a callable whose launch attribute follows an argument: replays run what was asked.
+  // (A key function makes the unsigned argument a binding: one graph, re-captured and updated when it changes.)
+  conveyor::graphed run([&](const conveyor::stream& cs, unsigned c) { launch_clustered(cs, out.get(), c); },
+                        conveyor::graphed_options{.warmup_calls = 0}, [](unsigned) { return 0ULL; });
+  for (unsigned c : {1U, 2U, 4U, 2U}) {
+    run(s, c);
+    s.synchronize();
+    EXPECT_EQ(out.download().at(0), static_cast<int>(c)) << run.report();
+  }
+}
+
+TEST(Diff, EveryKernelLaunchParameterIsCompared) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1000;
+  const auto x0 = random_floats(n, 5101);
+  device_array<float> x(x0), other(n);
+  sync_device();
+  const conveyor::launch_config base_cfg = cover(n);
+
+  // A kernel node, then one parameter changed.
+  struct variant {
+    const char* name;
+    std::function<void(conveyor::graph&)> build;
+    const char* expect; // text the change must contain
+    bool settable;
+  };
+  auto plain = [&](conveyor::graph& g) { g.kernel(base_cfg, scale, n, 2.0F, x.get()); };
+  auto with_attribute = [&](cudaLaunchAttributeID id, auto set) {
+    return [&, id, set](conveyor::graph& g) {
+      auto k = g.kernel(base_cfg, scale, n, 2.0F, x.get());
+      cudaLaunchAttributeValue v{};
+      set(v);
+      CONVEYOR_CHECK(cudaGraphKernelNodeSetAttribute(k.get(), id, &v));
+    };
+  };
+  int lowest = 0, highest = 0;
+  CONVEYOR_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  const std::vector<variant> variants{
+      {"argument", [&](conveyor::graph& g) { g.kernel(base_cfg, scale, n, 3.0F, x.get()); }, "arguments 1", true},
+      {"pointer", [&](conveyor::graph& g) { g.kernel(base_cfg, scale, n, 2.0F, other.get()); }, "arguments 2", true},
+      {"function", [&](conveyor::graph& g) { g.kernel(base_cfg, add_scalar, n, 2.0F, x.get()); }, "function", true},
+      {"launch shape",
+       [&](conveyor::graph& g) { g.kernel({dim3(8), dim3(128), 0}, scale, n, 2.0F, x.get()); }, "launch shape", true},
+      {"dynamic shared memory",
+       [&](conveyor::graph& g) { g.kernel({base_cfg.grid, base_cfg.block, 256}, scale, n, 2.0F, x.get()); },
+       "dynamic shared memory 0 -> 256 B", true},
+      {"priority", with_attribute(cudaLaunchAttributePriority, [&](auto& v) { v.priority = highest; }), "priority",
+       false},
+      {"memory sync domain",
+       with_attribute(cudaLaunchAttributeMemSyncDomain, [](auto& v) { v.memSyncDomain = cudaLaunchMemSyncDomainRemote; }),
+       "memory sync domain", false},
+      {"carveout",
+       with_attribute(cudaLaunchAttributePreferredSharedMemoryCarveout, [](auto& v) { v.sharedMemCarveout = 50; }),
+       "shared memory carveout 0% -> 50%", false},
+      {"cooperative", with_attribute(cudaLaunchAttributeCooperative, [](auto& v) { v.cooperative = 1; }),
+       "cooperative", false},
+  };
+  conveyor::stream s;
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v.name);
+    conveyor::graph a, a_again, b;
+    plain(a);
+    plain(a_again);
+    v.build(b);
+    EXPECT_TRUE(conveyor::diff(a, a_again).identical()) << what_of(conveyor::diff(a, a_again));
+    const auto d = conveyor::diff(a, b);
+    ASSERT_EQ(d.changed.size(), 1U) << what_of(d);
+    EXPECT_TRUE(contains(d.changed[0].what, v.expect)) << d.changed[0].what;
+    EXPECT_EQ(d.changed[0].settable, v.settable) << d.changed[0].what;
+    EXPECT_TRUE(d.changed[0].comparable);
+    // Whatever the change, update_incremental brings the executable graph to b: the scale runs as b says.
+    x.upload(x0);
+    auto exec = conveyor::instantiate(a);
+    const auto r = exec.update_incremental(b);
+    EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
+    EXPECT_EQ(r.method == conveyor::update_method::per_node, v.settable) << r.reason();
+    exec.launch(s);
+    s.synchronize();
+    const bool writes_other = std::string(v.name) == "pointer";
+    const bool adds = std::string(v.name) == "function";
+    std::vector<float> want(n);
+    for (int i = 0; i < n; ++i)
+      want[i] = adds ? x0[i] + 2.0F : x0[i] * (std::string(v.name) == "argument" ? 3.0F : 2.0F);
+    if (!writes_other) EXPECT_TRUE(all_near(x.download(), want));
+  }
+}
+
+TEST(Diff, EdgeTypesAreComparedAsTopology) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 256;
+  device_array<float> x(random_floats(n, 5201));
+  sync_device();
+  conveyor::graph g1, g2;
+  auto a1 = g1.kernel(cover(n), scale, n, 2.0F, x.get());
+  g1.kernel({a1}, cover(n), add_scalar, n, 1.0F, x.get());
+  auto a2 = g2.kernel(cover(n), scale, n, 2.0F, x.get());
+  auto b2 = g2.kernel(cover(n), add_scalar, n, 1.0F, x.get());
+  cudaGraphEdgeData edge{};
+  edge.from_port = cudaGraphKernelNodePortProgrammatic;
+  edge.type = cudaGraphDependencyTypeProgrammatic;
+  const cudaGraphNode_t from = a2.get(), to = b2.get();
+  CONVEYOR_CHECK(cudaGraphAddDependencies(g2.get(), &from, &to, &edge, 1));
+  const auto d = conveyor::diff(g1, g2);
+  EXPECT_FALSE(d.same_topology);
+  EXPECT_TRUE(contains(d.topology_reason, "dependency types differ")) << d.topology_reason;
+}
+
+TEST(Diff, AllocationNodesAtOtherAddressesAreNotUpdatedInPlace) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 2048;
+  const auto v1 = random_floats(n, 5301), v2 = random_floats(n, 5302);
+  device_array<float> src1(v1), src2(v2), out1(n), out2(n);
+  sync_device();
+  auto build = [&](const device_array<float>& src, device_array<float>& out) {
+    conveyor::graph g;
+    auto alloc = g.mem_alloc(n * sizeof(float));
+    auto* tmp = static_cast<float*>(alloc.pointer);
+    auto in = g.memcpy({alloc.node}, tmp, src.get(), src.bytes(), cudaMemcpyDeviceToDevice);
+    auto k = g.kernel({in}, cover(n), scale, n, 3.0F, tmp);
+    auto back = g.memcpy({k}, out.get(), tmp, out.bytes(), cudaMemcpyDeviceToDevice);
+    g.mem_free({back}, tmp).label("release");
+    return std::pair{std::move(g), alloc.pointer};
+  };
+  auto [g1, p1] = build(src1, out1);
+  auto [g2, p2] = build(src2, out2);
+  const auto d = conveyor::diff(g1, g2);
+  ASSERT_TRUE(d.same_topology) << d.topology_reason;
+  if (p1 != p2) {
+    ASSERT_FALSE(d.changed.empty());
+    EXPECT_EQ(d.changed[0].kind, conveyor::node_kind::mem_alloc) << what_of(d);
+    EXPECT_TRUE(contains(d.changed[0].what, "address")) << d.changed[0].what;
+    EXPECT_FALSE(d.changed[0].settable);
+  }
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g1);
+  exec.launch(s);
+  s.synchronize();
+  std::vector<float> want1(n), want2(n);
+  for (int i = 0; i < n; ++i) {
+    want1[i] = v1[i] * 3.0F;
+    want2[i] = v2[i] * 3.0F;
+  }
+  EXPECT_TRUE(all_near(out1.download(), want1));
+  if (p1 != p2) {
+    const auto refused = exec.update(g2);
+    EXPECT_EQ(refused.method, conveyor::update_method::refused) << refused.reason();
+    EXPECT_EQ(refused.status, conveyor::update_status::parameters_changed);
+    EXPECT_TRUE(contains(refused.reason(), "allocation")) << refused.reason();
+  }
+  const auto r = exec.update_incremental(g2);
+  EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_near(out2.download(), want2)) << r.reason();
+}
+
+TEST(Diff, ConditionalBodiesAreComparedRecursively) {
+  CONVEYOR_REQUIRE_GPU();
+  int driver = 0;
+  CONVEYOR_CHECK(cudaDriverGetVersion(&driver));
+  if (driver < 12040) GTEST_SKIP() << "conditional nodes need CUDA 12.4";
+  device_array<int> out(1);
+  auto build = [&](int value) {
+    conveyor::graph g;
+    const auto cond = conveyor::make_condition(g, 1, true); // the IF body runs at every launch
+    auto c = conveyor::add_conditional(g, {}, conveyor::conditional_kind::if_then, cond);
+    c.bodies[0].kernel({dim3(1), dim3(1)}, fill_int, 1, value, out.get()).label("store");
+    return g;
+  };
+  conveyor::graph g1 = build(5), g2 = build(7);
+  const auto d = conveyor::diff(g1, g2);
+  ASSERT_EQ(d.changed.size(), 1U) << what_of(d);
+  EXPECT_EQ(d.changed[0].kind, conveyor::node_kind::conditional);
+  EXPECT_TRUE(contains(d.changed[0].what, "body 0 node 0: arguments 1")) << d.changed[0].what;
+  EXPECT_FALSE(d.changed[0].settable);
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g1);
+  EXPECT_EQ(run_and_read(exec, s, out), 5);
+  const auto r = exec.update_incremental(g2);
+  EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
+  EXPECT_NE(r.method, conveyor::update_method::per_node) << r.reason();
+  EXPECT_EQ(run_and_read(exec, s, out), 7) << r.reason();
+}
+
+TEST(Diff, ChildGraphChangesAreSetThroughTheChildNode) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 300;
+  device_array<int> out(n);
+  auto build = [&](int value) {
+    conveyor::graph body;
+    body.kernel(cover(n), fill_int, n, value, out.get());
+    conveyor::graph g;
+    g.child(body).label("child");
+    return g;
+  };
+  conveyor::graph g1 = build(3), g2 = build(4);
+  const auto d = conveyor::diff(g1, g2);
+  ASSERT_EQ(d.changed.size(), 1U) << what_of(d);
+  EXPECT_EQ(d.changed[0].kind, conveyor::node_kind::child_graph);
+  EXPECT_TRUE(contains(d.changed[0].what, "child node 0: arguments 1")) << d.changed[0].what;
+  EXPECT_TRUE(d.changed[0].settable);
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g1);
+  const auto r = exec.update_incremental(g2);
+  EXPECT_EQ(r.method, conveyor::update_method::per_node) << r.reason();
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_equal(out.download(), std::vector<int>(n, 4)));
+}
+
+TEST(Diff, EventNodesAreComparedByEvent) {
+  CONVEYOR_REQUIRE_GPU();
+  conveyor::event e1(cudaEventDisableTiming), e2(cudaEventDisableTiming);
+  conveyor::graph g1, g2;
+  g1.event_record(e1);
+  g2.event_record(e2);
+  const auto d = conveyor::diff(g1, g2);
+  ASSERT_EQ(d.changed.size(), 1U) << what_of(d);
+  EXPECT_EQ(d.changed[0].what, "recorded event");
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g1);
+  const auto r = exec.update_incremental(g2);
+  EXPECT_EQ(r.method, conveyor::update_method::per_node) << r.reason();
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_EQ(cudaEventQuery(e2.get()), cudaSuccess) << "the updated node did not record the new event";
+}
