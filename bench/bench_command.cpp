@@ -9,6 +9,7 @@
 #include "bench/graphed_overhead.hpp"
 #include "bench/plan.hpp"
 #include "bench/report.hpp"
+#include "bench/update_growth.hpp"
 #include "bench/workloads.hpp"
 
 #include <conveyor/error.hpp>
@@ -51,6 +52,7 @@ struct cli_options {
   bool list = false;
   std::string from_json; // re-render a saved run instead of measuring
   bool graphed_overhead = false;
+  std::size_t update_growth = 0; // steps of the update-growth loop; 0: not run
 };
 
 
@@ -209,6 +211,19 @@ void run(const cli_options& o) {
     fmt::print("{}\n\n{}", conveyor::describe_device(o.device), table);
     return;
   }
+  if (o.update_growth > 0) {
+    if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: --update-growth needs a GPU");
+    CONVEYOR_CHECK(cudaSetDevice(o.device));
+    output_file markdown_out(o.markdown);
+    const std::string table = format_update_growth(measure_update_growth(o.update_growth));
+    const std::string text = fmt::format("{}\n\n`conveyor bench --update-growth {}`: each step rebuilds the graph (a "
+                                         "kernel whose pointer alternates, a host callable holding 4 KiB), calls "
+                                         "graph_exec::update and launches it.\n\n{}",
+                                         conveyor::describe_device(o.device), o.update_growth, table);
+    markdown_out.write(text);
+    fmt::print("{}", text);
+    return;
+  }
   if (o.list) {
     if (count_selected(cases) == 0)
       throw std::runtime_error(fmt::format("--filter '{}' matches no benchmark (see --list without --filter)", o.filter));
@@ -360,10 +375,14 @@ void register_bench_command(CLI::App& app) {
       "Write the Markdown report of a saved --json file (no GPU needed; with --markdown, to a file)");
   sub->add_flag("--graphed-overhead", opts->graphed_overhead,
                 "Only measure the per-call host overhead of conveyor::graphed over a bare graph_exec::launch");
+  sub->add_option("--update-growth", opts->update_growth,
+                  "Only run the update loop of the seed for this many steps (rebuild, graph_exec::update, launch) and "
+                  "report memory, callable states alive and time per step at 10 checkpoints")
+      ->check(CLI::Range(std::size_t{10}, std::size_t{100'000'000}));
   sub->add_flag("--list", opts->list, "List the benchmark names and exit (needs no GPU)");
   // A saved report is only re-rendered: options that choose or shape a measurement would be silently ignored.
   for (const char* name : {"--quick", "--json", "--filter", "--repetitions", "--target-ms", "--rotation-sets",
-                           "--min-pairs", "--gbench-json", "--device", "--graphed-overhead", "--list"})
+                           "--min-pairs", "--gbench-json", "--device", "--graphed-overhead", "--update-growth", "--list"})
     from_json->excludes(sub->get_option(name));
   sub->callback([opts] { run(*opts); });
 }

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Run ON THE GPU MACHINE from the folders scripts/gpu-pack.sh made here (gpu-build/, gpu-carry/). Runs
 #   (1) every GPU test program through CTest,
-#   (2) each GPU test program under compute-sanitizer memcheck (leak check on), leaving out the long runs named in
-#       MEMCHECK_EXCLUDE (a gtest negative filter; they run in (1)). Errors returned by CUDA calls are not counted
-#       (--report-api-errors no): the error-path tests provoke them on purpose and check them themselves; memory
-#       access errors and leaks are counted,
+#   (2) each GPU test program under compute-sanitizer memcheck (leak check on), racecheck (shared-memory hazards)
+#       and synccheck (barrier misuse), several programs at a time (SANITIZER_JOBS, default 6), each with a timeout
+#       (SANITIZER_TIMEOUT seconds, default 240), leaving out the long runs named in SANITIZER_EXCLUDE (a gtest
+#       negative filter; they run in (1)). Errors returned by CUDA calls are not counted (--report-api-errors no):
+#       the error-path tests provoke them on purpose and check them themselves; memory access errors, leaks, races
+#       and synchronisation errors are counted,
 #   (3) the main job, `conveyor train --mode all` (CONVEYOR_CHECK_EPOCHS epochs, default 10),
-# and prints one summary line each. Logs go to $OUT/gpu-check (or /tmp/gpu-check).
+# and prints one summary line each. Logs go to $OUT/gpu-check (or /tmp/gpu-check). SANITIZERS chooses the tools
+# (default "memcheck racecheck synccheck").
 set -uo pipefail
 CONVEYOR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD_DIR:-$CONVEYOR_ROOT/gpu-build}
@@ -16,8 +19,15 @@ mkdir -p "$LOG"
 export LD_LIBRARY_PATH="$CARRY/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CONVEYOR_FASHION_MNIST_DIR="$CARRY/fashion-mnist"
 [ -d "$CARRY/shared-data" ] && export CONVEYOR_SHARED_DATA="$CARRY/shared-data"
+export NCCL_NVLS_ENABLE=0
 EPOCHS=${CONVEYOR_CHECK_EPOCHS:-10}
-MEMCHECK_EXCLUDE=${MEMCHECK_EXCLUDE:-Train.GraphModeReachesAccuracyTarget:CavityGpu.Re100ProfilesMatchGhia:CavityGpu.ConvergenceStopsEveryModeAtTheSameStep:Solve.Poisson3dOnes}
+SANITIZERS=${SANITIZERS:-memcheck racecheck synccheck}
+export SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-${MEMCHECK_TIMEOUT:-240}}
+export SANITIZER_EXCLUDE=${SANITIZER_EXCLUDE:-${MEMCHECK_EXCLUDE:-Train.GraphModeReachesAccuracyTarget:CavityGpu.Re100ProfilesMatchGhia:CavityGpu.ConvergenceStopsEveryModeAtTheSameStep:Solve.Poisson3dOnes:Lifetime.MemoryStaysBoundedOverManyWholeGraphUpdates}}
+# racecheck is slowest: these long tests run under the other tools only (their kernels are raced-checked by the
+# shorter tests of the same programs).
+export RACECHECK_EXCLUDE=${RACECHECK_EXCLUDE:-Train.ModesGiveTheSameLossesOver100Steps:CavityGpu.ConservesMass}
+export LOG
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 
 # (1) the GPU suite
@@ -27,33 +37,53 @@ tests_line=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
 skipped=$(grep -c "(Skipped)" "$LOG/ctest.log" || true)
 grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$LOG/ctest.log" | head -20
 
-# (3) the main job
+# (3) the main job (before the sanitizers, which share the GPU)
 "$BUILD/bin/conveyor" train --mode all --epochs "$EPOCHS" --data "$CONVEYOR_FASHION_MNIST_DIR" \
   --dot "$LOG/train-step.dot" >"$LOG/train.log" 2>/dev/null
 train_rc=$?
 
-# (2) memcheck
-mc_errors=0
-mc_programs=0
-for bin in "$BUILD"/tests/*; do
-  [ -x "$bin" ] && [ -f "$bin" ] || continue
-  mc_programs=$((mc_programs + 1))
+# (2) the sanitizers: one job per (tool, program); each prints "tool program errors rc"
+sanitize() {
+  local tool=$1 bin=$2 name extra=""
   name=$(basename "$bin")
-  timeout "${MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --leak-check full --report-api-errors no \
-    --error-exitcode 99 \
-    "$bin" --gtest_filter="-$MEMCHECK_EXCLUDE" >"$LOG/memcheck-$name.log" 2>&1
-  rc=$?
-  n=$(grep -Eo "ERROR SUMMARY: [0-9]+" "$LOG/memcheck-$name.log" | awk '{s+=$3} END {print s+0}')
-  mc_errors=$((mc_errors + n))
-  if [ "$rc" -ne 0 ] || [ "$n" -ne 0 ]; then
-    echo "memcheck: $name rc=$rc errors=$n"
-    [ "$n" -eq 0 ] && mc_errors=$((mc_errors + 1))
+  local exclude=$SANITIZER_EXCLUDE
+  [ "$tool" = memcheck ] && extra="--leak-check full"
+  [ "$tool" = racecheck ] && exclude="$exclude:$RACECHECK_EXCLUDE"
+  timeout "$SANITIZER_TIMEOUT" compute-sanitizer --tool "$tool" $extra --report-api-errors no --error-exitcode 99 \
+    "$bin" --gtest_filter="-$exclude" >"$LOG/$tool-$name.log" 2>&1
+  local rc=$? n
+  if [ "$tool" = racecheck ]; then
+    # "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+    n=$(grep -Eo "RACECHECK SUMMARY: [0-9]+ hazards displayed \([0-9]+ errors" "$LOG/$tool-$name.log" |
+      grep -Eo "\([0-9]+" | tr -d '(' | awk '{s+=$1} END {print s+0}')
+  else
+    n=$(grep -Eo "ERROR SUMMARY: [0-9]+" "$LOG/$tool-$name.log" | awk '{s+=$3} END {print s+0}')
   fi
-done
+  echo "$tool $name $n $rc"
+}
+export -f sanitize
+programs=()
+for bin in "$BUILD"/tests/*; do [ -x "$bin" ] && [ -f "$bin" ] && programs+=("$bin"); done
+for tool in $SANITIZERS; do for bin in "${programs[@]}"; do echo "$tool $bin"; done; done |
+  xargs -P "${SANITIZER_JOBS:-6}" -n 2 bash -c 'sanitize "$0" "$1"' >"$LOG/sanitizers.txt"
+declare -A errors runs
+bad=0
+while read -r tool name n rc; do
+  errors[$tool]=$(( ${errors[$tool]:-0} + n ))
+  runs[$tool]=$(( ${runs[$tool]:-0} + 1 ))
+  if [ "$rc" -ne 0 ] || [ "$n" -ne 0 ]; then
+    echo "$tool: $name rc=$rc errors=$n"
+    [ "$n" -eq 0 ] && errors[$tool]=$(( ${errors[$tool]} + 1 )) # a crash or timeout counts as an error
+    bad=1
+  fi
+done <"$LOG/sanitizers.txt"
 
 echo "== gpu-check summary =="
 echo "tests:    ${tests_line:-no ctest summary} (skipped: $skipped; rc=$ctest_rc)"
-echo "memcheck: $mc_programs programs, $mc_errors errors (long runs left out: $MEMCHECK_EXCLUDE)"
+for tool in $SANITIZERS; do
+  printf '%-9s %s programs, %s errors\n' "$tool:" "${runs[$tool]:-0}" "${errors[$tool]:-0}"
+done
+echo "          (long runs left out of the sanitizers: $SANITIZER_EXCLUDE; of racecheck also: $RACECHECK_EXCLUDE)"
 echo "train:    rc=$train_rc"
 sed -n '/^device/,$p' "$LOG/train.log" | grep -v "^  call "
-[ "$ctest_rc" -eq 0 ] && [ "$mc_errors" -eq 0 ] && [ "$train_rc" -eq 0 ]
+[ "$ctest_rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$train_rc" -eq 0 ]

@@ -16,6 +16,7 @@ namespace conveyor {
 //! Carries the CUDA error code, its name (`cudaGetErrorName`), the API call as written, the source location of
 //! the call, and, for errors with a known remedy (stream-capture violations above all), a hint saying how to fix it.
 //! `what()` reads: `file:line: call failed: cudaErrorName (description). hint`.
+//! Thread safety: an immutable value once thrown.
 class cuda_error : public std::runtime_error {
 public:
   //! \param code  the error the call returned (not cudaSuccess)

@@ -24,6 +24,11 @@ public:
   explicit device_buffer(std::size_t count) : count_(count) {
     if (count_ > 0) CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count_ * sizeof(T)));
   }
+  //! Allocates host.size() elements and copies `host` into them (`cudaMemcpy`: returns once the data left `host`).
+  //! \throws conveyor::cuda_error when the allocation or the copy fails.
+  explicit device_buffer(std::span<const T> host) : device_buffer(host.size()) {
+    if (count_ > 0) CONVEYOR_CHECK(cudaMemcpy(data_, host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+  }
   device_buffer(device_buffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), count_(std::exchange(o.count_, 0)) {}
   device_buffer& operator=(device_buffer&& o) noexcept {
@@ -63,6 +68,14 @@ public:
     CONVEYOR_CHECK(cudaStreamSynchronize(s));
   }
 
+  //! Copies every element to a new host vector (`cudaMemcpy`, ordered after the work of the legacy default stream
+  //! only: synchronise the streams that wrote the buffer first).
+  //! \throws conveyor::cuda_error when the copy fails.
+  [[nodiscard]] std::vector<T> download() const {
+    std::vector<T> out(count_);
+    if (count_ > 0) CONVEYOR_CHECK(cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost));
+    return out;
+  }
   //! Copies the first `n` elements to a new host vector after the work on `s` (`cudaMemcpyAsync`, then
   //! `cudaStreamSynchronize(s)`).
   //! \throws std::length_error when `n` exceeds size(); conveyor::cuda_error when a call fails.
@@ -110,12 +123,14 @@ public:
   pinned_buffer& operator=(const pinned_buffer&) = delete;
   ~pinned_buffer() { reset(); }
 
-  //! Host pointer to the first element.
-  [[nodiscard]] T* data() noexcept { return data_; }
+  //! Host pointer to the first element (nullptr when empty).
+  [[nodiscard]] T* data() const noexcept { return data_; }
   //! Number of elements.
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  //! Size in bytes.
+  [[nodiscard]] std::size_t bytes() const noexcept { return count_ * sizeof(T); }
   //! The elements as a span.
-  [[nodiscard]] std::span<T> span() noexcept { return {data_, count_}; }
+  [[nodiscard]] std::span<T> span() const noexcept { return {data_, count_}; }
 
 private:
   void reset() noexcept {

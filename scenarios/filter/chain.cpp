@@ -163,7 +163,7 @@ struct filter_chain::impl {
         streams{stream(), stream(), stream()},
         events{event(cudaEventDisableTiming), event(cudaEventDisableTiming), event(cudaEventDisableTiming)} {}
 
-  chain_io io(const frame_slot& f) const {
+  chain_io io(const frame_slot& f) {
     return {.rgb8 = rgb8.data(),
             .rgb = rgb.data(),
             .grey = grey.data(),

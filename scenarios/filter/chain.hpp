@@ -14,7 +14,7 @@
 
 #include "common/execution_mode.hpp"
 #include "filter/image.hpp"
-#include "filter/memory.hpp"
+#include "common/device_buffer.hpp"
 #include "filter/params.hpp"
 
 #include <conveyor/define/graph.hpp>
@@ -30,6 +30,8 @@ namespace conveyor::filter {
 
 //! The execution modes (scenarios/common): sync, stream, graph (one graph per frame size, replayed per frame).
 using scenarios::all_execution_modes;
+using scenarios::device_buffer;
+using scenarios::pinned_buffer;
 using scenarios::execution_mode;
 using scenarios::parse_execution_mode;
 using scenarios::to_string;

@@ -129,10 +129,10 @@ void cg_solver::run_eager(const std::vector<step>& steps, bool sync_each) const 
 }
 
 cg_scalars cg_solver::read_scalars() const {
-  CONVEYOR_CHECK(cudaMemcpyAsync(host_scalars_.get(), scalars_.data(), sizeof(cg_scalars), cudaMemcpyDeviceToHost,
+  CONVEYOR_CHECK(cudaMemcpyAsync(host_scalars_.data(), scalars_.data(), sizeof(cg_scalars), cudaMemcpyDeviceToHost,
                                  stream_.get()));
   stream_.synchronize();
-  return *host_scalars_;
+  return host_scalars_.data()[0];
 }
 
 conveyor::graph cg_solver::make_while_graph(const solve_options& options) {
@@ -211,7 +211,7 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
 }
 
 solve_result cg_solver::finish(solve_mode mode, const solve_options& o, double solve_ms) {
-  const cg_scalars s = *host_scalars_; // read back by the caller just before
+  const cg_scalars s = host_scalars_.data()[0]; // read back by the caller just before
   solve_result out;
   out.mode = mode;
   out.iterations = s.iterations;

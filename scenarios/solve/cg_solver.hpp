@@ -6,7 +6,7 @@
 
 #include "solve/cg_kernels.hpp"
 #include "solve/csr.hpp"
-#include "solve/device_memory.hpp"
+#include "common/device_buffer.hpp"
 #include "solve/spmv.hpp"
 
 #include <conveyor/define/graph.hpp>
@@ -21,6 +21,9 @@
 #include <vector>
 
 namespace conveyor::solve {
+
+using scenarios::device_buffer;
+using scenarios::pinned_buffer;
 
 //! How the host drives the CG loop.
 enum class solve_mode {
@@ -103,7 +106,7 @@ private:
   device_csr a_;
   device_buffer<double> b_, inv_diag_, x_, r_, z_, p_, ap_, partials_;
   device_buffer<cg_scalars> scalars_;
-  pinned_value<cg_scalars> host_scalars_;
+  pinned_buffer<cg_scalars> host_scalars_{1}; // per-iteration read-back target
   cg_device_state st_;
   spmv_operator spmv_;
 };

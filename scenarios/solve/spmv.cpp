@@ -30,7 +30,9 @@ spmv_operator::spmv_operator(const device_csr& a, const double* x, double* y) {
   try {
     SOLVE_CUSPARSE_CHECK(cusparseSetPointerMode(handle_, CUSPARSE_POINTER_MODE_DEVICE));
     SOLVE_CUSPARSE_CHECK(cusparseCreateCsr(&matrix_, a.rows, a.cols, static_cast<int64_t>(a.values.size()),
-                                           a.row_ptr.data(), a.col_idx.data(), a.values.data(), CUSPARSE_INDEX_32I,
+                                           // cuSPARSE takes non-const pointers; a CSR descriptor only reads them
+                                           const_cast<int*>(a.row_ptr.data()), const_cast<int*>(a.col_idx.data()),
+                                           const_cast<double*>(a.values.data()), CUSPARSE_INDEX_32I,
                                            CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
     SOLVE_CUSPARSE_CHECK(cusparseCreateDnVec(&x_, a.cols, const_cast<double*>(x), CUDA_R_64F));
     SOLVE_CUSPARSE_CHECK(cusparseCreateDnVec(&y_, a.rows, y, CUDA_R_64F));
@@ -62,7 +64,8 @@ spmv_operator::~spmv_operator() {
 void spmv_operator::enqueue(cudaStream_t s) const {
   SOLVE_CUSPARSE_CHECK(cusparseSetStream(handle_, s));
   SOLVE_CUSPARSE_CHECK(cusparseSpMV(handle_, CUSPARSE_OPERATION_NON_TRANSPOSE, constants_.data(), matrix_, x_,
-                                    constants_.data() + 1, y_, CUDA_R_64F, algorithm, buffer_.data()));
+                                    constants_.data() + 1, y_, CUDA_R_64F, algorithm,
+                                    const_cast<unsigned char*>(buffer_.data()))); // the work buffer cuSPARSE owns
 }
 
 } // namespace conveyor::solve

@@ -5,7 +5,7 @@
 //! is the deterministic CUSPARSE_SPMV_CSR_ALG2, and cusparseSpMV_preprocess runs once at set-up.
 
 #include "solve/csr.hpp"
-#include "solve/device_memory.hpp"
+#include "common/device_buffer.hpp"
 
 #include <cuda_runtime_api.h>
 #include <cusparse.h>
@@ -15,6 +15,9 @@
 #include <string_view>
 
 namespace conveyor::solve {
+
+using scenarios::device_buffer;
+using scenarios::pinned_buffer;
 
 //! A cuSPARSE call returned a status other than CUSPARSE_STATUS_SUCCESS.
 //! `what()` reads `file:line: call failed: CUSPARSE_STATUS_NAME (description)`.

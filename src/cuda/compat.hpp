@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <vector>
 
 namespace conveyor::detail {
 
@@ -19,8 +20,12 @@ inline cudaError_t get_edges(cudaGraph_t g, cudaGraphNode_t* from, cudaGraphNode
 #endif
 }
 
+//! cudaGraphGetEdges without the caller wanting edge data (read and dropped: CUDA refuses a query that would lose
+//! it, cudaErrorLossyQuery, on graphs with programmatic edges).
 inline cudaError_t get_edges(cudaGraph_t g, cudaGraphNode_t* from, cudaGraphNode_t* to, std::size_t* count) {
-  return get_edges(g, from, to, nullptr, count);
+  if (from == nullptr && to == nullptr) return get_edges(g, nullptr, nullptr, nullptr, count);
+  std::vector<cudaGraphEdgeData> data(*count);
+  return get_edges(g, from, to, data.data(), count);
 }
 
 inline cudaError_t add_dependencies(cudaGraph_t g, const cudaGraphNode_t* from, const cudaGraphNode_t* to,
@@ -33,27 +38,30 @@ inline cudaError_t add_dependencies(cudaGraph_t g, const cudaGraphNode_t* from, 
 }
 
 inline cudaError_t get_dependencies(cudaGraphNode_t n, cudaGraphNode_t* deps, std::size_t* count) {
+  std::vector<cudaGraphEdgeData> data(deps != nullptr ? *count : 0);
 #if CUDART_VERSION >= 13000
-  return cudaGraphNodeGetDependencies(n, deps, nullptr, count);
+  return cudaGraphNodeGetDependencies(n, deps, deps != nullptr ? data.data() : nullptr, count);
 #else
-  return cudaGraphNodeGetDependencies(n, deps, count);
+  return cudaGraphNodeGetDependencies_v2(n, deps, deps != nullptr ? data.data() : nullptr, count);
 #endif
 }
 
 inline cudaError_t get_dependents(cudaGraphNode_t n, cudaGraphNode_t* deps, std::size_t* count) {
+  std::vector<cudaGraphEdgeData> data(deps != nullptr ? *count : 0);
 #if CUDART_VERSION >= 13000
-  return cudaGraphNodeGetDependentNodes(n, deps, nullptr, count);
+  return cudaGraphNodeGetDependentNodes(n, deps, deps != nullptr ? data.data() : nullptr, count);
 #else
-  return cudaGraphNodeGetDependentNodes(n, deps, count);
+  return cudaGraphNodeGetDependentNodes_v2(n, deps, deps != nullptr ? data.data() : nullptr, count);
 #endif
 }
 
 inline cudaError_t capture_info(cudaStream_t s, cudaStreamCaptureStatus* status, unsigned long long* id,
                                 const cudaGraphNode_t** deps, std::size_t* count) {
+  const cudaGraphEdgeData* data = nullptr; // read so that CUDA does not refuse a lossy query
 #if CUDART_VERSION >= 13000
-  return cudaStreamGetCaptureInfo(s, status, id, nullptr, deps, nullptr, count);
+  return cudaStreamGetCaptureInfo(s, status, id, nullptr, deps, deps != nullptr ? &data : nullptr, count);
 #else
-  return cudaStreamGetCaptureInfo(s, status, id, nullptr, deps, count);
+  return cudaStreamGetCaptureInfo_v3(s, status, id, nullptr, deps, deps != nullptr ? &data : nullptr, count);
 #endif
 }
 

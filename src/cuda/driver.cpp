@@ -51,4 +51,10 @@ CUresult kernel_get_param_info(CUkernel kernel, size_t index, size_t* offset, si
   return fn != nullptr ? fn(kernel, index, offset, size) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult kernel_node_get_attribute(CUgraphNode node, CUlaunchAttributeID id, CUlaunchAttributeValue* value) {
+  static auto fn = entry<CUresult (*)(CUgraphNode, CUlaunchAttributeID, CUlaunchAttributeValue*)>(
+      "cuGraphKernelNodeGetAttribute");
+  return fn != nullptr ? fn(node, id, value) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 } // namespace conveyor::detail::driver

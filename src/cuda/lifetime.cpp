@@ -118,29 +118,26 @@ void defer_release(std::shared_ptr<void> item, std::shared_ptr<fence> after) {
 
 std::size_t collect() noexcept {
   std::vector<std::shared_ptr<void>> doomed;
-  std::vector<std::shared_ptr<fence>> spent;
-  std::size_t waiting = 0;
+  std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<fence>>> fenced;
   {
     std::lock_guard lock(queue().mutex);
     doomed.swap(queue().ready);
-    auto& fenced = queue().fenced;
-    std::size_t keep = 0;
-    for (std::size_t i = 0; i < fenced.size(); ++i) {
-      if (fenced[i].second->done()) {
-        doomed.push_back(std::move(fenced[i].first));
-        spent.push_back(std::move(fenced[i].second));
-      } else {
-        fenced[keep++] = std::move(fenced[i]);
-      }
-    }
-    fenced.resize(keep);
-    waiting = keep;
+    fenced.swap(queue().fenced);
   }
-  // Outside the lock: destructors may call CUDA (a host callable owning a device buffer) or re-enter the queue
-  // (a fence returning its event to the pool).
+  // Outside the lock: the queries are CUDA calls, and destructors may call CUDA (a host callable owning a device
+  // buffer) or re-enter the queue (a fence returning its event to the pool).
+  std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<fence>>> waiting;
+  for (auto& entry : fenced) {
+    if (entry.second->done())
+      doomed.push_back(std::move(entry.first));
+    else
+      waiting.push_back(std::move(entry));
+  }
+  fenced.clear(); // returns the events of finished fences to the pool
   doomed.clear();
-  spent.clear();
-  return waiting;
+  std::lock_guard lock(queue().mutex);
+  for (auto& entry : waiting) queue().fenced.push_back(std::move(entry));
+  return queue().fenced.size();
 }
 
 } // namespace conveyor::detail

@@ -110,9 +110,15 @@ node graph::child(const node_list& deps, const graph& body) {
                                 "graph with conditional nodes as a child graph; add the conditional to this graph");
   auto handles = checked(state_.get(), deps, node_kind::child_graph, "child");
   // The copy CUDA makes takes over the body's user-object reference: per-node updates of the child keep it alive.
+  // A body without resources needs neither (nor does the parent: its copy of the body points into nothing).
   detail::attach_resources(*body.state_);
   cudaGraphNode_t n = detail::add_child(get(), handles, body.get());
-  keep_alive(body.state_->keep);
+  bool body_has_resources = false;
+  {
+    std::lock_guard lock(body.state_->keep->mutex);
+    body_has_resources = !body.state_->keep->items.empty();
+  }
+  if (body_has_resources) keep_alive(body.state_->keep);
   return wrap(n);
 }
 
@@ -149,7 +155,8 @@ graph graph::clone() const {
   }
   graph out = adopt(copy);
   out.state_->keep = state_->keep;
-  out.state_->keep_attached = state_->keep_attached;
+  out.state_->keep_attached = state_->keep_attached; // the clone holds its own reference to the same user object
+  out.state_->keep_object = state_->keep_object;
   for (const auto& [original, text] : state_->labels) {
     cudaGraphNode_t cloned = nullptr;
     if (cudaGraphNodeFindInClone(&cloned, original, copy) == cudaSuccess)

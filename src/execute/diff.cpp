@@ -25,7 +25,7 @@ graph_diff diff(const graph& before, const graph& after) {
   out.nodes = c.after.size();
   for (const auto& d : c.changed)
     out.changed.push_back({d.position, d.kind, detail::node_name(sa, c.after[d.position]), d.diff.what,
-                           d.diff.comparable, d.diff.settable});
+                           d.diff.comparable, d.diff.settable, d.diff.updatable});
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "model/graph_state.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -40,6 +41,11 @@ struct exec_state {
   std::vector<std::size_t> alloc_positions;
   std::vector<allocation_params> allocs;
   std::vector<std::string> unfreed;
+
+  // The thread-block cluster attributes of the kernel nodes the executable graph runs (read at the first update,
+  // then kept from each graph applied as a whole): a whole-graph update reports new ones applied and launches keep
+  // the old ones, so an update that would change them is refused (update_incremental re-instantiates instead).
+  std::optional<std::vector<kernel_attribute>> attributes;
 };
 
 } // namespace conveyor::detail

@@ -118,9 +118,8 @@ void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
 
 // The allocation nodes of `g` must reserve what the executable graph's do (same positions, addresses and sizes):
 // CUDA keeps the executable graph's allocations, and kernels of `g` that use another address would fault.
-std::optional<update_result> refuse_other_allocations(const detail::exec_state& state, const graph& g) {
-  if (state.alloc_positions.empty()) return std::nullopt;
-  const auto nodes = detail::graph_nodes(g.get());
+std::optional<update_result> refuse_other_allocations(const detail::exec_state& state, const graph& g,
+                                                      const std::vector<cudaGraphNode_t>& nodes) {
   for (std::size_t k = 0; k < state.alloc_positions.size(); ++k) {
     const std::size_t i = state.alloc_positions[k];
     if (i >= nodes.size() || detail::kind_of(nodes[i]) != node_kind::mem_alloc) return std::nullopt; // CUDA says
@@ -139,12 +138,35 @@ std::optional<update_result> refuse_other_allocations(const detail::exec_state& 
   return std::nullopt;
 }
 
+// After a whole-graph update the executable graph no longer runs anything of the graph it was instantiated from;
+// CUDA holds that graph's resources for the launches still queued. When nothing but the executable graph refers to
+// that definition any more (it keeps the definition for its node handles), its resources are let go too.
+void let_go_of_source_resources(detail::exec_state& state) {
+  if (state.source == state.current || state.source.use_count() != 1) return;
+  detail::release_resources(*state.source);
+}
+
 } // namespace
 
 update_result graph_exec::update(const graph& g) {
   (void)detail::collect();
   auto& state = *impl_;
-  if (auto refused = refuse_other_allocations(state, g)) return *refused;
+  const auto nodes = detail::graph_nodes(g.get());
+  if (auto refused = refuse_other_allocations(state, g, nodes)) return *refused;
+  // Cluster attributes: refused when they would change (CUDA would report success and keep running the old ones).
+  if (!state.attributes) state.attributes = detail::cluster_attributes(detail::graph_nodes(state.current->handle));
+  auto attributes = detail::cluster_attributes(nodes);
+  if (const auto at = detail::first_attribute_difference(*state.attributes, attributes)) {
+    update_result r;
+    r.method = update_method::refused;
+    r.status = update_status::attributes_changed;
+    r.node = *at < nodes.size() ? nodes[*at] : nullptr;
+    r.node_label = detail::node_name(access::state(g).get(), r.node);
+    r.explanation = fmt::format("node {} has other thread-block cluster attributes; a whole-graph update reports them "
+                                "applied but launches keep the old ones, so it needs a new instantiation",
+                                *at);
+    return r;
+  }
   detail::attach_resources(*access::state(g)); // CUDA swaps the executable graph's references for g's
   cudaGraphExecUpdateResultInfo info{};
   const cudaError_t rc = cudaGraphExecUpdate(handle_, g.get(), &info);
@@ -156,6 +178,8 @@ update_result graph_exec::update(const graph& g) {
     result.method = update_method::whole_graph;
     adopt_current(state, g);
     after_whole_update(handle_, state);
+    state.attributes = std::move(attributes);
+    let_go_of_source_resources(state);
     tracks_launches_ = false;
     return result;
   }
@@ -207,12 +231,19 @@ update_result graph_exec::update_incremental(const graph& g, bool reinstantiate)
       return out;
     } else {
       const detail::node_delta* blocker = nullptr;
-      for (const auto& d : c.changed)
-        if (!d.diff.settable || detail::traits_of(d.kind).copy_to_exec == nullptr) {
-          blocker = &d;
-          break;
-        }
-      if (blocker != nullptr) {
+      const detail::node_delta* needs_instantiation = nullptr;
+      for (const auto& d : c.changed) {
+        if (blocker == nullptr && (!d.diff.settable || detail::traits_of(d.kind).copy_to_exec == nullptr)) blocker = &d;
+        if (needs_instantiation == nullptr && !d.diff.updatable) needs_instantiation = &d;
+      }
+      if (needs_instantiation != nullptr) {
+        out.explanation = fmt::format("only a new instantiation applies {}", line(*needs_instantiation));
+        out.status = needs_instantiation->kind == node_kind::kernel ? update_status::attributes_changed
+                                                                     : update_status::parameters_changed;
+        out.node = c.after[needs_instantiation->position];
+        out.node_label = detail::node_name(names, out.node);
+        try_whole_graph = false;
+      } else if (blocker != nullptr) {
         out.explanation = fmt::format("not settable node by node: {}", line(*blocker));
       } else {
         if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);

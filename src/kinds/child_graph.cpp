@@ -26,6 +26,8 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
   param_diff out = param_diff::change(fmt::format("{} node(s) of the child graph", c.changed.size()));
   for (const auto& d : c.changed) {
     out.comparable = out.comparable && d.diff.comparable;
+    out.updatable = out.updatable && d.diff.updatable;
+    out.settable = out.settable && d.diff.updatable && d.diff.comparable; // the child is set as a whole graph
     out.what += fmt::format("; child node {}: {}", d.position, d.diff.what);
   }
   return out;

@@ -31,6 +31,7 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context& 
                               false);
   std::string what;
   bool comparable = true;
+  bool updatable = true;
   if (ia->handle != ib->handle) what = "condition handle";
   for (std::size_t i = 0; i < ia->bodies.size() && i < ib->bodies.size(); ++i) {
     const auto c = compare_graphs(ia->bodies[i]->handle, ib->bodies[i]->handle,
@@ -41,11 +42,12 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context& 
     }
     for (const auto& d : c.changed) {
       comparable = comparable && d.diff.comparable;
+      updatable = updatable && d.diff.updatable;
       what += fmt::format("{}body {} node {}: {}", what.empty() ? "" : "; ", i, d.position, d.diff.what);
     }
   }
   if (what.empty()) return param_diff::same();
-  return {true, comparable, false, std::move(what)};
+  return {true, comparable, false, updatable, std::move(what)};
 }
 
 void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) {

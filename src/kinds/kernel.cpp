@@ -9,6 +9,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <cxxabi.h>
@@ -58,11 +61,54 @@ struct attribute_read {
   cudaLaunchAttributeValue value{};
 };
 
+static_assert(sizeof(CUlaunchAttributeValue) == sizeof(cudaLaunchAttributeValue),
+              "the driver's and the runtime's launch attribute values share one layout");
+
+// Through the driver (no runtime bookkeeping, no sticky last-error to clear): read for every kernel node on every
+// update, so it should cost as little as a read can.
 attribute_read read_attribute(cudaGraphNode_t n, cudaLaunchAttributeID id) {
   attribute_read r;
   std::memset(&r.value, 0, sizeof r.value);
-  r.rc = cleared(cudaGraphKernelNodeGetAttribute(n, id, &r.value));
+  const CUresult rc = driver::kernel_node_get_attribute(reinterpret_cast<CUgraphNode>(n),
+                                                        static_cast<CUlaunchAttributeID>(id),
+                                                        reinterpret_cast<CUlaunchAttributeValue*>(&r.value));
+  r.rc = rc == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
   return r;
+}
+
+// Attributes the driver never holds on a kernel node (a read fails even on a node made without attributes, as
+// cudaLaunchAttributeNvlinkUtilCentricScheduling on driver 580): learnt at the first failing read and not read again
+// (a failing driver call costs about a microsecond; an attribute the driver does not support cannot be set).
+std::atomic<std::uint32_t> unsupported_ids{0};
+
+bool cluster_only(cudaLaunchAttributeID id) {
+  return id == cudaLaunchAttributeClusterSchedulingPolicyPreference || id == cudaLaunchAttributePreferredClusterDimension;
+}
+
+bool has_cluster(const attribute_read& r) {
+  return r.rc == cudaSuccess && r.value.clusterDim.x * r.value.clusterDim.y * r.value.clusterDim.z > 0;
+}
+
+// The attributes of node `n`, in node_attributes' order. Attributes that only act with clusters are read only when
+// the node (or `with_clusters`) has cluster dimensions; others the driver does not support are not read.
+std::array<attribute_read, std::size(node_attributes)> read_attributes(cudaGraphNode_t n, bool with_clusters = false) {
+  std::array<attribute_read, std::size(node_attributes)> out{};
+  const attribute_read cluster = read_attribute(n, cudaLaunchAttributeClusterDimension);
+  const bool clusters = with_clusters || has_cluster(cluster);
+  for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
+    const cudaLaunchAttributeID id = node_attributes[k];
+    out[k].rc = cudaErrorInvalidValue; // "unset"
+    std::memset(&out[k].value, 0, sizeof out[k].value);
+    if (id == cudaLaunchAttributeClusterDimension) {
+      out[k] = cluster;
+      continue;
+    }
+    const std::uint32_t bit = 1U << static_cast<unsigned>(id);
+    if ((unsupported_ids.load(std::memory_order_relaxed) & bit) != 0 || (cluster_only(id) && !clusters)) continue;
+    out[k] = read_attribute(n, id);
+    if (out[k].rc != cudaSuccess && !cluster_only(id)) unsupported_ids.fetch_or(bit, std::memory_order_relaxed);
+  }
+  return out;
 }
 
 // Field by field (the union's other bytes are not CUDA's to define).
@@ -94,44 +140,65 @@ bool same_value(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& a, con
   }
 }
 
-std::string value_text(cudaLaunchAttributeID id, const attribute_read& r) {
+std::string_view attribute_name(cudaLaunchAttributeID id) {
+  switch (id) {
+  case cudaLaunchAttributeAccessPolicyWindow: return "access policy window";
+  case cudaLaunchAttributeCooperative: return "cooperative";
+  case cudaLaunchAttributeClusterDimension: return "cluster";
+  case cudaLaunchAttributeClusterSchedulingPolicyPreference: return "cluster scheduling policy";
+  case cudaLaunchAttributePriority: return "priority";
+  case cudaLaunchAttributeMemSyncDomainMap: return "memory sync domain map";
+  case cudaLaunchAttributeMemSyncDomain: return "memory sync domain";
+  case cudaLaunchAttributePreferredClusterDimension: return "preferred cluster";
+  case cudaLaunchAttributeDeviceUpdatableKernelNode: return "device updatable";
+  case cudaLaunchAttributePreferredSharedMemoryCarveout: return "shared memory carveout";
+  default: return "attribute";
+  }
+}
+
+// The value alone: "2x1x1", "-5", "50%", "yes"; "unset" when the node holds none.
+std::string value_only(cudaLaunchAttributeID id, const attribute_read& r) {
   if (r.rc != cudaSuccess) return "unset";
   const auto& v = r.value;
   switch (id) {
   case cudaLaunchAttributeAccessPolicyWindow:
-    return fmt::format("access policy window {}+{} B hit ratio {}", v.accessPolicyWindow.base_ptr,
-                       v.accessPolicyWindow.num_bytes, v.accessPolicyWindow.hitRatio);
-  case cudaLaunchAttributeCooperative: return v.cooperative != 0 ? "cooperative" : "not cooperative";
+    return fmt::format("{}+{} B hit ratio {}", v.accessPolicyWindow.base_ptr, v.accessPolicyWindow.num_bytes,
+                       v.accessPolicyWindow.hitRatio);
+  case cudaLaunchAttributeCooperative: return v.cooperative != 0 ? "yes" : "no";
   case cudaLaunchAttributeClusterDimension:
-    return fmt::format("cluster {}x{}x{}", v.clusterDim.x, v.clusterDim.y, v.clusterDim.z);
+    return fmt::format("{}x{}x{}", v.clusterDim.x, v.clusterDim.y, v.clusterDim.z);
   case cudaLaunchAttributeClusterSchedulingPolicyPreference:
-    return fmt::format("cluster scheduling policy {}", static_cast<int>(v.clusterSchedulingPolicyPreference));
-  case cudaLaunchAttributePriority: return fmt::format("priority {}", v.priority);
+    return fmt::format("{}", static_cast<int>(v.clusterSchedulingPolicyPreference));
+  case cudaLaunchAttributePriority: return fmt::format("{}", v.priority);
   case cudaLaunchAttributeMemSyncDomainMap:
-    return fmt::format("memory sync domain map {}/{}", v.memSyncDomainMap.default_, v.memSyncDomainMap.remote);
-  case cudaLaunchAttributeMemSyncDomain:
-    return fmt::format("memory sync domain {}", static_cast<int>(v.memSyncDomain));
+    return fmt::format("{}/{}", v.memSyncDomainMap.default_, v.memSyncDomainMap.remote);
+  case cudaLaunchAttributeMemSyncDomain: return fmt::format("{}", static_cast<int>(v.memSyncDomain));
   case cudaLaunchAttributePreferredClusterDimension:
-    return fmt::format("preferred cluster {}x{}x{}", v.preferredClusterDim.x, v.preferredClusterDim.y,
-                       v.preferredClusterDim.z);
-  case cudaLaunchAttributeDeviceUpdatableKernelNode:
-    return v.deviceUpdatableKernelNode.deviceUpdatable != 0 ? "device updatable" : "not device updatable";
-  case cudaLaunchAttributePreferredSharedMemoryCarveout:
-    return fmt::format("shared memory carveout {}%", v.sharedMemCarveout);
-  default: return fmt::format("attribute {}", static_cast<int>(id));
+    return fmt::format("{}x{}x{}", v.preferredClusterDim.x, v.preferredClusterDim.y, v.preferredClusterDim.z);
+  case cudaLaunchAttributeDeviceUpdatableKernelNode: return v.deviceUpdatableKernelNode.deviceUpdatable != 0 ? "yes" : "no";
+  case cudaLaunchAttributePreferredSharedMemoryCarveout: return fmt::format("{}%", v.sharedMemCarveout);
+  default: return fmt::format("(id {})", static_cast<int>(id));
   }
 }
 
-// True when the value differs from what a node made without attributes holds (read on the H200, driver 580).
+// "cluster 2x1x1", "priority -5", "cooperative", for exports.
+std::string value_text(cudaLaunchAttributeID id, const attribute_read& r) {
+  if (id == cudaLaunchAttributeCooperative || id == cudaLaunchAttributeDeviceUpdatableKernelNode)
+    return r.rc == cudaSuccess && value_only(id, r) == "yes" ? std::string(attribute_name(id))
+                                                              : fmt::format("not {}", attribute_name(id));
+  return fmt::format("{} {}", attribute_name(id), value_only(id, r));
+}
+
+// True when the value is what a node made without attributes holds (read on the H200, driver 580), or makes no
+// difference to show (a cluster of one block). For exports only: diff compares every value.
 bool is_default(cudaLaunchAttributeID id, const attribute_read& r) {
   if (r.rc != cudaSuccess) return true;
   const auto& v = r.value;
   switch (id) {
   case cudaLaunchAttributeAccessPolicyWindow: return v.accessPolicyWindow.num_bytes == 0;
   case cudaLaunchAttributeCooperative: return v.cooperative == 0;
-  case cudaLaunchAttributeClusterDimension: return v.clusterDim.x * v.clusterDim.y * v.clusterDim.z == 0;
-  case cudaLaunchAttributeClusterSchedulingPolicyPreference:
-    return v.clusterSchedulingPolicyPreference == cudaClusterSchedulingPolicyDefault;
+  case cudaLaunchAttributeClusterDimension: return v.clusterDim.x * v.clusterDim.y * v.clusterDim.z <= 1;
+  case cudaLaunchAttributeClusterSchedulingPolicyPreference: return true; // shown with the cluster it applies to
   case cudaLaunchAttributePriority: return v.priority == 0;
   case cudaLaunchAttributeMemSyncDomainMap: return v.memSyncDomainMap.default_ == 0 && v.memSyncDomainMap.remote == 1;
   case cudaLaunchAttributeMemSyncDomain: return v.memSyncDomain == cudaLaunchMemSyncDomainDefault;
@@ -149,13 +216,17 @@ bool is_default(cudaLaunchAttributeID id, const attribute_read& r) {
 
 // "attributes: cluster 1x1x1 -> 2x1x1; priority 0 -> -5", or empty when every attribute is the same.
 std::string attribute_changes(cudaGraphNode_t a, cudaGraphNode_t b) {
+  const bool clusters = has_cluster(read_attribute(a, cudaLaunchAttributeClusterDimension)) ||
+                        has_cluster(read_attribute(b, cudaLaunchAttributeClusterDimension));
+  const auto ra = read_attributes(a, clusters);
+  const auto rb = read_attributes(b, clusters);
   std::string out;
-  for (cudaLaunchAttributeID id : node_attributes) {
-    const attribute_read ra = read_attribute(a, id);
-    const attribute_read rb = read_attribute(b, id);
-    const bool same = ra.rc == rb.rc && (ra.rc != cudaSuccess || same_value(id, ra.value, rb.value));
+  for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
+    const cudaLaunchAttributeID id = node_attributes[k];
+    const bool same = ra[k].rc == rb[k].rc && (ra[k].rc != cudaSuccess || same_value(id, ra[k].value, rb[k].value));
     if (same) continue;
-    out += fmt::format("{}{} -> {}", out.empty() ? "attributes: " : "; ", value_text(id, ra), value_text(id, rb));
+    out += fmt::format("{}{} {} -> {}", out.empty() ? "attributes: " : "; ", attribute_name(id),
+                       value_only(id, ra[k]), value_only(id, rb[k]));
   }
   return out;
 }
@@ -172,6 +243,7 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
   std::vector<std::string> what;
   bool settable = true;
   bool comparable = true;
+  bool updatable = true;
   if (pa->ctx != pb->ctx) {
     what.emplace_back("context (device)");
     settable = false; // CUDA: the owning context of a kernel node cannot change
@@ -203,12 +275,16 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
   }
   if (auto attributes = attribute_changes(a, b); !attributes.empty()) {
     what.push_back(std::move(attributes));
-    settable = false; // per-node kernel setters keep the executable node's attributes; a whole-graph update applies them
+    // Per-node kernel setters keep the executable node's attributes, and a whole-graph update does not reliably
+    // apply them either (seen on the H200, driver 580: after the first launch, cudaGraphExecUpdate reports success
+    // for new cluster dimensions and the replays keep the old ones): only a new instantiation is safe.
+    settable = false;
+    updatable = false;
   }
   if (what.empty()) return param_diff::same();
   std::string text;
   for (const auto& w : what) text += (text.empty() ? "" : "; ") + w;
-  return {true, comparable, settable && comparable, std::move(text)};
+  return {true, comparable, settable && comparable, updatable, std::move(text)};
 }
 
 cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
@@ -226,13 +302,48 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   d.grid = {p->gridDimX, p->gridDimY, p->gridDimZ};
   d.block = {p->blockDimX, p->blockDimY, p->blockDimZ};
   d.shared_bytes = p->sharedMemBytes;
-  for (cudaLaunchAttributeID id : node_attributes) {
-    const attribute_read r = read_attribute(n, id);
-    if (!is_default(id, r)) d.attributes.push_back(value_text(id, r));
-  }
+  const auto reads = read_attributes(n);
+  for (std::size_t k = 0; k < std::size(node_attributes); ++k)
+    if (!is_default(node_attributes[k], reads[k])) d.attributes.push_back(value_text(node_attributes[k], reads[k]));
+}
+
+// True when the node holds no value for the attribute, or the value a node made without attributes holds.
+bool is_unset(cudaLaunchAttributeID id, const attribute_read& r) {
+  if (r.rc != cudaSuccess) return true;
+  cudaLaunchAttributeValue none;
+  std::memset(&none, 0, sizeof none);
+  if (id == cudaLaunchAttributeMemSyncDomainMap) none.memSyncDomainMap.remote = 1; // the default map: 0/1
+  return same_value(id, r.value, none);
 }
 
 } // namespace
+
+std::vector<kernel_attribute> cluster_attributes(const std::vector<cudaGraphNode_t>& nodes) {
+  std::vector<kernel_attribute> out;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (kind_of(nodes[i]) != node_kind::kernel) continue;
+    const attribute_read cluster = read_attribute(nodes[i], cudaLaunchAttributeClusterDimension);
+    if (!has_cluster(cluster)) continue;
+    out.push_back({i, cudaLaunchAttributeClusterDimension, cluster.value});
+    for (cudaLaunchAttributeID id :
+         {cudaLaunchAttributeClusterSchedulingPolicyPreference, cudaLaunchAttributePreferredClusterDimension}) {
+      const attribute_read r = read_attribute(nodes[i], id);
+      if (!is_unset(id, r)) out.push_back({i, id, r.value});
+    }
+  }
+  return out;
+}
+
+std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_attribute>& a,
+                                                      const std::vector<kernel_attribute>& b) {
+  for (std::size_t k = 0; k < a.size() || k < b.size(); ++k) {
+    if (k >= a.size()) return b[k].position;
+    if (k >= b.size()) return a[k].position;
+    if (a[k].position != b[k].position) return std::min(a[k].position, b[k].position);
+    if (a[k].id != b[k].id || !same_value(a[k].id, a[k].value, b[k].value)) return a[k].position;
+  }
+  return std::nullopt;
+}
 
 const kind_traits kernel_kind{node_kind::kernel, "kernel", true, true, true, &compare, &copy_to_exec, &describe};
 

@@ -20,13 +20,15 @@ struct param_diff {
   bool differs = false;   //!< the nodes would run differently (or cannot be compared)
   bool comparable = true; //!< false: the parameters could not be read or compared; counted as differing
   bool settable = true;   //!< a per-node setter on the executable graph can apply the new parameters
+  bool updatable = true;  //!< a whole-graph update applies them (false: only a new instantiation does)
   std::string what;       //!< readable: "arguments", "attributes: cluster 1x1x1 -> 2x1x1", ...
 
   [[nodiscard]] static param_diff same() { return {}; }
-  [[nodiscard]] static param_diff change(std::string what, bool settable = true) {
-    return {true, true, settable, std::move(what)};
+  [[nodiscard]] static param_diff change(std::string what, bool settable = true, bool updatable = true) {
+    return {true, true, settable, updatable, std::move(what)};
   }
-  [[nodiscard]] static param_diff unknown(std::string why) { return {true, false, false, std::move(why)}; }
+  //! Not comparable: counted as changed; left to a whole-graph update, which CUDA checks.
+  [[nodiscard]] static param_diff unknown(std::string why) { return {true, false, false, true, std::move(why)}; }
 };
 
 //! The model's knowledge of the two graphs whose nodes are compared (either may be null: a graph Conveyor did not

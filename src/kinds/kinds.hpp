@@ -42,6 +42,20 @@ kernel_setting read_kernel_setting(cudaGraphNode_t node);
 //! graph_exec's typed kernel setters pass. (Nodes copied from another graph pass through the kind's copy_to_exec.)
 cudaError_t set_exec_kernel(cudaGraphExec_t exec, cudaGraphNode_t node, const launch_config& cfg,
                             const void* function, void** arguments) noexcept;
+//! One launch attribute a kernel node holds (anything but unset or the value a node made without attributes has).
+struct kernel_attribute {
+  std::size_t position = 0; //!< the node's position in creation order
+  cudaLaunchAttributeID id{};
+  cudaLaunchAttributeValue value{};
+};
+//! The thread-block cluster attributes (dimensions, and with them the preferred dimensions and scheduling policy)
+//! the kernel nodes among `nodes` hold, by position: what a whole-graph update reports as applied and does not apply
+//! after the first launch (H200, driver 580). One read per kernel node without clusters.
+//! \throws cuda_error when a node's type cannot be read.
+std::vector<kernel_attribute> cluster_attributes(const std::vector<cudaGraphNode_t>& nodes);
+//! The position of the first node whose attributes differ between `a` and `b`, or nullopt when none does.
+std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_attribute>& a,
+                                                      const std::vector<kernel_attribute>& b);
 
 // ---- memcpy (kinds/memcpy.cpp): a copy of zero bytes adds an empty node ----
 cudaGraphNode_t add_memcpy_1d(cudaGraph_t g, node_handles deps, void* dst, const void* src, std::size_t bytes,

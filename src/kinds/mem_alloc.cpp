@@ -34,7 +34,9 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
   if (what.empty()) return param_diff::same();
   std::string text = "allocation: ";
   for (std::size_t i = 0; i < what.size(); ++i) text += (i == 0 ? "" : ", ") + what[i];
-  return param_diff::change(std::move(text), false);
+  // No per-node setter; and the executable graph keeps the addresses it reserved at instantiation, which the new
+  // graph's kernels do not use: only a new instantiation is safe.
+  return param_diff::change(std::move(text), false, false);
 }
 void describe(cudaGraphNode_t n, node_description& d, const graph_state*) { d.bytes = read_mem_alloc(n).bytes; }
 } // namespace

@@ -47,8 +47,9 @@ struct graph_state {
   std::unordered_map<cudaGraphNode_t, std::string> labels;
   std::shared_ptr<resources> keep = std::make_shared<resources>();
   //! True once `keep` is held by a CUDA user object owned by `handle` (attach_resources), so that executable graphs
-  //! made from the graph keep it until their queued launches finish.
+  //! made from the graph keep it until their queued launches finish; `keep_object` is that user object.
   bool keep_attached = false;
+  cudaUserObject_t keep_object = nullptr;
   std::mutex attach_mutex;
   //! True for the body graph of a conditional node: the builder refuses node kinds CUDA does not allow there.
   bool conditional_body = false;
@@ -61,11 +62,17 @@ struct graph_state {
   ~graph_state();
 };
 
-//! Ties `state.keep` to `state.handle` with a CUDA user object (once): every executable graph instantiated from the
-//! graph, or updated to it, then holds the resources until its last queued launch has finished, and releases them
-//! without Conveyor waiting (cudaGraphRetainUserObject; CUDA Programming Guide, "CUDA User Objects").
-//! \throws cuda_error when the user object cannot be made.
+//! Ties `state.keep` to `state.handle` with a CUDA user object (once, and only when it holds something: a graph
+//! holding a user object costs every launch about 30 µs of completion tracking in CUDA): every executable graph
+//! instantiated from the graph, or updated to it, then holds the resources until its last queued launch has
+//! finished, and releases them without Conveyor waiting (cudaGraphRetainUserObject; CUDA Programming Guide, "CUDA
+//! User Objects"). \throws cuda_error when the user object cannot be made.
 void attach_resources(graph_state& state);
+
+//! Drops `state`'s resources: its own reference (the user object the graph holds, and `keep`), for a definition only
+//! an executable graph still refers to (for its node handles) after running something else. Launches still queued
+//! keep what they use through their own user-object references. Never throws.
+void release_resources(graph_state& state) noexcept;
 
 //! The attorney: the one way the library reaches the private parts of graph, node and node_list.
 struct access {

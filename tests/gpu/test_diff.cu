@@ -83,16 +83,24 @@ TEST(Diff, ClusterDimensionsAreComparedAndEveryUpdateRunsTheNewCluster) {
 
   auto exec = conveyor::instantiate(g1);
   EXPECT_EQ(run_and_read(exec, s, out), 1);
-  auto r = exec.update_incremental(g2);
-  EXPECT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
-  EXPECT_TRUE(contains(r.explanation, "cluster")) << r.reason();
+  // After a launch, cudaGraphExecUpdate reports success for new cluster dimensions and keeps running the old ones:
+  // update refuses the change, and the calls that may re-instantiate do so.
+  auto r = exec.update(g2);
+  EXPECT_EQ(r.method, conveyor::update_method::refused) << r.reason();
+  EXPECT_EQ(r.status, conveyor::update_status::attributes_changed) << r.reason();
+  EXPECT_EQ(run_and_read(exec, s, out), 1) << "a refused update changed the executable graph";
+  r = exec.update_incremental(g2, /*reinstantiate=*/false);
+  EXPECT_EQ(r.method, conveyor::update_method::refused) << r.reason();
+  EXPECT_TRUE(contains(r.explanation, "cluster 1x1x1 -> 2x1x1")) << r.reason();
+  r = exec.update_incremental(g2);
+  EXPECT_EQ(r.method, conveyor::update_method::reinstantiated) << r.reason();
   EXPECT_EQ(run_and_read(exec, s, out), 2) << "the replay still runs the old cluster size";
-  r = exec.update_incremental(g1_again);
-  EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
+  r = exec.update_or_reinstantiate(g1_again);
+  EXPECT_TRUE(r.reinstantiated()) << r.reason();
   EXPECT_EQ(run_and_read(exec, s, out), 1);
-  r = exec.update(g2);
-  EXPECT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
-  EXPECT_EQ(run_and_read(exec, s, out), 2);
+  r = exec.update_incremental(g1); // same attributes: no instantiation needed
+  EXPECT_NE(r.method, conveyor::update_method::reinstantiated) << r.reason();
+  EXPECT_EQ(run_and_read(exec, s, out), 1);
   // graphed re-captures a callable whose launch attribute follows an argument: replays run what was asked.
   // (A key function makes the unsigned argument a binding: one graph, re-captured and updated when it changes.)
   conveyor::graphed run([&](const conveyor::stream& cs, unsigned c) { launch_clustered(cs, out.get(), c); },

@@ -16,7 +16,7 @@ namespace conveyor {
 
 //! A size the callable works on, padded by graphed to the next captured bucket. The caller passes
 //! `batch_size{n}`; the callable receives `real` = n and `padded` = the bucket (or n when no buckets are set),
-//! sizes its launches by `padded` and masks by `real`.
+//! sizes its launches by `padded` and masks by `real`. A plain value.
 struct batch_size {
   std::size_t real = 0;   //!< the caller's size (elements, rows, ...)
   std::size_t padded = 0; //!< the size the work is launched for: the bucket graphed pads `real` to
@@ -28,7 +28,7 @@ struct batch_size {
   constexpr batch_size(std::size_t n, std::size_t p) : real(n), padded(p) {}
 };
 
-//! Options of a graphed callable.
+//! Options of a graphed callable. A plain value.
 struct graphed_options {
   //! Eager calls per new shape before capturing (warm-up on the capture stream: lazy library initialisation,
   //! workspace allocation, autotuning happen outside the graph).
@@ -51,7 +51,7 @@ struct graphed_options {
   std::size_t max_reasons = 64;
 };
 
-//! Counts of what a graphed callable did.
+//! Counts of what a graphed callable did. A plain value.
 struct graphed_statistics {
   std::size_t calls = 0;               //!< all calls
   std::size_t warmups = 0;             //!< eager warm-up calls

@@ -17,6 +17,7 @@ namespace conveyor {
 //! A sequence of stages `void(const stream&, Args...)` run in order on the caller's stream. Ordering between stages
 //! is the stream's own: no extra synchronisation is added. Graphed stages are conveyor::graphed callables (one
 //! per stage, with its own cache and statistics); eager stages run as plain calls.
+//! Thread safety: not thread-safe (as graphed); one pipeline per thread.
 template <class... Args>
 class pipeline {
 public:

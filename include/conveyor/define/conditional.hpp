@@ -21,7 +21,7 @@ enum class conditional_kind {
 };
 
 //! The condition value of a conditional node, set from device code with `conveyor::set_condition(handle, value)`
-//! (`cudaGraphSetConditional`).
+//! (`cudaGraphSetConditional`). A plain value.
 struct condition {
   cudaGraphConditionalHandle handle = 0; //!< pass this to kernels by value
   cudaGraph_t graph = nullptr;           //!< the graph the handle was made for
@@ -31,7 +31,8 @@ struct condition {
 
 //! A conditional node, its condition, and its body graphs (owned by the node; build them with the same builder or
 //! capture into them with capture_into). Bodies may hold kernel, memcpy, memset, empty, child-graph and conditional
-//! nodes only; the builder refuses other kinds in a body with std::invalid_argument.
+//! nodes only; the builder refuses other kinds in a body with std::invalid_argument. Thread safety: the bodies are
+//! parts of the parent graph: build them from the thread that builds the parent.
 struct conditional_node {
   conveyor::node node;      //!< the cudaGraphNodeTypeConditional node
   conveyor::condition cond; //!< its condition handle

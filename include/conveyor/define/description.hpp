@@ -15,7 +15,7 @@ namespace conveyor {
 
 struct graph_description;
 
-//! One node as exports show it. Fields that do not apply to the node's kind keep their defaults.
+//! One node as exports show it. Fields that do not apply to the node's kind keep their defaults. A plain value.
 struct node_description {
   std::size_t id = 0;                     //!< index in graph_description::nodes
   node_kind kind = node_kind::other;      //!< what the node does
@@ -34,7 +34,7 @@ struct node_description {
   [[nodiscard]] std::string display_name() const;
 };
 
-//! Nodes and edges of one graph; edges are (from, to) indices into `nodes`.
+//! Nodes and edges of one graph; edges are (from, to) indices into `nodes`. A plain value.
 struct graph_description {
   std::vector<node_description> nodes;                     //!< in creation order; node_description::id = index
   std::vector<std::pair<std::size_t, std::size_t>> edges;  //!< dependencies as (from, to) indices into `nodes`

@@ -13,7 +13,8 @@
 
 namespace conveyor {
 
-//! Grid, block and dynamic shared memory of a kernel launch (the `<<<grid, block, shared_bytes>>>` triple).
+//! Grid, block and dynamic shared memory of a kernel launch (the `<<<grid, block, shared_bytes>>>` triple). A plain
+//! value.
 struct launch_config {
   dim3 grid{1, 1, 1};           //!< blocks per grid, in x, y, z
   dim3 block{1, 1, 1};          //!< threads per block, in x, y, z
@@ -22,7 +23,8 @@ struct launch_config {
 
 //! The values of a kernel's arguments, converted to the kernel's parameter types and held so that CUDA can copy
 //! them (`kernelParams` of cudaKernelNodeParams). Built only through make_kernel_args, which checks at compile time
-//! that the arguments match `void kernel(Params...)` in number and type.
+//! that the arguments match `void kernel(Params...)` in number and type. Not copyable (pointers() points into it);
+//! thread safety: a plain value.
 template <class... Params>
 class kernel_args {
 public:

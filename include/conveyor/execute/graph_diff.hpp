@@ -13,7 +13,7 @@
 
 namespace conveyor {
 
-//! One node whose parameters differ.
+//! One node whose parameters differ. A plain value.
 struct node_change {
   std::size_t position = 0;          //!< the node's position in creation order
   node_kind kind = node_kind::other; //!< its kind
@@ -22,10 +22,12 @@ struct node_change {
   bool comparable = true;            //!< false: its parameters could not be read or compared (counted as changed)
   bool settable = true;              //!< a per-node setter can apply the change (else only a whole-graph update or
                                      //!< a new instantiation can)
+  bool updatable = true;             //!< a whole-graph update applies it (false for launch attributes and
+                                     //!< allocation addresses: only a new instantiation does)
 };
 
 //! The difference between two graphs. Nodes are paired by position in creation order (`cudaGraphGetNodes`), as two
-//! captures or builds of the same code produce them.
+//! captures or builds of the same code produce them. A plain value.
 struct graph_diff {
   bool same_topology = true;        //!< same node count, kinds and edges (with their types)
   std::string topology_reason;      //!< why not, e.g. "node count 12 -> 13" or "node 4 (x): kernel -> memcpy"

@@ -41,7 +41,7 @@ enum class update_method {
 //! The method's name, e.g. "per_node". Never throws.
 [[nodiscard]] std::string_view to_string(update_method method) noexcept;
 
-//! The outcome of graph_exec::update, update_or_reinstantiate and update_incremental.
+//! The outcome of graph_exec::update, update_or_reinstantiate and update_incremental. A plain value.
 struct update_result {
   update_method method = update_method::none;    //!< what was done
   update_status status = update_status::success; //!< CUDA's verdict on the whole-graph update, when one was tried

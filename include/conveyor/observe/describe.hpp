@@ -18,7 +18,7 @@ class graph;
 //! \throws cuda_error when a query fails.
 [[nodiscard]] graph_description describe(const graph& g);
 
-//! Counts over a description.
+//! Counts over a description. A plain value.
 struct graph_statistics {
   std::size_t nodes = 0;                       //!< top-level nodes
   std::size_t edges = 0;                       //!< top-level edges

@@ -16,7 +16,8 @@ namespace conveyor {
 [[nodiscard]] inline bool has_device() noexcept { return device_count() > 0; }
 
 //! Makes `ordinal` the current device for the calling thread, restoring the previous one on destruction
-//! (`cudaGetDevice` / `cudaSetDevice`). The destructor never throws.
+//! (`cudaGetDevice` / `cudaSetDevice`). The destructor never throws. Thread safety: the current device is per
+//! thread; a guard acts on the thread that made it and must be destroyed there.
 class device_guard {
 public:
   //! \throws cuda_error when `ordinal` is not a valid device.

@@ -11,6 +11,8 @@
 namespace conveyor {
 
 //! A CUDA event (`cudaEvent_t`), move-only; the destructor destroys an owned handle and never throws.
+//! Thread safety: as stream: CUDA events may be recorded and waited on from several threads; the object itself must
+//! not be moved or destroyed while another thread uses it.
 class event {
 public:
   //! Creates an event with `cudaEventCreateWithFlags`.

@@ -17,6 +17,8 @@ enum class ownership { owned, borrowed };
 
 //! A CUDA stream (`cudaStream_t`), move-only. An owning stream destroys its handle in the destructor (which never
 //! throws); a borrowed one (from adopt(..., ownership::borrowed)) leaves it alone.
+//! Thread safety: CUDA streams may be used from several threads; the stream object itself (moving, destroying) must
+//! not be changed while another thread uses it.
 class stream {
 public:
   //! Creates a stream with `cudaStreamCreateWithPriority`. The default flag, cudaStreamNonBlocking, keeps the stream
