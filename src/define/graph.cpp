@@ -45,6 +45,26 @@ graph graph::adopt(cudaGraph_t handle, ownership own) {
 
 cudaGraph_t graph::get() const noexcept { return state_ ? state_->handle : nullptr; }
 
+namespace {
+// The graph object is going away while an executable graph still holds its definition (for node handles): the
+// definition's resources are the graph's alone (executable graphs hold theirs through CUDA user objects and what
+// they own node by node), so they go now. Conditional bodies share their parent's resources: left alone.
+void let_go(std::shared_ptr<detail::graph_state>& state) noexcept {
+  if (state && state.use_count() > 1 && !state->conditional_body) detail::release_resources(*state);
+  state.reset();
+}
+} // namespace
+
+graph& graph::operator=(graph&& other) noexcept {
+  if (this != &other) {
+    let_go(state_);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+graph::~graph() { let_go(state_); }
+
 node graph::wrap(cudaGraphNode_t handle) const noexcept { return access::make_node(handle, state_.get()); }
 
 bool graph::owns(const node& n) const noexcept { return n && access::owner(n) == state_.get(); }

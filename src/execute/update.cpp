@@ -138,14 +138,6 @@ std::optional<update_result> refuse_other_allocations(const detail::exec_state& 
   return std::nullopt;
 }
 
-// After a whole-graph update the executable graph no longer runs anything of the graph it was instantiated from;
-// CUDA holds that graph's resources for the launches still queued. When nothing but the executable graph refers to
-// that definition any more (it keeps the definition for its node handles), its resources are let go too.
-void let_go_of_source_resources(detail::exec_state& state) {
-  if (state.source == state.current || state.source.use_count() != 1) return;
-  detail::release_resources(*state.source);
-}
-
 } // namespace
 
 update_result graph_exec::update(const graph& g) {
@@ -179,7 +171,6 @@ update_result graph_exec::update(const graph& g) {
     adopt_current(state, g);
     after_whole_update(handle_, state);
     state.attributes = std::move(attributes);
-    let_go_of_source_resources(state);
     tracks_launches_ = false;
     return result;
   }

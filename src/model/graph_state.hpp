@@ -69,9 +69,9 @@ struct graph_state {
 //! User Objects"). \throws cuda_error when the user object cannot be made.
 void attach_resources(graph_state& state);
 
-//! Drops `state`'s resources: its own reference (the user object the graph holds, and `keep`), for a definition only
-//! an executable graph still refers to (for its node handles) after running something else. Launches still queued
-//! keep what they use through their own user-object references. Never throws.
+//! Drops `state`'s resources: its own references (the user object the CUDA graph holds, and `keep`), for a definition
+//! only executable graphs still refer to (for their node handles) once its graph object is gone. Executable graphs
+//! and their queued launches keep what they use through their own user-object references. Never throws.
 void release_resources(graph_state& state) noexcept;
 
 //! The attorney: the one way the library reaches the private parts of graph, node and node_list.

@@ -47,11 +47,16 @@ public:
   //! Wraps an existing handle; with ownership::owned the graph destroys it (`cudaGraphDestroy`).
   [[nodiscard]] static graph adopt(cudaGraph_t handle, ownership own = ownership::owned);
 
-  graph(graph&&) noexcept = default;
-  graph& operator=(graph&&) noexcept = default;
+  //! Takes over `other`'s graph; `other` is left empty (get() == nullptr).
+  graph(graph&& other) noexcept = default;
+  //! Replaces this graph by `other`'s (the old one is let go as by the destructor).
+  graph& operator=(graph&& other) noexcept;
   graph(const graph&) = delete;
   graph& operator=(const graph&) = delete;
-  ~graph() = default;
+  //! Lets go of the graph: destroys it (`cudaGraphDestroy`) and what it keeps alive, unless an executable graph
+  //! still refers to its nodes; then only its resources are let go (executable graphs hold what their launches
+  //! use through CUDA user objects, not through the definition). Never throws.
+  ~graph();
 
   //! The CUDA handle (null for a moved-from graph).
   [[nodiscard]] cudaGraph_t get() const noexcept;
