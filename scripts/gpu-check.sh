@@ -30,6 +30,12 @@ export SANITIZER_EXCLUDE=${SANITIZER_EXCLUDE:-${MEMCHECK_EXCLUDE:-Train.GraphMod
 # racecheck is slowest: these long tests run under the other tools only (their kernels are raced-checked by the
 # shorter tests of the same programs).
 export RACECHECK_EXCLUDE=${RACECHECK_EXCLUDE:-Train.ModesGiveTheSameLossesOver100Steps:CavityGpu.ConservesMass}
+# (tool:program) pairs not run: cuSPARSE's csrmv_v3 kernel, which every test of test_solve uses, draws thousands of
+# "Barrier error detected. Divergent thread(s) in warp" reports from synccheck and shared-memory race warnings from
+# racecheck, whose process then dies (rc 11) in the first test; the same happens with the build from before this
+# change (H200, 2026-11-30). Those kernels are NVIDIA's; memcheck checks test_solve, and the solver's own kernels
+# are raced-checked nowhere else (noted in the closing report).
+SANITIZER_SKIP=${SANITIZER_SKIP:-racecheck:test_solve synccheck:test_solve}
 export LOG
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 
@@ -81,13 +87,23 @@ for bin in "$BUILD"/tests/*; do
   if [[ " $SANITIZER_SERIAL " == *" $name "* ]]; then serial+=("$bin"); else parallel+=("$bin"); fi
 done
 : >"$LOG/sanitizers.txt"
+skipped_pairs=""
+runs_of() { # the (tool, program) jobs of the programs given, less SANITIZER_SKIP
+  for tool in $SANITIZERS; do for bin in "$@"; do
+    if [[ " $SANITIZER_SKIP " == *" $tool:$(basename "$bin") "* ]]; then continue; fi
+    echo "$tool $bin"
+  done; done
+}
+for tool in $SANITIZERS; do for bin in "${parallel[@]}" "${serial[@]}"; do
+  [[ " $SANITIZER_SKIP " == *" $tool:$(basename "$bin") "* ]] && skipped_pairs+=" $tool:$(basename "$bin")"
+done; done
 if ((${#parallel[@]})); then
-  for tool in $SANITIZERS; do for bin in "${parallel[@]}"; do echo "$tool $bin"; done; done |
+  runs_of "${parallel[@]}" |
     xargs -P "${SANITIZER_JOBS:-6}" -n 2 bash -c 'sanitize "$0" "$1"' >>"$LOG/sanitizers.txt"
 fi
-for bin in "${serial[@]}"; do
-  for tool in $SANITIZERS; do sanitize "$tool" "$bin" | tee -a "$LOG/sanitizers.txt"; done
-done
+if ((${#serial[@]})); then
+  runs_of "${serial[@]}" | while read -r tool bin; do sanitize "$tool" "$bin" | tee -a "$LOG/sanitizers.txt"; done
+fi
 declare -A errors runs
 bad=0
 while read -r tool name n rc; do
@@ -106,7 +122,8 @@ echo "          (sanitized in parallel: ${#parallel[@]} programs; one at a time:
 for tool in $SANITIZERS; do
   printf '%-9s %s programs, %s errors\n' "$tool:" "${runs[$tool]:-0}" "${errors[$tool]:-0}"
 done
-echo "          (long runs left out of the sanitizers: $SANITIZER_EXCLUDE; of racecheck also: $RACECHECK_EXCLUDE)"
+echo "          (long runs left out of the sanitizers: $SANITIZER_EXCLUDE; of racecheck also: $RACECHECK_EXCLUDE;"
+echo "          not run:${skipped_pairs:- none})"
 echo "train:    rc=$train_rc"
 [ -f "$LOG/train.log" ] && sed -n '/^device/,$p' "$LOG/train.log" | grep -v "^  call "
 [ "$ctest_rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$train_rc" -eq 0 ]

@@ -32,8 +32,15 @@ std::string_view to_string(cudaGraphInstantiateResult r) noexcept {
   return "unknown result";
 }
 
-// The allocation nodes of `state`'s graph (positions, what they reserve) and those no mem_free node frees.
-void scan_allocations(const detail::graph_state& state, instantiate_flags flags, detail::exec_state& out) {
+} // namespace
+
+namespace detail {
+
+// The allocation nodes of the source graph (positions, what they reserve) and those no mem_free node frees.
+void read_allocations(exec_state& out) {
+  if (out.allocations_read) return;
+  const graph_state& state = *out.source;
+  const instantiate_flags flags = out.flags;
   const auto nodes = detail::graph_nodes(state.handle);
   std::vector<std::size_t> positions;
   std::unordered_set<void*> freed;
@@ -50,9 +57,10 @@ void scan_allocations(const detail::graph_state& state, instantiate_flags flags,
       out.unfreed.push_back(fmt::format("node {} ({}) allocates {} B at {} and the graph never frees it", i,
                                         detail::node_name(&state, nodes[i]), a.bytes, a.pointer));
   }
+  out.allocations_read = true;
 }
 
-} // namespace
+} // namespace detail
 
 std::string to_string(instantiate_flags flags) {
   std::string out;
@@ -79,7 +87,6 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
   made->source = state;
   made->current = state;
   made->flags = flags;
-  scan_allocations(*state, flags, *made);
   cudaGraphInstantiateParams params{};
   params.flags = static_cast<unsigned long long>(flags);
   params.uploadStream = upload_stream != nullptr ? upload_stream->get() : nullptr;
@@ -142,7 +149,13 @@ instantiate_flags graph_exec::flags() const noexcept { return impl_ ? impl_->fla
 
 const std::vector<std::string>& graph_exec::unfreed_allocations() const noexcept {
   static const std::vector<std::string> none;
-  return impl_ ? impl_->unfreed : none;
+  if (!impl_) return none;
+  try {
+    detail::read_allocations(*impl_);
+  } catch (...) {
+    return none; // the graph could not be read: nothing to report
+  }
+  return impl_->unfreed;
 }
 
 void graph_exec::upload(const stream& s) const { CONVEYOR_CHECK(cudaGraphUpload(handle_, s.get())); }
@@ -150,7 +163,7 @@ void graph_exec::upload(const stream& s) const { CONVEYOR_CHECK(cudaGraphUpload(
 void graph_exec::after_launch(cudaError_t rc, const stream& s) const {
   if (rc != cudaSuccess) {
     std::string context;
-    if (rc == cudaErrorInvalidValue && impl_ && !impl_->unfreed.empty()) {
+    if (rc == cudaErrorInvalidValue && !unfreed_allocations().empty()) {
       context = "the graph allocates memory it never frees, and a graph cannot be launched again while the memory "
                 "of its previous launch is still allocated: ";
       for (std::size_t i = 0; i < impl_->unfreed.size(); ++i) context += (i == 0 ? "" : "; ") + impl_->unfreed[i];

@@ -37,7 +37,9 @@ struct exec_state {
   std::unordered_set<cudaGraphNode_t> zero_disabled; //!< memcpy/memset nodes disabled by a zero-size setter
 
   // Allocation nodes of the source graph: positions and what they reserve (update refuses other addresses), and
-  // those never freed (for the relaunch diagnosis).
+  // those never freed (for the relaunch diagnosis). Read at the first need (an update, a failed launch, the
+  // unfreed_allocations query), not at instantiation, which then costs nothing more than CUDA's.
+  bool allocations_read = false;
   std::vector<std::size_t> alloc_positions;
   std::vector<allocation_params> allocs;
   std::vector<std::string> unfreed;
@@ -47,5 +49,8 @@ struct exec_state {
   // the old ones, so an update that would change them is refused (update_incremental re-instantiates instead).
   std::optional<std::vector<kernel_attribute>> attributes;
 };
+
+//! Reads the allocation nodes of `state.source` into `state` (once). \throws cuda_error when the graph cannot be read.
+void read_allocations(exec_state& state);
 
 } // namespace conveyor::detail

@@ -118,8 +118,9 @@ void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
 
 // The allocation nodes of `g` must reserve what the executable graph's do (same positions, addresses and sizes):
 // CUDA keeps the executable graph's allocations, and kernels of `g` that use another address would fault.
-std::optional<update_result> refuse_other_allocations(const detail::exec_state& state, const graph& g,
+std::optional<update_result> refuse_other_allocations(detail::exec_state& state, const graph& g,
                                                       const std::vector<cudaGraphNode_t>& nodes) {
+  detail::read_allocations(state);
   for (std::size_t k = 0; k < state.alloc_positions.size(); ++k) {
     const std::size_t i = state.alloc_positions[k];
     if (i >= nodes.size() || detail::kind_of(nodes[i]) != node_kind::mem_alloc) return std::nullopt; // CUDA says

@@ -155,7 +155,8 @@ public:
 
   //! The allocation nodes of the graph it was instantiated from whose memory the graph never frees (no mem_free
   //! node, no instantiate_flags::auto_free_on_launch), one readable line each; empty when there are none. Such a
-  //! graph cannot be launched again until the allocation is freed (cudaFree / cudaFreeAsync).
+  //! graph cannot be launched again until the allocation is freed (cudaFree / cudaFreeAsync). Read from that graph
+  //! at the first call (or the first update or failed launch). Not thread-safe (as the rest of graph_exec).
   [[nodiscard]] const std::vector<std::string>& unfreed_allocations() const noexcept;
 
 private:
