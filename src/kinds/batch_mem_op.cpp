@@ -12,6 +12,6 @@ param_diff compare(cudaGraphNode_t, cudaGraphNode_t, const compare_context&) {
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-const kind_traits batch_mem_op_kind{node_kind::batch_mem_op, "batch_mem_op", false, false, false, &compare, nullptr, &describe};
+extern const kind_traits batch_mem_op_kind{node_kind::batch_mem_op, "batch_mem_op", false, false, false, &compare, nullptr, &describe};
 
 } // namespace conveyor::detail

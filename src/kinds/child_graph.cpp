@@ -45,7 +45,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
 
 } // namespace
 
-const kind_traits child_graph_kind{node_kind::child_graph, "child_graph", true, true, true, &compare, &copy_to_exec, &describe};
+extern const kind_traits child_graph_kind{node_kind::child_graph, "child_graph", true, true, true, &compare, &copy_to_exec, &describe};
 
 cudaGraphNode_t add_child(cudaGraph_t g, node_handles deps, cudaGraph_t body) {
   cudaGraphNode_t n = nullptr;

@@ -57,7 +57,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) 
 
 } // namespace
 
-const kind_traits conditional_kind_traits{node_kind::conditional, "conditional", true, true, true, &compare, nullptr, &describe};
+extern const kind_traits conditional_kind_traits{node_kind::conditional, "conditional", true, true, true, &compare, nullptr, &describe};
 
 std::pair<cudaGraphNode_t, std::vector<cudaGraph_t>> add_conditional(cudaGraph_t g, node_handles deps,
                                                                      cudaGraphConditionalHandle handle,

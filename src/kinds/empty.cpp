@@ -12,7 +12,7 @@ cudaError_t copy_to_exec(cudaGraphExec_t, cudaGraphNode_t, cudaGraphNode_t) { re
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-const kind_traits empty_kind{node_kind::empty, "empty", true, true, true, &compare, &copy_to_exec, &describe};
+extern const kind_traits empty_kind{node_kind::empty, "empty", true, true, true, &compare, &copy_to_exec, &describe};
 
 cudaGraphNode_t add_empty(cudaGraph_t g, node_handles deps) {
   cudaGraphNode_t n = nullptr;

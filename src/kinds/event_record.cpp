@@ -22,7 +22,7 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-const kind_traits event_record_kind{node_kind::event_record, "event_record", false, true, true, &compare, &copy_to_exec, &describe};
+extern const kind_traits event_record_kind{node_kind::event_record, "event_record", false, true, true, &compare, &copy_to_exec, &describe};
 
 cudaGraphNode_t add_event_record(cudaGraph_t g, node_handles deps, cudaEvent_t e) {
   cudaGraphNode_t n = nullptr;

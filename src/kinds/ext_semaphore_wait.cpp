@@ -36,6 +36,6 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-const kind_traits ext_semaphore_wait_kind{node_kind::ext_semaphore_wait, "ext_semaphore_wait", false, false, true, &compare, &copy_to_exec, &describe};
+extern const kind_traits ext_semaphore_wait_kind{node_kind::ext_semaphore_wait, "ext_semaphore_wait", false, false, true, &compare, &copy_to_exec, &describe};
 
 } // namespace conveyor::detail

@@ -28,7 +28,7 @@ void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 
 } // namespace
 
-const kind_traits host_kind{node_kind::host, "host", false, true, true, &compare, &copy_to_exec, &describe};
+extern const kind_traits host_kind{node_kind::host, "host", false, true, true, &compare, &copy_to_exec, &describe};
 
 cudaGraphNode_t add_host(cudaGraph_t g, node_handles deps, std::function<void()>* callable) {
   cudaHostNodeParams p{};

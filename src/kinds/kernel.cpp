@@ -345,7 +345,7 @@ std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_a
   return std::nullopt;
 }
 
-const kind_traits kernel_kind{node_kind::kernel, "kernel", true, true, true, &compare, &copy_to_exec, &describe};
+extern const kind_traits kernel_kind{node_kind::kernel, "kernel", true, true, true, &compare, &copy_to_exec, &describe};
 
 std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node) {
   CUDA_KERNEL_NODE_PARAMS p{};

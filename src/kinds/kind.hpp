@@ -64,21 +64,4 @@ struct kind_traits {
 //! The kind of node `n` (`cudaGraphNodeGetType`). \throws cuda_error when the handle is invalid.
 [[nodiscard]] node_kind kind_of(cudaGraphNode_t n);
 
-// Each kind's entry, defined in its file.
-extern const kind_traits kernel_kind;
-extern const kind_traits memcpy_kind;
-extern const kind_traits memset_kind;
-extern const kind_traits host_kind;
-extern const kind_traits child_graph_kind;
-extern const kind_traits empty_kind;
-extern const kind_traits event_wait_kind;
-extern const kind_traits event_record_kind;
-extern const kind_traits ext_semaphore_signal_kind;
-extern const kind_traits ext_semaphore_wait_kind;
-extern const kind_traits mem_alloc_kind;
-extern const kind_traits mem_free_kind;
-extern const kind_traits batch_mem_op_kind;
-extern const kind_traits conditional_kind_traits;
-extern const kind_traits other_kind;
-
 } // namespace conveyor::detail

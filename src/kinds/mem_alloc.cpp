@@ -41,7 +41,7 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
 void describe(cudaGraphNode_t n, node_description& d, const graph_state*) { d.bytes = read_mem_alloc(n).bytes; }
 } // namespace
 
-const kind_traits mem_alloc_kind{node_kind::mem_alloc, "mem_alloc", false, true, true, &compare, nullptr, &describe};
+extern const kind_traits mem_alloc_kind{node_kind::mem_alloc, "mem_alloc", false, true, true, &compare, nullptr, &describe};
 
 std::pair<cudaGraphNode_t, void*> add_mem_alloc(cudaGraph_t g, node_handles deps, std::size_t bytes, int device) {
   cudaMemAllocNodeParams p{};

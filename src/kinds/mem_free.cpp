@@ -17,7 +17,7 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-const kind_traits mem_free_kind{node_kind::mem_free, "mem_free", false, true, true, &compare, nullptr, &describe};
+extern const kind_traits mem_free_kind{node_kind::mem_free, "mem_free", false, true, true, &compare, nullptr, &describe};
 
 cudaGraphNode_t add_mem_free(cudaGraph_t g, node_handles deps, void* pointer) {
   cudaGraphNode_t n = nullptr;

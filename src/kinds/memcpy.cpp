@@ -68,7 +68,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
 
 } // namespace
 
-const kind_traits memcpy_kind{node_kind::memcpy, "memcpy", true, true, true, &compare, &copy_to_exec, &describe};
+extern const kind_traits memcpy_kind{node_kind::memcpy, "memcpy", true, true, true, &compare, &copy_to_exec, &describe};
 
 cudaGraphNode_t add_memcpy_1d(cudaGraph_t g, node_handles deps, void* dst, const void* src, std::size_t bytes,
                               cudaMemcpyKind kind) {

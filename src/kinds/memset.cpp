@@ -49,7 +49,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
 
 } // namespace
 
-const kind_traits memset_kind{node_kind::memset, "memset", true, true, true, &compare, &copy_to_exec, &describe};
+extern const kind_traits memset_kind{node_kind::memset, "memset", true, true, true, &compare, &copy_to_exec, &describe};
 
 cudaGraphNode_t add_memset(cudaGraph_t g, node_handles deps, void* dst, std::size_t pitch, unsigned value,
                            unsigned element_size, std::size_t width, std::size_t height) {

@@ -10,6 +10,6 @@ param_diff compare(cudaGraphNode_t, cudaGraphNode_t, const compare_context&) {
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-const kind_traits other_kind{node_kind::other, "other", false, false, false, &compare, nullptr, &describe};
+extern const kind_traits other_kind{node_kind::other, "other", false, false, false, &compare, nullptr, &describe};
 
 } // namespace conveyor::detail

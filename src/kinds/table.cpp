@@ -32,6 +32,23 @@ node_kind to_node_kind(cudaGraphNodeType type) noexcept {
 
 namespace conveyor::detail {
 
+// Each kind's entry, defined in its file.
+extern const kind_traits kernel_kind;
+extern const kind_traits memcpy_kind;
+extern const kind_traits memset_kind;
+extern const kind_traits host_kind;
+extern const kind_traits child_graph_kind;
+extern const kind_traits empty_kind;
+extern const kind_traits event_wait_kind;
+extern const kind_traits event_record_kind;
+extern const kind_traits ext_semaphore_signal_kind;
+extern const kind_traits ext_semaphore_wait_kind;
+extern const kind_traits mem_alloc_kind;
+extern const kind_traits mem_free_kind;
+extern const kind_traits batch_mem_op_kind;
+extern const kind_traits conditional_kind_traits;
+extern const kind_traits other_kind;
+
 const kind_traits& traits_of(node_kind kind) noexcept {
   switch (kind) { // no default: the compiler names a kind without an entry (-Werror=switch)
   case node_kind::kernel: return kernel_kind;
