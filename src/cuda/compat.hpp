@@ -37,21 +37,27 @@ inline cudaError_t add_dependencies(cudaGraph_t g, const cudaGraphNode_t* from, 
 #endif
 }
 
+// A node's dependencies or dependents (`query`: the edge-data form of cudaGraphNodeGetDependencies or
+// cudaGraphNodeGetDependentNodes), with the edge data read and dropped.
+template <class Query>
+cudaError_t neighbours(Query query, cudaGraphNode_t n, cudaGraphNode_t* out, std::size_t* count) {
+  std::vector<cudaGraphEdgeData> data(out != nullptr ? *count : 0);
+  return query(n, out, out != nullptr ? data.data() : nullptr, count);
+}
+
 inline cudaError_t get_dependencies(cudaGraphNode_t n, cudaGraphNode_t* deps, std::size_t* count) {
-  std::vector<cudaGraphEdgeData> data(deps != nullptr ? *count : 0);
 #if CUDART_VERSION >= 13000
-  return cudaGraphNodeGetDependencies(n, deps, deps != nullptr ? data.data() : nullptr, count);
+  return neighbours(&cudaGraphNodeGetDependencies, n, deps, count);
 #else
-  return cudaGraphNodeGetDependencies_v2(n, deps, deps != nullptr ? data.data() : nullptr, count);
+  return neighbours(&cudaGraphNodeGetDependencies_v2, n, deps, count);
 #endif
 }
 
 inline cudaError_t get_dependents(cudaGraphNode_t n, cudaGraphNode_t* deps, std::size_t* count) {
-  std::vector<cudaGraphEdgeData> data(deps != nullptr ? *count : 0);
 #if CUDART_VERSION >= 13000
-  return cudaGraphNodeGetDependentNodes(n, deps, deps != nullptr ? data.data() : nullptr, count);
+  return neighbours(&cudaGraphNodeGetDependentNodes, n, deps, count);
 #else
-  return cudaGraphNodeGetDependentNodes_v2(n, deps, deps != nullptr ? data.data() : nullptr, count);
+  return neighbours(&cudaGraphNodeGetDependentNodes_v2, n, deps, count);
 #endif
 }
 

@@ -115,7 +115,7 @@ cudaError_t link(cudaStream_t from, cudaStream_t to) {
 } // namespace
 
 // Ends the capture on `s` after joining the streams forked into it and not joined; returns the graph (null when the
-// capture failed) and CUDA's error. `owns_graph` is false when capturing into an existing graph.
+// capture failed) and CUDA's error; `unjoined_count` (may be null) receives how many forked streams were joined here.
 std::pair<cudaGraph_t, cudaError_t> end_capture(cudaStream_t s, std::size_t* unjoined_count) {
   auto unjoined = take_open_forks(capture_id(s));
   for (cudaStream_t branch : unjoined) (void)link(branch, s);

@@ -175,8 +175,7 @@ graph graph::clone() const {
   }
   graph out = adopt(copy);
   out.state_->keep = state_->keep;
-  out.state_->keep_attached = state_->keep_attached; // the clone holds its own reference to the same user object
-  out.state_->keep_object = state_->keep_object;
+  out.state_->keep_object = state_->keep_object; // the clone holds its own reference to the same user object
   for (const auto& [original, text] : state_->labels) {
     cudaGraphNode_t cloned = nullptr;
     if (cudaGraphNodeFindInClone(&cloned, original, copy) == cudaSuccess)

@@ -60,6 +60,21 @@ void read_allocations(exec_state& out) {
   out.allocations_read = true;
 }
 
+void release_owned(exec_state& state) noexcept {
+  try {
+    for (auto& [node, item] : state.owned) defer_release(std::move(item), state.last_launch);
+  } catch (...) {
+    // Out of memory while queueing: what was not queued stays in `owned` until it is cleared below; the caller
+    // holds no launch to protect it from then on, as without the queue.
+  }
+  state.owned.clear();
+}
+
+cudaError_t enable_if_zero_disabled(cudaGraphExec_t exec, exec_state& state, cudaGraphNode_t origin) noexcept {
+  if (state.zero_disabled.erase(origin) == 0) return cudaSuccess;
+  return cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
+}
+
 } // namespace detail
 
 std::string to_string(instantiate_flags flags) {
@@ -116,14 +131,7 @@ namespace {
 // they hold) and hands what it owns itself to the release queue, behind the fence of its last launch.
 void retire(cudaGraphExec_t handle, detail::exec_state* state) noexcept {
   if (handle != nullptr) (void)cudaGraphExecDestroy(handle);
-  if (state != nullptr) {
-    try {
-      for (auto& [node, item] : state->owned) detail::defer_release(std::move(item), state->last_launch);
-    } catch (...) {
-      // Out of memory while queueing: the items stay owned by `state` and are destroyed with it.
-    }
-    state->owned.clear();
-  }
+  if (state != nullptr) detail::release_owned(*state);
   (void)cudaGetLastError();
 }
 } // namespace
@@ -200,11 +208,6 @@ void check_node(cudaError_t rc, std::string_view call, const node& n,
                      where);
 }
 
-// Re-enables a memcpy/memset node that a zero-size setter disabled, now that it has a size again.
-void enable_if_zero_disabled(cudaGraphExec_t exec, detail::exec_state& state, cudaGraphNode_t origin) {
-  if (state.zero_disabled.erase(origin) != 0) CONVEYOR_CHECK(cudaGraphNodeSetEnabled(exec, origin, 1U));
-}
-
 } // namespace
 
 void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments) {
@@ -247,7 +250,7 @@ void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size
   }
   check_node(detail::set_exec_memcpy_1d(handle_, origin, dst, src, bytes, kind), "cudaGraphExecMemcpyNodeSetParams1D",
              n);
-  enable_if_zero_disabled(handle_, *impl_, origin);
+  check_node(detail::enable_if_zero_disabled(handle_, *impl_, origin), "cudaGraphNodeSetEnabled", n);
 }
 
 void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsigned element_size,
@@ -264,7 +267,7 @@ void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsign
   }
   check_node(detail::set_exec_memset(handle_, origin, dst, value, element_size, count),
              "cudaGraphExecMemsetNodeSetParams", n);
-  enable_if_zero_disabled(handle_, *impl_, origin);
+  check_node(detail::enable_if_zero_disabled(handle_, *impl_, origin), "cudaGraphNodeSetEnabled", n);
 }
 
 void graph_exec::set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable) {

@@ -50,6 +50,14 @@ struct exec_state {
   std::optional<std::vector<kernel_attribute>> attributes;
 };
 
+//! Hands what `state` owns node by node to the release queue, behind the fence of its last launch (launches queued
+//! before may still use it), and forgets it. Never throws.
+void release_owned(exec_state& state) noexcept;
+
+//! Enables again node `origin` of `exec` when a zero-size setter disabled it (it has a size again); returns CUDA's
+//! error (cudaSuccess when there was nothing to do).
+cudaError_t enable_if_zero_disabled(cudaGraphExec_t exec, exec_state& state, cudaGraphNode_t origin) noexcept;
+
 //! Reads the allocation nodes of `state.source` into `state` (once). \throws cuda_error when the graph cannot be read.
 void read_allocations(exec_state& state);
 

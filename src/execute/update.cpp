@@ -110,8 +110,7 @@ void adopt_current(detail::exec_state& state, const graph& g) {
 // After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is
 // released behind the last launch, and memcpy/memset nodes a zero-size setter disabled are enabled again.
 void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
-  for (auto& [origin, item] : state.owned) detail::defer_release(std::move(item), state.last_launch);
-  state.owned.clear();
+  detail::release_owned(state);
   for (cudaGraphNode_t origin : state.zero_disabled) (void)detail::cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
   state.zero_disabled.clear();
 }
@@ -252,8 +251,7 @@ update_result graph_exec::update_incremental(const graph& g, bool reinstantiate)
           if (d.kind == node_kind::host) // the node now runs a callable of g's resources: own them for it
             own_for_node(origin, access::state(g)->keep);
           if (d.kind == node_kind::memcpy || d.kind == node_kind::memset)
-            if (state.zero_disabled.erase(origin) != 0)
-              (void)detail::cleared(cudaGraphNodeSetEnabled(handle_, origin, 1U));
+            (void)detail::enable_if_zero_disabled(handle_, state, origin);
         }
         if (failure == cudaSuccess) {
           adopt_current(state, g);

@@ -91,9 +91,11 @@ bool has_cluster(const attribute_read& r) {
 
 // The attributes of node `n`, in node_attributes' order. Attributes that only act with clusters are read only when
 // the node (or `with_clusters`) has cluster dimensions; others the driver does not support are not read.
-std::array<attribute_read, std::size(node_attributes)> read_attributes(cudaGraphNode_t n, bool with_clusters = false) {
+// `cluster` is the node's cluster dimension, read by the caller; `with_clusters` reads the cluster-only attributes
+// even when this node has none (the other node of a comparison has clusters).
+std::array<attribute_read, std::size(node_attributes)> read_attributes(cudaGraphNode_t n, const attribute_read& cluster,
+                                                                        bool with_clusters = false) {
   std::array<attribute_read, std::size(node_attributes)> out{};
-  const attribute_read cluster = read_attribute(n, cudaLaunchAttributeClusterDimension);
   const bool clusters = with_clusters || has_cluster(cluster);
   for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
     const cudaLaunchAttributeID id = node_attributes[k];
@@ -216,10 +218,11 @@ bool is_default(cudaLaunchAttributeID id, const attribute_read& r) {
 
 // "attributes: cluster 1x1x1 -> 2x1x1; priority 0 -> -5", or empty when every attribute is the same.
 std::string attribute_changes(cudaGraphNode_t a, cudaGraphNode_t b) {
-  const bool clusters = has_cluster(read_attribute(a, cudaLaunchAttributeClusterDimension)) ||
-                        has_cluster(read_attribute(b, cudaLaunchAttributeClusterDimension));
-  const auto ra = read_attributes(a, clusters);
-  const auto rb = read_attributes(b, clusters);
+  const attribute_read cluster_a = read_attribute(a, cudaLaunchAttributeClusterDimension);
+  const attribute_read cluster_b = read_attribute(b, cudaLaunchAttributeClusterDimension);
+  const bool clusters = has_cluster(cluster_a) || has_cluster(cluster_b);
+  const auto ra = read_attributes(a, cluster_a, clusters);
+  const auto rb = read_attributes(b, cluster_b, clusters);
   std::string out;
   for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
     const cudaLaunchAttributeID id = node_attributes[k];
@@ -302,7 +305,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   d.grid = {p->gridDimX, p->gridDimY, p->gridDimZ};
   d.block = {p->blockDimX, p->blockDimY, p->blockDimZ};
   d.shared_bytes = p->sharedMemBytes;
-  const auto reads = read_attributes(n);
+  const auto reads = read_attributes(n, read_attribute(n, cudaLaunchAttributeClusterDimension));
   for (std::size_t k = 0; k < std::size(node_attributes); ++k)
     if (!is_default(node_attributes[k], reads[k])) d.attributes.push_back(value_text(node_attributes[k], reads[k]));
 }

@@ -11,7 +11,7 @@ graph_state::~graph_state() {
 
 void attach_resources(graph_state& state) {
   std::lock_guard lock(state.attach_mutex);
-  if (state.keep_attached || state.handle == nullptr) return;
+  if (state.keep_object != nullptr || state.handle == nullptr) return;
   {
     std::lock_guard items(state.keep->mutex);
     if (state.keep->items.empty()) return; // nothing a launch could use: no user object, no launch tracking
@@ -22,15 +22,13 @@ void attach_resources(graph_state& state) {
     (void)cudaUserObjectRelease(object, 1);
     throw_cuda(rc, "cudaGraphRetainUserObject", "tying a graph's resources to it for its launches");
   }
-  state.keep_attached = true;
   state.keep_object = object;
 }
 
 void release_resources(graph_state& state) noexcept {
   std::lock_guard lock(state.attach_mutex);
-  if (state.keep_attached && state.keep_object != nullptr && state.handle != nullptr)
+  if (state.keep_object != nullptr && state.handle != nullptr)
     (void)cleared(cudaGraphReleaseUserObject(state.handle, state.keep_object, 1));
-  state.keep_attached = false;
   state.keep_object = nullptr;
   auto none = std::make_shared<resources>();
   state.keep = none;

@@ -46,9 +46,8 @@ struct graph_state {
   bool owned = true;
   std::unordered_map<cudaGraphNode_t, std::string> labels;
   std::shared_ptr<resources> keep = std::make_shared<resources>();
-  //! True once `keep` is held by a CUDA user object owned by `handle` (attach_resources), so that executable graphs
-  //! made from the graph keep it until their queued launches finish; `keep_object` is that user object.
-  bool keep_attached = false;
+  //! The CUDA user object, owned by `handle`, that holds `keep` (attach_resources), so that executable graphs made
+  //! from the graph keep it until their queued launches finish; null until attached.
   cudaUserObject_t keep_object = nullptr;
   std::mutex attach_mutex;
   //! True for the body graph of a conditional node: the builder refuses node kinds CUDA does not allow there.
