@@ -7,6 +7,7 @@
 #include "bench/collect.hpp"
 #include "bench/environment.hpp"
 #include "bench/graphed_overhead.hpp"
+#include "bench/graphed_rebind.hpp"
 #include "bench/plan.hpp"
 #include "bench/report.hpp"
 #include "bench/update_growth.hpp"
@@ -53,6 +54,7 @@ struct cli_options {
   std::string from_json; // re-render a saved run instead of measuring
   bool graphed_overhead = false;
   std::size_t update_growth = 0; // steps of the update-growth loop; 0: not run
+  bool graphed_rebind = false;   // the graphed/ group only
 };
 
 
@@ -209,6 +211,20 @@ void run(const cli_options& o) {
     const std::string table = format_graphed_overhead(measure_graphed_overhead());
     markdown_out.write(fmt::format("{}\n\n{}", conveyor::describe_device(o.device), table));
     fmt::print("{}\n\n{}", conveyor::describe_device(o.device), table);
+    return;
+  }
+  if (o.graphed_rebind) {
+    if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: --graphed needs a GPU");
+    CONVEYOR_CHECK(cudaSetDevice(o.device));
+    output_file markdown_out(o.markdown);
+    const std::vector<std::size_t> sizes = o.quick ? std::vector<std::size_t>{10, 1000, 10000}
+                                                   : std::vector<std::size_t>{10, 100, 1000, 10000};
+    const std::string table = format_graphed_rebind(measure_graphed_rebind(sizes, o.quick ? 11 : 21)) + "\n" +
+                              format_recapture_cost(measure_recapture_cost(sizes, o.quick ? 5 : 11));
+    const std::string text = fmt::format("{}\n\n`conveyor bench --graphed{}`\n\n{}", conveyor::describe_device(o.device),
+                                         o.quick ? " --quick" : "", table);
+    markdown_out.write(text);
+    fmt::print("{}", text);
     return;
   }
   if (o.update_growth > 0) {
@@ -379,10 +395,14 @@ void register_bench_command(CLI::App& app) {
                   "Only run the update loop of the seed for this many steps (rebuild, graph_exec::update, launch) and "
                   "report memory, callable states alive and time per step at 10 checkpoints")
       ->check(CLI::Range(std::size_t{10}, std::size_t{100'000'000}));
+  sub->add_flag("--graphed", opts->graphed_rebind,
+                "Only run the graphed/ group: a graphed call whose pointer or scalar arguments change (reaching 1 or "
+                "all N nodes), patched in place (rebind) against replay, full re-capture and eager, N = 10..10000");
   sub->add_flag("--list", opts->list, "List the benchmark names and exit (needs no GPU)");
   // A saved report is only re-rendered: options that choose or shape a measurement would be silently ignored.
   for (const char* name : {"--quick", "--json", "--filter", "--repetitions", "--target-ms", "--rotation-sets",
-                           "--min-pairs", "--gbench-json", "--device", "--graphed-overhead", "--update-growth", "--list"})
+                           "--min-pairs", "--gbench-json", "--device", "--graphed-overhead", "--update-growth", "--graphed",
+                           "--list"})
     from_json->excludes(sub->get_option(name));
   sub->callback([opts] { run(*opts); });
 }

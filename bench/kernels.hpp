@@ -25,4 +25,13 @@ using axpb_fn = void (*)(float*, float, float);
 //! cudaGetLastError once after a batch of launches (conveyor::check_launch) so that timings hold launches only.
 void launch_axpb(cudaStream_t s, float* y, float a, float b) noexcept;
 
+//! Floats of the `all` buffer of launch_rebind_tiny (indices wrap).
+inline constexpr int rebind_all_floats = 256;
+//! Floats of the `one` buffer of launch_rebind_tiny (indices wrap).
+inline constexpr int rebind_one_floats = 8;
+
+//! Enqueues the graphed/ group's tiny kernel, 1 block of 32 threads: thread 0 adds `a` to all[i mod 256] and `b` to
+//! one[i mod 8]. No launch-error check (as launch_axpb).
+void launch_rebind_tiny(cudaStream_t s, float* all, float a, float* one, float b, int i) noexcept;
+
 } // namespace conveyor::bench

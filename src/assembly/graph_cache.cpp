@@ -1,5 +1,11 @@
 #include "conveyor/assembly/graph_cache.hpp"
 
+#include "assembly/rebind.hpp"
+#include "assembly/rebind_cuda.hpp"
+#include "execute/graph_exec_impl.hpp"
+#include "kinds/node_name.hpp"
+#include "kinds/walk.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -121,8 +127,20 @@ std::string call_key::shape_text() const {
 
 // ---- graph_cache ---------------------------------------------------------------------------------------------
 
+graph_cache::graph_cache(graph_cache&&) noexcept = default;
+graph_cache& graph_cache::operator=(graph_cache&&) noexcept = default;
+graph_cache::~graph_cache() = default;
+
 graph_cache::graph_cache(graphed_options options) : options_(std::move(options)) {
   if (options_.max_graphs == 0) throw std::invalid_argument("conveyor::graphed: max_graphs must be at least 1");
+  if (options_.rebind_verifications < 1)
+    throw std::invalid_argument(fmt::format("conveyor::graphed: rebind_verifications must be at least 1 (got {})",
+                                            options_.rebind_verifications));
+  for (std::size_t i = 0; i < options_.rebind_arguments.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (options_.rebind_arguments[i].first == options_.rebind_arguments[j].first)
+        throw std::invalid_argument(fmt::format("conveyor::graphed: rebind_arguments names argument {} twice",
+                                                options_.rebind_arguments[i].first));
   if (options_.warmup_calls < 0) throw std::invalid_argument("conveyor::graphed: warmup_calls must be >= 0");
   std::sort(options_.buckets.begin(), options_.buckets.end());
   if (!options_.buckets.empty() && options_.buckets.front() == 0)
@@ -150,7 +168,16 @@ call_plan graph_cache::plan(const call_key& key) {
             key[i].position, e->key[i].bits, key[i].bits));
     matched_ = e.get();
     matched_->last_used = ++clock_;
-    return e->key.same_binding(key) ? call_plan::replay : call_plan::recapture;
+    if (e->key.same_binding(key)) return call_plan::replay;
+    not_rebound_.clear();
+    if (!rebinding() || e->rebind_broken) return call_plan::recapture;
+    const bool declared = std::any_of(options_.rebind_arguments.begin(), options_.rebind_arguments.end(),
+                                      [](const auto& a) { return a.second == rebind_policy::patch; }) ||
+                          options_.rebind == rebind_policy::patch;
+    if (!e->rebind && declared) (void)rebinder_of(*e); // declared arguments need no verifying re-capture
+    if (e->rebind && e->rebind->can_patch(e->key, key, &not_rebound_)) return call_plan::rebind;
+    if (!e->rebind) not_rebound_ = "first change of this graph's arguments: learning where they are embedded";
+    return call_plan::recapture;
   }
   auto warm = std::find_if(warmups_.begin(), warmups_.end(), [&](auto& w) { return w.first.same_shape(key); });
   if (warm == warmups_.end()) warm = warmups_.insert(warmups_.end(), {key, 0});
@@ -173,7 +200,7 @@ graph_cache::entry& graph_cache::insert(const call_key& key, graph g) {
   }
   note(fmt::format("captured and instantiated a graph of {} nodes for shape ({})", g.node_count(), key.shape_text()));
   auto exec = instantiate(g, options_.flags);
-  entries_.push_back(std::make_unique<entry>(entry{key, std::move(exec), ++clock_}));
+  entries_.push_back(std::make_unique<entry>(entry{key, std::move(exec), ++clock_, nullptr, false}));
   ++stats_.captures;
   ++stats_.instantiations;
   std::erase_if(warmups_, [&](auto& w) { return w.first.same_shape(key); });
@@ -199,34 +226,134 @@ void graph_cache::add_and_launch(const call_key& key, graph g, const stream& s) 
   ++stats_.replays;
 }
 
+bool graph_cache::rebinding() const noexcept {
+  if (options_.rebind != rebind_policy::recapture) return true;
+  return std::any_of(options_.rebind_arguments.begin(), options_.rebind_arguments.end(),
+                     [](const auto& a) { return a.second != rebind_policy::recapture; });
+}
+
+detail::rebinder& graph_cache::rebinder_of(entry& e) {
+  if (!e.rebind)
+    e.rebind = std::make_shared<detail::rebinder>(
+        detail::rebind_settings{options_.rebind, options_.rebind_arguments, options_.rebind_verifications});
+  if (!e.rebind->started()) { // what the executable graph runs now: its current graph, with its key
+    std::vector<cudaGraphNode_t> nodes;
+    e.rebind->start(detail::image_of(detail::current_graph(e.exec)->handle, nodes), e.key, detail::device_ranges());
+  }
+  return *e.rebind;
+}
+
 void graph_cache::update_and_launch(const call_key& key, graph g, const stream& s) {
   entry& e = matched("update_and_launch");
   ++stats_.captures;
   const std::string change = key.changes_from(e.key);
+  const bool rebinding_on = rebinding() && !e.rebind_broken;
+  if (rebinding_on) ++stats_.rebind_fallbacks;
+  // Learning reads both graphs; when every argument that changed re-captures for good it would teach nothing: the
+  // rebinder only notes that its image is out of date (refreshed before its next patch).
+  const bool learning = rebinding_on && (!e.rebind || e.rebind->can_learn(e.key, key));
+  detail::graph_image next;
+  detail::recapture_facts facts;
+  if (learning) {
+    (void)rebinder_of(e);
+    const auto& current = detail::current_graph(e.exec);
+    const auto before = detail::graph_nodes(current->handle);
+    std::vector<cudaGraphNode_t> after;
+    next = detail::image_of(g.get(), after);
+    facts.other_nodes_changed =
+        detail::other_changes(before, after, next, {current.get(), detail::access::state(g).get()});
+  }
   const update_result result = e.exec.update_incremental(g);
+  std::string how;
   switch (result.method) {
   case update_method::none:
     ++stats_.unchanged_recaptures;
-    note(fmt::format("{}: re-captured, graph unchanged", change));
+    how = "re-captured, graph unchanged";
     break;
   case update_method::per_node:
     ++stats_.per_node_updates;
     stats_.nodes_set += result.nodes_set;
-    note(fmt::format("{}: updated {} node(s) in place", change, result.nodes_set));
+    how = fmt::format("re-captured, updated {} node(s) in place", result.nodes_set);
     break;
   case update_method::whole_graph:
     ++stats_.whole_graph_updates;
-    note(fmt::format("{}: whole-graph update ({})", change, result.explanation));
+    how = fmt::format("re-captured, whole-graph update ({})", result.explanation);
     break;
   case update_method::reinstantiated:
     ++stats_.instantiations;
-    note(fmt::format("{}: re-instantiated ({})", change, result.reason()));
+    how = fmt::format("re-captured, re-instantiated ({})", result.reason());
     break;
   case update_method::refused: break; // not asked for: update_incremental re-instantiates here
   }
+  std::string line = fmt::format("{}: {}", change, how);
+  if (rebinding_on && !not_rebound_.empty()) line += fmt::format(" [not patched: {}]", not_rebound_);
+  if (learning) {
+    facts.clean_update = result.method == update_method::none || result.method == update_method::per_node;
+    const std::string learnt = e.rebind->learn(std::move(next), key, facts, detail::device_ranges());
+    if (!learnt.empty()) line += fmt::format(" [rebind: {}]", learnt);
+  } else if (rebinding_on && e.rebind) {
+    e.rebind->mark_stale();
+  }
+  note(std::move(line));
   e.key = key;
   e.exec.launch(s);
   ++stats_.replays;
+}
+
+bool graph_cache::rebind_and_launch(const call_key& key, const stream& s) {
+  entry& e = matched("rebind_and_launch");
+  if (e.rebind->stale()) { // re-captures since the last learning: read what the executable graph runs now
+    std::vector<cudaGraphNode_t> nodes;
+    const std::string note_text = e.rebind->refresh(detail::image_of(detail::current_graph(e.exec)->handle, nodes),
+                                                    e.key, detail::device_ranges());
+    if (!note_text.empty()) note(fmt::format("[rebind: {}]", note_text));
+    if (!e.rebind->can_patch(e.key, key, &not_rebound_)) return false;
+  }
+  const auto& nodes = e.rebind->patch(e.key, key);
+  std::size_t applied = 0;
+  const cudaError_t rc = detail::apply_patch(e.exec, e.rebind->image(), nodes, applied);
+  if (rc != cudaSuccess) {
+    // The nodes set so far are marked patched in the executable graph: the re-capture's update sets them again.
+    e.rebind.reset();
+    e.rebind_broken = true;
+    not_rebound_ = fmt::format("CUDA refused patching node {} ({}): rebinding is off for this graph",
+                               nodes[applied], cudaGetErrorName(rc));
+    return false;
+  }
+  note(fmt::format("{}: patched {} node(s) in place, no capture", key.changes_from(e.key), nodes.size()));
+  e.key = key;
+  ++stats_.rebinds;
+  stats_.nodes_patched += nodes.size();
+  e.exec.launch(s);
+  ++stats_.replays;
+  return true;
+}
+
+graph_cache::entry* graph_cache::most_recent() noexcept {
+  entry* best = nullptr;
+  for (auto& e : entries_)
+    if (best == nullptr || e->last_used > best->last_used) best = e.get();
+  return best;
+}
+
+std::vector<argument_binding> graph_cache::bindings() {
+  entry* e = most_recent();
+  if (e == nullptr) return {};
+  auto& rb = rebinder_of(*e);
+  const auto& current = detail::current_graph(e->exec);
+  const auto nodes = detail::graph_nodes(current->handle);
+  return rb.bindings([&](std::size_t i) { return i < nodes.size() ? detail::node_name(current.get(), nodes[i]) : ""; });
+}
+
+graph_description graph_cache::describe() {
+  entry* e = most_recent();
+  if (e == nullptr) return {};
+  const auto& current = detail::current_graph(e->exec);
+  graph_description d = detail::describe_graph(current->handle, current.get());
+  if (!rebinding() || e->rebind_broken) return d;
+  auto& rb = rebinder_of(*e);
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) d.nodes[i].bindings = rb.node_bindings(i);
+  return d;
 }
 
 void graph_cache::replay(const stream& s) {
@@ -249,11 +376,12 @@ void graph_cache::note(std::string reason) {
 std::string graph_cache::report(std::string_view name) const {
   const auto& s = stats_;
   std::string out = fmt::format("{}: {} calls, {} replays, {} warm-ups, {} captures, {} instantiations, "
-                                "{} per-node updates ({} nodes set), {} whole-graph updates, {} unchanged "
-                                "re-captures, {} eager fallbacks, {} evictions, {} graphs cached\n",
-                                name, s.calls, s.replays, s.warmups, s.captures, s.instantiations,
-                                s.per_node_updates, s.nodes_set, s.whole_graph_updates, s.unchanged_recaptures,
-                                s.eager_fallbacks, s.evictions, entries_.size());
+                                "{} rebinds ({} nodes patched), {} per-node updates ({} nodes set), {} whole-graph "
+                                "updates, {} unchanged re-captures, {} eager fallbacks, {} evictions, {} graphs "
+                                "cached\n",
+                                name, s.calls, s.replays, s.warmups, s.captures, s.instantiations, s.rebinds,
+                                s.nodes_patched, s.per_node_updates, s.nodes_set, s.whole_graph_updates,
+                                s.unchanged_recaptures, s.eager_fallbacks, s.evictions, entries_.size());
   for (const auto& r : reasons_) out += fmt::format("  {}\n", r);
   return out;
 }

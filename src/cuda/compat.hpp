@@ -53,6 +53,16 @@ inline cudaError_t get_dependencies(cudaGraphNode_t n, cudaGraphNode_t* deps, st
 #endif
 }
 
+//! A node's dependencies with their edge data (`deps` and `data` may be null to count them).
+inline cudaError_t get_dependencies(cudaGraphNode_t n, cudaGraphNode_t* deps, cudaGraphEdgeData* data,
+                                    std::size_t* count) {
+#if CUDART_VERSION >= 13000
+  return cudaGraphNodeGetDependencies(n, deps, data, count);
+#else
+  return cudaGraphNodeGetDependencies_v2(n, deps, data, count);
+#endif
+}
+
 inline cudaError_t get_dependents(cudaGraphNode_t n, cudaGraphNode_t* deps, std::size_t* count) {
 #if CUDART_VERSION >= 13000
   return neighbours(&cudaGraphNodeGetDependentNodes, n, deps, count);

@@ -15,5 +15,6 @@ CUresult kernel_get_name(const char** name, CUkernel kernel);
 CUresult func_get_param_info(CUfunction function, size_t index, size_t* offset, size_t* size);
 CUresult kernel_get_param_info(CUkernel kernel, size_t index, size_t* offset, size_t* size);
 CUresult kernel_node_get_attribute(CUgraphNode node, CUlaunchAttributeID id, CUlaunchAttributeValue* value);
+CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr pointer);
 
 } // namespace conveyor::detail::driver

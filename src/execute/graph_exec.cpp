@@ -2,6 +2,7 @@
 
 #include "execute/graph_exec_impl.hpp"
 
+#include "cuda/driver.hpp"
 #include "cuda/check.hpp"
 #include "cuda/lifetime.hpp"
 #include "kinds/kind.hpp"
@@ -73,6 +74,59 @@ void release_owned(exec_state& state) noexcept {
 cudaError_t enable_if_zero_disabled(cudaGraphExec_t exec, exec_state& state, cudaGraphNode_t origin) noexcept {
   if (state.zero_disabled.erase(origin) == 0) return cudaSuccess;
   return cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
+}
+
+namespace {
+// Node `position` of the graph `e` was instantiated from, or null when there is none.
+cudaGraphNode_t origin_at(exec_state& state, std::size_t position) {
+  if (state.origin_nodes.empty()) state.origin_nodes = graph_nodes(state.source->handle);
+  return position < state.origin_nodes.size() ? state.origin_nodes[position] : nullptr;
+}
+
+void mark_patched(exec_state& state, std::size_t position) {
+  if (state.patched_flag.size() <= position) state.patched_flag.resize(state.origin_nodes.size(), 0);
+  if (state.patched_flag[position] != 0) return;
+  state.patched_flag[position] = 1;
+  state.patched.push_back(position);
+}
+} // namespace
+
+namespace {
+// Sets node `position` of `e` through `set(exec, origin node)` and marks it patched when CUDA accepts.
+template <class Setter>
+cudaError_t patch_node(graph_exec& e, std::size_t position, Setter set) {
+  auto& state = exec_access::state(e);
+  const cudaGraphNode_t origin = origin_at(state, position);
+  if (origin == nullptr) return cudaErrorInvalidValue;
+  const cudaError_t rc = set(exec_access::handle(e), origin);
+  if (rc == cudaSuccess) mark_patched(state, position);
+  return rc;
+}
+} // namespace
+
+cudaError_t patch_kernel(graph_exec& e, std::size_t position, const CUDA_KERNEL_NODE_PARAMS& params) {
+  return patch_node(e, position, [&](cudaGraphExec_t exec, cudaGraphNode_t origin) {
+    return driver::exec_kernel_node_set_params(reinterpret_cast<CUgraphExec>(exec),
+                                               reinterpret_cast<CUgraphNode>(origin), &params) == CUDA_SUCCESS
+               ? cudaSuccess
+               : cudaErrorInvalidValue;
+  });
+}
+
+cudaError_t patch_memcpy(graph_exec& e, std::size_t position, const cudaMemcpy3DParms& params) {
+  return patch_node(e, position, [&](cudaGraphExec_t exec, cudaGraphNode_t origin) {
+    return cleared(cudaGraphExecMemcpyNodeSetParams(exec, origin, &params));
+  });
+}
+
+cudaError_t patch_memset(graph_exec& e, std::size_t position, const cudaMemsetParams& params) {
+  return patch_node(e, position, [&](cudaGraphExec_t exec, cudaGraphNode_t origin) {
+    return cleared(cudaGraphExecMemsetNodeSetParams(exec, origin, &params));
+  });
+}
+
+const std::shared_ptr<graph_state>& current_graph(const graph_exec& e) noexcept {
+  return exec_access::state(e).current;
 }
 
 } // namespace detail

@@ -4,9 +4,13 @@
 #include "conveyor/execute/graph_exec.hpp"
 
 #include "cuda/lifetime.hpp"
+
+#include <cuda.h>
 #include "kinds/kinds.hpp"
+#include "kinds/walk.hpp"
 #include "model/graph_state.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,7 +52,35 @@ struct exec_state {
   // then kept from each graph applied as a whole): a whole-graph update reports new ones applied and launches keep
   // the old ones, so an update that would change them is refused (update_incremental re-instantiates instead).
   std::optional<std::vector<kernel_attribute>> attributes;
+
+  // Nodes set by position through the patch functions below (graphed's rebinding) since the graph in `current` was
+  // applied: they run other parameters than `current`'s, so update_incremental sets them too (flag by position).
+  std::vector<std::uint8_t> patched_flag;
+  std::vector<std::size_t> patched;
+
+  // `current` read once (kernel parameters, attributes, edges), kept from the comparison that applied it, so that
+  // update_incremental reads only the new graph.
+  std::optional<graph_snapshot> snapshot;
 };
+
+//! The attorney: the library's one way to a graph_exec's handle and state.
+struct exec_access {
+  static cudaGraphExec_t handle(const graph_exec& e) noexcept { return e.handle_; }
+  static exec_state& state(graph_exec& e) noexcept { return *e.impl_; }
+  static const exec_state& state(const graph_exec& e) noexcept { return *e.impl_; }
+};
+
+//! Sets node `position` (creation order of the graph `e` was instantiated from) of `e` to a kernel parameter block
+//! (cuGraphExecKernelNodeSetParams), a memcpy (cudaGraphExecMemcpyNodeSetParams) or a memset
+//! (cudaGraphExecMemsetNodeSetParams), and remembers that the node no longer runs the current graph's parameters
+//! (update_incremental sets it again). Reads nothing else: a replay loop pays the setter alone. Returns CUDA's error
+//! (the node is then left as it was, and not marked). Never throws, but for std::bad_alloc at the first use.
+cudaError_t patch_kernel(graph_exec& e, std::size_t position, const CUDA_KERNEL_NODE_PARAMS& params);
+cudaError_t patch_memcpy(graph_exec& e, std::size_t position, const cudaMemcpy3DParms& params);
+cudaError_t patch_memset(graph_exec& e, std::size_t position, const cudaMemsetParams& params);
+
+//! The CUDA graph whose parameters `e` holds (but for patched nodes) and its state.
+[[nodiscard]] const std::shared_ptr<graph_state>& current_graph(const graph_exec& e) noexcept;
 
 //! Hands what `state` owns node by node to the release queue, behind the fence of its last launch (launches queued
 //! before may still use it), and forgets it. Never throws.

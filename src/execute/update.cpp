@@ -105,6 +105,9 @@ void adopt_current(detail::exec_state& state, const graph& g) {
   state.to_origin.clear();
   state.configs.clear();
   state.read.clear();
+  state.patched.clear();
+  state.patched_flag.clear();
+  state.snapshot.reset();
 }
 
 // After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is
@@ -206,7 +209,9 @@ update_result graph_exec::update_incremental(const graph& g, bool reinstantiate)
   if (!state.current_exact) {
     out.explanation = "parameters were changed by per-node setters since the last update";
   } else {
-    const auto c = detail::compare_graphs(state.current->handle, g.get(), {state.current.get(), access::state(g).get()});
+    detail::graph_snapshot after = detail::snapshot_graph(g.get());
+    if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
+    const auto c = detail::compare_snapshots(*state.snapshot, after, {state.current.get(), access::state(g).get()});
     out.nodes_changed = c.changed.size();
     const auto* names = access::state(g).get();
     auto line = [&](const detail::node_delta& d) {
@@ -216,8 +221,9 @@ update_result graph_exec::update_incremental(const graph& g, bool reinstantiate)
       out.explanation = fmt::format("topology changed: {}", c.topology_reason);
       out.status = update_status::topology_changed;
       try_whole_graph = false; // CUDA refuses a topology change: go straight to a new instantiation
-    } else if (c.changed.empty()) {
+    } else if (c.changed.empty() && state.patched.empty()) {
       adopt_current(state, g);
+      state.snapshot = std::move(after);
       out.method = update_method::none;
       return out;
     } else {
@@ -253,11 +259,40 @@ update_result graph_exec::update_incremental(const graph& g, bool reinstantiate)
           if (d.kind == node_kind::memcpy || d.kind == node_kind::memset)
             (void)detail::enable_if_zero_disabled(handle_, state, origin);
         }
+        // Nodes patched by position (graphed's rebinding) run other parameters than the graph compared against:
+        // they are set to g's as well, changed or not.
+        std::size_t restored = 0;
+        if (failure == cudaSuccess && !state.patched.empty()) {
+          std::vector<std::uint8_t> done(c.after.size(), 0);
+          for (const auto& d : c.changed) done[d.position] = 1;
+          for (std::size_t position : state.patched) {
+            if (position >= c.after.size() || done[position] != 0) continue;
+            const auto& traits = detail::traits_of(detail::kind_of(c.after[position]));
+            failure = traits.copy_to_exec == nullptr
+                          ? cudaErrorNotSupported
+                          : detail::cleared(traits.copy_to_exec(handle_, state.origin_nodes.at(position),
+                                                                c.after[position]));
+            if (failure != cudaSuccess) {
+              out.explanation = fmt::format("per-node update refused ({}) for patched node {}",
+                                            cudaGetErrorName(failure), position);
+              break;
+            }
+            ++restored;
+          }
+        }
         if (failure == cudaSuccess) {
           adopt_current(state, g);
+          state.snapshot = std::move(after);
           out.method = update_method::per_node;
-          out.nodes_set = set;
-          for (const auto& d : c.changed) out.explanation += (out.explanation.empty() ? "" : "; ") + line(d);
+          out.nodes_set = set + restored;
+          // The first few changes by name (naming reads each node again: thousands would cost milliseconds).
+          constexpr std::size_t named = 8;
+          for (std::size_t k = 0; k < c.changed.size() && k < named; ++k)
+            out.explanation += (out.explanation.empty() ? "" : "; ") + line(c.changed[k]);
+          if (c.changed.size() > named) out.explanation += fmt::format("; and {} more", c.changed.size() - named);
+          if (restored > 0)
+            out.explanation += fmt::format("{}{} patched node(s) set to the new graph's parameters",
+                                           out.explanation.empty() ? "" : "; ", restored);
           return out;
         }
         // Some nodes run g's parameters, the others the old ones: the whole-graph update below brings every node

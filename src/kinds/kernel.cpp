@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -56,10 +57,8 @@ constexpr cudaLaunchAttributeID node_attributes[] = {
 #endif
 };
 
-struct attribute_read {
-  cudaError_t rc = cudaSuccess;
-  cudaLaunchAttributeValue value{};
-};
+using attribute_read = kernel_attribute_read;
+static_assert(std::size(node_attributes) == kernel_attribute_slots, "kinds.hpp's slot count follows the list");
 
 static_assert(sizeof(CUlaunchAttributeValue) == sizeof(cudaLaunchAttributeValue),
               "the driver's and the runtime's launch attribute values share one layout");
@@ -216,18 +215,23 @@ bool is_default(cudaLaunchAttributeID id, const attribute_read& r) {
   }
 }
 
-// "attributes: cluster 1x1x1 -> 2x1x1; priority 0 -> -5", or empty when every attribute is the same.
-std::string attribute_changes(cudaGraphNode_t a, cudaGraphNode_t b) {
-  const attribute_read cluster_a = read_attribute(a, cudaLaunchAttributeClusterDimension);
-  const attribute_read cluster_b = read_attribute(b, cudaLaunchAttributeClusterDimension);
-  const bool clusters = has_cluster(cluster_a) || has_cluster(cluster_b);
-  const auto ra = read_attributes(a, cluster_a, clusters);
-  const auto rb = read_attributes(b, cluster_b, clusters);
+// "attributes: cluster 1x1x1 -> 2x1x1; priority 0 -> -5", or empty when every attribute is the same ("unset" also
+// stands for the value a node made without attributes holds). Attributes that only act with clusters are read only
+// from nodes with clusters: where the cluster dimensions differ, those present on one side only are not listed.
+std::string attribute_changes(const std::array<attribute_read, kernel_attribute_slots>& ra,
+                              const std::array<attribute_read, kernel_attribute_slots>& rb) {
+  auto same_at = [&](std::size_t k) {
+    return ra[k].rc == rb[k].rc &&
+           (ra[k].rc != cudaSuccess || same_value(node_attributes[k], ra[k].value, rb[k].value));
+  };
+  bool clusters_differ = false;
+  for (std::size_t k = 0; k < std::size(node_attributes); ++k)
+    if (node_attributes[k] == cudaLaunchAttributeClusterDimension) clusters_differ = !same_at(k);
   std::string out;
   for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
     const cudaLaunchAttributeID id = node_attributes[k];
-    const bool same = ra[k].rc == rb[k].rc && (ra[k].rc != cudaSuccess || same_value(id, ra[k].value, rb[k].value));
-    if (same) continue;
+    if (same_at(k)) continue;
+    if (cluster_only(id) && clusters_differ && (ra[k].rc != cudaSuccess || rb[k].rc != cudaSuccess)) continue;
     out += fmt::format("{}{} {} -> {}", out.empty() ? "attributes: " : "; ", attribute_name(id),
                        value_only(id, ra[k]), value_only(id, rb[k]));
   }
@@ -240,54 +244,7 @@ std::string shape_text(const CUDA_KERNEL_NODE_PARAMS& p) {
 }
 
 param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
-  const auto pa = read_kernel_node(a);
-  const auto pb = read_kernel_node(b);
-  if (!pa || !pb) return param_diff::unknown("kernel parameters unreadable (not comparable)");
-  std::vector<std::string> what;
-  bool settable = true;
-  bool comparable = true;
-  bool updatable = true;
-  if (pa->ctx != pb->ctx) {
-    what.emplace_back("context (device)");
-    settable = false; // CUDA: the owning context of a kernel node cannot change
-  }
-  if (pa->func != pb->func || pa->kern != pb->kern)
-    what.push_back(fmt::format("function {} -> {}", kernel_name(*pa), kernel_name(*pb)));
-  if (pa->gridDimX != pb->gridDimX || pa->gridDimY != pb->gridDimY || pa->gridDimZ != pb->gridDimZ ||
-      pa->blockDimX != pb->blockDimX || pa->blockDimY != pb->blockDimY || pa->blockDimZ != pb->blockDimZ)
-    what.push_back(fmt::format("launch shape {} -> {}", shape_text(*pa), shape_text(*pb)));
-  if (pa->sharedMemBytes != pb->sharedMemBytes)
-    what.push_back(fmt::format("dynamic shared memory {} -> {} B", pa->sharedMemBytes, pb->sharedMemBytes));
-  if (pa->extra != nullptr || pb->extra != nullptr || pa->kernelParams == nullptr || pb->kernelParams == nullptr) {
-    what.emplace_back("arguments passed through 'extra' (not comparable)");
-    comparable = false;
-  } else if (pa->func == pb->func && pa->kern == pb->kern) {
-    const auto layout = parameter_layout(*pa);
-    if (!layout) {
-      what.emplace_back("arguments (layout unknown: not comparable)");
-      comparable = false;
-    } else {
-      std::string args;
-      for (std::size_t i = 0; i < layout->size(); ++i)
-        if (std::memcmp(pa->kernelParams[i], pb->kernelParams[i], (*layout)[i].second) != 0)
-          args += fmt::format("{}{}", args.empty() ? "" : ", ", i);
-      if (!args.empty()) what.push_back("arguments " + args);
-    }
-  } else {
-    what.emplace_back("arguments"); // another function: its arguments are set with it
-  }
-  if (auto attributes = attribute_changes(a, b); !attributes.empty()) {
-    what.push_back(std::move(attributes));
-    // Per-node kernel setters keep the executable node's attributes, and a whole-graph update does not reliably
-    // apply them either (seen on the H200, driver 580: after the first launch, cudaGraphExecUpdate reports success
-    // for new cluster dimensions and the replays keep the old ones): only a new instantiation is safe.
-    settable = false;
-    updatable = false;
-  }
-  if (what.empty()) return param_diff::same();
-  std::string text;
-  for (const auto& w : what) text += (text.empty() ? "" : "; ") + w;
-  return {true, comparable, settable && comparable, updatable, std::move(text)};
+  return compare_kernel_snapshots(read_kernel_snapshot(a), read_kernel_snapshot(b));
 }
 
 cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
@@ -350,6 +307,107 @@ std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_a
 
 extern const kind_traits kernel_kind{node_kind::kernel, "kernel", true, true, true, &compare, &copy_to_exec, &describe};
 
+kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node) {
+  kernel_snapshot s;
+  if (driver::kernel_node_get_params(reinterpret_cast<CUgraphNode>(node), &s.params) != CUDA_SUCCESS) return s;
+  s.readable = true;
+  s.has_extra = s.params.extra != nullptr;
+  s.has_arguments = s.params.kernelParams != nullptr;
+  if (!s.has_extra && s.has_arguments) {
+    s.layout = parameter_layout_ref(s.params);
+    if (s.layout != nullptr) {
+      std::size_t size = 0;
+      for (const auto& [offset, bytes] : *s.layout) size = std::max(size, offset + bytes);
+      s.arguments.resize(size);
+      for (std::size_t i = 0; i < s.layout->size(); ++i)
+        std::memcpy(s.arguments.data() + (*s.layout)[i].first, s.params.kernelParams[i], (*s.layout)[i].second);
+    }
+  }
+  s.params.kernelParams = nullptr;
+  s.params.extra = nullptr;
+  const auto reads = read_attributes(node, read_attribute(node, cudaLaunchAttributeClusterDimension));
+  for (std::size_t k = 0; k < reads.size(); ++k) {
+    if (is_unset(node_attributes[k], reads[k])) continue;
+    s.set_attributes |= 1U << k;
+    s.attribute_values.push_back(reads[k].value);
+  }
+  return s;
+}
+
+namespace {
+// The attributes of a snapshot as reads: the value a node made without attributes holds where its bit is clear
+// (so that messages say "0% -> 50%").
+std::array<attribute_read, kernel_attribute_slots> attribute_reads(const kernel_snapshot& s) {
+  std::array<attribute_read, kernel_attribute_slots> out{};
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < kernel_attribute_slots; ++k) {
+    out[k].rc = cudaSuccess;
+    std::memset(&out[k].value, 0, sizeof out[k].value);
+    if ((s.set_attributes & (1U << k)) == 0) {
+      if (node_attributes[k] == cudaLaunchAttributeMemSyncDomainMap) out[k].value.memSyncDomainMap.remote = 1;
+      continue;
+    }
+    out[k].value = s.attribute_values[next++];
+  }
+  return out;
+}
+} // namespace
+
+param_diff compare_kernel_snapshots(const kernel_snapshot& a, const kernel_snapshot& b) {
+  if (!a.readable || !b.readable) return param_diff::unknown("kernel parameters unreadable (not comparable)");
+  const auto& pa = a.params;
+  const auto& pb = b.params;
+  std::vector<std::string> what;
+  bool settable = true;
+  bool comparable = true;
+  bool updatable = true;
+  if (pa.ctx != pb.ctx) {
+    what.emplace_back("context (device)");
+    settable = false; // CUDA: the owning context of a kernel node cannot change
+  }
+  const bool same_function = pa.func == pb.func && pa.kern == pb.kern;
+  if (!same_function) what.push_back(fmt::format("function {} -> {}", kernel_name(pa), kernel_name(pb)));
+  if (pa.gridDimX != pb.gridDimX || pa.gridDimY != pb.gridDimY || pa.gridDimZ != pb.gridDimZ ||
+      pa.blockDimX != pb.blockDimX || pa.blockDimY != pb.blockDimY || pa.blockDimZ != pb.blockDimZ)
+    what.push_back(fmt::format("launch shape {} -> {}", shape_text(pa), shape_text(pb)));
+  if (pa.sharedMemBytes != pb.sharedMemBytes)
+    what.push_back(fmt::format("dynamic shared memory {} -> {} B", pa.sharedMemBytes, pb.sharedMemBytes));
+  if (a.has_extra || b.has_extra || !a.has_arguments || !b.has_arguments) {
+    what.emplace_back("arguments passed through 'extra' (not comparable)");
+    comparable = false;
+  } else if (same_function) {
+    if (a.layout == nullptr || b.layout == nullptr) {
+      what.emplace_back("arguments (layout unknown: not comparable)");
+      comparable = false;
+    } else if (a.arguments != b.arguments) {
+      std::string args;
+      for (std::size_t i = 0; i < a.layout->size(); ++i) {
+        const auto [offset, size] = (*a.layout)[i];
+        if (std::memcmp(a.arguments.data() + offset, b.arguments.data() + offset, size) != 0)
+          args += fmt::format("{}{}", args.empty() ? "" : ", ", i);
+      }
+      what.push_back("arguments " + args);
+    }
+  } else {
+    what.emplace_back("arguments"); // another function: its arguments are set with it
+  }
+  std::string attributes;
+  if (a.set_attributes != 0 || b.set_attributes != 0)
+    attributes = attribute_changes(attribute_reads(a), attribute_reads(b));
+  if (!attributes.empty()) {
+    what.push_back(std::move(attributes));
+    // Per-node kernel setters keep the executable node's attributes, and a whole-graph update does not reliably
+    // apply them either (seen on the H200, driver 580: after the first launch, cudaGraphExecUpdate reports success
+    // for new cluster dimensions and the replays keep the old ones): only a new instantiation is safe.
+    settable = false;
+    updatable = false;
+  }
+  if (what.empty()) return param_diff::same();
+  std::string text;
+  for (const auto& w : what) text += (text.empty() ? "" : "; ") + w;
+  return {true, comparable, settable && comparable, updatable, std::move(text)};
+}
+
 std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node) {
   CUDA_KERNEL_NODE_PARAMS p{};
   if (driver::kernel_node_get_params(reinterpret_cast<CUgraphNode>(node), &p) != CUDA_SUCCESS) return std::nullopt;
@@ -370,14 +428,15 @@ std::string kernel_name(cudaGraphNode_t node) {
   return p ? kernel_name(*p) : std::string{};
 }
 
-std::optional<std::vector<std::pair<std::size_t, std::size_t>>> parameter_layout(const CUDA_KERNEL_NODE_PARAMS& p) {
+const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(const CUDA_KERNEL_NODE_PARAMS& p) {
   using layout = std::vector<std::pair<std::size_t, std::size_t>>;
   static std::mutex mutex;
+  // Node-based: an entry's address stays valid while others are added (callers keep pointers to it).
   static std::unordered_map<const void*, std::optional<layout>> cache;
   const void* key = p.func != nullptr ? static_cast<const void*>(p.func) : static_cast<const void*>(p.kern);
-  if (key == nullptr) return std::nullopt;
+  if (key == nullptr) return nullptr;
   std::lock_guard lock(mutex);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (auto it = cache.find(key); it != cache.end()) return it->second ? &*it->second : nullptr;
   layout out;
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0;
@@ -385,10 +444,20 @@ std::optional<std::vector<std::pair<std::size_t, std::size_t>>> parameter_layout
     const CUresult rc = p.func != nullptr ? driver::func_get_param_info(p.func, i, &offset, &size)
                                           : driver::kernel_get_param_info(p.kern, i, &offset, &size);
     if (rc == CUDA_ERROR_INVALID_VALUE) break; // past the last parameter
-    if (rc != CUDA_SUCCESS) return cache[key] = std::nullopt;
+    if (rc != CUDA_SUCCESS) {
+      cache[key] = std::nullopt;
+      return nullptr;
+    }
     out.emplace_back(offset, size);
   }
-  return cache[key] = out;
+  auto& entry = cache[key] = std::move(out);
+  return &*entry;
+}
+
+std::optional<std::vector<std::pair<std::size_t, std::size_t>>> parameter_layout(const CUDA_KERNEL_NODE_PARAMS& p) {
+  const auto* layout = parameter_layout_ref(p);
+  if (layout == nullptr) return std::nullopt;
+  return *layout;
 }
 
 cudaGraphNode_t add_kernel(cudaGraph_t g, node_handles deps, const launch_config& cfg, const void* function,

@@ -8,7 +8,9 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
@@ -29,6 +31,38 @@ std::string kernel_name(cudaGraphNode_t node);
 //! (offset, size) in bytes of each parameter (cuFuncGetParamInfo / cuKernelGetParamInfo), cached per function;
 //! nullopt when the driver cannot tell.
 std::optional<std::vector<std::pair<std::size_t, std::size_t>>> parameter_layout(const CUDA_KERNEL_NODE_PARAMS& p);
+//! parameter_layout's cached entry itself (valid for the life of the process), or null when the driver cannot tell.
+const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(const CUDA_KERNEL_NODE_PARAMS& p);
+//! One launch attribute as read from a kernel node: rc is cudaSuccess when the node holds a value.
+struct kernel_attribute_read {
+  cudaError_t rc = cudaErrorInvalidValue;
+  cudaLaunchAttributeValue value{};
+};
+//! The launch attributes a comparison reads from each kernel node (kernel.cpp's list).
+#if CUDART_VERSION >= 13000
+inline constexpr std::size_t kernel_attribute_slots = 11;
+#else
+inline constexpr std::size_t kernel_attribute_slots = 10;
+#endif
+//! Everything CUDA launches a kernel node with, read once: the parameter block, the argument bytes and the launch
+//! attributes. Comparisons of whole graphs read each graph's nodes once into these (walk.hpp's graph_snapshot).
+struct kernel_snapshot {
+  bool readable = false;           //!< the driver could read the node
+  CUDA_KERNEL_NODE_PARAMS params{}; //!< kernelParams and extra cleared (see has_arguments, has_extra)
+  bool has_arguments = false;      //!< the node holds kernelParams
+  bool has_extra = false;          //!< the node passes its arguments through `extra` (not comparable)
+  const std::vector<std::pair<std::size_t, std::size_t>>* layout = nullptr; //!< parameter offsets and sizes
+  std::vector<unsigned char> arguments; //!< the argument bytes at their offsets (when layout is known)
+  //! Bit k: the k-th attribute of kernel.cpp's list holds something other than what a node made without attributes
+  //! holds (cluster-only attributes are read only from nodes with clusters). Most nodes: 0, and nothing stored.
+  std::uint32_t set_attributes = 0;
+  std::vector<cudaLaunchAttributeValue> attribute_values; //!< one per set bit, in bit order
+};
+//! Reads `node` (one parameter read, one per attribute). Never throws but for std::bad_alloc.
+kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node);
+struct param_diff;
+//! What differs between two kernel nodes read so (the kernel kind's compare).
+param_diff compare_kernel_snapshots(const kernel_snapshot& a, const kernel_snapshot& b);
 cudaGraphNode_t add_kernel(cudaGraph_t g, node_handles deps, const launch_config& cfg, const void* function,
                            void** arguments);
 //! The function and launch configuration a kernel node was made with (`cudaGraphKernelNodeGetParams`).

@@ -3,9 +3,11 @@
 // basis of diff, update_incremental and the child-graph kind's own comparison) and describing one.
 
 #include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
 
 #include <cstddef>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace conveyor::detail {
@@ -25,6 +27,27 @@ struct graph_comparison {
   std::vector<cudaGraphNode_t> before; //!< nodes of `before`, creation order
   std::vector<cudaGraphNode_t> after;  //!< nodes of `after`, creation order
 };
+
+//! An edge as (from index, to index, from port, to port, dependency type), sorted in a snapshot.
+using indexed_edge = std::tuple<std::size_t, std::size_t, int, int, int>;
+
+//! A graph read once for comparisons: nodes in creation order with their kinds, edges by index, and every kernel
+//! node's parameters and attributes (other kinds are compared through their handles, which stay valid while the
+//! graph does).
+struct graph_snapshot {
+  std::vector<cudaGraphNode_t> nodes;
+  std::vector<node_kind> kinds;
+  std::vector<indexed_edge> edges;
+  std::vector<kernel_snapshot> kernels; //!< by position; unread (readable false) for other kinds
+};
+
+//! Reads `g` into a snapshot. \throws cuda_error when the graph cannot be read.
+[[nodiscard]] graph_snapshot snapshot_graph(cudaGraph_t g);
+
+//! Compares two snapshots as compare_graphs does: topology first, then every node (kernel nodes from the snapshots,
+//! others through the kind table). \throws cuda_error when a node cannot be read.
+[[nodiscard]] graph_comparison compare_snapshots(const graph_snapshot& before, const graph_snapshot& after,
+                                                 const compare_context& ctx);
 
 //! Nodes of `g` in creation order (`cudaGraphGetNodes`). \throws cuda_error.
 [[nodiscard]] std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g);

@@ -64,6 +64,7 @@ std::string node_text(const node_description& n) {
   }
   if (n.kind == node_kind::memcpy) text += fmt::format(" {} {}", n.copy_kind, size_text(n.bytes));
   if (n.kind == node_kind::memset || n.kind == node_kind::mem_alloc) text += fmt::format(" {}", size_text(n.bytes));
+  for (const auto& b : n.bindings) text += fmt::format("\nbinds {}", b);
   return text;
 }
 
@@ -101,6 +102,7 @@ nlohmann::json to_json_value(const graph_description& d) {
     if (n.kind == node_kind::memcpy || n.kind == node_kind::memset || n.kind == node_kind::mem_alloc)
       j["bytes"] = n.bytes;
     if (n.kind == node_kind::memcpy) j["copy_kind"] = n.copy_kind;
+    if (!n.bindings.empty()) j["bindings"] = n.bindings;
     if (!n.bodies.empty()) {
       j["bodies"] = nlohmann::json::array();
       for (const auto& body : n.bodies) j["bodies"].push_back(to_json_value(body));

@@ -3,6 +3,7 @@
 #include "bench/collect.hpp"
 #include "bench/plan.hpp"
 #include "bench/graphed_overhead.hpp"
+#include "bench/graphed_rebind.hpp"
 #include "bench/report.hpp"
 
 #include <fmt/format.h>
@@ -191,6 +192,31 @@ TEST(GraphedOverhead, TableShowsBothRowsAndTheDifference) {
   EXPECT_NE(md.find("| `graphed::operator()`"), std::string::npos) << md;
   EXPECT_NE(md.find("**0.250 µs per call**"), std::string::npos) << md;
   EXPECT_NE(md.find("1.25"), std::string::npos) << md;
+}
+
+TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
+  conveyor::bench::rebind_row eager;
+  eager.name = "graphed/eager/N=1000";
+  eager.what = "eager";
+  eager.nodes = 1000;
+  eager.us = 4000;
+  eager.eager_us = 4000;
+  conveyor::bench::rebind_row all = eager;
+  all.name = "graphed/pointer-all-nodes/N=1000";
+  all.reached = 1000;
+  all.us = 1300;
+  all.call_us = 300;      // in the call
+  all.replay_call_us = 50; // replay's
+  all.rebinds = 21;
+  const std::string md = conveyor::bench::format_graphed_rebind({eager, all});
+  EXPECT_NE(md.find("| `graphed/pointer-all-nodes/N=1000`"), std::string::npos) << md;
+  EXPECT_NE(md.find(" 250 | "), std::string::npos) << md;   // above replay: 300 - 50
+  EXPECT_NE(md.find(" 0.250 | "), std::string::npos) << md; // per reached node
+  EXPECT_NE(md.find(" 0.325 | "), std::string::npos) << md; // 1300 / 4000
+  EXPECT_NE(md.find(" 1.000 | "), std::string::npos) << md; // eager against itself
+  const std::string cost = conveyor::bench::format_recapture_cost({{10000, 15000, 5000}});
+  EXPECT_NE(cost.find("| 10000 |      15000 |"), std::string::npos) << cost;
+  EXPECT_NE(cost.find(" 0.500 |"), std::string::npos) << cost; // µs per node
 }
 
 TEST(Format, SummaryIsMedianThenRange) { EXPECT_EQ(format_summary({9.01, 8.95, 9.2}), "9.01 [8.95–9.20]"); }

@@ -5,6 +5,7 @@
 //! Plain logic around graph_exec, usable on its own and testable without a GPU (plan, bucket_for, keys).
 
 #include "conveyor/assembly/graphed_types.hpp"
+#include "conveyor/define/description.hpp"
 #include "conveyor/define/graph.hpp"
 #include "conveyor/execute/graph_exec.hpp"
 #include "conveyor/runtime/stream.hpp"
@@ -19,6 +20,10 @@
 
 namespace conveyor {
 
+namespace detail {
+class rebinder; // the learnt mapping of arguments to node fields (src/assembly/rebind.hpp)
+} // namespace detail
+
 //! What a call should do, decided from its key by graph_cache::plan.
 enum class call_plan {
   eager_warmup,   //!< run the callable eagerly (warm-up of a new shape)
@@ -26,6 +31,7 @@ enum class call_plan {
   capture_new,    //!< capture and instantiate a new executable graph
   recapture,      //!< capture and update the matching executable graph in place (arguments changed)
   replay,         //!< launch the matching executable graph
+  rebind,         //!< patch the changed arguments into the matching executable graph (no capture), then launch
 };
 
 //! Executable graphs keyed by call shape (see call_key), with warm-up counting, bucket padding, LRU eviction and a
@@ -36,13 +42,17 @@ public:
   explicit graph_cache(graphed_options options);
   graph_cache(const graph_cache&) = delete;
   graph_cache& operator=(const graph_cache&) = delete;
-  graph_cache(graph_cache&&) noexcept = default;
-  graph_cache& operator=(graph_cache&&) noexcept = default;
-  ~graph_cache() = default;
+  //! Moves the cache; `other` is left without graphs.
+  graph_cache(graph_cache&&) noexcept;
+  //! Replaces this cache by `other`'s (its graphs are destroyed without waiting for their launches).
+  graph_cache& operator=(graph_cache&&) noexcept;
+  //! Destroys the executable graphs without waiting for their launches. Never throws.
+  ~graph_cache();
 
   //! The bucket `n` pads to, or nullopt when `n` is above the largest bucket. Without buckets, `n` itself.
   [[nodiscard]] std::optional<std::size_t> bucket_for(std::size_t n) const noexcept;
-  //! Decides what the call with `key` does; counts the call and its warm-ups.
+  //! Decides what the call with `key` does; counts the call and its warm-ups. A known shape whose binding changed
+  //! is rebind when every changed argument's words are verified (see rebind_policy), else recapture.
   //! \throws std::invalid_argument when a static pointer changed (a replay would read the old address).
   [[nodiscard]] call_plan plan(const call_key& key);
   //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap, without waiting
@@ -55,6 +65,13 @@ public:
   //! After recapture: updates the executable graph plan() matched to `g` (graph_exec::update_incremental), then
   //! launches it on `s`. \throws std::logic_error when plan() matched none; cuda_error from update or launch.
   void update_and_launch(const call_key& key, graph g, const stream& s);
+  //! After rebind: patches the changed arguments' fields into the executable graph plan() matched (per-node
+  //! setters: cuGraphExecKernelNodeSetParams, cudaGraphExecMemcpyNodeSetParams, cudaGraphExecMemsetNodeSetParams),
+  //! then launches it on `s`. Returns false, launching nothing, when CUDA refused a setter (rebinding is then off
+  //! for that graph) or when re-reading the graph after re-captures showed an argument no longer where it was
+  //! learnt (that argument re-captures from then on): the caller re-captures (update_and_launch).
+  //! \throws std::logic_error when plan() matched none; cuda_error from launch.
+  [[nodiscard]] bool rebind_and_launch(const call_key& key, const stream& s);
   //! Launches the executable graph plan() matched on `s`. \throws std::logic_error when plan() matched none;
   //! cuda_error from launch.
   void replay(const stream& s);
@@ -71,14 +88,27 @@ public:
   [[nodiscard]] std::size_t cached_graphs() const noexcept { return entries_.size(); }
   //! A readable table of the statistics and the most recent reasons, headed by `name`.
   [[nodiscard]] std::string report(std::string_view name) const;
+  //! The rebinding map of the most recently used executable graph: for each binding argument, its state and the
+  //! node fields holding it (candidates until a re-capture verified them). Reads the graph when nothing was learnt
+  //! yet. Empty when no graph is cached. \throws cuda_error when the graph cannot be read.
+  [[nodiscard]] std::vector<argument_binding> bindings();
+  //! The most recently used executable graph's graph as exports show it (observe/export.hpp), each node listing
+  //! the arguments patched into it (node_description::bindings). Empty when no graph is cached.
+  //! \throws cuda_error when the graph cannot be read.
+  [[nodiscard]] graph_description describe();
 
 private:
   struct entry {
-    call_key key;
+    call_key key;      // the binding the executable graph runs
     graph_exec exec;
     std::uint64_t last_used = 0;
+    std::shared_ptr<detail::rebinder> rebind; // null until a binding changes (or rebinding is off)
+    bool rebind_broken = false;               // CUDA refused a patch: re-capture from now on
   };
   void note(std::string reason);
+  [[nodiscard]] bool rebinding() const noexcept;
+  detail::rebinder& rebinder_of(entry& e);
+  entry* most_recent() noexcept;
   entry& insert(const call_key& key, graph g);
   entry& matched(const char* call);
 
@@ -88,6 +118,7 @@ private:
   std::vector<std::unique_ptr<entry>> entries_;
   std::vector<std::pair<call_key, int>> warmups_; // per shape
   entry* matched_ = nullptr;                       // set by plan()
+  std::string not_rebound_;                        // why plan() chose recapture over rebind
   std::uint64_t clock_ = 0;
 };
 

@@ -60,7 +60,8 @@ void key_argument(call_key& key, const T& value, std::size_t position, const key
       bits = static_cast<std::uint64_t>(static_cast<std::underlying_type_t<T>>(value));
     else
       bits = static_cast<std::uint64_t>(value);
-    key.add(bits, how.user_keyed ? argument_role::binding : argument_role::shape, argument_kind::integer, position);
+    key.add(bits, how.user_keyed ? argument_role::binding : argument_role::shape, argument_kind::integer, position,
+            sizeof(T));
   } else if constexpr (std::is_floating_point_v<T> && sizeof(T) <= sizeof(std::uint64_t)) {
     std::uint64_t bits = 0;
     std::memcpy(&bits, &value, sizeof(T));
@@ -87,9 +88,14 @@ void key_argument(call_key& key, const T& value, std::size_t position, const key
 //! trivially copyable) does not compile unless it is wrapped in conveyor::unkeyed or a key function is given.
 //! - a new shape runs eagerly `warmup_calls` times, then is captured and instantiated;
 //! - a known shape with the same binding replays its executable graph (one cudaGraphLaunch);
-//! - a known shape with another binding is captured again and the executable graph updated in place, setting only
-//!   the nodes that differ (graph_exec::update_incremental), falling back to whole-graph update, then to
-//!   re-instantiation; the reason ("argument 1 pointer changed from 0x... to 0x...") is recorded;
+//! - a known shape with another binding is *rebound* when graphed knows where the changed values sit in the graph:
+//!   the fields holding them (kernel arguments, copy and memset pointers, memset values) are patched in place with
+//!   per-node setters, without capturing again (see rebind_policy: the mapping is learnt from a re-capture and
+//!   verified before it is trusted);
+//! - otherwise it is captured again and the executable graph updated in place, setting only the nodes that differ
+//!   (graph_exec::update_incremental), falling back to whole-graph update, then to re-instantiation; that re-capture
+//!   also teaches the mapping. The reason of every such call ("argument 1 pointer changed from 0x... to 0x...:
+//!   patched 1 node(s) in place, no capture") is recorded (reasons());
 //! - a batch_size above the largest bucket runs eagerly, with the reason recorded.
 //! Arguments are copied for the call. Graphs allocating with cudaMallocAsync draw on the device's graph memory
 //! pool, which all executable graphs share; capture buckets largest first (prepare) so smaller graphs reuse it.
@@ -129,6 +135,10 @@ public:
     case call_plan::eager_fallback: std::apply([&](auto&... v) { f_(s, v...); }, values); return;
     case call_plan::capture_new: core_.add_and_launch(key, record(s, values), s); return;
     case call_plan::recapture: core_.update_and_launch(key, record(s, values), s); return;
+    case call_plan::rebind:
+      if (core_.rebind_and_launch(key, s)) return;
+      core_.update_and_launch(key, record(s, values), s); // CUDA refused a patch: capture after all
+      return;
     }
   }
 
@@ -160,6 +170,12 @@ public:
   [[nodiscard]] std::size_t cached_graphs() const noexcept { return core_.cached_graphs(); }
   //! A readable table of statistics and recent reasons, headed by `name`.
   [[nodiscard]] std::string report(std::string_view name = "graphed") const { return core_.report(name); }
+  //! Where each binding argument sits in the most recently used executable graph, and whether a change of it is
+  //! patched in place or re-captured (graph_cache::bindings). \throws cuda_error when the graph cannot be read.
+  [[nodiscard]] std::vector<argument_binding> bindings() { return core_.bindings(); }
+  //! The most recently used executable graph's graph for the DOT/JSON exports, each node listing the arguments
+  //! patched into it (graph_cache::describe). \throws cuda_error when the graph cannot be read.
+  [[nodiscard]] graph_description describe() { return core_.describe(); }
 
 private:
   template <class Tuple>

@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace conveyor {
@@ -26,6 +28,21 @@ struct batch_size {
   constexpr explicit batch_size(std::size_t n) : real(n), padded(n) {}
   //! A size of `n` padded to `p` (for eager calls that mirror a graphed one).
   constexpr batch_size(std::size_t n, std::size_t p) : real(n), padded(p) {}
+};
+
+//! How graphed brings an executable graph to a call whose binding (pointers, scalars, struct bytes) changed.
+enum class rebind_policy : std::uint8_t {
+  //! Learn where the argument's value sits in the graph's nodes (kernel arguments, copy and memset pointers, memset
+  //! values) from a re-capture in which it changed, verify that the value moved exactly as predicted there, and from
+  //! then on patch those fields in place with per-node setters, without capturing again. Anything the mapping does not
+  //! explain (a value the callable transforms, uses on the host, or that reaches a child graph) keeps re-capturing.
+  automatic,
+  //! The caller promises the value is embedded as it is (a pointer possibly at fixed offsets inside its allocation):
+  //! patched from the first change on, without a verifying re-capture. Fields that hold the same value by
+  //! coincidence are patched too: use automatic when unsure.
+  patch,
+  //! Always capture again and update (the previous behaviour; for arguments the callable transforms).
+  recapture,
 };
 
 //! Options of a graphed callable. A plain value.
@@ -49,6 +66,14 @@ struct graphed_options {
   capture_mode mode = capture_mode::thread_local_;
   //! Most recent reasons kept for report().
   std::size_t max_reasons = 64;
+  //! How a changed binding argument reaches the executable graph (see rebind_policy); rebind_policy::recapture
+  //! for every argument turns rebinding off.
+  rebind_policy rebind = rebind_policy::automatic;
+  //! Per-argument overrides of `rebind`: (position, policy), positions 0-based after the stream.
+  std::vector<std::pair<std::size_t, rebind_policy>> rebind_arguments;
+  //! Re-captures in which an argument must have changed, each explained exactly by the learned mapping, before
+  //! rebind_policy::automatic patches it (at least 1).
+  int rebind_verifications = 1;
 };
 
 //! Counts of what a graphed callable did. A plain value.
@@ -64,6 +89,9 @@ struct graphed_statistics {
   std::size_t instantiations = 0;      //!< executable graphs made (first capture of a shape, or topology change)
   std::size_t eager_fallbacks = 0;     //!< calls run eagerly because no graph fits (e.g. above the largest bucket)
   std::size_t evictions = 0;           //!< executable graphs dropped by the LRU cap
+  std::size_t rebinds = 0;             //!< calls whose changed arguments were patched in place, without capture
+  std::size_t nodes_patched = 0;       //!< nodes set by those calls
+  std::size_t rebind_fallbacks = 0;    //!< calls that changed an argument rebind cannot patch (yet): re-captured
 };
 
 //! A graphed argument the key must not look at: its value does not change what the captured work does (a logger,
@@ -141,6 +169,10 @@ public:
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
   //! Entry `i` (below size()).
   [[nodiscard]] const argument_key& operator[](std::size_t i) const noexcept { return args_[i]; }
+  //! The bytes of entry `i` when it is argument_kind::bytes (else empty).
+  [[nodiscard]] const unsigned char* bytes_of(std::size_t i) const noexcept {
+    return args_[i].kind == argument_kind::bytes ? bytes_.data() + args_[i].bits : nullptr;
+  }
   //! The user key, when a key function gave one.
   [[nodiscard]] bool has_user_key() const noexcept { return has_user_key_; }
   [[nodiscard]] std::uint64_t user_key() const noexcept { return user_key_; }
@@ -162,5 +194,35 @@ private:
   bool has_user_key_ = false;
   std::vector<unsigned char> bytes_; // values of argument_kind::bytes entries
 };
+
+//! Where rebinding stands for one argument of a graphed callable's executable graph.
+enum class binding_state : std::uint8_t {
+  learning,  //!< not verified yet: a change re-captures, and teaches where the argument is embedded
+  patched,   //!< verified (or declared rebind_policy::patch): a change patches its sites in place, without capture
+  recaptured, //!< a change always re-captures (declared so, or the mapping could not explain a change: see reason)
+};
+
+//! One field of one node that holds (a word of) an argument's value.
+struct binding_site {
+  std::size_t node = 0;        //!< node position in creation order of the executable graph's graph
+  std::string node_name;       //!< the node's label, else its kernel name, else its kind
+  std::string field;           //!< "kernel parameter 2", "kernel parameter 0 bytes 8..15", "memcpy source", ...
+  std::int64_t offset = 0;     //!< the field's value minus the argument's (bytes inside the allocation; 0: as is)
+  std::size_t value_offset = 0; //!< where the word sits inside the argument's value, bytes (structs)
+  std::size_t width = 0;       //!< bytes of the word: 4 or 8
+  bool verified = false;       //!< seen to move with the argument in a re-capture (or declared patch)
+};
+
+//! The mapping of one binding argument: its state and the node fields it reaches. A plain value.
+struct argument_binding {
+  std::size_t position = 0;                  //!< argument position (0-based, after the stream)
+  argument_kind kind = argument_kind::pointer; //!< what it is
+  binding_state state = binding_state::learning; //!< how a change reaches the graph
+  std::string reason;                        //!< why it re-captures, or how it was verified
+  std::vector<binding_site> sites;           //!< the fields holding it (candidates while learning)
+};
+
+//! "learning", "patched" or "recaptured". Never throws.
+[[nodiscard]] std::string_view to_string(binding_state state) noexcept;
 
 } // namespace conveyor

@@ -29,6 +29,8 @@ struct node_description {
   std::size_t bytes = 0;                  //!< memcpy, memset and mem_alloc nodes: bytes moved, set or reserved
   std::string copy_kind;                  //!< memcpy nodes: "HtoD", "DtoH", "DtoD", "HtoH" or "default"
   std::vector<graph_description> bodies;  //!< child-graph and conditional nodes: the nested graph(s)
+  std::vector<std::string> bindings;      //!< graphed::describe: the arguments patched into the node, e.g.
+                                          //!< "argument 1 -> kernel parameter 2", "argument 0 +4096 B -> memcpy source"
 
   //! The label if given, else the kernel name, else the kind's name: the name exports print first.
   [[nodiscard]] std::string display_name() const;

@@ -22,7 +22,8 @@
 namespace conveyor {
 
 namespace detail {
-struct exec_state; // what an executable graph knows beyond its handle (defined in the library)
+struct exec_state;  // what an executable graph knows beyond its handle (defined in the library)
+struct exec_access; // the attorney: the library's one way to an executable graph's handle and state
 } // namespace detail
 
 //! An executable graph (`cudaGraphExec_t`), move-only; the destructor destroys it (`cudaGraphExecDestroy`) and never
@@ -161,6 +162,7 @@ public:
 
 private:
   friend graph_exec instantiate(const graph&, instantiate_flags, const stream*);
+  friend struct detail::exec_access;
   graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_state> state) noexcept;
   void after_launch(cudaError_t rc, const stream& s) const;
   void set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable);

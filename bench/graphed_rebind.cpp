@@ -1,0 +1,265 @@
+// The `graphed/` group: changed arguments of a graphed call — rebind vs re-capture vs eager (graphed_rebind.hpp).
+#include "bench/graphed_rebind.hpp"
+
+#include "bench/kernels.hpp"
+
+#include <conveyor/assembly/graphed.hpp>
+#include <conveyor/define/capture.hpp>
+#include <conveyor/execute/graph_exec.hpp>
+#include <conveyor/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <vector>
+
+namespace conveyor::bench {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+constexpr int all_floats = rebind_all_floats;
+constexpr int one_floats = rebind_one_floats;
+constexpr float fixed_b = 0.125F; // what nodes 1..N-1 pass where node 0 passes the argument b
+
+// N tiny kernels reading `all` and `a`; node 0 also reads `one` and `b` (the others a fixed buffer and constant).
+// With `remap` set, node 0 does not get `one` itself but a buffer the callable picks by its value (a value the
+// callable transforms): rebinding cannot explain the change and falls back to re-capture.
+struct tiny_chain {
+  int n = 0;
+  float* fixed_one = nullptr;
+  float* remap = nullptr;      // the `one` value that selects remap_a
+  float* remap_a = nullptr;
+  float* remap_b = nullptr;
+  void operator()(const conveyor::stream& s, float* all, float a, float* one, float b) const {
+    float* first = remap == nullptr ? one : (one == remap ? remap_a : remap_b);
+    for (int i = 0; i < n; ++i)
+      launch_rebind_tiny(s.get(), all, a, i == 0 ? first : fixed_one, i == 0 ? b : fixed_b, i);
+    conveyor::check_launch("rebind_tiny (graphed/ benchmark)");
+  }
+};
+
+struct device_floats {
+  float* p = nullptr;
+  explicit device_floats(std::size_t n) {
+    CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)));
+    CONVEYOR_CHECK(cudaMemset(p, 0, n * sizeof(float)));
+  }
+  device_floats(const device_floats&) = delete;
+  device_floats& operator=(const device_floats&) = delete;
+  ~device_floats() { (void)cudaFree(p); }
+  [[nodiscard]] std::vector<float> download(std::size_t n) const {
+    std::vector<float> out(n);
+    CONVEYOR_CHECK(cudaMemcpy(out.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return out;
+  }
+};
+
+// The arguments of call `i` of a case: which pointer or scalar changes from call to call.
+enum class change { none, pointer_all, pointer_one, scalar_all, scalar_one };
+
+struct buffers {
+  device_floats all1{all_floats}, all2{all_floats}, one1{one_floats}, one2{one_floats}, fixed{one_floats};
+  device_floats alt1{one_floats}, alt2{one_floats};
+};
+
+struct call_args {
+  float* all;
+  float a;
+  float* one;
+  float b;
+};
+
+call_args args_for(change c, int i, buffers& b) {
+  call_args out{b.all1.p, 1.0F, b.one1.p, 2.0F};
+  const bool odd = i % 2 != 0;
+  switch (c) {
+  case change::none: break;
+  case change::pointer_all: out.all = odd ? b.all2.p : b.all1.p; break;
+  case change::pointer_one: out.one = odd ? b.one2.p : b.one1.p; break;
+  case change::scalar_all: out.a = 1.0F + 0.5F * static_cast<float>(i % 7); break;
+  case change::scalar_one: out.b = 2.0F + 0.25F * static_cast<float>(i % 5); break;
+  }
+  return out;
+}
+
+double us(clock_type::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+struct timing {
+  double median = 0;
+  double min = 0;
+  double call = 0;
+  std::size_t captures = 0;
+  std::size_t rebinds = 0;
+};
+
+timing run_case(std::size_t n, change c, const conveyor::graphed_options& options, int calls, int warmup,
+                bool transformed) {
+  buffers b;
+  conveyor::stream s;
+  tiny_chain body{static_cast<int>(n), b.fixed.p};
+  if (transformed) body = tiny_chain{static_cast<int>(n), b.fixed.p, b.one1.p, b.alt1.p, b.alt2.p};
+  conveyor::graphed step(body, options);
+  int i = 0;
+  for (; i < warmup; ++i) {
+    const call_args x = args_for(c, i, b);
+    step(s, x.all, x.a, x.one, x.b);
+  }
+  s.synchronize();
+  const auto before = step.statistics();
+  std::vector<double> times;
+  std::vector<double> in_call;
+  times.reserve(static_cast<std::size_t>(calls));
+  in_call.reserve(static_cast<std::size_t>(calls));
+  for (int k = 0; k < calls; ++k, ++i) {
+    const call_args x = args_for(c, i, b);
+    const auto t0 = clock_type::now();
+    step(s, x.all, x.a, x.one, x.b);
+    const auto t1 = clock_type::now();
+    s.synchronize();
+    times.push_back(us(clock_type::now() - t0));
+    in_call.push_back(us(t1 - t0));
+  }
+  const auto after = step.statistics();
+  std::sort(times.begin(), times.end());
+  std::sort(in_call.begin(), in_call.end());
+  return {times[times.size() / 2], times.front(), in_call[in_call.size() / 2], after.captures - before.captures,
+          after.rebinds - before.rebinds};
+}
+
+// Six calls changing every argument in turn, graphed (rebinding) against eager, bitwise.
+void check_against_eager(std::size_t n) {
+  auto run = [&](const conveyor::graphed_options& options) {
+    buffers b;
+    conveyor::stream s;
+    conveyor::graphed step(tiny_chain{static_cast<int>(n), b.fixed.p}, options);
+    const change order[] = {change::none,       change::pointer_all, change::pointer_all, change::pointer_one,
+                            change::pointer_one, change::scalar_all,  change::scalar_all,  change::scalar_one,
+                            change::scalar_one,  change::pointer_all};
+    int i = 0;
+    for (change c : order) {
+      const call_args x = args_for(c, ++i, b);
+      step(s, x.all, x.a, x.one, x.b);
+    }
+    s.synchronize();
+    std::vector<float> out;
+    for (const device_floats* d : {&b.all1, &b.all2}) {
+      const auto v = d->download(all_floats);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    for (const device_floats* d : {&b.one1, &b.one2, &b.fixed}) {
+      const auto v = d->download(one_floats);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  };
+  conveyor::graphed_options rebinding;
+  rebinding.warmup_calls = 0;
+  conveyor::graphed_options eager;
+  eager.disabled = true;
+  const auto graphed = run(rebinding);
+  const auto eager_result = run(eager);
+  if (graphed.size() != eager_result.size() ||
+      std::memcmp(graphed.data(), eager_result.data(), graphed.size() * sizeof(float)) != 0)
+    throw std::runtime_error(fmt::format("graphed/ benchmark: N={}: the rebinding graphed results differ from eager", n));
+}
+
+} // namespace
+
+std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& sizes, int calls) {
+  if (sizes.empty() || calls < 1) throw std::invalid_argument("measure_graphed_rebind: need sizes and calls >= 1");
+  std::vector<rebind_row> rows;
+  for (std::size_t n : sizes) {
+    if (n == 0) throw std::invalid_argument("measure_graphed_rebind: N must be at least 1");
+    check_against_eager(n);
+    conveyor::graphed_options rebinding;
+    rebinding.warmup_calls = 0;
+    conveyor::graphed_options recapturing = rebinding;
+    recapturing.rebind = conveyor::rebind_policy::recapture;
+    conveyor::graphed_options eager;
+    eager.disabled = true;
+    struct spec {
+      const char* name;
+      const char* what;
+      change c;
+      const conveyor::graphed_options* options;
+      std::size_t reached;
+      bool transformed = false;
+    };
+    const spec specs[] = {
+        {"eager", "callable run on the stream (no graph)", change::pointer_all, &eager, 0},
+        {"replay", "same arguments: replay", change::none, &rebinding, 0},
+        {"pointer-1-node", "pointer change reaching 1 node (rebind)", change::pointer_one, &rebinding, 1},
+        {"pointer-all-nodes", "pointer change reaching all N nodes (rebind)", change::pointer_all, &rebinding, n},
+        {"scalar-1-node", "scalar change reaching 1 node (rebind)", change::scalar_one, &rebinding, 1},
+        {"scalar-all-nodes", "scalar change reaching all N nodes (rebind)", change::scalar_all, &rebinding, n},
+        {"recapture-pointer-1-node", "pointer change reaching 1 node, re-capture (rebind off)", change::pointer_one,
+         &recapturing, 1},
+        {"recapture-pointer-all-nodes", "pointer change reaching all N nodes, re-capture (rebind off)",
+         change::pointer_all, &recapturing, n},
+        {"fallback-pointer-1-node", "pointer the callable transforms, 1 node: re-capture (rebind on, learning)",
+         change::pointer_one, &rebinding, 1, true},
+    };
+    double eager_us = 0;
+    double replay_us = 0;
+    double replay_call_us = 0;
+    const std::size_t first = rows.size();
+    for (const spec& sp : specs) {
+      const timing t = run_case(n, sp.c, *sp.options, calls, 3, sp.transformed);
+      if (sp.reached == 0 && sp.options == &eager) eager_us = t.median;
+      if (sp.c == change::none) {
+        replay_us = t.median;
+        replay_call_us = t.call;
+      }
+      rows.push_back({fmt::format("graphed/{}/N={}", sp.name, n), sp.what, n, sp.reached, t.median, t.min, t.call, 0,
+                      0, 0, t.captures, t.rebinds});
+    }
+    for (std::size_t k = first; k < rows.size(); ++k) {
+      rows[k].replay_us = replay_us;
+      rows[k].replay_call_us = replay_call_us;
+      rows[k].eager_us = eager_us;
+    }
+  }
+  return rows;
+}
+
+std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls) {
+  if (sizes.empty() || calls < 1) throw std::invalid_argument("measure_recapture_cost: need sizes and calls >= 1");
+  std::vector<recapture_cost> out;
+  for (std::size_t n : sizes) {
+    if (n == 0) throw std::invalid_argument("measure_recapture_cost: N must be at least 1");
+    buffers b;
+    conveyor::stream s;
+    const tiny_chain body{static_cast<int>(n), b.fixed.p};
+    auto record = [&](float* one) { return conveyor::capture(s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }); };
+    auto exec = conveyor::instantiate(record(b.one1.p));
+    std::vector<double> capture_times;
+    std::vector<double> update_times;
+    for (int k = 0; k < calls + 1; ++k) {
+      const auto t0 = clock_type::now();
+      conveyor::graph g = record(k % 2 == 0 ? b.one2.p : b.one1.p);
+      const auto t1 = clock_type::now();
+      const auto r = exec.update_incremental(g);
+      const auto t2 = clock_type::now();
+      if (r.method != conveyor::update_method::per_node || r.nodes_changed != 1)
+        throw std::runtime_error(fmt::format("measure_recapture_cost: N={}: expected 1 node set, got {}", n,
+                                             r.reason()));
+      exec.launch(s);
+      s.synchronize();
+      if (k == 0) continue; // the first update also reads the executable graph's own graph
+      capture_times.push_back(us(t1 - t0));
+      update_times.push_back(us(t2 - t1));
+    }
+    std::sort(capture_times.begin(), capture_times.end());
+    std::sort(update_times.begin(), update_times.end());
+    out.push_back({n, capture_times[capture_times.size() / 2], update_times[update_times.size() / 2]});
+  }
+  return out;
+}
+
+} // namespace conveyor::bench

@@ -1,0 +1,52 @@
+#pragma once
+//! \file graphed_rebind.hpp
+//! The `graphed/` group of `conveyor bench`: what a conveyor::graphed call costs when its arguments change, against
+//! replay, against full re-capture (rebinding off) and against eager execution. The callable enqueues N tiny kernels
+//! (1 block of 32 threads) that all read one pointer and one scalar argument; node 0 also reads a second pointer and
+//! a second scalar. Changing the first pair reaches all N nodes, the second pair 1 node.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace conveyor::bench {
+
+//! One measured case.
+struct rebind_row {
+  std::string name;        //!< "graphed/pointer-1-node/N=1000"
+  std::string what;        //!< "pointer change reaching 1 node (rebind)"
+  std::size_t nodes = 0;   //!< N
+  std::size_t reached = 0; //!< nodes the change reaches (0 for replay and eager)
+  double us = 0;           //!< host µs per call including the stream synchronisation, median
+  double min_us = 0;       //!< fastest call
+  double call_us = 0;      //!< host µs inside the call alone (patch or capture, update, launch), median
+  double replay_call_us = 0; //!< the replay's call_us of the same N, same run
+  double replay_us = 0;    //!< the replay median of the same N, same run
+  double eager_us = 0;     //!< the eager median of the same N, same run
+  std::size_t captures = 0; //!< captures during the timed calls (0 when every change was patched)
+  std::size_t rebinds = 0;  //!< calls patched without capture during the timed calls
+};
+
+//! Measures the group on the current device for each N in `sizes`, `calls` timed calls per case (after warm-up and
+//! the re-capture that verifies the mapping). Checks the final buffers against an eager run of the same calls.
+//! \throws conveyor::cuda_error when a CUDA call fails; std::invalid_argument for an empty `sizes`, an N of 0 or
+//!         calls below 1; std::runtime_error when a graphed result differs from the eager one.
+[[nodiscard]] std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& sizes, int calls = 21);
+
+//! A Markdown table of the rows: µs per call, host µs in the call and above replay's (per reached node for changes
+//! reaching all nodes), ratio to eager. Host-only (tested without a GPU).
+[[nodiscard]] std::string format_graphed_rebind(const std::vector<rebind_row>& rows);
+
+//! What the re-capture path spends, for each N: capturing the callable, and graph_exec::update_incremental of the
+//! captured graph when 1 of its N kernel nodes changed, host µs (medians of `calls`).
+struct recapture_cost {
+  std::size_t nodes = 0;
+  double capture_us = 0;
+  double update_us = 0;
+};
+//! Measures recapture_cost on the current device. \throws conveyor::cuda_error; std::invalid_argument as above.
+[[nodiscard]] std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls = 11);
+//! A Markdown table of them (host-only).
+[[nodiscard]] std::string format_recapture_cost(const std::vector<recapture_cost>& rows);
+
+} // namespace conveyor::bench

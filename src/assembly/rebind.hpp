@@ -1,0 +1,180 @@
+#pragma once
+// Internal (assembly layer): rebinding — patching the fields of an executable graph's nodes that embed a graphed
+// call's arguments, without capturing again.
+//
+// The mapping from arguments to node fields is learnt, not guessed:
+// 1. scan: every word of the graph's patchable fields (kernel argument bytes, memcpy source and destination, memset
+//    destination and value) that equals a word of an argument's value, or, for an address, points into the same
+//    allocation, is a candidate site (field = value + offset);
+// 2. verify: at a re-capture in which arguments changed, each candidate site of a changed word must hold exactly the
+//    new value + its offset (confirmed), or be unchanged (a coincidence: dropped); every changed byte of the graph
+//    must be explained by a confirmed site, and nothing else may change (function, launch shape, sizes, other kinds
+//    of node). A word seen so (rebind_verifications times) is verified;
+// 3. patch: a call whose changed words are all verified writes them into the fields of their sites and sets those
+//    nodes (per-node setters); anything else re-captures, and teaches.
+// Anything the mapping cannot explain — a value the callable transforms, uses on the host, reads from memory, or
+// passes into a child graph or a conditional body — sends that argument to re-capture for good, with the reason.
+//
+// The logic here is plain C++ over images of graphs (testable without a GPU); rebind_cuda.cpp reads images from CUDA
+// graphs and applies patches to executable graphs.
+
+#include "conveyor/assembly/graphed_types.hpp"
+#include "conveyor/define/node_kind.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace conveyor::detail {
+
+//! What one node of a captured graph holds, as rebind reads and patches it.
+struct node_image {
+  node_kind kind = node_kind::other;
+  //! Kernel (arguments readable), memcpy between addresses or memset: `bytes` can be patched.
+  bool patchable = false;
+  //! Parameters that must stay equal between captures (function, launch shape, sizes), as bytes.
+  std::vector<unsigned char> fixed;
+  //! Patchable bytes: kernel argument bytes at their offsets; memcpy source | destination; memset destination |
+  //! value (4-byte elements only).
+  std::vector<unsigned char> bytes;
+  //! (offset, size) of each parameter inside `bytes` (kernel parameters; memcpy: source, destination; memset:
+  //! destination, value).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> fields;
+  //! For applying patches: the parameter blocks read from the node (pointers in them are replaced before use).
+  CUDA_KERNEL_NODE_PARAMS kernel{};
+  cudaMemcpy3DParms copy{};
+  cudaMemsetParams fill{};
+  //! Kernel nodes: pointers to each parameter inside `bytes` (filled when a patch is applied).
+  std::vector<void*> argument_pointers;
+};
+
+//! A graph as rebind sees it: its nodes in creation order.
+struct graph_image {
+  std::vector<node_image> nodes;
+};
+
+//! The allocation an address belongs to: (base, size in bytes), or nullopt (not device memory).
+using range_query = std::function<std::optional<std::pair<std::uint64_t, std::uint64_t>>(std::uint64_t)>;
+
+//! What a re-capture tells rebind besides the two images.
+struct recapture_facts {
+  //! The executable graph took the new graph's parameters by its cheapest means (update none or per_node): no
+  //! attribute or topology change, nothing that needed a whole-graph update or a new instantiation.
+  bool clean_update = true;
+  //! Nodes rebind does not image (host, child graph, conditional, event, ... nodes) whose parameters changed.
+  std::vector<std::size_t> other_nodes_changed;
+};
+
+//! Settings of one rebinder.
+struct rebind_settings {
+  rebind_policy policy = rebind_policy::automatic;
+  std::vector<std::pair<std::size_t, rebind_policy>> per_argument;
+  int verifications = 1;
+  [[nodiscard]] rebind_policy of(std::size_t position) const noexcept;
+};
+
+//! The learnt mapping of one executable graph (one shape of a graphed callable) and the image of what it runs.
+//! Not thread-safe (as graphed).
+class rebinder {
+public:
+  explicit rebinder(rebind_settings settings) : settings_(std::move(settings)) {}
+
+  //! Starts over from `image`, which the executable graph runs with the binding `key`: scans for candidate sites.
+  void start(graph_image image, const call_key& key, const range_query& ranges);
+  //! True once start() has been called.
+  [[nodiscard]] bool started() const noexcept { return started_; }
+
+  //! Learns from a re-capture: `next` was captured with `key` and the executable graph now runs it. Returns a
+  //! readable note of what was learnt (empty when nothing).
+  std::string learn(graph_image next, const call_key& key, const recapture_facts& facts, const range_query& ranges);
+
+  //! True when a re-capture from `from` to `to` can teach something: a binding argument that changed is not sent to
+  //! re-capture for good (or nothing was learnt yet). When false, the caller may skip learning and mark_stale().
+  [[nodiscard]] bool can_learn(const call_key& from, const call_key& to) const;
+  //! The executable graph was brought to another graph without learn(): the image is out of date until refresh().
+  void mark_stale() noexcept { stale_ = true; }
+  [[nodiscard]] bool stale() const noexcept { return stale_; }
+  //! Takes `image` (what the executable graph runs now, with binding `key`) after mark_stale(): every verified site
+  //! must still hold its argument's value (else that argument re-captures from now on); a graph of other nodes starts
+  //! learning again. Returns a note of what changed (empty when nothing).
+  std::string refresh(graph_image image, const call_key& key, const range_query& ranges);
+
+  //! True when the executable graph, running the binding `from`, can be brought to `to` by patching alone. When
+  //! not, `why` (if given) says which argument needs a re-capture.
+  [[nodiscard]] bool can_patch(const call_key& from, const call_key& to, std::string* why = nullptr) const;
+
+  //! Writes `to`'s changed words into the image (after can_patch) and returns the nodes whose fields changed, in
+  //! ascending order. The caller applies those nodes to the executable graph.
+  const std::vector<std::size_t>& patch(const call_key& from, const call_key& to);
+
+  //! The image of what the executable graph runs.
+  [[nodiscard]] graph_image& image() noexcept { return image_; }
+
+  //! The mapping, one entry per binding argument, in argument order; node names from `name_of`.
+  [[nodiscard]] std::vector<argument_binding> bindings(const std::function<std::string(std::size_t)>& name_of) const;
+
+  //! The arguments that reach node `node`, one line each ("argument 1", "argument 0 +4096 B"), for exports.
+  [[nodiscard]] std::vector<std::string> node_bindings(std::size_t node) const;
+
+private:
+  struct unit { // one word of one argument's value
+    std::size_t entry = 0;
+    std::size_t position = 0;
+    std::uint32_t offset = 0;
+    std::uint32_t width = 8;
+    bool pointer = false;
+    int rounds = 0; // clean re-captures in which it changed
+  };
+  struct site {
+    std::uint32_t node = 0;
+    std::uint32_t offset = 0; // inside the node's bytes
+    std::uint32_t width = 8;
+    std::int64_t delta = 0;
+    std::uint32_t unit = 0;
+    bool confirmed = false;
+  };
+  struct argument { // per key entry
+    std::size_t position = 0;
+    argument_kind kind = argument_kind::pointer;
+    binding_state state = binding_state::learning;
+    bool binding = false; // a binding entry (shape and static entries are not rebound)
+    std::string reason;
+  };
+
+  void make_units(const call_key& key);
+  void scan(const graph_image& image, const call_key& key, const range_query& ranges, const std::vector<bool>& which);
+  [[nodiscard]] bool unit_verified(const unit& u) const noexcept;
+  void give_up(std::size_t entry, std::string reason);
+  void index_sites();
+  // Same nodes (count, kinds, patchable fields) as the image, and a key of as many entries.
+  [[nodiscard]] bool same_structure(const graph_image& other, const call_key& key) const noexcept;
+  // "kernel parameter 2", "kernel parameter 0 bytes 8..15" (a word narrower than the field; width 0: the field).
+  [[nodiscard]] std::string field_name(std::size_t node, std::uint32_t offset, std::uint32_t width) const;
+
+  rebind_settings settings_;
+  bool started_ = false;
+  bool stale_ = false;
+  graph_image image_;
+  call_key key_;
+  std::vector<unit> units_;
+  std::vector<site> sites_;
+  std::vector<argument> arguments_;
+  std::vector<int> unexplained_rounds_;      // per entry
+  std::vector<std::size_t> unit_first_;      // sites_ of unit k: [unit_first_[k], unit_first_[k + 1])
+  std::vector<std::size_t> unit_confirmed_;  // confirmed sites per unit
+  std::vector<std::size_t> touched_;
+  std::vector<std::uint8_t> touched_flag_;
+};
+
+//! The word of `width` bytes at `offset` of entry `entry` of `key` (little-endian), zero-extended.
+[[nodiscard]] std::uint64_t key_word(const call_key& key, std::size_t entry, std::uint32_t offset,
+                                     std::uint32_t width) noexcept;
+
+} // namespace conveyor::detail

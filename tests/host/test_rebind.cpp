@@ -1,0 +1,328 @@
+// Host-only tests of rebinding's logic (src/assembly/rebind.hpp) over synthetic graph images: candidate scan,
+// verification at a re-capture, coincidences dropped, transformed values and host-only uses sent to re-capture,
+// offsets inside an allocation, structs of pointers, declared policies, and the patch plan.
+#include "assembly/rebind.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using conveyor::argument_kind;
+using conveyor::argument_role;
+using conveyor::binding_state;
+using conveyor::call_key;
+using conveyor::rebind_policy;
+using conveyor::detail::graph_image;
+using conveyor::detail::node_image;
+using conveyor::detail::rebinder;
+using conveyor::detail::recapture_facts;
+
+// A kernel node whose parameters are 8-byte words (pointers, sizes) and 4-byte words (floats, ints).
+struct param {
+  std::uint64_t value;
+  std::uint32_t width;
+};
+
+node_image kernel(std::vector<param> params, std::uint32_t grid = 1) {
+  node_image n;
+  n.kind = conveyor::node_kind::kernel;
+  n.patchable = true;
+  std::uint32_t offset = 0;
+  for (const auto& p : params) {
+    offset = (offset + p.width - 1) / p.width * p.width;
+    n.bytes.resize(offset + p.width);
+    std::memcpy(n.bytes.data() + offset, &p.value, p.width);
+    n.fields.emplace_back(offset, p.width);
+    offset += p.width;
+  }
+  n.fixed.assign(reinterpret_cast<const unsigned char*>(&grid), reinterpret_cast<const unsigned char*>(&grid) + 4);
+  return n;
+}
+
+node_image host_node() {
+  node_image n;
+  n.kind = conveyor::node_kind::host;
+  return n;
+}
+
+std::uint64_t float_bits(float f) {
+  std::uint32_t b = 0;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+call_key pointer_key(std::vector<std::uint64_t> pointers) {
+  call_key k;
+  for (std::size_t i = 0; i < pointers.size(); ++i) k.add(pointers[i], argument_role::binding, argument_kind::pointer, i);
+  return k;
+}
+
+std::uint64_t word(const node_image& n, std::size_t field) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, n.bytes.data() + n.fields[field].first, n.fields[field].second);
+  return v;
+}
+
+// Allocations: [0x10000, +1 MiB) and [0x900000, +1 MiB), [0x2000000, +1 MiB).
+std::optional<std::pair<std::uint64_t, std::uint64_t>> ranges(std::uint64_t p) {
+  for (std::uint64_t base : {0x10000ULL, 0x900000ULL, 0x2000000ULL})
+    if (p >= base && p < base + (1U << 20)) return std::make_pair(base, std::uint64_t{1} << 20);
+  return std::nullopt;
+}
+
+const recapture_facts clean{};
+
+TEST(Rebind, PointerIsVerifiedByAReCaptureThenPatchedAtItsOneNode) {
+  const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000, other = 0x5555;
+  graph_image g{{kernel({{other, 8}, {7, 4}}), kernel({{a, 8}, {7, 4}}), kernel({{other, 8}})}};
+  rebinder rb({});
+  rb.start(g, pointer_key({a}), ranges);
+  std::string why;
+  EXPECT_FALSE(rb.can_patch(pointer_key({a}), pointer_key({b}), &why));
+  EXPECT_NE(why.find("not verified"), std::string::npos) << why;
+  // The re-capture with b: node 1 moved exactly as predicted.
+  graph_image g2{{kernel({{other, 8}, {7, 4}}), kernel({{b, 8}, {7, 4}}), kernel({{other, 8}})}};
+  const std::string note = rb.learn(g2, pointer_key({b}), clean, ranges);
+  EXPECT_NE(note.find("argument 0 verified (1 node field(s))"), std::string::npos) << note;
+  ASSERT_TRUE(rb.can_patch(pointer_key({b}), pointer_key({c}), &why)) << why;
+  const auto& touched = rb.patch(pointer_key({b}), pointer_key({c}));
+  ASSERT_EQ(touched, std::vector<std::size_t>{1});
+  EXPECT_EQ(word(rb.image().nodes[1], 0), c);
+  EXPECT_EQ(word(rb.image().nodes[1], 1), 7U); // the other parameter kept
+  EXPECT_EQ(word(rb.image().nodes[0], 0), other);
+  const auto map = rb.bindings([](std::size_t i) { return "n" + std::to_string(i); });
+  ASSERT_EQ(map.size(), 1U);
+  EXPECT_EQ(map[0].state, binding_state::patched);
+  ASSERT_EQ(map[0].sites.size(), 1U);
+  EXPECT_EQ(map[0].sites[0].node, 1U);
+  EXPECT_EQ(map[0].sites[0].field, "kernel parameter 0");
+  EXPECT_TRUE(map[0].sites[0].verified);
+  EXPECT_EQ(rb.node_bindings(1), std::vector<std::string>{"argument 0 -> kernel parameter 0"});
+}
+
+TEST(Rebind, OffsetPointersInsideTheArgumentsAllocationMoveWithIt) {
+  const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000;
+  auto graph_for = [](std::uint64_t p) {
+    return graph_image{{kernel({{p, 8}}), kernel({{p + 4096, 8}}), kernel({{p + 65536, 8}, {p + 8, 8}})}};
+  };
+  rebinder rb({});
+  rb.start(graph_for(a), pointer_key({a}), ranges);
+  (void)rb.learn(graph_for(b), pointer_key({b}), clean, ranges);
+  ASSERT_TRUE(rb.can_patch(pointer_key({b}), pointer_key({c})));
+  const auto touched = rb.patch(pointer_key({b}), pointer_key({c}));
+  EXPECT_EQ(touched, (std::vector<std::size_t>{0, 1, 2}));
+  const graph_image want = graph_for(c);
+  for (std::size_t n = 0; n < 3; ++n) EXPECT_EQ(rb.image().nodes[n].bytes, want.nodes[n].bytes) << "node " << n;
+  EXPECT_EQ(rb.node_bindings(1), std::vector<std::string>{"argument 0 +4096 B -> kernel parameter 0"});
+}
+
+TEST(Rebind, ACoincidentalScalarIsDroppedAndOnlyTheRealSiteIsPatched) {
+  // a = 2.0f is passed to node 0; node 1 holds the constant 2.0f by coincidence.
+  auto key_for = [](float a) {
+    call_key k;
+    k.add(float_bits(a), argument_role::binding, argument_kind::floating, 0, 4);
+    return k;
+  };
+  auto graph_for = [](float a) {
+    return graph_image{{kernel({{float_bits(a), 4}}), kernel({{float_bits(2.0F), 4}})}};
+  };
+  rebinder rb({});
+  rb.start(graph_for(2.0F), key_for(2.0F), ranges);
+  EXPECT_EQ(rb.bindings({})[0].sites.size(), 2U); // both are candidates
+  (void)rb.learn(graph_for(3.0F), key_for(3.0F), clean, ranges);
+  const auto map = rb.bindings({});
+  ASSERT_EQ(map[0].sites.size(), 1U);
+  EXPECT_EQ(map[0].sites[0].node, 0U);
+  ASSERT_TRUE(rb.can_patch(key_for(3.0F), key_for(0.5F)));
+  EXPECT_EQ(rb.patch(key_for(3.0F), key_for(0.5F)), std::vector<std::size_t>{0});
+  EXPECT_EQ(rb.image().nodes[0].bytes, graph_for(0.5F).nodes[0].bytes);
+  EXPECT_EQ(rb.image().nodes[1].bytes, graph_for(0.5F).nodes[1].bytes); // still 2.0f
+}
+
+TEST(Rebind, ATransformedValueSendsTheArgumentToReCapture) {
+  auto key_for = [](float a) {
+    call_key k;
+    k.add(float_bits(a), argument_role::binding, argument_kind::floating, 0, 4);
+    return k;
+  };
+  // The callable passes a to node 0 and 2a to node 1: node 1 changes in a way no argument explains.
+  auto graph_for = [](float a) { return graph_image{{kernel({{float_bits(a), 4}}), kernel({{float_bits(2 * a), 4}})}}; };
+  rebinder rb({});
+  rb.start(graph_for(1.5F), key_for(1.5F), ranges);
+  const std::string note = rb.learn(graph_for(2.5F), key_for(2.5F), clean, ranges);
+  EXPECT_NE(note.find("argument 0 re-captures from now on"), std::string::npos) << note;
+  EXPECT_NE(note.find("node 1 kernel parameter 0"), std::string::npos) << note;
+  std::string why;
+  EXPECT_FALSE(rb.can_patch(key_for(2.5F), key_for(4.0F), &why));
+  EXPECT_NE(why.find("argument 0 re-captures"), std::string::npos) << why;
+  EXPECT_EQ(rb.bindings({})[0].state, binding_state::recaptured);
+}
+
+TEST(Rebind, AValueTheCallableChangesBeforeLaunchingIsNotPatched) {
+  // The pointer the callable launches with is derived from the argument outside its allocation (a lookup): the
+  // candidate does not follow, and the change is unexplained.
+  const std::uint64_t a = 0x10000, b = 0x900000;
+  rebinder rb({});
+  rb.start(graph_image{{kernel({{a, 8}})}}, pointer_key({a}), ranges);
+  const std::string note = rb.learn(graph_image{{kernel({{0x2000010, 8}})}}, pointer_key({b}), clean, ranges);
+  EXPECT_NE(note.find("re-captures from now on"), std::string::npos) << note;
+  EXPECT_FALSE(rb.can_patch(pointer_key({b}), pointer_key({a})));
+}
+
+TEST(Rebind, AnArgumentNoNodeHoldsReCaptures) {
+  // Used on the host only (say, written into memory the graph reads): the graph does not change with it.
+  const std::uint64_t a = 0x10000, b = 0x900000;
+  const graph_image g{{kernel({{0x5555, 8}})}};
+  rebinder rb({});
+  rb.start(g, pointer_key({a}), ranges);
+  const std::string note = rb.learn(g, pointer_key({b}), clean, ranges);
+  EXPECT_NE(note.find("no node field holds it"), std::string::npos) << note;
+  EXPECT_FALSE(rb.can_patch(pointer_key({b}), pointer_key({a})));
+}
+
+TEST(Rebind, AChangeInANodeRebindCannotPatchIsNotVerified) {
+  const std::uint64_t a = 0x10000, b = 0x900000;
+  rebinder rb({});
+  rb.start(graph_image{{kernel({{a, 8}}), host_node()}}, pointer_key({a}), ranges);
+  recapture_facts facts;
+  facts.other_nodes_changed = {1};
+  const std::string note = rb.learn(graph_image{{kernel({{b, 8}}), host_node()}}, pointer_key({b}), facts, ranges);
+  EXPECT_NE(note.find("node 1 (host) changed"), std::string::npos) << note;
+  EXPECT_FALSE(rb.can_patch(pointer_key({b}), pointer_key({a})));
+}
+
+TEST(Rebind, ALaunchShapeThatFollowsTheArgumentIsUnexplained) {
+  call_key k1, k2;
+  k1.add(100, argument_role::binding, argument_kind::real_size, 0);
+  k2.add(200, argument_role::binding, argument_kind::real_size, 0);
+  rebinder rb({});
+  rb.start(graph_image{{kernel({{100, 4}}, 1)}}, k1, ranges);
+  const std::string note = rb.learn(graph_image{{kernel({{200, 4}}, 2)}}, k2, clean, ranges);
+  EXPECT_NE(note.find("launch shape"), std::string::npos) << note;
+  EXPECT_FALSE(rb.can_patch(k2, k1));
+}
+
+TEST(Rebind, ASizeArgumentIsPatchedAsThe32BitParameterTheKernelTakes) {
+  call_key k1, k2, k3;
+  k1.add(1000, argument_role::binding, argument_kind::real_size, 0);
+  k2.add(1500, argument_role::binding, argument_kind::real_size, 0);
+  k3.add(999, argument_role::binding, argument_kind::real_size, 0);
+  auto graph_for = [](std::uint64_t n) { return graph_image{{kernel({{n, 4}, {0x5555, 8}})}}; };
+  rebinder rb({});
+  rb.start(graph_for(1000), k1, ranges);
+  (void)rb.learn(graph_for(1500), k2, clean, ranges);
+  ASSERT_TRUE(rb.can_patch(k2, k3));
+  (void)rb.patch(k2, k3);
+  EXPECT_EQ(rb.image().nodes[0].bytes, graph_for(999).nodes[0].bytes);
+}
+
+TEST(Rebind, SwappedPointersInsideAStructArePatchedWordByWord) {
+  struct pair_of_pointers {
+    std::uint64_t in, out;
+  };
+  auto key_for = [](std::uint64_t in, std::uint64_t out) {
+    call_key k;
+    const pair_of_pointers v{in, out};
+    k.add_bytes(&v, sizeof v, argument_role::binding, 0);
+    return k;
+  };
+  const std::uint64_t a = 0x10000, b = 0x900000;
+  auto graph_for = [](std::uint64_t in, std::uint64_t out) {
+    return graph_image{{kernel({{in, 8}, {out, 8}}), kernel({{out, 8}})}};
+  };
+  rebinder rb({});
+  rb.start(graph_for(a, b), key_for(a, b), ranges);
+  (void)rb.learn(graph_for(b, a), key_for(b, a), clean, ranges);
+  ASSERT_TRUE(rb.can_patch(key_for(b, a), key_for(a, b)));
+  EXPECT_EQ(rb.patch(key_for(b, a), key_for(a, b)), (std::vector<std::size_t>{0, 1}));
+  for (std::size_t n = 0; n < 2; ++n) EXPECT_EQ(rb.image().nodes[n].bytes, graph_for(a, b).nodes[n].bytes);
+}
+
+TEST(Rebind, ArgumentsThatAlwaysChangeTogetherUnexplainedGiveUpAfterThreeTries) {
+  const std::uint64_t a = 0x10000, b = 0x900000;
+  rebinder rb({});
+  std::uint64_t x = a, y = b;
+  // Node 1 holds a value no argument explains (outside every allocation) that changes at every call.
+  rb.start(graph_image{{kernel({{x, 8}, {y + 1, 8}}), kernel({{0x7000000, 8}})}}, pointer_key({x, y}), ranges);
+  for (std::uint64_t round = 1; round <= 3; ++round) {
+    std::swap(x, y);
+    EXPECT_FALSE(rb.can_patch(pointer_key({y, x}), pointer_key({x, y})));
+    (void)rb.learn(graph_image{{kernel({{x, 8}, {y + 1, 8}}), kernel({{0x7000000 + round, 8}})}}, pointer_key({x, y}),
+                   clean, ranges);
+  }
+  const auto map = rb.bindings({});
+  EXPECT_EQ(map[0].state, binding_state::recaptured) << map[0].reason;
+  EXPECT_EQ(map[1].state, binding_state::recaptured) << map[1].reason;
+}
+
+TEST(Rebind, DeclaredPoliciesSkipVerificationOrLearning) {
+  const std::uint64_t a = 0x10000, b = 0x900000;
+  conveyor::detail::rebind_settings patch_first;
+  patch_first.per_argument = {{0, rebind_policy::patch}, {1, rebind_policy::recapture}};
+  rebinder rb(patch_first);
+  rb.start(graph_image{{kernel({{a, 8}}), kernel({{b, 8}})}}, pointer_key({a, b}), ranges);
+  EXPECT_TRUE(rb.can_patch(pointer_key({a, b}), pointer_key({b, b}))); // trusted without a re-capture
+  std::string why;
+  EXPECT_FALSE(rb.can_patch(pointer_key({a, b}), pointer_key({a, a}), &why));
+  EXPECT_NE(why.find("declared rebind_policy::recapture"), std::string::npos) << why;
+  const auto map = rb.bindings({});
+  EXPECT_EQ(map[0].state, binding_state::patched);
+  EXPECT_EQ(map[1].state, binding_state::recaptured);
+}
+
+TEST(Rebind, MoreVerificationsWaitForMoreReCaptures) {
+  const std::uint64_t p[] = {0x10000, 0x900000, 0x2000000};
+  conveyor::detail::rebind_settings twice;
+  twice.verifications = 2;
+  rebinder rb(twice);
+  rb.start(graph_image{{kernel({{p[0], 8}})}}, pointer_key({p[0]}), ranges);
+  (void)rb.learn(graph_image{{kernel({{p[1], 8}})}}, pointer_key({p[1]}), clean, ranges);
+  EXPECT_FALSE(rb.can_patch(pointer_key({p[1]}), pointer_key({p[2]})));
+  (void)rb.learn(graph_image{{kernel({{p[2], 8}})}}, pointer_key({p[2]}), clean, ranges);
+  EXPECT_TRUE(rb.can_patch(pointer_key({p[2]}), pointer_key({p[0]})));
+}
+
+TEST(Rebind, ReCapturesThatTeachNothingOnlyRefreshTheImageAndCheckTheSites) {
+  // Argument 0 is verified; argument 1 is sent to re-capture (the callable transforms it).
+  const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000;
+  auto graph_for = [](std::uint64_t p, std::uint64_t q) {
+    return graph_image{{kernel({{p, 8}}), kernel({{q + 0x5000000, 8}})}}; // outside q's allocation
+  };
+  rebinder rb({});
+  rb.start(graph_for(a, b), pointer_key({a, b}), ranges);
+  (void)rb.learn(graph_for(b, b), pointer_key({b, b}), clean, ranges); // 0 verified
+  (void)rb.learn(graph_for(b, c), pointer_key({b, c}), clean, ranges); // 1 transformed: re-captures
+  EXPECT_FALSE(rb.can_learn(pointer_key({b, c}), pointer_key({b, a})));
+  EXPECT_TRUE(rb.can_learn(pointer_key({b, c}), pointer_key({a, a})));
+  // A re-capture for argument 1 alone: the caller skips learning; the image is refreshed before the next patch.
+  rb.mark_stale();
+  EXPECT_EQ(rb.refresh(graph_for(b, a), pointer_key({b, a}), ranges), "");
+  ASSERT_TRUE(rb.can_patch(pointer_key({b, a}), pointer_key({c, a})));
+  EXPECT_EQ(rb.patch(pointer_key({b, a}), pointer_key({c, a})), std::vector<std::size_t>{0});
+  EXPECT_EQ(rb.image().nodes[0].bytes, graph_for(c, a).nodes[0].bytes);
+  EXPECT_EQ(rb.image().nodes[1].bytes, graph_for(c, a).nodes[1].bytes);
+  // A re-capture after which argument 0's site no longer holds it: argument 0 re-captures too.
+  rb.mark_stale();
+  const std::string note = rb.refresh(graph_image{{kernel({{0x7777, 8}}), kernel({{b + 0x5000000, 8}})}},
+                                      pointer_key({c, b}), ranges);
+  EXPECT_NE(note.find("argument 0 re-captures from now on"), std::string::npos) << note;
+  EXPECT_FALSE(rb.can_patch(pointer_key({c, b}), pointer_key({a, b})));
+}
+
+TEST(Rebind, ATopologyChangeStartsLearningAgain) {
+  const std::uint64_t a = 0x10000, b = 0x900000;
+  rebinder rb({});
+  rb.start(graph_image{{kernel({{a, 8}})}}, pointer_key({a}), ranges);
+  (void)rb.learn(graph_image{{kernel({{b, 8}})}}, pointer_key({b}), clean, ranges);
+  ASSERT_TRUE(rb.can_patch(pointer_key({b}), pointer_key({a})));
+  const std::string note =
+      rb.learn(graph_image{{kernel({{a, 8}}), kernel({{a, 8}})}}, pointer_key({a}), clean, ranges);
+  EXPECT_NE(note.find("learnt again"), std::string::npos) << note;
+  EXPECT_FALSE(rb.can_patch(pointer_key({a}), pointer_key({b})));
+}
+
+} // namespace
