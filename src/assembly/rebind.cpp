@@ -307,7 +307,22 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
 
   std::string note;
   auto add_note = [&](const std::string& text) { note += (note.empty() ? "" : "; ") + text; };
-  if (!unexplained.empty()) {
+  // Entries whose changed words were all 0 before were not looked for (zero is everywhere): their fields show as
+  // unexplained changes this time, and are looked for with their new values below.
+  std::vector<std::size_t> zero_born;
+  for (std::size_t i : changed_entries) {
+    bool all_zero = arguments_[i].state != binding_state::recaptured;
+    for (std::size_t k = 0; all_zero && k < units_.size(); ++k)
+      if (units_[k].entry == i && unit_changed[k] && key_word(key_, i, units_[k].offset, units_[k].width) != 0)
+        all_zero = false;
+    if (all_zero) zero_born.push_back(i);
+  }
+  if (!unexplained.empty() && !zero_born.empty()) {
+    std::string list;
+    for (std::size_t i : zero_born) list += fmt::format("{}{}", list.empty() ? "" : ", ", arguments_[i].position);
+    add_note(fmt::format("not verified: argument(s) {} were 0 before (not looked for); learnt at the next change",
+                         list));
+  } else if (!unexplained.empty()) {
     std::vector<std::size_t> live;
     for (std::size_t i : changed_entries)
       if (arguments_[i].state != binding_state::recaptured) live.push_back(i);

@@ -313,6 +313,24 @@ TEST(Rebind, ReCapturesThatTeachNothingOnlyRefreshTheImageAndCheckTheSites) {
   EXPECT_FALSE(rb.can_patch(pointer_key({c, b}), pointer_key({a, b})));
 }
 
+TEST(Rebind, AnArgumentThatWasZeroIsLookedForAfterItsFirstChange) {
+  // A null pointer (or a 0.0 scalar) is everywhere: not looked for at first. Its first change is not verified (and
+  // not given up); the one after verifies it.
+  const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000;
+  auto graph_for = [](std::uint64_t p) { return graph_image{{kernel({{p, 8}, {0, 8}})}}; };
+  rebinder rb({});
+  rb.start(graph_for(0), pointer_key({0}), ranges);
+  const std::string first = rb.learn(graph_for(a), pointer_key({a}), clean, ranges);
+  EXPECT_NE(first.find("were 0 before"), std::string::npos) << first;
+  EXPECT_EQ(rb.bindings({})[0].state, binding_state::learning);
+  EXPECT_FALSE(rb.can_patch(pointer_key({a}), pointer_key({b})));
+  const std::string second = rb.learn(graph_for(b), pointer_key({b}), clean, ranges);
+  EXPECT_NE(second.find("argument 0 verified"), std::string::npos) << second;
+  ASSERT_TRUE(rb.can_patch(pointer_key({b}), pointer_key({c})));
+  EXPECT_EQ(rb.patch(pointer_key({b}), pointer_key({c})), std::vector<std::size_t>{0});
+  EXPECT_EQ(rb.image().nodes[0].bytes, graph_for(c).nodes[0].bytes); // the null parameter stays null
+}
+
 TEST(Rebind, ATopologyChangeStartsLearningAgain) {
   const std::uint64_t a = 0x10000, b = 0x900000;
   rebinder rb({});
