@@ -47,6 +47,16 @@ bool entry_changed(const call_key& a, const call_key& b, std::size_t i) noexcept
   return a[i].bits != b[i].bits;
 }
 
+// Same entries, each of the same kind and size: a generic callable may take a float at one call and a double at the
+// next (or structs of two sizes) with the same shape, and words learnt for one do not describe the other.
+bool same_layout(const call_key& a, const call_key& b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].kind != b[i].kind || a[i].size != b[i].size || a[i].role != b[i].role || a[i].position != b[i].position)
+      return false;
+  return true;
+}
+
 std::string_view kind_word(argument_kind kind) {
   switch (kind) {
   case argument_kind::pointer: return "pointer";
@@ -78,15 +88,18 @@ void rebinder::make_units(const call_key& key) {
   units_.clear();
   arguments_.assign(key.size(), argument{});
   unexplained_rounds_.assign(key.size(), 0);
+  // Shape and static entries are looked for only to tell a declared argument's fields from theirs.
+  const bool declared = settings_.policy == rebind_policy::patch ||
+                        std::any_of(settings_.per_argument.begin(), settings_.per_argument.end(),
+                                    [](const auto& p) { return p.second == rebind_policy::patch; });
   for (std::size_t i = 0; i < key.size(); ++i) {
     const auto& e = key[i];
     auto& a = arguments_[i];
     a.position = e.position;
     a.kind = e.kind;
     a.binding = e.role == argument_role::binding;
-    if (!a.binding) continue;
-    const rebind_policy policy = settings_.of(e.position);
-    if (policy == rebind_policy::recapture) {
+    if (!a.binding && !declared) continue;
+    if (a.binding && settings_.of(e.position) == rebind_policy::recapture) {
       a.state = binding_state::recaptured;
       a.reason = "declared rebind_policy::recapture";
       continue;
@@ -105,6 +118,7 @@ void rebinder::make_units(const call_key& key) {
       break;
     case argument_kind::bytes:
       if (e.size > max_tracked_bytes || e.size % 4 != 0) {
+        if (!a.binding) break;
         a.state = binding_state::recaptured;
         a.reason = fmt::format("a value of {} bytes: rebind tracks the 4-byte words of values up to {} bytes",
                                e.size, max_tracked_bytes);
@@ -124,6 +138,7 @@ void rebinder::scan(const graph_image& image, const call_key& key, const range_q
     const unit& u = units_[k];
     const std::uint64_t v = key_word(key, u.entry, u.offset, u.width);
     if (v == 0) continue; // zero is everywhere: learnt at the next change, when it is not zero
+    if (!looked_for(u, key, ranges)) continue;
     std::optional<std::pair<std::uint64_t, std::uint64_t>> range;
     if (u.pointer && ranges) range = ranges(v);
     for (std::uint32_t n = 0; n < image.nodes.size(); ++n) {
@@ -140,21 +155,57 @@ void rebinder::scan(const graph_image& image, const call_key& key, const range_q
 }
 
 void rebinder::start(graph_image image, const call_key& key, const range_query& ranges) {
-  if (!started_ || arguments_.size() != key.size()) make_units(key);
+  if (!started_ || !same_layout(key_, key)) make_units(key);
   image_ = std::move(image);
   key_ = key;
+  stale_ = false;
   sites_.clear();
   std::vector<bool> which(units_.size(), false);
   for (std::size_t k = 0; k < units_.size(); ++k) {
     units_[k].rounds = 0;
+    units_[k].pending = false;
     which[k] = arguments_[units_[k].entry].state != binding_state::recaptured;
   }
   scan(image_, key_, ranges, which);
-  for (auto& s : sites_) // declared: trusted from the start
-    if (settings_.of(units_[s.unit].position) == rebind_policy::patch) s.confirmed = true;
-  for (auto& a : arguments_)
-    if (a.binding && a.state != binding_state::recaptured)
-      a.state = settings_.of(a.position) == rebind_policy::patch ? binding_state::patched : binding_state::learning;
+  // Declared: trusted from the start, except in bytes that another argument (any role) or another word of the same
+  // one also explains: which of them the field follows is settled by the re-capture at its first change.
+  std::vector<std::size_t> order(sites_.size());
+  for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return std::tie(sites_[x].node, sites_[x].offset) < std::tie(sites_[y].node, sites_[y].offset);
+  });
+  std::vector<std::uint8_t> ambiguous(sites_.size(), 0);
+  std::vector<std::string> shared(arguments_.size());
+  for (std::size_t k = 1; k < order.size(); ++k)
+    for (std::size_t j = k; j-- > 0;) {
+      const site& x = sites_[order[j]];
+      const site& y = sites_[order[k]];
+      if (x.node != y.node || x.offset + 8 <= y.offset) break; // words are at most 8 bytes
+      if (y.offset >= x.offset + x.width || same_bytes(x, y)) continue;
+      ambiguous[order[j]] = ambiguous[order[k]] = 1;
+      for (const site* s : {&x, &y})
+        if (shared[units_[s->unit].entry].empty())
+          shared[units_[s->unit].entry] = fmt::format("node {} {}", y.node, field_name(y.node, y.offset, y.width));
+    }
+  for (std::size_t j = 0; j < sites_.size(); ++j) {
+    site& s = sites_[j];
+    unit& u = units_[s.unit];
+    if (!arguments_[u.entry].binding || settings_.of(u.position) != rebind_policy::patch) continue;
+    s.confirmed = ambiguous[j] == 0;
+    if (ambiguous[j] != 0) u.pending = true;
+  }
+  for (std::size_t i = 0; i < arguments_.size(); ++i) {
+    auto& a = arguments_[i];
+    if (!a.binding || a.state == binding_state::recaptured) continue;
+    const bool declared = settings_.of(a.position) == rebind_policy::patch;
+    const bool pending =
+        std::any_of(units_.begin(), units_.end(), [&](const unit& u) { return u.entry == i && u.pending; });
+    a.state = declared && !pending ? binding_state::patched : binding_state::learning;
+    if (declared && pending)
+      a.reason = fmt::format("declared rebind_policy::patch, but {} also holds another argument's value (or another "
+                             "word of it): verified at its first change",
+                             shared[i]);
+  }
   touched_flag_.assign(image_.nodes.size(), 0);
   started_ = true;
   index_sites();
@@ -174,11 +225,86 @@ void rebinder::index_sites() {
 }
 
 bool rebinder::unit_verified(const unit& u) const noexcept {
+  if (u.pending) return false;
   return settings_.of(u.position) == rebind_policy::patch || u.rounds >= std::max(1, settings_.verifications);
 }
 
+bool rebinder::looked_for(const unit& u, const call_key& key, const range_query& ranges) const {
+  if (u.width != 4 || !ranges || key[u.entry].kind != argument_kind::bytes) return true;
+  const std::uint32_t word = u.offset & ~std::uint32_t{7};
+  if (word + 8 > key[u.entry].size) return true;
+  const std::uint64_t v = key_word(key, u.entry, word, 8);
+  return v == 0 || !ranges(v);
+}
+
+bool rebinder::same_bytes(const site& x, const site& y) const noexcept {
+  const unit& ux = units_[x.unit];
+  const unit& uy = units_[y.unit];
+  return ux.entry == uy.entry && x.delta == 0 && y.delta == 0 &&
+         static_cast<std::int64_t>(x.offset) - ux.offset == static_cast<std::int64_t>(y.offset) - uy.offset;
+}
+
+std::vector<std::string> rebinder::watch_fields(const graph_image& before, const graph_image& after,
+                                                const call_key& key, const range_query& ranges,
+                                                const std::vector<std::vector<std::uint8_t>>& covered) {
+  std::vector<std::string> lines(arguments_.size());
+  // Per unit: 0 not looked at yet, 1 looked for (value, range), 2 not looked for.
+  std::vector<std::uint8_t> looked(units_.size(), 0);
+  std::vector<std::uint64_t> value(units_.size(), 0);
+  std::vector<std::optional<std::pair<std::uint64_t, std::uint64_t>>> range(units_.size());
+  for (std::uint32_t n = 0; n < after.nodes.size() && n < before.nodes.size(); ++n) {
+    const auto& a = before.nodes[n].bytes;
+    const auto& b = after.nodes[n].bytes;
+    if (!after.nodes[n].patchable || a == b) continue;
+    const bool has_cover = n < covered.size() && !covered[n].empty();
+    for (const auto& [offset, size] : after.nodes[n].fields)
+      for (const std::uint32_t width : {std::uint32_t{8}, std::uint32_t{4}})
+        for (std::uint32_t o = 0; o + width <= size; o += width) {
+          const std::uint32_t at = offset + o;
+          const std::uint64_t w = read_word(b, at, width);
+          if (read_word(a, at, width) == w) continue;
+          const auto explained = [](std::uint8_t c) { return c != 0; };
+          if (has_cover && at + width <= covered[n].size() &&
+              std::all_of(covered[n].begin() + at, covered[n].begin() + at + width, explained))
+            continue; // explained by a word that changed
+          for (std::uint32_t k = 0; k < units_.size(); ++k) {
+            unit& u = units_[k];
+            if (u.width != width || !arguments_[u.entry].binding ||
+                arguments_[u.entry].state == binding_state::recaptured)
+              continue;
+            if (looked[k] == 0) {
+              value[k] = key_word(key, u.entry, u.offset, u.width);
+              looked[k] = value[k] != 0 && looked_for(u, key, ranges) ? 1 : 2;
+              if (looked[k] == 1 && u.pointer && ranges) range[k] = ranges(value[k]);
+            }
+            if (looked[k] != 1) continue;
+            const std::uint64_t v = value[k];
+            if (range[k] ? !(w >= range[k]->first && w - range[k]->first < range[k]->second) : w != v) continue;
+            auto it = std::find_if(sites_.begin(), sites_.end(),
+                                   [&](const site& s) { return s.unit == k && s.node == n && s.offset == at; });
+            if (it == sites_.end())
+              it = sites_.insert(sites_.end(), site{n, at, width, static_cast<std::int64_t>(w - v), k, false});
+            if (it->confirmed || !unit_verified(u)) continue;
+            u.pending = true;
+            u.rounds = 0; // verified again as the first time (rebind_verifications)
+            auto& arg = arguments_[u.entry];
+            if (lines[u.entry].empty())
+              lines[u.entry] = fmt::format("node {} {} holds argument {} since a re-capture in which another "
+                                           "argument changed: verified again at its next change",
+                                           n, field_name(n, at, width), u.position);
+            if (arg.state == binding_state::patched) {
+              arg.state = binding_state::learning;
+              arg.reason = lines[u.entry];
+            }
+          }
+        }
+  }
+  std::erase_if(lines, [](const std::string& line) { return line.empty(); });
+  return lines;
+}
+
 bool rebinder::same_structure(const graph_image& other, const call_key& key) const noexcept {
-  if (other.nodes.size() != image_.nodes.size() || key.size() != key_.size()) return false;
+  if (other.nodes.size() != image_.nodes.size() || !same_layout(key, key_)) return false;
   for (std::size_t i = 0; i < other.nodes.size(); ++i)
     if (other.nodes[i].kind != image_.nodes[i].kind || other.nodes[i].patchable != image_.nodes[i].patchable ||
         other.nodes[i].fields != image_.nodes[i].fields)
@@ -217,8 +343,10 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
     return {};
   }
   if (!same_structure(next, key)) {
+    const bool layout = same_layout(key, key_);
     start(std::move(next), key, ranges);
-    return "the graph's nodes changed: where arguments are embedded is learnt again";
+    return layout ? "the graph's nodes changed: where arguments are embedded is learnt again"
+                  : "an argument's kind or size changed: where arguments are embedded is learnt again";
   }
 
   // What changed: words of arguments, and bytes of nodes.
@@ -251,6 +379,7 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
 
   // Every site against the prediction.
   std::vector<std::pair<std::size_t, std::string>> contradictions;
+  std::vector<std::pair<site, std::uint64_t>> doubtful; // candidates that changed otherwise than predicted, and to what
   std::vector<site> kept;
   kept.reserve(sites_.size());
   for (site s : sites_) {
@@ -278,11 +407,13 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
         if (s.confirmed)
           contradictions.emplace_back(u.entry, fmt::format("node {} {} held argument {} and did not follow its change",
                                                            s.node, field_name(s.node, s.offset, s.width), u.position));
-      } else {
+      } else if (s.confirmed) {
         contradictions.emplace_back(
             u.entry, fmt::format("node {} {} holds {:#x} where argument {} predicts {:#x}: the callable transforms "
                                  "the value",
                                  s.node, field_name(s.node, s.offset, s.width), after, u.position, predicted_after));
+      } else {
+        doubtful.emplace_back(s, after);
       }
     } else if (after == predicted_after) {
       kept.push_back(s);
@@ -292,6 +423,26 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
     }
   }
   sites_ = std::move(kept);
+  // A candidate whose field changed to another value than predicted transforms the argument, unless every changed
+  // byte of it is explained by another word that changed (another argument in the same allocation, another view of
+  // the same value): then it was that word's field, and is dropped.
+  for (const auto& [s, after] : doubtful) {
+    const unit& u = units_[s.unit];
+    const auto& a = image_.nodes[s.node].bytes;
+    const auto& b = next.nodes[s.node].bytes;
+    const auto& c = covered[s.node];
+    bool explained = !c.empty();
+    for (std::size_t j = s.offset; explained && j < s.offset + s.width && j < a.size() && j < b.size() && j < c.size();
+         ++j)
+      if (a[j] != b[j] && c[j] == 0) explained = false;
+    if (explained) continue;
+    const std::uint64_t predicted_after =
+        mask(key_word(key, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
+    contradictions.emplace_back(
+        u.entry, fmt::format("node {} {} holds {:#x} where argument {} predicts {:#x}: the callable transforms the "
+                             "value",
+                             s.node, field_name(s.node, s.offset, s.width), after, u.position, predicted_after));
+  }
   for (std::size_t n = 0; n < next.nodes.size(); ++n) {
     if (covered[n].empty()) continue;
     const auto& a = image_.nodes[n].bytes;
@@ -307,6 +458,7 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
 
   std::string note;
   auto add_note = [&](const std::string& text) { note += (note.empty() ? "" : "; ") + text; };
+  std::vector<std::pair<std::size_t, std::string>> verified_notes; // said once the overlap check below kept them
   // Entries whose changed words were all 0 before were not looked for (zero is everywhere): their fields show as
   // unexplained changes this time, and are looked for with their new values below.
   std::vector<std::size_t> zero_born;
@@ -323,15 +475,25 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
     add_note(fmt::format("not verified: argument(s) {} were 0 before (not looked for); learnt at the next change",
                          list));
   } else if (!unexplained.empty()) {
+    // Changed arguments that re-capture (declared so, given up before, or just now) may be what changed: the others
+    // are then not verified this time, but not blamed either.
     std::vector<std::size_t> live;
+    std::vector<std::size_t> others;
     for (std::size_t i : changed_entries)
-      if (arguments_[i].state != binding_state::recaptured) live.push_back(i);
-    if (live.size() == 1) {
-      give_up(live[0], fmt::format("a change of it is not explained by where it is embedded: {}", unexplained[0]));
-    } else if (!live.empty()) {
+      (arguments_[i].state != binding_state::recaptured ? live : others).push_back(i);
+    auto positions = [&](const std::vector<std::size_t>& entries) {
       std::string list;
-      for (std::size_t i : live) list += fmt::format("{}{}", list.empty() ? "" : ", ", arguments_[i].position);
-      add_note(fmt::format("not verified: arguments {} changed together and {}", list, unexplained[0]));
+      for (std::size_t i : entries) list += fmt::format("{}{}", list.empty() ? "" : ", ", arguments_[i].position);
+      return list;
+    };
+    if (live.size() == 1 && others.empty()) {
+      give_up(live[0], fmt::format("a change of it is not explained by where it is embedded: {}", unexplained[0]));
+    } else if (!live.empty() && !others.empty()) {
+      add_note(fmt::format("not verified: argument(s) {} changed together with argument(s) {}, which re-capture, "
+                           "and {}",
+                           positions(live), positions(others), unexplained[0]));
+    } else if (!live.empty()) {
+      add_note(fmt::format("not verified: arguments {} changed together and {}", positions(live), unexplained[0]));
       for (std::size_t i : live)
         if (++unexplained_rounds_[i] >= max_unexplained_rounds)
           give_up(i, fmt::format("changed together with other arguments {} times without the changes being "
@@ -340,7 +502,10 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
     }
   } else {
     for (std::size_t k = 0; k < units_.size(); ++k)
-      if (unit_changed[k]) ++units_[k].rounds;
+      if (unit_changed[k]) {
+        ++units_[k].rounds;
+        units_[k].pending = false; // its fields confirmed or dropped by this re-capture
+      }
     for (std::size_t i : changed_entries) {
       auto& a = arguments_[i];
       if (a.state == binding_state::recaptured) continue;
@@ -361,31 +526,40 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
         for (const auto& s : sites_) count += s.confirmed && units_[s.unit].entry == i ? 1 : 0;
         a.reason = fmt::format("verified at call with {} {} change: {} site(s)", kind_word(a.kind),
                                a.kind == argument_kind::bytes ? "value" : "its", count);
-        add_note(fmt::format("argument {} verified ({} node field(s)): patched in place from now on", a.position,
-                             count));
+        verified_notes.emplace_back(
+            i, fmt::format("argument {} verified ({} node field(s)): patched in place from now on", a.position, count));
       }
     }
   }
 
-  // One field may not hold two arguments: a patch of one would overwrite the other.
+  // One field may not hold two arguments, nor two words of one: a patch of one would overwrite the other. Every
+  // earlier site that may reach a site's bytes is compared with it (words are at most 8 bytes), not only the one
+  // before it: an 8-byte word can overlap a 4-byte one that follows another at its own offset.
   std::vector<const site*> confirmed;
   for (const auto& s : sites_)
     if (s.confirmed && arguments_[units_[s.unit].entry].state != binding_state::recaptured) confirmed.push_back(&s);
   std::sort(confirmed.begin(), confirmed.end(),
             [](const site* x, const site* y) { return std::tie(x->node, x->offset) < std::tie(y->node, y->offset); });
-  for (std::size_t k = 1; k < confirmed.size(); ++k) {
-    const site& x = *confirmed[k - 1];
-    const site& y = *confirmed[k];
-    const std::size_t ex = units_[x.unit].entry;
-    const std::size_t ey = units_[y.unit].entry;
-    if (x.node == y.node && y.offset < x.offset + x.width && ex != ey) {
-      const std::string why = fmt::format("node {} {} holds arguments {} and {} in the same bytes", x.node,
-                                          field_name(x.node, y.offset, y.width), units_[x.unit].position,
-                                          units_[y.unit].position);
-      give_up(ex, why);
-      give_up(ey, why);
+  for (std::size_t k = 1; k < confirmed.size(); ++k)
+    for (std::size_t j = k; j-- > 0;) {
+      const site& x = *confirmed[j];
+      const site& y = *confirmed[k];
+      if (x.node != y.node || x.offset + 8 <= y.offset) break;
+      if (y.offset >= x.offset + x.width || same_bytes(x, y)) continue;
+      const unit& ux = units_[x.unit];
+      const unit& uy = units_[y.unit];
+      const std::string why =
+          ux.entry != uy.entry
+              ? fmt::format("node {} {} holds arguments {} and {} in the same bytes", x.node,
+                            field_name(x.node, y.offset, y.width), ux.position, uy.position)
+              : fmt::format("node {} {} holds bytes {}..{} and {}..{} of argument {} in the same bytes", x.node,
+                            field_name(x.node, y.offset, y.width), ux.offset, ux.offset + ux.width - 1, uy.offset,
+                            uy.offset + uy.width - 1, ux.position);
+      give_up(ux.entry, why);
+      give_up(uy.entry, why);
     }
-  }
+  for (const auto& [i, text] : verified_notes)
+    if (arguments_[i].state != binding_state::recaptured) add_note(text);
   for (std::size_t i : changed_entries)
     if (arguments_[i].state == binding_state::recaptured && !arguments_[i].reason.empty())
       add_note(fmt::format("argument {} re-captures from now on: {}", arguments_[i].position, arguments_[i].reason));
@@ -397,16 +571,20 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
   for (std::size_t k = 0; k < units_.size(); ++k)
     which[k] = !has_site[k] && arguments_[units_[k].entry].state != binding_state::recaptured;
   scan(next, key, ranges, which);
+  // Fields that changed without a confirmed site explaining them and now hold a binding argument's word (the
+  // callable passes it there on a path another argument chose): not patched until a re-capture confirms them.
+  for (const auto& line : watch_fields(image_, next, key, ranges, covered)) add_note(line);
 
   image_ = std::move(next);
   key_ = key;
+  stale_ = false; // `next` is what the executable graph runs now
   touched_flag_.assign(image_.nodes.size(), 0);
   index_sites();
   return note;
 }
 
 bool rebinder::can_learn(const call_key& from, const call_key& to) const {
-  if (!started_ || from.size() != arguments_.size() || to.size() != arguments_.size()) return true;
+  if (!started_ || !same_layout(from, key_) || !same_layout(to, key_)) return true;
   for (std::size_t i = 0; i < arguments_.size(); ++i)
     if (arguments_[i].binding && arguments_[i].state != binding_state::recaptured && entry_changed(from, to, i))
       return true;
@@ -416,8 +594,10 @@ bool rebinder::can_learn(const call_key& from, const call_key& to) const {
 std::string rebinder::refresh(graph_image image, const call_key& key, const range_query& ranges) {
   stale_ = false;
   if (!started_ || !same_structure(image, key)) {
+    const bool layout = !started_ || same_layout(key, key_);
     start(std::move(image), key, ranges);
-    return "the graph's nodes changed: where arguments are embedded is learnt again";
+    return layout ? "the graph's nodes changed: where arguments are embedded is learnt again"
+                  : "an argument's kind or size changed: where arguments are embedded is learnt again";
   }
   std::string note;
   std::vector<site> kept;
@@ -437,6 +617,9 @@ std::string rebinder::refresh(graph_image image, const call_key& key, const rang
     }
   }
   sites_ = std::move(kept);
+  // Fields the re-captures changed that now hold a binding argument (chosen by an argument that re-captures).
+  for (const auto& line : watch_fields(image_, image, key, ranges, {}))
+    note += fmt::format("{}{}", note.empty() ? "" : "; ", line);
   image_ = std::move(image);
   key_ = key;
   touched_flag_.assign(image_.nodes.size(), 0);
@@ -445,8 +628,12 @@ std::string rebinder::refresh(graph_image image, const call_key& key, const rang
 }
 
 bool rebinder::can_patch(const call_key& from, const call_key& to, std::string* why) const {
-  if (!started_ || from.size() != arguments_.size() || to.size() != arguments_.size()) {
+  if (!started_) {
     if (why != nullptr) *why = "nothing learnt yet";
+    return false;
+  }
+  if (!same_layout(from, key_) || !same_layout(to, key_)) {
+    if (why != nullptr) *why = "an argument's kind or size changed since its words were learnt";
     return false;
   }
   for (std::size_t i = 0; i < arguments_.size(); ++i) {

@@ -131,6 +131,9 @@ private:
     std::uint32_t width = 8;
     bool pointer = false;
     int rounds = 0; // clean re-captures in which it changed
+    // A field holds it that no re-capture confirmed yet, and it is not trusted until one in which it changes does
+    // (a declared argument whose field another argument also explains; a field that began to hold it).
+    bool pending = false;
   };
   struct site {
     std::uint32_t node = 0;
@@ -144,16 +147,29 @@ private:
     std::size_t position = 0;
     argument_kind kind = argument_kind::pointer;
     binding_state state = binding_state::learning;
-    bool binding = false; // a binding entry (shape and static entries are not rebound)
+    // A binding entry. Shape and static entries are not rebound; their words are looked for all the same, so that a
+    // field they explain is not taken for a declared argument's.
+    bool binding = false;
     std::string reason;
   };
 
   void make_units(const call_key& key);
   void scan(const graph_image& image, const call_key& key, const range_query& ranges, const std::vector<bool>& which);
   [[nodiscard]] bool unit_verified(const unit& u) const noexcept;
+  // False for a 4-byte view of a struct word that is a device address: the upper half of an address is the upper
+  // half of every address near it, so its views are not looked for on their own (the 8-byte word is).
+  [[nodiscard]] bool looked_for(const unit& u, const call_key& key, const range_query& ranges) const;
+  // Two sites whose bytes overlap agree: views of the same bytes of one argument's value (as is, no offset).
+  [[nodiscard]] bool same_bytes(const site& x, const site& y) const noexcept;
+  // Words of `after` that differ from `before` (in bytes no confirmed site explains, where `covered` says) and now
+  // hold a word of a binding argument become its candidates; a word trusted already is not trusted again until a
+  // re-capture in which it changes confirms the new field. Returns one line per argument so found.
+  std::vector<std::string> watch_fields(const graph_image& before, const graph_image& after, const call_key& key,
+                                        const range_query& ranges,
+                                        const std::vector<std::vector<std::uint8_t>>& covered);
   void give_up(std::size_t entry, std::string reason);
   void index_sites();
-  // Same nodes (count, kinds, patchable fields) as the image, and a key of as many entries.
+  // Same nodes (count, kinds, patchable fields) as the image, and a key of the same entries (kinds and sizes).
   [[nodiscard]] bool same_structure(const graph_image& other, const call_key& key) const noexcept;
   // "kernel parameter 2", "kernel parameter 0 bytes 8..15" (a word narrower than the field; width 0: the field).
   [[nodiscard]] std::string field_name(std::size_t node, std::uint32_t offset, std::uint32_t width) const;

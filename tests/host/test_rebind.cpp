@@ -343,4 +343,293 @@ TEST(Rebind, ATopologyChangeStartsLearningAgain) {
   EXPECT_FALSE(rb.can_patch(pointer_key({a}), pointer_key({b})));
 }
 
+// ---- holes found in review ------------------------------------------------------------------------------------
+
+// Allocations in two 4 GiB windows (addresses whose upper 32 bits are not 0, as real device addresses are):
+// [0x7f0000000000, +1 MiB), [0x7f0010000000, +1 MiB) and [0x7e0000000000, +1 MiB).
+std::optional<std::pair<std::uint64_t, std::uint64_t>> far_ranges(std::uint64_t p) {
+  for (std::uint64_t base : {0x7f0000000000ULL, 0x7f0010000000ULL, 0x7e0000000000ULL})
+    if (p >= base && p < base + (1U << 20)) return std::make_pair(base, std::uint64_t{1} << 20);
+  return std::nullopt;
+}
+
+template <class T>
+call_key struct_key(const T& value, std::size_t position = 0) {
+  call_key k;
+  k.add_bytes(&value, sizeof value, argument_role::binding, position);
+  return k;
+}
+
+TEST(Rebind, AFieldThatStartsHoldingAVerifiedArgumentIsVerifiedAgainBeforeItIsPatched) {
+  // The callable passes b to node 1, or a when b is null: a is verified at node 0 only; once b becomes null node 1
+  // holds a too, and a patch of node 0 alone would leave node 1 at a's old value.
+  const std::uint64_t a1 = 0x10000, a2 = 0x2000000, a3 = 0x900040, b = 0x900000;
+  auto graph_for = [](std::uint64_t p, std::uint64_t q) {
+    return graph_image{{kernel({{p, 8}}), kernel({{q != 0 ? q : p, 8}})}};
+  };
+  rebinder rb({});
+  rb.start(graph_for(a1, b), pointer_key({a1, b}), ranges);
+  (void)rb.learn(graph_for(a2, b), pointer_key({a2, b}), clean, ranges); // a verified at node 0
+  const std::string note = rb.learn(graph_for(a2, 0), pointer_key({a2, 0}), clean, ranges);
+  EXPECT_NE(note.find("argument 1 re-captures from now on"), std::string::npos) << note;
+  std::string why;
+  EXPECT_FALSE(rb.can_patch(pointer_key({a2, 0}), pointer_key({a3, 0}), &why)) << "node 1 would keep a's old value";
+  EXPECT_EQ(rb.bindings({})[0].state, binding_state::learning) << rb.bindings({})[0].reason;
+  // The re-capture confirms node 1; from then on both nodes are patched.
+  const std::string again = rb.learn(graph_for(a3, 0), pointer_key({a3, 0}), clean, ranges);
+  EXPECT_NE(again.find("argument 0 verified (2 node field(s))"), std::string::npos) << again;
+  ASSERT_TRUE(rb.can_patch(pointer_key({a3, 0}), pointer_key({a1, 0}), &why)) << why;
+  EXPECT_EQ(rb.patch(pointer_key({a3, 0}), pointer_key({a1, 0})), (std::vector<std::size_t>{0, 1}));
+  for (std::size_t n = 0; n < 2; ++n) EXPECT_EQ(rb.image().nodes[n].bytes, graph_for(a1, 0).nodes[n].bytes) << n;
+}
+
+TEST(Rebind, AFieldThatStartsHoldingAVerifiedArgumentInUnlearntReCapturesIsFoundByRefresh) {
+  // As above, but b already re-captures for good (transformed), so its re-captures are not learnt from: the image is
+  // refreshed before the next patch.
+  const std::uint64_t a1 = 0x10000, a2 = 0x2000000, a3 = 0x900040, b1 = 0x900000, b2 = 0x900100;
+  auto graph_for = [](std::uint64_t p, std::uint64_t q) {
+    return graph_image{{kernel({{p, 8}}), kernel({{q != 0 ? q + 0x5000000 : p, 8}})}};
+  };
+  rebinder rb({});
+  rb.start(graph_for(a1, b1), pointer_key({a1, b1}), ranges);
+  (void)rb.learn(graph_for(a2, b1), pointer_key({a2, b1}), clean, ranges); // a verified
+  (void)rb.learn(graph_for(a2, b2), pointer_key({a2, b2}), clean, ranges); // b transformed: re-captures
+  ASSERT_FALSE(rb.can_learn(pointer_key({a2, b2}), pointer_key({a2, 0})));
+  rb.mark_stale();
+  const std::string note = rb.refresh(graph_for(a2, 0), pointer_key({a2, 0}), ranges);
+  std::string why;
+  EXPECT_FALSE(rb.can_patch(pointer_key({a2, 0}), pointer_key({a3, 0}), &why)) << note;
+}
+
+TEST(Rebind, AnIntegerAndAWordOfAnotherArgumentInOneFieldAreAmbiguous) {
+  // Argument 0, a 64-bit integer, fills a 64-bit parameter whose upper half equals word 1 of argument 1 (a struct
+  // of two 32-bit values), and both changed together: either could own bytes 4..7, so neither may be patched.
+  struct two_words {
+    std::uint32_t x, y;
+  };
+  auto key_for = [](std::uint64_t n, std::uint32_t y) {
+    call_key k;
+    k.add(n, argument_role::binding, argument_kind::integer, 0, 8);
+    const two_words w{7, y};
+    k.add_bytes(&w, sizeof w, argument_role::binding, 1);
+    return k;
+  };
+  auto graph_for = [](std::uint64_t n) { return graph_image{{kernel({{n, 8}})}}; };
+  rebinder rb({});
+  rb.start(graph_for(0x5000003E8ULL), key_for(0x5000003E8ULL, 5), ranges);
+  (void)rb.learn(graph_for(0x6000005DCULL), key_for(0x6000005DCULL, 6), clean, ranges);
+  // Argument 1 alone changes: a patch would write 9 into the upper half of argument 0's parameter.
+  std::string why;
+  EXPECT_FALSE(rb.can_patch(key_for(0x6000005DCULL, 6), key_for(0x6000005DCULL, 9), &why));
+  EXPECT_NE(why.find("in the same bytes"), std::string::npos) << why;
+}
+
+TEST(Rebind, TwoWordsOfOneStructClaimingTheSameFieldAreAmbiguous) {
+  // A {begin, end} pair inside one allocation, passed as (begin + 64, end): while its length stays the same, begin
+  // and end both explain both parameters; a patch that changes the length would write one word over the other.
+  struct range_of {
+    std::uint64_t begin, end;
+  };
+  auto graph_for = [](std::uint64_t b, std::uint64_t e) { return graph_image{{kernel({{b + 64, 8}, {e, 8}})}}; };
+  const std::uint64_t b1 = 0x10000, b2 = 0x900000, b3 = 0x2000000;
+  rebinder rb({});
+  rb.start(graph_for(b1, b1 + 4096), struct_key(range_of{b1, b1 + 4096}), ranges);
+  (void)rb.learn(graph_for(b2, b2 + 4096), struct_key(range_of{b2, b2 + 4096}), clean, ranges);
+  const auto from = struct_key(range_of{b2, b2 + 4096});
+  const auto to = struct_key(range_of{b3, b3 + 8192});
+  if (rb.can_patch(from, to)) {
+    (void)rb.patch(from, to);
+    EXPECT_EQ(rb.image().nodes[0].bytes, graph_for(b3, b3 + 8192).nodes[0].bytes) << "a word patched over the other";
+  }
+  EXPECT_EQ(rb.bindings({})[0].state, binding_state::recaptured) << rb.bindings({})[0].reason;
+  EXPECT_NE(rb.bindings({})[0].reason.find("in the same bytes"), std::string::npos) << rb.bindings({})[0].reason;
+}
+
+TEST(Rebind, AScalarWhoseTypeChangesIsNotPatchedWithTheOldWidth) {
+  // A generic callable called with a float, then with a double at the same position (same shape): the float's
+  // 4-byte word must not be patched with the double's low bytes.
+  auto float_key = [](float a) {
+    call_key k;
+    k.add(float_bits(a), argument_role::binding, argument_kind::floating, 0, 4);
+    return k;
+  };
+  auto double_key = [](double a) {
+    call_key k;
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &a, 8);
+    k.add(bits, argument_role::binding, argument_kind::floating, 0, 8);
+    return k;
+  };
+  auto graph_for = [](float a) { return graph_image{{kernel({{float_bits(a), 4}})}}; };
+  rebinder rb({});
+  rb.start(graph_for(2.0F), float_key(2.0F), ranges);
+  (void)rb.learn(graph_for(3.0F), float_key(3.0F), clean, ranges);
+  ASSERT_TRUE(rb.can_patch(float_key(3.0F), float_key(5.0F)));
+  std::string why;
+  EXPECT_FALSE(rb.can_patch(float_key(3.0F), double_key(5.0), &why));
+  // A struct of another size at the same position likewise.
+  struct small {
+    std::uint32_t a, b;
+  };
+  struct large {
+    std::uint32_t a, b, c, d;
+  };
+  auto graph_of = [](std::uint32_t a) { return graph_image{{kernel({{a, 4}, {0x5555, 4}})}}; };
+  rebinder rs({});
+  rs.start(graph_of(11), struct_key(small{11, 1}), ranges);
+  (void)rs.learn(graph_of(12), struct_key(small{12, 1}), clean, ranges);
+  ASSERT_TRUE(rs.can_patch(struct_key(small{12, 1}), struct_key(small{13, 1})));
+  EXPECT_FALSE(rs.can_patch(struct_key(small{12, 1}), struct_key(large{13, 1, 2, 3})));
+}
+
+TEST(Rebind, ADeclaredPointerIsNotPatchedIntoAFieldAnotherArgumentHolds) {
+  // The same pointer passed twice (in place) at the first call; argument 0 is declared patch, argument 1 is not.
+  const std::uint64_t p = 0x10000, q = 0x900000, r = 0x2000000;
+  auto graph_for = [](std::uint64_t in, std::uint64_t out) {
+    return graph_image{{kernel({{in, 8}}), kernel({{out, 8}})}};
+  };
+  conveyor::detail::rebind_settings declared;
+  declared.per_argument = {{0, rebind_policy::patch}};
+  rebinder rb(declared);
+  rb.start(graph_for(p, p), pointer_key({p, p}), ranges);
+  if (rb.can_patch(pointer_key({p, p}), pointer_key({q, p}))) {
+    (void)rb.patch(pointer_key({p, p}), pointer_key({q, p}));
+    EXPECT_EQ(rb.image().nodes[1].bytes, graph_for(q, p).nodes[1].bytes) << "argument 1's node patched with argument 0";
+  } else {
+    EXPECT_NE(rb.bindings({})[0].reason.find("declared rebind_policy::patch"), std::string::npos);
+    // Settled by one re-capture; then patched, into its own node only.
+    (void)rb.learn(graph_for(q, p), pointer_key({q, p}), clean, ranges);
+    ASSERT_TRUE(rb.can_patch(pointer_key({q, p}), pointer_key({r, p})));
+    EXPECT_EQ(rb.patch(pointer_key({q, p}), pointer_key({r, p})), std::vector<std::size_t>{0});
+    EXPECT_EQ(rb.image().nodes[1].bytes, graph_for(r, p).nodes[1].bytes);
+  }
+  // A static pointer inside the declared pointer's allocation: its field is not the declared argument's.
+  call_key k1, k2;
+  k1.add(p, argument_role::binding, argument_kind::pointer, 0);
+  k1.add(p + 0x8000, argument_role::static_pointer, argument_kind::pointer, 1);
+  k2.add(q, argument_role::binding, argument_kind::pointer, 0);
+  k2.add(p + 0x8000, argument_role::static_pointer, argument_kind::pointer, 1);
+  rebinder rs(declared);
+  rs.start(graph_for(p, p + 0x8000), k1, ranges);
+  call_key k3;
+  k3.add(r, argument_role::binding, argument_kind::pointer, 0);
+  k3.add(p + 0x8000, argument_role::static_pointer, argument_kind::pointer, 1);
+  if (rs.can_patch(k1, k2)) {
+    (void)rs.patch(k1, k2);
+    EXPECT_EQ(rs.image().nodes[1].bytes, graph_for(q, p + 0x8000).nodes[1].bytes) << "the static pointer was patched";
+  } else {
+    (void)rs.learn(graph_for(q, p + 0x8000), k2, clean, ranges);
+    ASSERT_TRUE(rs.can_patch(k2, k3));
+    EXPECT_EQ(rs.patch(k2, k3), std::vector<std::size_t>{0});
+  }
+}
+
+TEST(Rebind, TheHalvesOfAPointerInsideAStructAreNotLookedForInOtherPointers) {
+  // A declared struct holding a pointer: its upper 32 bits equal the upper 32 bits of every pointer in the same
+  // 4 GiB window (node 1's, which no argument holds); moving it to another window must not rewrite those.
+  struct holder {
+    std::uint64_t p;
+  };
+  const std::uint64_t p1 = 0x7f0000001000, p2 = 0x7e0000001000, weights = 0x7f0010000000;
+  auto graph_for = [&](std::uint64_t p) { return graph_image{{kernel({{p, 8}}), kernel({{weights, 8}})}}; };
+  conveyor::detail::rebind_settings declared;
+  declared.per_argument = {{0, rebind_policy::patch}};
+  rebinder rb(declared);
+  rb.start(graph_for(p1), struct_key(holder{p1}), far_ranges);
+  ASSERT_TRUE(rb.can_patch(struct_key(holder{p1}), struct_key(holder{p2})));
+  (void)rb.patch(struct_key(holder{p1}), struct_key(holder{p2}));
+  EXPECT_EQ(rb.image().nodes[0].bytes, graph_for(p2).nodes[0].bytes);
+  EXPECT_EQ(rb.image().nodes[1].bytes, graph_for(p2).nodes[1].bytes) << "node 1's pointer rewritten";
+  // Learnt (automatic): two pointers of a struct moving to another window together are not called transformed.
+  struct two {
+    std::uint64_t in, out;
+  };
+  const std::uint64_t q1 = 0x7f0010000100, q2 = 0x7e0000080000;
+  auto graph_of = [](std::uint64_t in, std::uint64_t out) { return graph_image{{kernel({{in, 8}, {out, 8}})}}; };
+  rebinder ra({});
+  ra.start(graph_of(p1, q1), struct_key(two{p1, q1}), far_ranges);
+  const std::string note = ra.learn(graph_of(p2, q2), struct_key(two{p2, q2}), clean, far_ranges);
+  EXPECT_EQ(ra.bindings({})[0].state, binding_state::patched) << note;
+  // in moves back to the first window, out stays: out's upper half is out's, not in's.
+  if (ra.can_patch(struct_key(two{p2, q2}), struct_key(two{p1, q2}))) {
+    (void)ra.patch(struct_key(two{p2, q2}), struct_key(two{p1, q2}));
+    EXPECT_EQ(ra.image().nodes[0].bytes, graph_of(p1, q2).nodes[0].bytes);
+  }
+}
+
+TEST(Rebind, ChangesOfAnArgumentThatReCapturesAreNotBlamedOnAnother) {
+  // Argument 1 is declared recapture (the callable negates it); argument 0 is a plain pointer. When both change in
+  // one re-capture, node 1's change is argument 1's: argument 0 must not be sent to re-capture for it.
+  auto key_for = [](std::uint64_t p, float lr) {
+    call_key k;
+    k.add(p, argument_role::binding, argument_kind::pointer, 0);
+    k.add(float_bits(lr), argument_role::binding, argument_kind::floating, 1, 4);
+    return k;
+  };
+  auto graph_for = [](std::uint64_t p, float lr) {
+    return graph_image{{kernel({{p, 8}}), kernel({{float_bits(-lr), 4}})}};
+  };
+  conveyor::detail::rebind_settings settings;
+  settings.per_argument = {{1, rebind_policy::recapture}};
+  rebinder rb(settings);
+  const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000;
+  rb.start(graph_for(a, 0.1F), key_for(a, 0.1F), ranges);
+  const std::string note = rb.learn(graph_for(b, 0.2F), key_for(b, 0.2F), clean, ranges);
+  EXPECT_EQ(note.find("argument 0 re-captures"), std::string::npos) << note;
+  EXPECT_NE(rb.bindings({})[0].state, binding_state::recaptured) << rb.bindings({})[0].reason;
+  // Alone, it is verified.
+  (void)rb.learn(graph_for(c, 0.2F), key_for(c, 0.2F), clean, ranges);
+  EXPECT_TRUE(rb.can_patch(key_for(c, 0.2F), key_for(a, 0.2F)));
+  // The same after re-captures of argument 1 alone that were not learnt from (the image is stale).
+  rebinder rs(settings);
+  rs.start(graph_for(a, 0.1F), key_for(a, 0.1F), ranges);
+  ASSERT_FALSE(rs.can_learn(key_for(a, 0.1F), key_for(a, 0.3F)));
+  rs.mark_stale();
+  const std::string later = rs.learn(graph_for(b, 0.4F), key_for(b, 0.4F), clean, ranges);
+  EXPECT_NE(rs.bindings({})[0].state, binding_state::recaptured) << later;
+}
+
+TEST(Rebind, TwoPointersInOneAllocationMovingApartTogetherAreNotCalledTransformed) {
+  // in and out start inside one allocation (each a candidate of the other at an offset) and both move, to
+  // different allocations, in one re-capture: each field follows its own argument exactly.
+  const std::uint64_t in1 = 0x10000, out1 = 0x11000, in2 = 0x900000, out2 = 0x2000000, in3 = 0x900800;
+  auto graph_for = [](std::uint64_t in, std::uint64_t out) {
+    return graph_image{{kernel({{in, 8}, {out, 8}}), kernel({{out, 8}})}};
+  };
+  rebinder rb({});
+  rb.start(graph_for(in1, out1), pointer_key({in1, out1}), ranges);
+  const std::string note = rb.learn(graph_for(in2, out2), pointer_key({in2, out2}), clean, ranges);
+  EXPECT_EQ(note.find("transforms"), std::string::npos) << note;
+  const auto map = rb.bindings({});
+  EXPECT_EQ(map[0].state, binding_state::patched) << map[0].reason;
+  EXPECT_EQ(map[1].state, binding_state::patched) << map[1].reason;
+  ASSERT_TRUE(rb.can_patch(pointer_key({in2, out2}), pointer_key({in3, out2})));
+  EXPECT_EQ(rb.patch(pointer_key({in2, out2}), pointer_key({in3, out2})), std::vector<std::size_t>{0});
+  for (std::size_t n = 0; n < 2; ++n) EXPECT_EQ(rb.image().nodes[n].bytes, graph_for(in3, out2).nodes[n].bytes) << n;
+}
+
+TEST(Rebind, ADeclaredRealSizeIsNotPatchedIntoThePaddedSizesFields) {
+  // rebind_policy::patch for every argument, and a batch_size captured full (real == padded == 128): node 0 masks by
+  // the real size, node 1 loops over the padded one. A partial batch must not write 96 into node 1.
+  auto key_for = [](std::uint64_t real) {
+    call_key k;
+    k.add(128, argument_role::shape, argument_kind::padded_size, 0);
+    k.add(real, argument_role::binding, argument_kind::real_size, 0);
+    return k;
+  };
+  auto graph_for = [](std::uint64_t real) { return graph_image{{kernel({{real, 4}}), kernel({{128, 4}})}}; };
+  conveyor::detail::rebind_settings all_declared;
+  all_declared.policy = rebind_policy::patch;
+  rebinder rb(all_declared);
+  rb.start(graph_for(128), key_for(128), ranges);
+  if (rb.can_patch(key_for(128), key_for(96))) {
+    (void)rb.patch(key_for(128), key_for(96));
+    EXPECT_EQ(rb.image().nodes[1].bytes, graph_for(96).nodes[1].bytes) << "the padded size was patched";
+  } else {
+    (void)rb.learn(graph_for(96), key_for(96), clean, ranges);
+    ASSERT_TRUE(rb.can_patch(key_for(96), key_for(77)));
+    EXPECT_EQ(rb.patch(key_for(96), key_for(77)), std::vector<std::size_t>{0});
+  }
+}
+
 } // namespace

@@ -39,7 +39,9 @@ enum class rebind_policy : std::uint8_t {
   automatic,
   //! The caller promises the value is embedded as it is (a pointer possibly at fixed offsets inside its allocation):
   //! patched from the first change on, without a verifying re-capture. Fields that hold the same value by
-  //! coincidence are patched too: use automatic when unsure.
+  //! coincidence are patched too (other pointers into the same allocation included): use automatic when unsure. Where
+  //! another argument's value explains a field as well (the same pointer passed twice, a real size equal to its
+  //! padded size), the first change re-captures once to tell them apart.
   patch,
   //! Always capture again and update (the previous behaviour; for arguments the callable transforms).
   recapture,
