@@ -1,0 +1,7 @@
+#include "conveyor/version.hpp"
+
+namespace conveyor {
+
+const char* version() noexcept { return CONVEYOR_VERSION_STRING; }
+
+} // namespace conveyor
