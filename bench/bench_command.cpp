@@ -13,6 +13,10 @@
 #include "bench/update_growth.hpp"
 #include "bench/workloads.hpp"
 
+#include "common/file_output.hpp"
+#include "common/numeric_options.hpp"
+#include "common/output_paths.hpp"
+
 #include <conveyor/error.hpp>
 #include <conveyor/runtime/device.hpp>
 
@@ -26,11 +30,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -58,37 +64,24 @@ struct cli_options {
 };
 
 
-//! An output file opened (and truncated) before the run, so that a bad path fails in a second, not after minutes.
-class output_file {
-public:
-  output_file() = default;
-  explicit output_file(const std::string& path) : path_(path) {
-    if (path.empty()) return;
-    stream_.emplace(path, std::ios::out | std::ios::trunc);
-    if (!*stream_) throw std::runtime_error(fmt::format("cannot write '{}'", path));
-  }
-  //! The open stream, or null when no path was given.
-  [[nodiscard]] std::ostream* stream() noexcept { return stream_ ? &*stream_ : nullptr; }
-  //! Flushes and reports the written file.
-  void close() {
-    if (!stream_) return;
-    stream_->flush();
-    if (!*stream_) throw std::runtime_error(fmt::format("writing '{}' failed", path_));
-    stream_.reset();
-    fmt::print(stderr, "wrote {}\n", path_);
-  }
-  void write(const std::string& text) {
-    if (!stream_) return;
-    *stream_ << text;
-    stream_->flush();
-    if (!*stream_) throw std::runtime_error(fmt::format("writing '{}' failed", path_));
-    fmt::print(stderr, "wrote {}\n", path_);
-  }
+//! Writes `text` to `path` atomically (a temporary file in the same folder, then rename: a failed run leaves the
+//! previous file, never a half one) and says so on stderr; does nothing for an empty path. The path was checked
+//! before the run (check_outputs), so that a bad one fails in a second, not after minutes.
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty()) return;
+  conveyor::scenarios::write_file_atomically(path, text);
+  fmt::print(stderr, "wrote {}\n", path);
+}
 
-private:
-  std::string path_;
-  std::optional<std::ofstream> stream_;
-};
+//! Checks every output path before any work: each can be written, and no two name the same file.
+//! \throws std::invalid_argument naming the option, the path and the problem.
+void check_outputs(const cli_options& o) {
+  conveyor::scenarios::check_output_file("--json", o.json);
+  conveyor::scenarios::check_output_file("--markdown", o.markdown);
+  conveyor::scenarios::check_output_file("--gbench-json", o.gbench_json);
+  conveyor::scenarios::check_distinct_outputs(
+      {{"--json", o.json}, {"--markdown", o.markdown}, {"--gbench-json", o.gbench_json}});
+}
 
 //! Google Benchmark's command line, built from the subcommand's options.
 std::vector<std::string> gbench_arguments(const cli_options& o, int repetitions) {
@@ -122,11 +115,22 @@ void render_saved(const cli_options& o) {
   if (!o.markdown.empty() && std::filesystem::equivalent(o.from_json, o.markdown, ec))
     throw std::runtime_error(fmt::format("--markdown '{}' is the --from-json file itself: it would be overwritten",
                                          o.markdown));
-  std::ifstream in(o.from_json);
+  // A report is a regular file of a few hundred KiB: refuse devices and pipes (/dev/zero would be read for ever)
+  // and anything above the limit before reading, and a NUL byte (nlohmann_json takes it for the end of the input).
+  constexpr std::uintmax_t max_report_bytes = 64ULL << 20;
+  if (std::filesystem::exists(o.from_json, ec) && !std::filesystem::is_regular_file(o.from_json, ec))
+    throw std::runtime_error(fmt::format("--from-json '{}': not a regular file (a device or a pipe)", o.from_json));
+  if (const auto size = std::filesystem::file_size(o.from_json, ec); !ec && size > max_report_bytes)
+    throw std::runtime_error(fmt::format("--from-json '{}': {} bytes, above the {} MiB a report can have",
+                                         o.from_json, size, max_report_bytes >> 20));
+  std::ifstream in(o.from_json, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("--from-json: cannot read '{}'", o.from_json));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (const auto nul = text.find('\0'); nul != std::string::npos)
+    throw std::runtime_error(fmt::format("--from-json '{}': not JSON: a NUL byte at offset {}", o.from_json, nul));
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(fmt::format("--from-json '{}': not JSON: {}", o.from_json, e.what()));
   }
@@ -139,8 +143,7 @@ void render_saved(const cli_options& o) {
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("--from-json '{}': {}", o.from_json, e.what()));
   }
-  output_file markdown_out(o.markdown);
-  markdown_out.write(markdown);
+  write_output(o.markdown, markdown);
   fmt::print("{}", markdown);
 }
 
@@ -166,6 +169,11 @@ std::string clock_line(const conveyor::bench::clock_sample& c) {
 }
 
 void run(const cli_options& o) {
+  check_outputs(o);
+  if (!o.from_json.empty()) {
+    render_saved(o);
+    return;
+  }
   plan_options plan = o.quick ? quick_plan() : full_plan();
   if (o.repetitions > 0) plan.repetitions = o.repetitions;
   if (o.target_ms > 0.0) plan.target_ms = o.target_ms;
@@ -200,43 +208,36 @@ void run(const cli_options& o) {
   } registered;
   initialise_gbench(gbench_arguments(o, plan.repetitions));
 
-  if (!o.from_json.empty()) {
-    render_saved(o);
-    return;
-  }
   if (o.graphed_overhead) {
     if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: --graphed-overhead needs a GPU");
     CONVEYOR_CHECK(cudaSetDevice(o.device));
-    output_file markdown_out(o.markdown);
     const std::string table = format_graphed_overhead(measure_graphed_overhead());
-    markdown_out.write(fmt::format("{}\n\n{}", conveyor::describe_device(o.device), table));
+    write_output(o.markdown, fmt::format("{}\n\n{}", conveyor::describe_device(o.device), table));
     fmt::print("{}\n\n{}", conveyor::describe_device(o.device), table);
     return;
   }
   if (o.graphed_rebind) {
     if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: --graphed needs a GPU");
     CONVEYOR_CHECK(cudaSetDevice(o.device));
-    output_file markdown_out(o.markdown);
     const std::vector<std::size_t> sizes = o.quick ? std::vector<std::size_t>{10, 1000, 10000}
                                                    : std::vector<std::size_t>{10, 100, 1000, 10000};
     const std::string table = format_graphed_rebind(measure_graphed_rebind(sizes, o.quick ? 11 : 21)) + "\n" +
                               format_recapture_cost(measure_recapture_cost(sizes, o.quick ? 5 : 11));
     const std::string text = fmt::format("{}\n\n`conveyor bench --graphed{}`\n\n{}", conveyor::describe_device(o.device),
                                          o.quick ? " --quick" : "", table);
-    markdown_out.write(text);
+    write_output(o.markdown, text);
     fmt::print("{}", text);
     return;
   }
   if (o.update_growth > 0) {
     if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: --update-growth needs a GPU");
     CONVEYOR_CHECK(cudaSetDevice(o.device));
-    output_file markdown_out(o.markdown);
     const std::string table = format_update_growth(measure_update_growth(o.update_growth));
     const std::string text = fmt::format("{}\n\n`conveyor bench --update-growth {}`: each step rebuilds the graph (a "
                                          "kernel whose pointer alternates, a host callable holding 4 KiB), calls "
                                          "graph_exec::update and launches it.\n\n{}",
                                          conveyor::describe_device(o.device), o.update_growth, table);
-    markdown_out.write(text);
+    write_output(o.markdown, text);
     fmt::print("{}", text);
     return;
   }
@@ -251,18 +252,17 @@ void run(const cli_options& o) {
     return;
   }
 
+  // Every input check before the GPU is needed.
+  if (count_selected(memory_cases) + count_selected(other_cases) == 0)
+    throw std::runtime_error(fmt::format("--filter '{}' matches no benchmark (see --list)", o.filter));
   if (!conveyor::has_device())
     throw std::runtime_error("no CUDA device: `conveyor bench` measures GPU launches and needs a GPU "
                              "(`conveyor bench --list` shows what it would run)");
   if (o.device >= conveyor::device_count())
     throw std::runtime_error(fmt::format("--device {}: only {} CUDA device(s) visible", o.device,
                                          conveyor::device_count()));
-  if (count_selected(memory_cases) + count_selected(other_cases) == 0)
-    throw std::runtime_error(fmt::format("--filter '{}' matches no benchmark (see --list)", o.filter));
   CONVEYOR_CHECK(cudaSetDevice(o.device));
-  output_file json_out(o.json);
-  output_file markdown_out(o.markdown);
-  output_file gbench_out(o.gbench_json);
+  std::ostringstream gbench_text; // Google Benchmark's JSON, written with the other reports at the end
 
   bench_report report;
   report.env = query_environment(o.device);
@@ -296,8 +296,8 @@ void run(const cli_options& o) {
   reporter.SetOutputStream(&std::cerr);
   reporter.SetErrorStream(&std::cerr);
   benchmark::JSONReporter gbench_reporter;
-  if (gbench_out.stream() != nullptr) {
-    gbench_reporter.SetOutputStream(gbench_out.stream());
+  if (!o.gbench_json.empty()) {
+    gbench_reporter.SetOutputStream(&gbench_text);
     gbench_reporter.SetErrorStream(&std::cerr);
     reporter.tee = &gbench_reporter;
   }
@@ -319,10 +319,7 @@ void run(const cli_options& o) {
     ran += benchmark::RunSpecifiedBenchmarks(&reporter);
     ctx.release_kept();
   }
-  if (reporter.tee != nullptr) {
-    gbench_reporter.Finalize();
-    gbench_out.close();
-  }
+  if (reporter.tee != nullptr) gbench_reporter.Finalize();
   report.settings.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   slot.ctx = nullptr;
   report.env.clocks_end = nvml.sample();
@@ -344,8 +341,9 @@ void run(const cli_options& o) {
   if (const auto problems = schema_problems(j); !problems.empty())
     throw std::logic_error(fmt::format("conveyor bench: the report breaks its own schema: {}", problems.front()));
   const std::string markdown = to_markdown(report);
-  json_out.write(j.dump(2) + "\n");
-  markdown_out.write(markdown);
+  write_output(o.json, j.dump(2) + "\n");
+  write_output(o.markdown, markdown);
+  write_output(o.gbench_json, gbench_text.str());
   std::fflush(stderr);
   fmt::print("{}", markdown);
   std::fflush(stdout);
@@ -361,6 +359,8 @@ void run(const cli_options& o) {
 } // namespace
 
 void register_bench_command(CLI::App& app) {
+  using conveyor::scenarios::integer_in;
+  using conveyor::scenarios::real_in;
   auto opts = std::make_shared<cli_options>();
   CLI::App* sub = app.add_subcommand(
       "bench", "Measure launch, build, update and memory costs of the three execution modes (sync, stream, graph), "
@@ -372,37 +372,50 @@ void register_bench_command(CLI::App& app) {
                   "Run only the benchmarks whose name (group/topology/variant/api/N[/changed]) matches this regular "
                   "expression, e.g. '^launch/chain/'");
   sub->add_option("--repetitions", opts->repetitions, "Repetitions of every benchmark (default 10; --quick: 3)")
-      ->check(CLI::Range(1, 1000));
+      ->check(integer_in(1, 1000));
   sub->add_option("--target-ms", opts->target_ms,
                   "Timed work per repetition, milliseconds (default 50; --quick: 10)")
-      ->check(CLI::Range(0.1, 100000.0));
+      ->check(real_in({0.1, 100000.0, false, false, false}));
   sub->add_option("--rotation-sets", opts->rotation_sets,
                   "Buffer sets the iterations of a repetition rotate through (graph modes: one executable graph "
                   "each; default 1)")
-      ->check(CLI::Range(1, 64));
+      ->check(integer_in(1, 64));
   sub->add_option("--min-pairs", opts->min_pairs,
                   "Least Conveyor/raw pairs per repetition of the paired benchmarks, rounded up to an even number so "
                   "that each order runs equally often (default 8; --quick: 4)")
-      ->check(CLI::Range(1, 10000));
+      ->check(integer_in(1, 10000));
   sub->add_option("--gbench-json", opts->gbench_json, "Also write Google Benchmark's own JSON output to this file");
-  sub->add_option("--device", opts->device, "CUDA device ordinal")->check(CLI::Range(0, 1023))->capture_default_str();
-  CLI::Option* from_json = sub->add_option(
-      "--from-json", opts->from_json,
-      "Write the Markdown report of a saved --json file (no GPU needed; with --markdown, to a file)");
+  sub->add_option("--device", opts->device, "CUDA device ordinal")->check(integer_in(0, 1023))->capture_default_str();
+  sub->add_option("--from-json", opts->from_json,
+                  "Write the Markdown report of a saved --json file (no GPU needed; with --markdown, to a file)");
   sub->add_flag("--graphed-overhead", opts->graphed_overhead,
                 "Only measure the per-call host overhead of conveyor::graphed over a bare graph_exec::launch");
   sub->add_option("--update-growth", opts->update_growth,
                   "Only run the update loop of the seed for this many steps (rebuild, graph_exec::update, launch) and "
                   "report memory, callable states alive and time per step at 10 checkpoints")
-      ->check(CLI::Range(std::size_t{10}, std::size_t{100'000'000}));
+      ->check(integer_in(std::size_t{10}, std::size_t{100'000'000}));
   sub->add_flag("--graphed", opts->graphed_rebind,
                 "Only run the graphed/ group: a graphed call whose pointer or scalar arguments change (reaching 1 or "
                 "all N nodes), patched in place (rebind) against replay, full re-capture and eager, N = 10..10000");
   sub->add_flag("--list", opts->list, "List the benchmark names and exit (needs no GPU)");
-  // A saved report is only re-rendered: options that choose or shape a measurement would be silently ignored.
-  for (const char* name : {"--quick", "--json", "--filter", "--repetitions", "--target-ms", "--rotation-sets",
-                           "--min-pairs", "--gbench-json", "--device", "--graphed-overhead", "--update-growth", "--graphed",
-                           "--list"})
-    from_json->excludes(sub->get_option(name));
+  // Each of these runs something other than the measurement and uses only the options listed with it: any other
+  // option would be silently ignored, so it is refused (and so is a second one of them).
+  const std::vector<std::pair<const char*, std::vector<const char*>>> modes{
+      {"--list", {"--quick", "--filter"}},
+      {"--from-json", {"--markdown"}},
+      {"--graphed-overhead", {"--markdown", "--device"}},
+      {"--graphed", {"--quick", "--markdown", "--device"}},
+      {"--update-growth", {"--markdown", "--device"}},
+  };
+  for (const auto& [mode, used] : modes) {
+    CLI::Option* mode_option = sub->get_option(mode);
+    for (const CLI::Option* other : sub->get_options()) {
+      const std::string name = other->get_name();
+      if (name == mode || name.rfind("--", 0) != 0 || name == "--help" ||
+          std::find_if(used.begin(), used.end(), [&](const char* u) { return name == u; }) != used.end())
+        continue;
+      mode_option->excludes(sub->get_option(name));
+    }
+  }
   sub->callback([opts] { run(*opts); });
 }

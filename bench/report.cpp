@@ -8,8 +8,9 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <set>
 #include <cstdio>
+#include <limits>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
@@ -72,30 +73,85 @@ json result_json(const result_record& r) {
 // ---- schema checks -------------------------------------------------------------------------------------------------
 
 enum class kind {
-  string,
+  string,            // without control characters: it is printed on one line of the Markdown report
+  name,              // a word of a benchmark name: letters, digits, '_' and '-' only
   integer,
   unsigned_integer,
-  small_count, // a non-negative integer that fits an int (read into int fields)
-  number,
+  small_count,       // a non-negative integer that fits an int (read into int fields)
+  count,             // a non-negative integer that fits an int64 (read into std::int64_t fields)
+  mhz,               // a clock frequency in MHz: a non-negative integer up to max_clock_mhz
+  temperature,       // degrees Celsius, -1 (unknown) up to max_temperature_c
+  number,            // finite
+  nonnegative_number,
+  positive_number,
   boolean,
   object,
   array,
   string_or_null,
+  text_or_null,      // may hold line breaks and tabs (an error message), no other control characters
   object_or_null
 };
 
+// Clocks above 100 GHz and temperatures above 200 °C are no GPU's: such a report is corrupt.
+constexpr std::uint64_t max_clock_mhz = 100'000;
+constexpr std::int64_t max_temperature_c = 200;
+
+// True when `text` holds no control character (U+0000..U+001F, U+007F), except line breaks and tabs when
+// `allow_breaks`.
+bool printable(std::string_view text, bool allow_breaks) {
+  return std::none_of(text.begin(), text.end(), [&](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (allow_breaks && (c == '\n' || c == '\r' || c == '\t')) return false;
+    return c < 0x20U || c == 0x7FU;
+  });
+}
+
+bool is_name_word(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+  });
+}
+
+// "major.minor", each 1 or 2 decimal digits (e.g. "9.0", "12.1"); nothing else.
+bool parse_compute_capability(std::string_view text, int& major, int& minor) {
+  const auto dot = text.find('.');
+  if (dot == std::string_view::npos) return false;
+  auto number = [](std::string_view digits, int& out) {
+    if (digits.empty() || digits.size() > 2) return false;
+    out = 0;
+    for (const char ch : digits) {
+      if (ch < '0' || ch > '9') return false;
+      out = out * 10 + (ch - '0');
+    }
+    return true;
+  };
+  return number(text.substr(0, dot), major) && number(text.substr(dot + 1), minor);
+}
+
 bool is(const json& v, kind k) {
   switch (k) {
-  case kind::string: return v.is_string();
+  case kind::string: return v.is_string() && printable(v.get_ref<const std::string&>(), false);
+  case kind::name: return v.is_string() && is_name_word(v.get_ref<const std::string&>());
   case kind::integer: return v.is_number_integer();
   case kind::unsigned_integer: return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
   case kind::small_count:
     return is(v, kind::unsigned_integer) && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX);
+  case kind::count:
+    return is(v, kind::unsigned_integer) &&
+           v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  case kind::mhz: return is(v, kind::unsigned_integer) && v.get<std::uint64_t>() <= max_clock_mhz;
+  case kind::temperature:
+    return v.is_number_integer() && (v.is_number_unsigned() ? v.get<std::uint64_t>() <= max_temperature_c
+                                                            : v.get<std::int64_t>() >= -1 &&
+                                                                  v.get<std::int64_t>() <= max_temperature_c);
   case kind::number: return v.is_number() && std::isfinite(v.get<double>());
+  case kind::nonnegative_number: return is(v, kind::number) && v.get<double>() >= 0.0;
+  case kind::positive_number: return is(v, kind::number) && v.get<double>() > 0.0;
   case kind::boolean: return v.is_boolean();
   case kind::object: return v.is_object();
   case kind::array: return v.is_array();
-  case kind::string_or_null: return v.is_string() || v.is_null();
+  case kind::string_or_null: return v.is_null() || is(v, kind::string);
+  case kind::text_or_null: return v.is_null() || (v.is_string() && printable(v.get_ref<const std::string&>(), true));
   case kind::object_or_null: return v.is_object() || v.is_null();
   }
   return false;
@@ -103,15 +159,22 @@ bool is(const json& v, kind k) {
 
 std::string_view kind_name(kind k) {
   switch (k) {
-  case kind::string: return "a string";
+  case kind::string: return "a string without control characters (line breaks, tabs, ...)";
+  case kind::name: return "a word of letters, digits, '_' and '-'";
   case kind::integer: return "an integer";
   case kind::unsigned_integer: return "a non-negative integer";
   case kind::small_count: return "a non-negative integer of at most 2147483647";
+  case kind::count: return "a non-negative integer of at most 9223372036854775807";
+  case kind::mhz: return "a clock in MHz, an integer in [0, 100000]";
+  case kind::temperature: return "a temperature in °C, an integer in [-1, 200] (-1: unknown)";
   case kind::number: return "a finite number";
+  case kind::nonnegative_number: return "a finite number >= 0";
+  case kind::positive_number: return "a finite number > 0";
   case kind::boolean: return "a boolean";
   case kind::object: return "an object";
   case kind::array: return "an array";
-  case kind::string_or_null: return "a string or null";
+  case kind::string_or_null: return "a string without control characters (line breaks, tabs, ...) or null";
+  case kind::text_or_null: return "a string without control characters other than line breaks and tabs, or null";
   case kind::object_or_null: return "an object or null";
   }
   return "?";
@@ -141,9 +204,9 @@ private:
 
 void check_clock(checker& c, const json& j, const std::string& path) {
   if (j.is_null()) return;
-  for (const char* key : {"sm_mhz", "memory_mhz", "sm_max_mhz", "memory_max_mhz", "clock_event_reasons"})
-    c.field(j, path, key, kind::unsigned_integer);
-  c.field(j, path, "temperature_c", kind::integer);
+  for (const char* key : {"sm_mhz", "memory_mhz", "sm_max_mhz", "memory_max_mhz"}) c.field(j, path, key, kind::mhz);
+  c.field(j, path, "clock_event_reasons", kind::unsigned_integer);
+  c.field(j, path, "temperature_c", kind::temperature);
 }
 
 void check_result(checker& c, const json& r, const std::string& path, std::set<std::string>& names) {
@@ -157,9 +220,10 @@ void check_result(checker& c, const json& r, const std::string& path, std::set<s
     c.problem(fmt::format("{}.group: unknown group '{}'", path, r.at("group").get<std::string>()));
   if (c.field(r, path, "api", kind::string) && !known_apis.contains(r.at("api").get<std::string>()))
     c.problem(fmt::format("{}.api: unknown api '{}'", path, r.at("api").get<std::string>()));
-  bool fields_ok = c.field(r, path, "topology", kind::string) & c.field(r, path, "variant", kind::string);
-  for (const char* key : {"nodes", "changed", "iterations", "repetitions"})
-    fields_ok = c.field(r, path, key, kind::unsigned_integer) && fields_ok;
+  // Topology and variant are words of the name, and appear in headings and table cells: plain words only.
+  bool fields_ok = c.field(r, path, "topology", kind::name) & c.field(r, path, "variant", kind::name);
+  for (const char* key : {"nodes", "changed"}) fields_ok = c.field(r, path, key, kind::unsigned_integer) && fields_ok;
+  for (const char* key : {"iterations", "repetitions"}) fields_ok = c.field(r, path, key, kind::count) && fields_ok;
   auto string_at = [&](const char* key) { return r.contains(key) && r.at(key).is_string(); };
   if (fields_ok && string_at("group") && string_at("api") && string_at("name")) {
     const bench_id id{r.at("group").get<std::string>(), r.at("topology").get<std::string>(),
@@ -171,12 +235,17 @@ void check_result(checker& c, const json& r, const std::string& path, std::set<s
     if (id.changed > id.nodes)
       c.problem(fmt::format("{}.changed: {} nodes changed of {}", path, id.changed, id.nodes));
   }
-  const bool has_error = c.field(r, path, "error", kind::string_or_null) && r.at("error").is_string();
+  const bool has_error = c.field(r, path, "error", kind::text_or_null) && r.at("error").is_string();
   if (!c.field(r, path, "metrics", kind::object)) return;
   const json& metrics = r.at("metrics");
   if (metrics.empty() && !has_error) c.problem(fmt::format("{}.metrics: empty although the result has no error", path));
   for (const auto& [name, m] : metrics.items()) {
     const std::string mpath = fmt::format("{}.metrics.{}", path, name);
+    if (!is_name_word(name)) {
+      c.problem(fmt::format("{}.metrics: the name '{}' is not a word of letters, digits and '_'", path,
+                            printable(name, false) ? name : std::string("(with control characters)")));
+      continue;
+    }
     if (!m.is_object()) {
       c.problem(fmt::format("{}: must be an object", mpath));
       continue;
@@ -195,6 +264,10 @@ void check_result(checker& c, const json& r, const std::string& path, std::set<s
       const double mid = m.at("median").get<double>();
       const double hi = m.at("max").get<double>();
       if (!(lo <= mid && mid <= hi)) c.problem(fmt::format("{}: min <= median <= max violated", mpath));
+      // Times, ratios and counts cannot be negative; bytes can (a memory difference, by measurement noise).
+      if (lo < 0.0 && metric_unit(name) != "bytes")
+        c.problem(fmt::format("{}.min: {} is negative; a {} cannot be", mpath, lo,
+                              metric_unit(name) == "us" ? "time" : metric_unit(name) == "ratio" ? "ratio" : "count"));
     }
   }
 }
@@ -208,13 +281,16 @@ std::size_t display_width(std::string_view text) noexcept {
   return width;
 }
 
+// A table cell: '|' and '\\' escaped (so that "a\\|" cannot end the cell early), control characters (line breaks,
+// tabs, ...) made spaces. Free text from a report goes through markdown_text first.
 std::string escape_cell(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (const char ch : text) {
-    if (ch == '|')
-      out += "\\|";
-    else if (ch == '\n' || ch == '\r')
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == '|' || ch == '\\')
+      out.append(1, '\\').append(1, ch);
+    else if (c < 0x20U || c == 0x7FU)
       out += ' ';
     else
       out += ch;
@@ -330,19 +406,23 @@ void header_section(std::string& out, const bench_report& report) {
   const environment& e = report.env;
   const run_settings& s = report.settings;
   out += "# Conveyor benchmarks\n\n";
-  out += fmt::format("- **GPU**: {} (sm_{}{}, {} SMs, {} memory, {} L2, PCI {})\n", e.gpu_name, e.compute_major,
-                     e.compute_minor, e.sm_count, format_bytes(static_cast<double>(e.memory_bytes)),
-                     format_bytes(static_cast<double>(e.l2_bytes)), e.pci_bus_id.empty() ? "?" : e.pci_bus_id);
+  // Every text that comes from the report (a saved one may come from anywhere) is escaped: one list item each.
+  out += fmt::format("- **GPU**: {} (sm_{}{}, {} SMs, {} memory, {} L2, PCI {})\n", markdown_text(e.gpu_name),
+                     e.compute_major, e.compute_minor, e.sm_count, format_bytes(static_cast<double>(e.memory_bytes)),
+                     format_bytes(static_cast<double>(e.l2_bytes)),
+                     e.pci_bus_id.empty() ? "?" : markdown_text(e.pci_bus_id));
   out += fmt::format("- **Driver**: CUDA {}{}; **runtime**: CUDA {}\n", cuda_version_string(e.driver_version),
-                     e.driver_release.empty() ? std::string() : fmt::format(" (release {})", e.driver_release),
+                     e.driver_release.empty() ? std::string()
+                                              : fmt::format(" (release {})", markdown_text(e.driver_release)),
                      cuda_version_string(e.runtime_version));
   out += fmt::format("- **Clocks**: at start {}; at end {}", clock_text(e.clocks_start), clock_text(e.clocks_end));
   if (e.clocks_during.samples > 0)
     out += fmt::format("; SM {}–{} MHz over {} samples during the run", e.clocks_during.sm_min_mhz,
                        e.clocks_during.sm_max_mhz, e.clocks_during.samples);
   out += fmt::format("; peak (cudaDevAttrClockRate) SM {} MHz, memory {} MHz\n", e.peak_sm_mhz, e.peak_memory_mhz);
-  out += fmt::format("- **Host**: {}, {} CPUs, CPU frequency scaling {}\n", e.host_name.empty() ? "?" : e.host_name,
-                     e.host_cpus, e.cpu_scaling.empty() ? "unknown" : e.cpu_scaling);
+  out += fmt::format("- **Host**: {}, {} CPUs, CPU frequency scaling {}\n",
+                     e.host_name.empty() ? "?" : markdown_text(e.host_name), e.host_cpus,
+                     e.cpu_scaling.empty() ? "unknown" : markdown_text(e.cpu_scaling));
   std::string sizes;
   for (std::size_t n : s.sizes) sizes += sizes.empty() ? fmt::format("{}", n) : fmt::format(", {}", n);
   out += fmt::format("- **Run**: {}, {} repetitions{} of ≈ {} ms timed work each, N ∈ {{{}}}, buffer sets per "
@@ -351,8 +431,8 @@ void header_section(std::string& out, const bench_report& report) {
                      format_number(s.target_ms), sizes, s.rotation_sets,
                      s.min_pairs > 0 ? fmt::format(", at least {} pairs per paired repetition", s.min_pairs)
                                      : std::string(),
-                     s.filter.empty() ? std::string() : fmt::format(", filter `{}`", s.filter), s.elapsed_s,
-                     e.started_utc, e.conveyor_version);
+                     s.filter.empty() ? std::string() : fmt::format(", filter {}", markdown_code(s.filter)),
+                     s.elapsed_s, markdown_text(e.started_utc), markdown_text(e.conveyor_version));
   out += "- Cells: **median [min–max]** over the repetitions; — where a benchmark did not run (filtered out or "
          "failed) or did not record that measurement.\n";
 }
@@ -604,7 +684,7 @@ void memory_section(std::string& out, const bench_report& report, const result_i
 void failures_section(std::string& out, const bench_report& report) {
   std::string list;
   for (const auto& r : report.results)
-    if (!r.error.empty()) list += fmt::format("- `{}`: {}\n", r.name, escape_cell(r.error));
+    if (!r.error.empty()) list += fmt::format("- {}: {}\n", markdown_code(r.name), markdown_text(r.error));
   if (list.empty()) return;
   out += "\n## Failures\n\n" + list;
 }
@@ -695,7 +775,7 @@ bench_report report_from_json(const nlohmann::json& j) {
   const json& gpu = env.at("gpu");
   e.gpu_name = gpu.at("name").get<std::string>();
   const auto cc = gpu.at("compute_capability").get<std::string>();
-  if (std::sscanf(cc.c_str(), "%d.%d", &e.compute_major, &e.compute_minor) != 2)
+  if (!parse_compute_capability(cc, e.compute_major, e.compute_minor))
     throw std::invalid_argument(fmt::format("environment.gpu.compute_capability: '{}' is not major.minor", cc));
   e.sm_count = gpu.at("sm_count").get<int>();
   e.memory_bytes = gpu.at("memory_bytes").get<std::uint64_t>();
@@ -767,8 +847,9 @@ std::vector<std::string> schema_problems(const nlohmann::json& j) {
         int major = 0;
         int minor = 0;
         const auto cc = gpu.at("compute_capability").get<std::string>();
-        if (std::sscanf(cc.c_str(), "%d.%d", &major, &minor) != 2 || major < 0 || minor < 0)
-          c.problem(fmt::format("{}.gpu.compute_capability: '{}' is not major.minor", path, cc));
+        if (!parse_compute_capability(cc, major, minor))
+          c.problem(fmt::format("{}.gpu.compute_capability: '{}' is not major.minor (each 1 or 2 digits, e.g. 9.0)",
+                                path, cc));
       }
       c.field(gpu, path + ".gpu", "pci_bus_id", kind::string);
       c.field(gpu, path + ".gpu", "sm_count", kind::small_count);
@@ -785,14 +866,21 @@ std::vector<std::string> schema_problems(const nlohmann::json& j) {
     }
     if (c.field(env, path, "clocks", kind::object)) {
       const json& clocks = env.at("clocks");
-      c.field(clocks, path + ".clocks", "peak_sm_mhz", kind::unsigned_integer);
-      c.field(clocks, path + ".clocks", "peak_memory_mhz", kind::unsigned_integer);
+      c.field(clocks, path + ".clocks", "peak_sm_mhz", kind::mhz);
+      c.field(clocks, path + ".clocks", "peak_memory_mhz", kind::mhz);
       for (const char* key : {"start", "end"})
         if (c.field(clocks, path + ".clocks", key, kind::object_or_null))
           check_clock(c, clocks.at(key), fmt::format("{}.clocks.{}", path, key));
-      if (c.field(clocks, path + ".clocks", "during", kind::object))
-        for (const char* key : {"samples", "sm_min_mhz", "sm_max_mhz"})
-          c.field(clocks.at("during"), path + ".clocks.during", key, kind::unsigned_integer);
+      if (c.field(clocks, path + ".clocks", "during", kind::object)) {
+        const json& during = clocks.at("during");
+        c.field(during, path + ".clocks.during", "samples", kind::unsigned_integer);
+        if (c.field(during, path + ".clocks.during", "sm_min_mhz", kind::mhz) &
+                c.field(during, path + ".clocks.during", "sm_max_mhz", kind::mhz) &&
+            during.at("sm_min_mhz").get<std::uint64_t>() > during.at("sm_max_mhz").get<std::uint64_t>())
+          c.problem(fmt::format("{}.clocks.during: sm_min_mhz {} is above sm_max_mhz {}", path,
+                                during.at("sm_min_mhz").get<std::uint64_t>(),
+                                during.at("sm_max_mhz").get<std::uint64_t>()));
+      }
     }
     if (c.field(env, path, "host", kind::object)) {
       c.field(env.at("host"), path + ".host", "name", kind::string);
@@ -811,8 +899,8 @@ std::vector<std::string> schema_problems(const nlohmann::json& j) {
     c.field(s, path, "repetitions", kind::small_count);
     c.field(s, path, "rotation_sets", kind::unsigned_integer);
     if (s.is_object() && s.contains("min_pairs")) c.field(s, path, "min_pairs", kind::unsigned_integer);
-    c.field(s, path, "target_ms", kind::number);
-    c.field(s, path, "elapsed_s", kind::number);
+    c.field(s, path, "target_ms", kind::positive_number);
+    c.field(s, path, "elapsed_s", kind::nonnegative_number);
     c.field(s, path, "filter", kind::string);
     if (c.field(s, path, "sizes", kind::array))
       for (const json& n : s.at("sizes"))
@@ -825,6 +913,37 @@ std::vector<std::string> schema_problems(const nlohmann::json& j) {
     for (const json& r : j.at("results")) check_result(c, r, fmt::format("$.results[{}]", i++), names);
   }
   return problems;
+}
+
+std::string markdown_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20U || c == 0x7FU)
+      out += ' ';
+    else if (std::string_view("\\`*_[]<>|~&").find(ch) != std::string_view::npos)
+      out.append(1, '\\').append(1, ch);
+    else
+      out += ch;
+  }
+  return out;
+}
+
+std::string markdown_code(std::string_view text) {
+  std::string body;
+  std::size_t run = 0;
+  std::size_t longest = 0;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    body += c < 0x20U || c == 0x7FU ? ' ' : ch;
+    run = ch == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(longest + 1, '`');
+  const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`' ||
+                                     (body.front() == ' ' && body.back() == ' '));
+  return pad ? fence + ' ' + body + ' ' + fence : fence + body + fence;
 }
 
 std::string format_number(double value) {

@@ -154,8 +154,21 @@ struct bench_report {
 
 //! Every way in which `j` departs from the schema, one readable line each (empty when it conforms): missing or
 //! mistyped fields, unknown groups or APIs, units that do not match metric names, min <= median <= max violated,
-//! a result without error and without metrics, duplicate names.
+//! a result without error and without metrics, duplicate names; strings with control characters (line breaks,
+//! tabs, ...; only an error message may hold line breaks and tabs), topologies, variants and metric names that are
+//! not plain words (letters, digits, '_', '-'), a compute capability other than "major.minor" of 1 or 2 digits
+//! each, clocks above 100000 MHz, temperatures outside [-1, 200] °C, counts beyond the integer type they are read
+//! into, negative times, ratios, counts, target_ms <= 0 or elapsed_s < 0 (bytes may be negative: a memory
+//! difference).
 [[nodiscard]] std::vector<std::string> schema_problems(const nlohmann::json& j);
+
+//! `text` for running Markdown text (a list item, a heading): control characters (line breaks, tabs, ...) become
+//! spaces, and the characters Markdown or HTML would act on (\\ ` * _ [ ] < > | ~ &) are backslash-escaped, so
+//! that "<b>A|B</b>\\nnext" reads as written, on one line.
+[[nodiscard]] std::string markdown_text(std::string_view text);
+//! `text` as a Markdown code span: fenced by one more backtick than its longest run of backticks (padded with a
+//! space where it starts or ends with one), control characters as spaces, e.g. "`^a|b`" or "`` a`b ``".
+[[nodiscard]] std::string markdown_code(std::string_view text);
 
 //! A number for a table: 3 decimals below 1, 2 below 10, 1 below 100, none above; "0" for zero, "—" when not
 //! finite.
@@ -166,8 +179,8 @@ struct bench_report {
 [[nodiscard]] std::string format_bytes(double bytes);
 
 //! A Markdown table: header row, alignment row (`---:` right, `:---` left) and rows, cells padded so that columns
-//! line up in a monospace font (width counted in UTF-8 code points). '|' in a cell is escaped, newlines become
-//! spaces. `align` holds one character per column, 'l' or 'r'.
+//! line up in a monospace font (width counted in UTF-8 code points). '|' and '\\' in a cell are escaped, control
+//! characters (line breaks, tabs, ...) become spaces. `align` holds one character per column, 'l' or 'r'.
 //! \throws std::invalid_argument when a row or `align` has a different number of columns from `header`, or
 //!         `align` holds another character.
 [[nodiscard]] std::string markdown_table(const std::vector<std::string>& header,

@@ -45,7 +45,7 @@ tests_line="not run (GPU_CHECK_SUITE=0)"
 skipped=0
 if [ "${GPU_CHECK_SUITE:-1}" != 0 ]; then
   # (1) the GPU suite
-  ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j 2 >"$LOG/ctest.log" 2>&1
+  ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j 2 -E '^Cli\.' >"$LOG/ctest.log" 2>&1
   ctest_rc=$?
   tests_line=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
   skipped=$(grep -c "(Skipped)" "$LOG/ctest.log" || true)

@@ -46,10 +46,17 @@ std::string_view hint_for(cudaError_t code) noexcept {
 }
 
 namespace {
+thread_local const api_call* outermost_call = nullptr;
+
 std::string format_message(cudaError_t code, std::string_view call, const std::source_location& where,
-                           std::string_view context) {
-  std::string message = fmt::format("{}:{}: {} failed: {} ({})", where.file_name(), where.line(), call,
-                                    cudaGetErrorName(code), cudaGetErrorString(code));
+                           std::string_view context, const api_call* api) {
+  std::string message =
+      api != nullptr
+          ? fmt::format("{}:{}: {}: {} failed: {} ({}) (at {}:{})", api->where.file_name(), api->where.line(),
+                        api->name, call, cudaGetErrorName(code), cudaGetErrorString(code), where.file_name(),
+                        where.line())
+          : fmt::format("{}:{}: {} failed: {} ({})", where.file_name(), where.line(), call, cudaGetErrorName(code),
+                        cudaGetErrorString(code));
   if (!context.empty()) message += fmt::format("; {}", context);
   if (auto hint = hint_for(code); !hint.empty()) message += fmt::format(". Fix: {}", hint);
   return message;
@@ -57,7 +64,25 @@ std::string format_message(cudaError_t code, std::string_view call, const std::s
 } // namespace
 
 cuda_error::cuda_error(cudaError_t code, std::string_view call, std::source_location where, std::string_view context)
-    : std::runtime_error(format_message(code, call, where, context)), code_(code), call_(call), where_(where) {}
+    : std::runtime_error(format_message(code, call, where, context, outermost_call)), code_(code), call_(call),
+      where_(where) {
+  if (outermost_call != nullptr) api_ = *outermost_call;
+}
+
+namespace detail {
+
+api_scope::api_scope(std::string_view name, std::source_location where) noexcept
+    : call_{name, where}, outermost_(outermost_call == nullptr) {
+  if (outermost_) outermost_call = &call_;
+}
+
+api_scope::~api_scope() {
+  if (outermost_) outermost_call = nullptr;
+}
+
+const api_call* current_api_call() noexcept { return outermost_call; }
+
+} // namespace detail
 
 std::string_view cuda_error::name() const noexcept { return cudaGetErrorName(code_); }
 

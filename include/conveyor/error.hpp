@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <optional>
 #include <source_location>
 #include <stdexcept>
 #include <string>
@@ -11,11 +12,20 @@
 
 namespace conveyor {
 
+//! A public Conveyor call, and where the user made it: what a cuda_error thrown inside it names besides the failing
+//! CUDA call (which is inside the library). A plain value.
+struct api_call {
+  std::string_view name;      //!< e.g. "conveyor::instantiate" (a string literal: valid for the whole program)
+  std::source_location where; //!< the user's call site
+};
+
 //! A CUDA Runtime call returned an error.
 //!
 //! Carries the CUDA error code, its name (`cudaGetErrorName`), the API call as written, the source location of
 //! the call, and, for errors with a known remedy (stream-capture violations above all), a hint saying how to fix it.
-//! `what()` reads: `file:line: call failed: cudaErrorName (description). hint`.
+//! `what()` reads `file:line: call failed: cudaErrorName (description). hint`; when the error was made inside a public
+//! Conveyor call (instantiate, launch, upload, the updates, capture, synchronize, ...), it starts with the user's call
+//! site and that call instead: `app.cpp:42: conveyor::instantiate: call failed: ... (at src/execute/...:190). hint`.
 //! Thread safety: an immutable value once thrown.
 class cuda_error : public std::runtime_error {
 public:
@@ -36,12 +46,37 @@ public:
   [[nodiscard]] const std::source_location& where() const noexcept { return where_; }
   //! How to fix it, or empty when no remedy is known for this code.
   [[nodiscard]] std::string_view hint() const noexcept;
+  //! The outermost public Conveyor call in progress on the throwing thread, with the user's call site; nullopt when
+  //! the failing call was not made inside one (a CONVEYOR_CHECK in the user's own code).
+  [[nodiscard]] const std::optional<api_call>& api() const noexcept { return api_; }
 
 private:
   cudaError_t code_;
   std::string call_;
   std::source_location where_;
+  std::optional<api_call> api_;
 };
+
+namespace detail {
+//! Marks a public Conveyor call in progress on this thread: a cuda_error made while it lives names the call and
+//! `where`, the user's call site. The outermost scope wins, so public functions the library calls itself keep the
+//! user's site. Thread-local; never throws.
+class api_scope {
+public:
+  //! Enters `name` (a string literal) called from `where`.
+  api_scope(std::string_view name, std::source_location where) noexcept;
+  //! Leaves it.
+  ~api_scope();
+  api_scope(const api_scope&) = delete;
+  api_scope& operator=(const api_scope&) = delete;
+
+private:
+  api_call call_;
+  bool outermost_;
+};
+//! The outermost public call in progress on this thread, or null.
+[[nodiscard]] const api_call* current_api_call() noexcept;
+} // namespace detail
 
 //! A remedy for errors commonly met while capturing or updating graphs, or empty.
 //! Follows the CUDA Programming Guide's list of operations that are illegal during stream capture.

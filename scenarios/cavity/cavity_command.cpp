@@ -3,6 +3,8 @@
 
 #include "cavity/cavity_command.hpp"
 
+#include "common/file_output.hpp"
+#include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
 
 #include "cavity/fields.hpp"
@@ -23,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -57,13 +58,6 @@ public:
 private:
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
-
-void write_file(const std::string& path, const std::string& text, const char* what) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error(fmt::format("cannot write the {} file '{}'", what, path));
-}
 
 void print_table(const std::vector<run_result>& results, const cavity_options& o) {
   const run_result* sync = nullptr;
@@ -141,6 +135,7 @@ void run(const cli_options& c) {
   conveyor::scenarios::check_output_file("--png", c.png);
   conveyor::scenarios::check_output_file("--dot", c.dot);
   conveyor::scenarios::check_output_folder("--csv", c.csv);
+  conveyor::scenarios::check_distinct_outputs({{"--png", c.png}, {"--dot", c.dot}});
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor cavity` needs a GPU");
   fmt::print("lid-driven cavity, D2Q9 TRT lattice Boltzmann: {}\n", describe(o));
   fmt::print("up to {} steps ({:.0f} convective times n/U), {} steps per graph / convergence check, stop when the "
@@ -156,12 +151,15 @@ void run(const cli_options& c) {
     const auto& r = results.back();
     fmt::print(stderr, "cavity[{}] done: {} steps in {:.3f} s, change per step {:.3e}\n", to_string(mode), r.steps,
                r.seconds, r.final_change);
-    if (mode == execution_mode::graph && !c.dot.empty()) {
-      write_file(c.dot, r.graph_dot, "DOT");
-      fmt::print(stderr, "wrote the {}-step graph to {}\n", o.steps_per_graph, c.dot);
-    }
   }
   print_table(results, o);
+  std::fflush(stdout);
+  // Files after the table, so that a file system failing now does not lose the results; all written atomically.
+  for (const auto& r : results)
+    if (r.mode == execution_mode::graph && !c.dot.empty()) {
+      conveyor::scenarios::write_file_atomically(c.dot, r.graph_dot);
+      fmt::print(stderr, "wrote the {}-step graph to {}\n", o.steps_per_graph, c.dot);
+    }
 
   // Physics of the final state (identical in every mode when the line above says so): the last mode's.
   const run_result& r = results.back();
@@ -216,18 +214,29 @@ void register_cavity_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "cavity", "2D lid-driven cavity, D2Q9 lattice Boltzmann (TRT), in sync, stream and graph modes; report MLUPS, "
                 "speedup and the difference from Ghia et al. (1982)");
-  sub->add_option("--re", opts->run.re, "Reynolds number U n / nu")->capture_default_str();
-  sub->add_option("--n", opts->run.n, "Lattice cells per side")->capture_default_str();
+  using conveyor::scenarios::integer_in;
+  using conveyor::scenarios::real_in;
+  // Each option's own range here; validate() then checks them together (Re against n and the lid speed, ...).
+  sub->add_option("--re", opts->run.re, "Reynolds number U n / nu (at most 10 n)")
+      ->check(real_in({0.0, max_cell_reynolds * max_cells, true, false, false}))
+      ->capture_default_str();
+  sub->add_option("--n", opts->run.n, "Lattice cells per side")
+      ->check(integer_in(min_cells, max_cells))
+      ->capture_default_str();
   sub->add_option("--lid-speed", opts->run.lid_speed, "Lid velocity, lattice units (cells per step; Ma = U sqrt 3)")
+      ->check(real_in({min_lid_speed, max_lid_speed, false, false, true})) // a float on the GPU
       ->capture_default_str();
   sub->add_option("--steps", opts->run.steps,
                   "Most time steps (a multiple of --steps-per-graph); 0: 250 convective times n / U")
+      ->check(integer_in(std::int64_t{0}, max_run_steps))
       ->capture_default_str();
   sub->add_option("--tol", opts->run.tol,
                   "Stop when the max velocity change per step / U falls below this; 0: run exactly --steps")
+      ->check(real_in({0.0, 1.0, false, false, false}))
       ->capture_default_str();
   sub->add_option("--steps-per-graph", opts->run.steps_per_graph,
                   "K: time steps per graph and per convergence check (even)")
+      ->check(integer_in(2, max_steps_per_graph))
       ->capture_default_str();
   sub->add_option("--mode", opts->mode, "Execution mode")
       ->check(CLI::IsMember({"sync", "stream", "graph", "all"}))

@@ -2,6 +2,7 @@
 //! Reading Ghia et al.'s tables and comparing profiles with them.
 
 #include "cavity/ghia.hpp"
+#include "common/printable.hpp"
 
 #include <fmt/format.h>
 
@@ -11,7 +12,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 namespace conveyor::cavity {
 
@@ -28,6 +28,8 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
   return s;
 }
+
+using scenarios::printable; // control bytes of quoted text escaped (common/printable.hpp)
 
 std::vector<std::string_view> split(std::string_view line) {
   std::vector<std::string_view> fields;
@@ -55,13 +57,20 @@ ghia_table parse_ghia_csv(std::string_view text, std::string_view source) {
   ghia_table t;
   std::size_t line_no = 0;
   bool header = true;
-  std::size_t pos = 0;
+  std::size_t pos = text.starts_with("\xEF\xBB\xBF") ? 3 : 0; // a UTF-8 byte-order mark
   while (pos <= text.size()) {
-    const std::size_t eol = text.find('\n', pos);
-    const std::string_view line =
-        trim(text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos));
-    pos = eol == std::string_view::npos ? text.size() + 1 : eol + 1;
+    // A line ends at LF, CRLF or a lone CR.
+    const std::size_t eol = text.find_first_of("\r\n", pos);
+    const std::string_view raw = text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
+    if (eol == std::string_view::npos)
+      pos = text.size() + 1;
+    else
+      pos = eol + (text[eol] == '\r' && eol + 1 < text.size() && text[eol + 1] == '\n' ? 2 : 1);
     ++line_no;
+    if (const std::size_t nul = raw.find('\0'); nul != std::string_view::npos)
+      throw ghia_error(fmt::format("{}:{}: a NUL byte at column {}: binary data, not CSV text", source, line_no,
+                                   nul + 1));
+    const std::string_view line = trim(raw);
     if (line.empty()) continue;
     const std::vector<std::string_view> fields = split(line);
     if (header) {
@@ -74,7 +83,8 @@ ghia_table parse_ghia_csv(std::string_view text, std::string_view source) {
         int re = 0;
         if (f.size() < 3 || (f[0] != 'R' && f[0] != 'r') || (f[1] != 'e' && f[1] != 'E') ||
             !parse_number(f.substr(2), re) || re <= 0)
-          throw ghia_error(fmt::format("{}:{}: column header '{}' is not Re<positive integer>", source, line_no, f));
+          throw ghia_error(fmt::format("{}:{}: column header '{}' is not Re<positive integer>", source, line_no,
+                                       printable(f)));
         t.reynolds.push_back(re);
       }
       t.values.resize(t.reynolds.size());
@@ -86,7 +96,7 @@ ghia_table parse_ghia_csv(std::string_view text, std::string_view source) {
                                    t.reynolds.size() + 1));
     double coordinate = 0.0;
     if (!parse_number(fields[0], coordinate))
-      throw ghia_error(fmt::format("{}:{}: '{}' is not a number", source, line_no, fields[0]));
+      throw ghia_error(fmt::format("{}:{}: '{}' is not a number", source, line_no, printable(fields[0])));
     if (!(coordinate >= 0.0 && coordinate <= 1.0))
       throw ghia_error(fmt::format("{}:{}: coordinate {} outside [0, 1]", source, line_no, coordinate));
     if (!t.position.empty() && !(coordinate > t.position.back()))
@@ -96,7 +106,7 @@ ghia_table parse_ghia_csv(std::string_view text, std::string_view source) {
     for (std::size_t k = 1; k < fields.size(); ++k) {
       double v = 0.0;
       if (!parse_number(fields[k], v) || !std::isfinite(v))
-        throw ghia_error(fmt::format("{}:{}: '{}' is not a number", source, line_no, fields[k]));
+        throw ghia_error(fmt::format("{}:{}: '{}' is not a number", source, line_no, printable(fields[k])));
       t.values[k - 1].push_back(v);
     }
   }
@@ -106,12 +116,30 @@ ghia_table parse_ghia_csv(std::string_view text, std::string_view source) {
 }
 
 ghia_table read_ghia_csv(const std::filesystem::path& file) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (std::filesystem::is_directory(status))
+    throw ghia_error(fmt::format("'{}' is a folder, not a Ghia CSV file", file.string()));
+  const auto too_long = [&] {
+    return ghia_error(fmt::format("'{}' is longer than {} bytes (ghia_max_file_bytes in scenarios/cavity/ghia.hpp; "
+                                  "raise it there and rebuild): not a Ghia table, reading stopped there",
+                                  file.string(), ghia_max_file_bytes));
+  };
+  // A regular file's size is checked first; a device or a pipe is read at most one byte past the limit.
+  std::uintmax_t expected = ghia_max_file_bytes;
+  if (std::filesystem::is_regular_file(status)) {
+    const std::uintmax_t size = std::filesystem::file_size(file, ec);
+    if (!ec && size > ghia_max_file_bytes) throw too_long();
+    if (!ec) expected = size;
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ghia_error(fmt::format("cannot open '{}'", file.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text(static_cast<std::size_t>(expected) + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) throw ghia_error(fmt::format("cannot read '{}'", file.string()));
-  return parse_ghia_csv(text.str(), file.string());
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > ghia_max_file_bytes) throw too_long();
+  return parse_ghia_csv(text, file.string());
 }
 
 ghia_reference read_ghia_dir(const std::filesystem::path& dir) {

@@ -6,6 +6,7 @@
 
 #include "cavity/fields.hpp"
 
+#include <cstddef>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -21,6 +22,10 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+//! The largest Ghia CSV file read, in bytes (the tables are about 1 KB). A larger file, or a device such as
+//! /dev/zero, is refused once this many bytes were read, naming this limit; raise it here and rebuild.
+inline constexpr std::size_t ghia_max_file_bytes = std::size_t{1} << 20;
+
 //! One table: a coordinate column and one velocity column per Reynolds number.
 struct ghia_table {
   std::string coordinate;                  //!< the first header field, lower-cased: "y" (Table I) or "x" (Table II)
@@ -33,13 +38,16 @@ struct ghia_table {
 };
 
 //! Parses a table from CSV text: a header `coordinate,Re<int>,...`, then rows of numbers, comma-separated; blank
-//! lines and CR line ends are tolerated. `source` names the text in errors.
+//! lines, LF, CRLF or CR-only line ends and a UTF-8 byte-order mark are tolerated. `source` names the text in
+//! errors; text quoted from it has its control bytes escaped (`\x1b`).
 //! \throws ghia_error when the header or a row is malformed (wrong field count, not a number, a Reynolds column
-//!         without "Re<number>") or the coordinates are not ascending within [0, 1].
+//!         without "Re<number>"), a line holds a NUL byte (binary data), or the coordinates are not ascending within
+//!         [0, 1].
 [[nodiscard]] ghia_table parse_ghia_csv(std::string_view text, std::string_view source = "<text>");
 
 //! Reads and parses a table file.
-//! \throws ghia_error when the file cannot be read, or as parse_ghia_csv().
+//! \throws ghia_error when the file cannot be read, is a folder, is longer than ghia_max_file_bytes (a device or a
+//!         pipe is read up to that limit, then refused), or as parse_ghia_csv().
 [[nodiscard]] ghia_table read_ghia_csv(const std::filesystem::path& file);
 
 //! Both tables: u on the vertical centre line (Table I) and v on the horizontal centre line (Table II).

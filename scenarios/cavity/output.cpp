@@ -3,21 +3,20 @@
 
 #include "cavity/output.hpp"
 
+#include "common/file_output.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
-#include <fstream>
 #include <stdexcept>
 
 namespace conveyor::cavity {
 
 namespace {
 
+// Atomically (a temporary file, then rename): a failed write leaves no half file.
 void write_text(const std::filesystem::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", file.string()));
+  scenarios::write_file_atomically(file, text);
 }
 
 } // namespace

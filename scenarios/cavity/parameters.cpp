@@ -31,11 +31,12 @@ void validate(const cavity_options& o) {
         "lattice size --n {} is outside [{}, {}]: fewer cells cannot resolve the primary vortex and its wall layers; "
         "more would take hours of time steps to converge and {:.1f} GiB or more of device memory (72 bytes per cell)",
         o.n, min_cells, max_cells, 72.0 * max_cells * max_cells / (1ULL << 30)));
-  if (!(o.lid_speed > 0.0 && o.lid_speed <= max_lid_speed))
+  if (!(o.lid_speed >= min_lid_speed && o.lid_speed <= max_lid_speed))
     throw std::invalid_argument(fmt::format(
-        "lid speed --lid-speed {} is outside (0, {}] (lattice units): the lattice Boltzmann method is accurate only "
-        "at low Mach number, Ma = U sqrt(3) <= {:.2f}",
-        o.lid_speed, max_lid_speed, max_lid_speed * std::sqrt(3.0)));
+        "lid speed --lid-speed {} is outside [{:g}, {}] (lattice units): the lattice Boltzmann method is accurate "
+        "only at low Mach number, Ma = U sqrt(3) <= {:.2f}, and a slower lid needs more than n / {:g} time steps to "
+        "cross the cavity once",
+        o.lid_speed, min_lid_speed, max_lid_speed, max_lid_speed * std::sqrt(3.0), min_lid_speed));
   const auto [re_min, re_max] = valid_reynolds_range(o.n, o.lid_speed);
   if (!std::isfinite(o.re) || o.re <= 0.0)
     throw std::invalid_argument(fmt::format("Reynolds number --re {} must be a positive finite number (valid for "
@@ -66,6 +67,8 @@ void validate(const cavity_options& o) {
         "--steps-per-graph {} must be even and in [2, {}]: each time step swaps the two population arrays, so an "
         "even K leaves the current state in the same array after every graph",
         o.steps_per_graph, max_steps_per_graph));
+  if (o.steps > max_run_steps)
+    throw std::invalid_argument(fmt::format("--steps {} is more than the {} accepted", o.steps, max_run_steps));
   if (o.steps < 0 || o.steps % o.steps_per_graph != 0)
     throw std::invalid_argument(fmt::format(
         "--steps {} must be a non-negative multiple of --steps-per-graph {} (time steps run in whole graphs of K "

@@ -21,6 +21,11 @@ inline constexpr int max_cells = 8192;
 //! Highest lid speed accepted (lattice units): Mach number U * sqrt(3) <= 0.35; LBM's compressibility error grows
 //! as Ma^2.
 inline constexpr double max_lid_speed = 0.2;
+//! Lowest lid speed accepted (lattice units): slower lids need n / U time steps per convective time (millions), and
+//! 250 convective times must still fit a step count.
+inline constexpr double min_lid_speed = 1e-4;
+//! Most time steps accepted (--steps): 10^12, hundreds of days at the fastest MLUPS of any GPU.
+inline constexpr std::int64_t max_run_steps = 1'000'000'000'000;
 //! Highest cell Reynolds number Re / n = U / nu accepted: beyond it tau = 3 nu + 1/2 is so close to 1/2 that the
 //! corner singularities of the lid make the run unstable (and the wall layers are under-resolved).
 inline constexpr double max_cell_reynolds = 10.0;
@@ -66,9 +71,9 @@ inline constexpr double trt_magic = 0.25;
 
 //! Checks every option and throws std::invalid_argument with a message naming the option, its valid range and
 //! why (e.g. "tau = 3 nu + 1/2 = 0.5012 is too close to 1/2 ..."). Checks: n in [min_cells, max_cells];
-//! lid_speed in (0, max_lid_speed]; Re finite and in valid_reynolds_range(); steps_per_graph even and in
-//! [2, max_steps_per_graph]; steps >= 0 and a multiple of steps_per_graph; tol finite and >= 0; tol = 0 needs
-//! steps > 0.
+//! lid_speed in [min_lid_speed, max_lid_speed]; Re finite and in valid_reynolds_range(); steps_per_graph even and
+//! in [2, max_steps_per_graph]; steps in [0, max_run_steps] and a multiple of steps_per_graph; tol finite and
+//! >= 0; tol = 0 needs steps > 0.
 void validate(const cavity_options& o);
 
 //! The step kernel's parameters for `o` (float32 relaxation rates, lid speed).

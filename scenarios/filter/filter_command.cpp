@@ -3,6 +3,7 @@
 
 #include "filter/filter_command.hpp"
 
+#include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
 
 #include "filter/benchmark.hpp"
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -150,6 +152,9 @@ void run(const cli_options& o) {
   if (!native)
     for (const auto& s : o.sizes) (void)parse_size(s);
 
+  conveyor::scenarios::check_output_file("--dot", o.dot);
+  conveyor::scenarios::check_output_folder("--out", o.out);
+
   // Read everything first: a bad image stops the run before any GPU work or output.
   std::vector<std::filesystem::path> files = list_images(o.input);
   if (o.limit > 0 && files.size() > o.limit) files.resize(o.limit);
@@ -158,8 +163,6 @@ void run(const cli_options& o) {
     images.push_back({f.stem().string(), read_image(f)});
     fmt::print("read {} ({}x{})\n", f.string(), images.back().img.width, images.back().img.height);
   }
-  conveyor::scenarios::check_output_file("--dot", o.dot);
-  conveyor::scenarios::check_output_folder("--out", o.out);
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor filter` needs a GPU");
   const std::filesystem::path out_dir = o.out;
   if (!o.out.empty()) std::filesystem::create_directories(out_dir);
@@ -240,20 +243,31 @@ void register_filter_command(CLI::App& app) {
   sub->add_option("--sizes", o->sizes, "Frame sizes WIDTHxHEIGHT, comma-separated, or native (each image's own)")
       ->delimiter(',')
       ->capture_default_str();
+  using conveyor::scenarios::integer_in;
+  using conveyor::scenarios::real_in;
+  const conveyor::scenarios::real_range sigma_range{min_gaussian_sigma, max_gaussian_sigma, false, false, false};
   sub->add_option("--sigma", o->params.sigma, "Gaussian sigma before Sobel, pixels (radius ceil(3 sigma) <= 32)")
+      ->check(real_in(sigma_range))
       ->capture_default_str();
-  sub->add_option("--threshold", o->params.threshold, "Edge threshold on the Sobel magnitude, grey levels")
+  // Threshold and amount reach the GPU as floats: checked as floats.
+  sub->add_option("--threshold", o->params.threshold, "Edge threshold on the Sobel magnitude, grey levels (>= 0)")
+      ->check(real_in(conveyor::scenarios::nonnegative_float()))
       ->capture_default_str();
   sub->add_option("--unsharp-sigma", o->params.unsharp_sigma, "Gaussian sigma of the unsharp mask, pixels")
+      ->check(real_in(sigma_range))
       ->capture_default_str();
-  sub->add_option("--amount", o->params.unsharp_amount, "Unsharp mask amount (>= 0)")->capture_default_str();
+  sub->add_option("--amount", o->params.unsharp_amount, "Unsharp mask amount (>= 0)")
+      ->check(real_in(conveyor::scenarios::nonnegative_float()))
+      ->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed passes over the batch per mode (include graph instantiation)")
-      ->check(CLI::Range(1, 1000))
+      ->check(integer_in(1, 1000))
       ->capture_default_str();
   sub->add_option("--repeat", o->repeat, "Timed passes over the batch per mode (the median is reported)")
-      ->check(CLI::Range(1, 100000))
+      ->check(integer_in(1, 100000))
       ->capture_default_str();
-  sub->add_option("--limit", o->limit, "Use only the first N images (0: all)")->capture_default_str();
+  sub->add_option("--limit", o->limit, "Use only the first N images (0: all)")
+      ->check(integer_in(std::size_t{0}, std::numeric_limits<std::size_t>::max()))
+      ->capture_default_str();
   sub->add_option("--dot", o->dot, "Write the graph of the first size as Graphviz DOT to this file");
   sub->add_flag("--verify", o->verify, "Compare the first frame of each size with the CPU reference (double)");
   sub->callback([o] { run(*o); });

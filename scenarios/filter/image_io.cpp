@@ -4,7 +4,9 @@
 
 #include "filter/image_io.hpp"
 
+#include <fmt/format.h>
 #include <png.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 namespace conveyor::filter {
 
@@ -44,6 +47,24 @@ void as_image_error(F&& write) {
   }
 }
 
+enum class image_format { png, jpeg };
+
+// The format the first `got` bytes announce: a PNG signature, or a JPEG start-of-image marker (FF D8, which libjpeg
+// then reads on: a file ending there is a truncated JPEG).
+image_format detect_format(const std::filesystem::path& file, const unsigned char* magic, std::size_t got) {
+  if (got >= 8 && png_sig_cmp(magic, 0, 8) == 0) return image_format::png;
+  if (got >= 2 && magic[0] == 0xFF && magic[1] == 0xD8) return image_format::jpeg;
+  if (got < 8 && png_sig_cmp(magic, 0, got) == 0)
+    throw image_error(file, "truncated PNG data (file ends inside the signature)");
+  if (got == 1 && magic[0] == 0xFF)
+    throw image_error(file, "truncated JPEG data (file ends inside the start-of-image marker FF D8)");
+  throw image_error(file, "unsupported format: neither PNG nor JPEG (first bytes " + hex_bytes(magic, got) + ")");
+}
+
+image decode(image_format format, std::FILE* fp, const std::filesystem::path& file, std::uintmax_t bytes) {
+  return format == image_format::png ? detail::decode_png(fp, file, bytes) : detail::decode_jpeg(fp, file, bytes);
+}
+
 } // namespace
 
 image read_image(const std::filesystem::path& file) {
@@ -51,17 +72,35 @@ image read_image(const std::filesystem::path& file) {
   if (std::filesystem::is_directory(file, ec)) throw image_error(file, "is a folder, not an image file");
   file_ptr fp(std::fopen(file.c_str(), "rb"));
   if (!fp) throw image_error(file, "cannot open: " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(::fileno(fp.get()), &st) != 0) throw image_error(file, "cannot read: " + errno_text(errno));
   unsigned char magic[8] = {};
   const std::size_t got = std::fread(magic, 1, sizeof magic, fp.get());
   if (got == 0) {
     if (std::ferror(fp.get()) != 0) throw image_error(file, "cannot read: " + errno_text(errno));
     throw image_error(file, "empty file");
   }
-  std::rewind(fp.get());
-  if (got >= 8 && png_sig_cmp(magic, 0, 8) == 0) return detail::decode_png(fp.get(), file);
-  if (got >= 3 && magic[0] == 0xFF && magic[1] == 0xD8 && magic[2] == 0xFF) return detail::decode_jpeg(fp.get(), file);
-  if (got < 8 && png_sig_cmp(magic, 0, got) == 0) throw image_error(file, "truncated PNG data (file ends inside the signature)");
-  throw image_error(file, "unsupported format: neither PNG nor JPEG (first bytes " + hex_bytes(magic, got) + ")");
+  const image_format format = detect_format(file, magic, got);
+  if (S_ISREG(st.st_mode)) {
+    std::rewind(fp.get());
+    return decode(format, fp.get(), file, static_cast<std::uintmax_t>(st.st_size));
+  }
+  // A pipe or a device cannot be rewound, and its size is unknown: read it into memory, within a limit, and decode
+  // from there.
+  std::vector<unsigned char> data(magic, magic + got);
+  unsigned char chunk[1 << 16];
+  while (std::size_t n = std::fread(chunk, 1, sizeof chunk, fp.get())) {
+    if (data.size() + n > max_image_stream_bytes)
+      throw image_error(file, fmt::format("not a regular file, and longer than {} bytes (max_image_stream_bytes in "
+                                          "scenarios/filter/image_io.hpp; raise it there and rebuild): reading "
+                                          "stopped there",
+                                          max_image_stream_bytes));
+    data.insert(data.end(), chunk, chunk + n);
+  }
+  if (std::ferror(fp.get()) != 0) throw image_error(file, "cannot read: " + errno_text(errno));
+  file_ptr memory(::fmemopen(data.data(), data.size(), "rb"));
+  if (!memory) throw image_error(file, "cannot decode from memory: " + errno_text(errno));
+  return decode(format, memory.get(), file, data.size());
 }
 
 void write_png(const std::filesystem::path& file, const image& img) {
@@ -96,13 +135,17 @@ std::vector<std::filesystem::path> list_images(const std::filesystem::path& file
 
 namespace detail {
 
-image adopt_rgb(unsigned char* pixels, std::size_t width, std::size_t height) {
-  const std::unique_ptr<unsigned char, decltype(&std::free)> owned(pixels, &std::free);
+image rgb_image_for(const std::filesystem::path& name, std::size_t width, std::size_t height) {
   image img;
   img.width = static_cast<int>(width);
   img.height = static_cast<int>(height);
   img.channels = 3;
-  img.pixels.assign(owned.get(), owned.get() + img.samples());
+  try {
+    img.pixels.resize(img.samples());
+  } catch (const std::bad_alloc&) {
+    throw image_error(name, fmt::format("not enough memory for the {}x{} pixels ({} bytes as 8-bit RGB)", width,
+                                        height, img.samples()));
+  }
   return img;
 }
 

@@ -1,16 +1,20 @@
 //! \file params.cpp
 #include "filter/params.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace conveyor::filter {
 
 int gaussian_radius(double sigma) {
-  if (!(sigma > 0.0) || !std::isfinite(sigma))
-    throw std::invalid_argument("Gaussian sigma must be a positive number, got " + std::to_string(sigma));
+  if (!(sigma >= min_gaussian_sigma) || !std::isfinite(sigma))
+    throw std::invalid_argument(fmt::format("Gaussian sigma must be a number in [{:g}, {:g}], got {:g}",
+                                            min_gaussian_sigma, max_gaussian_sigma, sigma));
   const double r = std::ceil(3.0 * sigma);
   if (r > max_gaussian_radius)
     throw std::invalid_argument("Gaussian sigma " + std::to_string(sigma) + " needs radius " +
@@ -39,10 +43,14 @@ std::vector<double> gaussian_kernel(double sigma) {
 void validate(const filter_params& p) {
   (void)gaussian_radius(p.sigma);
   (void)gaussian_radius(p.unsharp_sigma);
-  if (!(p.threshold >= 0.0) || !std::isfinite(p.threshold))
-    throw std::invalid_argument("threshold must be >= 0, got " + std::to_string(p.threshold));
-  if (!(p.unsharp_amount >= 0.0) || !std::isfinite(p.unsharp_amount))
-    throw std::invalid_argument("unsharp amount must be >= 0, got " + std::to_string(p.unsharp_amount));
+  // Both reach the GPU as floats: a double beyond FLT_MAX would be infinity there.
+  constexpr double float_max = std::numeric_limits<float>::max();
+  if (!(p.threshold >= 0.0 && p.threshold <= float_max))
+    throw std::invalid_argument(fmt::format("threshold must be in [0, {:g}] (a float), got {:g}", float_max,
+                                            p.threshold));
+  if (!(p.unsharp_amount >= 0.0 && p.unsharp_amount <= float_max))
+    throw std::invalid_argument(fmt::format("unsharp amount must be in [0, {:g}] (a float), got {:g}", float_max,
+                                            p.unsharp_amount));
 }
 
 } // namespace conveyor::filter

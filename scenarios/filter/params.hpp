@@ -14,6 +14,11 @@ namespace conveyor::filter {
 
 //! Largest Gaussian radius (taps = 2 * radius + 1) the GPU kernels accept.
 inline constexpr int max_gaussian_radius = 32;
+//! Smallest Gaussian sigma accepted, pixels: narrower kernels are already the identity (weights 0, 1, 0), and below
+//! about 1e-154 sigma squared underflows to 0 and the weights would be NaN.
+inline constexpr double min_gaussian_sigma = 0.01;
+//! Largest Gaussian sigma accepted, pixels: ceil(3 sigma) <= max_gaussian_radius.
+inline constexpr double max_gaussian_sigma = max_gaussian_radius / 3.0;
 
 //! Parameters of the chain. Units: sigma in pixels; threshold in grey levels of the Sobel magnitude (the Sobel of
 //! an image in [0, 255], so a full black-to-white step gives 4 * 255 = 1020).
@@ -26,7 +31,7 @@ struct filter_params {
 };
 
 //! Gaussian radius for `sigma`: ceil(3 sigma), at least 1.
-//! \throws std::invalid_argument when sigma is not > 0 or the radius exceeds max_gaussian_radius.
+//! \throws std::invalid_argument when sigma is below min_gaussian_sigma or the radius exceeds max_gaussian_radius.
 [[nodiscard]] int gaussian_radius(double sigma);
 
 //! The 2 * gaussian_radius(sigma) + 1 weights exp(-x^2 / (2 sigma^2)), x = -radius..radius, divided by their sum
@@ -34,8 +39,9 @@ struct filter_params {
 //! \throws std::invalid_argument as gaussian_radius.
 [[nodiscard]] std::vector<double> gaussian_kernel(double sigma);
 
-//! Checks every field's range.
-//! \throws std::invalid_argument naming the first field out of range.
+//! Checks every field's range: both sigmas as gaussian_radius; threshold and amount finite, >= 0 and finite as
+//! the floats the GPU chain takes.
+//! \throws std::invalid_argument naming the first field out of range and its valid range.
 void validate(const filter_params& p);
 
 } // namespace conveyor::filter

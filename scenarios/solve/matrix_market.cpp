@@ -2,6 +2,7 @@
 //! The strict Matrix Market reader.
 
 #include "solve/matrix_market.hpp"
+#include "common/printable.hpp"
 
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <fstream>
 #include <numeric>
+#include <optional>
 
 namespace conveyor::solve {
 
@@ -21,6 +23,8 @@ matrix_market_error::matrix_market_error(std::string file, std::size_t line, std
       file_(std::move(file)), line_(line), problem_(std::move(problem)) {}
 
 namespace {
+
+using scenarios::printable; // control bytes of quoted text escaped (common/printable.hpp)
 
 std::vector<std::string_view> split(std::string_view line) {
   std::vector<std::string_view> words;
@@ -60,21 +64,50 @@ bool parse_real(std::string_view token, double& out) {
   return ec == std::errc{} && end == token.data() + token.size();
 }
 
-// Reads lines, counting them, with a trailing '\r' removed.
+// Reads lines ended by LF, CRLF or a lone CR (without the line end), counting lines and bytes; drops a UTF-8
+// byte-order mark before the first line. A line longer than mm_max_line_length is an error, so a binary file or an
+// endless device (/dev/zero) costs at most that much memory.
 class line_reader {
 public:
-  explicit line_reader(std::istream& in) : in_(in) {}
+  line_reader(std::istream& in, const std::string& src) : in_(in), src_(src) {}
   bool next(std::string& line) {
-    if (!std::getline(in_, line)) return false;
+    using traits = std::istream::traits_type;
+    line.clear();
+    std::streambuf* buf = in_.rdbuf();
+    if (buf == nullptr) return false;
+    auto c = buf->sbumpc();
+    if (traits::eq_int_type(c, traits::eof())) return false;
     ++number_;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    for (; !traits::eq_int_type(c, traits::eof()); c = buf->sbumpc()) {
+      ++bytes_;
+      if (c == '\n') break;
+      if (c == '\r') {
+        if (traits::eq_int_type(buf->sgetc(), '\n')) {
+          buf->sbumpc();
+          ++bytes_;
+        }
+        break;
+      }
+      if (line.size() == mm_max_line_length)
+        throw matrix_market_error(src_, number_,
+                                  fmt::format("the line is longer than {} bytes (mm_max_line_length in "
+                                              "scenarios/solve/matrix_market.hpp); reading stopped there: not a "
+                                              "Matrix Market text file?",
+                                              mm_max_line_length));
+      line.push_back(traits::to_char_type(c));
+    }
+    if (number_ == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3); // UTF-8 byte-order mark
     return true;
   }
   [[nodiscard]] std::size_t number() const noexcept { return number_; }
+  //! Bytes consumed so far, line ends included.
+  [[nodiscard]] std::uintmax_t bytes() const noexcept { return bytes_; }
 
 private:
   std::istream& in_;
+  const std::string& src_;
   std::size_t number_ = 0;
+  std::uintmax_t bytes_ = 0;
 };
 
 enum class field_kind { real, integer };
@@ -88,6 +121,10 @@ constexpr std::string_view expected_banner = "'%%MatrixMarket matrix coordinate 
 
 header parse_banner(std::string_view line, const std::string& src) {
   auto fail = [&](const std::string& problem) { throw matrix_market_error(src, 1, problem); };
+  if (line.starts_with("\xFF\xFE") || line.starts_with("\xFE\xFF"))
+    fail(fmt::format("the file is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as ASCII or UTF-8 "
+                     "with the banner {}",
+                     expected_banner));
   const auto words = split(line);
   if (words.empty() || lower(words[0]) != "%%matrixmarket")
     fail(fmt::format("missing Matrix Market banner: the first line must be {}", expected_banner));
@@ -97,10 +134,10 @@ header parse_banner(std::string_view line, const std::string& src) {
   const std::string format = lower(words[2]);
   const std::string field = lower(words[3]);
   const std::string symmetry = lower(words[4]);
-  if (object != "matrix") fail(fmt::format("object '{}' is not supported; expected 'matrix'", words[1]));
+  if (object != "matrix") fail(fmt::format("object '{}' is not supported; expected 'matrix'", printable(words[1])));
   if (format == "array")
     fail("dense 'array' format is not supported; only sparse 'coordinate' files can be read");
-  if (format != "coordinate") fail(fmt::format("unknown format '{}'; expected 'coordinate'", words[2]));
+  if (format != "coordinate") fail(fmt::format("unknown format '{}'; expected 'coordinate'", printable(words[2])));
   header h;
   if (field == "real" || field == "double")
     h.field = field_kind::real;
@@ -111,7 +148,7 @@ header parse_banner(std::string_view line, const std::string& src) {
   else if (field == "complex")
     fail("'complex' matrices are not supported; a solve needs a real symmetric positive definite matrix");
   else
-    fail(fmt::format("unknown field '{}'; expected 'real' or 'integer'", words[3]));
+    fail(fmt::format("unknown field '{}'; expected 'real' or 'integer'", printable(words[3])));
   if (symmetry == "general")
     h.symmetry = mm_symmetry::general;
   else if (symmetry == "symmetric")
@@ -122,7 +159,7 @@ header parse_banner(std::string_view line, const std::string& src) {
   else if (symmetry == "hermitian")
     fail("'hermitian' storage is not supported (complex matrices only); expected 'general' or 'symmetric'");
   else
-    fail(fmt::format("unknown symmetry '{}'; expected 'general' or 'symmetric'", words[4]));
+    fail(fmt::format("unknown symmetry '{}'; expected 'general' or 'symmetric'", printable(words[4])));
   return h;
 }
 
@@ -142,7 +179,7 @@ size_line parse_size(std::string_view line, std::size_t number, mm_symmetry symm
   long long* values[3] = {&s.rows, &s.cols, &s.entries};
   for (int k = 0; k < 3; ++k)
     if (!parse_integer(words[k], *values[k]))
-      fail(fmt::format("the {} '{}' on the size line is not an integer", names[k], words[k]));
+      fail(fmt::format("the {} '{}' on the size line is not an integer", names[k], printable(words[k])));
   if (s.rows < 1 || s.cols < 1) fail(fmt::format("the matrix is {} x {}; both sizes must be >= 1", s.rows, s.cols));
   if (s.rows > INT_MAX || s.cols > INT_MAX)
     fail(fmt::format("the matrix is {} x {}; sizes above {} are not supported (32-bit indices)", s.rows, s.cols,
@@ -162,7 +199,24 @@ size_line parse_size(std::string_view line, std::size_t number, mm_symmetry symm
       fail(fmt::format("{} entries cannot fit in a {} x {} matrix", s.entries, s.rows, s.cols));
     if (s.entries > INT_MAX) fail(fmt::format("{} entries are too many for 32-bit indices", s.entries));
   }
+  // The solver needs a symmetric positive definite matrix, whose diagonal is positive: every one of its entries is
+  // stored, so a square matrix with fewer entries than rows cannot be one (and would cost memory per row for nothing).
+  if (s.rows == s.cols && s.entries < s.rows)
+    fail(fmt::format("{} entries cannot hold the {} diagonal entries of a {} x {} symmetric positive definite matrix "
+                     "(the solver needs every diagonal entry stored and positive)",
+                     s.entries, s.rows, s.rows, s.cols));
   return s;
+}
+
+// Refuses a size line announcing more entries than the `remaining` bytes after it can hold.
+void check_room(const size_line& s, std::uintmax_t remaining, std::size_t number, const std::string& src) {
+  const std::uintmax_t room = (remaining + 1) / mm_min_entry_bytes; // the last line may lack its line end
+  if (static_cast<std::uintmax_t>(s.entries) > room)
+    throw matrix_market_error(
+        src, number,
+        fmt::format("the size line announces {} entries, but the {} bytes after it can hold at most {} (an entry "
+                    "line 'row column value' takes at least {} bytes): the file is truncated or the size line wrong",
+                    s.entries, remaining, room, mm_min_entry_bytes));
 }
 
 mm_entry parse_entry(std::string_view line, std::size_t number, const size_line& size, const header& h,
@@ -174,21 +228,21 @@ mm_entry parse_entry(std::string_view line, std::size_t number, const size_line&
                      words.size() == 1 ? "" : "s"));
   long long i = 0;
   long long j = 0;
-  if (!parse_integer(words[0], i)) fail(fmt::format("the row index '{}' is not an integer", words[0]));
-  if (!parse_integer(words[1], j)) fail(fmt::format("the column index '{}' is not an integer", words[1]));
+  if (!parse_integer(words[0], i)) fail(fmt::format("the row index '{}' is not an integer", printable(words[0])));
+  if (!parse_integer(words[1], j)) fail(fmt::format("the column index '{}' is not an integer", printable(words[1])));
   if (i < 1 || i > size.rows) fail(fmt::format("the row index {} is out of range [1, {}]", i, size.rows));
   if (j < 1 || j > size.cols) fail(fmt::format("the column index {} is out of range [1, {}]", j, size.cols));
   double value = 0.0;
   if (h.field == field_kind::integer) {
     long long v = 0;
     if (!parse_integer(words[2], v))
-      fail(fmt::format("the value '{}' is not an integer (the banner says 'integer')", words[2]));
+      fail(fmt::format("the value '{}' is not an integer (the banner says 'integer')", printable(words[2])));
     if (std::llabs(v) > (1LL << 53))
       fail(fmt::format("the integer value {} cannot be represented exactly in double precision", v));
     value = static_cast<double>(v);
   } else {
-    if (!parse_real(words[2], value)) fail(fmt::format("the value '{}' is not a number", words[2]));
-    if (!std::isfinite(value)) fail(fmt::format("the value '{}' is not finite", words[2]));
+    if (!parse_real(words[2], value)) fail(fmt::format("the value '{}' is not a number", printable(words[2])));
+    if (!std::isfinite(value)) fail(fmt::format("the value '{}' is not finite", printable(words[2])));
   }
   if (h.symmetry == mm_symmetry::symmetric && i < j)
     fail(fmt::format("entry ({}, {}) lies above the diagonal; a 'symmetric' file stores the lower triangle only "
@@ -222,11 +276,20 @@ void reject_duplicates(const coo_matrix& m) {
   }
 }
 
-} // namespace
+// The bytes from the stream's position to its end, when it can seek (a string stream, a regular file).
+std::optional<std::uintmax_t> stream_size(std::istream& in) {
+  std::streambuf* buf = in.rdbuf();
+  if (buf == nullptr) return std::nullopt;
+  const auto here = buf->pubseekoff(0, std::ios::cur, std::ios::in);
+  if (here == std::streampos(-1)) return std::nullopt;
+  const auto end = buf->pubseekoff(0, std::ios::end, std::ios::in);
+  buf->pubseekpos(here, std::ios::in);
+  if (end == std::streampos(-1) || end < here) return std::nullopt;
+  return static_cast<std::uintmax_t>(end - here);
+}
 
-coo_matrix parse_matrix_market(std::istream& in, std::string_view source) {
-  const std::string src(source);
-  line_reader lines(in);
+coo_matrix parse(std::istream& in, const std::string& src, std::optional<std::uintmax_t> total_bytes) {
+  line_reader lines(in, src);
   std::string line;
   if (!lines.next(line))
     throw matrix_market_error(src, 1, fmt::format("the file is empty; expected the banner {}", expected_banner));
@@ -242,13 +305,21 @@ coo_matrix parse_matrix_market(std::istream& in, std::string_view source) {
   if (!have_size)
     throw matrix_market_error(src, lines.number(), "the file ends before the size line 'rows columns entries'");
   const size_line size = parse_size(line, lines.number(), h.symmetry, src);
+  // Entries are kept in proportion to the bytes present: the file's size bounds the count up front; without it
+  // (a pipe) the vector grows with the entries actually read.
+  auto reserve = static_cast<std::size_t>(std::min<long long>(size.entries, 1LL << 12));
+  if (total_bytes) {
+    const std::uintmax_t remaining = *total_bytes > lines.bytes() ? *total_bytes - lines.bytes() : 0;
+    check_room(size, remaining, lines.number(), src);
+    reserve = static_cast<std::size_t>(size.entries);
+  }
 
   coo_matrix m;
   m.source = src;
   m.rows = static_cast<int>(size.rows);
   m.cols = static_cast<int>(size.cols);
   m.symmetry = h.symmetry;
-  m.entries.reserve(static_cast<std::size_t>(std::min<long long>(size.entries, 1LL << 24)));
+  m.entries.reserve(reserve);
   while (lines.next(line)) {
     if (is_blank(line)) continue;
     if (line.front() == '%')
@@ -259,7 +330,6 @@ coo_matrix parse_matrix_market(std::istream& in, std::string_view source) {
                                 fmt::format("more entries than the {} the size line announces", size.entries));
     m.entries.push_back(parse_entry(line, lines.number(), size, h, src));
   }
-  if (in.bad()) throw matrix_market_error(src, lines.number(), "read error");
   if (static_cast<long long>(m.entries.size()) != size.entries)
     throw matrix_market_error(src, lines.number(),
                               fmt::format("the file ends after {} of the {} entries the size line announces "
@@ -269,10 +339,23 @@ coo_matrix parse_matrix_market(std::istream& in, std::string_view source) {
   return m;
 }
 
+} // namespace
+
+coo_matrix parse_matrix_market(std::istream& in, std::string_view source) {
+  return parse(in, std::string(source), stream_size(in));
+}
+
 coo_matrix read_matrix_market(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status))
+    throw matrix_market_error(path.string(), 0, "is a folder, not a Matrix Market file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw matrix_market_error(path.string(), 0, "cannot open the file");
-  return parse_matrix_market(in, path.string());
+  // Only a regular file's size is known; a device or a pipe is read line by line within mm_max_line_length.
+  std::optional<std::uintmax_t> size;
+  if (std::filesystem::is_regular_file(status)) size = std::filesystem::file_size(path, ec);
+  return parse(in, path.string(), ec ? std::nullopt : size);
 }
 
 void require_symmetric(const coo_matrix& m) {

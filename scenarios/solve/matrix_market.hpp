@@ -1,7 +1,9 @@
 #pragma once
 //! \file matrix_market.hpp
 //! A small, strict reader of sparse Matrix Market files (`%%MatrixMarket matrix coordinate real|integer
-//! general|symmetric`), host-only. Every error names the file, the line and the problem.
+//! general|symmetric`), host-only. Every error names the file, the line and the problem; text quoted from the file
+//! has its control bytes escaped (a NUL reads `\x00`). Memory grows with the data present, never with what a
+//! header merely claims: a size line that the rest of the file cannot hold is refused before anything is allocated.
 
 #include <cstddef>
 #include <filesystem>
@@ -34,6 +36,13 @@ private:
   std::string problem_;
 };
 
+//! The longest line the reader accepts, in bytes (a Matrix Market line holds a few numbers or a comment). A longer
+//! line (a binary file, /dev/zero) is refused after this many bytes, naming this limit; raise it here and rebuild.
+inline constexpr std::size_t mm_max_line_length = std::size_t{1} << 16;
+
+//! The fewest bytes one entry line takes: `i j v` and a line end.
+inline constexpr std::size_t mm_min_entry_bytes = 6;
+
 //! How a Matrix Market file stores a matrix: every entry, or (symmetric) the lower triangle only.
 enum class mm_symmetry { general, symmetric };
 
@@ -57,18 +66,22 @@ struct coo_matrix {
 //! Parses a Matrix Market stream named `source` (used in messages only).
 //! Accepts: banner `%%MatrixMarket matrix coordinate <field> <symmetry>` (keywords case-insensitive), field
 //! `real`, `double` or `integer`, symmetry `general` or `symmetric`; `%` comment lines and blank lines before the
-//! size line `M N NNZ`; blank lines among the entries; CRLF line ends. Each entry line is `i j value` with
-//! 1-based indices.
-//! \throws matrix_market_error naming `source`, the line and the problem for: a missing or wrong banner,
-//!         `array` format, `pattern` or `complex` fields, `skew-symmetric` or `hermitian` storage, a missing or
-//!         malformed size line (non-square symmetric, sizes out of the 32-bit range), entry lines with the wrong
-//!         number of fields, non-numeric or non-finite values, non-integer values in an `integer` file, indices
-//!         out of range, entries above the diagonal in a `symmetric` file, duplicate entries (both lines named),
-//!         fewer entries than NNZ (truncated data) or more.
+//! size line `M N NNZ`; blank lines among the entries; LF, CRLF or CR-only line ends; a UTF-8 byte-order mark
+//! before the banner. Each entry line is `i j value` with 1-based indices. When the stream can seek, its size
+//! bounds what the size line may announce (see the \throws); otherwise memory still grows only with the entries
+//! actually read.
+//! \throws matrix_market_error naming `source`, the line and the problem for: a missing or wrong banner (a UTF-16
+//!         file named as such), `array` format, `pattern` or `complex` fields, `skew-symmetric` or `hermitian`
+//!         storage, a missing or malformed size line (non-square symmetric, sizes out of the 32-bit range; a square
+//!         matrix with fewer entries than rows, which cannot hold the diagonal a symmetric positive definite matrix
+//!         needs; more entries than the rest of the file can hold at mm_min_entry_bytes each), a line longer than
+//!         mm_max_line_length, entry lines with the wrong number of fields, non-numeric or non-finite values,
+//!         non-integer values in an `integer` file, indices out of range, entries above the diagonal in a
+//!         `symmetric` file, duplicate entries (both lines named), fewer entries than NNZ (truncated data) or more.
 [[nodiscard]] coo_matrix parse_matrix_market(std::istream& in, std::string_view source);
 
-//! Reads the Matrix Market file at `path` (see parse_matrix_market).
-//! \throws matrix_market_error when the file cannot be opened or is malformed.
+//! Reads the Matrix Market file at `path` (see parse_matrix_market); a regular file's size bounds the size line.
+//! \throws matrix_market_error when the file cannot be opened, is a folder, or is malformed.
 [[nodiscard]] coo_matrix read_matrix_market(const std::filesystem::path& path);
 
 //! Checks that `m` is square and symmetric: trivially for symmetric storage; for general storage every entry

@@ -3,6 +3,8 @@
 
 #include "solve/solve_command.hpp"
 
+#include "common/file_output.hpp"
+#include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
 
 #include "solve/cg_solver.hpp"
@@ -20,7 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -40,6 +42,7 @@ struct cli_options {
   int max_iter = 0;
   std::string mode = "all";
   std::string dot;
+  bool seed_given = false; // --seed on the command line (it applies to --rhs random only)
 };
 
 struct problem {
@@ -69,6 +72,37 @@ problem load_problem(const cli_options& o) {
   const coo_matrix m = read_matrix_market(o.matrix);
   require_symmetric(m);
   return {std::filesystem::path(o.matrix).filename().string(), to_csr(m)};
+}
+
+//! Every check of the system that CG's set-up would make, here before the GPU is needed: a square matrix with
+//! entries, and a diagonal entry in every row that is finite and > 0 (an SPD matrix has one; the Jacobi
+//! preconditioner divides by it).
+//! \throws std::invalid_argument naming the problem, the matrix and the first offending row (1-based).
+void check_system(const problem& p) {
+  const csr_matrix& a = p.a;
+  if (a.rows != a.cols)
+    throw std::invalid_argument(fmt::format("{}: the matrix is {} x {}; CG needs a square matrix", p.name, a.rows,
+                                            a.cols));
+  if (a.rows < 1 || a.nnz() == 0)
+    throw std::invalid_argument(fmt::format("{}: the matrix ({} x {}) has no entries: it is empty, not symmetric "
+                                            "positive definite",
+                                            p.name, a.rows, a.cols));
+  for (int i = 0; i < a.rows; ++i) {
+    const auto first = a.col_idx.begin() + a.row_ptr[static_cast<std::size_t>(i)];
+    const auto last = a.col_idx.begin() + a.row_ptr[static_cast<std::size_t>(i) + 1];
+    const auto it = std::lower_bound(first, last, i);
+    if (it == last || *it != i)
+      throw std::invalid_argument(fmt::format("{}: row {} has no diagonal entry; a symmetric positive definite matrix "
+                                              "has a positive diagonal (and the Jacobi preconditioner divides by it)",
+                                              p.name, i + 1));
+    const double d = a.values[static_cast<std::size_t>(it - a.col_idx.begin())];
+    if (!(d > 0.0) || !std::isfinite(d))
+      throw std::invalid_argument(fmt::format("{}: row {} has diagonal entry {:g}; {}", p.name, i + 1, d,
+                                              d == 0.0 ? "a zero diagonal entry cannot be in a symmetric positive "
+                                                         "definite matrix (and the Jacobi preconditioner divides by it)"
+                                                       : "every diagonal entry of a symmetric positive definite "
+                                                         "matrix is > 0"));
+  }
 }
 
 void print_table(const std::vector<solve_result>& results, double tol) {
@@ -110,14 +144,19 @@ void run(const cli_options& o) {
   else
     modes.push_back(parse_solve_mode(o.mode));
   const rhs_kind rhs = parse_rhs_kind(o.rhs);
+  if (o.seed_given && rhs != rhs_kind::random)
+    throw CLI::ValidationError("--seed", fmt::format("applies to --rhs random only; with --rhs {} it would be ignored",
+                                                     o.rhs));
   conveyor::scenarios::check_output_file("--dot", o.dot);
+  // Every input check before the GPU is needed: a bad matrix is reported on any machine.
   const problem p = load_problem(o);
+  check_system(p);
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor solve` needs a GPU");
 
   const auto b = make_rhs(static_cast<std::size_t>(p.a.rows), rhs, o.seed);
   const solve_options options{o.tol, o.max_iter};
   cg_solver solver(p.a, b);
-  const long long max_iter = o.max_iter > 0 ? o.max_iter : 10LL * p.a.rows;
+  const long long max_iter = o.max_iter > 0 ? o.max_iter : std::min(10LL * p.a.rows, 2'000'000'000LL); // as CG caps it
   fmt::print("problem: {}: {} x {}, {} nonzeros; rhs {}{}; Jacobi-preconditioned CG, double; tol {:g}; max-iter {}\n",
              p.name, p.a.rows, p.a.cols, p.a.nnz(), o.rhs, rhs == rhs_kind::random ? fmt::format(" (seed {})", o.seed) : "",
              o.tol, max_iter);
@@ -134,10 +173,8 @@ void run(const cli_options& o) {
 
   if (!o.dot.empty()) {
     const std::string dot = conveyor::to_dot(solver.make_while_graph(options), "cg_graph_while");
-    std::ofstream out(o.dot);
-    out << dot;
-    out.close();
-    if (!out) throw std::runtime_error(fmt::format("cannot write the DOT file '{}'", o.dot));
+    std::fflush(stdout);
+    conveyor::scenarios::write_file_atomically(o.dot, dot);
     fmt::print(stderr, "wrote the graph-while graph to {}\n", o.dot);
   }
 
@@ -159,42 +196,30 @@ void register_solve_command(CLI::App& app) {
                "graph-per-iteration and graph-while (one launch, WHILE conditional node) modes");
   auto* matrix = sub->add_option("--matrix", opts->matrix, "Matrix Market file (real/integer, symmetric or general)")
                      ->check(CLI::ExistingFile);
+  using conveyor::scenarios::integer_in;
+  using conveyor::scenarios::real_in;
   auto* poisson = sub->add_option("--poisson", opts->poisson, "2D Poisson matrix, 5-point, on an N x N grid")
-                      ->check(CLI::Range(1, 20000));
+                      ->check(integer_in(1, 20000));
   auto* poisson3d = sub->add_option("--poisson3d", opts->poisson3d, "3D Poisson matrix, 7-point, on an N x N x N grid")
-                        ->check(CLI::Range(1, 600));
+                        ->check(integer_in(1, 600));
   matrix->excludes(poisson, poisson3d);
   poisson->excludes(poisson3d);
   sub->add_option("--rhs", opts->rhs, "Right-hand side")->check(CLI::IsMember({"ones", "random"}))->capture_default_str();
-  sub->add_option("--seed", opts->seed, "Seed of --rhs random")->capture_default_str();
-  sub->add_option("--tol", opts->tol, "Relative residual ||r||/||b|| to reach, in (0, 1)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            double v = 0.0;
-            try {
-              v = std::stod(text);
-            } catch (const std::exception&) {
-              return "not a number: " + text;
-            }
-            return std::isfinite(v) && v > 0.0 && v < 1.0 ? std::string{}
-                                                           : "must be a finite number in (0, 1), got " + text;
-          },
-          "in (0, 1)"))
+  sub->add_option("--seed", opts->seed, "Seed of --rhs random (only with it)")
+      ->check(integer_in(std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max()))
       ->capture_default_str();
-  sub->add_option("--max-iter", opts->max_iter, "Iteration cap (0: 10 x unknowns)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            try {
-              return std::stoll(text) >= 0 ? std::string{} : "must be 0 (automatic) or a positive count, got " + text;
-            } catch (const std::exception&) {
-              return "not an integer: " + text;
-            }
-          },
-          ">= 0"))
+  sub->add_option("--tol", opts->tol, "Relative residual ||r||/||b|| to reach, in (0, 1)")
+      ->check(real_in({0.0, 1.0, true, true, false}))
+      ->capture_default_str();
+  sub->add_option("--max-iter", opts->max_iter, "Iteration cap (0: 10 x unknowns, at most 2e9)")
+      ->check(integer_in(0, 2'000'000'000))
       ->capture_default_str();
   sub->add_option("--mode", opts->mode, "Execution mode")
       ->check(CLI::IsMember({"sync", "stream", "graph-per-iteration", "graph-while", "all"}))
       ->capture_default_str();
   sub->add_option("--dot", opts->dot, "Write the graph-while graph (WHILE body nested) as Graphviz DOT to this file");
-  sub->callback([opts] { run(*opts); });
+  sub->callback([opts, sub] {
+    opts->seed_given = sub->count("--seed") > 0;
+    run(*opts);
+  });
 }

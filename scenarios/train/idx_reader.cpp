@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <fstream>
+#include <optional>
 #include <system_error>
 
 namespace conveyor::train {
@@ -24,10 +26,21 @@ public:
   explicit gz_file(const std::filesystem::path& path) : path_(path) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) throw idx_error(path, "cannot open: file does not exist");
-    if (!std::filesystem::is_regular_file(path, ec)) throw idx_error(path, "cannot open: not a regular file");
+    if (!std::filesystem::is_regular_file(path, ec))
+      throw idx_error(path, "cannot open: not a regular file (a folder, device or pipe); give the .gz file itself");
+    bytes_ = std::filesystem::file_size(path, ec);
+    if (ec) throw idx_error(path, fmt::format("cannot open: {}", ec.message()));
     file_ = gzopen(path.c_str(), "rb");
     if (file_ == nullptr) throw idx_error(path, "cannot open: gzopen failed (permission denied or out of memory)");
     gzbuffer(file_, 1U << 17);
+    direct_ = gzdirect(file_) != 0;
+    if (!direct_ && bytes_ >= 18) { // a gzip trailer ends with ISIZE: the data's length mod 2^32, little-endian
+      std::ifstream raw(path, std::ios::binary);
+      unsigned char b[4] = {};
+      if (raw.seekg(-4, std::ios::end) && raw.read(reinterpret_cast<char*>(b), 4))
+        trailer_size_ = std::uint32_t{b[0]} | (std::uint32_t{b[1]} << 8) | (std::uint32_t{b[2]} << 16) |
+                        (std::uint32_t{b[3]} << 24);
+    }
   }
   gz_file(const gz_file&) = delete;
   gz_file& operator=(const gz_file&) = delete;
@@ -62,6 +75,13 @@ public:
       throw idx_error(path_, fmt::format("truncated: expected {} bytes of {}, got only {}", n, what, got));
   }
 
+  //! The file's size in bytes, as stored (compressed or not).
+  [[nodiscard]] std::uintmax_t file_bytes() const noexcept { return bytes_; }
+  //! True when the file is not gzip (zlib reads it as it is).
+  [[nodiscard]] bool uncompressed() const noexcept { return direct_; }
+  //! The gzip trailer's ISIZE (uncompressed length mod 2^32 of the last member), when the file is gzip.
+  [[nodiscard]] std::optional<std::uint32_t> trailer_size() const noexcept { return trailer_size_; }
+
   //! Checks that the data ends here. Reading past the end also makes zlib verify the gzip CRC and length.
   //! \throws idx_error on trailing bytes or a bad gzip trailer.
   void expect_end() {
@@ -86,7 +106,13 @@ private:
 
   std::filesystem::path path_;
   gzFile file_ = nullptr;
+  std::uintmax_t bytes_ = 0;
+  bool direct_ = false;
+  std::optional<std::uint32_t> trailer_size_;
 };
+
+//! deflate's largest expansion (zlib FAQ: "the limit on compression ratio is 1032:1").
+constexpr std::uintmax_t deflate_max_ratio = 1032;
 
 std::uint32_t big_endian_u32(const std::uint8_t* b) noexcept {
   return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | std::uint32_t{b[3]};
@@ -118,7 +144,6 @@ std::vector<std::size_t> read_header(gz_file& f, const std::filesystem::path& pa
   }
   const std::size_t dims = expected_magic & 0xFFU;
   std::vector<std::size_t> sizes(dims);
-  constexpr std::size_t max_bytes = std::size_t{1} << 30; // 1 GiB: far above any real IDX data set
   std::size_t total = 1;
   for (std::size_t d = 0; d < dims; ++d) {
     std::array<std::uint8_t, 4> b{};
@@ -126,10 +151,65 @@ std::vector<std::size_t> read_header(gz_file& f, const std::filesystem::path& pa
     sizes[d] = big_endian_u32(b.data());
     if (sizes[d] == 0) throw idx_error(path, fmt::format("dimension {} of the header is 0", d));
     total *= sizes[d];
-    if (total > max_bytes)
-      throw idx_error(path, fmt::format("implausible dimensions: more than {} bytes of data declared", max_bytes));
+    if (total > idx_max_data_bytes)
+      throw idx_error(path, fmt::format("implausible dimensions: more than {} bytes of data declared (the limit "
+                                        "idx_max_data_bytes in scenarios/train/idx_reader.hpp; raise it there and "
+                                        "rebuild for larger data)",
+                                        idx_max_data_bytes));
   }
   return sizes;
+}
+
+// "60000 x 28 x 28 = 47040000" (several dimensions) or "60000" (one).
+std::string describe_sizes(const std::vector<std::size_t>& sizes) {
+  std::string out;
+  std::size_t n = 1;
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    out += fmt::format("{}{}", d > 0 ? " x " : "", sizes[d]);
+    n *= sizes[d];
+  }
+  return sizes.size() > 1 ? fmt::format("{} = {}", out, n) : out;
+}
+
+//! Reads the `n` element bytes that the header (`header_bytes` long, declaring `sizes`) promises, holding memory in
+//! proportion to what the file can hold or actually holds.
+//! \throws idx_error when the file cannot hold `n` bytes (before allocating), is truncated or corrupt.
+std::vector<std::uint8_t> read_elements(gz_file& f, const std::filesystem::path& path, std::size_t header_bytes,
+                                        const std::vector<std::size_t>& sizes, const char* what) {
+  std::size_t n = 1;
+  for (const std::size_t s : sizes) n *= s;
+  const std::uintmax_t file = f.file_bytes();
+  if (f.uncompressed()) {
+    const std::uintmax_t present = file > header_bytes ? file - header_bytes : 0;
+    if (present < n)
+      throw idx_error(path, fmt::format("truncated: the header declares {} bytes of {}, but the file holds only {} "
+                                        "after the header",
+                                        describe_sizes(sizes), what, present));
+  } else if (header_bytes + n > deflate_max_ratio * file) {
+    throw idx_error(path, fmt::format("truncated or corrupt: the header declares {} bytes of {}, more than this {}-byte "
+                                      "gzip file can hold (deflate expands at most {}-fold)",
+                                      describe_sizes(sizes), what, file, deflate_max_ratio));
+  }
+  std::vector<std::uint8_t> out;
+  const auto expected_isize = static_cast<std::uint32_t>(header_bytes + n); // mod 2^32, as gzip stores it
+  if (f.uncompressed() || f.trailer_size() == expected_isize) {
+    out.resize(n); // the file's size confirms the header: one allocation of the final size
+    f.read_exact(out.data(), n, what);
+    return out;
+  }
+  // The gzip trailer disagrees (truncated or multi-member file): grow with the data actually decompressed.
+  constexpr std::size_t first_chunk = std::size_t{1} << 20;
+  std::size_t have = 0;
+  while (have < n) {
+    const std::size_t next = std::min(n, std::max(first_chunk, 2 * have));
+    out.reserve(next);
+    out.resize(next);
+    const std::size_t got = f.read_some(out.data() + have, next - have, what);
+    have += got;
+    if (have < next)
+      throw idx_error(path, fmt::format("truncated: expected {} bytes of {}, got only {}", n, what, have));
+  }
+  return out;
 }
 
 } // namespace
@@ -141,8 +221,7 @@ idx_images read_idx_images(const std::filesystem::path& path) {
   out.count = sizes[0];
   out.rows = sizes[1];
   out.cols = sizes[2];
-  out.pixels.resize(out.count * out.rows * out.cols);
-  f.read_exact(out.pixels.data(), out.pixels.size(), "pixel data");
+  out.pixels = read_elements(f, path, 16, sizes, "pixel data");
   f.expect_end();
   return out;
 }
@@ -153,8 +232,7 @@ idx_labels read_idx_labels(const std::filesystem::path& path, int num_classes) {
   gz_file f(path);
   const auto sizes = read_header(f, path, idx_labels_magic, "labels");
   idx_labels out;
-  out.values.resize(sizes[0]);
-  f.read_exact(out.values.data(), out.values.size(), "label data");
+  out.values = read_elements(f, path, 8, sizes, "label data");
   f.expect_end();
   for (std::size_t i = 0; i < out.values.size(); ++i)
     if (out.values[i] >= num_classes)

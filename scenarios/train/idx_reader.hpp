@@ -5,6 +5,11 @@
 //! IDX layout: a big-endian magic `0x0000TTDD` (TT = element type, 0x08 for unsigned byte; DD = number of
 //! dimensions), DD big-endian uint32 sizes, then the elements in row-major order. Files are read through zlib's
 //! gzopen/gzread, which also accepts an uncompressed file transparently.
+//!
+//! Memory follows the file, not the header: a header declaring more data than the file can hold (an uncompressed
+//! file's exact size; a gzip file's size times 1032, deflate's largest expansion) is refused before anything is
+//! allocated, and the elements are read into a buffer that grows with the data actually decompressed unless the
+//! gzip trailer confirms the size.
 
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +38,10 @@ inline constexpr std::uint32_t idx_images_magic = 0x00000803;
 //! Magic number of an IDX file of unsigned-byte labels (1 dimension: count).
 inline constexpr std::uint32_t idx_labels_magic = 0x00000801;
 
+//! The most element bytes an IDX header may declare (1 GiB, far above any real IDX data set: Fashion-MNIST's
+//! training images are 47 MB). A larger header is refused naming this limit; raise it here and rebuild.
+inline constexpr std::size_t idx_max_data_bytes = std::size_t{1} << 30;
+
 //! Grey-scale images, `count` of them, each `rows` x `cols` bytes (0 = background, 255 = ink), stored
 //! image after image, row-major inside an image.
 struct idx_images {
@@ -59,10 +68,11 @@ struct idx_labels {
 
 //! Reads an IDX image file (magic 0x00000803: unsigned bytes, 3 dimensions), gzip-compressed or plain.
 //! \param path the .gz file, e.g. ".../train-images-idx3-ubyte.gz"
-//! \throws idx_error naming `path` when the file is missing or unreadable, is not valid gzip (corrupt data,
-//!         bad CRC), has the wrong magic (wrong element type, wrong dimension count, a label file given where
-//!         images are expected), declares zero-size or implausibly large dimensions, holds fewer bytes than
-//!         its header promises (truncated) or more (trailing data).
+//! \throws idx_error naming `path` when the file is missing, not a regular file (a device such as /dev/zero, a
+//!         pipe) or unreadable, is not valid gzip (corrupt data, bad CRC), has the wrong magic (wrong element type,
+//!         wrong dimension count, a label file given where images are expected), declares zero-size dimensions or
+//!         more than idx_max_data_bytes, declares more data than the file can hold (said before reading it), holds
+//!         fewer bytes than its header promises (truncated) or more (trailing data).
 [[nodiscard]] idx_images read_idx_images(const std::filesystem::path& path);
 
 //! Reads an IDX label file (magic 0x00000801: unsigned bytes, 1 dimension), gzip-compressed or plain, and checks

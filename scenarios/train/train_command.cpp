@@ -3,6 +3,8 @@
 
 #include "train/train_command.hpp"
 
+#include "common/file_output.hpp"
+#include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
 
 #include "train/dataset.hpp"
@@ -16,7 +18,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -39,6 +41,7 @@ struct cli_options {
   std::string dot;
   std::size_t max_steps = 0;
   int chunk = 50;
+  bool momentum_given = false; // --momentum on the command line (it applies to --optimizer sgd only)
 };
 
 //! Progress on stderr: a bar redrawn in place on a terminal, otherwise one line per epoch.
@@ -120,6 +123,10 @@ void run(const cli_options& o) {
     modes.push_back(parse_execution_mode(o.mode));
   const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
   if (!o.dot.empty() && !has_graph) throw CLI::ValidationError("--dot", "needs --mode graph or --mode all");
+  if (o.momentum_given && o.optimizer != "sgd")
+    throw CLI::ValidationError("--momentum", fmt::format("applies to --optimizer sgd only; with --optimizer {} it "
+                                                         "would be ignored",
+                                                         o.optimizer));
   conveyor::scenarios::check_output_file("--dot", o.dot);
 
   train_options options;
@@ -134,6 +141,7 @@ void run(const cli_options& o) {
   options.on_progress = progress_printer{};
 
   const dataset data = load_fashion_mnist(o.data); // file errors first: they need no GPU to report
+  check_options(options, data);                     // and every other input check
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
   const std::size_t spe = steps_per_epoch(data.train_images.count, o.batch);
   fmt::print("Fashion-MNIST MLP 784-256-128-10: {} lr {:g}{}, batch {}, {} epoch(s) x {} steps{}, seed {}\n",
@@ -144,47 +152,19 @@ void run(const cli_options& o) {
   std::fflush(stdout);
 
   std::vector<train_result> results;
-  for (const auto mode : modes) {
-    results.push_back(run_training(options, data, mode));
-    if (mode == execution_mode::graph && !o.dot.empty()) {
-      std::ofstream out(o.dot);
-      out << results.back().graph_dot;
-      out.close();
-      if (!out) throw std::runtime_error(fmt::format("cannot write the DOT file '{}'", o.dot));
-      fmt::print(stderr, "wrote the captured step graph to {}\n", o.dot);
-    }
-  }
+  for (const auto mode : modes) results.push_back(run_training(options, data, mode));
   print_table(results, conveyor::describe_device(0));
   for (const auto& r : results)
     if (r.mode == execution_mode::graph) fmt::print("\n{}", r.graphed_report);
+  // After the table, so that a file system failing now does not lose the results; atomically, so that no half
+  // file is left.
+  for (const auto& r : results) {
+    if (r.mode != execution_mode::graph || o.dot.empty()) continue;
+    std::fflush(stdout);
+    conveyor::scenarios::write_file_atomically(o.dot, r.graph_dot);
+    fmt::print(stderr, "wrote the captured step graph to {}\n", o.dot);
+  }
 }
-
-//! [0, 1): momentum must stay below 1 or the velocity never decays.
-const CLI::Validator unit_interval_open{[](std::string& text) -> std::string {
-                                          double v = 0.0;
-                                          try {
-                                            v = std::stod(text);
-                                          } catch (const std::exception&) {
-                                            return "not a number: " + text;
-                                          }
-                                          if (!(v >= 0.0 && v < 1.0)) return "must be in [0, 1), got " + text;
-                                          return {};
-                                        },
-                                        "in [0, 1)", "UNIT_INTERVAL_OPEN"};
-
-//! (0, inf): a learning rate must be positive.
-const CLI::Validator positive_real{[](std::string& text) -> std::string {
-                                     double v = 0.0;
-                                     try {
-                                       v = std::stod(text);
-                                     } catch (const std::exception&) {
-                                       return "not a number: " + text;
-                                     }
-                                     if (!(v > 0.0) || !std::isfinite(v))
-                                       return "must be a finite number > 0, got " + text;
-                                     return {};
-                                   },
-                                   "> 0", "POSITIVE"};
 
 } // namespace
 
@@ -196,28 +176,38 @@ void register_train_command(CLI::App& app) {
   sub->add_option("--mode", opts->mode, "Execution mode")
       ->check(CLI::IsMember({"sync", "stream", "graph", "all"}))
       ->capture_default_str();
+  using conveyor::scenarios::integer_in;
+  using conveyor::scenarios::real_in;
   sub->add_option("--epochs", opts->epochs, "Passes over the training set")
-      ->check(CLI::Range(1, 1000000))
+      ->check(integer_in(1, 1000000))
       ->capture_default_str();
   sub->add_option("--batch", opts->batch, "Samples per step (the last batch of an epoch may be partial)")
-      ->check(CLI::Range(1, 60000))
+      ->check(integer_in(1, 60000))
       ->capture_default_str();
-  sub->add_option("--lr", opts->lr, "Learning rate (> 0)")->check(positive_real)->capture_default_str();
+  // Both are used as floats: a value that is 0, 1 or infinite once rounded to float is refused.
+  sub->add_option("--lr", opts->lr, "Learning rate (> 0, a float)")
+      ->check(real_in(conveyor::scenarios::positive_float()))
+      ->capture_default_str();
   sub->add_option("--optimizer", opts->optimizer, "Update rule")
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
-  sub->add_option("--momentum", opts->momentum, "SGD momentum, in [0, 1)")
-      ->check(unit_interval_open)
+  sub->add_option("--momentum", opts->momentum, "SGD momentum, in [0, 1) (--optimizer sgd only)")
+      ->check(real_in({0.0, 1.0, false, true, true}))
       ->capture_default_str();
-  sub->add_option("--seed", opts->seed, "Seed of the weights and the per-epoch shuffles")->capture_default_str();
+  sub->add_option("--seed", opts->seed, "Seed of the weights and the per-epoch shuffles")
+      ->check(integer_in(std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max()))
+      ->capture_default_str();
   sub->add_option("--data", opts->data, "Folder holding the four Fashion-MNIST IDX .gz files")
       ->check(CLI::ExistingDirectory)
       ->capture_default_str();
   sub->add_option("--dot", opts->dot, "Write the captured training step graph (Graphviz DOT) to this file");
   sub->add_option("--max-steps", opts->max_steps, "Stop after this many steps in total (quick runs)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+      ->check(integer_in(std::size_t{1}, std::size_t{1} << 40));
   sub->add_option("--chunk", opts->chunk, "Steps per timed chunk (the median over chunks is reported)")
-      ->check(CLI::Range(1, 1000000))
+      ->check(integer_in(1, 1000000))
       ->capture_default_str();
-  sub->callback([opts] { run(*opts); });
+  sub->callback([opts, sub] {
+    opts->momentum_given = sub->count("--momentum") > 0;
+    run(*opts);
+  });
 }

@@ -90,6 +90,8 @@ device_split upload_split(std::span<const float> x, std::span<const int> labels,
   return d;
 }
 
+} // namespace
+
 void check_options(const train_options& o, const dataset& data) {
   validate(data);
   if (o.epochs < 1) throw std::invalid_argument("epochs must be at least 1");
@@ -100,7 +102,15 @@ void check_options(const train_options& o, const dataset& data) {
   if (data.train_images.count > static_cast<std::size_t>(INT_MAX) ||
       data.test_images.count > static_cast<std::size_t>(INT_MAX))
     throw std::invalid_argument("data set too large for int indices");
+  std::size_t total = steps_per_epoch(data.train_images.count, o.batch) * static_cast<std::size_t>(o.epochs);
+  if (o.max_steps > 0) total = std::min(total, o.max_steps);
+  if (total > static_cast<std::size_t>(INT_MAX))
+    throw std::invalid_argument(fmt::format("{} steps in all ({} epoch(s) of {}-sample batches) are more than the {} a "
+                                            "run holds; fewer --epochs, a larger --batch or --max-steps",
+                                            total, o.epochs, o.batch, INT_MAX));
 }
+
+namespace {
 
 //! Everything one training step touches, and the step itself.
 class step_program {

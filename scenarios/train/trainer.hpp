@@ -95,6 +95,11 @@ struct train_result {
 //! std::mt19937_64 seeded from (seed, epoch) alone, so the same seed gives the same orders in every mode.
 [[nodiscard]] std::vector<int> epoch_permutation(std::uint64_t seed, int epoch, std::size_t n);
 
+//! Every check run_training makes of its options and data, for callers to make before the GPU is needed: the data
+//! (validate()), epochs, batch (at most the training set), chunk_steps >= 1, and the steps in all (at most INT_MAX).
+//! \throws std::invalid_argument naming the problem.
+void check_options(const train_options& options, const dataset& data);
+
 //! Trains a freshly initialised network (he_init(options.seed)) on `data` in `mode` and evaluates it on the test
 //! split. Uploads the data to the device, runs the warm-up step and the reset described in the file comment,
 //! then `min(epochs * steps_per_epoch, max_steps)` steps timed in chunks.

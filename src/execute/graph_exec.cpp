@@ -145,7 +145,9 @@ std::string to_string(instantiate_flags flags) {
 
 std::size_t reclaim_resources() noexcept { return detail::collect(); }
 
-graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* upload_stream) {
+graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* upload_stream,
+                       std::source_location where) {
+  const detail::api_scope scope("conveyor::instantiate", where);
   if (has_flag(flags, instantiate_flags::upload) && upload_stream == nullptr)
     throw std::invalid_argument("conveyor::instantiate: instantiate_flags::upload needs an upload stream");
   (void)detail::collect();
@@ -220,9 +222,13 @@ const std::vector<std::string>& graph_exec::unfreed_allocations() const noexcept
   return impl_->unfreed;
 }
 
-void graph_exec::upload(const stream& s) const { CONVEYOR_CHECK(cudaGraphUpload(handle_, s.get())); }
+void graph_exec::upload(const stream& s, std::source_location where) const {
+  const detail::api_scope scope("conveyor::graph_exec::upload", where);
+  CONVEYOR_CHECK(cudaGraphUpload(handle_, s.get()));
+}
 
-void graph_exec::after_launch(cudaError_t rc, const stream& s) const {
+void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source_location& where) const {
+  const detail::api_scope scope("conveyor::graph_exec::launch", where);
   if (rc != cudaSuccess) {
     std::string context;
     if (rc == cudaErrorInvalidValue && !unfreed_allocations().empty()) {

@@ -143,7 +143,8 @@ std::optional<update_result> refuse_other_allocations(detail::exec_state& state,
 
 } // namespace
 
-update_result graph_exec::update(const graph& g) {
+update_result graph_exec::update(const graph& g, std::source_location where) {
+  const detail::api_scope scope("conveyor::graph_exec::update", where);
   (void)detail::collect();
   auto& state = *impl_;
   const auto nodes = detail::graph_nodes(g.get());
@@ -189,7 +190,8 @@ update_result graph_exec::update(const graph& g) {
   return result;
 }
 
-update_result graph_exec::update_or_reinstantiate(const graph& g) {
+update_result graph_exec::update_or_reinstantiate(const graph& g, std::source_location where) {
+  const detail::api_scope scope("conveyor::graph_exec::update_or_reinstantiate", where);
   update_result result = update(g);
   if (result) return result;
   // Instantiate first: if it throws, this executable graph is unchanged. The old one is then destroyed without
@@ -200,7 +202,8 @@ update_result graph_exec::update_or_reinstantiate(const graph& g) {
   return result;
 }
 
-update_result graph_exec::update_incremental(const graph& g, bool reinstantiate) {
+update_result graph_exec::update_incremental(const graph& g, bool reinstantiate, std::source_location where) {
+  const detail::api_scope scope("conveyor::graph_exec::update_incremental", where);
   (void)detail::collect();
   auto& state = *impl_;
   update_result out;

@@ -21,7 +21,10 @@ event::~event() {
 
 void event::record(const stream& s) const { CONVEYOR_CHECK(cudaEventRecord(handle_, s.get())); }
 
-void event::synchronize() const { CONVEYOR_CHECK(cudaEventSynchronize(handle_)); }
+void event::synchronize(std::source_location where) const {
+  const detail::api_scope scope("conveyor::event::synchronize", where);
+  CONVEYOR_CHECK(cudaEventSynchronize(handle_));
+}
 
 float event::elapsed_ms(const event& start, const event& end) {
   float ms = 0.0F;

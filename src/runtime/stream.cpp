@@ -27,7 +27,10 @@ cudaStream_t stream::release() noexcept {
   return std::exchange(handle_, nullptr);
 }
 
-void stream::synchronize() const { CONVEYOR_CHECK(cudaStreamSynchronize(handle_)); }
+void stream::synchronize(std::source_location where) const {
+  const detail::api_scope scope("conveyor::stream::synchronize", where);
+  CONVEYOR_CHECK(cudaStreamSynchronize(handle_));
+}
 
 void stream::wait(const event& e) const { CONVEYOR_CHECK(cudaStreamWaitEvent(handle_, e.get(), 0)); }
 

@@ -888,11 +888,19 @@ TEST(Instantiate, RelaunchOfAGraphThatNeverFreesNamesTheAllocationAndTheFix) {
   exec.launch(s);
   s.synchronize();
   EXPECT_TRUE(all_near(out.download(), scaled(v, 2.0F)));
+  const std::source_location relaunch_site = std::source_location::current();
   try {
-    exec.launch(s);
+    exec.launch(s, relaunch_site);
     ADD_FAILURE() << "a second launch with the allocation still live succeeded";
   } catch (const conveyor::cuda_error& e) {
     EXPECT_EQ(e.code(), cudaErrorInvalidValue);
+    // The error names the public call and the test's line, not only the line inside the library.
+    ASSERT_TRUE(e.api().has_value()) << e.what();
+    EXPECT_EQ(e.api()->name, "conveyor::graph_exec::launch");
+    EXPECT_EQ(e.api()->where.line(), relaunch_site.line());
+    EXPECT_TRUE(contains(e.what(), std::string("test_update.cu:") + std::to_string(relaunch_site.line()) +
+                                       ": conveyor::graph_exec::launch: cudaGraphLaunch failed"))
+        << e.what();
     EXPECT_TRUE(contains(e.what(), "scratch")) << e.what();
     EXPECT_TRUE(contains(e.what(), "never frees")) << e.what();
     EXPECT_TRUE(contains(e.what(), "auto_free_on_launch")) << e.what();

@@ -352,6 +352,128 @@ TEST(Json, SchemaProblemsAreFound) {
   EXPECT_THROW((void)report_from_json(json::object()), std::invalid_argument);
 }
 
+// Issue 13, item 11: a saved report is read back only when it holds what a GPU and a run can report.
+TEST(Json, SchemaRefusesWhatNoGpuOrRunReports) {
+  const json good = to_json(sample_report());
+  ASSERT_TRUE(schema_problems(good).empty());
+  // All the problems found once `edit` is applied, one per line.
+  auto problems = [&](auto&& edit) {
+    json j = good;
+    edit(j);
+    std::string all;
+    for (const auto& p : schema_problems(j)) all += p + "\n";
+    if (!all.empty()) {
+      EXPECT_THROW((void)report_from_json(j), std::invalid_argument) << all;
+    }
+    return all;
+  };
+  auto result_of = [](json& j, const std::string& group) -> json& {
+    for (json& r : j["results"])
+      if (r["group"] == group) return r;
+    throw std::logic_error("no result of group " + group);
+  };
+  auto expect_problem = [&](auto&& edit, const std::string& text) {
+    const std::string all = problems(edit);
+    EXPECT_NE(all.find(text), std::string::npos) << "expected '" << text << "' among:\n" << all;
+  };
+  // Clocks: 2^40 MHz would not even fit the unsigned they are read into.
+  expect_problem([](json& j) { j["environment"]["clocks"]["peak_sm_mhz"] = 1ULL << 40; },
+                 "$.environment.clocks.peak_sm_mhz: must be a clock in MHz, an integer in [0, 100000]");
+  expect_problem([](json& j) { j["environment"]["clocks"]["start"]["memory_mhz"] = 100001; },
+                 "$.environment.clocks.start.memory_mhz: must be a clock in MHz");
+  expect_problem([](json& j) { j["environment"]["clocks"]["during"]["sm_min_mhz"] = 1990; },
+                 "$.environment.clocks.during: sm_min_mhz 1990 is above sm_max_mhz 1980");
+  expect_problem([](json& j) { j["environment"]["clocks"]["end"]["temperature_c"] = 1LL << 40; },
+                 "$.environment.clocks.end.temperature_c: must be a temperature in °C, an integer in [-1, 200]");
+  expect_problem([](json& j) { j["environment"]["clocks"]["end"]["temperature_c"] = -2; }, "temperature_c");
+  EXPECT_EQ(problems([](json& j) { j["environment"]["clocks"]["end"]["temperature_c"] = -1; }), ""); // unknown
+  EXPECT_EQ(problems([](json& j) { j["environment"]["clocks"]["peak_sm_mhz"] = 100000; }), "");
+  // Compute capability: 1 or 2 digits each side of one dot; sscanf's int overflow is gone.
+  for (const char* cc : {"99999999999.1", "9", "9.", ".0", " 9.0", "9.0 ", "-1.0", "9.0.1", "9,0", "123.0"})
+    expect_problem([&](json& j) { j["environment"]["gpu"]["compute_capability"] = cc; },
+                   fmt::format("$.environment.gpu.compute_capability: '{}' is not major.minor", cc));
+  EXPECT_EQ(problems([](json& j) { j["environment"]["gpu"]["compute_capability"] = "12.1"; }), "");
+  // Control characters: a GPU name with a line break would end its Markdown list item.
+  expect_problem([](json& j) { j["environment"]["gpu"]["name"] = "NVIDIA\nH200"; },
+                 "$.environment.gpu.name: must be a string without control characters");
+  expect_problem([](json& j) { j["environment"]["host"]["name"] = "a\tb"; }, "$.environment.host.name: must be");
+  expect_problem([](json& j) { j["environment"]["driver"]["release"] = "580\r"; }, "$.environment.driver.release");
+  expect_problem([](json& j) { j["environment"]["started_utc"] = std::string("2026\x7f"); },
+                 "$.environment.started_utc");
+  expect_problem([](json& j) { j["settings"]["filter"] = "a\nb"; }, "$.settings.filter");
+  EXPECT_EQ(problems([](json& j) { j["results"][4]["error"] = "line one\nline two\tindented"; }), "");
+  expect_problem([](json& j) { j["results"][4]["error"] = std::string("bell \x07"); }, "$.results[4].error: must be");
+  // Topology, variant and metric names are plain words (they make names, headings and cells).
+  expect_problem(
+      [](json& j) {
+        j["results"][0]["topology"] = "chain\n# heading";
+        j["results"][0]["name"] = "launch/chain\n# heading/sync/cuda/100";
+      },
+      "$.results[0].topology: must be a word of letters, digits, '_' and '-'");
+  expect_problem([](json& j) { j["results"][0]["variant"] = "a|b"; }, "$.results[0].variant: must be a word");
+  expect_problem([](json& j) { j["results"][0]["metrics"]["x y_us"] = j["results"][0]["metrics"]["wall_us_per_kernel"]; },
+                 "$.results[0].metrics: the name 'x y_us' is not a word");
+  // Negative values: times, ratios, counts and settings cannot be; bytes (a memory difference) can.
+  expect_problem(
+      [](json& j) {
+        j["results"][0]["metrics"]["wall_us_per_kernel"] = {{"unit", "us"}, {"median", -1.0}, {"min", -2.0}, {"max", 0.5}};
+      },
+      "$.results[0].metrics.wall_us_per_kernel.min: -2 is negative; a time cannot be");
+  expect_problem(
+      [&](json& j) { result_of(j, "paired")["metrics"]["wall_ratio"]["min"] = -0.5; }, "is negative; a ratio cannot be");
+  expect_problem([&](json& j) { result_of(j, "memory")["metrics"]["copies"]["min"] = -1.0; },
+                 "is negative; a count cannot be");
+  EXPECT_EQ(problems([&](json& j) { result_of(j, "memory")["metrics"]["bytes_per_graph"]["min"] = -512.0; }), "");
+  expect_problem([](json& j) { j["settings"]["target_ms"] = -10.0; }, "$.settings.target_ms: must be a finite number > 0");
+  expect_problem([](json& j) { j["settings"]["target_ms"] = 0.0; }, "$.settings.target_ms: must be a finite number > 0");
+  expect_problem([](json& j) { j["settings"]["elapsed_s"] = -1.0; }, "$.settings.elapsed_s: must be a finite number >= 0");
+  // Counts read into std::int64_t must fit it.
+  expect_problem([](json& j) { j["results"][0]["iterations"] = 1ULL << 63; },
+                 "$.results[0].iterations: must be a non-negative integer of at most 9223372036854775807");
+}
+
+TEST(MarkdownText, EscapesWhatMarkdownOrHtmlWouldActOn) {
+  EXPECT_EQ(markdown_text("a_b*c\\d`e<f>g|h~i&j[k]l\nm\tn"), "a\\_b\\*c\\\\d\\`e\\<f\\>g\\|h\\~i\\&j\\[k\\]l m n");
+  EXPECT_EQ(markdown_text("NVIDIA H200 (0000:19:00.0)"), "NVIDIA H200 (0000:19:00.0)"); // nothing to escape
+  EXPECT_EQ(markdown_code("^launch/chain/"), "`^launch/chain/`");
+  EXPECT_EQ(markdown_code("a`b|c"), "``a`b|c``");   // one more backtick than the longest run inside
+  EXPECT_EQ(markdown_code("``x"), "``` ``x ```");    // padded where it starts or ends with a backtick
+  EXPECT_EQ(markdown_code("a\nb"), "`a b`");
+}
+
+TEST(MarkdownTable, EscapesABackslashBeforeAPipeAndControlCharacters) {
+  const std::string table = markdown_table({"x", "y"}, {{"a\\|b", "tab\there\x01"}}, "ll");
+  EXPECT_NE(table.find("| a\\\\\\|b "), std::string::npos) << table; // a\\\|b: backslash, then the pipe, escaped
+  EXPECT_NE(table.find("| tab here  "), std::string::npos) << table;
+  std::istringstream in(table);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::size_t pipes = 0; // cell separators: pipes after an even number of backslashes
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      std::size_t backslashes = 0;
+      while (backslashes < i && line[i - 1 - backslashes] == '\\') ++backslashes;
+      if (line[i] == '|' && backslashes % 2 == 0) ++pipes;
+    }
+    EXPECT_EQ(pipes, 3U) << line;
+  }
+}
+
+TEST(MarkdownReport, EscapesTheReportsTextSoThatEachItemStaysOneLine) {
+  bench_report report = sample_report();
+  report.env.gpu_name = "Test\nGPU <b>x</b> | y_z";
+  report.env.host_name = "h[1](http://x)";
+  report.settings.filter = "^a`b|c";
+  report.results.at(4).error = "first line\nsecond <i>line</i>";
+  const std::string md = to_markdown(report);
+  EXPECT_NE(md.find("- **GPU**: Test GPU \\<b\\>x\\</b\\> \\| y\\_z (sm_90, 132 SMs"), std::string::npos) << md;
+  EXPECT_NE(md.find("- **Host**: h\\[1\\](http://x), 16 CPUs"), std::string::npos) << md;
+  EXPECT_NE(md.find(", filter ``^a`b|c``;"), std::string::npos) << md;
+  EXPECT_NE(md.find("- `launch/fork_join/sync/cuda/100`: first line second \\<i\\>line\\</i\\>\n"), std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("<b>"), std::string::npos) << md;
+  EXPECT_EQ(md.find("\nGPU"), std::string::npos) << md;
+}
+
 // ---- Markdown report -----------------------------------------------------------------------------------------------
 
 TEST(MarkdownReport, ShowsMachineAndEverySection) {

@@ -224,6 +224,59 @@ TEST(GhiaReader, MissingFileIsAGhiaError) {
   EXPECT_THROW((void)read_ghia_dir(tmp.path()), ghia_error);
 }
 
+//! The message of the ghia_error `f` throws, or "no error".
+std::string ghia_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ghia_error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(GhiaReader, ANulByteIsNamedAndControlBytesAreEscaped) {
+  using namespace std::string_literals;
+  EXPECT_EQ(ghia_message([] { (void)parse_ghia_csv("y,Re100\n0.5,1\0\n"s, "t.csv"); }),
+            "t.csv:2: a NUL byte at column 6: binary data, not CSV text");
+  EXPECT_EQ(ghia_message([] { (void)parse_ghia_csv("\0\0\0\0"s, "t.csv"); }),
+            "t.csv:1: a NUL byte at column 1: binary data, not CSV text");
+  EXPECT_EQ(ghia_message([] { (void)parse_ghia_csv("y,Re100\n0.5,\x1b[31m\n", "t.csv"); }),
+            "t.csv:2: '\\x1b[31m' is not a number");
+  EXPECT_EQ(ghia_message([] { (void)parse_ghia_csv("y,Re\x7f\n", "t.csv"); }),
+            "t.csv:1: column header 'Re\\x7f' is not Re<positive integer>");
+}
+
+TEST(GhiaReader, AcceptsAUtf8ByteOrderMarkAndCrOnlyLineEnds) {
+  const ghia_table bom = parse_ghia_csv("\xEF\xBB\xBFy,Re100\n0,0\n1,1\n", "t.csv");
+  EXPECT_EQ(bom.coordinate, "y"); // not "\xEF\xBB\xBFy", which read_ghia_dir would refuse as "not y"
+  EXPECT_EQ(bom.position, (std::vector<double>{0, 1}));
+  const ghia_table cr = parse_ghia_csv("x,Re100,Re400\r0,0,0\r\r0.5,-0.2,0.1\r1,1,1", "t.csv");
+  EXPECT_EQ(cr.position, (std::vector<double>{0, 0.5, 1}));
+  EXPECT_EQ(cr.values.at(1), (std::vector<double>{0, 0.1, 1}));
+  // Line numbers count CR-only, CRLF and LF line ends alike.
+  EXPECT_EQ(ghia_message([] { (void)parse_ghia_csv("y,Re100\r0,0\r\n0.5,x\n", "t.csv"); }),
+            "t.csv:3: 'x' is not a number");
+}
+
+TEST(GhiaReader, UnboundedOrHugeFilesStopAtTheLimit) {
+  if (fs::exists("/dev/zero")) {
+    EXPECT_EQ(ghia_message([] { (void)read_ghia_csv("/dev/zero"); }),
+              "'/dev/zero' is longer than 1048576 bytes (ghia_max_file_bytes in scenarios/cavity/ghia.hpp; raise it "
+              "there and rebuild): not a Ghia table, reading stopped there");
+  }
+  temp_dir tmp;
+  const fs::path big = tmp.path() / "big.csv";
+  {
+    std::ofstream out(big, std::ios::binary);
+    out << "y,Re100\n";
+    for (int i = 0; i < 140000; ++i) out << "0.5,0.1\n"; // 1.1 MB of rows
+  }
+  ASSERT_GT(fs::file_size(big), ghia_max_file_bytes);
+  EXPECT_CONTAINS(ghia_message([&] { (void)read_ghia_csv(big); }), "is longer than 1048576 bytes");
+  EXPECT_EQ(ghia_message([&] { (void)read_ghia_csv(tmp.path()); }),
+            "'" + tmp.path().string() + "' is a folder, not a Ghia CSV file");
+}
+
 TEST(GhiaReader, DefaultFolderFollowsTheEnvironment) {
   const char* old = std::getenv("CONVEYOR_SHARED_DATA");
   const std::string saved = old != nullptr ? old : "";

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <source_location>
 #include <string>
 
 namespace {
@@ -26,6 +27,33 @@ TEST(CudaError, CarriesCodeNameCallLocationAndHint) {
     EXPECT_NE(what.find("Fix:"), std::string::npos) << what;
     EXPECT_NE(what.find("cudaMallocAsync"), std::string::npos) << what;
   }
+}
+
+// Inside a public Conveyor call (here marked by hand, as the library's calls mark themselves), an error names that
+// call and the user's call site first, and keeps the failing CUDA call with its location inside the library.
+TEST(CudaError, InsideAPublicCallItNamesTheCallAndTheUsersSite) {
+  const std::source_location user_site = std::source_location::current();
+  {
+    const conveyor::detail::api_scope outer("conveyor::instantiate", user_site);
+    {
+      const conveyor::detail::api_scope inner("conveyor::graph_exec::update", std::source_location::current());
+      const conveyor::cuda_error e(cudaErrorInvalidValue, "cudaGraphInstantiateWithParams(flags=none)");
+      ASSERT_TRUE(e.api().has_value());
+      EXPECT_EQ(e.api()->name, "conveyor::instantiate"); // the outermost call: the user's
+      EXPECT_EQ(e.api()->where.line(), user_site.line());
+      const std::string what = e.what();
+      const std::string starts = std::string(user_site.file_name()) + ":" + std::to_string(user_site.line()) +
+                                 ": conveyor::instantiate: cudaGraphInstantiateWithParams(flags=none) failed: "
+                                 "cudaErrorInvalidValue";
+      EXPECT_EQ(what.rfind(starts, 0), 0U) << what;
+      EXPECT_NE(what.find("(at "), std::string::npos) << what; // and where inside the library
+    }
+    EXPECT_EQ(conveyor::detail::current_api_call()->name, "conveyor::instantiate");
+  }
+  EXPECT_EQ(conveyor::detail::current_api_call(), nullptr);
+  const conveyor::cuda_error outside(cudaErrorInvalidValue, "cudaMalloc(&p, 4)");
+  EXPECT_FALSE(outside.api().has_value());
+  EXPECT_EQ(std::string(outside.what()).find("conveyor::"), std::string::npos) << outside.what();
 }
 
 TEST(CudaError, MacroNamesTheCallAsWritten) {

@@ -229,6 +229,65 @@ TEST_F(IdxFiles, LoaderChecksCountsAndShape) {
   expect_idx_error([&] { (void)load_fashion_mnist(dir_); }, file("t10k-images-idx3-ubyte.gz"), {"expected 28x28"});
 }
 
+// ---- limits: memory follows the file, not the header -----------------------------------------------------------
+
+TEST_F(IdxFiles, UncompressedHeaderDeclaringMoreThanTheFileIsRefusedUpFront) {
+  // The case: a header declaring 1 GiB (within idx_max_data_bytes) over 784 bytes of pixels.
+  write_raw(file("img"), images_idx(1024, 1024, 1024, sequence(784)));
+  expect_idx_error([&] { (void)read_idx_images(file("img")); }, file("img"),
+                   {"truncated: the header declares 1024 x 1024 x 1024 = 1073741824 bytes of pixel data, but the "
+                    "file holds only 784 after the header"});
+  write_raw(file("lbl"), labels_idx(1U << 30, {1, 2}));
+  expect_idx_error([&] { (void)read_idx_labels(file("lbl")); }, file("lbl"),
+                   {"truncated: the header declares 1073741824 bytes of label data, but the file holds "
+                    "only 2 after the header"});
+}
+
+TEST_F(IdxFiles, GzipHeaderDeclaringMoreThanTheFileCanHoldIsRefusedUpFront) {
+  write_gz(file("img.gz"), images_idx(60000, 28, 28, sequence(784)));
+  const auto size = fs::file_size(file("img.gz"));
+  expect_idx_error([&] { (void)read_idx_images(file("img.gz")); }, file("img.gz"),
+                   {"truncated or corrupt: the header declares 60000 x 28 x 28 = 47040000 bytes of pixel data, more "
+                    "than this ",
+                    ("-byte gzip file can hold (deflate expands at most 1032-fold)"), std::to_string(size).c_str()});
+}
+
+TEST_F(IdxFiles, HeaderBeyondTheLimitNamesIt) {
+  write_raw(file("img"), images_idx(2048, 1024, 1024, {}));
+  expect_idx_error([&] { (void)read_idx_images(file("img")); }, file("img"),
+                   {"more than 1073741824 bytes of data declared", "idx_max_data_bytes", "raise it"});
+}
+
+TEST_F(IdxFiles, GzipWhoseTrailerDisagreesIsReadAsItComes) {
+  // Two gzip members (the header, then the pixels): the trailer's size is the second member's, so the reader
+  // grows its buffer with the data, past the first 1 MiB chunk.
+  // Random bytes do not compress, so the file's size allows the header; only reading can tell the truth.
+  const std::size_t n = 3U << 20;
+  std::mt19937 rng(7);
+  bytes pixels(n);
+  for (auto& p : pixels) p = static_cast<std::uint8_t>(rng());
+  write_gz(file("head.gz"), images_idx(3, 1024, 1024, {}));
+  write_gz(file("body.gz"), pixels);
+  bytes both = read_raw(file("head.gz"));
+  const bytes body = read_raw(file("body.gz"));
+  both.insert(both.end(), body.begin(), body.end());
+  write_raw(file("img.gz"), both);
+  EXPECT_EQ(read_idx_images(file("img.gz")).pixels, pixels);
+  // The same with a million bytes missing: truncated, after reading what is there.
+  write_gz(file("body.gz"), bytes(pixels.begin(), pixels.end() - (1U << 20)));
+  both = read_raw(file("head.gz"));
+  const bytes short_body = read_raw(file("body.gz"));
+  both.insert(both.end(), short_body.begin(), short_body.end());
+  write_raw(file("cut.gz"), both);
+  expect_idx_error([&] { (void)read_idx_images(file("cut.gz")); }, file("cut.gz"),
+                   {"truncated: expected 3145728 bytes of pixel data, got only 2097152"});
+}
+
+TEST_F(IdxFiles, DevicesAreNotRead) {
+  if (!fs::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+  expect_idx_error([&] { (void)read_idx_images("/dev/zero"); }, "/dev/zero", {"not a regular file"});
+}
+
 fs::path fashion_mnist_dir() {
   if (const char* env = std::getenv("CONVEYOR_FASHION_MNIST_DIR"); env != nullptr && *env != '\0') return env;
   return default_data_dir;

@@ -3,19 +3,25 @@
 // leaves neither a half-written file nor a temporary one).
 
 #include "support/filter_images.hpp"
+#include "support/hostile_images.hpp"
 
 #include "filter/image_io.hpp"
 #include "filter/resize.hpp"
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -77,6 +83,8 @@ protected:
   }
   fs::path dir_;
 };
+
+void write_text(const fs::path& p, const std::string& bytes) { write_bytes(p, bytes.data(), bytes.size()); }
 
 } // namespace
 
@@ -220,4 +228,121 @@ TEST(Resize, KeepsSizeAndConstantsAndRefusesBadSizes) {
   EXPECT_TRUE(std::all_of(big.pixels.begin(), big.pixels.end(), [](std::uint8_t v) { return v == 77; }));
   EXPECT_THROW((void)conveyor::filter::resize_bilinear(src, 0, 5), std::invalid_argument);
   EXPECT_THROW((void)conveyor::filter::resize_bilinear(image{}, 5, 5), std::invalid_argument);
+}
+
+// ---- limits: a header is checked against the file's size before the pixels are allocated ------------------------
+
+TEST_F(ImageIo, CraftedSmallFilesDecodeOrFailForTheirOwnReason) {
+  // The hostile files below are well-formed up to their sizes: a small one decodes (PNG) or reads its header (JPEG).
+  const fs::path png = dir_ / "small.png";
+  write_text(png, conveyor::test::png_file(4, 3, 8, 2, 3 * (1 + 4 * 3)));
+  const image img = conveyor::filter::read_image(png);
+  EXPECT_EQ(img.width, 4);
+  EXPECT_EQ(img.height, 3);
+  EXPECT_EQ(img.pixels, std::vector<std::uint8_t>(36, 0));
+  const fs::path jpg = dir_ / "small.jpg";
+  write_text(jpg, conveyor::test::jpeg_file(16, 16));
+  const std::string what = error_of([&] { (void)conveyor::filter::read_image(jpg); });
+  EXPECT_NE(what.find("unreadable JPEG (libjpeg: "), std::string::npos) << what;
+}
+
+TEST_F(ImageIo, PngHeaderDeclaringMoreThanTheFileCanHoldIsRefused) {
+  const fs::path rgba = dir_ / "rgba16.png";
+  const std::string bytes = conveyor::test::png_file(32768, 32768, 16, 6, 64);
+  write_text(rgba, bytes);
+  EXPECT_EQ(error_of([&] { (void)conveyor::filter::read_image(rgba); }),
+            rgba.string() + ": truncated or corrupt PNG: its header declares 32768x32768 pixels (8589934592 bytes of "
+                            "image data at 64 bits per pixel), more than this " +
+                std::to_string(bytes.size()) + "-byte file can hold (deflate expands at most 1032-fold)");
+  const fs::path bits = dir_ / "bits.png";
+  write_text(bits, conveyor::test::png_file(32768, 32768, 1, 0, 64));
+  const std::string what = error_of([&] { (void)conveyor::filter::read_image(bits); });
+  EXPECT_NE(what.find("(134217728 bytes of image data at 1 bits per pixel)"), std::string::npos) << what;
+}
+
+TEST_F(ImageIo, JpegHeaderDeclaringMoreThanTheFileCanHoldIsRefused) {
+  for (const bool progressive : {false, true}) {
+    const fs::path jpg = dir_ / "big.jpg";
+    const std::string bytes = conveyor::test::jpeg_file(32768, 32768, progressive);
+    write_text(jpg, bytes);
+    EXPECT_EQ(error_of([&] { (void)conveyor::filter::read_image(jpg); }),
+              jpg.string() + ": truncated or corrupt JPEG: its header declares 32768x32768 pixels, more than this " +
+                  std::to_string(bytes.size()) +
+                  "-byte file can hold (at most 8192 pixels per byte: jpeg_max_pixels_per_byte in "
+                  "scenarios/filter/image_io.hpp)")
+        << (progressive ? "progressive" : "baseline");
+  }
+}
+
+TEST_F(ImageIo, SidesBeyondTheLimitNameIt) {
+  const fs::path png = dir_ / "wide.png";
+  write_text(png, conveyor::test::png_file(40000, 1, 8, 0, 40001));
+  EXPECT_EQ(error_of([&] { (void)conveyor::filter::read_image(png); }),
+            png.string() + ": unsupported image size 40000x1 (each side must be 1 to 32768 pixels: max_image_side in "
+                           "scenarios/filter/image_io.hpp)");
+  const fs::path jpg = dir_ / "wide.jpg";
+  write_text(jpg, conveyor::test::jpeg_file(40000, 8));
+  EXPECT_EQ(error_of([&] { (void)conveyor::filter::read_image(jpg); }),
+            jpg.string() + ": unsupported image size 40000x8 (each side must be 1 to 32768 pixels: max_image_side in "
+                           "scenarios/filter/image_io.hpp)");
+}
+
+// ---- message faults --------------------------------------------------------------------------------------------
+
+TEST_F(ImageIo, AJpegStartOfImageAloneIsATruncatedJpeg) {
+  const fs::path soi = dir_ / "soi.jpg";
+  write_bytes(soi, "\xFF\xD8", 2);
+  const std::string what = error_of([&] { (void)conveyor::filter::read_image(soi); });
+  EXPECT_NE(what.find(soi.string() + ": truncated JPEG data (libjpeg: "), std::string::npos) << what;
+  EXPECT_EQ(what.find("neither"), std::string::npos) << what;
+  const fs::path half = dir_ / "half.jpg";
+  write_bytes(half, "\xFF", 1);
+  EXPECT_EQ(error_of([&] { (void)conveyor::filter::read_image(half); }),
+            half.string() + ": truncated JPEG data (file ends inside the start-of-image marker FF D8)");
+  // A start-of-image marker followed by garbage is a JPEG (libjpeg skips the garbage, then meets the end).
+  const fs::path junk = dir_ / "junk.jpg";
+  write_bytes(junk, "\xFF\xD8\x00\x01\x02", 5);
+  const std::string junk_what = error_of([&] { (void)conveyor::filter::read_image(junk); });
+  EXPECT_NE(junk_what.find(junk.string() + ": truncated JPEG data (libjpeg: "), std::string::npos) << junk_what;
+}
+
+TEST_F(ImageIo, DevZeroIsReadForItsFirstBytesOnly) {
+  if (!fs::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+  EXPECT_EQ(error_of([] { (void)conveyor::filter::read_image("/dev/zero"); }),
+            "/dev/zero: unsupported format: neither PNG nor JPEG (first bytes 00 00 00 00 00 00 00 00)");
+}
+
+TEST_F(ImageIo, APipeIsReadIntoMemoryAndDecoded) {
+  ::signal(SIGPIPE, SIG_IGN); // the writer must not die if the reader gives up early
+  const image rgb = test_pattern(29, 17, 3);
+  conveyor::filter::write_png(dir_ / "rgb.png", rgb);
+  const auto png = read_bytes(dir_ / "rgb.png");
+  const fs::path fifo = dir_ / "pipe.png";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto through_pipe = [&](const std::vector<char>& bytes) {
+    std::thread writer([&] {
+      const int fd = ::open(fifo.c_str(), O_WRONLY);
+      if (fd < 0) return;
+      for (std::size_t done = 0; done < bytes.size();) {
+        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (n <= 0) break;
+        done += static_cast<std::size_t>(n);
+      }
+      ::close(fd);
+    });
+    image got;
+    std::string error;
+    try {
+      got = conveyor::filter::read_image(fifo);
+    } catch (const image_error& e) {
+      error = e.what();
+    }
+    writer.join();
+    return std::pair{got, error};
+  };
+  const auto [img, error] = through_pipe(png);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(img, rgb);
+  const auto [none, soi_error] = through_pipe({'\xFF', '\xD8'});
+  EXPECT_NE(soi_error.find("truncated JPEG data"), std::string::npos) << soi_error;
 }

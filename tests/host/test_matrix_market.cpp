@@ -157,7 +157,7 @@ TEST(MatrixMarketErrors, Entries) {
   expect_error(head + "1 1 1\n4 1 1\n3 3 1\n", 4, "the row index 4 is out of range [1, 3]");
   expect_error(head + "1 1 1\n0 0 1\n3 3 1\n", 4, "the row index 0 is out of range [1, 3]");
   expect_error(std::string(banner_gen) + "3 2 1\n1 3 1\n", 3, "the column index 3 is out of range [1, 2]");
-  expect_error(head + "1 1 1\n2 2\n3 3 1\n", 4, "an entry line has 2 fields; expected 3");
+  expect_error(head + "1 1 1.0\n2 2\n3 3 1\n", 4, "an entry line has 2 fields; expected 3"); // 18 bytes: room for 3
   expect_error(head + "1 1 1\n2 2 1 7\n3 3 1\n", 4, "an entry line has 4 fields; expected 3");
   expect_error(head + "1 1 1\n2 2 abc\n3 3 1\n", 4, "the value 'abc' is not a number");
   expect_error(head + "1 1 1\n2 2 1.0.0\n3 3 1\n", 4, "the value '1.0.0' is not a number");
@@ -166,7 +166,7 @@ TEST(MatrixMarketErrors, Entries) {
   expect_error(head + "1 1 1\n2 2 inf\n3 3 1\n", 4, "the value 'inf' is not finite");
   expect_error(head + "1 1 1\nx 2 1\n3 3 1\n", 4, "the row index 'x' is not an integer");
   expect_error(head + "1 1 1\n2 2.5 1\n3 3 1\n", 4, "the column index '2.5' is not an integer");
-  expect_error("%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 2.5\n", 3,
+  expect_error("%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 1 2.5\n2 2 1\n", 3,
                "the value '2.5' is not an integer (the banner says 'integer')");
   expect_error(head + "1 1 1\n1 2 1\n3 3 1\n", 4, "entry (1, 2) lies above the diagonal");
   expect_error(head + "1 1 1\n% late comment\n3 3 1\n", 4, "a comment line among the entries");
@@ -174,10 +174,148 @@ TEST(MatrixMarketErrors, Entries) {
 }
 
 TEST(MatrixMarketErrors, EntryCount) {
-  expect_error(std::string(banner_sym) + "3 3 3\n1 1 1\n2 2 1\n", 4, "the file ends after 2 of the 3 entries");
+  // Bytes enough for 3 entry lines, but only 2 of them.
+  expect_error(std::string(banner_sym) + "3 3 3\n1 1 1.0000\n2 2 1.0000\n", 4, "the file ends after 2 of the 3 entries");
   expect_error(std::string(banner_sym) + "3 3 3\n1 1 1\n2 2 1\n3 3 1\n3 1 1\n", 6,
                "more entries than the 3 the size line announces");
-  expect_error(std::string(banner_sym) + "3 3 2\n", 2, "the file ends after 0 of the 2 entries");
+}
+
+// ---- limits: memory follows the file, not the size line ---------------------------------------------------------
+
+TEST(MatrixMarketLimits, FewerEntriesThanRowsCannotHoldTheDiagonal) {
+  // The 3-line file: 2,147,483,647 squared with one entry (once ~16 GiB of row pointers in to_csr).
+  expect_error(std::string(banner_sym) + "2147483647 2147483647 1\n1 1 1\n", 2,
+               "1 entries cannot hold the 2147483647 diagonal entries of a 2147483647 x 2147483647 symmetric "
+               "positive definite matrix");
+  expect_error(std::string(banner_gen) + "3 3 2\n1 1 1\n2 2 1\n", 2, "2 entries cannot hold the 3 diagonal entries");
+  expect_error(std::string(banner_sym) + "3 3 2\n", 2, "2 entries cannot hold the 3 diagonal entries");
+  // A rectangular general matrix needs no diagonal: the reader takes it, require_symmetric refuses it.
+  std::istringstream rect(std::string(banner_gen) + "2147483647 1 1\n1 1 1\n");
+  const coo_matrix m = parse_matrix_market(rect, "rect");
+  EXPECT_EQ(m.rows, 2147483647);
+  EXPECT_THROW(require_symmetric(m), matrix_market_error);
+}
+
+TEST(MatrixMarketLimits, MoreEntriesThanTheFileCanHoldAreRefusedAtTheSizeLine) {
+  expect_error(std::string(banner_gen) + "2147483647 2147483647 2147483647\n1 1 1\n", 2,
+               "the size line announces 2147483647 entries, but the 6 bytes after it can hold at most 1 (an entry "
+               "line 'row column value' takes at least 6 bytes)");
+  expect_error(std::string(banner_sym) + "16777216 16777216 16777216\n1 1 1\n", 2,
+               "the size line announces 16777216 entries, but the 6 bytes after it can hold at most 1");
+  // Exactly enough bytes: the last line may lack its line end.
+  temp_dir dir;
+  const coo_matrix m = read_matrix_market(dir.write("tight.mtx", std::string(banner_sym) + "2 2 2\n1 1 1\n2 2 1"));
+  EXPECT_EQ(m.entries.size(), 2U);
+  // A stream that can seek is bounded the same way.
+  std::istringstream in(std::string(banner_sym) + "3 3 3\n1 1 1\n2 2 1\n");
+  try {
+    (void)parse_matrix_market(in, "memory");
+    ADD_FAILURE() << "no error";
+  } catch (const matrix_market_error& e) {
+    EXPECT_EQ(std::string(e.what()), "memory:2: the size line announces 3 entries, but the 12 bytes after it can hold "
+                                     "at most 2 (an entry line 'row column value' takes at least 6 bytes): the file "
+                                     "is truncated or the size line wrong");
+  }
+}
+
+//! A stream that cannot seek (as a pipe): its size is unknown.
+class pipe_buf : public std::streambuf {
+public:
+  explicit pipe_buf(std::string text) : text_(std::move(text)) { setg(text_.data(), text_.data(), text_.data() + text_.size()); }
+
+private:
+  std::string text_;
+};
+
+TEST(MatrixMarketLimits, AStreamOfUnknownSizeGrowsWithItsEntries) {
+  pipe_buf good(std::string(banner_sym) + "3 3 4\n1 1 1\n2 2 1\n3 3 1\n3 1 0.5\n");
+  std::istream good_in(&good);
+  EXPECT_EQ(parse_matrix_market(good_in, "pipe").entries.size(), 4U);
+  pipe_buf cut(std::string(banner_sym) + "3 3 3\n1 1 1\n2 2 1\n");
+  std::istream cut_in(&cut);
+  try {
+    (void)parse_matrix_market(cut_in, "pipe");
+    ADD_FAILURE() << "no error";
+  } catch (const matrix_market_error& e) {
+    EXPECT_NE(std::string(e.what()).find("pipe:4: the file ends after 2 of the 3 entries"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(MatrixMarketLimits, AnOverlongLineIsRefusedNamingTheLimit) {
+  expect_error(std::string(banner_sym) + "% " + std::string(mm_max_line_length, 'x') + "\n1 1 1\n1 1 1\n", 2,
+               "the line is longer than 65536 bytes (mm_max_line_length in scenarios/solve/matrix_market.hpp); "
+               "reading stopped there");
+  // A line of exactly the limit is fine.
+  expect_error(std::string(banner_sym) + "%" + std::string(mm_max_line_length - 1, 'x') + "\n1 1 2\n1 1 1\n", 3,
+               "2 entries cannot fit in the lower triangle");
+}
+
+TEST(MatrixMarketLimits, DevZeroStopsAtTheLineLimit) {
+  if (!fs::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+  try {
+    (void)read_matrix_market("/dev/zero");
+    ADD_FAILURE() << "no error";
+  } catch (const matrix_market_error& e) {
+    EXPECT_EQ(e.line(), 1U);
+    EXPECT_NE(std::string(e.what()).find("/dev/zero:1: the line is longer than 65536 bytes (mm_max_line_length"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(MatrixMarketLimits, AFolderIsNamedAsSuch) {
+  temp_dir dir;
+  const fs::path folder = dir.write("x", "").parent_path();
+  try {
+    (void)read_matrix_market(folder);
+    ADD_FAILURE() << "no error";
+  } catch (const matrix_market_error& e) {
+    EXPECT_EQ(std::string(e.what()), folder.string() + ": is a folder, not a Matrix Market file");
+  }
+}
+
+// ---- message faults --------------------------------------------------------------------------------------------
+
+TEST(MatrixMarketMessages, ANulByteIsEscapedNotCuttingTheMessage) {
+  using namespace std::string_literals;
+  const std::string head = std::string(banner_sym) + "3 3 3\n1 1 1\n";
+  expect_error(head + "2 2 1\0x\n3 3 1\n"s, 4, "the value '1\\x00x' is not a number");
+  expect_error(head + "2\0 2 1\n3 3 1\n"s, 4, "the row index '2\\x00' is not an integer");
+  expect_error("%%MatrixMarket matrix coordinate re\0al general\n"s, 1, "unknown field 're\\x00al'");
+  // The whole message survives what(): it ends with the text after the quoted token.
+  std::istringstream in(head + "2 2 1\0x\n3 3 1\n"s);
+  try {
+    (void)parse_matrix_market(in, "memory");
+    ADD_FAILURE() << "no error";
+  } catch (const matrix_market_error& e) {
+    EXPECT_EQ(std::string(e.what()), "memory:4: the value '1\\x00x' is not a number");
+  }
+}
+
+TEST(MatrixMarketMessages, AUtf8ByteOrderMarkIsAccepted) {
+  std::istringstream in("\xEF\xBB\xBF" + std::string(banner_sym) + "1 1 1\n1 1 2.5\n");
+  const coo_matrix m = parse_matrix_market(in, "bom");
+  ASSERT_EQ(m.entries.size(), 1U);
+  EXPECT_EQ(m.entries[0].value, 2.5);
+  EXPECT_EQ(m.entries[0].line, 3U);
+}
+
+TEST(MatrixMarketMessages, Utf16IsNamed) {
+  using namespace std::string_literals;
+  expect_error("\xFF\xFE%\0%\0M\0"s, 1, "the file is UTF-16 text (it starts with a UTF-16 byte-order mark)");
+}
+
+TEST(MatrixMarketMessages, CrOnlyLineEndsAreLineEnds) {
+  std::istringstream in("%%MatrixMarket matrix coordinate real symmetric\r% old Mac\r2 2 3\r1 1 4\r2 1 -1\r2 2 4\r");
+  const coo_matrix m = parse_matrix_market(in, "cr");
+  ASSERT_EQ(m.entries.size(), 3U);
+  EXPECT_EQ(m.entries[1].row, 1);
+  EXPECT_EQ(m.entries[1].value, -1.0);
+  EXPECT_EQ(m.entries[2].line, 6U);
+  // Errors name the right line, with a mix of line ends too.
+  expect_error("%%MatrixMarket matrix coordinate real symmetric\r2 2 2\r\n1 1 1\n2 2 x\r", 4,
+               "the value 'x' is not a number");
 }
 
 TEST(MatrixMarketErrors, GeneralStorageMustBeSymmetric) {

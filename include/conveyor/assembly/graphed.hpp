@@ -30,6 +30,7 @@ struct keying {
 //! floating-point values, any other trivially copyable value (compared by its bytes), and unkeyed<T> (skipped).
 template <class T>
 inline constexpr bool keyable_argument = std::is_trivially_copyable_v<T>;
+//! An unkeyed<T> argument is always accepted: the key skips it.
 template <class T>
 inline constexpr bool keyable_argument<unkeyed<T>> = true;
 

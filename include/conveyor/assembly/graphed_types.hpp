@@ -109,12 +109,14 @@ struct unkeyed {
   //! The wrapped value, for a callable taking `const T&` or `T`.
   operator const T&() const& noexcept { return value; }
 };
+//! Deduction guide: `conveyor::unkeyed{value}` wraps value's type.
 template <class T>
 unkeyed(T) -> unkeyed<T>;
 
 //! True for unkeyed<T>.
 template <class T>
 inline constexpr bool is_unkeyed = false;
+//! True: an unkeyed<T>.
 template <class T>
 inline constexpr bool is_unkeyed<unkeyed<T>> = true;
 
@@ -177,6 +179,7 @@ public:
   }
   //! The user key, when a key function gave one.
   [[nodiscard]] bool has_user_key() const noexcept { return has_user_key_; }
+  //! The user key (0 without a key function).
   [[nodiscard]] std::uint64_t user_key() const noexcept { return user_key_; }
 
   //! Same shape: same entries, same shape values and user key.

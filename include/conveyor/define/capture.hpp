@@ -67,7 +67,9 @@ private:
 //! stream is usable again.
 //! \throws cuda_error as capture_session and capture_session::finish; whatever `f` throws.
 template <class F>
-[[nodiscard]] graph capture(const stream& s, F&& f, capture_mode mode = capture_mode::thread_local_) {
+[[nodiscard]] graph capture(const stream& s, F&& f, capture_mode mode = capture_mode::thread_local_,
+                            std::source_location where = std::source_location::current()) {
+  const detail::api_scope scope("conveyor::capture", where);
   capture_session session(s, mode);
   if constexpr (std::is_invocable_v<F&, const stream&>)
     f(s);
@@ -82,7 +84,9 @@ template <class F>
 //! \throws std::invalid_argument when a dependency belongs to another graph; cuda_error as capture().
 template <class F>
 std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list& deps = {},
-                               capture_mode mode = capture_mode::thread_local_) {
+                               capture_mode mode = capture_mode::thread_local_,
+                               std::source_location where = std::source_location::current()) {
+  const detail::api_scope scope("conveyor::capture_into", where);
   capture_session session(g, s, deps, mode);
   if constexpr (std::is_invocable_v<F&, const stream&>)
     f(s);

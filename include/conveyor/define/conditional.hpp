@@ -40,6 +40,7 @@ struct conditional_node {
 };
 
 //! Creates a condition handle for `g` (`cudaGraphConditionalHandleCreate`).
+//! \param g the graph that will hold the conditional node using the handle
 //! \param default_value the value at each launch (with reset_each_launch) and before any kernel sets it
 //! \param reset_each_launch apply default_value at the start of every launch (cudaGraphCondAssignDefault)
 //! \throws cuda_error when the runtime or driver lacks conditional nodes (CUDA < 12.4) or creation fails.

@@ -71,6 +71,7 @@ public:
     auto values = make_kernel_args(fn, std::forward<Args>(args)...);
     return add_kernel(deps, cfg, reinterpret_cast<const void*>(fn), values.pointers());
   }
+  //! As above, with no dependencies (a root node).
   template <class... Params, class... Args>
   node kernel(const launch_config& cfg, void (*fn)(Params...), Args&&... args) {
     return kernel(node_list{}, cfg, fn, std::forward<Args>(args)...);
@@ -86,6 +87,7 @@ public:
   //! \throws cuda_error when CUDA rejects the pointers or kind.
   node memcpy(const node_list& deps, void* dst, const void* src, std::size_t bytes,
               cudaMemcpyKind kind = cudaMemcpyDefault);
+  //! As above, with no dependencies (a root node).
   node memcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind = cudaMemcpyDefault) {
     return memcpy(node_list{}, dst, src, bytes, kind);
   }
@@ -94,6 +96,7 @@ public:
   //! \throws std::invalid_argument when a pitch is smaller than width_bytes; cuda_error when CUDA rejects it.
   node memcpy_2d(const node_list& deps, void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
                  std::size_t width_bytes, std::size_t height, cudaMemcpyKind kind = cudaMemcpyDefault);
+  //! As above, with no dependencies (a root node).
   node memcpy_2d(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t width_bytes,
                  std::size_t height, cudaMemcpyKind kind = cudaMemcpyDefault) {
     return memcpy_2d(node_list{}, dst, dst_pitch, src, src_pitch, width_bytes, height, kind);
@@ -107,6 +110,7 @@ public:
                   "conveyor: memset elements must be 1, 2 or 4 bytes wide");
     return memset_2d(deps, dst, 0, bit_pattern(value), sizeof(T), count, 1);
   }
+  //! As above, with no dependencies (a root node).
   template <class T>
   node memset(T* dst, std::type_identity_t<T> value, std::size_t count) {
     return memset(node_list{}, dst, value, count);
@@ -121,11 +125,13 @@ public:
   //! Adds a memory allocation node of `bytes` bytes on the current device (`cudaGraphAddMemAllocNode`).
   //! \throws cuda_error when CUDA rejects it.
   allocation mem_alloc(const node_list& deps, std::size_t bytes);
+  //! As above, with no dependencies (a root node).
   allocation mem_alloc(std::size_t bytes) { return mem_alloc(node_list{}, bytes); }
   //! Adds a node freeing `pointer`, which a mem_alloc node of this graph (or an earlier launch) provided
   //! (`cudaGraphAddMemFreeNode`).
   //! \throws cuda_error when the pointer is not a graph allocation.
   node mem_free(const node_list& deps, void* pointer);
+  //! As above, with no dependencies (a root node).
   node mem_free(void* pointer) { return mem_free(node_list{}, pointer); }
 
   // ---- host, child, empty, events ----------------------------------------------------------------------------
@@ -137,6 +143,7 @@ public:
     auto callable = std::make_shared<std::function<void()>>(std::forward<F>(f));
     return add_host(deps, std::move(callable));
   }
+  //! As above, with no dependencies (a root node).
   template <class F>
   node host(F&& f) {
     return host(node_list{}, std::forward<F>(f));
@@ -146,6 +153,7 @@ public:
   //! \throws std::invalid_argument when `body` holds a conditional node; cuda_error when it holds other kinds child
   //!         graphs do not allow (memory nodes).
   node child(const node_list& deps, const graph& body);
+  //! As above, with no dependencies (a root node).
   node child(const graph& body) { return child(node_list{}, body); }
   //! Adds an empty node, a cheap join point (`cudaGraphAddEmptyNode`).
   //! \throws cuda_error when CUDA rejects it.
@@ -159,10 +167,12 @@ public:
   //! Adds a node that records `e` (`cudaGraphAddEventRecordNode`). The event must outlive every launch.
   //! \throws cuda_error when CUDA rejects it.
   node event_record(const node_list& deps, const event& e);
+  //! As above, with no dependencies (a root node).
   node event_record(const event& e) { return event_record(node_list{}, e); }
   //! Adds a node that waits for `e` (`cudaGraphAddEventWaitNode`). The event must outlive every launch.
   //! \throws cuda_error when CUDA rejects it.
   node event_wait(const node_list& deps, const event& e);
+  //! As above, with no dependencies (a root node).
   node event_wait(const event& e) { return event_wait(node_list{}, e); }
 
   // ---- structure -------------------------------------------------------------------------------------------
@@ -173,6 +183,7 @@ public:
   //! Number of nodes and edges (`cudaGraphGetNodes`, `cudaGraphGetEdges`).
   //! \throws cuda_error when the query fails (as for every structure query below).
   [[nodiscard]] std::size_t node_count() const;
+  //! Number of edges (dependencies). \throws cuda_error when the query fails.
   [[nodiscard]] std::size_t edge_count() const;
   //! All nodes, in creation order.
   [[nodiscard]] std::vector<node> nodes() const;

@@ -68,6 +68,7 @@ struct accepts<std::tuple<Params...>, std::tuple<Args...>> : std::bool_constant<
 //! True when `void (*)(Params...)` can be called with `Args...` after conversion, as kernel_args requires.
 template <class Kernel, class... Args>
 inline constexpr bool kernel_accepts = false;
+//! The kernel's case: each argument converts to its parameter, and the counts match.
 template <class... Params, class... Args>
 inline constexpr bool kernel_accepts<void (*)(Params...), Args...> =
     detail::accepts<std::tuple<Params...>, std::tuple<Args...>>::value;

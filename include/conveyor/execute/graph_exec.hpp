@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <source_location>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -63,14 +64,14 @@ public:
   //! Uploads the executable graph to the device ahead of its first launch (`cudaGraphUpload`), so that launch
   //! does not pay for it.
   //! \throws cuda_error when the upload fails.
-  void upload(const stream& s) const;
+  void upload(const stream& s, std::source_location where = std::source_location::current()) const;
   //! Launches the graph on `s` (`cudaGraphLaunch`); asynchronous. Launches of one executable graph run one after
   //! another (CUDA orders them), whatever the streams.
   //! \throws cuda_error when the launch fails; for a graph that allocates memory it never frees, launched again
   //! while the previous allocation is live, the message names the allocation node and the fix.
-  void launch(const stream& s) const {
+  void launch(const stream& s, std::source_location where = std::source_location::current()) const {
     const cudaError_t rc = cudaGraphLaunch(handle_, s.get());
-    if (rc != cudaSuccess || tracks_launches_) after_launch(rc, s);
+    if (rc != cudaSuccess || tracks_launches_) after_launch(rc, s, where);
   }
 
   // ---- per-node setters (the node is one of the source graph's, or of the graph last applied by an update) -------
@@ -139,12 +140,13 @@ public:
   //! executable graph is unchanged. A graph whose allocation nodes reserve other addresses than the executable
   //! graph's is refused (parameters_changed) before CUDA is asked: its kernels would use unmapped memory.
   //! \throws cuda_error only for errors other than a refused update.
-  [[nodiscard]] update_result update(const graph& g);
+  [[nodiscard]] update_result update(const graph& g, std::source_location where = std::source_location::current());
   //! Tries update(g); when refused, instantiates `g` again with the same flags and replaces this executable graph
   //! (method reinstantiated; the refusal's status and node are kept in the result). Exception-safe: when the new
   //! instantiation throws, this executable graph is unchanged.
   //! \throws cuda_error when re-instantiation fails.
-  update_result update_or_reinstantiate(const graph& g);
+  update_result update_or_reinstantiate(const graph& g,
+                                        std::source_location where = std::source_location::current());
   //! Brings this executable graph to `g`'s parameters at a cost that scales with what changed: compares `g` with
   //! the graph whose parameters it holds (diff) and sets only the nodes that differ (method per_node); uses a
   //! whole-graph update when a change cannot be set node by node (launch attributes, memory nodes, conditional
@@ -152,7 +154,8 @@ public:
   //! `g` again when the topology changed or the update was refused. Nodes of `g` may then be passed to the per-node
   //! setters. Exception-safe as update_or_reinstantiate.
   //! \throws cuda_error when reading the graphs or re-instantiating fails.
-  update_result update_incremental(const graph& g, bool reinstantiate = true);
+  update_result update_incremental(const graph& g, bool reinstantiate = true,
+                                   std::source_location where = std::source_location::current());
 
   //! The allocation nodes of the graph it was instantiated from whose memory the graph never frees (no mem_free
   //! node, no instantiate_flags::auto_free_on_launch), one readable line each; empty when there are none. Such a
@@ -161,10 +164,10 @@ public:
   [[nodiscard]] const std::vector<std::string>& unfreed_allocations() const noexcept;
 
 private:
-  friend graph_exec instantiate(const graph&, instantiate_flags, const stream*);
+  friend graph_exec instantiate(const graph&, instantiate_flags, const stream*, std::source_location);
   friend struct detail::exec_access;
   graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_state> state) noexcept;
-  void after_launch(cudaError_t rc, const stream& s) const;
+  void after_launch(cudaError_t rc, const stream& s, const std::source_location& where) const;
   void set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable);
   // The executable graph owns `item` for node `origin` from now on (launches record a fence); what it owned there
   // before is released behind the fence of the last launch, which queued launches may still be using.
@@ -180,11 +183,13 @@ private:
 //! \throws cuda_error when instantiation fails; the message gives CUDA's instantiate result and names the offending
 //!         node; std::invalid_argument for the upload flag without a stream.
 [[nodiscard]] graph_exec instantiate(const graph& g, instantiate_flags flags = instantiate_flags::none,
-                                     const stream* upload_stream = nullptr);
+                                     const stream* upload_stream = nullptr,
+                                     std::source_location where = std::source_location::current());
 //! Instantiates `g` and uploads it on `upload_stream` (adds instantiate_flags::upload).
 //! \throws as instantiate(const graph&, instantiate_flags, const stream*).
-[[nodiscard]] inline graph_exec instantiate(const graph& g, instantiate_flags flags, const stream& upload_stream) {
-  return instantiate(g, flags | instantiate_flags::upload, &upload_stream);
+[[nodiscard]] inline graph_exec instantiate(const graph& g, instantiate_flags flags, const stream& upload_stream,
+                                            std::source_location where = std::source_location::current()) {
+  return instantiate(g, flags | instantiate_flags::upload, &upload_stream, where);
 }
 
 //! Destroys now the resources (host callables, child graphs' resources, kept buffers) that no queued launch can

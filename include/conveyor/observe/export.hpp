@@ -20,6 +20,7 @@ namespace conveyor {
 //! Shorthands: describe(g) then export.
 //! \throws cuda_error when describing the graph fails.
 [[nodiscard]] std::string to_dot(const graph& g, std::string_view name = "conveyor");
+//! describe(g) then to_json. \throws cuda_error when describing the graph fails.
 [[nodiscard]] std::string to_json(const graph& g, int indent = 2);
 
 } // namespace conveyor

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <source_location>
 #include <utility>
 
 namespace conveyor {
@@ -26,6 +27,7 @@ public:
   //! Takes over `other`'s handle; `other` is left empty.
   event(event&& other) noexcept
       : handle_(std::exchange(other.handle_, nullptr)), owned_(std::exchange(other.owned_, false)) {}
+  //! Destroys the owned event, if any, and takes over `other`'s handle; `other` is left empty. Never throws.
   event& operator=(event&& other) noexcept;
   event(const event&) = delete;
   event& operator=(const event&) = delete;
@@ -39,7 +41,7 @@ public:
   void record(const stream& s) const;
   //! Blocks the host until the event has completed (`cudaEventSynchronize`).
   //! \throws cuda_error with any error the awaited work raised.
-  void synchronize() const;
+  void synchronize(std::source_location where = std::source_location::current()) const;
   //! Milliseconds between `start` and `end`, both recorded and completed (`cudaEventElapsedTime`).
   //! \throws cuda_error when either event was made with cudaEventDisableTiming or has not completed.
   [[nodiscard]] static float elapsed_ms(const event& start, const event& end);

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <source_location>
 #include <utility>
 
 namespace conveyor {
@@ -34,6 +35,7 @@ public:
   //! Takes over `other`'s handle; `other` is left empty.
   stream(stream&& other) noexcept
       : handle_(std::exchange(other.handle_, nullptr)), owned_(std::exchange(other.owned_, false)) {}
+  //! Destroys the owned stream, if any, and takes over `other`'s handle; `other` is left empty. Never throws.
   stream& operator=(stream&& other) noexcept;
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
@@ -46,7 +48,7 @@ public:
 
   //! Blocks the host until all work enqueued so far has finished (`cudaStreamSynchronize`).
   //! \throws cuda_error with any error the work raised.
-  void synchronize() const;
+  void synchronize(std::source_location where = std::source_location::current()) const;
   //! Makes later work on this stream wait for `e` (`cudaStreamWaitEvent`).
   //! \throws cuda_error when the event or stream is invalid.
   void wait(const event& e) const;
