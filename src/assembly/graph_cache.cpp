@@ -145,6 +145,14 @@ graph_cache::graph_cache(graphed_options options) : options_(std::move(options))
   std::sort(options_.buckets.begin(), options_.buckets.end());
   if (!options_.buckets.empty() && options_.buckets.front() == 0)
     throw std::invalid_argument("conveyor::graphed: a bucket of size 0");
+  auto any_argument = [&](auto pred) {
+    return std::any_of(options_.rebind_arguments.begin(), options_.rebind_arguments.end(),
+                       [&](const auto& a) { return pred(a.second); });
+  };
+  rebinding_ = options_.rebind != rebind_policy::recapture ||
+               any_argument([](rebind_policy p) { return p != rebind_policy::recapture; });
+  declared_patch_ = options_.rebind == rebind_policy::patch ||
+                    any_argument([](rebind_policy p) { return p == rebind_policy::patch; });
 }
 
 std::optional<std::size_t> graph_cache::bucket_for(std::size_t n) const noexcept {
@@ -170,11 +178,8 @@ call_plan graph_cache::plan(const call_key& key) {
     matched_->last_used = ++clock_;
     if (e->key.same_binding(key)) return call_plan::replay;
     not_rebound_.clear();
-    if (!rebinding() || e->rebind_broken) return call_plan::recapture;
-    const bool declared = std::any_of(options_.rebind_arguments.begin(), options_.rebind_arguments.end(),
-                                      [](const auto& a) { return a.second == rebind_policy::patch; }) ||
-                          options_.rebind == rebind_policy::patch;
-    if (!e->rebind && declared) (void)rebinder_of(*e); // declared arguments need no verifying re-capture
+    if (!rebinding_ || e->rebind_broken) return call_plan::recapture;
+    if (!e->rebind && declared_patch_) (void)rebinder_of(*e); // declared arguments need no verifying re-capture
     if (e->rebind && e->rebind->can_patch(e->key, key, &not_rebound_)) return call_plan::rebind;
     if (!e->rebind) not_rebound_ = "first change of this graph's arguments: learning where they are embedded";
     return call_plan::recapture;
@@ -226,12 +231,6 @@ void graph_cache::add_and_launch(const call_key& key, graph g, const stream& s) 
   ++stats_.replays;
 }
 
-bool graph_cache::rebinding() const noexcept {
-  if (options_.rebind != rebind_policy::recapture) return true;
-  return std::any_of(options_.rebind_arguments.begin(), options_.rebind_arguments.end(),
-                     [](const auto& a) { return a.second != rebind_policy::recapture; });
-}
-
 detail::rebinder& graph_cache::rebinder_of(entry& e) {
   if (!e.rebind)
     e.rebind = std::make_shared<detail::rebinder>(
@@ -247,7 +246,7 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
   entry& e = matched("update_and_launch");
   ++stats_.captures;
   const std::string change = key.changes_from(e.key);
-  const bool rebinding_on = rebinding() && !e.rebind_broken;
+  const bool rebinding_on = rebinding_ && !e.rebind_broken;
   if (rebinding_on) ++stats_.rebind_fallbacks;
   // Learning reads both graphs; when every argument that changed re-captures for good it would teach nothing: the
   // rebinder only notes that its image is out of date (refreshed before its next patch).
@@ -350,7 +349,7 @@ graph_description graph_cache::describe() {
   if (e == nullptr) return {};
   const auto& current = detail::current_graph(e->exec);
   graph_description d = detail::describe_graph(current->handle, current.get());
-  if (!rebinding() || e->rebind_broken) return d;
+  if (!rebinding_ || e->rebind_broken) return d;
   auto& rb = rebinder_of(*e);
   for (std::size_t i = 0; i < d.nodes.size(); ++i) d.nodes[i].bindings = rb.node_bindings(i);
   return d;

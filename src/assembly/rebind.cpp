@@ -31,11 +31,6 @@ std::uint64_t mask(std::uint64_t v, std::uint32_t width) noexcept {
   return width >= 8 ? v : (v & ((std::uint64_t{1} << (8 * width)) - 1));
 }
 
-std::uint64_t read_word(const std::vector<unsigned char>& bytes, std::uint32_t offset, std::uint32_t width) noexcept {
-  std::uint64_t v = 0;
-  if (offset + width <= bytes.size()) std::memcpy(&v, bytes.data() + offset, width); // little-endian hosts only
-  return v;
-}
 
 void write_word(std::vector<unsigned char>& bytes, std::uint32_t offset, std::uint32_t width, std::uint64_t v) noexcept {
   if (offset + width <= bytes.size()) std::memcpy(bytes.data() + offset, &v, width);
@@ -72,6 +67,12 @@ rebind_policy rebind_settings::of(std::size_t position) const noexcept {
   for (const auto& [p, policy] : per_argument)
     if (p == position) return policy;
   return policy;
+}
+
+std::uint64_t read_word(const std::vector<unsigned char>& bytes, std::uint32_t offset, std::uint32_t width) noexcept {
+  std::uint64_t v = 0;
+  if (offset + width <= bytes.size()) std::memcpy(&v, bytes.data() + offset, width); // little-endian hosts only
+  return v;
 }
 
 std::uint64_t key_word(const call_key& key, std::size_t entry, std::uint32_t offset, std::uint32_t width) noexcept {

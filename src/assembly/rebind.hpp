@@ -189,6 +189,10 @@ private:
   std::vector<std::uint8_t> touched_flag_;
 };
 
+//! The word of `width` bytes (at most 8) at `offset` of `bytes`, zero-extended; 0 when it lies past the end.
+[[nodiscard]] std::uint64_t read_word(const std::vector<unsigned char>& bytes, std::uint32_t offset,
+                                      std::uint32_t width) noexcept;
+
 //! The word of `width` bytes at `offset` of entry `entry` of `key` (little-endian), zero-extended.
 [[nodiscard]] std::uint64_t key_word(const call_key& key, std::size_t entry, std::uint32_t offset,
                                      std::uint32_t width) noexcept;

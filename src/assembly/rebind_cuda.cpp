@@ -26,26 +26,18 @@ void append_word(std::vector<unsigned char>& out, T value) {
 }
 
 void image_kernel(cudaGraphNode_t n, node_image& img) {
-  const auto p = read_kernel_node(n);
-  if (!p || p->extra != nullptr || p->kernelParams == nullptr) return;
-  const auto layout = parameter_layout(*p);
-  if (!layout) return;
-  img.kernel = *p;
-  img.kernel.kernelParams = nullptr;
-  std::size_t size = 0;
-  for (const auto& [offset, bytes] : *layout) size = std::max(size, offset + bytes);
-  img.bytes.assign(size, 0);
-  img.fields.reserve(layout->size());
-  for (std::size_t i = 0; i < layout->size(); ++i) {
-    const auto [offset, bytes] = (*layout)[i];
-    std::memcpy(img.bytes.data() + offset, p->kernelParams[i], bytes);
+  kernel_snapshot k = read_kernel_snapshot(n, false); // the kinds layer's reading of the argument bytes
+  if (!k.readable || k.has_extra || !k.has_arguments || k.layout == nullptr) return;
+  img.kernel = k.params;
+  img.bytes = std::move(k.arguments);
+  img.fields.reserve(k.layout->size());
+  for (const auto& [offset, bytes] : *k.layout)
     img.fields.emplace_back(static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(bytes));
-  }
-  append_word(img.fixed, p->func);
-  append_word(img.fixed, p->kern);
-  append_word(img.fixed, p->ctx);
-  for (unsigned v : {p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ,
-                     p->sharedMemBytes})
+  const auto& p = k.params;
+  append_word(img.fixed, p.func);
+  append_word(img.fixed, p.kern);
+  append_word(img.fixed, p.ctx);
+  for (unsigned v : {p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ, p.sharedMemBytes})
     append_word(img.fixed, v);
   img.patchable = true;
 }
@@ -81,12 +73,6 @@ void image_memset(cudaGraphNode_t n, node_image& img) {
   for (std::size_t v : {p.pitch, p.width, p.height}) append_word(img.fixed, v);
   append_word(img.fixed, p.elementSize);
   img.patchable = true;
-}
-
-std::uint64_t word_at(const std::vector<unsigned char>& bytes, std::size_t offset, std::size_t width) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, bytes.data() + offset, width);
-  return v;
 }
 
 } // namespace
@@ -150,15 +136,15 @@ cudaError_t apply_patch(graph_exec& e, graph_image& image, const std::vector<std
     }
     case node_kind::memcpy: {
       cudaMemcpy3DParms p = n.copy;
-      p.srcPtr.ptr = reinterpret_cast<void*>(word_at(n.bytes, 0, 8));
-      p.dstPtr.ptr = reinterpret_cast<void*>(word_at(n.bytes, 8, 8));
+      p.srcPtr.ptr = reinterpret_cast<void*>(read_word(n.bytes, 0, 8));
+      p.dstPtr.ptr = reinterpret_cast<void*>(read_word(n.bytes, 8, 8));
       rc = patch_memcpy(e, i, p);
       break;
     }
     case node_kind::memset: {
       cudaMemsetParams p = n.fill;
-      p.dst = reinterpret_cast<void*>(word_at(n.bytes, 0, 8));
-      if (n.fields.size() > 1) p.value = static_cast<unsigned>(word_at(n.bytes, 8, 4));
+      p.dst = reinterpret_cast<void*>(read_word(n.bytes, 0, 8));
+      if (n.fields.size() > 1) p.value = static_cast<unsigned>(read_word(n.bytes, 8, 4));
       rc = patch_memset(e, i, p);
       break;
     }

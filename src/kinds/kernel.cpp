@@ -307,7 +307,7 @@ std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_a
 
 extern const kind_traits kernel_kind{node_kind::kernel, "kernel", true, true, true, &compare, &copy_to_exec, &describe};
 
-kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node) {
+kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node, bool attributes) {
   kernel_snapshot s;
   if (driver::kernel_node_get_params(reinterpret_cast<CUgraphNode>(node), &s.params) != CUDA_SUCCESS) return s;
   s.readable = true;
@@ -325,6 +325,7 @@ kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node) {
   }
   s.params.kernelParams = nullptr;
   s.params.extra = nullptr;
+  if (!attributes) return s;
   const auto reads = read_attributes(node, read_attribute(node, cudaLaunchAttributeClusterDimension));
   for (std::size_t k = 0; k < reads.size(); ++k) {
     if (is_unset(node_attributes[k], reads[k])) continue;
@@ -452,12 +453,6 @@ const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(con
   }
   auto& entry = cache[key] = std::move(out);
   return &*entry;
-}
-
-std::optional<std::vector<std::pair<std::size_t, std::size_t>>> parameter_layout(const CUDA_KERNEL_NODE_PARAMS& p) {
-  const auto* layout = parameter_layout_ref(p);
-  if (layout == nullptr) return std::nullopt;
-  return *layout;
 }
 
 cudaGraphNode_t add_kernel(cudaGraph_t g, node_handles deps, const launch_config& cfg, const void* function,

@@ -28,10 +28,8 @@ std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node);
 //! The kernel's demangled name without its parameter list (cuFuncGetName / cuKernelGetName), or empty.
 std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS& params);
 std::string kernel_name(cudaGraphNode_t node);
-//! (offset, size) in bytes of each parameter (cuFuncGetParamInfo / cuKernelGetParamInfo), cached per function;
-//! nullopt when the driver cannot tell.
-std::optional<std::vector<std::pair<std::size_t, std::size_t>>> parameter_layout(const CUDA_KERNEL_NODE_PARAMS& p);
-//! parameter_layout's cached entry itself (valid for the life of the process), or null when the driver cannot tell.
+//! (offset, size) in bytes of each parameter (cuFuncGetParamInfo / cuKernelGetParamInfo), cached per function: the
+//! cached entry itself (valid for the life of the process), or null when the driver cannot tell.
 const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(const CUDA_KERNEL_NODE_PARAMS& p);
 //! One launch attribute as read from a kernel node: rc is cudaSuccess when the node holds a value.
 struct kernel_attribute_read {
@@ -58,8 +56,9 @@ struct kernel_snapshot {
   std::uint32_t set_attributes = 0;
   std::vector<cudaLaunchAttributeValue> attribute_values; //!< one per set bit, in bit order
 };
-//! Reads `node` (one parameter read, one per attribute). Never throws but for std::bad_alloc.
-kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node);
+//! Reads `node`: one parameter read, and with `attributes` one per launch attribute (without, set_attributes stays
+//! 0: for readers that need the arguments only). Never throws but for std::bad_alloc.
+kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node, bool attributes = true);
 struct param_diff;
 //! What differs between two kernel nodes read so (the kernel kind's compare).
 param_diff compare_kernel_snapshots(const kernel_snapshot& a, const kernel_snapshot& b);

@@ -106,7 +106,6 @@ private:
     bool rebind_broken = false;               // CUDA refused a patch: re-capture from now on
   };
   void note(std::string reason);
-  [[nodiscard]] bool rebinding() const noexcept;
   detail::rebinder& rebinder_of(entry& e);
   entry* most_recent() noexcept;
   entry& insert(const call_key& key, graph g);
@@ -119,6 +118,8 @@ private:
   std::vector<std::pair<call_key, int>> warmups_; // per shape
   entry* matched_ = nullptr;                       // set by plan()
   std::string not_rebound_;                        // why plan() chose recapture over rebind
+  bool rebinding_ = true;                          // some argument may be rebound (from the options)
+  bool declared_patch_ = false;                    // some argument is declared rebind_policy::patch
   std::uint64_t clock_ = 0;
 };
 
