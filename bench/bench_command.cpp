@@ -8,6 +8,7 @@
 #include "bench/environment.hpp"
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed_rebind.hpp"
+#include "bench/profile_overhead.hpp"
 #include "bench/plan.hpp"
 #include "bench/report.hpp"
 #include "bench/update_growth.hpp"
@@ -61,6 +62,7 @@ struct cli_options {
   bool graphed_overhead = false;
   std::size_t update_growth = 0; // steps of the update-growth loop; 0: not run
   bool graphed_rebind = false;   // the graphed/ group only
+  bool profile_overhead = false; // the profile/ group only
 };
 
 
@@ -225,6 +227,20 @@ void run(const cli_options& o) {
                               format_recapture_cost(measure_recapture_cost(sizes, o.quick ? 5 : 11));
     const std::string text = fmt::format("{}\n\n`conveyor bench --graphed{}`\n\n{}", conveyor::describe_device(o.device),
                                          o.quick ? " --quick" : "", table);
+    write_output(o.markdown, text);
+    fmt::print("{}", text);
+    return;
+  }
+  if (o.profile_overhead) {
+    if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: --profile needs a GPU");
+    CONVEYOR_CHECK(cudaSetDevice(o.device));
+    const std::vector<std::size_t> sizes = o.quick ? std::vector<std::size_t>{100, 10000}
+                                                   : std::vector<std::size_t>{10, 100, 1000, 10000};
+    const std::string table = format_profile_overhead(measure_profile_overhead(sizes, o.quick ? 4 : 8, 50));
+    const std::string text = fmt::format("{}\n\n`conveyor bench --profile{}`: wall µs per step (launches and the "
+                                         "stream synchronisation, median of alternating blocks of 50 steps) without "
+                                         "and with a conveyor::profile::profiler recording.\n\n{}",
+                                         conveyor::describe_device(o.device), o.quick ? " --quick" : "", table);
     write_output(o.markdown, text);
     fmt::print("{}", text);
     return;
@@ -397,6 +413,9 @@ void register_bench_command(CLI::App& app) {
   sub->add_flag("--graphed", opts->graphed_rebind,
                 "Only run the graphed/ group: a graphed call whose pointer or scalar arguments change (reaching 1 or "
                 "all N nodes), patched in place (rebind) against replay, full re-capture and eager, N = 10..10000");
+  sub->add_flag("--profile", opts->profile_overhead,
+                "Only run the profile/ group: the profiler's cost on a chain, four parallel chains and an eager "
+                "stream of N tiny kernels (wall time per step off and on), N = 10..10000");
   sub->add_flag("--list", opts->list, "List the benchmark names and exit (needs no GPU)");
   // Each of these runs something other than the measurement and uses only the options listed with it: any other
   // option would be silently ignored, so it is refused (and so is a second one of them).
@@ -406,6 +425,7 @@ void register_bench_command(CLI::App& app) {
       {"--graphed-overhead", {"--markdown", "--device"}},
       {"--graphed", {"--quick", "--markdown", "--device"}},
       {"--update-growth", {"--markdown", "--device"}},
+      {"--profile", {"--quick", "--markdown", "--device"}},
   };
   for (const auto& [mode, used] : modes) {
     CLI::Option* mode_option = sub->get_option(mode);

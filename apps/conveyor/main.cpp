@@ -1,6 +1,7 @@
 // The `conveyor` program: CUDA Graph workloads, each a subcommand, each runnable in sync, stream and graph modes.
 #include "bench/bench_command.hpp"
 #include "cavity/cavity_command.hpp"
+#include "doctor_command.hpp"
 #include "filter/filter_command.hpp"
 #include "solve/solve_command.hpp"
 #include "train/train_command.hpp"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   register_solve_command(app);
   register_filter_command(app);
   register_bench_command(app);
+  register_doctor_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -6,6 +6,7 @@
 #include "common/file_output.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
+#include "common/profiling.hpp"
 
 #include "cavity/fields.hpp"
 #include "cavity/ghia.hpp"
@@ -42,6 +43,7 @@ struct cli_options {
   std::string png;
   std::string dot;
   std::string ghia;
+  conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
 };
 
 //! Progress on stderr, at most one line every two seconds per mode, plus the last check.
@@ -115,6 +117,7 @@ void run(const cli_options& c) {
     modes.push_back(parse_execution_mode(c.mode));
   const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
   if (!c.dot.empty() && !has_graph) throw std::invalid_argument("--dot needs --mode graph or --mode all");
+  conveyor::scenarios::check_profiling_options(c.profile, has_graph, "--mode graph or --mode all");
 
   // Reference data: an explicit --ghia must be readable; the default is used when present.
   std::optional<ghia_reference> ghia;
@@ -135,7 +138,9 @@ void run(const cli_options& c) {
   conveyor::scenarios::check_output_file("--png", c.png);
   conveyor::scenarios::check_output_file("--dot", c.dot);
   conveyor::scenarios::check_output_folder("--csv", c.csv);
-  conveyor::scenarios::check_distinct_outputs({{"--png", c.png}, {"--dot", c.dot}});
+  conveyor::scenarios::check_distinct_outputs(
+      {{"--png", c.png}, {"--dot", c.dot}, {"--profile", c.profile.trace},
+       {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(c.profile.trace)}});
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor cavity` needs a GPU");
   fmt::print("lid-driven cavity, D2Q9 TRT lattice Boltzmann: {}\n", describe(o));
   fmt::print("up to {} steps ({:.0f} convective times n/U), {} steps per graph / convergence check, stop when the "
@@ -144,10 +149,11 @@ void run(const cli_options& c) {
   fmt::print("device: {}\n", conveyor::describe_device(0));
   std::fflush(stdout);
 
+  const auto profiling = conveyor::scenarios::make_profiling(c.profile, "cavity");
   std::vector<run_result> results;
   for (const auto mode : modes) {
     progress_printer progress;
-    results.push_back(run_cavity(o, mode, std::ref(progress)));
+    results.push_back(run_cavity(o, mode, std::ref(progress), profiling.get()));
     const auto& r = results.back();
     fmt::print(stderr, "cavity[{}] done: {} steps in {:.3f} s, change per step {:.3e}\n", to_string(mode), r.steps,
                r.seconds, r.final_change);
@@ -205,6 +211,7 @@ void run(const cli_options& c) {
     write_png(c.png, render_cavity(field, o.lid_speed));
     fmt::print(stderr, "wrote the velocity magnitude with streamlines to {}\n", c.png);
   }
+  if (profiling) profiling->finish();
 }
 
 } // namespace
@@ -247,5 +254,9 @@ void register_cavity_command(CLI::App& app) {
   sub->add_option("--ghia", opts->ghia,
                   "Folder of Ghia et al.'s CSV tables (default: $CONVEYOR_SHARED_DATA/ghia1982, else "
                   "../shared/data/ghia1982 when present)");
+  conveyor::scenarios::add_profiling_options(
+      *sub, opts->profile, "one block of K = --steps-per-graph time steps and its convergence check (one graph launch "
+                           "in graph mode)",
+      "--mode graph or --mode all");
   sub->callback([opts] { run(*opts); });
 }

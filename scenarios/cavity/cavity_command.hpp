@@ -9,7 +9,9 @@
 //! ms per step, MLUPS and speedup against sync; whether the modes' final states are bitwise equal; the mass drift;
 //! and, when Ghia et al.'s tables are found, the largest differences of the centre-line profiles from them.
 //! Options: --re (100), --n (257), --lid-speed (0.1), --steps (0: 250 convective times), --tol (1e-7),
-//! --steps-per-graph K (100), --mode sync|stream|graph|all (all), --csv DIR, --png FILE, --dot FILE, --ghia DIR.
+//! --steps-per-graph K (100), --mode sync|stream|graph|all (all), --csv DIR, --png FILE, --dot FILE, --ghia DIR,
+//! --profile FILE.json / --profile-steps N (50) / --doctor (scenarios/common/profiling.hpp; a step is one block of
+//! K time steps and its check, one graph launch in graph mode).
 //! When the subcommand runs it throws std::invalid_argument for invalid or inconsistent options (with the valid
 //! range and why), conveyor::cavity::ghia_error when an explicitly given --ghia folder cannot be read,
 //! std::runtime_error when no CUDA device is present, the run diverges or an output file cannot be written, and

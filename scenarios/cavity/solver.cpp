@@ -5,6 +5,7 @@
 
 #include "cavity/kernels.hpp"
 #include "common/device_buffer.hpp"
+#include "common/profiling.hpp"
 
 #include <conveyor/define/capture.hpp>
 #include <conveyor/execute/graph_exec.hpp>
@@ -98,7 +99,7 @@ void label_block(const conveyor::graph& g, int k) {
 } // namespace
 
 run_result run_cavity(const cavity_options& o, execution_mode mode,
-                      const std::function<void(const run_progress&)>& on_progress) {
+                      const std::function<void(const run_progress&)>& on_progress, scenarios::profiling* profiling) {
   const lattice_params p = make_lattice_params(o); // validates
   const int k = o.steps_per_graph;
   const std::int64_t cap = max_steps(o);
@@ -130,6 +131,7 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
     result.graph_nodes = g.node_count();
     result.graph_edges = g.edge_count();
     result.graph_dot = conveyor::to_dot(g, fmt::format("cavity_{}_steps", k));
+    if (profiling != nullptr) profiling->watch(*exec, fmt::format("cavity {} steps", k));
   }
   program.reset(eager);
   s.synchronize();
@@ -161,10 +163,13 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
   std::int64_t blocks = 0;
   bool stop = false;
   while (blocks < blocks_max && !stop) {
-    if (exec)
-      exec->launch(s);
-    else
-      program.enqueue_block(ctx);
+    {
+      const auto profiled = scenarios::profile_step(profiling, mode); // one block of K steps
+      if (exec)
+        exec->launch(s);
+      else
+        program.enqueue_block(ctx);
+    }
     done[static_cast<std::size_t>(blocks % 2)].record(s);
     ++blocks;
     if (blocks >= 2) stop = check(blocks - 2); // block b-1's value, while block b runs
@@ -183,6 +188,7 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
     }
   }
 
+  if (exec && profiling != nullptr) profiling->examine(*exec, fmt::format("cavity {} steps", k));
   result.steps = blocks * k;
   result.seconds = std::chrono::duration<double>(t1 - t0).count();
   if (result.steps > 0 && result.seconds > 0.0) {

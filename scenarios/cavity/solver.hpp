@@ -26,6 +26,10 @@
 #include <string_view>
 #include <vector>
 
+namespace conveyor::scenarios {
+class profiling;
+} // namespace conveyor::scenarios
+
 namespace conveyor::cavity {
 
 //! The execution modes (scenarios/common): sync, stream, graph (one graph per block of K steps).
@@ -64,9 +68,13 @@ struct run_result {
 //! warm-up block (it loads the kernels; graph mode captures after it), resets to rest, then runs blocks of
 //! K = o.steps_per_graph steps until a block's change falls below o.tol (when o.tol > 0) or max_steps(o) steps have
 //! run, and downloads the final state.
+//! `profiling` (optional, --profile / --doctor): every block (K time steps and the check: one graph launch in graph
+//! mode) is a profiled step of track to_string(mode); graph mode watches its executable graph ("cavity K steps")
+//! and hands it to the doctor after the run.
 //! \throws std::invalid_argument as validate(); std::runtime_error when the run diverges (the velocity change is
 //!         not finite); conveyor::cuda_error when a CUDA call fails (no device, out of memory, ...).
 [[nodiscard]] run_result run_cavity(const cavity_options& o, execution_mode mode,
-                                    const std::function<void(const run_progress&)>& on_progress = {});
+                                    const std::function<void(const run_progress&)>& on_progress = {},
+                                    scenarios::profiling* profiling = nullptr);
 
 } // namespace conveyor::cavity

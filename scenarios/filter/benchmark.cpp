@@ -1,7 +1,11 @@
 //! \file benchmark.cpp
 #include "filter/benchmark.hpp"
 
+#include "common/profiling.hpp"
+
 #include <conveyor/observe/export.hpp>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,9 +36,11 @@ bool size_report::modes_agree() const noexcept {
                      [&](const mode_timing& m) { return m.output_hash == modes.front().output_hash; });
 }
 
+std::string frame_graph_name(int width, int height) { return fmt::format("filter frame {}x{}", width, height); }
+
 size_report run_benchmark(filter_chain& chain, const std::vector<frame_slot>& slots,
                           const std::vector<std::string>& names, const std::vector<execution_mode>& modes,
-                          const timing_options& o) {
+                          const timing_options& o, scenarios::profiling* profiling) {
   if (slots.empty()) throw std::invalid_argument("run_benchmark: no frames");
   if (names.size() != slots.size()) throw std::invalid_argument("run_benchmark: one name per frame is needed");
   if (o.warmup < 0 || o.repeat < 1) throw std::invalid_argument("run_benchmark: warmup >= 0 and repeat >= 1");
@@ -51,9 +57,14 @@ size_report run_benchmark(filter_chain& chain, const std::vector<frame_slot>& sl
       const bool log = mode == execution_mode::graph && pass == 0;
       const auto start = clock::now();
       for (std::size_t i = 0; i < slots.size(); ++i) {
-        chain.enqueue(slots[i], mode);
+        {
+          const auto profiled = scenarios::profile_step(profiling, mode); // one frame
+          chain.enqueue(slots[i], mode);
+        }
         if (mode != execution_mode::graph) continue;
         const graph_update_report& u = chain.last_graph_update();
+        if (u.instantiated && profiling != nullptr)
+          profiling->watch(*chain.executable(), frame_graph_name(chain.width(), chain.height()));
         if (timed) updated += u.nodes_updated;
         if (log)
           report.graph_log.push_back(
@@ -77,6 +88,8 @@ size_report run_benchmark(filter_chain& chain, const std::vector<frame_slot>& sl
     for (const auto& s : slots) h = h * 1099511628211ULL ^ s.output_hash();
     t.output_hash = h;
     report.modes.push_back(t);
+    if (mode == execution_mode::graph && profiling != nullptr && chain.executable() != nullptr)
+      profiling->examine(*chain.executable(), frame_graph_name(chain.width(), chain.height()));
   }
   report.instantiations = chain.instantiations();
   if (const conveyor::graph* g = chain.graph()) {

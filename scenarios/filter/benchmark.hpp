@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+namespace conveyor::scenarios {
+class profiling;
+} // namespace conveyor::scenarios
+
 namespace conveyor::filter {
 
 //! Warm-up and timed passes over the batch.
@@ -46,10 +50,16 @@ struct size_report {
 
 //! Runs `modes` in order over `slots` (all of the chain's size; `names` labels them in the graph log): for each
 //! mode `o.warmup` untimed passes then `o.repeat` timed ones. Afterwards the slots hold the last mode's outputs.
+//! `profiling` (optional, --profile / --doctor): every frame is a profiled step of track to_string(mode); graph
+//! mode watches the chain's executable graph (named as frame_graph_name) and hands it to the doctor after the run.
 //! \throws std::invalid_argument for empty slots, mismatched names or bad options; conveyor::cuda_error when a
 //!         CUDA call fails.
 [[nodiscard]] size_report run_benchmark(filter_chain& chain, const std::vector<frame_slot>& slots,
                                         const std::vector<std::string>& names,
-                                        const std::vector<execution_mode>& modes, const timing_options& o);
+                                        const std::vector<execution_mode>& modes, const timing_options& o,
+                                        scenarios::profiling* profiling = nullptr);
+
+//! The name the profile and the doctor give the graph of `width` x `height` frames: "filter frame WxH".
+[[nodiscard]] std::string frame_graph_name(int width, int height);
 
 } // namespace conveyor::filter

@@ -285,6 +285,9 @@ std::vector<float> filter_chain::download(stage s) const {
 }
 
 const conveyor::graph* filter_chain::graph() const noexcept { return impl_->graph ? &*impl_->graph : nullptr; }
+const conveyor::graph_exec* filter_chain::executable() const noexcept {
+  return impl_->exec ? &*impl_->exec : nullptr;
+}
 const graph_update_report& filter_chain::last_graph_update() const noexcept { return impl_->report; }
 std::size_t filter_chain::instantiations() const noexcept { return impl_->instantiations; }
 

@@ -26,6 +26,10 @@
 #include <string_view>
 #include <vector>
 
+namespace conveyor {
+class graph_exec;
+} // namespace conveyor
+
 namespace conveyor::filter {
 
 //! The execution modes (scenarios/common): sync, stream, graph (one graph per frame size, replayed per frame).
@@ -107,6 +111,8 @@ public:
 
   //! The graph of graph mode, or nullptr before the first graph-mode frame.
   [[nodiscard]] const conveyor::graph* graph() const noexcept;
+  //! The executable graph of graph mode (to profile or examine it), or nullptr before the first graph-mode frame.
+  [[nodiscard]] const conveyor::graph_exec* executable() const noexcept;
   //! What the last graph-mode frame updated.
   [[nodiscard]] const graph_update_report& last_graph_update() const noexcept;
   //! How many times this chain instantiated its graph (0 or 1: one graph per frame size).

@@ -5,6 +5,7 @@
 
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
+#include "common/profiling.hpp"
 
 #include "filter/benchmark.hpp"
 #include "filter/chain.hpp"
@@ -45,6 +46,7 @@ struct cli_options {
   std::size_t limit = 0;
   std::string dot;
   bool verify = false;
+  conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
 };
 
 struct named_image {
@@ -152,8 +154,11 @@ void run(const cli_options& o) {
   if (!native)
     for (const auto& s : o.sizes) (void)parse_size(s);
 
+  conveyor::scenarios::check_profiling_options(o.profile, has_graph, "--mode graph or --mode all");
   conveyor::scenarios::check_output_file("--dot", o.dot);
   conveyor::scenarios::check_output_folder("--out", o.out);
+  conveyor::scenarios::check_distinct_outputs(
+      {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
 
   // Read everything first: a bad image stops the run before any GPU work or output.
   std::vector<std::filesystem::path> files = list_images(o.input);
@@ -173,6 +178,8 @@ void run(const cli_options& o) {
              o.params.unsharp_amount, o.mode, o.warmup, o.repeat);
   std::fflush(stdout);
 
+  // Profiled and examined: the first frame size only (one graph; the tracks compare the same frames).
+  const auto profiling = conveyor::scenarios::make_profiling(o.profile, "filter");
   const timing_options timing{o.warmup, o.repeat};
   std::vector<size_report> reports;
   std::vector<std::string> failures;
@@ -191,7 +198,8 @@ void run(const cli_options& o) {
       if (slots.size() == 1) first_frame = std::move(frame);
     }
     filter_chain chain(w, h, o.params);
-    size_report r = run_benchmark(chain, slots, names, modes, timing);
+    size_report r = run_benchmark(chain, slots, names, modes, timing, profiling.get());
+    if (profiling) profiling->stop(); // the first size only
     print_graph(r);
     if (!r.modes_agree()) failures.push_back(size_text(w, h) + ": the modes' outputs differ");
     fmt::print("{}: outputs of {} bitwise identical across modes: {}\n", size_text(w, h), r.frames,
@@ -221,6 +229,7 @@ void run(const cli_options& o) {
     reports.push_back(std::move(r));
   }
   print_table(reports, conveyor::describe_device(0));
+  if (profiling) profiling->finish();
   if (!failures.empty()) {
     std::string all;
     for (const auto& f : failures) all += "\n  " + f;
@@ -270,5 +279,8 @@ void register_filter_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--dot", o->dot, "Write the graph of the first size as Graphviz DOT to this file");
   sub->add_flag("--verify", o->verify, "Compare the first frame of each size with the CPU reference (double)");
+  conveyor::scenarios::add_profiling_options(
+      *sub, o->profile, "one frame (upload, chain, downloads; one graph launch in graph mode) of the first size",
+      "--mode graph or --mode all");
   sub->callback([o] { run(*o); });
 }

@@ -138,13 +138,17 @@ __global__ void __launch_bounds__(block) cg_update_p(int n, const double* z, con
   for (int i = blockIdx.x * block + threadIdx.x; i < n; i += gridDim.x * block) p[i] = z[i] + beta * p[i];
 }
 
-__global__ void cg_check(cg_scalars* s, double tol, int max_iter, cudaGraphConditionalHandle handle,
-                         int set_condition) {
+__global__ void cg_check(cg_scalars* s, cg_scalars* mirror, double tol, int max_iter,
+                         cudaGraphConditionalHandle handle, int set_condition) {
   const double rel_res = s->bb > 0.0 ? sqrt(s->rr / s->bb) : 0.0;
   // NaN compares false, so a NaN residual stops the loop as well.
   const int proceed = (s->breakdown == 0 && rel_res > tol && s->iterations < max_iter) ? 1 : 0;
   s->rel_res = rel_res;
   s->proceed = proceed;
+  if (mirror != nullptr) { // zero-copy read-back: visible to the host once the stream is synchronised
+    *mirror = *s;
+    __threadfence_system();
+  }
   if (set_condition != 0) conveyor::set_condition(handle, static_cast<unsigned>(proceed));
 }
 
@@ -190,7 +194,7 @@ void enqueue_update_p(const cg_device_state& st, cudaStream_t s) {
 
 void enqueue_check(const cg_device_state& st, double tol, int max_iter, cudaGraphConditionalHandle handle,
                    bool set_condition, cudaStream_t s) {
-  cg_check<<<1, 1, 0, s>>>(st.scalars, tol, max_iter, handle, set_condition ? 1 : 0);
+  cg_check<<<1, 1, 0, s>>>(st.scalars, st.mirror, tol, max_iter, handle, set_condition ? 1 : 0);
   check_launch("cg_check<<<>>>");
 }
 

@@ -37,6 +37,8 @@ struct cg_device_state {
   double* ap = nullptr;           //!< A p (written by the SpMV)
   double* partials = nullptr;     //!< per-block partial sums, 2·blocks
   cg_scalars* scalars = nullptr;  //!< the scalar state
+  cg_scalars* mirror = nullptr;   //!< pinned host memory (mapped: unified addressing) the check also writes the
+                                  //!< scalars to, so that the host reads them without a copy; null: no mirror
 };
 
 //! Threads per block of every CG kernel.

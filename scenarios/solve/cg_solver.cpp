@@ -3,6 +3,8 @@
 
 #include "solve/cg_solver.hpp"
 
+#include "common/profiling.hpp"
+
 #include <conveyor/define/capture.hpp>
 #include <conveyor/define/conditional.hpp>
 #include <conveyor/execute/graph_exec.hpp>
@@ -129,8 +131,9 @@ void cg_solver::run_eager(const std::vector<step>& steps, bool sync_each) const 
 }
 
 cg_scalars cg_solver::read_scalars() const {
-  CONVEYOR_CHECK(cudaMemcpyAsync(host_scalars_.data(), scalars_.data(), sizeof(cg_scalars), cudaMemcpyDeviceToHost,
-                                 stream_.get()));
+  if (st_.mirror == nullptr) // else the check kernel wrote them to host_scalars_ itself
+    CONVEYOR_CHECK(cudaMemcpyAsync(host_scalars_.data(), scalars_.data(), sizeof(cg_scalars), cudaMemcpyDeviceToHost,
+                                   stream_.get()));
   stream_.synchronize();
   return host_scalars_.data()[0];
 }
@@ -158,6 +161,11 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
   if (o.max_iter < 0)
     throw std::invalid_argument(fmt::format("cg_solver::solve: max_iter must be >= 0, got {}", o.max_iter));
   stream_.synchronize();
+  // The read-back (solve_options::read_back): the check kernels of the steps made below write the scalars to
+  // pinned host memory too, or a copy follows each iteration. graph-while reads once, at the end, by copy.
+  st_.mirror = o.read_back == solve_options::readback::mapped && mode != solve_mode::graph_while
+                   ? host_scalars_.data()
+                   : nullptr;
   solve_result out;
   auto setup = setup_steps();
   setup.push_back(check_step(o, 0, false));
@@ -170,7 +178,11 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
     const bool sync_each = mode == solve_mode::sync;
     const auto start = clock_type::now();
     run_eager(setup, sync_each);
-    for (cg_scalars s = read_scalars(); s.proceed != 0; s = read_scalars()) run_eager(iteration, sync_each);
+    for (cg_scalars s = read_scalars(); s.proceed != 0;) {
+      const auto profiled = scenarios::profile_step(o.profiling, mode); // one iteration + read-back
+      run_eager(iteration, sync_each);
+      s = read_scalars();
+    }
     out = finish(mode, o, ms_since(start));
     break;
   }
@@ -183,10 +195,16 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
     exec.upload(stream_);
     stream_.synchronize();
     const double setup_ms = ms_since(setup_start);
+    if (o.profiling != nullptr) o.profiling->watch(exec, "CG iteration");
     const auto start = clock_type::now();
     run_eager(setup, false);
-    for (cg_scalars s = read_scalars(); s.proceed != 0; s = read_scalars()) exec.launch(stream_);
+    for (cg_scalars s = read_scalars(); s.proceed != 0;) {
+      const auto profiled = scenarios::profile_step(o.profiling, mode); // one launch + read-back
+      exec.launch(stream_);
+      s = read_scalars();
+    }
     out = finish(mode, o, ms_since(start));
+    if (o.profiling != nullptr) o.profiling->examine(exec, "CG iteration");
     out.setup_ms = setup_ms;
     out.graph_nodes = count_nodes(g);
     break;
@@ -198,10 +216,15 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
     exec.upload(stream_);
     stream_.synchronize();
     const double setup_ms = ms_since(setup_start);
+    if (o.profiling != nullptr) o.profiling->watch(exec, "CG while loop");
     const auto start = clock_type::now();
-    exec.launch(stream_);
-    (void)read_scalars();
+    {
+      const auto profiled = scenarios::profile_step(o.profiling, mode); // the whole solve: one launch
+      exec.launch(stream_);
+      (void)read_scalars();
+    }
     out = finish(mode, o, ms_since(start));
+    if (o.profiling != nullptr) o.profiling->examine(exec, "CG while loop");
     out.setup_ms = setup_ms;
     out.graph_nodes = count_nodes(g);
     break;

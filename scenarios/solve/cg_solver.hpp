@@ -20,6 +20,10 @@
 #include <string_view>
 #include <vector>
 
+namespace conveyor::scenarios {
+class profiling;
+} // namespace conveyor::scenarios
+
 namespace conveyor::solve {
 
 using scenarios::device_buffer;
@@ -47,6 +51,16 @@ inline constexpr std::array<solve_mode, 4> all_solve_modes{solve_mode::sync, sol
 struct solve_options {
   double tol = 1e-8; //!< relative residual to reach (> 0)
   int max_iter = 0;  //!< iteration cap; 0 means 10·n
+  //! Optional (--profile / --doctor): the profiled step of track to_string(mode) is one CG iteration with its
+  //! residual read-back in sync, stream and graph-per-iteration (one graph launch there), and the whole solve in
+  //! graph-while (its one launch); the graph modes watch their executable graph ("CG iteration", "CG while loop")
+  //! and hand it to the doctor after the solve.
+  scenarios::profiling* profiling = nullptr;
+  //! How the host reads the scalars (residual, continue flag) after each iteration in the sync, stream and
+  //! graph-per-iteration modes: `mapped` (the check kernel also writes them to pinned host memory: no copy), or
+  //! `copy` (a cudaMemcpyAsync after the iteration, the way before the tuning doctor pointed at it: docs/observe.md).
+  //! The numbers are the same either way.
+  enum class readback { mapped, copy } read_back = readback::mapped;
 };
 
 //! What one solve produced.

@@ -6,6 +6,7 @@
 #include "common/file_output.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
+#include "common/profiling.hpp"
 
 #include "solve/cg_solver.hpp"
 #include "solve/matrix_market.hpp"
@@ -43,6 +44,8 @@ struct cli_options {
   std::string mode = "all";
   std::string dot;
   bool seed_given = false; // --seed on the command line (it applies to --rhs random only)
+  conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
+  std::string readback = "mapped"; // --readback
 };
 
 struct problem {
@@ -147,19 +150,30 @@ void run(const cli_options& o) {
   if (o.seed_given && rhs != rhs_kind::random)
     throw CLI::ValidationError("--seed", fmt::format("applies to --rhs random only; with --rhs {} it would be ignored",
                                                      o.rhs));
+  const bool has_graph = std::any_of(modes.begin(), modes.end(), [](solve_mode m) {
+    return m == solve_mode::graph_per_iteration || m == solve_mode::graph_while;
+  });
+  conveyor::scenarios::check_profiling_options(o.profile, has_graph,
+                                               "--mode graph-per-iteration, graph-while or all");
   conveyor::scenarios::check_output_file("--dot", o.dot);
+  conveyor::scenarios::check_distinct_outputs(
+      {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
   // Every input check before the GPU is needed: a bad matrix is reported on any machine.
   const problem p = load_problem(o);
   check_system(p);
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor solve` needs a GPU");
 
   const auto b = make_rhs(static_cast<std::size_t>(p.a.rows), rhs, o.seed);
-  const solve_options options{o.tol, o.max_iter};
+  solve_options options{o.tol, o.max_iter};
   cg_solver solver(p.a, b);
+  const auto profiling = conveyor::scenarios::make_profiling(o.profile, "solve");
+  options.profiling = profiling.get();
+  options.read_back = o.readback == "copy" ? solve_options::readback::copy : solve_options::readback::mapped;
   const long long max_iter = o.max_iter > 0 ? o.max_iter : std::min(10LL * p.a.rows, 2'000'000'000LL); // as CG caps it
-  fmt::print("problem: {}: {} x {}, {} nonzeros; rhs {}{}; Jacobi-preconditioned CG, double; tol {:g}; max-iter {}\n",
+  fmt::print("problem: {}: {} x {}, {} nonzeros; rhs {}{}; Jacobi-preconditioned CG, double; tol {:g}; max-iter {}; "
+             "read-back {}\n",
              p.name, p.a.rows, p.a.cols, p.a.nnz(), o.rhs, rhs == rhs_kind::random ? fmt::format(" (seed {})", o.seed) : "",
-             o.tol, max_iter);
+             o.tol, max_iter, o.readback);
   fmt::print("device: {}\n", conveyor::describe_device(0));
   std::fflush(stdout);
 
@@ -177,6 +191,7 @@ void run(const cli_options& o) {
     conveyor::scenarios::write_file_atomically(o.dot, dot);
     fmt::print(stderr, "wrote the graph-while graph to {}\n", o.dot);
   }
+  if (profiling) profiling->finish();
 
   std::string failed;
   for (const auto& r : results)
@@ -217,7 +232,18 @@ void register_solve_command(CLI::App& app) {
   sub->add_option("--mode", opts->mode, "Execution mode")
       ->check(CLI::IsMember({"sync", "stream", "graph-per-iteration", "graph-while", "all"}))
       ->capture_default_str();
+  sub->add_option("--readback", opts->readback,
+                  "How the host reads the residual after each iteration (sync, stream, graph-per-iteration): mapped "
+                  "(the check kernel writes it to pinned host memory) or copy (a cudaMemcpyAsync per iteration)")
+      ->check(CLI::IsMember({"mapped", "copy"}))
+      ->capture_default_str();
   sub->add_option("--dot", opts->dot, "Write the graph-while graph (WHILE body nested) as Graphviz DOT to this file");
+  conveyor::scenarios::add_profiling_options(
+      *sub, opts->profile,
+      "one CG iteration with its residual read-back (one graph launch in graph-per-iteration), and in graph-while "
+      "the whole solve (its one launch; not bounded by --profile-steps)",
+      "--mode graph-per-iteration, graph-while or all",
+      0); // no warm-up steps: the solver's constructor ran every kernel once, and graph-while has one step a solve
   sub->callback([opts, sub] {
     opts->seed_given = sub->count("--seed") > 0;
     run(*opts);

@@ -6,6 +6,7 @@
 #include "common/file_output.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
+#include "common/profiling.hpp"
 
 #include "train/dataset.hpp"
 #include "train/trainer.hpp"
@@ -42,6 +43,7 @@ struct cli_options {
   std::size_t max_steps = 0;
   int chunk = 50;
   bool momentum_given = false; // --momentum on the command line (it applies to --optimizer sgd only)
+  conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
 };
 
 //! Progress on stderr: a bar redrawn in place on a terminal, otherwise one line per epoch.
@@ -128,6 +130,9 @@ void run(const cli_options& o) {
                                                          "would be ignored",
                                                          o.optimizer));
   conveyor::scenarios::check_output_file("--dot", o.dot);
+  conveyor::scenarios::check_profiling_options(o.profile, has_graph, "--mode graph or --mode all");
+  conveyor::scenarios::check_distinct_outputs(
+      {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
 
   train_options options;
   options.epochs = o.epochs;
@@ -151,6 +156,8 @@ void run(const cli_options& o) {
              o.seed);
   std::fflush(stdout);
 
+  const auto profiling = conveyor::scenarios::make_profiling(o.profile, "train");
+  options.profiling = profiling.get();
   std::vector<train_result> results;
   for (const auto mode : modes) results.push_back(run_training(options, data, mode));
   print_table(results, conveyor::describe_device(0));
@@ -164,6 +171,7 @@ void run(const cli_options& o) {
     conveyor::scenarios::write_file_atomically(o.dot, r.graph_dot);
     fmt::print(stderr, "wrote the captured step graph to {}\n", o.dot);
   }
+  if (profiling) profiling->finish();
 }
 
 } // namespace
@@ -206,6 +214,8 @@ void register_train_command(CLI::App& app) {
   sub->add_option("--chunk", opts->chunk, "Steps per timed chunk (the median over chunks is reported)")
       ->check(integer_in(1, 1000000))
       ->capture_default_str();
+  conveyor::scenarios::add_profiling_options(*sub, opts->profile, "one training step (one graph launch in graph mode)",
+                                             "--mode graph or --mode all");
   sub->callback([opts, sub] {
     opts->momentum_given = sub->count("--momentum") > 0;
     run(*opts);

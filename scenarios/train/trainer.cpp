@@ -5,6 +5,7 @@
 
 #include "train/cublas.hpp"
 #include "common/device_buffer.hpp"
+#include "common/profiling.hpp"
 #include "train/kernels.hpp"
 
 #include <conveyor/assembly/graphed.hpp>
@@ -252,6 +253,8 @@ train_result run_training(const train_options& options, const dataset& data, exe
     result.graph_nodes = g.node_count();
     result.graph_edges = g.edge_count();
     result.graph_dot = conveyor::to_dot(g, "train_step");
+    if (options.profiling != nullptr)
+      for (const conveyor::graph_exec* e : step.executables()) options.profiling->watch(*e, "train step");
   } else {
     program.enqueue(ctx, options.batch);
   }
@@ -269,6 +272,7 @@ train_result run_training(const train_options& options, const dataset& data, exe
       const auto t0 = clock::now();
       for (std::size_t k = 0; k < n; ++k) {
         const int real = rows_in_step(data.train_images.count, options.batch, c + k);
+        const auto profiled = scenarios::profile_step(options.profiling, mode); // one training step
         if (mode == execution_mode::graph)
           step(s, conveyor::batch_size{static_cast<std::size_t>(real)});
         else
@@ -286,6 +290,9 @@ train_result run_training(const train_options& options, const dataset& data, exe
   }
 
   if (mode == execution_mode::graph) {
+    if (options.profiling != nullptr)
+      if (const auto executables = step.executables(); !executables.empty())
+        options.profiling->examine(*executables.front(), "train step", &step.statistics(), &step.reasons());
     result.graphed = step.statistics();
     result.graphed_report = step.report("train step (conveyor::graphed)");
   }

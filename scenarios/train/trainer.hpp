@@ -32,6 +32,10 @@
 #include <string_view>
 #include <vector>
 
+namespace conveyor::scenarios {
+class profiling;
+} // namespace conveyor::scenarios
+
 namespace conveyor::train {
 
 //! The execution modes (scenarios/common): sync, stream, graph (the training step captured once, replayed per batch).
@@ -62,6 +66,9 @@ struct train_options {
   std::size_t max_steps = 0;  //!< when > 0, stop after this many steps in total
   int chunk_steps = 50;       //!< steps per timed chunk, >= 1 (chunks never straddle an epoch boundary)
   std::function<void(const train_progress&)> on_progress; //!< optional; called after every chunk
+  //! Optional (--profile / --doctor): every training step is a profiled step of track to_string(mode); graph
+  //! mode watches the graphed step's executable graph ("train step") and hands it to the doctor after the run.
+  scenarios::profiling* profiling = nullptr;
 };
 
 //! What one run produced.

@@ -355,6 +355,17 @@ graph_description graph_cache::describe() {
   return d;
 }
 
+std::vector<const graph_exec*> graph_cache::executables() const {
+  std::vector<const entry*> order;
+  order.reserve(entries_.size());
+  for (const auto& e : entries_) order.push_back(e.get());
+  std::sort(order.begin(), order.end(), [](const entry* a, const entry* b) { return a->last_used > b->last_used; });
+  std::vector<const graph_exec*> out;
+  out.reserve(order.size());
+  for (const entry* e : order) out.push_back(&e->exec);
+  return out;
+}
+
 void graph_cache::replay(const stream& s) {
   matched("replay").exec.launch(s);
   ++stats_.replays;

@@ -133,6 +133,17 @@ std::string capture_where(unsigned long long origin, unsigned long long branch) 
   return fmt::format("origin stream {}, branch stream {}", text(origin), text(branch));
 }
 
+//! Records in `state` that stream capture on `s` made (or added to) its graph, and whether `s` is a blocking stream.
+void note_capture(graph_state& state, cudaStream_t s) noexcept {
+  state.captured = true;
+  unsigned flags = 0;
+  if (cudaStreamGetFlags(s, &flags) == cudaSuccess) {
+    if ((flags & cudaStreamNonBlocking) == 0) state.captured_on_blocking_stream = true;
+  } else {
+    (void)cudaGetLastError();
+  }
+}
+
 } // namespace conveyor::detail
 
 namespace conveyor {
@@ -175,7 +186,11 @@ graph capture_session::finish() {
   open_ = false;
   std::size_t unjoined = 0;
   auto [g, rc] = detail::end_capture(stream_, &unjoined);
-  if (rc == cudaSuccess && unjoined == 0) return graph::adopt(g);
+  if (rc == cudaSuccess && unjoined == 0) {
+    graph out = graph::adopt(g);
+    detail::note_capture(*detail::access::state(out), stream_);
+    return out;
+  }
   if (g != nullptr) (void)cudaGraphDestroy(g);
   if (unjoined != 0)
     throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
@@ -205,6 +220,7 @@ std::vector<node> capture_session::finish_into() {
     throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
                      fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
   if (rc != cudaSuccess) throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current());
+  detail::note_capture(*detail::access::state(*target_), stream_);
   std::vector<node> nodes;
   nodes.reserve(frontier.size());
   for (auto* handle : frontier) nodes.push_back(target_->wrap(handle));

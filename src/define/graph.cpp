@@ -139,6 +139,7 @@ node graph::child(const node_list& deps, const graph& body) {
     body_has_resources = !body.state_->keep->items.empty();
   }
   if (body_has_resources) keep_alive(body.state_->keep);
+  if (!body.state_->labels.empty() || !body.state_->child_bodies.empty()) state_->child_bodies[n] = body.state_;
   return wrap(n);
 }
 

@@ -158,6 +158,7 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
   made->source = state;
   made->current = state;
   made->flags = flags;
+  made->uploaded = has_flag(flags, instantiate_flags::upload);
   cudaGraphInstantiateParams params{};
   params.flags = static_cast<unsigned long long>(flags);
   params.uploadStream = upload_stream != nullptr ? upload_stream->get() : nullptr;
@@ -180,7 +181,7 @@ graph_exec::graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_stat
 
 graph_exec::graph_exec(graph_exec&& other) noexcept
     : handle_(std::exchange(other.handle_, nullptr)), tracks_launches_(std::exchange(other.tracks_launches_, false)),
-      impl_(std::move(other.impl_)) {}
+      launched_(std::exchange(other.launched_, false)), impl_(std::move(other.impl_)) {}
 
 namespace {
 // Destroys `handle` without waiting (CUDA finishes its queued launches and then releases the user-object references
@@ -197,6 +198,7 @@ graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
     retire(handle_, impl_.get());
     handle_ = std::exchange(other.handle_, nullptr);
     tracks_launches_ = std::exchange(other.tracks_launches_, false);
+    launched_ = std::exchange(other.launched_, false);
     impl_ = std::move(other.impl_);
     (void)detail::collect();
   }
@@ -225,6 +227,22 @@ const std::vector<std::string>& graph_exec::unfreed_allocations() const noexcept
 void graph_exec::upload(const stream& s, std::source_location where) const {
   const detail::api_scope scope("conveyor::graph_exec::upload", where);
   CONVEYOR_CHECK(cudaGraphUpload(handle_, s.get()));
+  if (impl_) impl_->uploaded = true;
+}
+
+exec_facts graph_exec::facts() const {
+  exec_facts f;
+  if (!impl_) return f;
+  f.auto_free_on_launch = has_flag(impl_->flags, instantiate_flags::auto_free_on_launch);
+  f.device_launch = has_flag(impl_->flags, instantiate_flags::device_launch);
+  f.use_node_priority = has_flag(impl_->flags, instantiate_flags::use_node_priority);
+  f.uploaded = impl_->uploaded;
+  f.launched = impl_->launched;
+  f.first_launch_before_upload = impl_->first_launch_before_upload;
+  f.launched_on_legacy_stream = impl_->legacy_launch;
+  f.unfreed_allocations = unfreed_allocations();
+  f.allocations_read = impl_->allocations_read;
+  return f;
 }
 
 void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source_location& where) const {
@@ -240,7 +258,13 @@ void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source
     }
     detail::throw_cuda(rc, "cudaGraphLaunch", context);
   }
-  impl_->last_launch = detail::fence::record(s.get());
+  if (!launched_) {
+    launched_ = true;
+    impl_->launched = true;
+    impl_->first_launch_before_upload = !impl_->uploaded;
+  }
+  if (s.get() == nullptr || s.get() == cudaStreamLegacy) impl_->legacy_launch = true;
+  if (tracks_launches_) impl_->last_launch = detail::fence::record(s.get());
 }
 
 // ---- per-node setters ----------------------------------------------------------------------------------------

@@ -25,6 +25,11 @@ struct exec_state {
   std::shared_ptr<graph_state> current; //!< the graph whose parameters are loaded now
   bool current_exact = true;                    //!< false after a per-node setter changed a parameter
   instantiate_flags flags = instantiate_flags::none;
+  // Launch history (exec_facts): uploaded before the first launch, launches on the legacy default stream.
+  bool uploaded = false;
+  bool launched = false;
+  bool first_launch_before_upload = false;
+  bool legacy_launch = false;
 
   // Kernel settings for set_kernel_args: set_kernel's (by origin node), and those read from nodes without their own.
   std::unordered_map<cudaGraphNode_t, kernel_setting> configs;

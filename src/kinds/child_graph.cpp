@@ -39,8 +39,24 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
   return rc != cudaSuccess ? rc : cudaGraphExecChildGraphNodeSetParams(exec, target, g);
 }
 
-void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
+// Labels of the body graph Conveyor copied into a child-graph node, by position (CUDA's copy keeps the creation
+// order), nested child graphs included.
+void apply_labels(graph_description& d, const graph_state& body) {
+  if (body.handle == nullptr) return;
+  const auto nodes = graph_nodes(body.handle);
+  if (nodes.size() != d.nodes.size()) return; // not the same graph any more: leave the kinds' names
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (d.nodes[i].label.empty())
+      if (auto it = body.labels.find(nodes[i]); it != body.labels.end()) d.nodes[i].label = it->second;
+    if (auto it = body.child_bodies.find(nodes[i]); it != body.child_bodies.end() && !d.nodes[i].bodies.empty())
+      apply_labels(d.nodes[i].bodies[0], *it->second);
+  }
+}
+
+void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) {
   d.bodies.push_back(describe_graph(nested(n), nullptr));
+  if (owner != nullptr)
+    if (auto it = owner->child_bodies.find(n); it != owner->child_bodies.end()) apply_labels(d.bodies.back(), *it->second);
 }
 
 } // namespace

@@ -51,8 +51,12 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context& 
 }
 
 void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) {
-  if (const conditional_info* info = info_of(owner, n))
+  if (const conditional_info* info = info_of(owner, n)) {
+    d.conditional_type = info->type == cudaGraphCondTypeWhile ? "while"
+                         : info->type == cudaGraphCondTypeIf  ? "if"
+                                                               : "switch";
     for (const auto& body : info->bodies) d.bodies.push_back(describe_graph(body->handle, body.get()));
+  }
 }
 
 } // namespace

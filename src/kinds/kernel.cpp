@@ -22,10 +22,7 @@
 
 namespace conveyor::detail {
 
-namespace {
-
-// "ns::kernel<T>(int, float*)" -> "ns::kernel<T>": the readable name without the parameter list.
-std::string demangled(const char* mangled) {
+std::string readable_kernel_name(const char* mangled) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   if (status != 0 || !text) return mangled;
@@ -42,6 +39,8 @@ std::string demangled(const char* mangled) {
   }
   return out;
 }
+
+namespace {
 
 // ---- launch attributes ----------------------------------------------------------------------------------------
 // Every attribute CUDA may hold on a kernel node (cudaLaunchAttributeID values valid for graph nodes, plus those a
@@ -265,6 +264,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   const auto reads = read_attributes(n, read_attribute(n, cudaLaunchAttributeClusterDimension));
   for (std::size_t k = 0; k < std::size(node_attributes); ++k)
     if (!is_default(node_attributes[k], reads[k])) d.attributes.push_back(value_text(node_attributes[k], reads[k]));
+  add_kernel_buffers(d, read_kernel_snapshot(n, false));
 }
 
 // True when the node holds no value for the attribute, or the value a node made without attributes holds.
@@ -418,9 +418,9 @@ std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node) {
 std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS& params) {
   const char* name = nullptr;
   if (params.func != nullptr && driver::func_get_name(&name, params.func) == CUDA_SUCCESS && name != nullptr)
-    return demangled(name);
+    return readable_kernel_name(name);
   if (params.kern != nullptr && driver::kernel_get_name(&name, params.kern) == CUDA_SUCCESS && name != nullptr)
-    return demangled(name);
+    return readable_kernel_name(name);
   return {};
 }
 

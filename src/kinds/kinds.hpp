@@ -3,6 +3,7 @@
 // (kinds/<kind>.cpp) beside its table entry. Raw CUDA handles in, CUDA handles or errors out; each add call throws
 // cuda_error naming the CUDA call when CUDA refuses it.
 
+#include "conveyor/define/description.hpp"
 #include "conveyor/define/kernel_args.hpp"
 
 #include <cuda.h>
@@ -27,6 +28,9 @@ using node_handles = std::span<const cudaGraphNode_t>;
 std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node);
 //! The kernel's demangled name without its parameter list (cuFuncGetName / cuKernelGetName), or empty.
 std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS& params);
+//! "ns::kernel<T>(int, float*)" from a mangled name -> "ns::kernel<T>": readable, without the parameter list (the
+//! mangled name itself when it does not demangle).
+std::string readable_kernel_name(const char* mangled);
 std::string kernel_name(cudaGraphNode_t node);
 //! (offset, size) in bytes of each parameter (cuFuncGetParamInfo / cuKernelGetParamInfo), cached per function: the
 //! cached entry itself (valid for the life of the process), or null when the driver cannot tell.
@@ -56,6 +60,20 @@ struct kernel_snapshot {
   std::uint32_t set_attributes = 0;
   std::vector<cudaLaunchAttributeValue> attribute_values; //!< one per set bit, in bit order
 };
+// ---- memory a node points into (kinds/buffers.cpp) ----
+//! The start address of the device allocation holding `address` (cuMemGetAddressRange), or nullopt for addresses
+//! outside device allocations. Never throws.
+std::optional<std::uint64_t> allocation_base(std::uint64_t address) noexcept;
+//! True when `p` is host memory CUDA does not know (pageable: neither pinned, registered nor managed). Never throws.
+bool is_pageable_host(const void* p) noexcept;
+//! 'D' for device (or managed) memory, 'H' for host memory (pinned or pageable), 0 when CUDA cannot tell. Never
+//! throws.
+char memory_side(const void* p) noexcept;
+//! Adds the allocation holding `p` to d.buffers (sorted, distinct); nothing for other addresses.
+void add_buffer(node_description& d, const void* p);
+//! Adds the allocations every 8-byte word of the kernel's arguments points into.
+void add_kernel_buffers(node_description& d, const kernel_snapshot& s);
+
 //! Reads `node`: one parameter read, and with `attributes` one per launch attribute (without, set_attributes stays
 //! 0: for readers that need the arguments only). Never throws but for std::bad_alloc.
 kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node, bool attributes = true);

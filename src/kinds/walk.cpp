@@ -120,6 +120,10 @@ graph_description describe_graph(cudaGraph_t g, const graph_state* owner) {
   std::unordered_map<cudaGraphNode_t, std::size_t> index;
   index.reserve(handles.size());
   graph_description out;
+  if (owner != nullptr) {
+    out.captured = owner->captured;
+    out.captured_on_blocking_stream = owner->captured_on_blocking_stream;
+  }
   out.nodes.reserve(handles.size());
   for (std::size_t i = 0; i < handles.size(); ++i) {
     index.emplace(handles[i], i);

@@ -54,6 +54,13 @@ struct graph_state {
   bool conditional_body = false;
   //! The conditional nodes of this graph that Conveyor built (for diff and exports; CUDA owns the body handles).
   std::unordered_map<cudaGraphNode_t, conditional_info> conditionals;
+  //! Child-graph nodes Conveyor added (graph::child): the body graph they copy, whose labels (by position: CUDA's
+  //! copy keeps the creation order) name the copy's nodes in descriptions.
+  std::unordered_map<cudaGraphNode_t, std::shared_ptr<graph_state>> child_bodies;
+  //! Made (or added to) by stream capture, and whether a capture stream synchronised with the legacy default stream
+  //! (created without cudaStreamNonBlocking): for descriptions and the tuning doctor.
+  bool captured = false;
+  bool captured_on_blocking_stream = false;
 
   graph_state() = default;
   graph_state(const graph_state&) = delete;

@@ -1,6 +1,7 @@
 #include "conveyor/observe/describe.hpp"
 
 #include "conveyor/define/graph.hpp"
+#include "execute/graph_exec_impl.hpp"
 #include "kinds/walk.hpp"
 #include "model/graph_state.hpp"
 
@@ -25,6 +26,12 @@ std::size_t count_nested(const graph_description& d) {
 
 
 graph_description describe(const graph& g) { return detail::describe_graph(g.get(), detail::access::state(g).get()); }
+
+graph_description describe(const graph_exec& e) {
+  if (e.get() == nullptr) throw std::invalid_argument("conveyor::describe: an empty (moved-from) executable graph");
+  const auto& current = detail::current_graph(e);
+  return detail::describe_graph(current->handle, current.get());
+}
 
 graph_statistics statistics(const graph_description& d) {
   graph_statistics s;

@@ -2,6 +2,7 @@
 // computed on the device from device data; bodies built with the builder and by capture_into; replays with new
 // inputs; reset_each_launch; the kinds refused in bodies; clone/child refusals; describe/to_json nesting.
 #include "support/gpu.hpp"
+#include "gpu/test_kernels.cuh"
 
 #include <conveyor/conveyor.hpp>
 #include <conveyor/define/conditional_device.cuh>
@@ -21,16 +22,8 @@ const conveyor::launch_config one_thread{dim3(1), dim3(1)};
 
 // ---- kernels -----------------------------------------------------------------------------------------------------
 
-//! WHILE tests its condition before the first pass: start with counter < limit.
-__global__ void set_below_limit(cudaGraphConditionalHandle h, const int* counter, const int* limit) {
-  conveyor::set_condition(h, *counter < *limit ? 1U : 0U);
-}
-
-//! WHILE body: one step up, and go on while still below the limit.
-__global__ void count_up(cudaGraphConditionalHandle h, int* counter, const int* limit) {
-  const int c = ++*counter;
-  conveyor::set_condition(h, c < *limit ? 1U : 0U);
-}
+using conveyor::test::kernels::count_up;        // WHILE body: one step up while below the limit
+using conveyor::test::kernels::set_below_limit; // WHILE start: counter < limit
 
 //! Sets the condition to the device value itself (IF: non-zero runs body 0; SWITCH: picks the body).
 __global__ void set_from_value(cudaGraphConditionalHandle h, const int* value) {

@@ -2,6 +2,8 @@
 // The small kernels the GPU test programs share (one definition each, included by one translation unit per
 // program). Each computes something a host reference can check element by element.
 
+#include <conveyor/define/conditional_device.cuh>
+
 #include <cooperative_groups.h>
 
 namespace conveyor::test::kernels {
@@ -74,6 +76,19 @@ __global__ void cluster_blocks(int* out) {
 __global__ void fill_int(int n, int value, int* out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = value;
+}
+
+// ---- conditional nodes (conveyor/define/conditional_device.cuh) ----
+
+//! WHILE tests its condition before the first pass: start with counter < limit.
+__global__ void set_below_limit(cudaGraphConditionalHandle h, const int* counter, const int* limit) {
+  conveyor::set_condition(h, *counter < *limit ? 1U : 0U);
+}
+
+//! WHILE body: one step up, and go on while still below the limit.
+__global__ void count_up(cudaGraphConditionalHandle h, int* counter, const int* limit) {
+  const int c = ++*counter;
+  conveyor::set_condition(h, c < *limit ? 1U : 0U);
 }
 
 } // namespace conveyor::test::kernels

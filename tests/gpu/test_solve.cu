@@ -137,6 +137,28 @@ TEST(Solve, MaxIterStopsEveryModeAtTheSameCount) {
   }
 }
 
+// The residual read back through pinned host memory the check kernel writes (the default) and by a copy after each
+// iteration give the same iterations and the same solution, bit for bit, in every mode.
+TEST(Solve, MappedAndCopiedReadBackGiveTheSameSolution) {
+  CONVEYOR_REQUIRE_GPU();
+  const csr_matrix a = poisson_2d(48);
+  const auto b = make_rhs(static_cast<std::size_t>(a.rows), rhs_kind::random, 5);
+  cg_solver solver(a, b);
+  for (const solve_mode mode : all_solve_modes) {
+    SCOPED_TRACE(to_string(mode));
+    solve_options copied{tol, 0};
+    copied.read_back = solve_options::readback::copy;
+    const solve_result c = solver.solve(mode, copied);
+    const solve_result m = solver.solve(mode, solve_options{tol, 0}); // mapped
+    EXPECT_TRUE(c.converged);
+    EXPECT_GT(c.iterations, 10);
+    EXPECT_EQ(m.iterations, c.iterations);
+    EXPECT_EQ(m.solver_residual, c.solver_residual);
+    ASSERT_EQ(m.x.size(), c.x.size());
+    EXPECT_TRUE(std::equal(m.x.begin(), m.x.end(), c.x.begin()));
+  }
+}
+
 TEST(Solve, ZeroRightHandSideNeedsNoIteration) {
   CONVEYOR_REQUIRE_GPU();
   const csr_matrix a = poisson_2d(8);

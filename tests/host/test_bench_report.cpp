@@ -4,6 +4,7 @@
 #include "bench/plan.hpp"
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed_rebind.hpp"
+#include "bench/profile_overhead.hpp"
 #include "bench/report.hpp"
 
 #include <fmt/format.h>
@@ -217,6 +218,23 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   const std::string cost = conveyor::bench::format_recapture_cost({{10000, 15000, 5000}});
   EXPECT_NE(cost.find("| 10000 |      15000 |"), std::string::npos) << cost;
   EXPECT_NE(cost.find(" 0.500 |"), std::string::npos) << cost; // µs per node
+}
+
+TEST(Format, ProfileOverheadTableGivesBothRatios) {
+  conveyor::bench::profile_overhead_row r;
+  r.shape = "graph chain";
+  r.nodes = 1000;
+  r.off_us = 800;
+  r.on_us = 1000;
+  r.sampled_us = 820;
+  r.records_per_step = 1000;
+  r.sampled_records_per_step = 1000;
+  r.attributed = 1.0;
+  r.utilisation = 0.9;
+  const std::string md = conveyor::bench::format_profile_overhead({r});
+  EXPECT_NE(md.find("| graph chain | 1000 | 800.0 | 1000.0 | 1.250 | 1.025 | 1000 | 1000 | 100.0% | 90.0% |"),
+            std::string::npos)
+      << md;
 }
 
 TEST(Format, SummaryIsMedianThenRange) { EXPECT_EQ(format_summary({9.01, 8.95, 9.2}), "9.01 [8.95–9.20]"); }

@@ -14,11 +14,16 @@
 #include <conveyor/define/node_kind.hpp>
 #include <conveyor/error.hpp>
 #include <conveyor/execute/graph_diff.hpp>
+#include <conveyor/execute/exec_facts.hpp>
 #include <conveyor/execute/graph_exec.hpp>
 #include <conveyor/execute/instantiate_flags.hpp>
 #include <conveyor/execute/update_result.hpp>
 #include <conveyor/observe/describe.hpp>
 #include <conveyor/observe/export.hpp>
+#include <conveyor/profile/doctor.hpp>
+#include <conveyor/profile/profiler.hpp>
+#include <conveyor/profile/report.hpp>
+#include <conveyor/profile/trace.hpp>
 #include <conveyor/runtime/device.hpp>
 #include <conveyor/runtime/event.hpp>
 #include <conveyor/runtime/stream.hpp>

@@ -96,6 +96,10 @@ public:
   //! the arguments patched into it (node_description::bindings). Empty when no graph is cached.
   //! \throws cuda_error when the graph cannot be read.
   [[nodiscard]] graph_description describe();
+  //! The cached executable graphs, most recently used first, read-only: to profile or export them without another
+  //! capture (describe(const graph_exec&), profile::profiler::watch). Pointers stay valid until the next call,
+  //! which may evict or re-instantiate one. Never throws but for std::bad_alloc.
+  [[nodiscard]] std::vector<const graph_exec*> executables() const;
 
 private:
   struct entry {

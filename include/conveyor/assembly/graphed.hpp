@@ -177,6 +177,9 @@ public:
   //! The most recently used executable graph's graph for the DOT/JSON exports, each node listing the arguments
   //! patched into it (graph_cache::describe). \throws cuda_error when the graph cannot be read.
   [[nodiscard]] graph_description describe() { return core_.describe(); }
+  //! The cached executable graphs, most recently used first, read-only (graph_cache::executables): profile or export
+  //! them without another capture. Valid until the next call of this graphed callable.
+  [[nodiscard]] std::vector<const graph_exec*> executables() const { return core_.executables(); }
 
 private:
   template <class Tuple>

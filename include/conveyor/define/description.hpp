@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,10 +28,18 @@ struct node_description {
   std::vector<std::string> attributes;    //!< kernel nodes: launch attributes that differ from the default,
                                           //!< e.g. "cluster 2x1x1", "priority -5", "cooperative"
   std::size_t bytes = 0;                  //!< memcpy, memset and mem_alloc nodes: bytes moved, set or reserved
-  std::string copy_kind;                  //!< memcpy nodes: "HtoD", "DtoH", "DtoD", "HtoH" or "default"
+  std::string copy_kind;                  //!< memcpy nodes: "HtoD", "DtoH", "DtoD" or "HtoH" (for cudaMemcpyDefault
+                                          //!< the direction the pointers give), or "default" when CUDA cannot tell
   std::vector<graph_description> bodies;  //!< child-graph and conditional nodes: the nested graph(s)
   std::vector<std::string> bindings;      //!< graphed::describe: the arguments patched into the node, e.g.
                                           //!< "argument 1 -> kernel parameter 2", "argument 0 +4096 B -> memcpy source"
+  bool pageable_host = false;             //!< memcpy nodes: a host side is pageable memory (not pinned or managed):
+                                          //!< the copy is staged through a driver buffer and cannot overlap
+  std::vector<std::uint64_t> buffers;     //!< kernel, memcpy and memset nodes: start addresses of the
+                                          //!< allocations CUDA maps (device, or pinned host memory) that the node's
+                                          //!< arguments point into (cuMemGetAddressRange), sorted, distinct; empty
+                                          //!< when none was found
+  std::string conditional_type;           //!< conditional nodes Conveyor built: "if", "while" or "switch"
 
   //! The label if given, else the kernel name, else the kind's name: the name exports print first.
   [[nodiscard]] std::string display_name() const;
@@ -40,6 +49,9 @@ struct node_description {
 struct graph_description {
   std::vector<node_description> nodes;                     //!< in creation order; node_description::id = index
   std::vector<std::pair<std::size_t, std::size_t>> edges;  //!< dependencies as (from, to) indices into `nodes`
+  bool captured = false;                  //!< made by stream capture (conveyor::capture / capture_into)
+  bool captured_on_blocking_stream = false; //!< captured on a stream created without cudaStreamNonBlocking: it
+                                          //!< synchronises with the legacy default stream
 };
 
 } // namespace conveyor

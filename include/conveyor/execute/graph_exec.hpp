@@ -4,6 +4,7 @@
 //! updates, with what queued launches use kept alive until they finish.
 
 #include "conveyor/define/graph.hpp"
+#include "conveyor/execute/exec_facts.hpp"
 #include "conveyor/execute/instantiate_flags.hpp"
 #include "conveyor/execute/update_result.hpp"
 #include "conveyor/runtime/stream.hpp"
@@ -71,7 +72,8 @@ public:
   //! while the previous allocation is live, the message names the allocation node and the fix.
   void launch(const stream& s, std::source_location where = std::source_location::current()) const {
     const cudaError_t rc = cudaGraphLaunch(handle_, s.get());
-    if (rc != cudaSuccess || tracks_launches_) after_launch(rc, s, where);
+    if (rc != cudaSuccess || tracks_launches_ || !launched_ || s.get() == nullptr || s.get() == cudaStreamLegacy)
+      after_launch(rc, s, where);
   }
 
   // ---- per-node setters (the node is one of the source graph's, or of the graph last applied by an update) -------
@@ -162,6 +164,12 @@ public:
   //! graph cannot be launched again until the allocation is freed (cudaFree / cudaFreeAsync). Read from that graph
   //! at the first call (or the first update or failed launch). Not thread-safe (as the rest of graph_exec).
   [[nodiscard]] const std::vector<std::string>& unfreed_allocations() const noexcept;
+  //! How this executable graph was instantiated and has been used: flags, whether it was uploaded before its first
+  //! launch, whether a launch went to the legacy default stream, and the allocations it never frees (read as
+  //! unfreed_allocations() does). Feeds the tuning doctor (conveyor/profile/doctor.hpp). Costs one read of the
+  //! graph's allocation nodes at the first call; the launch history costs launch() one branch.
+  //! Not thread-safe (as the rest of graph_exec). Never throws but for std::bad_alloc.
+  [[nodiscard]] exec_facts facts() const;
 
 private:
   friend graph_exec instantiate(const graph&, instantiate_flags, const stream*, std::source_location);
@@ -175,6 +183,7 @@ private:
 
   cudaGraphExec_t handle_ = nullptr;
   bool tracks_launches_ = false; // true once the executable graph owns callables set node by node
+  mutable bool launched_ = false; // the first launch was recorded (exec_facts)
   std::unique_ptr<detail::exec_state> impl_;
 };
 

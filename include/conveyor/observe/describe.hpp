@@ -11,12 +11,21 @@
 namespace conveyor {
 
 class graph;
+class graph_exec;
 
 //! Reads `g` into a description (node types and parameters through the cudaGraph*GetParams calls). Nested graphs
 //! of child-graph nodes, and the bodies of conditional nodes Conveyor built, are described recursively.
 //! Thread safety: reads `g`; do not modify `g` from another thread meanwhile.
 //! \throws cuda_error when a query fails.
 [[nodiscard]] graph_description describe(const graph& g);
+
+//! Reads the graph whose parameters the executable graph `e` runs (the graph it was instantiated from, or the one an
+//! update applied last), nested bodies included. Its nodes are numbered as the executable graph's: a profiler
+//! (conveyor/profile/profiler.hpp) attributes each node's GPU activity through it. Nodes patched in place since
+//! (per-node setters, graphed rebinding) are described with the applied graph's parameters.
+//! Thread safety: as describe(const graph&). \throws cuda_error when a query fails; std::invalid_argument for an
+//! empty (moved-from) executable graph.
+[[nodiscard]] graph_description describe(const graph_exec& e);
 
 //! Counts over a description. A plain value.
 struct graph_statistics {

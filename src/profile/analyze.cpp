@@ -1,0 +1,784 @@
+// analyze(): attributes every activity of a trace to a node of a watched graph (CUPTI's flattened node numbering,
+// checked against the description) or to eager work by name and order, forms the units ("launches"), and measures
+// nodes (records, total, median, min, max, share) and launches (wall, busy, gaps, critical path).
+//
+// Units: an activity of a marked step (activity::step != 0, or the step of the graph launch a conditional body's
+// record belongs to) belongs to that step; graph work outside steps forms one unit per graph launch (exec_id,
+// correlation); eager work outside steps forms one unit, of track "".
+#include "conveyor/profile/report.hpp"
+
+#include "profile/analysis.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+namespace conveyor::profile {
+
+namespace detail {
+
+namespace {
+
+double to_us(std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+// Differences in integers first: CUPTI timestamps (ns since the epoch) do not fit a double's mantissa to the ns.
+double to_us(std::uint64_t from_ns, std::uint64_t to_ns) {
+  return to_ns >= from_ns ? static_cast<double>(to_ns - from_ns) / 1000.0
+                          : -static_cast<double>(from_ns - to_ns) / 1000.0;
+}
+
+std::string shape_text(const std::array<unsigned, 3>& s) { return fmt::format("{}x{}x{}", s[0], s[1], s[2]); }
+
+// Edges in range, no cycle; recursively for the bodies. `where` names the graph in messages.
+void validate(const graph_description& g, const std::string& where) {
+  const std::size_t n = g.nodes.size();
+  for (std::size_t k = 0; k < g.edges.size(); ++k) {
+    const auto [from, to] = g.edges[k];
+    if (from >= n || to >= n)
+      throw std::invalid_argument(fmt::format(
+          "{}: edge {} ({} -> {}) names a node out of range (the graph has {} nodes)", where, k, from, to, n));
+  }
+  std::vector<std::size_t> indegree(n, 0);
+  std::vector<std::vector<std::size_t>> successors(n);
+  std::vector<std::vector<std::size_t>> predecessors(n);
+  for (const auto& [from, to] : g.edges) {
+    ++indegree[to];
+    successors[from].push_back(to);
+    predecessors[to].push_back(from);
+  }
+  std::vector<std::size_t> ready;
+  for (std::size_t i = 0; i < n; ++i)
+    if (indegree[i] == 0) ready.push_back(i);
+  std::vector<bool> done(n, false);
+  std::size_t count = 0;
+  while (!ready.empty()) {
+    const auto i = ready.back();
+    ready.pop_back();
+    done[i] = true;
+    ++count;
+    for (auto s : successors[i])
+      if (--indegree[s] == 0) ready.push_back(s);
+  }
+  if (count != n) {
+    // Every node left has a predecessor left: walk backwards until a node repeats.
+    std::size_t i = 0;
+    while (done[i]) ++i;
+    std::vector<std::size_t> seen_at(n, npos);
+    std::vector<std::size_t> walk;
+    while (seen_at[i] == npos) {
+      seen_at[i] = walk.size();
+      walk.push_back(i);
+      i = *std::find_if(predecessors[i].begin(), predecessors[i].end(), [&](std::size_t p) { return !done[p]; });
+    }
+    std::vector<std::size_t> cycle(walk.begin() + static_cast<std::ptrdiff_t>(seen_at[i]), walk.end());
+    std::reverse(cycle.begin(), cycle.end());
+    cycle.push_back(cycle.front());
+    std::string text;
+    for (std::size_t k = 0; k < cycle.size(); ++k)
+      text += fmt::format("{}{} ('{}')", k == 0 ? "" : " -> ", cycle[k], g.nodes[cycle[k]].display_name());
+    throw std::invalid_argument(fmt::format("{}: the edges form a cycle: {} (a graph must be a DAG)", where, text));
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t b = 0; b < g.nodes[i].bodies.size(); ++b)
+      validate(g.nodes[i].bodies[b],
+               fmt::format("{}, body {} of node {} ('{}')", where, b, i, g.nodes[i].display_name()));
+}
+
+// CUPTI's numbering: the graph's own nodes in creation order, then, for each node and each of its bodies in order,
+// that body's nodes followed by their own bodies (depth first).
+void flatten(flat_graph& fg, const graph_description& g, const std::vector<std::size_t>& prefix,
+             const std::string& label_prefix, std::size_t owner) {
+  const std::size_t first = fg.nodes.size();
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    flat_node f;
+    f.node = &g.nodes[i];
+    f.path = prefix;
+    f.path.push_back(i);
+    f.label = label_prefix + g.nodes[i].display_name();
+    f.top = owner == npos ? first + i : fg.nodes[owner].top;
+    f.owner = owner;
+    fg.nodes.push_back(std::move(f));
+  }
+  for (const auto& [from, to] : g.edges) fg.nodes[first + to].preds.push_back(first + from);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto& n = g.nodes[i];
+    for (std::size_t b = 0; b < n.bodies.size(); ++b) {
+      auto path = prefix;
+      path.push_back(i);
+      path.push_back(b);
+      flatten(fg, n.bodies[b], path, fmt::format("{}{}/body {}/", label_prefix, n.display_name(), b), first + i);
+    }
+  }
+}
+
+node_kind node_kind_of(activity_kind k) {
+  switch (k) {
+  case activity_kind::kernel: return node_kind::kernel;
+  case activity_kind::memcpy: return node_kind::memcpy;
+  case activity_kind::memset: return node_kind::memset;
+  }
+  return node_kind::other;
+}
+
+std::string record_text(const activity& a) {
+  return fmt::format("{} {} at node {}:{}", to_string(a.kind), a.name.empty() ? "?" : a.name, a.node_id >> 32U,
+                     a.node_id & 0xffffffffU);
+}
+
+// An eager activity's name: the kernel's, or "memcpy HtoD", "memset".
+std::string eager_name(const activity& a) {
+  if (!a.name.empty()) return a.name;
+  if (a.kind == activity_kind::memcpy && !a.copy_kind.empty()) return fmt::format("memcpy {}", a.copy_kind);
+  return to_string(a.kind);
+}
+
+void attribute(const activity& a, const std::unordered_map<std::uint32_t, const flat_graph*>& by_exec,
+               activity_info& info) {
+  if (a.exec_id == 0) {
+    info.attributed = true;
+    return;
+  }
+  auto fail = [&](std::string reason) {
+    info.reason = std::move(reason);
+    info.example = record_text(a);
+  };
+  const auto found = by_exec.find(a.exec_id);
+  if (found == by_exec.end())
+    return fail(fmt::format("executable graph {} was not watched (profiler::watch)", a.exec_id));
+  const flat_graph& g = *found->second;
+  info.graph = &g;
+  const auto& name = g.watched->name;
+  if ((a.node_id >> 32U) != a.exec_id)
+    return fail(fmt::format("the node id's high 32 bits are not the id of executable graph {} ('{}')", a.exec_id,
+                            name));
+  const std::size_t index = a.node_id & 0xffffffffU;
+  if (index >= g.nodes.size())
+    return fail(fmt::format("node index beyond the {} nodes of graph '{}' (executable graph {}, nested bodies "
+                            "included): the description does not match the executable graph",
+                            g.nodes.size(), name, a.exec_id));
+  const auto& f = g.nodes[index];
+  const auto& n = *f.node;
+  const auto where = fmt::format("graph '{}' node {} ('{}')", name, index, f.label);
+  // CUDA runs some memset (and copy) nodes as kernels of its own ("memset32", ...): such a record is the node's.
+  const bool driver_kernel =
+      a.kind == activity_kind::kernel &&
+      ((n.kind == node_kind::memset && a.name.rfind("memset", 0) == 0) ||
+       (n.kind == node_kind::memcpy && (a.name.rfind("memcpy", 0) == 0 || a.name.rfind("copy", 0) == 0)));
+  if (driver_kernel) {
+    info.attributed = true;
+    info.flat = index;
+    return;
+  }
+  if (n.kind != node_kind_of(a.kind))
+    return fail(fmt::format("{} is a {} node, the record a {}", where, to_string(n.kind), to_string(a.kind)));
+  constexpr std::array<unsigned, 3> unknown{0, 0, 0};
+  if (a.kind == activity_kind::kernel) {
+    if (!n.kernel_name.empty() && a.name != n.kernel_name)
+      return fail(fmt::format("{}: the record ran kernel '{}', the node launches '{}'", where, a.name, n.kernel_name));
+    if (n.grid != unknown && a.grid != n.grid)
+      return fail(fmt::format("{}: the record ran grid {}, the node has grid {}", where, shape_text(a.grid),
+                              shape_text(n.grid)));
+    if (n.block != unknown && a.block != n.block)
+      return fail(fmt::format("{}: the record ran block {}, the node has block {}", where, shape_text(a.block),
+                              shape_text(n.block)));
+  } else if (n.bytes != 0 && a.bytes != n.bytes) {
+    return fail(fmt::format("{}: the record {} {} bytes, the node {} bytes", where,
+                            a.kind == activity_kind::memcpy ? "copied" : "set", a.bytes, n.bytes));
+  }
+  info.attributed = true;
+  info.flat = index;
+}
+
+// A graph launch's correlated records: its GPU window, per top-level node the first start and last end.
+struct launch_window {
+  std::uint32_t correlation = 0;
+  std::uint64_t start = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t end = 0;
+  std::uint64_t host_start = std::numeric_limits<std::uint64_t>::max(); // its cudaGraphLaunch; max: unknown
+  std::uint64_t step = 0;
+  std::map<std::size_t, std::pair<std::uint64_t, std::uint64_t>> tops; // top node -> (first start, last end)
+};
+
+// Top-level ancestors and descendants of top-level node `top` (transitive).
+std::pair<std::set<std::size_t>, std::set<std::size_t>> relatives(const flat_graph& g, std::size_t top) {
+  std::set<std::size_t> ancestors;
+  std::vector<std::size_t> todo{top};
+  while (!todo.empty()) {
+    const auto i = todo.back();
+    todo.pop_back();
+    for (auto p : g.nodes[i].preds)
+      if (ancestors.insert(p).second) todo.push_back(p);
+  }
+  std::set<std::size_t> descendants;
+  std::vector<std::vector<std::size_t>> successors(g.watched->graph.nodes.size());
+  for (const auto& [from, to] : g.watched->graph.edges) successors[from].push_back(to);
+  todo = {top};
+  while (!todo.empty()) {
+    const auto i = todo.back();
+    todo.pop_back();
+    for (auto s : successors[i])
+      if (descendants.insert(s).second) todo.push_back(s);
+  }
+  return {std::move(ancestors), std::move(descendants)};
+}
+
+// Whether a conditional body's record `a` (under top-level node `top`) can belong to launch `w`: the launch's records
+// of the node's ancestors ended before it, those of its descendants start after it, and it was launched before.
+using relatives_cache = std::map<std::pair<const flat_graph*, std::size_t>,
+                                  std::pair<std::set<std::size_t>, std::set<std::size_t>>>;
+
+bool fits(const activity& a, const flat_graph* g, std::size_t top, const launch_window& w, relatives_cache& cache) {
+  if (w.host_start != std::numeric_limits<std::uint64_t>::max() && w.host_start > a.start_ns) return false;
+  if (g == nullptr || top == npos) return true;
+  auto found = cache.find({g, top});
+  if (found == cache.end()) found = cache.emplace(std::make_pair(g, top), relatives(*g, top)).first;
+  const auto& [ancestors, descendants] = found->second;
+  for (const auto& [node, times] : w.tops) {
+    if (ancestors.count(node) != 0 && times.second > a.start_ns + tolerance_ns) return false;
+    if (descendants.count(node) != 0 && times.first + tolerance_ns < a.end_ns) return false;
+  }
+  return true;
+}
+
+// Assigns conditional-body work (correlation 0) to a graph launch of its executable graph, and graph work outside
+// steps to the step of its launch.
+void resolve_launches(const trace& t, analysis& an) {
+  std::map<std::pair<std::uint32_t, std::uint32_t>, launch_window> launches;
+  for (std::size_t i = 0; i < t.activities.size(); ++i) {
+    const auto& a = t.activities[i];
+    if (a.exec_id == 0 || a.correlation == 0) continue;
+    auto& w = launches[{a.exec_id, a.correlation}];
+    w.correlation = a.correlation;
+    w.start = std::min(w.start, a.start_ns);
+    w.end = std::max(w.end, a.end_ns);
+    if (w.step == 0) w.step = a.step;
+    const auto& info = an.activities[i];
+    if (info.flat != npos) {
+      const auto top = info.graph->nodes[info.flat].top;
+      auto [it, fresh] = w.tops.try_emplace(top, a.start_ns, a.end_ns);
+      if (!fresh) it->second = {std::min(it->second.first, a.start_ns), std::max(it->second.second, a.end_ns)};
+    }
+  }
+  std::unordered_map<std::uint32_t, const api_call*> calls;
+  for (const auto& c : t.api_calls) {
+    auto [it, fresh] = calls.try_emplace(c.correlation, &c);
+    if (!fresh && c.start_ns < it->second->start_ns) it->second = &c;
+  }
+  std::unordered_map<std::uint32_t, std::vector<const launch_window*>> by_exec;
+  for (auto& [key, w] : launches) {
+    if (auto c = calls.find(key.second); c != calls.end()) {
+      w.host_start = c->second->start_ns;
+      if (w.step == 0) w.step = c->second->step;
+    }
+    by_exec[key.first].push_back(&w);
+  }
+  for (auto& [exec, list] : by_exec)
+    std::sort(list.begin(), list.end(), [](const auto* x, const auto* y) { return x->start < y->start; });
+
+  relatives_cache cache;
+  for (std::size_t i = 0; i < t.activities.size(); ++i) {
+    const auto& a = t.activities[i];
+    auto& info = an.activities[i];
+    if (a.exec_id == 0) continue;
+    if (a.correlation == 0) {
+      const auto found = by_exec.find(a.exec_id);
+      if (found == by_exec.end()) continue;
+      const auto& list = found->second;
+      // The first launch that started after it; the one before is the latest that started before it.
+      const auto next = std::upper_bound(list.begin(), list.end(), a.start_ns,
+                                         [](std::uint64_t s, const launch_window* w) { return s < w->start; });
+      const launch_window* chosen = nullptr;
+      const launch_window* before = next == list.begin() ? nullptr : *(next - 1);
+      const launch_window* after = next == list.end() ? nullptr : *next;
+      if (before != nullptr && a.start_ns <= before->end) {
+        chosen = before; // inside its window: launches of one executable graph never overlap
+      } else {
+        const std::size_t top = info.flat == npos ? npos : info.graph->nodes[info.flat].top;
+        if (before != nullptr && fits(a, info.graph, top, *before, cache)) chosen = before;
+        else if (after != nullptr && fits(a, info.graph, top, *after, cache)) chosen = after;
+        else chosen = before != nullptr ? before : after;
+      }
+      info.correlation = chosen->correlation;
+      if (info.step == 0) info.step = chosen->step;
+    } else if (info.step == 0) {
+      info.step = launches[{a.exec_id, a.correlation}].step;
+    }
+  }
+}
+
+void form_units(const trace& t, analysis& an, const analyze_options& options) {
+  std::unordered_map<std::uint64_t, const step_info*> steps;
+  for (const auto& s : t.steps) steps.emplace(s.id, &s);
+  std::map<std::tuple<int, std::uint64_t, std::uint32_t, std::uint32_t>, std::size_t> index;
+  std::vector<unit> units;
+  for (std::size_t i = 0; i < t.activities.size(); ++i) {
+    const auto& a = t.activities[i];
+    const auto& info = an.activities[i];
+    unit u;
+    if (info.step != 0) {
+      u.kind = unit::type::step;
+      u.step = info.step;
+      if (auto s = steps.find(info.step); s != steps.end()) u.track = s->second->track;
+    } else if (a.exec_id != 0) {
+      u.kind = unit::type::graph;
+      u.exec_id = a.exec_id;
+      u.correlation = info.correlation;
+      if (info.graph != nullptr) u.graph = info.graph->watched->name;
+    }
+    const auto key = std::make_tuple(static_cast<int>(u.kind), u.step, u.exec_id, u.correlation);
+    auto [it, fresh] = index.try_emplace(key, units.size());
+    if (fresh) units.push_back(std::move(u));
+    units[it->second].members.push_back(i);
+  }
+  for (auto& u : units) {
+    std::stable_sort(u.members.begin(), u.members.end(), [&](std::size_t x, std::size_t y) {
+      const auto& ax = t.activities[x];
+      const auto& ay = t.activities[y];
+      return std::tie(ax.start_ns, ax.end_ns) < std::tie(ay.start_ns, ay.end_ns);
+    });
+    u.start_ns = t.activities[u.members.front()].start_ns;
+    u.end_ns = 0;
+    for (auto i : u.members) u.end_ns = std::max(u.end_ns, t.activities[i].end_ns);
+    if (u.kind == unit::type::step) {
+      for (auto i : u.members) {
+        if (t.activities[i].exec_id == 0) continue;
+        u.exec_id = t.activities[i].exec_id;
+        u.correlation = an.activities[i].correlation;
+        if (an.activities[i].graph != nullptr) u.graph = an.activities[i].graph->watched->name;
+        break;
+      }
+    }
+  }
+  std::stable_sort(units.begin(), units.end(), [](const unit& x, const unit& y) {
+    return std::tie(x.start_ns, x.end_ns) < std::tie(y.start_ns, y.end_ns);
+  });
+  std::unordered_map<std::string, std::size_t> seen;
+  for (std::size_t k = 0; k < units.size(); ++k) {
+    auto& u = units[k];
+    u.kept = seen[u.track]++ >= options.skip_launches;
+    // Labels: graph nodes by path; eager work by name, numbered when the name occurs more than once in the unit.
+    std::unordered_map<std::string, std::size_t> occurrences;
+    for (auto i : u.members)
+      if (t.activities[i].exec_id == 0) ++occurrences[eager_name(t.activities[i])];
+    std::unordered_map<std::string, std::size_t> ordinal;
+    for (auto i : u.members) {
+      const auto& a = t.activities[i];
+      auto& info = an.activities[i];
+      info.unit = k;
+      if (a.exec_id == 0) {
+        auto name = eager_name(a);
+        info.ordinal = ++ordinal[name];
+        info.label = occurrences[name] > 1 ? fmt::format("{} #{}", name, info.ordinal) : std::move(name);
+      } else if (info.flat != npos) {
+        info.label = info.graph->nodes[info.flat].label;
+      } else {
+        info.label = fmt::format("{} (unattributed)", a.name.empty() ? to_string(a.kind) : a.name);
+      }
+    }
+  }
+  an.units = std::move(units);
+}
+
+// The chain of activities, first to last, each of which waited for the one before it (see report.hpp).
+std::vector<std::size_t> critical_path(const trace& t, const analysis& an, const unit& u) {
+  const auto& m = u.members; // by start time
+  if (m.empty()) return {};
+  std::size_t last = 0;
+  std::uint64_t max_duration = 0;
+  for (std::size_t k = 0; k < m.size(); ++k) {
+    const auto& a = t.activities[m[k]];
+    const auto& l = t.activities[m[last]];
+    if (a.end_ns > l.end_ns || (a.end_ns == l.end_ns && a.start_ns > l.start_ns)) last = k;
+    max_duration = std::max(max_duration, a.end_ns - std::min(a.start_ns, a.end_ns));
+  }
+  // Per graph launch in the unit: which flat nodes ran (themselves or in their bodies).
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<bool>> active;
+  for (auto j : m) {
+    const auto& info = an.activities[j];
+    if (info.flat == npos) continue;
+    auto& flags = active[{t.activities[j].exec_id, info.correlation}];
+    flags.resize(info.graph->nodes.size(), false);
+    for (auto f = info.flat; f != npos; f = info.graph->nodes[f].owner) flags[f] = true;
+  }
+  std::vector<bool> visited(m.size(), false);
+  visited[last] = true;
+  std::vector<std::size_t> path{m[last]};
+  // The member that ended last before `cur` started (within the tolerance) among those `accept` takes. Scans back
+  // from the last member that started in time and stops when no earlier one can end later than the best so far.
+  auto latest_before = [&](std::size_t cur, auto&& accept) {
+    const auto limit = t.activities[m[cur]].start_ns + tolerance_ns;
+    const auto hi = static_cast<std::size_t>(
+        std::upper_bound(m.begin(), m.end(), limit,
+                         [&](std::uint64_t v, std::size_t j) { return v < t.activities[j].start_ns; }) -
+        m.begin());
+    std::size_t best = npos;
+    std::uint64_t best_end = 0;
+    for (std::size_t k = hi; k-- > 0;) {
+      const auto& a = t.activities[m[k]];
+      if (best != npos && a.start_ns + max_duration < best_end) break;
+      if (visited[k] || a.end_ns > limit || !accept(m[k])) continue;
+      if (best == npos || a.end_ns > best_end) {
+        best = k;
+        best_end = a.end_ns;
+      }
+    }
+    return best;
+  };
+  for (std::size_t cur = last;;) {
+    const auto& ca = t.activities[m[cur]];
+    const auto& ci = an.activities[m[cur]];
+    auto same_launch = [&](std::size_t j) {
+      return t.activities[j].exec_id == ca.exec_id && an.activities[j].correlation == ci.correlation;
+    };
+    std::size_t best = npos;
+    if (ci.flat != npos) {
+      // Graph work: records of the DAG predecessors of its top-level node (walking through nodes that did not run)
+      // and earlier records under that same node (nested bodies).
+      const auto& g = *ci.graph;
+      const auto top = g.nodes[ci.flat].top;
+      std::vector<bool> candidate(g.nodes.size(), false);
+      candidate[top] = true;
+      for (auto p : active_predecessors(g, top, active.at({ca.exec_id, ci.correlation}))) candidate[p] = true;
+      best = latest_before(cur, [&](std::size_t j) {
+        const auto& info = an.activities[j];
+        return info.flat != npos && same_launch(j) && candidate[g.nodes[info.flat].top];
+      });
+    } else if (ca.exec_id == 0) {
+      // Eager work: stream order, and graph launches enqueued before it (the stream waits for all of a launch,
+      // whose nodes run on the graph's own streams: a copy after a WHILE loop waits for the loop's last body work).
+      best = latest_before(cur, [&](std::size_t j) {
+        const auto& a = t.activities[j];
+        if (a.device == ca.device && a.stream == ca.stream) return true;
+        const auto launched = an.activities[j].correlation;
+        return a.exec_id != 0 && launched != 0 && ca.correlation != 0 && launched < ca.correlation;
+      });
+    }
+    // Else (a root node, eager work first on its stream, unattributed work): any other work of the unit.
+    if (best == npos)
+      best = latest_before(cur, [&](std::size_t j) { return ci.flat == npos || !same_launch(j); });
+    if (best == npos) break;
+    path.push_back(m[best]);
+    visited[best] = true;
+    cur = best;
+  }
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The earliest host start of the API calls of each step and of each correlation id.
+struct call_starts {
+  std::unordered_map<std::uint64_t, std::uint64_t> by_step;
+  std::unordered_map<std::uint32_t, std::uint64_t> by_correlation;
+
+  explicit call_starts(const trace& t) {
+    for (const auto& c : t.api_calls) {
+      if (c.step != 0) {
+        auto [it, fresh] = by_step.try_emplace(c.step, c.start_ns);
+        if (!fresh) it->second = std::min(it->second, c.start_ns);
+      }
+      auto [it, fresh] = by_correlation.try_emplace(c.correlation, c.start_ns);
+      if (!fresh) it->second = std::min(it->second, c.start_ns);
+    }
+  }
+};
+
+launch_profile measure(const trace& t, const analysis& an, const unit& u, const call_starts& calls) {
+  launch_profile lp;
+  lp.track = u.track;
+  lp.graph = u.graph;
+  lp.step = u.step;
+  lp.correlation = u.correlation;
+  lp.start_ns = u.start_ns;
+  lp.end_ns = u.end_ns;
+  lp.wall_us = to_us(u.start_ns, u.end_ns);
+  lp.activities = u.members.size();
+  const auto& m = u.members;
+  if (m.empty()) return lp;
+
+  const auto path = critical_path(t, an, u);
+  std::unordered_map<std::size_t, std::size_t> path_pred; // on the path -> the one it waited on (npos: first)
+  for (std::size_t k = 0; k < path.size(); ++k) {
+    const auto& a = t.activities[path[k]];
+    path_pred[path[k]] = k == 0 ? npos : path[k - 1];
+    lp.critical_path.push_back(an.activities[path[k]].label);
+    lp.critical_path_us += to_us(a.start_ns, a.end_ns);
+    if (k > 0 && a.start_ns > t.activities[path[k - 1]].end_ns)
+      lp.critical_gaps_us += to_us(t.activities[path[k - 1]].end_ns, a.start_ns);
+  }
+
+  // Union of the intervals (members are in start order) and the idle gaps between its pieces.
+  std::uint64_t piece_start = t.activities[m.front()].start_ns;
+  std::uint64_t piece_end = t.activities[m.front()].end_ns;
+  std::vector<std::size_t> ending{m.front()}; // members of the piece that end at piece_end
+  std::uint64_t busy_ns = 0;
+  for (std::size_t k = 1; k <= m.size(); ++k) {
+    if (k < m.size() && t.activities[m[k]].start_ns <= piece_end) {
+      const auto& a = t.activities[m[k]];
+      if (a.end_ns > piece_end) {
+        piece_end = a.end_ns;
+        ending.clear();
+      }
+      if (a.end_ns == piece_end) ending.push_back(m[k]);
+      continue;
+    }
+    busy_ns += piece_end - piece_start;
+    if (k == m.size()) break;
+    // A gap from piece_end to the start of m[k]: "before" prefers an activity on the critical path, "after" the one
+    // it waited on.
+    const auto gap_end = t.activities[m[k]].start_ns;
+    std::size_t before = m[k];
+    for (std::size_t j = k; j < m.size() && t.activities[m[j]].start_ns == gap_end; ++j)
+      if (path_pred.count(m[j]) != 0) {
+        before = m[j];
+        break;
+      }
+    std::size_t after = ending.front();
+    bool on_path = false;
+    if (auto p = path_pred.find(before); p != path_pred.end())
+      for (auto e : ending)
+        if (e == p->second) {
+          after = e;
+          on_path = true;
+        }
+    idle_gap gap;
+    gap.start_us = to_us(u.start_ns, piece_end);
+    gap.duration_us = to_us(piece_end, gap_end);
+    gap.after = an.activities[after].label;
+    gap.before = an.activities[before].label;
+    gap.on_critical_path = on_path;
+    ++lp.gap_count;
+    lp.gap_total_us += gap.duration_us;
+    if (gap.duration_us > lp.largest_gap.duration_us) lp.largest_gap = gap;
+    piece_start = gap_end;
+    piece_end = t.activities[m[k]].end_ns;
+    ending = {m[k]};
+  }
+  lp.busy_us = to_us(busy_ns);
+  lp.utilisation = lp.wall_us > 0 ? lp.busy_us / lp.wall_us : 0;
+
+  // The first enqueuing API call: the step's earliest, else the earliest of its records' correlations.
+  auto host = std::numeric_limits<std::uint64_t>::max();
+  if (u.kind == unit::type::step)
+    if (auto c = calls.by_step.find(u.step); c != calls.by_step.end()) host = c->second;
+  if (host == std::numeric_limits<std::uint64_t>::max())
+    for (auto j : m)
+      if (auto c = calls.by_correlation.find(an.activities[j].correlation);
+          an.activities[j].correlation != 0 && c != calls.by_correlation.end())
+        host = std::min(host, c->second);
+  if (host != std::numeric_limits<std::uint64_t>::max()) lp.api_to_gpu_us = to_us(host, u.start_ns);
+  return lp;
+}
+
+} // namespace
+
+std::vector<std::size_t> active_predecessors(const flat_graph& g, std::size_t node, const std::vector<bool>& active) {
+  std::vector<std::size_t> out;
+  std::set<std::size_t> seen;
+  std::vector<std::size_t> todo(g.nodes[node].preds.begin(), g.nodes[node].preds.end());
+  while (!todo.empty()) {
+    const auto p = todo.back();
+    todo.pop_back();
+    if (!seen.insert(p).second) continue;
+    if (p < active.size() && active[p]) out.push_back(p);
+    else todo.insert(todo.end(), g.nodes[p].preds.begin(), g.nodes[p].preds.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool is_within(const flat_graph& g, std::size_t node, std::size_t ancestor) {
+  for (auto f = node; f != npos; f = g.nodes[f].owner)
+    if (f == ancestor) return true;
+  return false;
+}
+
+analysis analyse(const trace& t, const analyze_options& options) {
+  analysis an;
+  an.graphs.reserve(t.graphs.size());
+  for (const auto& w : t.graphs) {
+    validate(w.graph, fmt::format("watched graph '{}' (executable graph {})", w.name, w.exec_id));
+    flat_graph fg;
+    fg.watched = &w;
+    flatten(fg, w.graph, {}, "", npos);
+    an.graphs.push_back(std::move(fg));
+  }
+  std::unordered_map<std::uint32_t, const flat_graph*> by_exec;
+  for (const auto& g : an.graphs) by_exec.try_emplace(g.watched->exec_id, &g);
+  an.activities.resize(t.activities.size());
+  for (std::size_t i = 0; i < t.activities.size(); ++i) {
+    const auto& a = t.activities[i];
+    auto& info = an.activities[i];
+    info.correlation = a.correlation;
+    info.step = a.step;
+    attribute(a, by_exec, info);
+  }
+  resolve_launches(t, an);
+  form_units(t, an, options);
+  return an;
+}
+
+} // namespace detail
+
+profile_report analyze(const trace& t, const analyze_options& options) {
+  profile_report notes_holder;
+  const auto has_while = [](const auto& self, const graph_description& g) -> bool {
+    for (const auto& n : g.nodes) {
+      if (n.conditional_type == "while") return true;
+      for (const auto& b : n.bodies)
+        if (self(self, b)) return true;
+    }
+    return false;
+  };
+  for (const auto& w : t.graphs)
+    if (w.instantiated_before_profiling && has_while(has_while, w.graph))
+      notes_holder.notes.push_back(fmt::format(
+          "graph '{}' was instantiated before the first profiler of the process started: CUPTI then records only the "
+          "first iteration of its WHILE bodies in each launch (CUDA 13.0, H200); instantiate it after a profiler "
+          "has started to see every iteration", w.name));
+
+  using detail::npos;
+  const auto an = detail::analyse(t, options);
+  profile_report r;
+  r.dropped_records = t.dropped_records;
+  r.device_name = t.device_name;
+  r.notes = std::move(notes_holder.notes);
+
+  std::vector<std::string> tracks; // in order of first appearance
+  std::unordered_map<std::string, std::size_t> track_index;
+  struct accumulator {
+    node_profile profile;
+    std::size_t track = 0;
+    std::vector<double> durations;
+    std::set<std::size_t> units;
+  };
+  std::vector<accumulator> nodes;
+  std::map<std::string, std::size_t> node_index;
+  std::vector<unattributed_group> groups;
+  std::unordered_map<std::string, std::size_t> group_index;
+
+  const detail::call_starts calls(t);
+  for (std::size_t k = 0; k < an.units.size(); ++k) {
+    const auto& u = an.units[k];
+    if (!u.kept) continue;
+    auto [tr, fresh_track] = track_index.try_emplace(u.track, tracks.size());
+    if (fresh_track) tracks.push_back(u.track);
+    r.launches.push_back(detail::measure(t, an, u, calls));
+    for (auto i : u.members) {
+      const auto& a = t.activities[i];
+      const auto& info = an.activities[i];
+      ++r.records;
+      if (!info.attributed) {
+        auto [g, fresh] = group_index.try_emplace(info.reason, groups.size());
+        if (fresh) groups.push_back({0, info.reason, info.example});
+        ++groups[g->second].records;
+        continue;
+      }
+      ++r.attributed;
+      node_ref ref;
+      ref.track = u.track;
+      std::string key;
+      if (info.flat != npos) {
+        const auto& f = info.graph->nodes[info.flat];
+        ref.graph = info.graph->watched->name;
+        ref.path = f.path;
+        ref.label = f.label;
+        key = fmt::format("{}\x1fg{}\x1f{}", u.track, ref.graph, fmt::join(f.path, ","));
+      } else {
+        ref.ordinal = info.ordinal;
+        ref.label = info.label;
+        key = fmt::format("{}\x1f"
+                          "e{}",
+                          u.track, ref.label);
+      }
+      auto [n, fresh] = node_index.try_emplace(key, nodes.size());
+      if (fresh) {
+        accumulator acc;
+        acc.track = tr->second;
+        acc.profile.ref = std::move(ref);
+        if (info.flat != npos) {
+          const auto& d = *info.graph->nodes[info.flat].node;
+          acc.profile.kind = d.kind;
+          acc.profile.kernel_name = d.kernel_name.empty() && a.kind == activity_kind::kernel ? a.name : d.kernel_name;
+        } else {
+          acc.profile.kind = detail::node_kind_of(a.kind);
+          if (a.kind == activity_kind::kernel) acc.profile.kernel_name = a.name;
+        }
+        nodes.push_back(std::move(acc));
+      }
+      auto& acc = nodes[n->second];
+      acc.durations.push_back(detail::to_us(a.start_ns, a.end_ns));
+      acc.units.insert(k);
+    }
+  }
+
+  std::vector<double> track_time(tracks.size(), 0);
+  for (auto& acc : nodes) {
+    auto& p = acc.profile;
+    p.records = acc.durations.size();
+    p.launches = acc.units.size();
+    for (auto d : acc.durations) p.total_us += d;
+    p.min_us = *std::min_element(acc.durations.begin(), acc.durations.end());
+    p.max_us = *std::max_element(acc.durations.begin(), acc.durations.end());
+    p.median_us = detail::median_of(acc.durations);
+    track_time[acc.track] += p.total_us;
+  }
+  std::stable_sort(nodes.begin(), nodes.end(), [](const accumulator& x, const accumulator& y) {
+    if (x.track != y.track) return x.track < y.track;
+    return x.profile.total_us > y.profile.total_us;
+  });
+  for (auto& acc : nodes) {
+    acc.profile.share = track_time[acc.track] > 0 ? acc.profile.total_us / track_time[acc.track] : 0;
+    r.nodes.push_back(std::move(acc.profile));
+  }
+
+  for (std::size_t k = 0; k < tracks.size(); ++k) {
+    track_summary s;
+    s.track = tracks[k];
+    s.node_time_us = track_time[k];
+    std::vector<double> walls;
+    std::vector<double> busys;
+    std::vector<double> critical;
+    double wall_sum = 0;
+    auto first = std::numeric_limits<std::uint64_t>::max();
+    std::uint64_t last = 0;
+    for (const auto& lp : r.launches) {
+      if (lp.track != s.track) continue;
+      ++s.launches;
+      walls.push_back(lp.wall_us);
+      busys.push_back(lp.busy_us);
+      critical.push_back(lp.critical_path_us);
+      wall_sum += lp.wall_us;
+      s.busy_us += lp.busy_us;
+      s.gap_total_us += lp.gap_total_us;
+      first = std::min(first, lp.start_ns);
+      last = std::max(last, lp.end_ns);
+    }
+    s.median_wall_us = detail::median_of(walls);
+    s.median_busy_us = detail::median_of(busys);
+    s.median_critical_path_us = detail::median_of(critical);
+    s.utilisation = wall_sum > 0 ? s.busy_us / wall_sum : 0;
+    s.span_utilisation = last > first ? s.busy_us / detail::to_us(first, last) : 0;
+    r.tracks.push_back(std::move(s));
+  }
+
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const unattributed_group& x, const unattributed_group& y) { return x.records > y.records; });
+  r.unattributed = std::move(groups);
+  return r;
+}
+
+} // namespace conveyor::profile

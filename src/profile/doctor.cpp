@@ -1,0 +1,892 @@
+// The tuning doctor: the CUDA Graphs performance checklist as checks over plain values (a graph's description, its
+// executable graph's facts, a profile of its launches, a graphed callable's statistics and reasons). No CUDA call.
+#include "conveyor/profile/doctor.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+namespace conveyor::profile {
+
+const char* to_string(severity s) noexcept {
+  switch (s) {
+  case severity::info: return "info";
+  case severity::warning: return "warning";
+  case severity::critical: return "critical";
+  }
+  return "info";
+}
+
+const std::vector<std::string>& doctor_checks() {
+  static const std::vector<std::string> ids{
+      "few_nodes",          "short_kernels",     "critical_path_gaps", "pdl_chains",        "host_on_critical_path",
+      "removable_copies",   "missing_upload",    "unfreed_allocations", "recapture_churn",  "update_fallbacks",
+      "serialised_branches", "tiny_loop_body",   "legacy_stream"};
+  return ids;
+}
+
+namespace {
+
+// ---- formatting ------------------------------------------------------------------------------------------------
+
+std::string us(double v) { return v < 10 ? fmt::format("{:.2f} µs", v) : fmt::format("{:.1f} µs", v); }
+std::string percent(double share) { return fmt::format("{:.0f}%", share * 100); }
+std::string human_bytes(std::size_t b) {
+  if (b >= (std::size_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
+  if (b >= (std::size_t{1} << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / (1 << 10));
+  return fmt::format("{} B", b);
+}
+std::string bytes_text(std::size_t b) {
+  return b >= 1024 ? fmt::format("{} B ({})", b, human_bytes(b)) : fmt::format("{} B", b);
+}
+std::string joined(const std::vector<std::string>& items, std::string_view sep = ", ") {
+  std::string out;
+  for (const auto& s : items) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+std::string plural(std::size_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+bool is_work(node_kind k) { return k == node_kind::kernel || k == node_kind::memcpy || k == node_kind::memset; }
+
+bool has_programmatic_attribute(const node_description& n) {
+  return std::any_of(n.attributes.begin(), n.attributes.end(), [](const std::string& a) {
+    std::string lower(a);
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    return lower.find("programmatic") != std::string::npos;
+  });
+}
+
+// ---- the description, flattened -------------------------------------------------------------------------------
+
+// One graph (the top level or a nested body) with its adjacency; reachability on demand.
+struct level {
+  const graph_description* g = nullptr;
+  std::string prefix;                  // "" or "loop/body 0/"
+  std::vector<std::size_t> path;       // path of its container node + body index ({} at the top)
+  std::size_t first = 0;               // flat index of its node 0
+  std::optional<std::size_t> parent;   // flat index of the container node
+  std::vector<std::vector<std::size_t>> preds, succs; // distinct, in id order
+  std::vector<std::size_t> topo;       // each node's place in a topological order (set by graph_view::add)
+
+  [[nodiscard]] std::size_t size() const { return g->nodes.size(); }
+
+  // Nodes reachable from `from` along `next` (succs or preds), `from` excluded; stops at nodes whose topological
+  // place `keep` refuses. Linear in the level's size: no quadratic reachability table, whatever the graph's size.
+  template <class Keep>
+  [[nodiscard]] std::size_t search(const std::vector<std::size_t>& from,
+                                   const std::vector<std::vector<std::size_t>>& next, std::vector<char>& seen,
+                                   Keep keep) const {
+    std::vector<std::size_t> stack;
+    std::size_t count = 0;
+    for (std::size_t f : from)
+      if (!seen[f] && keep(f)) {
+        seen[f] = 1;
+        stack.push_back(f);
+      }
+    while (!stack.empty()) {
+      const std::size_t x = stack.back();
+      stack.pop_back();
+      ++count;
+      for (std::size_t y : next[x])
+        if (!seen[y] && keep(y)) {
+          seen[y] = 1;
+          stack.push_back(y);
+        }
+    }
+    return count;
+  }
+  // True when every other node of the level is before or after v: nothing can run beside it.
+  [[nodiscard]] bool on_every_path(std::size_t v) const {
+    std::vector<char> seen(size(), 0);
+    seen[v] = 1;
+    const auto all = [](std::size_t) { return true; };
+    const std::size_t related = search(succs[v], succs, seen, all) + search(preds[v], preds, seen, all);
+    return related + 1 == size();
+  }
+  // True when v can be reached from u other than through the edge u -> v (only nodes placed before v can lead to
+  // it: the search stays there).
+  [[nodiscard]] bool other_path(std::size_t u, std::size_t v) const {
+    std::vector<char> seen(size(), 0);
+    std::vector<std::size_t> from;
+    for (std::size_t w : succs[u])
+      if (w != v) from.push_back(w);
+    bool found = false;
+    (void)search(from, succs, seen, [&](std::size_t x) {
+      if (x == v) found = true;
+      return !found && topo[x] < topo[v];
+    });
+    return found;
+  }
+};
+
+struct flat_node {
+  const node_description* d = nullptr;
+  std::size_t level = 0;
+  std::size_t index = 0; // in its level
+  std::string name;      // "parent/body k/name"
+  std::vector<std::size_t> path;
+};
+
+struct graph_view {
+  std::vector<level> levels;
+  std::vector<flat_node> nodes;
+  std::map<std::vector<std::size_t>, std::size_t> by_path; // flat index of each node path
+
+  void add(const graph_description& g, std::string prefix, std::vector<std::size_t> path,
+           std::optional<std::size_t> parent, const std::string& where) {
+    const std::size_t n = g.nodes.size();
+    level l;
+    l.g = &g;
+    l.prefix = std::move(prefix);
+    l.path = std::move(path);
+    l.first = nodes.size();
+    l.parent = parent;
+    l.preds.resize(n);
+    l.succs.resize(n);
+    std::set<std::pair<std::size_t, std::size_t>> edges;
+    for (std::size_t e = 0; e < g.edges.size(); ++e) {
+      const auto [from, to] = g.edges[e];
+      if (from >= n || to >= n)
+        throw std::invalid_argument(fmt::format(
+            "conveyor::profile::diagnose: edge {} ({} -> {}) of {} names a node out of range (it has {} nodes)", e,
+            from, to, where, n));
+      if (from == to)
+        throw std::invalid_argument(
+            fmt::format("conveyor::profile::diagnose: edge {} of {} is a cycle (node {} depends on itself)", e, where,
+                        from));
+      edges.insert({from, to});
+    }
+    for (const auto& [from, to] : edges) {
+      l.succs[from].push_back(to);
+      l.preds[to].push_back(from);
+    }
+    // Kahn: every node leaves the queue exactly when the edges are acyclic.
+    std::vector<std::size_t> indeg(n), queue;
+    for (std::size_t v = 0; v < n; ++v) indeg[v] = l.preds[v].size();
+    for (std::size_t v = 0; v < n; ++v)
+      if (indeg[v] == 0) queue.push_back(v);
+    for (std::size_t k = 0; k < queue.size(); ++k)
+      for (std::size_t w : l.succs[queue[k]])
+        if (--indeg[w] == 0) queue.push_back(w);
+    l.topo.resize(n);
+    for (std::size_t k = 0; k < queue.size(); ++k) l.topo[queue[k]] = k;
+    if (queue.size() != n)
+      throw std::invalid_argument(fmt::format(
+          "conveyor::profile::diagnose: the edges of {} are not a DAG ({} of {} nodes lie on or after a cycle)", where,
+          n - queue.size(), n));
+    const std::size_t li = levels.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      flat_node f;
+      f.d = &g.nodes[i];
+      f.level = li;
+      f.index = i;
+      f.name = l.prefix + g.nodes[i].display_name();
+      f.path = l.path;
+      f.path.push_back(i);
+      by_path.emplace(f.path, nodes.size());
+      nodes.push_back(std::move(f));
+    }
+    const std::size_t first = l.first;
+    levels.push_back(std::move(l));
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t b = 0; b < g.nodes[i].bodies.size(); ++b) {
+        std::vector<std::size_t> p = nodes[first + i].path;
+        p.push_back(b);
+        const std::string name = nodes[first + i].name;
+        add(g.nodes[i].bodies[b], fmt::format("{}/body {}/", name, b), std::move(p), first + i,
+            fmt::format("body {} of '{}'", b, name));
+      }
+  }
+
+  [[nodiscard]] flat_node& at(std::size_t level_index, std::size_t i) { return nodes[levels[level_index].first + i]; }
+
+  // True when nothing runs beside the node in its graph, nor beside any of its containers in theirs.
+  [[nodiscard]] bool on_every_path(std::size_t flat) {
+    std::optional<std::size_t> f = flat;
+    while (f) {
+      level& l = levels[nodes[*f].level];
+      if (!l.on_every_path(nodes[*f].index)) return false;
+      f = l.parent;
+    }
+    return true;
+  }
+};
+
+// ---- the profile, narrowed to this graph -----------------------------------------------------------------------
+
+struct profile_view {
+  std::vector<const launch_profile*> launches;
+  std::map<std::vector<std::size_t>, const node_profile*> by_path;
+  double median_wall = 0;
+  double typical_gap = 0; // idle time between nodes: sum of gaps / their count
+  std::size_t gap_count = 0;
+};
+
+profile_view view_of(const doctor_input& in) {
+  profile_view v;
+  if (in.profile == nullptr || in.profile_graph.empty()) return v;
+  const auto track_ok = [&](const std::string& t) { return in.profile_track.empty() || t == in.profile_track; };
+  std::vector<double> walls;
+  double gaps = 0;
+  for (const auto& l : in.profile->launches)
+    if (l.graph == in.profile_graph && track_ok(l.track)) {
+      v.launches.push_back(&l);
+      walls.push_back(l.wall_us);
+      gaps += l.gap_total_us;
+      v.gap_count += l.gap_count;
+    }
+  v.median_wall = median(walls);
+  v.typical_gap = v.gap_count == 0 ? 0 : gaps / static_cast<double>(v.gap_count);
+  for (const auto& n : in.profile->nodes)
+    if (n.ref.graph == in.profile_graph && track_ok(n.ref.track)) {
+      auto [it, fresh] = v.by_path.emplace(n.ref.path, &n);
+      if (!fresh && n.records > it->second->records) it->second = &n; // several tracks: the most measured
+    }
+  return v;
+}
+
+// ---- the checks ------------------------------------------------------------------------------------------------
+
+class doctor {
+public:
+  doctor(const doctor_input& in, const doctor_thresholds& t) : in_(in), t_(t), p_(view_of(in)) {
+    if (in.graph != nullptr) {
+      view_.emplace();
+      view_->add(*in.graph, "", {}, std::nullopt, in.name.empty() ? "the graph" : fmt::format("graph '{}'", in.name));
+    }
+  }
+
+  std::vector<finding> run() {
+    few_nodes();
+    short_kernels();
+    critical_path_gaps();
+    pdl_chains();
+    host_on_critical_path();
+    removable_copies();
+    missing_upload();
+    unfreed_allocations();
+    recapture_churn();
+    update_fallbacks();
+    serialised_branches();
+    tiny_loop_body();
+    legacy_stream();
+    const auto& ids = doctor_checks();
+    const auto order = [&](const finding& f) {
+      return static_cast<std::size_t>(std::find(ids.begin(), ids.end(), f.check) - ids.begin());
+    };
+    std::stable_sort(out_.begin(), out_.end(), [&](const finding& a, const finding& b) {
+      if (a.level != b.level) return a.level > b.level;
+      return order(a) < order(b);
+    });
+    return std::move(out_);
+  }
+
+private:
+  const doctor_input& in_;
+  const doctor_thresholds& t_;
+  profile_view p_;
+  std::optional<graph_view> view_;
+  std::vector<finding> out_;
+
+  void add(std::string check, severity s, std::vector<std::string> nodes, std::string evidence, std::string fix) {
+    out_.push_back({std::move(check), s, std::move(nodes), std::move(evidence), std::move(fix)});
+  }
+
+  [[nodiscard]] bool profiled() const { return !p_.launches.empty(); }
+  [[nodiscard]] const node_profile* profile_of(const flat_node& f) const {
+    const auto it = p_.by_path.find(f.path);
+    return it == p_.by_path.end() ? nullptr : it->second;
+  }
+  // A profiled node's kind: the description's when it has the node, else the profile's.
+  [[nodiscard]] node_kind kind_of(const node_profile& n) const {
+    if (view_) {
+      const auto it = view_->by_path.find(n.ref.path);
+      if (it != view_->by_path.end()) return view_->nodes[it->second].d->kind;
+    }
+    return n.kind;
+  }
+  // The name a finding gives a profiled node: the description's when it has one, else the profile's label.
+  [[nodiscard]] std::string name_of(const node_profile& n) const {
+    if (view_) {
+      const auto it = view_->by_path.find(n.ref.path);
+      if (it != view_->by_path.end()) return view_->nodes[it->second].name;
+    }
+    return n.ref.label;
+  }
+  // Launches whose critical path holds the node (by its profile label, else its name).
+  [[nodiscard]] std::size_t on_critical_path(const flat_node& f) const {
+    const node_profile* np = profile_of(f);
+    const std::string& label = np != nullptr ? np->ref.label : f.name;
+    return static_cast<std::size_t>(std::count_if(p_.launches.begin(), p_.launches.end(), [&](const launch_profile* l) {
+      return std::find(l->critical_path.begin(), l->critical_path.end(), label) != l->critical_path.end();
+    }));
+  }
+
+  // 1. The launch is not amortised.
+  void few_nodes() {
+    std::vector<std::string> work;
+    bool has_while = false;
+    if (view_) {
+      for (const auto& f : view_->nodes) {
+        if (is_work(f.d->kind)) work.push_back(f.name);
+        if (f.d->kind == node_kind::conditional && f.d->conditional_type == "while") has_while = true;
+      }
+      if (in_.graph->nodes.empty()) return; // nothing to diagnose
+    }
+    const double line = 4 * t_.launch_overhead_us;
+    if (profiled()) { // the measurement decides
+      if (p_.median_wall >= line) return;
+      std::string evidence = fmt::format(
+          "median wall time {} per launch over {}, below 4 × the launch overhead of {} = {}", us(p_.median_wall),
+          plural(p_.launches.size(), "launch", "launches"), us(t_.launch_overhead_us), us(line));
+      if (view_) evidence += fmt::format("; {} kernel/memcpy/memset nodes", work.size());
+      add("few_nodes", p_.median_wall <= t_.launch_overhead_us ? severity::critical : severity::warning,
+          work.size() < t_.min_nodes ? work : std::vector<std::string>{}, std::move(evidence),
+          "capture more work per graph: several steps or iterations per launch, or a WHILE loop (conditional node) "
+          "that repeats the step on the device, so that one launch's overhead is shared by more work");
+      return;
+    }
+    if (!view_ || has_while || work.size() >= t_.min_nodes) return;
+    add("few_nodes", severity::warning, work,
+        fmt::format("{} kernel/memcpy/memset nodes (nested bodies counted), fewer than {}: a launch costs about {} of "
+                    "host and GPU time, likely not amortised (no profile to measure it)",
+                    work.size(), t_.min_nodes, us(t_.launch_overhead_us)),
+        "capture more work per graph: several steps or iterations per launch, or a WHILE loop (conditional node) "
+        "that repeats the step on the device, so that one launch's overhead is shared by more work");
+  }
+
+  // 2. Kernels shorter than the gaps between nodes.
+  void short_kernels() {
+    if (!profiled() || p_.typical_gap <= 0) return;
+    std::vector<const node_profile*> shorts;
+    std::size_t kernels = 0;
+    for (const auto& [path, n] : p_.by_path) { // one per node, whatever the tracks
+      if (kind_of(*n) != node_kind::kernel) continue;
+      ++kernels;
+      if (n->median_us < t_.short_kernel_us && n->median_us < p_.typical_gap) shorts.push_back(n);
+    }
+    if (shorts.empty()) return;
+    std::sort(shorts.begin(), shorts.end(), [](auto* a, auto* b) { return a->median_us < b->median_us; });
+    std::vector<std::string> names, listed;
+    for (const node_profile* n : shorts) {
+      names.push_back(name_of(*n));
+      listed.push_back(fmt::format("{} {}", names.back(), us(n->median_us)));
+    }
+    std::string evidence = fmt::format(
+        "{} of {} kernels run a median below {} and below the typical gap between nodes of {} ({} over {}): {}",
+        shorts.size(), kernels, us(t_.short_kernel_us), us(p_.typical_gap), plural(p_.gap_count, "gap", "gaps"),
+        plural(p_.launches.size(), "launch", "launches"), joined(listed));
+    // Pairs on a chain (u's one successor is v, v's one predecessor is u): the natural fusions.
+    std::vector<std::string> pairs;
+    if (view_) {
+      std::set<std::vector<std::size_t>> short_paths;
+      for (const node_profile* n : shorts) short_paths.insert(n->ref.path);
+      for (auto& l : view_->levels)
+        for (std::size_t u = 0; u < l.size(); ++u)
+          for (std::size_t v : l.succs[u])
+            if (l.succs[u].size() == 1 && l.preds[v].size() == 1 &&
+                short_paths.contains(view_->nodes[l.first + u].path) &&
+                short_paths.contains(view_->nodes[l.first + v].path))
+              pairs.push_back(fmt::format("{} → {}", view_->nodes[l.first + u].name, view_->nodes[l.first + v].name));
+    }
+    std::string fix =
+        pairs.empty()
+            ? "fuse each into a neighbouring kernel (one kernel doing both steps), or launch the consumers with "
+              "programmatic dependent launch so that they start while their producer finishes"
+            : fmt::format("fuse the pairs that follow one another on a chain ({}) into one kernel each, or the "
+                          "others into a neighbouring kernel; or launch the consumers with programmatic dependent "
+                          "launch so that they start while their producer finishes",
+                          joined(pairs, ", "));
+    add("short_kernels", shorts.size() >= 2 ? severity::warning : severity::info, std::move(names),
+        std::move(evidence), std::move(fix));
+  }
+
+  // 3. Idle time on the critical path.
+  void critical_path_gaps() {
+    if (!profiled() || p_.median_wall <= 0) return;
+    std::vector<double> gaps;
+    const idle_gap* largest = nullptr;
+    for (const launch_profile* l : p_.launches) {
+      gaps.push_back(l->critical_gaps_us);
+      const idle_gap& g = l->largest_gap;
+      if (g.duration_us <= 0) continue;
+      if (largest == nullptr || (g.on_critical_path && !largest->on_critical_path) ||
+          (g.on_critical_path == largest->on_critical_path && g.duration_us > largest->duration_us))
+        largest = &g;
+    }
+    const double gap = median(gaps);
+    const double share = gap / p_.median_wall;
+    if (share <= t_.gap_share) return;
+    std::string evidence = fmt::format(
+        "median {} of idle time between the critical path's activities per launch, {} of the median wall time {} "
+        "({}; threshold {})",
+        us(gap), percent(share), us(p_.median_wall), plural(p_.launches.size(), "launch", "launches"),
+        percent(t_.gap_share));
+    std::vector<std::string> nodes;
+    if (largest != nullptr) {
+      evidence += fmt::format("; largest gap {} after {} before {}{}", us(largest->duration_us),
+                              largest->after.empty() ? "(launch start)" : largest->after, largest->before,
+                              largest->on_critical_path ? " (on the critical path)" : "");
+      if (!largest->after.empty()) nodes.push_back(largest->after);
+      if (!largest->before.empty()) nodes.push_back(largest->before);
+    }
+    add("critical_path_gaps", share > 0.3 ? severity::critical : severity::warning, std::move(nodes),
+        std::move(evidence),
+        "shorten the waits between dependent nodes: programmatic dependent launch on the critical chain (the "
+        "consumer starts while its producer drains), fewer dependencies (only the edges the data needs), and fusion "
+        "of short dependent kernels");
+  }
+
+  // 4. Kernel chains that programmatic dependent launch could overlap.
+  void pdl_chains() {
+    if (!view_) return;
+    for (std::size_t li = 0; li < view_->levels.size(); ++li) {
+      level& l = view_->levels[li];
+      const auto ok = [&](std::size_t i) {
+        const node_description& d = l.g->nodes[i];
+        return d.kind == node_kind::kernel && !has_programmatic_attribute(d);
+      };
+      std::vector<std::optional<std::size_t>> next(l.size());
+      std::vector<bool> linked_in(l.size(), false);
+      for (std::size_t u = 0; u < l.size(); ++u)
+        if (ok(u) && l.succs[u].size() == 1) {
+          const std::size_t v = l.succs[u][0];
+          if (ok(v) && l.preds[v].size() == 1) {
+            next[u] = v;
+            linked_in[v] = true;
+          }
+        }
+      for (std::size_t s = 0; s < l.size(); ++s) {
+        if (linked_in[s] || !next[s]) continue;
+        std::vector<std::size_t> chain{s};
+        for (auto v = next[s]; v; v = next[*v]) chain.push_back(*v);
+        if (chain.size() < t_.pdl_chain) continue;
+        std::vector<std::string> names;
+        for (std::size_t i : chain) names.push_back(view_->at(li, i).name);
+        std::string evidence = fmt::format("a chain of {} kernel nodes, each the only successor of the one before: {}",
+                                           chain.size(), joined(names, " → "));
+        severity s_level = severity::info;
+        if (profiled() && p_.typical_gap > 0) {
+          const double idle = p_.typical_gap * static_cast<double>(chain.size() - 1);
+          evidence += fmt::format("; about {} of idle time per launch between them ({} × the typical gap {}), {} of "
+                                  "the median wall time {}",
+                                  us(idle), chain.size() - 1, us(p_.typical_gap),
+                                  percent(p_.median_wall > 0 ? idle / p_.median_wall : 0), us(p_.median_wall));
+          if (p_.median_wall > 0 && idle > t_.gap_share * p_.median_wall) s_level = severity::warning;
+        }
+        add("pdl_chains", s_level, std::move(names), std::move(evidence),
+            "use programmatic dependent launch along the chain: capture each consumer with the launch attribute "
+            "cudaLaunchAttributeProgrammaticStreamSerialization (or, building the graph, make each edge a "
+            "cudaGraphKernelNodePortProgrammatic edge), call cudaGridDependencySynchronize() in the consumer before "
+            "it reads the producer's output, and optionally cudaTriggerProgrammaticLaunchCompletion() in the "
+            "producer once its output is written");
+      }
+    }
+  }
+
+  // 5. Host work and pageable copies that block the GPU.
+  void host_on_critical_path() {
+    if (!view_) return;
+    for (std::size_t fi = 0; fi < view_->nodes.size(); ++fi) {
+      const flat_node& f = view_->nodes[fi];
+      const bool host = f.d->kind == node_kind::host;
+      const bool pageable = f.d->kind == node_kind::memcpy && f.d->pageable_host;
+      if (!host && !pageable) continue;
+      std::string evidence =
+          host ? "a host node: the GPU work after it waits for the CPU callable, run by the CUDA runtime's thread"
+               : fmt::format("a {} copy of {} with a pageable host side: staged through a driver buffer, it cannot "
+                             "overlap and runs at a fraction of the bus speed",
+                             f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind, bytes_text(f.d->bytes));
+      bool worse = false;
+      if (view_->on_every_path(fi)) {
+        evidence += "; it lies on every path through the graph (nothing runs beside it)";
+        worse = true;
+      }
+      if (profiled()) {
+        if (const node_profile* np = profile_of(f)) evidence += fmt::format("; median {}", us(np->median_us));
+        const std::size_t on = on_critical_path(f);
+        if (on > 0) {
+          evidence += fmt::format("; on the critical path in {} of {}", on,
+                                  plural(p_.launches.size(), "launch", "launches"));
+          worse = true;
+        }
+      }
+      add("host_on_critical_path", worse ? severity::critical : severity::warning, {f.name}, std::move(evidence),
+          host ? "move the host work out of the graph: run it between graph launches (a stream callback with "
+                 "cudaLaunchHostFunc, or plain host code after synchronising), or do it on the device"
+               : "pin the host memory (cudaMallocHost, or cudaHostRegister on the existing buffer) so that the copy "
+                 "is a DMA that can overlap; capture it again afterwards");
+    }
+  }
+
+  // 6. Device copies that could be avoided or folded into a kernel.
+  void removable_copies() {
+    if (!view_) return;
+    for (const flat_node& f : view_->nodes) {
+      if (f.d->kind != node_kind::memcpy) continue;
+      const level& l = view_->levels[f.level];
+      std::vector<std::string> kernels;
+      for (const auto* side : {&l.preds[f.index], &l.succs[f.index]})
+        for (std::size_t w : *side)
+          if (l.g->nodes[w].kind == node_kind::kernel) kernels.push_back(view_->nodes[l.first + w].name);
+      const bool dtod = f.d->copy_kind == "DtoD";
+      const bool small = f.d->bytes > 0 && f.d->bytes <= t_.small_copy_bytes;
+      if (!dtod && !(small && !kernels.empty())) continue;
+      std::string evidence = fmt::format("{} copy of {}", f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind,
+                                         bytes_text(f.d->bytes));
+      if (small) evidence += fmt::format(", small (at most {})", human_bytes(t_.small_copy_bytes));
+      if (!kernels.empty()) evidence += fmt::format("; kernel neighbours: {}", joined(kernels));
+      double share = 0;
+      if (const node_profile* np = profiled() ? profile_of(f) : nullptr) {
+        share = np->share;
+        evidence += fmt::format("; median {}, {} of the graph's node time", us(np->median_us), percent(np->share));
+      }
+      std::string fix;
+      if (dtod)
+        fix = "a device-to-device copy moves data the GPU already has: write it in place (let the producer write "
+              "into the destination, or swap the two pointers between steps) and drop the copy";
+      if (small && !kernels.empty())
+        fix += fmt::format(
+            "{}the copy is small: make it part of the {} kernel ({}): read or write the data there directly (a kernel "
+            "argument for a few host values, mapped pinned memory for results the host reads)",
+            fix.empty() ? "" : "; or, ", kernels.size() == 1 ? "neighbouring" : "producing or consuming",
+            joined(kernels));
+      const bool costly = (dtod && !small) || share >= 0.05;
+      add("removable_copies", costly ? severity::warning : severity::info, {f.name}, std::move(evidence),
+          std::move(fix));
+    }
+  }
+
+  // 7. The first launch paid for the upload.
+  void missing_upload() {
+    if (in_.exec == nullptr || !in_.exec->first_launch_before_upload) return;
+    add("missing_upload", severity::warning, {},
+        fmt::format("the first launch came before any upload (uploaded since: {}): it paid for the upload of the "
+                    "executable graph to the device",
+                    in_.exec->uploaded ? "yes" : "no"),
+        "call graph_exec::upload(stream) after instantiating, or instantiate(g, instantiate_flags::upload, stream), "
+        "before the first launch (outside the timed loop)");
+  }
+
+  // 8. Graph allocations that stay allocated after a launch.
+  void unfreed_allocations() {
+    const exec_facts* e = in_.exec;
+    const bool auto_free = e != nullptr && e->auto_free_on_launch;
+    const char* fix = "add a mem_free node for each allocation at the end of the graph (graph::mem_free, or "
+                      "cudaFreeAsync in the captured work), or instantiate with instantiate_flags::auto_free_on_launch";
+    if (e != nullptr && e->allocations_read && !e->unfreed_allocations.empty() && !auto_free) {
+      add("unfreed_allocations", severity::critical, e->unfreed_allocations,
+          fmt::format("{} still allocated after the last launch and the executable graph was instantiated without "
+                      "auto_free_on_launch: launching it again fails until they are freed",
+                      plural(e->unfreed_allocations.size(), "graph allocation is", "graph allocations are")),
+          fix);
+      return;
+    }
+    if (!view_ || auto_free) return;
+    if (e != nullptr && e->allocations_read && e->launched && e->unfreed_allocations.empty()) return; // freed outside
+    std::vector<std::string> allocs;
+    std::size_t frees = 0;
+    for (const flat_node& f : view_->nodes) {
+      if (f.d->kind == node_kind::mem_alloc) allocs.push_back(f.name);
+      if (f.d->kind == node_kind::mem_free) ++frees;
+    }
+    if (allocs.size() <= frees) return;
+    add("unfreed_allocations", severity::warning, allocs,
+        fmt::format("{} and {} in the graph: {} not freed by it, and the executable graph is {}; a second launch "
+                    "fails unless the memory is freed between launches",
+                    plural(allocs.size(), "mem_alloc node", "mem_alloc nodes"),
+                    plural(frees, "mem_free node", "mem_free nodes"),
+                    plural(allocs.size() - frees, "allocation is", "allocations are"),
+                    e == nullptr ? "not known to use auto_free_on_launch" : "instantiated without auto_free_on_launch"),
+        fix);
+  }
+
+  // The graphed reasons that cost a capture, grouped: the text after "call N: ", values left out.
+  struct reason_group {
+    std::string text;
+    std::size_t count = 0;
+  };
+  [[nodiscard]] std::vector<reason_group> churn_reasons() const {
+    std::vector<reason_group> groups;
+    if (in_.graphed_reasons == nullptr) return groups;
+    static const std::regex call_prefix(R"(^call \d+: )");
+    static const std::regex change_values(R"( changed from .*? to [^;:\s]+)");
+    static const std::regex shape_values(R"( for shape \([^)]*\))");
+    static const std::regex node_count(R"( of \d+ nodes)");
+    static const std::regex notes(R"( \[[^\]]*\])");
+    static const std::regex updated(R"( updated \d+ node\(s\))");
+    static const std::regex above(R"( size \d+ above)");
+    for (const std::string& r : *in_.graphed_reasons) {
+      std::string text = std::regex_replace(r, call_prefix, "");
+      if (text.starts_with("[") || text.find("no capture") != std::string::npos) continue; // rebinds: no capture
+      text = std::regex_replace(text, change_values, " changed");
+      text = std::regex_replace(text, shape_values, " for a new shape");
+      text = std::regex_replace(text, node_count, "");
+      text = std::regex_replace(text, notes, "");
+      text = std::regex_replace(text, updated, " updated node(s)");
+      text = std::regex_replace(text, above, " size above");
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const reason_group& g) { return g.text == text; });
+      if (it == groups.end()) groups.push_back({std::move(text), 1});
+      else ++it->count;
+    }
+    std::stable_sort(groups.begin(), groups.end(),
+                     [](const reason_group& a, const reason_group& b) { return a.count > b.count; });
+    return groups;
+  }
+
+  // 9. Captures and instantiations in the steady state.
+  void recapture_churn() {
+    const graphed_statistics* g = in_.graphed;
+    if (g == nullptr || g->calls <= g->warmups || g->captures <= 1) return;
+    const double calls = static_cast<double>(g->calls - g->warmups);
+    const double rate = static_cast<double>(g->captures + g->instantiations) / calls;
+    if (rate <= t_.churn_rate) return;
+    std::string evidence = fmt::format(
+        "{:.2f} captures + instantiations per call ({} captures + {} instantiations over {} calls after {}; "
+        "threshold {:.2f})",
+        rate, g->captures, g->instantiations, g->calls - g->warmups, plural(g->warmups, "warm-up", "warm-ups"),
+        t_.churn_rate);
+    // Shape churn (new shapes, evictions, sizes above the buckets) or binding churn (re-captures of a cached shape).
+    std::size_t binding = g->per_node_updates + g->whole_graph_updates + g->unchanged_recaptures;
+    std::size_t shape = g->captures > binding ? g->captures - binding : 0;
+    shape += g->evictions + g->eager_fallbacks;
+    const auto groups = churn_reasons();
+    if (!groups.empty()) {
+      binding = shape = 0;
+      for (const auto& r : groups)
+        (r.text.find("re-captured") != std::string::npos ? binding : shape) += r.count;
+      std::vector<std::string> top;
+      for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
+        top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
+      evidence += fmt::format("; most frequent reasons: {}", joined(top, "; "));
+    }
+    evidence += fmt::format("; {} for new shapes, {} for changed bindings", plural(shape, "event", "events"),
+                            plural(binding, "re-capture", "re-captures"));
+    std::string fix;
+    if (shape >= binding)
+      fix = "shape churn: pass sizes as batch_size and set graphed_options::buckets so that sizes pad to a few "
+            "captured shapes; raise max_graphs if graphs are evicted; keep shape arguments stable";
+    else
+      fix = "binding churn: keep buffers stable (allocate once and reuse them), let rebinding patch changed pointers "
+            "(rebind_policy::automatic or patch) instead of re-capturing, and wrap arguments the work does not "
+            "depend on in conveyor::unkeyed";
+    add("recapture_churn", rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence),
+        std::move(fix));
+  }
+
+  // 10. Updates that fell back to slower paths.
+  void update_fallbacks() {
+    const graphed_statistics* g = in_.graphed;
+    if (g == nullptr) return;
+    std::size_t reinstantiated = 0;
+    bool reinstantiations_known = false;
+    if (in_.graphed_reasons != nullptr)
+      for (const std::string& r : *in_.graphed_reasons)
+        if (r.find("re-instantiated") != std::string::npos) {
+          ++reinstantiated;
+          reinstantiations_known = true;
+        }
+    const bool maybe_reinstantiated =
+        !reinstantiations_known && g->instantiations > 1 &&
+        g->per_node_updates + g->whole_graph_updates + g->unchanged_recaptures > 0;
+    const bool rebind_failing = g->rebind_fallbacks > 1 && g->rebind_fallbacks > g->rebinds;
+    if (g->whole_graph_updates == 0 && reinstantiated == 0 && !maybe_reinstantiated && g->unchanged_recaptures == 0 &&
+        !rebind_failing)
+      return;
+    std::vector<std::string> parts, fixes;
+    if (g->whole_graph_updates > 0) {
+      parts.push_back(plural(g->whole_graph_updates, "whole-graph update", "whole-graph updates"));
+      fixes.push_back("whole-graph updates (cudaGraphExecUpdate) mean a node changed in a way the per-node setters "
+                      "cannot set: keep kernels, launch shapes and node kinds the same between calls");
+    }
+    if (reinstantiated > 0) {
+      parts.push_back(
+          fmt::format("{} after a re-capture", plural(reinstantiated, "re-instantiation", "re-instantiations")));
+      fixes.push_back("re-instantiations mean the topology changed: make the changing part a shape argument (its own "
+                      "cached graph) or keep the node structure fixed");
+    } else if (maybe_reinstantiated) {
+      parts.push_back(fmt::format("{} with re-captures of cached shapes (some may be re-instantiations)",
+                                  plural(g->instantiations, "instantiation", "instantiations")));
+      fixes.push_back("pass the reasons (graphed::reasons()) to tell re-instantiations from new shapes");
+    }
+    if (g->unchanged_recaptures > 0) {
+      parts.push_back(plural(g->unchanged_recaptures, "re-capture that changed nothing",
+                             "re-captures that changed nothing"));
+      fixes.push_back("re-captures that change nothing come from an argument the GPU work does not use: wrap it in "
+                      "conveyor::unkeyed or give the graphed callable a key function");
+    }
+    if (rebind_failing) {
+      parts.push_back(fmt::format("{} against {}", plural(g->rebind_fallbacks, "rebind fallback", "rebind fallbacks"),
+                                  plural(g->rebinds, "rebind", "rebinds")));
+      fixes.push_back("rebind fallbacks re-capture because the changed argument is not embedded as it is (transformed, "
+                      "used on the host or inside a child graph): pass the pointer itself, or set rebind_policy::patch "
+                      "for arguments embedded at fixed offsets");
+    }
+    const std::size_t events = g->whole_graph_updates + reinstantiated + g->unchanged_recaptures +
+                               (rebind_failing ? g->rebind_fallbacks : 0);
+    const std::size_t calls = g->calls > g->warmups ? g->calls - g->warmups : 0;
+    const double rate = calls == 0 ? 0 : static_cast<double>(events) / static_cast<double>(calls);
+    std::string evidence = fmt::format("{} over {} calls after warm-ups ({} per-node updates, {} rebinds)",
+                                       joined(parts, ", "), calls, g->per_node_updates, g->rebinds);
+    add("update_fallbacks", rate > t_.churn_rate ? severity::warning : severity::info, {}, std::move(evidence),
+        joined(fixes, "; "));
+  }
+
+  // 11. Dependencies between nodes that touch no common allocation.
+  void serialised_branches() {
+    if (!view_) return;
+    for (auto& l : view_->levels)
+      for (std::size_t u = 0; u < l.size(); ++u)
+        for (std::size_t v : l.succs[u]) {
+          const node_description& a = l.g->nodes[u];
+          const node_description& b = l.g->nodes[v];
+          if (a.buffers.empty() || b.buffers.empty()) continue;
+          std::vector<std::uint64_t> common;
+          std::set_intersection(a.buffers.begin(), a.buffers.end(), b.buffers.begin(), b.buffers.end(),
+                                std::back_inserter(common));
+          if (!common.empty() || l.other_path(u, v)) continue;
+          const flat_node& fu = view_->nodes[l.first + u];
+          const flat_node& fv = view_->nodes[l.first + v];
+          const auto hex = [](const std::vector<std::uint64_t>& b) {
+            std::vector<std::string> s;
+            for (auto x : b) s.push_back(fmt::format("{:#x}", x));
+            return joined(s);
+          };
+          std::string evidence = fmt::format(
+              "{} uses allocations {{{}}} and {} uses {{{}}}: none in common, and the edge {} → {} is the only "
+              "ordering between them",
+              fu.name, hex(a.buffers), fv.name, hex(b.buffers), fu.name, fv.name);
+          severity s = severity::info;
+          if (profiled() && p_.median_wall > 0) {
+            const node_profile* pu = profile_of(fu);
+            const node_profile* pv = profile_of(fv);
+            if (pu != nullptr && pv != nullptr) {
+              const double overlap = std::min(pu->median_us, pv->median_us);
+              evidence += fmt::format("; medians {} and {}: running them side by side could save up to {} ({} of "
+                                      "the median wall time)",
+                                      us(pu->median_us), us(pv->median_us), us(overlap),
+                                      percent(overlap / p_.median_wall));
+              if (overlap > t_.gap_share * p_.median_wall) s = severity::warning;
+            }
+          }
+          add("serialised_branches", s, {fu.name, fv.name}, std::move(evidence),
+              fmt::format("if {} does not read or write what {} writes, drop the dependency so they can run in "
+                          "parallel (capture them on forked streams, or add {} without the edge); check first: "
+                          "kernels can share memory through pointers stored in device memory, which the buffer "
+                          "list does not see",
+                          fv.name, fu.name, fv.name));
+        }
+  }
+
+  // 12. WHILE bodies too small to pay for an iteration.
+  void tiny_loop_body() {
+    if (!view_) return;
+    for (std::size_t fi = 0; fi < view_->nodes.size(); ++fi) {
+      const flat_node& f = view_->nodes[fi];
+      if (f.d->kind != node_kind::conditional || f.d->conditional_type != "while" || f.d->bodies.empty()) continue;
+      // The body's nodes (nested included): flat nodes whose path extends this node's path by body 0.
+      std::vector<std::size_t> body_path = f.path;
+      body_path.push_back(0);
+      std::size_t kernels = 0, measured = 0, records = 0, launches = 0;
+      double per_iteration = 0;
+      for (const flat_node& n : view_->nodes) {
+        if (n.path.size() <= body_path.size() || !std::equal(body_path.begin(), body_path.end(), n.path.begin()))
+          continue;
+        if (n.d->kind == node_kind::kernel) ++kernels;
+        if (const node_profile* np = profiled() ? profile_of(n) : nullptr) {
+          ++measured;
+          per_iteration += np->median_us;
+          records = std::max(records, np->records);
+          launches = std::max(launches, np->launches);
+        }
+      }
+      if (measured > 0) {
+        if (per_iteration >= t_.tiny_body_us) continue;
+        const double iterations = launches == 0 ? 0 : static_cast<double>(records) / static_cast<double>(launches);
+        add("tiny_loop_body", severity::warning, {f.name},
+            fmt::format("the WHILE body takes {} per iteration (sum of its {} measured nodes' medians; {} kernel "
+                        "nodes), below {}; about {:.0f} iterations per launch pay the loop's per-iteration overhead",
+                        us(per_iteration), measured, kernels, us(t_.tiny_body_us), iterations),
+            "do more work per iteration: unroll k iterations into the body (k copies of the step, the condition "
+            "checked once per k), or give each iteration a larger piece of work");
+        continue;
+      }
+      if (kernels > t_.tiny_body_nodes) continue;
+      add("tiny_loop_body", severity::info, {f.name},
+          fmt::format("the WHILE body holds {}, at most {} (no profile of it to measure an iteration)",
+                      plural(kernels, "kernel node", "kernel nodes"), t_.tiny_body_nodes),
+          "do more work per iteration: unroll k iterations into the body (k copies of the step, the condition "
+          "checked once per k), or give each iteration a larger piece of work");
+    }
+  }
+
+  // 13. The legacy default stream.
+  void legacy_stream() {
+    if (in_.graph != nullptr && in_.graph->captured_on_blocking_stream)
+      add("legacy_stream", severity::warning, {},
+          "captured on a blocking stream (created without cudaStreamNonBlocking): its work synchronises with the "
+          "legacy default stream",
+          "capture on a stream created with cudaStreamNonBlocking (conveyor::stream is by default)");
+    if (in_.exec != nullptr && in_.exec->launched_on_legacy_stream)
+      add("legacy_stream", severity::warning, {},
+          "a launch went to the legacy default stream (stream 0 or cudaStreamLegacy): it serialises with every "
+          "blocking stream on the device",
+          "launch on a non-default stream created with cudaStreamNonBlocking (conveyor::stream is by default)");
+  }
+};
+
+} // namespace
+
+std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds) {
+  return doctor(in, thresholds).run();
+}
+
+std::string to_text(const std::vector<finding>& findings, std::string_view name) {
+  const std::string head = name.empty() ? std::string("tuning doctor") : fmt::format("tuning doctor: {}", name);
+  if (findings.empty()) return fmt::format("{}: no findings\n", head);
+  std::size_t counts[3]{};
+  for (const auto& f : findings) ++counts[static_cast<int>(f.level)];
+  std::string out = fmt::format("{}: {} ({} critical, {} warning, {} info)\n", head,
+                                plural(findings.size(), "finding", "findings"), counts[2], counts[1], counts[0]);
+  for (const auto& f : findings) {
+    out += fmt::format("\n[{}] {}\n", to_string(f.level), f.check);
+    if (!f.nodes.empty()) out += fmt::format("  nodes:    {}\n", joined(f.nodes));
+    out += fmt::format("  evidence: {}\n  fix:      {}\n", f.evidence, f.fix);
+  }
+  return out;
+}
+
+std::string to_json(const std::vector<finding>& findings, int indent) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array(); // keys in the documented order
+  for (const auto& f : findings)
+    out.push_back({{"check", f.check},
+                   {"severity", to_string(f.level)},
+                   {"nodes", f.nodes},
+                   {"evidence", f.evidence},
+                   {"fix", f.fix}});
+  return out.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+} // namespace conveyor::profile

@@ -1,0 +1,201 @@
+// to_dot(description, report, ...): the graph coloured by each node's share of its track's time; to_text(report):
+// the report as a table.
+#include "conveyor/profile/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace conveyor::profile {
+
+namespace {
+
+// DOT double-quoted string: escape backslashes and quotes; "\n" becomes DOT's line break.
+std::string dot_quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+constexpr std::string_view no_data_colour = "#d9d9d9";
+
+// White (share 0) to red (the largest share).
+std::string share_colour(double share, double max_share) {
+  const double f = max_share > 0 ? std::clamp(share / max_share, 0.0, 1.0) : 0.0;
+  const auto gb = static_cast<unsigned>(std::lround(255.0 * (1.0 - f)));
+  return fmt::format("#ff{:02x}{:02x}", gb, gb);
+}
+
+struct dot_context {
+  const std::map<std::vector<std::size_t>, const node_profile*>& profiles;
+  double max_share = 0;
+};
+
+// The total time and share of the profiled nodes in `path`'s bodies.
+std::pair<double, double> body_totals(const dot_context& c, const std::vector<std::size_t>& path) {
+  double total = 0;
+  double share = 0;
+  for (const auto& [p, profile] : c.profiles)
+    if (p.size() > path.size() && std::equal(path.begin(), path.end(), p.begin())) {
+      total += profile->total_us;
+      share += profile->share;
+    }
+  return {total, share};
+}
+
+void write_body(std::string& out, const dot_context& c, const graph_description& d, const std::string& prefix,
+                const std::vector<std::size_t>& path, int depth) {
+  const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const auto& n = d.nodes[i];
+    auto node_path = path;
+    node_path.push_back(i);
+    const std::string id = fmt::format("{}{}", prefix, i);
+    std::string label = n.display_name();
+    std::string colour(no_data_colour);
+    if (auto p = c.profiles.find(node_path); p != c.profiles.end()) {
+      const auto& profile = *p->second;
+      label += fmt::format("\nmedian {:.2f} µs", profile.median_us);
+      if (profile.records != profile.launches) label += fmt::format(" ({} records)", profile.records);
+      label += fmt::format("\ntotal {:.1f} µs / {:.1f} %", profile.total_us, profile.share * 100);
+      colour = share_colour(profile.share, c.max_share);
+    } else if (!n.bodies.empty()) {
+      const auto [total, share] = body_totals(c, node_path);
+      label += fmt::format("\n{}", to_string(n.kind));
+      if (total > 0) label += fmt::format("\nbodies: total {:.1f} µs / {:.1f} %", total, share * 100);
+    } else {
+      label += fmt::format("\n{}\nno profile data", to_string(n.kind));
+    }
+    out += fmt::format("{}{} [label={}, fillcolor={}];\n", indent, id, dot_quoted(label), dot_quoted(colour));
+    for (std::size_t b = 0; b < n.bodies.size(); ++b) {
+      const std::string body_prefix = fmt::format("{}_{}_", id, b);
+      out += fmt::format("{}subgraph cluster_{}_{} {{\n{}  label={}; style=dashed;\n", indent, id, b, indent,
+                         dot_quoted(fmt::format("body {} of {}", b, n.display_name())));
+      auto body_path = node_path;
+      body_path.push_back(b);
+      write_body(out, c, n.bodies[b], body_prefix, body_path, depth + 1);
+      out += fmt::format("{}}}\n", indent);
+      if (!n.bodies[b].nodes.empty())
+        out += fmt::format("{}{} -> {}0 [style=dashed, arrowhead=odot];\n", indent, id, body_prefix);
+    }
+  }
+  for (const auto& [from, to] : d.edges) out += fmt::format("{}{}{} -> {}{};\n", indent, prefix, from, prefix, to);
+}
+
+std::string track_name(const std::string& track) {
+  return track.empty() ? std::string("(outside steps)") : fmt::format("\"{}\"", track);
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+} // namespace
+
+std::string to_dot(const graph_description& d, const profile_report& r, std::string_view graph, std::string_view track,
+                   std::string_view name) {
+  // An empty track selects the graph's nodes outside steps if there are any, else those of the first track it ran in.
+  std::string chosen(track);
+  if (track.empty()) {
+    const auto outside = std::find_if(r.nodes.begin(), r.nodes.end(), [&](const node_profile& n) {
+      return n.ref.graph == graph && n.ref.track.empty();
+    });
+    const auto any = std::find_if(r.nodes.begin(), r.nodes.end(), [&](const node_profile& n) {
+      return n.ref.graph == graph;
+    });
+    if (outside == r.nodes.end() && any != r.nodes.end()) chosen = any->ref.track;
+  }
+  std::map<std::vector<std::size_t>, const node_profile*> profiles;
+  double max_share = 0;
+  for (const auto& n : r.nodes) {
+    if (n.ref.graph != graph || n.ref.track != chosen || n.ref.path.empty()) continue;
+    profiles.emplace(n.ref.path, &n);
+    max_share = std::max(max_share, n.share);
+  }
+  const dot_context c{profiles, max_share};
+  std::string out = fmt::format("digraph {} {{\n", dot_quoted(name));
+  out += fmt::format("  label={}; labelloc=t;\n",
+                     dot_quoted(fmt::format("{}: {} (colour: share of the track's node time)", graph,
+                                            track_name(chosen))));
+  out += "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n";
+  write_body(out, c, d, "n", {}, 1);
+  out += "}\n";
+  return out;
+}
+
+std::string to_text(const profile_report& r, std::size_t top) {
+  std::string out;
+  const double coverage =
+      r.records > 0 ? 100.0 * static_cast<double>(r.attributed) / static_cast<double>(r.records) : 100.0;
+  out += fmt::format("profile{}: {} records, {} attributed ({:.1f} %)\n",
+                     r.device_name.empty() ? std::string() : fmt::format(" on {}", r.device_name), r.records,
+                     r.attributed, coverage);
+  if (r.dropped_records > 0)
+    out += fmt::format("WARNING: CUPTI dropped {} records (activity buffers full): the numbers below miss that work\n",
+                       r.dropped_records);
+  for (const auto& s : r.tracks) {
+    std::size_t gaps = 0;
+    const launch_profile* largest = nullptr;
+    std::vector<double> api;
+    for (const auto& l : r.launches) {
+      if (l.track != s.track) continue;
+      gaps += l.gap_count;
+      if (largest == nullptr || l.largest_gap.duration_us > largest->largest_gap.duration_us) largest = &l;
+      if (l.api_to_gpu_us >= 0) api.push_back(l.api_to_gpu_us);
+    }
+    out += fmt::format("\ntrack {}: {} launches, median wall {:.2f} µs, median busy {:.2f} µs, utilisation {:.1f} %, "
+                       "span utilisation {:.1f} %\n",
+                       track_name(s.track), s.launches, s.median_wall_us, s.median_busy_us, s.utilisation * 100,
+                       s.span_utilisation * 100);
+    out += fmt::format("  gaps: {} ({:.2f} µs in total); critical path {:.2f} µs of {:.2f} µs wall (medians)",
+                       gaps, s.gap_total_us, s.median_critical_path_us, s.median_wall_us);
+    if (!api.empty()) out += fmt::format("; API call to GPU start {:.2f} µs (median)", median_of(api));
+    out += fmt::format("; node time / busy time {:.2f}\n", s.busy_us > 0 ? s.node_time_us / s.busy_us : 0.0);
+    if (largest != nullptr && largest->largest_gap.duration_us > 0) {
+      const auto& g = largest->largest_gap;
+      out += fmt::format("  largest gap: {:.2f} µs after '{}' before '{}' ({} at {:.2f} µs){}\n", g.duration_us,
+                         g.after, g.before,
+                         largest->step != 0 ? fmt::format("step {}", largest->step)
+                                            : fmt::format("launch {}", largest->correlation),
+                         g.start_us, g.on_critical_path ? ", on the critical path" : "");
+    }
+    std::vector<const node_profile*> nodes;
+    for (const auto& n : r.nodes)
+      if (n.ref.track == s.track) nodes.push_back(&n);
+    if (nodes.empty()) continue;
+    const std::size_t shown = std::min(top, nodes.size());
+    std::size_t width = 4;
+    for (std::size_t k = 0; k < shown; ++k)
+      width = std::max(width, std::min<std::size_t>(nodes[k]->ref.label.size(), 60));
+    out += fmt::format("  {:<{}}  {:>7}  {:>10}  {:>9}  {:>9}  {:>9}  {:>6}\n", "node", width, "records", "total µs",
+                       "median µs", "min µs", "max µs", "share");
+    for (std::size_t k = 0; k < shown; ++k) {
+      const auto& n = *nodes[k];
+      out += fmt::format("  {:<{}}  {:>7}  {:>10.2f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {:>5.1f}%\n", n.ref.label, width,
+                         n.records, n.total_us, n.median_us, n.min_us, n.max_us, n.share * 100);
+    }
+    if (nodes.size() > shown) out += fmt::format("  ... and {} more nodes\n", nodes.size() - shown);
+  }
+  if (!r.unattributed.empty()) {
+    std::size_t count = 0;
+    for (const auto& g : r.unattributed) count += g.records;
+    out += fmt::format("\nunattributed: {} of {} records\n", count, r.records);
+    for (const auto& g : r.unattributed)
+      out += fmt::format("  {} records: {} (e.g. {})\n", g.records, g.reason, g.example);
+  }
+  for (const auto& note : r.notes) out += fmt::format("\nnote: {}\n", note);
+  return out;
+}
+
+} // namespace conveyor::profile

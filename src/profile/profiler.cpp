@@ -1,0 +1,414 @@
+// conveyor::profile::profiler: CUPTI Activity API records (kernels, copies, memsets with their executable graph and
+// node ids; the runtime and driver API calls that enqueued them; external correlation ids for steps), collected
+// into plain values (trace.hpp) for the analysis.
+
+#include "conveyor/profile/profiler.hpp"
+
+#include "conveyor/error.hpp"
+#include "conveyor/execute/graph_exec.hpp"
+#include "kinds/kinds.hpp"
+
+#include <cupti.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace conveyor::profile {
+
+namespace {
+
+constexpr std::size_t buffer_alignment = 8;                   // CUPTI's requirement for activity buffers
+constexpr CUpti_ExternalCorrelationKind step_kind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+
+void check_cupti(CUptiResult rc, const char* call) {
+  if (rc == CUPTI_SUCCESS) return;
+  const char* text = nullptr;
+  if (cuptiGetResultString(rc, &text) != CUPTI_SUCCESS || text == nullptr) text = "unknown CUPTI error";
+  throw profiler_error(fmt::format("conveyor::profile: {} failed: {} ({}){}", call, text, static_cast<int>(rc),
+                                   rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                                       ? ": another CUPTI tool (compute-sanitizer, Nsight Systems or Compute, a "
+                                         "profiler of another library) is attached to the process; run without it"
+                                       : ""));
+}
+
+std::uint64_t now_ns() noexcept {
+  std::uint64_t t = 0;
+  (void)cuptiGetTimestamp(&t);
+  return t;
+}
+
+const char* copy_kind_name(std::uint8_t kind) noexcept {
+  switch (kind) {
+  case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
+  default: return "other";
+  }
+}
+
+// The activity kinds a profiler enables, in order (disabled in reverse).
+std::vector<CUpti_ActivityKind> kinds_for(const profiler_options& o) {
+  std::vector<CUpti_ActivityKind> k{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                    CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+  if (o.copies) {
+    k.push_back(CUPTI_ACTIVITY_KIND_MEMCPY);
+    k.push_back(CUPTI_ACTIVITY_KIND_MEMSET);
+  }
+  return k;
+}
+
+thread_local std::uint64_t t_step = 0; // the step the calling thread is in (0: none)
+
+} // namespace
+
+struct profiler::state {
+  profiler_options options;
+  std::vector<CUpti_ActivityKind> kinds;
+  std::mutex mutex; // guards everything below: CUPTI delivers buffers on its own thread
+  std::vector<activity> activities;
+  std::vector<api_call> api_calls;
+  std::unordered_map<std::uint32_t, std::uint64_t> step_of; // correlation id -> step id (external correlation)
+  std::vector<step_info> steps;
+  std::vector<watched_graph> graphs;
+  std::uint64_t dropped = 0;
+  std::uint64_t next_step = 1;
+  std::mutex control;              // serialises pause() and resume() (never held with `mutex`: CUPTI may deliver
+  std::atomic<bool> paused{false}; // a buffer, which takes `mutex`, inside its enable and disable calls)
+  std::unordered_map<std::string, std::string> names; // mangled -> readable kernel names, demangled once
+
+  void take(const CUpti_Activity* r);
+};
+
+namespace {
+
+std::mutex g_active_mutex; // guards g_active, and a buffer's delivery against the profiler's destruction
+profiler::state* g_active = nullptr;
+bool g_callbacks_registered = false;
+// The CUPTI id of an executable graph made when the process's first profiler started: executable graphs with smaller
+// ids were instantiated before (CUPTI numbers them in creation order). Guarded by g_active_mutex.
+std::uint32_t g_first_exec_id = 0;
+
+// Instantiates an empty graph and returns its CUPTI id (0 when anything fails).
+std::uint32_t current_exec_id() noexcept {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t e = nullptr;
+  cudaGraphNode_t n = nullptr;
+  std::uint32_t id = 0;
+  if (cudaGraphCreate(&g, 0) == cudaSuccess && cudaGraphAddEmptyNode(&n, g, nullptr, 0) == cudaSuccess &&
+      cudaGraphInstantiate(&e, g, 0) == cudaSuccess)
+    (void)cuptiGetGraphExecId(reinterpret_cast<CUgraphExec>(e), &id);
+  if (e != nullptr) (void)cudaGraphExecDestroy(e);
+  if (g != nullptr) (void)cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+  return id;
+}
+
+void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
+  std::size_t bytes = 8u << 20;
+  {
+    std::lock_guard lock(g_active_mutex);
+    if (g_active != nullptr) bytes = g_active->options.buffer_bytes;
+  }
+  *buffer = static_cast<std::uint8_t*>(::operator new(bytes, std::align_val_t{buffer_alignment}, std::nothrow));
+  *size = *buffer != nullptr ? bytes : 0;
+  *max_records = 0; // as many as fit
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream_id, std::uint8_t* buffer, std::size_t,
+                               std::size_t valid) {
+  {
+    std::lock_guard lock(g_active_mutex);
+    if (g_active != nullptr) {
+      std::lock_guard records(g_active->mutex);
+      CUpti_Activity* r = nullptr;
+      while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) g_active->take(r);
+      std::size_t dropped = 0;
+      if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS)
+        g_active->dropped += dropped;
+    }
+  }
+  ::operator delete(buffer, std::align_val_t{buffer_alignment});
+}
+
+} // namespace
+
+void profiler::state::take(const CUpti_Activity* r) {
+  if (activities.size() >= options.max_records &&
+      (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_MEMCPY ||
+       r->kind == CUPTI_ACTIVITY_KIND_MEMSET)) {
+    ++dropped;
+    return;
+  }
+  switch (r->kind) {
+  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+  case CUPTI_ACTIVITY_KIND_KERNEL: {
+    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
+    activity a;
+    a.kind = activity_kind::kernel;
+    a.start_ns = k->start;
+    a.end_ns = std::max(k->end, k->start);
+    a.device = k->deviceId;
+    a.stream = k->streamId;
+    a.correlation = k->correlationId;
+    a.exec_id = k->graphId;
+    a.node_id = k->graphNodeId;
+    const std::string mangled = k->name != nullptr ? k->name : "";
+    auto it = names.find(mangled);
+    if (it == names.end()) it = names.emplace(mangled, detail::readable_kernel_name(mangled.c_str())).first;
+    a.name = it->second;
+    a.grid = {static_cast<unsigned>(k->gridX), static_cast<unsigned>(k->gridY), static_cast<unsigned>(k->gridZ)};
+    a.block = {static_cast<unsigned>(k->blockX), static_cast<unsigned>(k->blockY),
+               static_cast<unsigned>(k->blockZ)};
+    activities.push_back(std::move(a));
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_MEMCPY: {
+    const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
+    activity a;
+    a.kind = activity_kind::memcpy;
+    a.start_ns = m->start;
+    a.end_ns = std::max(m->end, m->start);
+    a.device = m->deviceId;
+    a.stream = m->streamId;
+    a.correlation = m->correlationId;
+    a.exec_id = m->graphId;
+    a.node_id = m->graphNodeId;
+    a.bytes = m->bytes;
+    a.copy_kind = copy_kind_name(m->copyKind);
+    a.name = "memcpy " + a.copy_kind;
+    activities.push_back(std::move(a));
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_MEMSET: {
+    const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
+    activity a;
+    a.kind = activity_kind::memset;
+    a.start_ns = m->start;
+    a.end_ns = std::max(m->end, m->start);
+    a.device = m->deviceId;
+    a.stream = m->streamId;
+    a.correlation = m->correlationId;
+    a.exec_id = m->graphId;
+    a.node_id = m->graphNodeId;
+    a.bytes = m->bytes;
+    a.name = "memset";
+    activities.push_back(std::move(a));
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_RUNTIME:
+  case CUPTI_ACTIVITY_KIND_DRIVER: {
+    const auto* c = reinterpret_cast<const CUpti_ActivityAPI*>(r);
+    api_call call;
+    call.correlation = c->correlationId;
+    call.start_ns = c->start;
+    call.end_ns = c->end;
+    const char* name = nullptr;
+    const auto domain = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                               : CUPTI_CB_DOMAIN_DRIVER_API;
+    if (cuptiGetCallbackName(domain, c->cbid, &name) == CUPTI_SUCCESS && name != nullptr) call.name = name;
+    // "cudaGraphLaunch_v10000" -> "cudaGraphLaunch"
+    if (const auto v = call.name.find("_v"); v != std::string::npos && v + 2 < call.name.size() &&
+                                              std::isdigit(static_cast<unsigned char>(call.name[v + 2])))
+      call.name.erase(v);
+    call.graph_launch = call.name.rfind("cudaGraphLaunch", 0) == 0 || call.name.rfind("cuGraphLaunch", 0) == 0;
+    api_calls.push_back(std::move(call));
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+    const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(r);
+    if (e->externalKind == step_kind) step_of[e->correlationId] = e->externalId;
+    break;
+  }
+  default: break;
+  }
+}
+
+// ---- step_scope ----------------------------------------------------------------------------------------------
+
+step_scope::step_scope(step_scope&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)), id_(std::exchange(other.id_, 0)) {}
+
+step_scope::~step_scope() {
+  if (owner_ != nullptr) owner_->end_step(id_);
+}
+
+// ---- profiler ------------------------------------------------------------------------------------------------
+
+profiler::profiler(const profiler_options& options) : state_(std::make_unique<state>()) {
+  if (options.buffer_bytes < (64u << 10))
+    throw std::invalid_argument(fmt::format("conveyor::profile::profiler: buffer_bytes {} is below 64 KiB",
+                                            options.buffer_bytes));
+  if (options.max_records == 0)
+    throw std::invalid_argument("conveyor::profile::profiler: max_records must be at least 1");
+  state_->options = options;
+  state_->kinds = kinds_for(options);
+  {
+    std::lock_guard lock(g_active_mutex);
+    if (g_active != nullptr)
+      throw profiler_error("conveyor::profile::profiler: another profiler is active in this process (CUPTI allows "
+                           "one); destroy it first");
+    g_active = state_.get();
+  }
+  try {
+    // CUDA must be initialised for CUPTI's timestamps and ids to share the device's clock.
+    check(cudaFree(nullptr), "cudaFree(nullptr) (initialising CUDA for the profiler)");
+    if (!g_callbacks_registered) {
+      check_cupti(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+      g_callbacks_registered = true;
+    }
+    for (std::size_t i = 0; i < state_->kinds.size(); ++i) {
+      const CUptiResult rc = cuptiActivityEnable(state_->kinds[i]);
+      if (rc != CUPTI_SUCCESS) {
+        for (std::size_t j = i; j-- > 0;) (void)cuptiActivityDisable(state_->kinds[j]);
+        check_cupti(rc, fmt::format("cuptiActivityEnable(kind {})", static_cast<int>(state_->kinds[i])).c_str());
+      }
+    }
+  } catch (...) {
+    std::lock_guard lock(g_active_mutex);
+    g_active = nullptr;
+    throw;
+  }
+  // Not under g_active_mutex: instantiating makes CUPTI records, and CUPTI may ask for a buffer (which takes the
+  // mutex) on this thread.
+  bool first = false;
+  {
+    std::lock_guard lock(g_active_mutex);
+    first = g_first_exec_id == 0;
+  }
+  if (first) {
+    const std::uint32_t id = current_exec_id();
+    std::lock_guard lock(g_active_mutex);
+    if (g_first_exec_id == 0) g_first_exec_id = id;
+  }
+}
+
+void profiler::pause() {
+  std::lock_guard lock(state_->control);
+  if (state_->paused) return;
+  for (const auto k : state_->kinds)
+    if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_MEMCPY || k == CUPTI_ACTIVITY_KIND_MEMSET)
+      check_cupti(cuptiActivityDisable(k), "cuptiActivityDisable");
+  state_->paused = true;
+}
+
+void profiler::resume() {
+  std::lock_guard lock(state_->control);
+  if (!state_->paused) return;
+  for (const auto k : state_->kinds)
+    if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_MEMCPY || k == CUPTI_ACTIVITY_KIND_MEMSET)
+      check_cupti(cuptiActivityEnable(k), "cuptiActivityEnable");
+  state_->paused = false;
+}
+
+bool profiler::paused() const noexcept { return state_->paused; }
+
+profiler::~profiler() {
+  for (auto it = state_->kinds.rbegin(); it != state_->kinds.rend(); ++it) (void)cuptiActivityDisable(*it);
+  (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::lock_guard lock(g_active_mutex);
+  g_active = nullptr;
+}
+
+void profiler::watch(const graph_exec& exec, std::string name, graph_description description) {
+  if (exec.get() == nullptr)
+    throw std::invalid_argument(fmt::format("conveyor::profile::profiler::watch('{}'): an empty (moved-from) "
+                                            "executable graph", name));
+  std::uint32_t id = 0;
+  check_cupti(cuptiGetGraphExecId(reinterpret_cast<CUgraphExec>(exec.get()), &id), "cuptiGetGraphExecId");
+  bool before = false;
+  {
+    std::lock_guard lock(g_active_mutex);
+    before = g_first_exec_id != 0 && id < g_first_exec_id;
+  }
+  std::lock_guard lock(state_->mutex);
+  for (auto& g : state_->graphs)
+    if (g.exec_id == id) {
+      g.name = std::move(name);
+      g.graph = std::move(description);
+      g.instantiated_before_profiling = before;
+      return;
+    }
+  state_->graphs.push_back(watched_graph{id, std::move(name), std::move(description), before});
+}
+
+step_scope profiler::step(std::string track) {
+  if (t_step != 0)
+    throw std::logic_error(fmt::format("conveyor::profile::profiler::step('{}'): the calling thread is already in "
+                                       "step {}; steps do not nest", track, t_step));
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(state_->mutex);
+    id = state_->next_step++;
+    state_->steps.push_back(step_info{id, std::move(track), now_ns(), 0});
+  }
+  check_cupti(cuptiActivityPushExternalCorrelationId(step_kind, id), "cuptiActivityPushExternalCorrelationId");
+  t_step = id;
+  return step_scope(this, id);
+}
+
+void profiler::end_step(std::uint64_t id) noexcept {
+  std::uint64_t popped = 0;
+  (void)cuptiActivityPopExternalCorrelationId(step_kind, &popped);
+  t_step = 0;
+  const std::uint64_t end = now_ns();
+  std::lock_guard lock(state_->mutex);
+  for (auto it = state_->steps.rbegin(); it != state_->steps.rend(); ++it)
+    if (it->id == id) {
+      it->host_end_ns = end;
+      break;
+    }
+}
+
+trace profiler::collect() {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before collecting the profile)");
+  check_cupti(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+  trace t;
+  {
+    std::lock_guard lock(state_->mutex);
+    t.activities = std::move(state_->activities);
+    state_->activities.clear();
+    auto calls = std::move(state_->api_calls);
+    state_->api_calls.clear();
+    auto step_of = std::move(state_->step_of);
+    state_->step_of.clear();
+    t.graphs = state_->graphs; // watched graphs stay watched
+    // Steps that ended are handed over; one still open stays for the next collect.
+    std::vector<step_info> open;
+    for (auto& s : state_->steps) (s.host_end_ns != 0 ? t.steps : open).push_back(std::move(s));
+    state_->steps = std::move(open);
+    t.dropped_records = std::exchange(state_->dropped, 0);
+
+    std::unordered_set<std::uint32_t> enqueued; // correlation ids that enqueued GPU work
+    for (auto& a : t.activities) {
+      if (a.correlation == 0) continue;
+      enqueued.insert(a.correlation);
+      if (auto it = step_of.find(a.correlation); it != step_of.end()) a.step = it->second;
+    }
+    for (auto& c : calls) {
+      if (!c.graph_launch && !enqueued.contains(c.correlation)) continue; // synchronisations, queries, ...
+      if (auto it = step_of.find(c.correlation); it != step_of.end()) c.step = it->second;
+      t.api_calls.push_back(std::move(c));
+    }
+  }
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess)
+    t.device_name = prop.name;
+  else
+    (void)cudaGetLastError();
+  return t;
+}
+
+profile_report profiler::report(const analyze_options& options) { return analyze(collect(), options); }
+
+} // namespace conveyor::profile
