@@ -39,6 +39,7 @@ struct cli_options {
   std::string workload = "all";
   std::string profile_dir;
   std::string data = conveyor::train::default_data_dir;
+  bool data_given = false; // --data on the command line
 };
 
 //! A session for `workload`: the doctor, a profile of its graph modes, the trace written into `dir` when given.
@@ -157,11 +158,13 @@ void run(const cli_options& o) {
   // The data set first (no GPU needed to report it); with --workload all a missing one skips train.
   std::optional<conveyor::train::dataset> data;
   std::string train_skipped;
+  if (o.data_given && !selected("train"))
+    throw CLI::ValidationError("--data", "is read by the train workload only (--workload train or all)");
   if (selected("train")) {
     try {
       data = conveyor::train::load_fashion_mnist(o.data);
     } catch (const std::exception& e) {
-      if (!all) throw;
+      if (!all || o.data_given) throw; // a folder named on the command line must hold the data
       train_skipped = e.what();
     }
   }
@@ -200,7 +203,10 @@ void register_doctor_command(CLI::App& app) {
   sub->add_option("--profile-dir", opts->profile_dir,
                   "Also write each workload's profile into DIR (created): WORKLOAD.json (Perfetto), WORKLOAD.dot "
                   "and .svg (the graph coloured by time)");
-  sub->add_option("--data", opts->data, "Folder holding the four Fashion-MNIST IDX .gz files (train)")
-      ->capture_default_str();
-  sub->callback([opts] { run(*opts); });
+  auto* data = sub->add_option("--data", opts->data, "Folder holding the four Fashion-MNIST IDX .gz files (train)")
+                   ->capture_default_str();
+  sub->callback([opts, data] {
+    opts->data_given = data->count() > 0;
+    run(*opts);
+  });
 }

@@ -74,7 +74,7 @@ void keep_steps_only(profile::trace& t) {
     std::uint32_t exec;
   };
   std::vector<launch> launches;
-  for (const auto& c : t.api_calls)
+  for (const auto& c : t.host_calls)
     if (c.graph_launch) {
       const auto it = exec_of.find(c.correlation);
       launches.push_back({c.start_ns, c.step, it == exec_of.end() ? 0u : it->second});
@@ -92,7 +92,7 @@ void keep_steps_only(profile::trace& t) {
     return std::prev(after)->step != 0;
   };
   std::erase_if(t.activities, [&](const profile::activity& a) { return !in_step(a); });
-  std::erase_if(t.api_calls, [](const profile::api_call& c) { return c.step == 0; });
+  std::erase_if(t.host_calls, [](const profile::host_call& c) { return c.step == 0; });
 }
 
 //! Renders `dot_file` as SVG into `svg_file` with Graphviz (`dot -Tsvg`, found on PATH), atomically: a temporary
@@ -272,13 +272,13 @@ void profiling::merge(profile::trace t) {
     for (auto& s : t.steps) s.id += offset;
     for (auto& a : t.activities)
       if (a.step != 0) a.step += offset;
-    for (auto& call : t.api_calls)
+    for (auto& call : t.host_calls)
       if (call.step != 0) call.step += offset;
   }
   c.activities.insert(c.activities.end(), std::make_move_iterator(t.activities.begin()),
                       std::make_move_iterator(t.activities.end()));
-  c.api_calls.insert(c.api_calls.end(), std::make_move_iterator(t.api_calls.begin()),
-                     std::make_move_iterator(t.api_calls.end()));
+  c.host_calls.insert(c.host_calls.end(), std::make_move_iterator(t.host_calls.begin()),
+                     std::make_move_iterator(t.host_calls.end()));
   c.steps.insert(c.steps.end(), std::make_move_iterator(t.steps.begin()), std::make_move_iterator(t.steps.end()));
   for (auto& g : t.graphs) {
     const auto same = std::find_if(c.graphs.begin(), c.graphs.end(),

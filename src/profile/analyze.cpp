@@ -266,8 +266,8 @@ void resolve_launches(const trace& t, analysis& an) {
       if (!fresh) it->second = {std::min(it->second.first, a.start_ns), std::max(it->second.second, a.end_ns)};
     }
   }
-  std::unordered_map<std::uint32_t, const api_call*> calls;
-  for (const auto& c : t.api_calls) {
+  std::unordered_map<std::uint32_t, const host_call*> calls;
+  for (const auto& c : t.host_calls) {
     auto [it, fresh] = calls.try_emplace(c.correlation, &c);
     if (!fresh && c.start_ns < it->second->start_ns) it->second = &c;
   }
@@ -387,6 +387,10 @@ void form_units(const trace& t, analysis& an, const analyze_options& options) {
 }
 
 // The chain of activities, first to last, each of which waited for the one before it (see report.hpp).
+// How far back the critical path's search for a gating activity looks after it found a candidate (activities, in
+// start order): exact while no activity in the unit is longer than the stretch this covers, bounded always.
+constexpr std::size_t scan_limit = 4096;
+
 std::vector<std::size_t> critical_path(const trace& t, const analysis& an, const unit& u) {
   const auto& m = u.members; // by start time
   if (m.empty()) return {};
@@ -420,9 +424,11 @@ std::vector<std::size_t> critical_path(const trace& t, const analysis& an, const
         m.begin());
     std::size_t best = npos;
     std::uint64_t best_end = 0;
+    std::size_t scanned_past = 0; // members looked at after the first candidate: bounded (one long activity would
+                                  // otherwise defeat the duration bound and make the walk quadratic)
     for (std::size_t k = hi; k-- > 0;) {
       const auto& a = t.activities[m[k]];
-      if (best != npos && a.start_ns + max_duration < best_end) break;
+      if (best != npos && (a.start_ns + max_duration < best_end || ++scanned_past > scan_limit)) break;
       if (visited[k] || a.end_ns > limit || !accept(m[k])) continue;
       if (best == npos || a.end_ns > best_end) {
         best = k;
@@ -485,7 +491,7 @@ struct call_starts {
   std::unordered_map<std::uint32_t, std::uint64_t> by_correlation;
 
   explicit call_starts(const trace& t) {
-    for (const auto& c : t.api_calls) {
+    for (const auto& c : t.host_calls) {
       if (c.step != 0) {
         auto [it, fresh] = by_step.try_emplace(c.step, c.start_ns);
         if (!fresh) it->second = std::min(it->second, c.start_ns);
@@ -617,10 +623,17 @@ analysis analyse(const trace& t, const analyze_options& options) {
     an.graphs.push_back(std::move(fg));
   }
   std::unordered_map<std::uint32_t, const flat_graph*> by_exec;
-  for (const auto& g : an.graphs) by_exec.try_emplace(g.watched->exec_id, &g);
+  for (const auto& g : an.graphs)
+    if (!by_exec.try_emplace(g.watched->exec_id, &g).second)
+      throw std::invalid_argument(fmt::format("conveyor::profile::analyze: executable graph {} is watched twice "
+                                              "('{}'); give each executable graph one description",
+                                              g.watched->exec_id, g.watched->name));
   an.activities.resize(t.activities.size());
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
     const auto& a = t.activities[i];
+    if (a.end_ns < a.start_ns)
+      throw std::invalid_argument(fmt::format("conveyor::profile::analyze: activity {} ('{}') ends before it starts "
+                                              "({} < {} ns)", i, a.name, a.end_ns, a.start_ns));
     auto& info = an.activities[i];
     info.correlation = a.correlation;
     info.step = a.step;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cstdint>
 #include <iterator>
@@ -250,8 +251,13 @@ profile_view view_of(const doctor_input& in) {
   const auto track_ok = [&](const std::string& t) { return in.profile_track.empty() || t == in.profile_track; };
   std::vector<double> walls;
   double gaps = 0;
+  // Launches with numbers no measurement gives (NaN, infinite or negative times) are left out.
+  const auto measured = [](const launch_profile& l) {
+    return std::isfinite(l.wall_us) && l.wall_us >= 0 && std::isfinite(l.gap_total_us) && l.gap_total_us >= 0 &&
+           std::isfinite(l.critical_gaps_us) && l.critical_gaps_us >= 0;
+  };
   for (const auto& l : in.profile->launches)
-    if (l.graph == in.profile_graph && track_ok(l.track)) {
+    if (l.graph == in.profile_graph && track_ok(l.track) && measured(l)) {
       v.launches.push_back(&l);
       walls.push_back(l.wall_us);
       gaps += l.gap_total_us;
@@ -860,6 +866,19 @@ private:
 } // namespace
 
 std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds) {
+  const auto check = [](double v, const char* name) {
+    if (!std::isfinite(v) || v < 0)
+      throw std::invalid_argument(fmt::format("conveyor::profile::diagnose: threshold {} must be a finite number >= 0, "
+                                              "got {}", name, v));
+  };
+  check(thresholds.launch_overhead_us, "launch_overhead_us");
+  check(thresholds.short_kernel_us, "short_kernel_us");
+  check(thresholds.gap_share, "gap_share");
+  check(thresholds.tiny_body_us, "tiny_body_us");
+  check(thresholds.churn_rate, "churn_rate");
+  if (thresholds.min_nodes == 0 || thresholds.pdl_chain < 2)
+    throw std::invalid_argument(fmt::format("conveyor::profile::diagnose: min_nodes must be >= 1 and pdl_chain >= 2, "
+                                            "got {} and {}", thresholds.min_nodes, thresholds.pdl_chain));
   return doctor(in, thresholds).run();
 }
 

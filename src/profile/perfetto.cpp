@@ -96,7 +96,7 @@ std::string to_perfetto(const trace& t, const profile_report& r, const perfetto_
   for (const auto& l : r.launches) analysed.try_emplace({l.track, l.step, l.correlation, l.start_ns}, &l);
 
   std::vector<slice> slices;
-  slices.reserve(t.activities.size() + an.units.size() + t.api_calls.size());
+  slices.reserve(t.activities.size() + an.units.size() + t.host_calls.size());
   std::vector<std::size_t> slice_of(t.activities.size(), npos);
   std::vector<std::size_t> unit_pid(an.units.size());
   for (std::size_t k = 0; k < an.units.size(); ++k) {
@@ -176,7 +176,7 @@ std::string to_perfetto(const trace& t, const profile_report& r, const perfetto_
       for (auto i : an.units[k].members)
         if (t.activities[i].correlation != 0) correlation_pid.try_emplace(t.activities[i].correlation, unit_pid[k]);
     }
-    for (const auto& c : t.api_calls) {
+    for (const auto& c : t.host_calls) {
       std::size_t p = npos;
       if (auto s = step_pid.find(c.step); c.step != 0 && s != step_pid.end()) p = s->second;
       else if (auto k = correlation_pid.find(c.correlation); k != correlation_pid.end()) p = k->second;
@@ -288,17 +288,28 @@ std::string to_perfetto(const trace& t, const profile_report& r, const perfetto_
       const auto& records = *list[n].second;
       const auto& g = *an.activities[records.front()].graph;
       std::vector<bool> active(g.nodes.size(), false);
-      for (auto i : records)
-        for (auto f = an.activities[i].flat; f != npos; f = g.nodes[f].owner) active[f] = true;
-      // The latest record under `p` that ended before `time` (+ tolerance).
-      auto source = [&](std::size_t p, std::uint64_t time) {
-        std::size_t best = npos;
-        for (auto i : records) {
-          const auto& a = t.activities[i];
-          if (a.end_ns > time + detail::tolerance_ns || !detail::is_within(g, an.activities[i].flat, p)) continue;
-          if (best == npos || a.end_ns > t.activities[best].end_ns) best = i;
+      // Per node: the records under it (itself or its bodies), by end time; and the records of the node itself.
+      std::vector<std::vector<std::size_t>> under(g.nodes.size());
+      std::vector<std::vector<std::size_t>> own(g.nodes.size());
+      for (auto i : records) {
+        const auto flat = an.activities[i].flat;
+        if (flat == npos) continue;
+        own[flat].push_back(i);
+        for (auto f = flat; f != npos; f = g.nodes[f].owner) {
+          active[f] = true;
+          under[f].push_back(i);
         }
-        return best;
+      }
+      for (auto& v : under)
+        std::sort(v.begin(), v.end(),
+                  [&](std::size_t a, std::size_t b) { return t.activities[a].end_ns < t.activities[b].end_ns; });
+      // The latest record under `p` that ended before `time` (+ tolerance): a binary search.
+      auto source = [&](std::size_t p, std::uint64_t time) {
+        const auto& v = under[p];
+        const auto limit = time + detail::tolerance_ns;
+        const auto it = std::upper_bound(v.begin(), v.end(), limit,
+                                         [&](std::uint64_t x, std::size_t i) { return x < t.activities[i].end_ns; });
+        return it == v.begin() ? npos : *std::prev(it);
       };
       for (std::size_t q = 0; q < g.nodes.size(); ++q) {
         if (!active[q]) continue;
@@ -306,14 +317,11 @@ std::string to_perfetto(const trace& t, const profile_report& r, const perfetto_
         if (preds.empty()) continue;
         std::vector<std::size_t> targets;
         if (g.nodes[q].node->bodies.empty()) {
-          for (auto i : records)
-            if (an.activities[i].flat == q) targets.push_back(i);
+          targets = own[q];
         } else {
           std::size_t earliest = npos;
-          for (auto i : records)
-            if (detail::is_within(g, an.activities[i].flat, q) &&
-                (earliest == npos || t.activities[i].start_ns < t.activities[earliest].start_ns))
-              earliest = i;
+          for (auto i : under[q])
+            if (earliest == npos || t.activities[i].start_ns < t.activities[earliest].start_ns) earliest = i;
           if (earliest != npos) targets.push_back(earliest);
         }
         for (auto x : targets)

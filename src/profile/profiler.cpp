@@ -76,7 +76,7 @@ struct profiler::state {
   std::vector<CUpti_ActivityKind> kinds;
   std::mutex mutex; // guards everything below: CUPTI delivers buffers on its own thread
   std::vector<activity> activities;
-  std::vector<api_call> api_calls;
+  std::vector<host_call> host_calls;
   std::unordered_map<std::uint32_t, std::uint64_t> step_of; // correlation id -> step id (external correlation)
   std::vector<step_info> steps;
   std::vector<watched_graph> graphs;
@@ -207,8 +207,12 @@ void profiler::state::take(const CUpti_Activity* r) {
   }
   case CUPTI_ACTIVITY_KIND_RUNTIME:
   case CUPTI_ACTIVITY_KIND_DRIVER: {
+    if (host_calls.size() >= options.max_records) {
+      ++dropped;
+      break;
+    }
     const auto* c = reinterpret_cast<const CUpti_ActivityAPI*>(r);
-    api_call call;
+    host_call call;
     call.correlation = c->correlationId;
     call.start_ns = c->start;
     call.end_ns = c->end;
@@ -221,10 +225,14 @@ void profiler::state::take(const CUpti_Activity* r) {
                                               std::isdigit(static_cast<unsigned char>(call.name[v + 2])))
       call.name.erase(v);
     call.graph_launch = call.name.rfind("cudaGraphLaunch", 0) == 0 || call.name.rfind("cuGraphLaunch", 0) == 0;
-    api_calls.push_back(std::move(call));
+    host_calls.push_back(std::move(call));
     break;
   }
   case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+    if (step_of.size() >= options.max_records) {
+      ++dropped;
+      break;
+    }
     const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(r);
     if (e->externalKind == step_kind) step_of[e->correlationId] = e->externalId;
     break;
@@ -236,10 +244,20 @@ void profiler::state::take(const CUpti_Activity* r) {
 // ---- step_scope ----------------------------------------------------------------------------------------------
 
 step_scope::step_scope(step_scope&& other) noexcept
-    : owner_(std::exchange(other.owner_, nullptr)), id_(std::exchange(other.id_, 0)) {}
+    : owner_(std::exchange(other.owner_, nullptr)), alive_(std::move(other.alive_)), id_(std::exchange(other.id_, 0)) {}
 
 step_scope::~step_scope() {
-  if (owner_ != nullptr) owner_->end_step(id_);
+  if (owner_ == nullptr) return;
+  if (alive_.lock())
+    owner_->end_step(id_);
+  else
+    profiler::end_orphan_step();
+}
+
+void profiler::end_orphan_step() noexcept {
+  std::uint64_t popped = 0;
+  (void)cuptiActivityPopExternalCorrelationId(step_kind, &popped);
+  t_step = 0;
 }
 
 // ---- profiler ------------------------------------------------------------------------------------------------
@@ -295,24 +313,21 @@ profiler::profiler(const profiler_options& options) : state_(std::make_unique<st
 void profiler::pause() {
   std::lock_guard lock(state_->control);
   if (state_->paused) return;
-  for (const auto k : state_->kinds)
-    if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_MEMCPY || k == CUPTI_ACTIVITY_KIND_MEMSET)
-      check_cupti(cuptiActivityDisable(k), "cuptiActivityDisable");
+  for (const auto k : state_->kinds) check_cupti(cuptiActivityDisable(k), "cuptiActivityDisable");
   state_->paused = true;
 }
 
 void profiler::resume() {
   std::lock_guard lock(state_->control);
   if (!state_->paused) return;
-  for (const auto k : state_->kinds)
-    if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_MEMCPY || k == CUPTI_ACTIVITY_KIND_MEMSET)
-      check_cupti(cuptiActivityEnable(k), "cuptiActivityEnable");
+  for (const auto k : state_->kinds) check_cupti(cuptiActivityEnable(k), "cuptiActivityEnable");
   state_->paused = false;
 }
 
 bool profiler::paused() const noexcept { return state_->paused; }
 
 profiler::~profiler() {
+  alive_.reset(); // step scopes still open end themselves on their thread's CUPTI stack
   for (auto it = state_->kinds.rbegin(); it != state_->kinds.rend(); ++it) (void)cuptiActivityDisable(*it);
   (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   std::lock_guard lock(g_active_mutex);
@@ -353,7 +368,7 @@ step_scope profiler::step(std::string track) {
   }
   check_cupti(cuptiActivityPushExternalCorrelationId(step_kind, id), "cuptiActivityPushExternalCorrelationId");
   t_step = id;
-  return step_scope(this, id);
+  return step_scope(this, alive_, id);
 }
 
 void profiler::end_step(std::uint64_t id) noexcept {
@@ -377,8 +392,8 @@ trace profiler::collect() {
     std::lock_guard lock(state_->mutex);
     t.activities = std::move(state_->activities);
     state_->activities.clear();
-    auto calls = std::move(state_->api_calls);
-    state_->api_calls.clear();
+    auto calls = std::move(state_->host_calls);
+    state_->host_calls.clear();
     auto step_of = std::move(state_->step_of);
     state_->step_of.clear();
     t.graphs = state_->graphs; // watched graphs stay watched
@@ -397,7 +412,7 @@ trace profiler::collect() {
     for (auto& c : calls) {
       if (!c.graph_launch && !enqueued.contains(c.correlation)) continue; // synchronisations, queries, ...
       if (auto it = step_of.find(c.correlation); it != step_of.end()) c.step = it->second;
-      t.api_calls.push_back(std::move(c));
+      t.host_calls.push_back(std::move(c));
     }
   }
   int device = 0;

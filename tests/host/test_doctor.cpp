@@ -5,6 +5,8 @@
 #include <conveyor/profile/doctor.hpp>
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -887,6 +889,39 @@ TEST(Doctor, LargeGraphsStayLinear) {
   EXPECT_EQ(of(f, "host_on_critical_path")[0].level, severity::critical);
   EXPECT_EQ(of(f, "pdl_chains").size(), 2u); // the host node splits the chain
   EXPECT_EQ(of(f, "serialised_branches").size(), 19999u - 2u); // every kernel-kernel edge (alternating buffers)
+}
+
+} // namespace
+
+namespace {
+
+// Thresholds that would switch checks off silently are refused; launches with impossible numbers are left out.
+TEST(Doctor, RefusesBadThresholdsAndIgnoresImpossibleLaunches) {
+  conveyor::profile::doctor_input in;
+  conveyor::profile::doctor_thresholds bad;
+  bad.gap_share = std::nan("");
+  EXPECT_THROW((void)conveyor::profile::diagnose(in, bad), std::invalid_argument);
+  bad = {};
+  bad.launch_overhead_us = -1;
+  EXPECT_THROW((void)conveyor::profile::diagnose(in, bad), std::invalid_argument);
+  bad = {};
+  bad.min_nodes = 0;
+  EXPECT_THROW((void)conveyor::profile::diagnose(in, bad), std::invalid_argument);
+
+  conveyor::profile::profile_report report;
+  conveyor::profile::launch_profile l;
+  l.graph = "g";
+  l.wall_us = std::nan("");
+  report.launches.push_back(l);
+  l.wall_us = -5;
+  report.launches.push_back(l);
+  in.profile = &report;
+  in.profile_graph = "g";
+  const auto findings = conveyor::profile::diagnose(in);
+  for (const auto& f : findings) {
+    EXPECT_EQ(f.evidence.find("nan"), std::string::npos) << f.check << ": " << f.evidence;
+    EXPECT_EQ(f.evidence.find("-5"), std::string::npos) << f.check << ": " << f.evidence;
+  }
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -79,7 +80,7 @@ activity eager_kernel(std::string name, std::uint64_t start, std::uint64_t end, 
   return a;
 }
 
-api_call call(std::uint32_t correlation, std::uint64_t start, std::uint64_t step, bool graph_launch,
+host_call call(std::uint32_t correlation, std::uint64_t start, std::uint64_t step, bool graph_launch,
               std::string name = "cudaLaunchKernel") {
   return {correlation, t0 + start, t0 + start + 2000, std::move(name), step, graph_launch};
 }
@@ -248,7 +249,7 @@ graph_description while_graph() {
 TEST(ProfileAnalyze, WhileBodyRecordsCountPerIterationInTheirLaunch) {
   trace t;
   t.graphs.push_back({3, "solver", while_graph()});
-  t.api_calls = {call(100, 0, 0, true, "cudaGraphLaunch"), call(200, 9000, 0, true, "cudaGraphLaunch")};
+  t.host_calls = {call(100, 0, 0, true, "cudaGraphLaunch"), call(200, 9000, 0, true, "cudaGraphLaunch")};
   // Launch 1: three iterations; launch 2: two. Body records have no correlation.
   t.activities = {graph_kernel(3, 0, "prep", 5000, 5010, 100),      graph_kernel(3, 3, "step_kernel", 5012, 5020, 0),
                   graph_kernel(3, 3, "step_kernel", 5022, 5030, 0), graph_kernel(3, 3, "step_kernel", 5032, 5040, 0),
@@ -310,7 +311,7 @@ TEST(ProfileAnalyze, BodyRecordsBeforeTheirLaunchsFirstRecordGoToTheRightLaunch)
   loop.bodies.push_back(graph_of({kernel_node("body")}, {}));
   trace t;
   t.graphs.push_back({4, "g", graph_of({loop, kernel_node("finish")}, {{0, 1}})});
-  t.api_calls = {call(100, 0, 0, true, "cudaGraphLaunch"), call(200, 40, 0, true, "cudaGraphLaunch")};
+  t.host_calls = {call(100, 0, 0, true, "cudaGraphLaunch"), call(200, 40, 0, true, "cudaGraphLaunch")};
   t.activities = {graph_kernel(4, 2, "body", 100, 110, 0),     graph_kernel(4, 2, "body", 112, 120, 0),
                   graph_kernel(4, 1, "finish", 122, 130, 100), graph_kernel(4, 2, "body", 200, 210, 0),
                   graph_kernel(4, 1, "finish", 212, 220, 200)};
@@ -475,7 +476,7 @@ TEST(ProfileAnalyze, EagerStepsAreNamedByKernelAndOccurrence) {
     copy.stream = 1;
     copy.step = s;
     copy.correlation = correlation;
-    t.api_calls.push_back(call(correlation++, b, s, false, "cudaMemcpyAsync"));
+    t.host_calls.push_back(call(correlation++, b, s, false, "cudaMemcpyAsync"));
     t.activities.push_back(copy);
     t.activities.push_back(eager_kernel("gemm", b + 7000, b + 9000, s, correlation++));
     t.activities.push_back(eager_kernel("relu", b + 9500, b + 10'000, s, correlation++));
@@ -616,7 +617,7 @@ trace realistic() {
   for (int k = 0; k < 4; ++k, ++id) {
     const std::uint64_t b = 1'000'000 + static_cast<std::uint64_t>(k) * 20'000;
     t.steps.push_back({id, "graph", t0 + b - 3000, t0 + b + 15'000});
-    t.api_calls.push_back(call(correlation, b - 3000, id, true, "cudaGraphLaunch"));
+    t.host_calls.push_back(call(correlation, b - 3000, id, true, "cudaGraphLaunch"));
     std::vector<activity> records = {graph_kernel(2, 0, "ka", b, b + 1000, correlation),
                                      graph_kernel(2, 1, "kb", b + 1200, b + 5000, correlation, 7),
                                      graph_kernel(2, 2, "kc", b + 1100, b + 2000, correlation, 7),
@@ -642,17 +643,17 @@ trace realistic() {
     copy.stream = 3;
     copy.step = id;
     copy.correlation = correlation;
-    t.api_calls.push_back(call(correlation++, b - 4000, id, false, "cudaMemcpyAsync"));
+    t.host_calls.push_back(call(correlation++, b - 4000, id, false, "cudaMemcpyAsync"));
     t.activities.push_back(copy);
     for (int n = 0; n < 3; ++n) {
       const std::uint64_t s = b + 4000 + static_cast<std::uint64_t>(n) * 3000;
-      t.api_calls.push_back(call(correlation, s - 2500, id, false));
+      t.host_calls.push_back(call(correlation, s - 2500, id, false));
       t.activities.push_back(eager_kernel("kern", s, s + 2000, id, correlation++, 3));
     }
   }
   // An unwatched graph outside steps.
   t.activities.push_back(graph_kernel(77, 0, "other", 20'000'000, 20'001'000, 999));
-  t.api_calls.push_back(call(999, 19'990'000, 0, true, "cudaGraphLaunch"));
+  t.host_calls.push_back(call(999, 19'990'000, 0, true, "cudaGraphLaunch"));
   return t;
 }
 
@@ -927,7 +928,7 @@ TEST(ProfileAnalyze, CriticalPathRunsThroughEveryWhileIteration) {
   trace t;
   t.graphs.push_back({9, "cg", g});
   const std::uint32_t corr = 50;
-  t.api_calls.push_back(call(corr, 0, 0, true, "cudaGraphLaunch"));
+  t.host_calls.push_back(call(corr, 0, 0, true, "cudaGraphLaunch"));
   std::uint64_t at = 5000;
   for (std::uint32_t k = 0; k < 3; ++k, at += 1500) t.activities.push_back(graph_kernel(9, k, k == 0 ? "init" : k == 1 ? "finish" : "check", at, at + 1000, corr));
   constexpr int iterations = 200;
@@ -963,7 +964,7 @@ TEST(ProfileAnalyze, CriticalPathRunsThroughEveryWhileIteration) {
         if ((a.node_id & 0xffffffffU) >= 5U) --a.node_id; // the body numbers after 4 top-level nodes now
       }
       copy.step = 1;
-      u.api_calls[0].step = 1;
+      u.host_calls[0].step = 1;
     }
     u.activities.push_back(copy);
     const auto r = analyze(u);
@@ -1019,10 +1020,10 @@ TEST(ProfileAnalyze, MemsetNodesRunAsCudasOwnKernelAreAttributed) {
   const auto g = graph_of({ms, kernel_node("axpy")}, {{0, 1}});
   trace t;
   t.graphs.push_back({3, "g", g});
-  t.api_calls.push_back(call(10, 0, 0, true, "cudaGraphLaunch"));
+  t.host_calls.push_back(call(10, 0, 0, true, "cudaGraphLaunch"));
   t.activities.push_back(graph_kernel(3, 0, "memset32", 1000, 2000, 10));
   t.activities.push_back(graph_kernel(3, 1, "axpy", 2500, 3500, 10));
-  t.api_calls.push_back(call(11, 5000, 0, true, "cudaGraphLaunch"));
+  t.host_calls.push_back(call(11, 5000, 0, true, "cudaGraphLaunch"));
   t.activities.push_back(graph_kernel(3, 0, "axpy", 6000, 7000, 11)); // not CUDA's memset kernel
   t.activities.push_back(graph_kernel(3, 1, "axpy", 7500, 8500, 11));
   const auto r = analyze(t);
@@ -1034,6 +1035,76 @@ TEST(ProfileAnalyze, MemsetNodesRunAsCudasOwnKernelAreAttributed) {
   ASSERT_NE(zero, nullptr);
   EXPECT_EQ(zero->records, 1U);
   EXPECT_EQ(zero->kind, node_kind::memset);
+}
+
+} // namespace
+
+namespace {
+
+// Inputs no measurement gives are refused with the reason, not turned into nonsense numbers.
+TEST(ProfileAnalyze, RefusesAnActivityEndingBeforeItStartsAndAGraphWatchedTwice) {
+  const auto g = graph_of({kernel_node("k")}, {});
+  trace t;
+  t.graphs.push_back({4, "g", g});
+  t.activities.push_back(graph_kernel(4, 0, "k", 2000, 1000, 7));
+  try {
+    (void)analyze(t);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ends before it starts"), std::string::npos) << e.what();
+  }
+  t.activities[0] = graph_kernel(4, 0, "k", 1000, 2000, 7);
+  EXPECT_NO_THROW((void)analyze(t));
+  t.graphs.push_back({4, "again", g});
+  try {
+    (void)analyze(t);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("watched twice"), std::string::npos) << e.what();
+  }
+  auto bad = g;
+  bad.edges.emplace_back(0, 3);
+  EXPECT_THROW((void)to_dot(bad, profile_report{}, "g"), std::invalid_argument);
+}
+
+// A long WHILE loop: every iteration counted, and the export (with dependency arrows inside the loop's body for the
+// first launches) stays linear: 3 launches x 5,000 iterations of a 3-kernel body.
+TEST(ProfileExport, LongWhileLoopsExportWithArrowsThroughEveryIteration) {
+  auto body = graph_of({kernel_node("b0"), kernel_node("b1"), kernel_node("b2")}, {{0, 1}, {1, 2}});
+  auto loop = make(node_kind::conditional, "loop");
+  loop.conditional_type = "while";
+  loop.bodies.push_back(body);
+  const auto g = graph_of({kernel_node("init"), loop}, {{0, 1}});
+  trace t;
+  t.graphs.push_back({5, "w", g});
+  constexpr int iterations = 5000;
+  std::uint64_t at = 0;
+  for (std::uint32_t launch = 0; launch < 3; ++launch) {
+    const std::uint32_t corr = 100 + launch;
+    t.host_calls.push_back(call(corr, at, 0, true, "cudaGraphLaunch"));
+    at += 3000;
+    t.activities.push_back(graph_kernel(5, 0, "init", at, at + 1000, corr));
+    at += 1500;
+    for (int i = 0; i < iterations; ++i)
+      for (std::uint32_t k = 0; k < 3; ++k, at += 1500)
+        t.activities.push_back(graph_kernel(5, 2 + k, "b" + std::to_string(k), at, at + 1000, 0, 8));
+    at += 10000;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = analyze(t);
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_EQ(r.attributed, r.records);
+  ASSERT_EQ(r.launches.size(), 3U);
+  const auto text = to_perfetto(t, r);
+  const auto t2 = std::chrono::steady_clock::now();
+  std::printf("analyze %.2f s, to_perfetto %.2f s\n", std::chrono::duration<double>(t1 - t0).count(),
+              std::chrono::duration<double>(t2 - t1).count());
+  const auto doc = json::parse(text);
+  std::size_t flows = 0;
+  for (const auto& e : doc.at("traceEvents")) flows += e.at("ph") == "s" ? 1 : 0;
+  // Per launch: init -> the loop's first kernel, then b0 -> b1 and b1 -> b2 in every iteration (the body's edges;
+  // the loop's own repetition is no edge).
+  EXPECT_EQ(flows, 3U * (1U + 2U * iterations));
 }
 
 } // namespace

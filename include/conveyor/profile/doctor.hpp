@@ -2,7 +2,8 @@
 //! \file doctor.hpp
 //! The tuning doctor: the CUDA Graphs performance checklist as automatic checks on a graph's description, its
 //! executable graph's history, a profile of its launches and a graphed callable's statistics. Each finding names
-//! the check, its severity, the nodes, the evidence (numbers) and the fix. Plain C++: testable without a GPU.
+//! the check, its severity, the nodes, the evidence (numbers) and the fix. Runs without a GPU (its inputs are plain
+//! values; the headers need the CUDA runtime's headers, as graphed_types.hpp does).
 
 #include "conveyor/assembly/graphed_types.hpp"
 #include "conveyor/define/description.hpp"
@@ -36,8 +37,9 @@ struct finding {
   std::string fix;                 //!< what to change, e.g. "fuse axpy and scale into one kernel"
 };
 
-//! What the doctor looks at. Every part is optional: a check runs when what it needs is there (a null pointer or
-//! an empty name leaves the checks that need it out). Pointers are not owned and must outlive diagnose().
+//! What the doctor looks at. Every part is optional: a check runs when what it needs is there (a null pointer, or
+//! an empty profile_graph for the profile, leaves the checks that need it out). Pointers are not owned and must
+//! outlive diagnose().
 struct doctor_input {
   std::string name;                                   //!< the graph's name, for the findings' text
   const graph_description* graph = nullptr;           //!< describe(graph) or describe(graph_exec)
@@ -70,8 +72,10 @@ struct doctor_thresholds {
 //! serialised_branches, tiny_loop_body, legacy_stream.
 [[nodiscard]] const std::vector<std::string>& doctor_checks();
 
-//! Runs every check whose inputs `in` holds and returns the findings, most severe first.
-//! \throws std::invalid_argument when the description's edges are not a DAG or name nodes out of range.
+//! Runs every check whose inputs `in` holds and returns the findings, most severe first. Profiled launches with
+//! non-finite or negative times are left out.
+//! \throws std::invalid_argument when the description's edges are not a DAG or name nodes out of range, or a
+//!         threshold is not finite, negative, min_nodes is 0 or pdl_chain below 2.
 [[nodiscard]] std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds = {});
 
 //! The findings as text: one block per finding (severity, check, nodes, evidence, fix), headed by `name`; "no

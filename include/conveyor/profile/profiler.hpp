@@ -39,7 +39,9 @@ struct profiler_options {
 class profiler;
 
 //! A marked step (profiler::step): from construction to destruction, the GPU work the calling thread enqueues
-//! belongs to it (CUPTI external correlation). Move-only; the destructor ends the step and never throws.
+//! belongs to it (CUPTI external correlation). Move-only; the destructor ends the step and never throws. End it on
+//! the thread that began it (CUPTI keeps one correlation stack per thread). A scope that outlives its profiler ends
+//! the step on the thread's CUPTI stack and records nothing.
 class step_scope {
 public:
   step_scope(step_scope&& other) noexcept;            //!< takes over `other`'s step; `other` ends nothing
@@ -52,8 +54,10 @@ public:
 
 private:
   friend class profiler;
-  step_scope(profiler* owner, std::uint64_t id) noexcept : owner_(owner), id_(id) {}
+  step_scope(profiler* owner, std::weak_ptr<void> alive, std::uint64_t id) noexcept
+      : owner_(owner), alive_(std::move(alive)), id_(id) {}
   profiler* owner_ = nullptr;
+  std::weak_ptr<void> alive_; // expires with the profiler
   std::uint64_t id_ = 0;
 };
 
@@ -68,8 +72,12 @@ private:
 //! Cost: while a profiler exists CUPTI timestamps every kernel, copy and memset (conveyor bench --profile measures
 //! it); with none, nothing is added to any Conveyor call.
 //!
-//! Thread safety: watch(), step() and collect() may be called from any thread; records from all threads are
-//! collected. CUPTI delivers records on its own thread; the profiler guards them.
+//! Thread safety: watch(), step(), pause(), resume() and collect() may be called from any thread; records from all
+//! threads are collected. CUPTI delivers records on its own thread; the profiler guards them. Destroy the profiler
+//! after the steps of other threads ended.
+//!
+//! Memory: at most profiler_options::max_records GPU records and as many host API records between two collect()
+//! calls; later ones are counted in trace::dropped_records.
 class profiler {
 public:
   //! Starts recording. \throws profiler_error when a profiler already exists or a CUPTI call fails (no CUPTI
@@ -86,9 +94,9 @@ public:
   //! \throws profiler_error when CUPTI cannot give the graph's id; std::invalid_argument for an empty `exec`.
   void watch(const graph_exec& exec, std::string name, graph_description description);
 
-  //! Stops recording GPU activity (kernels, copies, memsets) until resume(): launches meanwhile cost what they cost
-  //! without a profiler. Work already enqueued is still recorded. For sampled profiling: resume() before one step in
-  //! k, pause() after it. \throws profiler_error when CUPTI refuses.
+  //! Stops recording until resume(): GPU activity (kernels, copies, memsets) and the host API calls (steps begun
+  //! meanwhile are not correlated). Work already enqueued is still recorded. For sampled profiling: resume() before
+  //! one step in k, pause() after it. \throws profiler_error when CUPTI refuses.
   void pause();
   //! Records GPU activity again after pause(). \throws profiler_error when CUPTI refuses.
   void resume();
@@ -115,6 +123,8 @@ public:
 private:
   friend class step_scope;
   void end_step(std::uint64_t id) noexcept;
+  static void end_orphan_step() noexcept; // pops the thread's step after its profiler is gone
+  std::shared_ptr<void> alive_ = std::make_shared<int>(0);
   std::unique_ptr<state> state_;
 };
 

@@ -118,7 +118,10 @@ struct analyze_options {
 //! size), and a mismatch is reported unattributed with the reason, never guessed. Work of a conditional body
 //! (correlation 0) goes to the launch of its executable graph running at that time. Eager activities belong to
 //! their step and are named by kernel (or copy kind) and occurrence.
-//! \throws std::invalid_argument when a watched graph's description is not a DAG or an edge is out of range.
+//! Cost: linear in the records but for the critical path, whose search for each activity's gating predecessor looks
+//! back at most 4096 activities past its first candidate.
+//! \throws std::invalid_argument when a watched graph's description is not a DAG or an edge is out of range, an
+//!         executable graph is watched twice, or an activity ends before it starts.
 [[nodiscard]] profile_report analyze(const trace& t, const analyze_options& options = {});
 
 //! How to_perfetto() lays the trace out.
@@ -131,10 +134,15 @@ struct perfetto_options {
 //! The trace in the Chrome trace-event JSON format (what ui.perfetto.dev and chrome://tracing open): one process per
 //! track (execution mode), one thread row per device stream (nodes labelled, args with kind, node path, grid/block,
 //! bytes), a row of launch spans, the host calls, and flow arrows along the graph's dependencies. Timestamps in µs.
+//! `r` must be analyze(t, ...) of the same trace (the export analyses `t` again for the slices' attribution, so that
+//! launches left out by analyze_options::skip_launches still appear, marked). Linear in the records.
+//! \throws std::invalid_argument as analyze().
 [[nodiscard]] std::string to_perfetto(const trace& t, const profile_report& r, const perfetto_options& options = {});
 
 //! The description as a Graphviz digraph (as conveyor::to_dot) with each node filled by its share of the track's
-//! time (white to red) and labelled with its median and total µs. `graph` and `track` select the node_profiles.
+//! time (white to red) and labelled with its median and total µs. `graph` and `track` select the node_profiles (an
+//! empty `track`: the graph's launches outside steps if any, else the first track it ran in).
+//! \throws std::invalid_argument when an edge of `d` (or of a nested body) names a node out of range.
 [[nodiscard]] std::string to_dot(const graph_description& d, const profile_report& r, std::string_view graph,
                                  std::string_view track = {}, std::string_view name = "conveyor");
 

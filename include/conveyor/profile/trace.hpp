@@ -45,7 +45,7 @@ struct activity {
 
 //! A host API call that enqueued GPU work (a kernel launch, copy, memset or graph launch), as CUPTI recorded it.
 //! A plain value.
-struct api_call {
+struct host_call {
   std::uint32_t correlation = 0; //!< matches activity::correlation
   std::uint64_t start_ns = 0;    //!< host start, ns (CUPTI clock)
   std::uint64_t end_ns = 0;      //!< host end, ns
@@ -78,10 +78,10 @@ struct watched_graph {
 //! Everything a profiler collected. A plain value; analyze() (report.hpp) turns it into a report.
 struct trace {
   std::vector<activity> activities; //!< GPU work, in the order CUPTI delivered it
-  std::vector<api_call> api_calls;  //!< host calls that enqueued work
+  std::vector<host_call> host_calls;  //!< host calls that enqueued work
   std::vector<step_info> steps;     //!< marked steps, by id
   std::vector<watched_graph> graphs; //!< executable graphs with descriptions
-  std::uint64_t dropped_records = 0; //!< records CUPTI dropped (buffers full): the report says so
+  std::uint64_t dropped_records = 0; //!< records dropped (CUPTI's buffers full, or beyond profiler_options::max_records): the report says so
   std::string device_name;           //!< e.g. "NVIDIA H200"
 };
 
