@@ -12,7 +12,8 @@
 #       and synchronisation errors are counted,
 #   (3) the main job, `conveyor train --mode all` (CONVEYOR_CHECK_EPOCHS epochs, default 10),
 # and prints one summary line each. Logs go to $OUT/gpu-check (or /tmp/gpu-check). SANITIZERS chooses the tools
-# (default "memcheck racecheck synccheck").
+# (default "memcheck racecheck synccheck"). Under a sanitizer CUPTI refuses a second subscriber, so test_profiler's
+# Profiler.* tests skip there with that reason (its other tests run); they run in (1).
 set -uo pipefail
 CONVEYOR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD_DIR:-$CONVEYOR_ROOT/gpu-build}
