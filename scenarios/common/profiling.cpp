@@ -173,7 +173,9 @@ void check_profiling_options(const profiling_cli& o, bool has_graph, std::string
     throw CLI::ValidationError("--profile-steps", "applies to --profile or --doctor only; without them it would be "
                                                   "ignored");
   if (o.trace.empty()) return;
-  if (std::filesystem::path(o.trace).extension() != ".json")
+  std::string extension = std::filesystem::path(o.trace).extension().string();
+  for (auto& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (extension != ".json")
     throw std::invalid_argument(fmt::format("--profile '{}': give a file name ending in .json (the graph is written "
                                             "next to it, as .dot and .svg)",
                                             o.trace));

@@ -155,11 +155,14 @@ std::string to_text(const profile_report& r, std::size_t top) {
   std::string out;
   const double coverage =
       r.records > 0 ? 100.0 * static_cast<double>(r.attributed) / static_cast<double>(r.records) : 100.0;
-  out += fmt::format("profile{}: {} records, {} attributed ({:.1f} %)\n",
-                     r.device_name.empty() ? std::string() : fmt::format(" on {}", r.device_name), r.records,
-                     r.attributed, coverage);
+  const std::string on = r.device_name.empty() ? std::string() : fmt::format(" on {}", r.device_name);
+  if (r.records == 0)
+    out += fmt::format("profile{}: no records (nothing ran while the profiler recorded, or it was paused)\n", on);
+  else
+    out += fmt::format("profile{}: {} records, {} attributed ({:.1f} %)\n", on, r.records, r.attributed, coverage);
   if (r.dropped_records > 0)
-    out += fmt::format("WARNING: CUPTI dropped {} records (activity buffers full): the numbers below miss that work\n",
+    out += fmt::format("WARNING: {} records were dropped (CUPTI's buffers full, or beyond max_records): the numbers "
+                       "below miss that work\n",
                        r.dropped_records);
   for (const auto& s : r.tracks) {
     std::size_t gaps = 0;
