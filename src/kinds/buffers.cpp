@@ -19,18 +19,8 @@ std::optional<std::uint64_t> allocation_base(std::uint64_t address) noexcept {
   return static_cast<std::uint64_t>(base);
 }
 
-bool is_pageable_host(const void* p) noexcept {
-  if (p == nullptr) return false;
-  cudaPointerAttributes a{};
-  const cudaError_t rc = cudaPointerGetAttributes(&a, p);
-  if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return a.type == cudaMemoryTypeUnregistered;
-}
-
-char memory_side(const void* p) noexcept {
+char memory_side(const void* p, bool* pageable) noexcept {
+  if (pageable != nullptr) *pageable = false;
   if (p == nullptr) return 0;
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -40,8 +30,10 @@ char memory_side(const void* p) noexcept {
   switch (a.type) {
   case cudaMemoryTypeDevice:
   case cudaMemoryTypeManaged: return 'D';
-  case cudaMemoryTypeHost:
-  case cudaMemoryTypeUnregistered: return 'H';
+  case cudaMemoryTypeUnregistered:
+    if (pageable != nullptr) *pageable = true;
+    return 'H';
+  case cudaMemoryTypeHost: return 'H';
   }
   return 0;
 }

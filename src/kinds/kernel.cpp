@@ -255,8 +255,9 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
 }
 
 void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
-  const auto p = read_kernel_node(n);
-  if (!p) return; // the driver cannot read it: the kind only
+  const kernel_snapshot snap = read_kernel_snapshot(n, false); // one read: the launch and the argument bytes
+  if (!snap.readable) return; // the driver cannot read it: the kind only
+  const CUDA_KERNEL_NODE_PARAMS* p = &snap.params;
   d.kernel_name = kernel_name(*p);
   d.grid = {p->gridDimX, p->gridDimY, p->gridDimZ};
   d.block = {p->blockDimX, p->blockDimY, p->blockDimZ};
@@ -264,7 +265,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   const auto reads = read_attributes(n, read_attribute(n, cudaLaunchAttributeClusterDimension));
   for (std::size_t k = 0; k < std::size(node_attributes); ++k)
     if (!is_default(node_attributes[k], reads[k])) d.attributes.push_back(value_text(node_attributes[k], reads[k]));
-  add_kernel_buffers(d, read_kernel_snapshot(n, false));
+  add_kernel_buffers(d, snap);
 }
 
 // True when the node holds no value for the attribute, or the value a node made without attributes holds.

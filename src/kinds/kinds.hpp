@@ -64,11 +64,10 @@ struct kernel_snapshot {
 //! The start address of the device allocation holding `address` (cuMemGetAddressRange), or nullopt for addresses
 //! outside device allocations. Never throws.
 std::optional<std::uint64_t> allocation_base(std::uint64_t address) noexcept;
-//! True when `p` is host memory CUDA does not know (pageable: neither pinned, registered nor managed). Never throws.
-bool is_pageable_host(const void* p) noexcept;
-//! 'D' for device (or managed) memory, 'H' for host memory (pinned or pageable), 0 when CUDA cannot tell. Never
-//! throws.
-char memory_side(const void* p) noexcept;
+//! 'D' for device (or managed) memory, 'H' for host memory (pinned or pageable), 0 when CUDA cannot tell
+//! (cudaPointerGetAttributes, one call); `pageable`, when given, is set to whether `p` is host memory CUDA does not
+//! know (neither pinned, registered nor managed). Never throws.
+char memory_side(const void* p, bool* pageable = nullptr) noexcept;
 //! Adds the allocation holding `p` to d.buffers (sorted, distinct); nothing for other addresses.
 void add_buffer(node_description& d, const void* p);
 //! Adds the allocations every 8-byte word of the kernel's arguments points into.

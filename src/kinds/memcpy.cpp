@@ -64,15 +64,15 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   CONVEYOR_CHECK(cudaGraphMemcpyNodeGetParams(n, &p));
   d.bytes = bytes_of(p);
   d.copy_kind = std::string(copy_kind_name(p.kind));
-  if (p.kind == cudaMemcpyDefault) { // the direction the pointers give (unified addressing)
-    const char from = p.srcArray != nullptr ? 'D' : memory_side(p.srcPtr.ptr);
-    const char to = p.dstArray != nullptr ? 'D' : memory_side(p.dstPtr.ptr);
-    if (from != 0 && to != 0) d.copy_kind = std::string{from} + "to" + std::string{to};
-  }
-  for (const void* side : {static_cast<const void*>(p.srcPtr.ptr), static_cast<const void*>(p.dstPtr.ptr)}) {
-    if (is_pageable_host(side)) d.pageable_host = true;
-    add_buffer(d, side);
-  }
+  // One pointer query per side: its memory (for the direction of a cudaMemcpyDefault copy), pageable host memory.
+  bool src_pageable = false;
+  bool dst_pageable = false;
+  const char from = p.srcArray != nullptr ? 'D' : memory_side(p.srcPtr.ptr, &src_pageable);
+  const char to = p.dstArray != nullptr ? 'D' : memory_side(p.dstPtr.ptr, &dst_pageable);
+  d.pageable_host = src_pageable || dst_pageable;
+  if (p.kind == cudaMemcpyDefault && from != 0 && to != 0) d.copy_kind = std::string{from} + "to" + std::string{to};
+  add_buffer(d, p.srcPtr.ptr);
+  add_buffer(d, p.dstPtr.ptr);
 }
 
 } // namespace

@@ -73,6 +73,10 @@ struct analysis {
 //! \throws std::invalid_argument when a watched graph's description is not a DAG or an edge is out of range.
 analysis analyse(const trace& t, const analyze_options& options);
 
+//! Edges in range and no cycle, in `g` and its nested bodies; `where` names the graph in messages.
+//! \throws std::invalid_argument naming the edge, or the cycle's nodes.
+void validate(const graph_description& g, const std::string& where);
+
 //! For a node of `g`: its predecessors in its own graph that ran in the launch (`active[i]`: node i has an activity
 //! in it, itself or in its bodies), walking through the predecessors that did not.
 std::vector<std::size_t> active_predecessors(const flat_graph& g, std::size_t node, const std::vector<bool>& active);

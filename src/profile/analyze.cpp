@@ -36,60 +36,6 @@ double to_us(std::uint64_t from_ns, std::uint64_t to_ns) {
 
 std::string shape_text(const std::array<unsigned, 3>& s) { return fmt::format("{}x{}x{}", s[0], s[1], s[2]); }
 
-// Edges in range, no cycle; recursively for the bodies. `where` names the graph in messages.
-void validate(const graph_description& g, const std::string& where) {
-  const std::size_t n = g.nodes.size();
-  for (std::size_t k = 0; k < g.edges.size(); ++k) {
-    const auto [from, to] = g.edges[k];
-    if (from >= n || to >= n)
-      throw std::invalid_argument(fmt::format(
-          "{}: edge {} ({} -> {}) names a node out of range (the graph has {} nodes)", where, k, from, to, n));
-  }
-  std::vector<std::size_t> indegree(n, 0);
-  std::vector<std::vector<std::size_t>> successors(n);
-  std::vector<std::vector<std::size_t>> predecessors(n);
-  for (const auto& [from, to] : g.edges) {
-    ++indegree[to];
-    successors[from].push_back(to);
-    predecessors[to].push_back(from);
-  }
-  std::vector<std::size_t> ready;
-  for (std::size_t i = 0; i < n; ++i)
-    if (indegree[i] == 0) ready.push_back(i);
-  std::vector<bool> done(n, false);
-  std::size_t count = 0;
-  while (!ready.empty()) {
-    const auto i = ready.back();
-    ready.pop_back();
-    done[i] = true;
-    ++count;
-    for (auto s : successors[i])
-      if (--indegree[s] == 0) ready.push_back(s);
-  }
-  if (count != n) {
-    // Every node left has a predecessor left: walk backwards until a node repeats.
-    std::size_t i = 0;
-    while (done[i]) ++i;
-    std::vector<std::size_t> seen_at(n, npos);
-    std::vector<std::size_t> walk;
-    while (seen_at[i] == npos) {
-      seen_at[i] = walk.size();
-      walk.push_back(i);
-      i = *std::find_if(predecessors[i].begin(), predecessors[i].end(), [&](std::size_t p) { return !done[p]; });
-    }
-    std::vector<std::size_t> cycle(walk.begin() + static_cast<std::ptrdiff_t>(seen_at[i]), walk.end());
-    std::reverse(cycle.begin(), cycle.end());
-    cycle.push_back(cycle.front());
-    std::string text;
-    for (std::size_t k = 0; k < cycle.size(); ++k)
-      text += fmt::format("{}{} ('{}')", k == 0 ? "" : " -> ", cycle[k], g.nodes[cycle[k]].display_name());
-    throw std::invalid_argument(fmt::format("{}: the edges form a cycle: {} (a graph must be a DAG)", where, text));
-  }
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t b = 0; b < g.nodes[i].bodies.size(); ++b)
-      validate(g.nodes[i].bodies[b],
-               fmt::format("{}, body {} of node {} ('{}')", where, b, i, g.nodes[i].display_name()));
-}
 
 // CUPTI's numbering: the graph's own nodes in creation order, then, for each node and each of its bodies in order,
 // that body's nodes followed by their own bodies (depth first).
@@ -590,6 +536,61 @@ launch_profile measure(const trace& t, const analysis& an, const unit& u, const 
 }
 
 } // namespace
+
+// Edges in range, no cycle; recursively for the bodies. `where` names the graph in messages.
+void validate(const graph_description& g, const std::string& where) {
+  const std::size_t n = g.nodes.size();
+  for (std::size_t k = 0; k < g.edges.size(); ++k) {
+    const auto [from, to] = g.edges[k];
+    if (from >= n || to >= n)
+      throw std::invalid_argument(fmt::format(
+          "{}: edge {} ({} -> {}) names a node out of range (the graph has {} nodes)", where, k, from, to, n));
+  }
+  std::vector<std::size_t> indegree(n, 0);
+  std::vector<std::vector<std::size_t>> successors(n);
+  std::vector<std::vector<std::size_t>> predecessors(n);
+  for (const auto& [from, to] : g.edges) {
+    ++indegree[to];
+    successors[from].push_back(to);
+    predecessors[to].push_back(from);
+  }
+  std::vector<std::size_t> ready;
+  for (std::size_t i = 0; i < n; ++i)
+    if (indegree[i] == 0) ready.push_back(i);
+  std::vector<bool> done(n, false);
+  std::size_t count = 0;
+  while (!ready.empty()) {
+    const auto i = ready.back();
+    ready.pop_back();
+    done[i] = true;
+    ++count;
+    for (auto s : successors[i])
+      if (--indegree[s] == 0) ready.push_back(s);
+  }
+  if (count != n) {
+    // Every node left has a predecessor left: walk backwards until a node repeats.
+    std::size_t i = 0;
+    while (done[i]) ++i;
+    std::vector<std::size_t> seen_at(n, npos);
+    std::vector<std::size_t> walk;
+    while (seen_at[i] == npos) {
+      seen_at[i] = walk.size();
+      walk.push_back(i);
+      i = *std::find_if(predecessors[i].begin(), predecessors[i].end(), [&](std::size_t p) { return !done[p]; });
+    }
+    std::vector<std::size_t> cycle(walk.begin() + static_cast<std::ptrdiff_t>(seen_at[i]), walk.end());
+    std::reverse(cycle.begin(), cycle.end());
+    cycle.push_back(cycle.front());
+    std::string text;
+    for (std::size_t k = 0; k < cycle.size(); ++k)
+      text += fmt::format("{}{} ('{}')", k == 0 ? "" : " -> ", cycle[k], g.nodes[cycle[k]].display_name());
+    throw std::invalid_argument(fmt::format("{}: the edges form a cycle: {} (a graph must be a DAG)", where, text));
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t b = 0; b < g.nodes[i].bodies.size(); ++b)
+      validate(g.nodes[i].bodies[b],
+               fmt::format("{}, body {} of node {} ('{}')", where, b, i, g.nodes[i].display_name()));
+}
 
 std::vector<std::size_t> active_predecessors(const flat_graph& g, std::size_t node, const std::vector<bool>& active) {
   std::vector<std::size_t> out;

@@ -2,6 +2,8 @@
 // the report as a table.
 #include "conveyor/profile/report.hpp"
 
+#include "profile/analysis.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -104,24 +106,9 @@ double median_of(std::vector<double> v) {
 
 } // namespace
 
-namespace {
-
-// Every edge of `d` and of its nested bodies names nodes in range. \throws std::invalid_argument naming the edge.
-void check_edges(const graph_description& d, const std::string& where) {
-  for (const auto& [from, to] : d.edges)
-    if (from >= d.nodes.size() || to >= d.nodes.size())
-      throw std::invalid_argument(fmt::format("conveyor::profile::to_dot: edge {} -> {} of {} names a node out of "
-                                              "range (it has {} nodes)", from, to, where, d.nodes.size()));
-  for (std::size_t i = 0; i < d.nodes.size(); ++i)
-    for (std::size_t b = 0; b < d.nodes[i].bodies.size(); ++b)
-      check_edges(d.nodes[i].bodies[b], fmt::format("body {} of node {} ({})", b, i, where));
-}
-
-} // namespace
-
 std::string to_dot(const graph_description& d, const profile_report& r, std::string_view graph, std::string_view track,
                    std::string_view name) {
-  check_edges(d, "the graph");
+  detail::validate(d, "conveyor::profile::to_dot");
   // An empty track selects the graph's nodes outside steps if there are any, else those of the first track it ran in.
   std::string chosen(track);
   if (track.empty()) {

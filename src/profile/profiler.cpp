@@ -142,6 +142,25 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream_id, std::
 
 } // namespace
 
+namespace {
+
+// The fields every GPU activity record (kernel, memcpy, memset) carries alike.
+template <class Record>
+activity common_fields(activity_kind kind, const Record* r) {
+  activity a;
+  a.kind = kind;
+  a.start_ns = r->start;
+  a.end_ns = std::max(r->end, r->start);
+  a.device = r->deviceId;
+  a.stream = r->streamId;
+  a.correlation = r->correlationId;
+  a.exec_id = r->graphId;
+  a.node_id = r->graphNodeId;
+  return a;
+}
+
+} // namespace
+
 void profiler::state::take(const CUpti_Activity* r) {
   if (activities.size() >= options.max_records &&
       (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_MEMCPY ||
@@ -153,15 +172,7 @@ void profiler::state::take(const CUpti_Activity* r) {
   case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
   case CUPTI_ACTIVITY_KIND_KERNEL: {
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
-    activity a;
-    a.kind = activity_kind::kernel;
-    a.start_ns = k->start;
-    a.end_ns = std::max(k->end, k->start);
-    a.device = k->deviceId;
-    a.stream = k->streamId;
-    a.correlation = k->correlationId;
-    a.exec_id = k->graphId;
-    a.node_id = k->graphNodeId;
+    activity a = common_fields(activity_kind::kernel, k);
     const std::string mangled = k->name != nullptr ? k->name : "";
     auto it = names.find(mangled);
     if (it == names.end()) it = names.emplace(mangled, detail::readable_kernel_name(mangled.c_str())).first;
@@ -174,15 +185,7 @@ void profiler::state::take(const CUpti_Activity* r) {
   }
   case CUPTI_ACTIVITY_KIND_MEMCPY: {
     const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
-    activity a;
-    a.kind = activity_kind::memcpy;
-    a.start_ns = m->start;
-    a.end_ns = std::max(m->end, m->start);
-    a.device = m->deviceId;
-    a.stream = m->streamId;
-    a.correlation = m->correlationId;
-    a.exec_id = m->graphId;
-    a.node_id = m->graphNodeId;
+    activity a = common_fields(activity_kind::memcpy, m);
     a.bytes = m->bytes;
     a.copy_kind = copy_kind_name(m->copyKind);
     a.name = "memcpy " + a.copy_kind;
@@ -191,15 +194,7 @@ void profiler::state::take(const CUpti_Activity* r) {
   }
   case CUPTI_ACTIVITY_KIND_MEMSET: {
     const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
-    activity a;
-    a.kind = activity_kind::memset;
-    a.start_ns = m->start;
-    a.end_ns = std::max(m->end, m->start);
-    a.device = m->deviceId;
-    a.stream = m->streamId;
-    a.correlation = m->correlationId;
-    a.exec_id = m->graphId;
-    a.node_id = m->graphNodeId;
+    activity a = common_fields(activity_kind::memset, m);
     a.bytes = m->bytes;
     a.name = "memset";
     activities.push_back(std::move(a));

@@ -142,7 +142,8 @@ struct perfetto_options {
 //! The description as a Graphviz digraph (as conveyor::to_dot) with each node filled by its share of the track's
 //! time (white to red) and labelled with its median and total µs. `graph` and `track` select the node_profiles (an
 //! empty `track`: the graph's launches outside steps if any, else the first track it ran in).
-//! \throws std::invalid_argument when an edge of `d` (or of a nested body) names a node out of range.
+//! \throws std::invalid_argument when an edge of `d` (or of a nested body) names a node out of range or the edges
+//!         form a cycle.
 [[nodiscard]] std::string to_dot(const graph_description& d, const profile_report& r, std::string_view graph,
                                  std::string_view track = {}, std::string_view name = "conveyor");
 
