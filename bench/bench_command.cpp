@@ -8,6 +8,7 @@
 #include "bench/environment.hpp"
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed_rebind.hpp"
+#include "bench/faster.hpp"
 #include "bench/profile_overhead.hpp"
 #include "bench/plan.hpp"
 #include "bench/report.hpp"
@@ -63,6 +64,7 @@ struct cli_options {
   std::size_t update_growth = 0; // steps of the update-growth loop; 0: not run
   bool graphed_rebind = false;   // the graphed/ group only
   bool profile_overhead = false; // the profile/ group only
+  bool faster = false;           // the faster/ group only (--pdl)
 };
 
 
@@ -227,6 +229,21 @@ void run(const cli_options& o) {
                               format_recapture_cost(measure_recapture_cost(sizes, o.quick ? 5 : 11));
     const std::string text = fmt::format("{}\n\n`conveyor bench --graphed{}`\n\n{}", conveyor::describe_device(o.device),
                                          o.quick ? " --quick" : "", table);
+    write_output(o.markdown, text);
+    fmt::print("{}", text);
+    return;
+  }
+  if (o.faster) {
+    if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: --pdl needs a GPU");
+    CONVEYOR_CHECK(cudaSetDevice(o.device));
+    const std::vector<std::size_t> sizes = o.quick ? std::vector<std::size_t>{120, 10002}
+                                                   : std::vector<std::size_t>{12, 120, 1002, 10002};
+    const std::string table = format_faster(measure_faster(sizes, o.quick ? 5 : 9));
+    const std::string text = fmt::format(
+        "{}\n\n`conveyor bench --pdl{}`: wall µs per kernel node (a block of steps, host launches and the final "
+        "synchronisation included, divided by steps × N; median of blocks alternating between the variants). Every "
+        "variant's result was checked first.\n\n{}",
+        conveyor::describe_device(o.device), o.quick ? " --quick" : "", table);
     write_output(o.markdown, text);
     fmt::print("{}", text);
     return;
@@ -416,6 +433,9 @@ void register_bench_command(CLI::App& app) {
   sub->add_flag("--profile", opts->profile_overhead,
                 "Only run the profile/ group: the profiler's cost on a chain, four parallel chains and an eager "
                 "stream of N tiny kernels (wall time per step off and on), N = 10..10000");
+  sub->add_flag("--pdl", opts->faster,
+                "Only run the faster/ group: a chain and fork/join stages of N tiny kernels as a plain graph, with "
+                "programmatic edges, relaunched from the device, and both (µs per node), N = 12..10002");
   sub->add_flag("--list", opts->list, "List the benchmark names and exit (needs no GPU)");
   // Each of these runs something other than the measurement and uses only the options listed with it: any other
   // option would be silently ignored, so it is refused (and so is a second one of them).
@@ -426,6 +446,7 @@ void register_bench_command(CLI::App& app) {
       {"--graphed", {"--quick", "--markdown", "--device"}},
       {"--update-growth", {"--markdown", "--device"}},
       {"--profile", {"--quick", "--markdown", "--device"}},
+      {"--pdl", {"--quick", "--markdown", "--device"}},
   };
   for (const auto& [mode, used] : modes) {
     CLI::Option* mode_option = sub->get_option(mode);

@@ -11,14 +11,18 @@
 #include "conveyor/error.hpp"
 #include "conveyor/runtime/device.hpp"
 #include "conveyor/runtime/event.hpp"
+#include "conveyor/runtime/launch.hpp"
 #include "conveyor/runtime/stream.hpp"
 #include "conveyor/define/capture.hpp"
 #include "conveyor/define/conditional.hpp"
 #include "conveyor/define/description.hpp"
+#include "conveyor/define/edge_type.hpp"
 #include "conveyor/define/graph.hpp"
 #include "conveyor/define/kernel_args.hpp"
 #include "conveyor/define/node.hpp"
 #include "conveyor/define/node_kind.hpp"
+#include "conveyor/define/programmatic.hpp"
+#include "conveyor/execute/device_graph.hpp"
 #include "conveyor/execute/graph_diff.hpp"
 #include "conveyor/execute/graph_exec.hpp"
 #include "conveyor/execute/instantiate_flags.hpp"
@@ -29,6 +33,9 @@
 #include "conveyor/assembly/graphed.hpp"
 #include "conveyor/assembly/graphed_types.hpp"
 #include "conveyor/assembly/pipeline.hpp"
+#include "conveyor/assembly/pipeline_schedule.hpp"
+#include "conveyor/assembly/frame_pipeline.hpp"
 #ifdef __CUDACC__
 #include "conveyor/define/conditional_device.cuh" // conveyor::set_condition, for device code
+#include "conveyor/define/programmatic.cuh"       // conveyor::device::wait_for_dependencies, launch_dependents
 #endif

@@ -36,6 +36,12 @@ bool size_report::modes_agree() const noexcept {
                      [&](const mode_timing& m) { return m.output_hash == modes.front().output_hash; });
 }
 
+std::uint64_t batch_output_hash(const std::vector<frame_slot>& slots) noexcept {
+  std::uint64_t h = 0;
+  for (const auto& s : slots) h = h * 1099511628211ULL ^ s.output_hash();
+  return h;
+}
+
 std::string frame_graph_name(int width, int height) { return fmt::format("filter frame {}x{}", width, height); }
 
 size_report run_benchmark(filter_chain& chain, const std::vector<frame_slot>& slots,
@@ -84,9 +90,7 @@ size_report run_benchmark(filter_chain& chain, const std::vector<frame_slot>& sl
     t.frames_per_second = t.ms_per_frame > 0.0 ? 1000.0 / t.ms_per_frame : 0.0;
     t.nodes_updated_per_frame =
         static_cast<double>(updated) / static_cast<double>(slots.size() * static_cast<std::size_t>(o.repeat));
-    std::uint64_t h = 0;
-    for (const auto& s : slots) h = h * 1099511628211ULL ^ s.output_hash();
-    t.output_hash = h;
+    t.output_hash = batch_output_hash(slots);
     report.modes.push_back(t);
     if (mode == execution_mode::graph && profiling != nullptr && chain.executable() != nullptr)
       profiling->examine(*chain.executable(), frame_graph_name(chain.width(), chain.height()));

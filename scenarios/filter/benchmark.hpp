@@ -48,6 +48,10 @@ struct size_report {
   [[nodiscard]] bool modes_agree() const noexcept;
 };
 
+//! One hash of every frame's outputs (frame_slot::output_hash, combined in order): equal hashes mean bitwise-equal
+//! outputs of the whole batch.
+[[nodiscard]] std::uint64_t batch_output_hash(const std::vector<frame_slot>& slots) noexcept;
+
 //! Runs `modes` in order over `slots` (all of the chain's size; `names` labels them in the graph log): for each
 //! mode `o.warmup` untimed passes then `o.repeat` timed ones. Afterwards the slots hold the last mode's outputs.
 //! `profiling` (optional, --profile / --doctor): every frame is a profiled step of track to_string(mode); graph

@@ -164,6 +164,15 @@ struct filter_chain::impl {
         events{event(cudaEventDisableTiming), event(cudaEventDisableTiming), event(cudaEventDisableTiming)} {}
 
   chain_io io(const frame_slot& f) {
+    chain_io c = io_without_host();
+    c.input = f.input();
+    c.edges = f.edges();
+    c.sharp = f.sharp();
+    return c;
+  }
+
+  //! The chain's device buffers and parameters; null host buffers.
+  chain_io io_without_host() {
     return {.rgb8 = rgb8.data(),
             .rgb = rgb.data(),
             .grey = grey.data(),
@@ -176,9 +185,9 @@ struct filter_chain::impl {
             .rgb_tmp = rgb_tmp.data(),
             .rgb_blurred = rgb_blurred.data(),
             .sharp8 = sharp8.data(),
-            .input = f.input(),
-            .edges = f.edges(),
-            .sharp = f.sharp(),
+            .input = nullptr,
+            .edges = nullptr,
+            .sharp = nullptr,
             .width = width,
             .height = height,
             .taps = taps,
@@ -282,6 +291,21 @@ std::vector<float> filter_chain::download(stage s) const {
                                  impl_->streams[main_lane].get()));
   CONVEYOR_CHECK(cudaStreamSynchronize(impl_->streams[main_lane].get()));
   return out;
+}
+
+void filter_chain::define_kernels(conveyor::graph& g, const std::uint8_t* rgb8, std::uint8_t* edges8,
+                                  std::uint8_t* sharp8) const {
+  if (rgb8 == nullptr || edges8 == nullptr || sharp8 == nullptr)
+    throw std::invalid_argument("filter_chain::define_kernels: the frame's device buffers must not be null");
+  // The host buffers are not used: the copies are left out. The kernels only read rgb8.
+  chain_io io = impl_->io_without_host();
+  io.rgb8 = const_cast<std::uint8_t*>(rgb8); // NOLINT(cppcoreguidelines-pro-type-const-cast): read only
+  io.edges8 = edges8;
+  io.sharp8 = sharp8;
+  detail::graph_record record;
+  detail::graph_sink inner(g, record);
+  detail::kernels_only_sink<detail::graph_sink> sink(inner);
+  define_chain(sink, io);
 }
 
 const conveyor::graph* filter_chain::graph() const noexcept { return impl_->graph ? &*impl_->graph : nullptr; }

@@ -109,6 +109,14 @@ public:
   //! for colour_blurred). \throws conveyor::cuda_error when a CUDA call fails.
   [[nodiscard]] std::vector<float> download(stage s) const;
 
+  //! Adds the chain's kernels for one frame to `g`, without the copies: they read the RGB8 frame (3 bytes per pixel)
+  //! at device `rgb8` and write the edges (1 byte per pixel) to device `edges8` and the sharpened RGB8 to device
+  //! `sharp8`, through this chain's intermediates and with its current parameters. The graph mode's kernel nodes,
+  //! in the same order with the same arguments but those three pointers: the compute stage of the pipelined mode
+  //! (conveyor::frame_pipeline). Two launches of such graphs must not overlap (they share the intermediates).
+  //! \throws std::invalid_argument for a null pointer; conveyor::cuda_error when adding a node fails.
+  void define_kernels(conveyor::graph& g, const std::uint8_t* rgb8, std::uint8_t* edges8, std::uint8_t* sharp8) const;
+
   //! The graph of graph mode, or nullptr before the first graph-mode frame.
   [[nodiscard]] const conveyor::graph* graph() const noexcept;
   //! The executable graph of graph mode (to profile or examine it), or nullptr before the first graph-mode frame.

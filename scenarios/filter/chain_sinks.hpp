@@ -194,6 +194,32 @@ private:
   std::array<node, lanes> last_{};
 };
 
+//! Passes the kernels to `Inner` and leaves the copies out: the chain's compute alone, for the pipelined mode
+//! (conveyor::frame_pipeline adds the copies, into and out of its own slots). A left-out copy's token is empty:
+//! define_chain makes no kernel depend on a copy's token, only on its lane's order.
+template <class Inner>
+class kernels_only_sink {
+public:
+  using token = typename Inner::token;
+
+  explicit kernels_only_sink(Inner& inner) : inner_(inner) {}
+
+  template <class... P, class... A>
+  token kernel(int lane, std::initializer_list<token> deps, std::string_view label, const launch_config& cfg,
+               void (*fn)(P...), A&&... args) {
+    return inner_.kernel(lane, deps, label, cfg, fn, std::forward<A>(args)...);
+  }
+
+  token copy(int, std::initializer_list<token>, std::string_view, void*, const void*, std::size_t, cudaMemcpyKind) {
+    return token{};
+  }
+
+  void join(int, std::initializer_list<token>) {} // only copies are joined (the colour branch's download)
+
+private:
+  Inner& inner_;
+};
+
 //! Walks the chain in the order graph_sink built it; where an operation's arguments differ from those its node
 //! holds, sets them on the executable graph (set_kernel_args / set_memcpy) and counts the node.
 class update_sink {

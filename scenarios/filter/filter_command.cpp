@@ -11,6 +11,7 @@
 #include "filter/chain.hpp"
 #include "filter/cpu_reference.hpp"
 #include "filter/image_io.hpp"
+#include "filter/pipelined.hpp"
 #include "filter/resize.hpp"
 
 #include <conveyor/runtime/device.hpp>
@@ -22,6 +23,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -46,6 +48,9 @@ struct cli_options {
   std::size_t limit = 0;
   std::string dot;
   bool verify = false;
+  std::size_t pipeline = 0;          // --pipeline DEPTH: 0 = off
+  std::size_t pipeline_frames = 60;  // --pipeline-frames
+  bool pipeline_frames_given = false;
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
 };
 
@@ -102,12 +107,58 @@ std::vector<std::pair<frame_size, std::vector<std::size_t>>> make_batches(const 
 
 std::string size_text(int w, int h) { return fmt::format("{}x{}", w, h); }
 
-void print_table(const std::vector<size_report>& reports, const std::string& device) {
+std::string pipelined_mode_name(std::size_t depth) { return fmt::format("pipe-{}", depth); }
+
+const mode_timing* find_mode(const size_report& r, execution_mode mode) {
+  for (const auto& m : r.modes)
+    if (m.mode == mode) return &m;
+  return nullptr;
+}
+
+//! The pipelined results beside their bound: each stage alone, the slowest of them, frames/s as a fraction of it.
+void print_bound_table(const std::vector<size_report>& reports,
+                       const std::vector<std::optional<pipelined_report>>& pipelined) {
+  bool any = false;
+  for (const auto& p : pipelined) any = any || p.has_value();
+  if (!any) return;
+  fmt::print("\npipelined: one graph launch per step holds the upload of frame k, the chain of frame k-1 and the "
+             "downloads of frame k-2 (depth 3; depth 2: upload k beside chain then downloads of k-1) as independent "
+             "branches; bound = the slowest of upload, chain and downloads, each measured alone (ms/frame)\n");
+  fmt::print("{:<10} | {:>5} | {:>6} | {:>8} | {:>9} | {:>12} | {:>11} | {:>14} | {:>8} | {:>8} | {:>8} | {:>8} | "
+             "{:>12} | {:>9}\n",
+             "size", "depth", "frames", "ms/frame", "frames/s", "upload alone", "chain alone", "download alone",
+             "bound", "bound by", "of bound", "vs graph", "graphs/nodes", "= graph");
+  fmt::print("{:-<10}-+-{:-<5}-+-{:-<6}-+-{:-<8}-+-{:-<9}-+-{:-<12}-+-{:-<11}-+-{:-<14}-+-{:-<8}-+-{:-<8}-+-{:-<8}-+-"
+             "{:-<8}-+-{:-<12}-+-{:-<9}\n",
+             "", "", "", "", "", "", "", "", "", "", "", "", "", "");
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    if (!pipelined[i]) continue;
+    const pipelined_report& p = *pipelined[i];
+    const size_report& r = reports[i];
+    const mode_timing* g = find_mode(r, execution_mode::graph);
+    const std::string vs_graph =
+        g != nullptr && p.ms_per_frame > 0.0 ? fmt::format("{:.2f}x", g->ms_per_frame / p.ms_per_frame) : "n/a";
+    const bool same = !r.modes.empty() && p.output_hash == r.modes.front().output_hash;
+    fmt::print("{:<10} | {:>5} | {:>6} | {:>8.4f} | {:>9.1f} | {:>12.4f} | {:>11.4f} | {:>14.4f} | {:>8.4f} | {:>8} | "
+               "{:>7.1f}% | {:>8} | {:>12} | {:>9}\n",
+               size_text(r.width, r.height), p.depth, p.frames_per_pass, p.ms_per_frame, p.frames_per_second,
+               p.upload_ms, p.chain_ms, p.download_ms, p.bound_ms, conveyor::to_string(p.bound_by),
+               100.0 * p.fraction_of_bound, vs_graph,
+               fmt::format("{}/{}", p.statistics.instantiations, p.statistics.nodes_updated),
+               same ? "bitwise" : "DIFFERS");
+  }
+  fmt::print("(per frame: upload 3 bytes per pixel, downloads 4; of bound: frames/s over the bound's frames/s; "
+             "graphs/nodes: executable graphs made, copy nodes given new host pointers)\n");
+}
+
+void print_table(const std::vector<size_report>& reports,
+                 const std::vector<std::optional<pipelined_report>>& pipelined, const std::string& device) {
   fmt::print("\ndevice: {}\n", device);
   fmt::print("{:<10} | {:<6} | {:>6} | {:>17} | {:>9} | {:>15} | {:>19}\n", "size", "mode", "frames",
              "ms/frame (median)", "frames/s", "speedup vs sync", "nodes updated/frame");
   fmt::print("{:-<10}-+-{:-<6}-+-{:-<6}-+-{:-<17}-+-{:-<9}-+-{:-<15}-+-{:-<19}\n", "", "", "", "", "", "", "");
-  for (const auto& r : reports) {
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const size_report& r = reports[i];
     const mode_timing* sync = nullptr;
     for (const auto& m : r.modes)
       if (m.mode == execution_mode::sync) sync = &m;
@@ -120,6 +171,15 @@ void print_table(const std::vector<size_report>& reports, const std::string& dev
                                       : "-";
       fmt::print("{:<10} | {:<6} | {:>6} | {:>17.4f} | {:>9.1f} | {:>15} | {:>19}\n", size_text(r.width, r.height),
                  to_string(m.mode), r.frames, m.ms_per_frame, m.frames_per_second, speedup, updated);
+    }
+    if (i < pipelined.size() && pipelined[i]) {
+      const pipelined_report& p = *pipelined[i];
+      const std::string speedup = sync != nullptr && p.ms_per_frame > 0.0
+                                      ? fmt::format("{:.2f}x", sync->ms_per_frame / p.ms_per_frame)
+                                      : "n/a";
+      fmt::print("{:<10} | {:<6} | {:>6} | {:>17.4f} | {:>9.1f} | {:>15} | {:>19}\n", size_text(r.width, r.height),
+                 pipelined_mode_name(p.depth), p.frames_per_pass, p.ms_per_frame, p.frames_per_second, speedup,
+                 "-");
     }
   }
 }
@@ -154,6 +214,8 @@ void run(const cli_options& o) {
   if (!native)
     for (const auto& s : o.sizes) (void)parse_size(s);
 
+  if (o.pipeline_frames_given && o.pipeline == 0)
+    throw CLI::ValidationError("--pipeline-frames", "applies to --pipeline only; without it it would be ignored");
   conveyor::scenarios::check_profiling_options(o.profile, has_graph, "--mode graph or --mode all");
   conveyor::scenarios::check_output_file("--dot", o.dot);
   conveyor::scenarios::check_output_folder("--out", o.out);
@@ -182,6 +244,7 @@ void run(const cli_options& o) {
   const auto profiling = conveyor::scenarios::make_profiling(o.profile, "filter");
   const timing_options timing{o.warmup, o.repeat};
   std::vector<size_report> reports;
+  std::vector<std::optional<pipelined_report>> pipelined;
   std::vector<std::string> failures;
   bool dot_written = false;
   for (const auto& [size, members] : make_batches(o.sizes, images)) {
@@ -204,6 +267,15 @@ void run(const cli_options& o) {
     if (!r.modes_agree()) failures.push_back(size_text(w, h) + ": the modes' outputs differ");
     fmt::print("{}: outputs of {} bitwise identical across modes: {}\n", size_text(w, h), r.frames,
                r.modes_agree() ? "yes" : "NO");
+    std::optional<pipelined_report> piped;
+    if (o.pipeline > 0) {
+      piped = run_pipelined(chain, slots, {o.pipeline, o.pipeline_frames}, timing);
+      const bool same = piped->output_hash == r.modes.front().output_hash;
+      fmt::print("{}: pipelined (depth {}, {} frames per pass) outputs bitwise identical to {} mode: {}\n",
+                 size_text(w, h), piped->depth, piped->frames_per_pass, to_string(r.modes.front().mode),
+                 same ? "yes" : "NO");
+      if (!same) failures.push_back(size_text(w, h) + ": the pipelined outputs differ from the other modes'");
+    }
     if (o.verify) {
       const chain_reference ref = run_reference(first_frame, o.params);
       const output_check c = check_outputs(slots[0].edges_image(), slots[0].sharp_image(), ref, o.params.threshold,
@@ -227,8 +299,10 @@ void run(const cli_options& o) {
     }
     std::fflush(stdout);
     reports.push_back(std::move(r));
+    pipelined.push_back(std::move(piped));
   }
-  print_table(reports, conveyor::describe_device(0));
+  print_table(reports, pipelined, conveyor::describe_device(0));
+  print_bound_table(reports, pipelined);
   if (profiling) profiling->finish();
   if (!failures.empty()) {
     std::string all;
@@ -278,9 +352,22 @@ void register_filter_command(CLI::App& app) {
       ->check(integer_in(std::size_t{0}, std::numeric_limits<std::size_t>::max()))
       ->capture_default_str();
   sub->add_option("--dot", o->dot, "Write the graph of the first size as Graphviz DOT to this file");
+  sub->add_option("--pipeline", o->pipeline,
+                  "Also run the chain pipelined over the frames with DEPTH frames in flight (2 or 3; 1: no overlap): "
+                  "one graph launch per step uploads frame k, filters frame k-1 and downloads frame k-2; reports "
+                  "it beside its bound, the slowest of upload, chain and download measured alone (0: off)")
+      ->check(integer_in(std::size_t{0}, conveyor::max_pipeline_depth))
+      ->capture_default_str();
+  sub->add_option("--pipeline-frames", o->pipeline_frames,
+                  "Frames streamed per pipelined pass (the batch repeated; prologue and epilogue are amortised)")
+      ->check(integer_in(std::size_t{1}, std::size_t{1000000}))
+      ->capture_default_str();
   sub->add_flag("--verify", o->verify, "Compare the first frame of each size with the CPU reference (double)");
   conveyor::scenarios::add_profiling_options(
       *sub, o->profile, "one frame (upload, chain, downloads; one graph launch in graph mode) of the first size",
       "--mode graph or --mode all");
-  sub->callback([o] { run(*o); });
+  sub->callback([o, sub] {
+    o->pipeline_frames_given = sub->count("--pipeline-frames") > 0;
+    run(*o);
+  });
 }

@@ -37,6 +37,26 @@ inline cudaError_t add_dependencies(cudaGraph_t g, const cudaGraphNode_t* from, 
 #endif
 }
 
+//! cudaGraphAddDependencies with edge data (`data`: one entry per edge; null for full dependencies).
+inline cudaError_t add_dependencies(cudaGraph_t g, const cudaGraphNode_t* from, const cudaGraphNode_t* to,
+                                    const cudaGraphEdgeData* data, std::size_t count) {
+#if CUDART_VERSION >= 13000
+  return cudaGraphAddDependencies(g, from, to, data, count);
+#else
+  return cudaGraphAddDependencies_v2(g, from, to, data, count);
+#endif
+}
+
+//! cudaGraphRemoveDependencies with edge data (an edge is removed only when its data matches).
+inline cudaError_t remove_dependencies(cudaGraph_t g, const cudaGraphNode_t* from, const cudaGraphNode_t* to,
+                                       const cudaGraphEdgeData* data, std::size_t count) {
+#if CUDART_VERSION >= 13000
+  return cudaGraphRemoveDependencies(g, from, to, data, count);
+#else
+  return cudaGraphRemoveDependencies_v2(g, from, to, data, count);
+#endif
+}
+
 // A node's dependencies or dependents (`query`: the edge-data form of cudaGraphNodeGetDependencies or
 // cudaGraphNodeGetDependentNodes), with the edge data read and dropped.
 template <class Query>

@@ -161,6 +161,10 @@ capture_session::capture_session(graph& target, const stream& s, const node_list
     : stream_(s.get()), target_(&target) {
   if (!detail::access::all_in(deps, detail::access::state(target).get()))
     throw std::invalid_argument("conveyor::capture_into: a dependency belongs to another graph");
+  if (deps.typed())
+    throw std::invalid_argument("conveyor::capture_into: the dependencies to capture after must be full; to make the "
+                                "first captured kernel overlap them, launch it with launch_config::programmatic "
+                                "(conveyor::launch), which capture turns into programmatic edges");
   if (stream_ == nullptr)
     throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCaptureToGraph(legacy default stream)",
                      std::source_location::current(),

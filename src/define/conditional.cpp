@@ -60,6 +60,9 @@ conditional_node add_conditional(graph& g, const node_list& deps, conditional_ki
   auto& state = *detail::access::state(g);
   if (!detail::access::all_in(deps, &state))
     throw std::invalid_argument("conveyor::add_conditional: a dependency belongs to another graph");
+  if (deps.typed())
+    throw std::invalid_argument("conveyor::add_conditional: a conditional node takes full dependencies only (CUDA "
+                                "allows programmatic edges only between kernel nodes)");
   if (cond.graph != g.get())
     throw std::invalid_argument("conveyor::add_conditional: the condition was made for another graph; call "
                                 "make_condition on the graph that gets the conditional node");

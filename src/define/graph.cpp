@@ -4,6 +4,8 @@
 #include "cuda/compat.hpp"
 #include "kinds/kind.hpp"
 #include "kinds/kinds.hpp"
+#include "kinds/node_name.hpp"
+#include "define/edges.hpp"
 #include "model/graph_state.hpp"
 
 #include <fmt/format.h>
@@ -22,6 +24,11 @@ std::span<const cudaGraphNode_t> checked(const detail::graph_state* g, const nod
                                          const char* call) {
   if (!access::all_in(deps, g))
     throw std::invalid_argument(fmt::format("conveyor::graph::{}: a dependency belongs to another graph", call));
+  if (deps.typed() && kind != node_kind::kernel)
+    throw std::invalid_argument(fmt::format(
+        "conveyor::graph::{}: a programmatic or launch-completion dependency needs a kernel node at both ends, and "
+        "{} nodes take full dependencies only",
+        call, to_string(kind)));
   if (g->conditional_body && !detail::traits_of(kind).allowed_in_body)
     throw std::invalid_argument(fmt::format(
         "conveyor::graph::{}: {} nodes are not allowed in a conditional node's body (CUDA allows kernel, memcpy, "
@@ -73,8 +80,77 @@ void graph::keep_alive(std::shared_ptr<void> item) { state_->keep->add(std::move
 
 node graph::add_kernel(const node_list& deps, const launch_config& cfg, const void* function, void** arguments) {
   auto handles = checked(state_.get(), deps, node_kind::kernel, "kernel");
-  cudaGraphNode_t n = detail::add_kernel(get(), handles, cfg, function, arguments);
+  if (!deps.typed() && !cfg.programmatic) {
+    cudaGraphNode_t n = detail::add_kernel(get(), handles, cfg, function, arguments);
+    return access::make_kernel_node(n, state_.get(), function, cfg);
+  }
+  // Typed dependencies: the node is added after its full ones, then each typed edge (ends checked first, so that a
+  // refused edge leaves nothing behind but what CUDA refuses itself, which removes the node again).
+  std::vector<cudaGraphNode_t> full;
+  std::vector<std::pair<cudaGraphNode_t, edge_type>> typed;
+  for (std::size_t i = 0; i < deps.size(); ++i) {
+    edge_type type = deps.type(i);
+    if (type == edge_type::full && cfg.programmatic && detail::kind_of(handles[i]) == node_kind::kernel)
+      type = edge_type::programmatic;
+    if (type == edge_type::full) {
+      full.push_back(handles[i]);
+    } else {
+      detail::check_edge_ends(state_.get(), handles[i], nullptr, type, "conveyor::graph::kernel");
+      typed.emplace_back(handles[i], type);
+    }
+  }
+  cudaGraphNode_t n = detail::add_kernel(get(), full, cfg, function, arguments);
+  try {
+    for (const auto& [from, type] : typed) detail::add_edge(state_.get(), from, n, type, "conveyor::graph::kernel");
+  } catch (...) {
+    (void)cudaGraphDestroyNode(n);
+    (void)cudaGetLastError();
+    throw;
+  }
   return access::make_kernel_node(n, state_.get(), function, cfg);
+}
+
+void graph::set_edge_type(const node& from, const node& to, edge_type type) {
+  if (!owns(from) || !owns(to))
+    throw std::invalid_argument("conveyor::graph::set_edge_type: a node is empty or belongs to another graph");
+  const auto current = edge_type_between(from, to);
+  if (!current)
+    throw std::invalid_argument(fmt::format("conveyor::graph::set_edge_type: there is no edge {} -> {}",
+                                            detail::node_name(state_.get(), from.get()),
+                                            detail::node_name(state_.get(), to.get())));
+  if (*current == type) return;
+  detail::check_edge_ends(state_.get(), from.get(), to.get(), type, "conveyor::graph::set_edge_type");
+  const cudaGraphNode_t a = from.get();
+  const cudaGraphNode_t b = to.get();
+  const cudaGraphEdgeData old_data = to_edge_data(*current);
+  CONVEYOR_CHECK(detail::remove_dependencies(get(), &a, &b, &old_data, 1));
+  try {
+    detail::add_edge(state_.get(), a, b, type, "conveyor::graph::set_edge_type");
+  } catch (...) {
+    (void)detail::add_dependencies(get(), &a, &b, &old_data, 1); // put the old edge back
+    (void)cudaGetLastError();
+    throw;
+  }
+}
+
+std::optional<edge_type> graph::edge_type_between(const node& from, const node& to) const {
+  if (!owns(from) || !owns(to))
+    throw std::invalid_argument("conveyor::graph::edge_type_between: a node is empty or belongs to another graph");
+  std::size_t count = 0;
+  CONVEYOR_CHECK(detail::get_dependencies(to.get(), nullptr, nullptr, &count));
+  std::vector<cudaGraphNode_t> deps(count);
+  std::vector<cudaGraphEdgeData> data(count);
+  if (count > 0) CONVEYOR_CHECK(detail::get_dependencies(to.get(), deps.data(), data.data(), &count));
+  for (std::size_t i = 0; i < count; ++i)
+    if (deps[i] == from.get()) {
+      if (auto t = from_edge_data(data[i])) return t;
+      throw std::invalid_argument(fmt::format(
+          "conveyor::graph::edge_type_between: the edge {} -> {} has ports {} -> {} and type {}, which Conveyor does "
+          "not name",
+          detail::node_name(state_.get(), from.get()), detail::node_name(state_.get(), to.get()),
+          static_cast<int>(data[i].from_port), static_cast<int>(data[i].to_port), static_cast<int>(data[i].type)));
+    }
+  return std::nullopt;
 }
 
 node graph::memcpy(const node_list& deps, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {

@@ -3,7 +3,12 @@
 #include "conveyor/error.hpp"
 #include "cuda/compat.hpp"
 #include "kinds/kind.hpp"
+#include "define/edges.hpp"
+#include "kinds/node_name.hpp"
 #include "model/graph_state.hpp"
+#include "cuda/check.hpp"
+
+#include <fmt/format.h>
 
 #include <stdexcept>
 
@@ -21,10 +26,43 @@ void check_same_graph(const node& a, const node& b, const char* what) {
 }
 } // namespace
 
-node& node::precede(std::initializer_list<node> successors) {
+namespace detail {
+
+void check_edge_ends(const graph_state* owner, cudaGraphNode_t from, cudaGraphNode_t to, edge_type type,
+                     const char* call) {
+  if (type == edge_type::full) return;
+  for (cudaGraphNode_t end : {from, to}) {
+    if (end == nullptr) continue; // the node about to be added: the caller checks its kind
+    const node_kind kind = kind_of(end);
+    if (kind != node_kind::kernel)
+      throw std::invalid_argument(fmt::format(
+          "{}: a {} edge from {} to {} needs kernel nodes at both ends, and {} is a {} node (CUDA allows "
+          "programmatic dependent launch only between kernels; use a full edge there)",
+          call, to_string(type), from != nullptr ? node_name(owner, from) : "the new node",
+          to != nullptr ? node_name(owner, to) : "the new node", node_name(owner, end), to_string(kind)));
+  }
+}
+
+void add_edge(const graph_state* owner, cudaGraphNode_t from, cudaGraphNode_t to, edge_type type, const char* call) {
+  check_edge_ends(owner, from, to, type, call);
+  if (type == edge_type::full) {
+    check_with(add_dependencies(owner->handle, &from, &to, 1), "cudaGraphAddDependencies", [&] {
+      return fmt::format("{}: edge {} -> {}", call, node_name(owner, from), node_name(owner, to));
+    });
+    return;
+  }
+  const cudaGraphEdgeData data = to_edge_data(type);
+  check_with(add_dependencies(owner->handle, &from, &to, &data, 1), "cudaGraphAddDependencies", [&] {
+    return fmt::format("{}: {} edge {} -> {}", call, to_string(type), node_name(owner, from), node_name(owner, to));
+  });
+}
+
+} // namespace detail
+
+node& node::precede(std::initializer_list<node> successors, edge_type type) {
   for (const node& s : successors) {
     check_same_graph(*this, s, "precede");
-    CONVEYOR_CHECK(detail::add_dependencies(graph_handle(), &handle_, &s.handle_, 1));
+    detail::add_edge(owner_, handle_, s.handle_, type, "conveyor::node::precede");
   }
   return *this;
 }
@@ -32,7 +70,15 @@ node& node::precede(std::initializer_list<node> successors) {
 node& node::succeed(std::initializer_list<node> predecessors) {
   for (const node& p : predecessors) {
     check_same_graph(*this, p, "succeed");
-    CONVEYOR_CHECK(detail::add_dependencies(graph_handle(), &p.handle_, &handle_, 1));
+    detail::add_edge(owner_, p.handle_, handle_, edge_type::full, "conveyor::node::succeed");
+  }
+  return *this;
+}
+
+node& node::succeed(std::initializer_list<dependency> predecessors) {
+  for (const dependency& p : predecessors) {
+    check_same_graph(*this, p.from, "succeed");
+    detail::add_edge(owner_, p.from.handle_, handle_, p.type, "conveyor::node::succeed");
   }
   return *this;
 }
@@ -67,6 +113,23 @@ std::vector<node> node::dependents() const {
   std::vector<node> out;
   for (std::size_t i = 0; i < count; ++i) out.push_back(node(handles[i], owner_));
   return out;
+}
+
+void node_list::assign(const dependency* deps, std::size_t count) {
+  std::vector<node> nodes;
+  nodes.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) nodes.push_back(deps[i].from);
+  assign(nodes.data(), count);
+  edge_type* types = inline_types_.data();
+  if (count > inline_capacity) {
+    heap_types_.resize(count);
+    types = heap_types_.data();
+  }
+  typed_ = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    types[i] = deps[i].type;
+    typed_ = typed_ || deps[i].type != edge_type::full;
+  }
 }
 
 void node_list::assign(const node* nodes, std::size_t count) {

@@ -467,6 +467,16 @@ cudaGraphNode_t add_kernel(cudaGraph_t g, node_handles deps, const launch_config
   params.extra = nullptr;
   cudaGraphNode_t n = nullptr;
   CONVEYOR_CHECK(cudaGraphAddKernelNode(&n, g, deps.data(), deps.size(), &params));
+  if (cfg.priority != 0) {
+    cudaLaunchAttributeValue value{};
+    value.priority = cfg.priority;
+    const cudaError_t rc = cudaGraphKernelNodeSetAttribute(n, cudaLaunchAttributePriority, &value);
+    if (rc != cudaSuccess) {
+      (void)cudaGraphDestroyNode(n);
+      check_with(rc, "cudaGraphKernelNodeSetAttribute(cudaLaunchAttributePriority)",
+                 [&] { return "priority " + std::to_string(cfg.priority); });
+    }
+  }
   return n;
 }
 

@@ -135,12 +135,15 @@ graph_description describe_graph(cudaGraph_t g, const graph_state* owner) {
     traits_of(d.kind).describe(handles[i], d, owner);
     out.nodes.push_back(std::move(d));
   }
-  std::size_t count = 0;
-  CONVEYOR_CHECK(get_edges(g, nullptr, nullptr, &count));
-  std::vector<cudaGraphNode_t> from(count);
-  std::vector<cudaGraphNode_t> to(count);
-  if (count > 0) CONVEYOR_CHECK(get_edges(g, from.data(), to.data(), &count));
-  for (std::size_t i = 0; i < count; ++i) out.edges.emplace_back(index.at(from[i]), index.at(to[i]));
+  // Node by node, with edge data (see indexed_edges): sorted by (from, to).
+  for (const auto& [from, to, from_port, to_port, type] : indexed_edges(handles)) {
+    out.edges.emplace_back(from, to);
+    cudaGraphEdgeData data{};
+    data.from_port = static_cast<unsigned char>(from_port);
+    data.to_port = static_cast<unsigned char>(to_port);
+    data.type = static_cast<cudaGraphDependencyType>(type);
+    out.edge_types.push_back(from_edge_data(data).value_or(edge_type::programmatic));
+  }
   return out;
 }
 

@@ -84,7 +84,9 @@ void write_dot_body(std::string& out, const graph_description& d, const std::str
         out += fmt::format("{}{} -> {}0 [style=dashed, arrowhead=odot];\n", indent, id, body_prefix);
     }
   }
-  for (const auto& [from, to] : d.edges) out += fmt::format("{}{}{} -> {}{};\n", indent, prefix, from, prefix, to);
+  for (std::size_t e = 0; e < d.edges.size(); ++e)
+    out += fmt::format("{}{}{} -> {}{}{};\n", indent, prefix, d.edges[e].first, prefix, d.edges[e].second,
+                       dot_edge_attributes(d.edge_type_of(e)));
 }
 
 nlohmann::json to_json_value(const graph_description& d) {
@@ -110,12 +112,17 @@ nlohmann::json to_json_value(const graph_description& d) {
     nodes.push_back(std::move(j));
   }
   nlohmann::json edges = nlohmann::json::array();
-  for (const auto& [from, to] : d.edges) edges.push_back({from, to});
+  nlohmann::json edge_types = nlohmann::json::array();
+  for (std::size_t e = 0; e < d.edges.size(); ++e) {
+    edges.push_back({d.edges[e].first, d.edges[e].second});
+    edge_types.push_back(std::string(to_string(d.edge_type_of(e))));
+  }
   auto s = statistics(d);
   nlohmann::json by_kind = nlohmann::json::object();
   for (const auto& [kind, count] : s.by_kind) by_kind[std::string(to_string(kind))] = count;
   return {{"nodes", std::move(nodes)},
           {"edges", std::move(edges)},
+          {"edge_types", std::move(edge_types)},
           {"statistics",
            {{"nodes", s.nodes},
             {"edges", s.edges},
@@ -127,6 +134,15 @@ nlohmann::json to_json_value(const graph_description& d) {
 }
 
 } // namespace
+
+std::string_view dot_edge_attributes(edge_type type) noexcept {
+  switch (type) {
+  case edge_type::full: return "";
+  case edge_type::programmatic: return R"( [style=dashed, color="#1f77b4", label="programmatic"])";
+  case edge_type::launch_completion: return R"( [style=dotted, color="#1f77b4", label="launch completion"])";
+  }
+  return "";
+}
 
 std::string to_dot(const graph_description& d, std::string_view name) {
   std::string out = fmt::format("digraph {} {{\n", dot_quoted(name));

@@ -474,12 +474,16 @@ private:
         const node_description& d = l.g->nodes[i];
         return d.kind == node_kind::kernel && !has_programmatic_attribute(d);
       };
+      // Links already programmatic (or launch-completion) are not a gap to close.
+      std::set<std::pair<std::size_t, std::size_t>> programmatic_links;
+      for (std::size_t e = 0; e < l.g->edges.size(); ++e)
+        if (l.g->edge_type_of(e) != edge_type::full) programmatic_links.insert(l.g->edges[e]);
       std::vector<std::optional<std::size_t>> next(l.size());
       std::vector<bool> linked_in(l.size(), false);
       for (std::size_t u = 0; u < l.size(); ++u)
         if (ok(u) && l.succs[u].size() == 1) {
           const std::size_t v = l.succs[u][0];
-          if (ok(v) && l.preds[v].size() == 1) {
+          if (ok(v) && l.preds[v].size() == 1 && !programmatic_links.contains({u, v})) {
             next[u] = v;
             linked_in[v] = true;
           }
@@ -503,11 +507,12 @@ private:
           if (p_.median_wall > 0 && idle > t_.gap_share * p_.median_wall) s_level = severity::warning;
         }
         add("pdl_chains", s_level, std::move(names), std::move(evidence),
-            "use programmatic dependent launch along the chain: capture each consumer with the launch attribute "
-            "cudaLaunchAttributeProgrammaticStreamSerialization (or, building the graph, make each edge a "
-            "cudaGraphKernelNodePortProgrammatic edge), call cudaGridDependencySynchronize() in the consumer before "
-            "it reads the producer's output, and optionally cudaTriggerProgrammaticLaunchCompletion() in the "
-            "producer once its output is written");
+            "use programmatic dependent launch along the chain: call conveyor::device::wait_for_dependencies() "
+            "(cudaGridDependencySynchronize) in each consumer before it reads the producer's output, then make the "
+            "edges programmatic — conveyor::make_programmatic(graph, waiting_kernels) on the built or captured "
+            "graph, programmatic(producer) dependencies in the builder, or conveyor::launch with "
+            "launch_config::programmatic when capturing (cudaLaunchAttributeProgrammaticStreamSerialization); "
+            "optionally conveyor::device::launch_dependents() in the producer once its output is written");
       }
     }
   }

@@ -2,6 +2,8 @@
 // the report as a table.
 #include "conveyor/profile/report.hpp"
 
+#include "conveyor/observe/export.hpp"
+
 #include "profile/analysis.hpp"
 
 #include <fmt/format.h>
@@ -91,7 +93,9 @@ void write_body(std::string& out, const dot_context& c, const graph_description&
         out += fmt::format("{}{} -> {}0 [style=dashed, arrowhead=odot];\n", indent, id, body_prefix);
     }
   }
-  for (const auto& [from, to] : d.edges) out += fmt::format("{}{}{} -> {}{};\n", indent, prefix, from, prefix, to);
+  for (std::size_t e = 0; e < d.edges.size(); ++e)
+    out += fmt::format("{}{}{} -> {}{}{};\n", indent, prefix, d.edges[e].first, prefix, d.edges[e].second,
+                       dot_edge_attributes(d.edge_type_of(e)));
 }
 
 std::string track_name(const std::string& track) {

@@ -3,6 +3,7 @@
 // program). Each computes something a host reference can check element by element.
 
 #include <conveyor/define/conditional_device.cuh>
+#include <conveyor/define/programmatic.cuh>
 
 #include <cooperative_groups.h>
 
@@ -89,6 +90,36 @@ __global__ void set_below_limit(cudaGraphConditionalHandle h, const int* counter
 __global__ void count_up(cudaGraphConditionalHandle h, int* counter, const int* limit) {
   const int c = ++*counter;
   conveyor::set_condition(h, c < *limit ? 1U : 0U);
+}
+
+// Programmatic dependent launch: lets its dependents launch at once, waits for its own programmatic predecessors
+// (conveyor::device::wait_for_dependencies), busy-waits about `cycles`, then x = a x + b. A dependent that did not
+// wait would read x before this kernel's write; each step's result depends on the one before, so the order shows.
+__global__ void pdl_affine(int n, float a, float b, float* x, long long cycles) {
+  conveyor::device::launch_dependents();
+  conveyor::device::wait_for_dependencies();
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = a * x[i] + b;
+}
+
+// The GPU's global nanosecond timer (PTX %globaltimer).
+__device__ inline unsigned long long global_ns() {
+  unsigned long long t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Each block busy-waits about `cycles`, then raises *finish to the time it ended (ns, %globaltimer): *finish ends
+// as the time the kernel's last block finished. For priority tests: many blocks, so that kernels contend for SMs.
+__global__ void stamp_finish(long long cycles, unsigned long long* finish) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(finish, global_ns());
 }
 
 } // namespace conveyor::test::kernels

@@ -325,7 +325,8 @@ TEST(Doctor, PdlChainsFromTheDescription) {
   EXPECT_EQ(f[0].level, severity::info);
   EXPECT_EQ(f[0].nodes, (std::vector<std::string>{"step0", "step1", "step2"}));
   EXPECT_HAS(f[0].evidence, "a chain of 3 kernel nodes");
-  EXPECT_HAS(f[0].fix, "cudaGraphKernelNodePortProgrammatic");
+  EXPECT_HAS(f[0].fix, "make_programmatic");
+  EXPECT_HAS(f[0].fix, "wait_for_dependencies");
   EXPECT_HAS(f[0].fix, "cudaGridDependencySynchronize");
 
   // With a profile: 2 links × a typical gap of 2 µs = 4 µs, 20% of 20 µs.
@@ -360,6 +361,13 @@ TEST(Doctor, PdlChainsNearMisses) {
   graph_description copy_between = chain(3); // k1 is a copy: no kernel chain
   copy_between.nodes[1] = copy(1, "mid", "DtoD", 1 << 20);
   EXPECT_TRUE(run(with_graph(copy_between), "pdl_chains").empty());
+
+  graph_description linked = chain(3); // both links already programmatic edges: nothing left to close
+  linked.edge_types = {conveyor::edge_type::programmatic, conveyor::edge_type::launch_completion};
+  EXPECT_TRUE(run(with_graph(linked), "pdl_chains").empty());
+  graph_description half = chain(4); // one of three links programmatic: the rest, two nodes, is too short
+  half.edge_types = {conveyor::edge_type::full, conveyor::edge_type::programmatic, conveyor::edge_type::full};
+  EXPECT_TRUE(run(with_graph(half), "pdl_chains").empty());
 
   graph_description already = chain(3); // k1 already launched with programmatic dependent launch
   already.nodes[1].attributes.push_back("programmatic stream serialization");

@@ -126,3 +126,24 @@ TEST(Json, EmptyGraph) {
 }
 
 } // namespace
+
+TEST(Export, EdgeTypesAreDrawnAndListed) {
+  auto d = diamond();
+  d.edge_types = {conveyor::edge_type::programmatic, conveyor::edge_type::full}; // the rest: full (shorter list)
+  d.edges.push_back({1, 4});
+  d.edge_types.resize(d.edges.size(), conveyor::edge_type::full);
+  d.edge_types.back() = conveyor::edge_type::launch_completion;
+  const std::string dot = conveyor::to_dot(d, "step");
+  EXPECT_NE(dot.find("n0 -> n1 [style=dashed, color=\"#1f77b4\", label=\"programmatic\"];"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("n1 -> n4 [style=dotted, color=\"#1f77b4\", label=\"launch completion\"];"), std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("n0 -> n2;"), std::string::npos) << dot;
+  const auto j = nlohmann::json::parse(conveyor::to_json(d));
+  ASSERT_EQ(j.at("edge_types").size(), j.at("edges").size());
+  EXPECT_EQ(j.at("edge_types")[0], "programmatic");
+  EXPECT_EQ(j.at("edge_types")[1], "full");
+  EXPECT_EQ(j.at("edge_types")[5], "launch_completion");
+  // A hand-made description without edge types: every edge full.
+  const auto plain = nlohmann::json::parse(conveyor::to_json(diamond()));
+  for (const auto& t : plain.at("edge_types")) EXPECT_EQ(t, "full");
+}

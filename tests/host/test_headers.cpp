@@ -5,15 +5,20 @@
 #include <conveyor/assembly/graph_cache.hpp>
 #include <conveyor/assembly/graphed_types.hpp>
 #include <conveyor/assembly/pipeline.hpp>
+#include <conveyor/assembly/pipeline_schedule.hpp>
+#include <conveyor/assembly/frame_pipeline.hpp>
 #include <conveyor/define/capture.hpp>
 #include <conveyor/define/conditional.hpp>
 #include <conveyor/define/description.hpp>
+#include <conveyor/define/edge_type.hpp>
 #include <conveyor/define/graph.hpp>
 #include <conveyor/define/kernel_args.hpp>
 #include <conveyor/define/node.hpp>
 #include <conveyor/define/node_kind.hpp>
+#include <conveyor/define/programmatic.hpp>
 #include <conveyor/error.hpp>
 #include <conveyor/execute/graph_diff.hpp>
+#include <conveyor/execute/device_graph.hpp>
 #include <conveyor/execute/exec_facts.hpp>
 #include <conveyor/execute/graph_exec.hpp>
 #include <conveyor/execute/instantiate_flags.hpp>
@@ -26,6 +31,7 @@
 #include <conveyor/profile/trace.hpp>
 #include <conveyor/runtime/device.hpp>
 #include <conveyor/runtime/event.hpp>
+#include <conveyor/runtime/launch.hpp>
 #include <conveyor/runtime/stream.hpp>
 
 #include <gtest/gtest.h>

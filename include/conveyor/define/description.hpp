@@ -3,6 +3,7 @@
 //! Plain descriptions of a graph's nodes and edges: what each node does (kind, label, kernel name, launch shape and
 //! attributes, copy sizes), the data behind the DOT and JSON exports. Plain values: testable without a GPU.
 
+#include "conveyor/define/edge_type.hpp"
 #include "conveyor/define/node_kind.hpp"
 
 #include <array>
@@ -49,9 +50,17 @@ struct node_description {
 struct graph_description {
   std::vector<node_description> nodes;                     //!< in creation order; node_description::id = index
   std::vector<std::pair<std::size_t, std::size_t>> edges;  //!< dependencies as (from, to) indices into `nodes`
+  //! The type of each edge, parallel to `edges` (describe fills one per edge; a description built by hand may leave
+  //! it shorter: missing entries are full). Read through edge_type_of.
+  std::vector<edge_type> edge_types;
   bool captured = false;                  //!< made by stream capture (conveyor::capture / capture_into)
   bool captured_on_blocking_stream = false; //!< captured on a stream created without cudaStreamNonBlocking: it
                                           //!< synchronises with the legacy default stream
+
+  //! The type of edge `i` (full when edge_types has no entry for it). Never throws.
+  [[nodiscard]] edge_type edge_type_of(std::size_t i) const noexcept {
+    return i < edge_types.size() ? edge_types[i] : edge_type::full;
+  }
 };
 
 } // namespace conveyor

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -191,6 +192,16 @@ public:
   [[nodiscard]] std::vector<node> root_nodes() const;
   //! All edges as (from, to).
   [[nodiscard]] std::vector<std::pair<node, node>> edges() const;
+  //! The type of the edge from -> to, or nullopt when there is none (`cudaGraphNodeGetDependencies` with edge data).
+  //! \throws std::invalid_argument when a node is empty or of another graph, or the edge has ports Conveyor does not
+  //!         name; cuda_error when the query fails.
+  [[nodiscard]] std::optional<edge_type> edge_type_between(const node& from, const node& to) const;
+  //! Changes the type of the existing edge from -> to (`cudaGraphRemoveDependencies`, then
+  //! `cudaGraphAddDependencies` with the new `cudaGraphEdgeData`; on failure the old edge is put back). Executable
+  //! graphs made before are not affected (a whole-graph update refuses the change: edge types are topology).
+  //! \throws std::invalid_argument when there is no such edge, a node belongs to another graph, or `type` is not
+  //!         full and an end is not a kernel node; cuda_error when CUDA refuses it.
+  void set_edge_type(const node& from, const node& to, edge_type type);
   //! Wraps a CUDA node handle of this graph (e.g. from a CUDA call on get()) as a conveyor::node.
   [[nodiscard]] node wrap(cudaGraphNode_t handle) const noexcept;
   //! True when `n` is a node of this graph (not of another graph, a clone or a body).

@@ -13,12 +13,23 @@
 
 namespace conveyor {
 
-//! Grid, block and dynamic shared memory of a kernel launch (the `<<<grid, block, shared_bytes>>>` triple). A plain
-//! value.
+//! Grid, block and dynamic shared memory of a kernel launch (the `<<<grid, block, shared_bytes>>>` triple), and the
+//! launch attributes Conveyor names (`cudaLaunchConfig_t` / `cudaLaunchAttribute`). A plain value.
 struct launch_config {
   dim3 grid{1, 1, 1};           //!< blocks per grid, in x, y, z
   dim3 block{1, 1, 1};          //!< threads per block, in x, y, z
   std::size_t shared_bytes = 0; //!< dynamic shared memory per block, in bytes
+  //! Scheduling priority of the kernel's blocks (`cudaLaunchAttributePriority`): lower numbers are higher priority,
+  //! within cudaDeviceGetStreamPriorityRange (0 to -5 on the H200); 0 leaves the default (the stream's priority, or
+  //! for a graph node none). A graph honours node priorities when instantiated with
+  //! instantiate_flags::use_node_priority.
+  int priority = 0;
+  //! Programmatic dependent launch: the kernel may begin while the kernels it depends on are still running, and calls
+  //! conveyor::device::wait_for_dependencies() before reading their results. On a stream (conveyor::launch) this is
+  //! `cudaLaunchAttributeProgrammaticStreamSerialization`, which stream capture turns into a programmatic edge
+  //! from the previous kernel; in the builder (graph::kernel) the dependencies given that are kernel nodes become
+  //! programmatic edges (others stay full).
+  bool programmatic = false;
 };
 
 //! The values of a kernel's arguments, converted to the kernel's parameter types and held so that CUDA can copy

@@ -2,6 +2,7 @@
 //! \file node.hpp
 //! conveyor::node, a non-owning handle to one node of a graph, and node_list, the dependencies given at insertion.
 
+#include "conveyor/define/edge_type.hpp"
 #include "conveyor/define/kernel_args.hpp"
 #include "conveyor/define/node_kind.hpp"
 
@@ -23,7 +24,7 @@ struct access; // the library's own way in (an "attorney"): not part of the API
 } // namespace detail
 
 //! A handle to one node of a conveyor::graph: the CUDA node plus the graph it belongs to, and for kernel nodes made
-//! by the builder the kernel and launch configuration they were added with (a plain value of 56 bytes, copied
+//! by the builder the kernel and launch configuration they were added with (a plain value of 64 bytes, copied
 //! without allocation). Nodes come from the builder (graph::kernel, ...), graph::nodes(), capture_into() and
 //! graph::wrap(). Valid while the graph (or an executable graph instantiated from it) is alive.
 //! Taskflow-style dependency calls: `a.precede(b)` adds the edge a → b, `b.succeed(a)` the same edge.
@@ -45,12 +46,21 @@ public:
   //! \throws cuda_error when the handle is invalid.
   [[nodiscard]] node_kind kind() const;
 
-  //! Adds edges this → each of `successors` (`cudaGraphAddDependencies`). Returns *this for chaining.
-  //! \throws std::invalid_argument when a node is empty or belongs to another graph; cuda_error when CUDA rejects it.
-  node& precede(std::initializer_list<node> successors);
+  //! Adds edges this → each of `successors` (`cudaGraphAddDependencies`, with `cudaGraphEdgeData` for an edge type
+  //! other than full). Returns *this for chaining.
+  //! \throws std::invalid_argument when a node is empty or belongs to another graph, or when `type` is not full
+  //!         and an end is not a kernel node (CUDA allows programmatic edges only between kernel nodes);
+  //!         cuda_error when CUDA rejects it (e.g. the edge exists already).
+  node& precede(std::initializer_list<node> successors, edge_type type = edge_type::full);
+  //! Adds the edge this → `successor` of type `type`: `a.precede(b, edge_type::programmatic)`.
+  //! \throws as precede(std::initializer_list, edge_type).
+  node& precede(const node& successor, edge_type type) { return precede({successor}, type); }
   //! Adds edges each of `predecessors` → this. Returns *this for chaining.
   //! \throws std::invalid_argument when a node is empty or belongs to another graph; cuda_error when CUDA rejects it.
   node& succeed(std::initializer_list<node> predecessors);
+  //! Adds edges from each of `predecessors` → this, each of its own type: `c.succeed({programmatic(a), b})`.
+  //! \throws as precede(std::initializer_list, edge_type).
+  node& succeed(std::initializer_list<struct dependency> predecessors);
   //! Variadic form of precede: `a.precede(b, c)`. \throws as precede(std::initializer_list).
   template <class... Nodes>
   node& precede(const node& first, const Nodes&... rest) {
@@ -98,6 +108,24 @@ private:
   launch_config config_{};
 };
 
+//! One dependency given at insertion or to node::succeed: the node depended on and the edge's type. A node converts
+//! to a full dependency, so `{a, b}` and `{programmatic(a), b}` are both dependency lists. A plain value.
+struct dependency {
+  //! A dependency on `from` of type `type` (full unless told).
+  dependency(const node& from, edge_type type = edge_type::full) noexcept : from(from), type(type) {} // NOLINT
+  conveyor::node from;              //!< the predecessor
+  edge_type type = edge_type::full; //!< what the new node waits for
+};
+
+//! A programmatic dependency on kernel node `from` (edge_type::programmatic): the new kernel node may start before
+//! `from` completes and must call conveyor::device::wait_for_dependencies() before reading what `from` writes.
+[[nodiscard]] inline dependency programmatic(const node& from) noexcept { return {from, edge_type::programmatic}; }
+//! A launch-completion dependency on kernel node `from` (edge_type::launch_completion): the new kernel node may start
+//! once every block of `from` has started.
+[[nodiscard]] inline dependency launch_completion(const node& from) noexcept {
+  return {from, edge_type::launch_completion};
+}
+
 //! A list of nodes to depend on, given at insertion: `g.kernel({a, b}, cfg, fn, args...)`. Accepts a braced list,
 //! a std::vector<node> or a std::span<const node>. Holds up to `inline_capacity` nodes without allocating, so that
 //! adding a node costs no heap allocation in the common case. Thread safety: a plain value.
@@ -114,6 +142,11 @@ public:
   node_list(std::span<const node> nodes) { assign(nodes.data(), nodes.size()); }
   //! \throws std::invalid_argument when a node is empty.
   node_list(const std::vector<node>& nodes) { assign(nodes.data(), nodes.size()); }
+  //! Dependencies with edge types: `{programmatic(a), b}`.
+  //! \throws std::invalid_argument when a node is empty.
+  node_list(std::initializer_list<dependency> deps) { assign(deps.begin(), deps.size()); }
+  //! \throws std::invalid_argument when a node is empty.
+  node_list(const std::vector<dependency>& deps) { assign(deps.data(), deps.size()); }
 
   //! Number of nodes.
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
@@ -127,10 +160,20 @@ public:
   [[nodiscard]] node operator[](std::size_t i) const noexcept {
     return {handles()[i], size_ <= inline_capacity ? inline_owners_[i] : heap_owners_[i]};
   }
+  //! The type of the edge from node `i`; `i` must be below size().
+  [[nodiscard]] edge_type type(std::size_t i) const noexcept {
+    return typed_ ? (size_ <= inline_capacity ? inline_types_[i] : heap_types_[i]) : edge_type::full;
+  }
+  //! True when some dependency is not full (programmatic or launch completion).
+  [[nodiscard]] bool typed() const noexcept { return typed_; }
 
 private:
   friend struct detail::access;
   void assign(const node* nodes, std::size_t count);
+  void assign(const dependency* deps, std::size_t count);
+  std::array<edge_type, inline_capacity> inline_types_{};
+  std::vector<edge_type> heap_types_;
+  bool typed_ = false;
   std::array<cudaGraphNode_t, inline_capacity> inline_handles_{};
   std::array<detail::graph_state*, inline_capacity> inline_owners_{};
   std::vector<cudaGraphNode_t> heap_handles_;

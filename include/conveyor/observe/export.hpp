@@ -11,11 +11,17 @@ namespace conveyor {
 
 //! The description as a Graphviz `digraph` named `name`: one box per node labelled with its display name, kind,
 //! grid/block (kernels) or size (copies, memsets, allocations); child graphs and conditional bodies as nested
-//! clusters; edges as arrows. Readable by `dot`.
+//! clusters; edges as arrows (programmatic edges dashed and launch-completion edges dotted, both blue and labelled).
+//! Readable by `dot`.
 [[nodiscard]] std::string to_dot(const graph_description& d, std::string_view name = "conveyor");
 //! The description as JSON: {"nodes": [{"id", "kind", "label", "kernel", "grid", "block", "shared_bytes", "bytes",
-//! "copy_kind", "bodies"}], "edges": [[from, to], ...], "statistics": {...}}.
+//! "copy_kind", "bodies"}], "edges": [[from, to], ...], "edge_types": ["full" | "programmatic" |
+//! "launch_completion", ... one per edge], "statistics": {...}}.
 [[nodiscard]] std::string to_json(const graph_description& d, int indent = 2);
+
+//! The DOT attributes an edge of `type` is drawn with, with a leading space: empty for full edges,
+//! ` [style=dashed, color="#1f77b4", label="programmatic"]` and a dotted one for launch completion. Never throws.
+[[nodiscard]] std::string_view dot_edge_attributes(edge_type type) noexcept;
 
 //! Shorthands: describe(g) then export.
 //! \throws cuda_error when describing the graph fails.

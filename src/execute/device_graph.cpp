@@ -1,0 +1,309 @@
+// Device-side graph launch, host side: the device-launch rules over a description (pure) and over a CUDA graph (what
+// a description does not show), device_graph, device-updatable kernel nodes. The rules are CUDA's: CUDA Programming
+// Guide, "Device Graph Launch" > "Device Graph Requirements", and the CUDA Runtime API's cudaGraphInstantiateWithParams
+// ("Graphs instantiated for launch on the device have additional restrictions").
+#include "conveyor/execute/device_graph.hpp"
+
+#include "conveyor/define/graph.hpp"
+#include "conveyor/define/node.hpp"
+#include "conveyor/error.hpp"
+#include "cuda/check.hpp"
+#include "kinds/kinds.hpp"
+#include "kinds/node_name.hpp"
+#include "kinds/walk.hpp"
+#include "model/graph_state.hpp"
+
+#include <cuda.h>
+#include <fmt/format.h>
+
+#include <string_view>
+#include <utility>
+
+namespace conveyor {
+
+namespace {
+
+using detail::access;
+
+// ---- rules over a description ----------------------------------------------------------------------------------
+
+//! "node 3 'label' (kind)", "node 3 'kernel name' (kernel)" or "node 3 (kind)".
+std::string node_path(const std::string& parent, const node_description& n) {
+  std::string name;
+  if (!n.label.empty())
+    name = fmt::format("node {} '{}' ({})", n.id, n.label, to_string(n.kind));
+  else if (!n.kernel_name.empty())
+    name = fmt::format("node {} '{}' ({})", n.id, n.kernel_name, to_string(n.kind));
+  else
+    name = fmt::format("node {} ({})", n.id, to_string(n.kind));
+  return parent.empty() ? name : fmt::format("{} > {}", parent, name);
+}
+
+//! Why a node of `kind` cannot be in a device graph, and what to do instead; {"", ""} for the kinds allowed
+//! (kernel, memcpy, memset, child graph). A switch without default: a new kind must say where it stands.
+std::pair<std::string_view, std::string_view> kind_rule(node_kind kind) {
+  switch (kind) {
+  case node_kind::kernel:
+  case node_kind::memcpy:
+  case node_kind::memset:
+  case node_kind::child_graph: return {};
+  case node_kind::host:
+    return {"a host node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph nodes; "
+            "a host node runs on a CPU thread)",
+            "do the host work in a host graph launched before or after the device graph, or in a kernel"};
+  case node_kind::empty:
+    return {"an empty node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph "
+            "nodes); Conveyor's builder also adds one for a copy or memset of size 0",
+            "join with direct edges instead of an empty node, and give copies and memsets a non-zero size"};
+  case node_kind::event_wait:
+  case node_kind::event_record:
+    return {"an event node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph "
+            "nodes)",
+            "order the work with edges inside the graph; record or wait for events on the stream around the host "
+            "launch that starts the device work"};
+  case node_kind::ext_semaphore_signal:
+  case node_kind::ext_semaphore_wait:
+    return {"an external semaphore node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
+            "child-graph nodes)",
+            "signal or wait for the semaphore in a host graph, or on the stream around the launch"};
+  case node_kind::mem_alloc:
+  case node_kind::mem_free:
+    return {"a memory allocation or free node cannot be in a device graph (CUDA allows only kernel, memcpy, memset "
+            "and child-graph nodes)",
+            "allocate before instantiating (cudaMalloc, or cudaMallocAsync outside the graph) and pass the pointer; "
+            "free after the last launch"};
+  case node_kind::batch_mem_op:
+    return {"a batch memory operation node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
+            "child-graph nodes)",
+            "do the memory operations in a kernel (atomics, volatile stores) or in a host graph"};
+  case node_kind::conditional:
+    return {"a conditional node (IF / WHILE / SWITCH) cannot be in a device graph (CUDA allows only kernel, memcpy, "
+            "memset and child-graph nodes)",
+            "decide on the device with launches of other device graphs instead (conveyor::device::launch_graph, "
+            "tail_launch; a loop: conveyor::device::add_relaunch), or keep the conditional node in a host graph"};
+  case node_kind::other:
+    return {"a node of a kind this version of Conveyor does not know cannot be checked, and CUDA allows only kernel, "
+            "memcpy, memset and child-graph nodes in a device graph",
+            "replace it by kernel, memcpy, memset or child-graph nodes"};
+  }
+  return {"an unknown node kind", "replace it by kernel, memcpy, memset or child-graph nodes"};
+}
+
+//! Kernel, memcpy and memset nodes in `d`, child graphs included.
+std::size_t work_nodes(const graph_description& d) {
+  std::size_t count = 0;
+  for (const auto& n : d.nodes) {
+    if (n.kind == node_kind::kernel || n.kind == node_kind::memcpy || n.kind == node_kind::memset) ++count;
+    if (n.kind == node_kind::child_graph)
+      for (const auto& body : n.bodies) count += work_nodes(body);
+  }
+  return count;
+}
+
+void check_nodes(const graph_description& d, const std::string& parent, std::vector<device_launch_violation>& out) {
+  for (const auto& n : d.nodes) {
+    const std::string where = node_path(parent, n);
+    if (auto [rule, fix] = kind_rule(n.kind); !rule.empty())
+      out.push_back({where, n.kind, std::string(rule), std::string(fix)});
+    if (n.kind == node_kind::memcpy && n.pageable_host)
+      out.push_back({where, n.kind,
+                     fmt::format("a copy in a device graph may involve only device memory and pinned, device-mapped "
+                                 "host memory; this one ({}, {} bytes) copies pageable host memory",
+                                 n.copy_kind.empty() ? "default" : n.copy_kind, n.bytes),
+                     "allocate the host buffer with cudaMallocHost / cudaHostAlloc, or pin it with cudaHostRegister"});
+    // Child graphs are checked inside; the bodies of other kinds (conditional nodes) are already refused.
+    if (n.kind == node_kind::child_graph)
+      for (const auto& body : n.bodies) check_nodes(body, where, out);
+  }
+}
+
+// ---- rules only a CUDA graph shows ------------------------------------------------------------------------------
+
+CUcontext current_context() {
+  using fn_type = CUresult (*)(CUcontext*);
+  static const fn_type fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &f, CUDART_VERSION, cudaEnableDefault, &status) !=
+            cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return fn_type{nullptr};
+    }
+    return reinterpret_cast<fn_type>(f);
+  }();
+  CUcontext ctx = nullptr;
+  if (fn == nullptr || fn(&ctx) != CUDA_SUCCESS) return nullptr;
+  return ctx;
+}
+
+//! Walks the CUDA graph `g` beside its description `d` (both in creation order, cudaGraphGetNodes) for CUDA arrays in
+//! copies and kernel nodes of another context than `ctx`.
+void check_cuda_graph(cudaGraph_t g, const graph_description& d, const std::string& parent, CUcontext ctx,
+                      std::vector<device_launch_violation>& out) {
+  const auto nodes = detail::graph_nodes(g);
+  if (nodes.size() != d.nodes.size()) return; // changed meanwhile: the description's checks stand alone
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const node_description& n = d.nodes[i];
+    const std::string where = node_path(parent, n);
+    if (n.kind == node_kind::memcpy) {
+      cudaMemcpy3DParms p{};
+      detail::check_with(cudaGraphMemcpyNodeGetParams(nodes[i], &p), "cudaGraphMemcpyNodeGetParams",
+                         [&] { return where; });
+      if (p.srcArray != nullptr || p.dstArray != nullptr)
+        out.push_back({where, n.kind, "a copy in a device graph may not involve a CUDA array",
+                       "copy through linear device memory (cudaMalloc / cudaMallocPitch), or do the array copy in a "
+                       "host graph"});
+    } else if (n.kind == node_kind::kernel && ctx != nullptr) {
+      if (const auto params = detail::read_kernel_node(nodes[i]); params && params->ctx != nullptr &&
+                                                                 params->ctx != ctx)
+        out.push_back({where, n.kind,
+                       "the nodes of a device graph must all be on one device; this kernel node belongs to another "
+                       "CUDA context (device) than the current one",
+                       "build one device graph per device, and instantiate each with its device current"});
+    } else if (n.kind == node_kind::child_graph && !n.bodies.empty()) {
+      cudaGraph_t body = nullptr;
+      detail::check_with(cudaGraphChildGraphNodeGetGraph(nodes[i], &body), "cudaGraphChildGraphNodeGetGraph",
+                         [&] { return where; });
+      check_cuda_graph(body, n.bodies[0], where, ctx, out);
+    }
+  }
+}
+
+std::string list(const std::vector<device_launch_violation>& violations) {
+  std::string text = fmt::format("conveyor: this graph cannot be launched from the device ({} rule{} broken):",
+                                 violations.size(), violations.size() == 1 ? "" : "s");
+  for (const auto& v : violations) text += fmt::format("\n  - {}", v.message());
+  return text;
+}
+
+//! What CUDA's instantiate error says after "instantiate result:" (the result and the offending node), else all.
+std::string instantiate_details(const cuda_error& e) {
+  const std::string_view what = e.what();
+  const auto at = what.find("instantiate result:");
+  return std::string(at == std::string_view::npos ? what : what.substr(at));
+}
+
+graph_exec instantiate_checked(const graph& g, const stream& upload, instantiate_flags extra,
+                               std::source_location where) {
+  const detail::api_scope scope("conveyor::instantiate_for_device", where);
+  if (has_flag(extra, instantiate_flags::auto_free_on_launch))
+    throw std::invalid_argument("conveyor::instantiate_for_device: instantiate_flags::auto_free_on_launch cannot be "
+                                "combined with device launch (CUDA refuses the pair); free graph allocations in the "
+                                "graph, or keep allocations out of a device graph");
+  check_device_launchable(g);
+  try {
+    return instantiate(g, extra | instantiate_flags::device_launch, upload, where);
+  } catch (const cuda_error& e) {
+    throw cuda_error(
+        e.code(), fmt::format("cudaGraphInstantiateWithParams(flags={})",
+                              to_string(extra | instantiate_flags::device_launch | instantiate_flags::upload)),
+        std::source_location::current(),
+        fmt::format("{}. CUDA refused the graph for device launch although it keeps the rules Conveyor checks "
+                    "beforehand; the others concern kernels: a kernel of a device graph may not use CUDA dynamic "
+                    "parallelism (no kernel launches, and no cudaGraphLaunch other than into "
+                    "cudaStreamGraphFireAndForget, cudaStreamGraphTailLaunch or "
+                    "cudaStreamGraphFireAndForgetAsSibling, from device code), cooperative kernels are refused under "
+                    "MPS, and copies need both operands accessible from the current device",
+                    instantiate_details(e)));
+  }
+}
+
+} // namespace
+
+std::string device_launch_violation::message() const {
+  return fmt::format("{}: {}; fix: {}", where.empty() ? "graph" : where, rule, fix);
+}
+
+std::vector<device_launch_violation> device_launch_violations(const graph_description& d) {
+  std::vector<device_launch_violation> out;
+  if (work_nodes(d) == 0)
+    out.push_back({"", node_kind::other,
+                   "a device graph must hold at least one kernel, memcpy or memset node (CUDA refuses an empty one)",
+                   "add the graph's work before instantiating it for device launch"});
+  check_nodes(d, "", out);
+  return out;
+}
+
+std::vector<device_launch_violation> device_launch_violations(const graph& g) {
+  const auto& state = access::state(g);
+  if (!state || state->handle == nullptr)
+    throw std::invalid_argument("conveyor::device_launch_violations: an empty (moved-from) graph");
+  const graph_description d = detail::describe_graph(state->handle, state.get());
+  auto out = device_launch_violations(d);
+  check_cuda_graph(state->handle, d, "", current_context(), out);
+  return out;
+}
+
+device_launch_error::device_launch_error(std::vector<device_launch_violation> violations)
+    : std::invalid_argument(list(violations)), violations_(std::move(violations)) {}
+
+void check_device_launchable(const graph_description& d) {
+  if (auto v = device_launch_violations(d); !v.empty()) throw device_launch_error(std::move(v));
+}
+
+void check_device_launchable(const graph& g) {
+  if (auto v = device_launch_violations(g); !v.empty()) throw device_launch_error(std::move(v));
+}
+
+device_graph::device_graph(const graph& g, const stream& upload, instantiate_flags extra, std::source_location where)
+    : exec_(instantiate_checked(g, upload, extra, where)) {}
+
+device_graph instantiate_for_device(const graph& g, const stream& upload, instantiate_flags extra,
+                                    std::source_location where) {
+  return device_graph(g, upload, extra, where);
+}
+
+device_node make_device_updatable(const node& kernel_node) {
+  if (!kernel_node) throw std::invalid_argument("conveyor::make_device_updatable: an empty node handle");
+  const auto name = [&] { return detail::node_name(access::owner(kernel_node), kernel_node.get()); };
+  if (const node_kind kind = kernel_node.kind(); kind != node_kind::kernel)
+    throw std::invalid_argument(fmt::format("conveyor::make_device_updatable: {} is a {} node; only kernel nodes can "
+                                            "be updated from the device",
+                                            name(), to_string(kind)));
+  int driver = 0;
+  CONVEYOR_CHECK(cudaDriverGetVersion(&driver));
+  if (driver < 12040)
+    throw std::invalid_argument(fmt::format("conveyor::make_device_updatable: {}: device-updatable kernel nodes need "
+                                            "a driver for CUDA 12.4 or newer; this one supports CUDA {}.{}",
+                                            name(), driver / 1000, driver % 1000 / 10));
+  cudaLaunchAttributeValue value{};
+  value.deviceUpdatableKernelNode.deviceUpdatable = 1;
+  detail::check_with(cudaGraphKernelNodeSetAttribute(kernel_node.get(), cudaLaunchAttributeDeviceUpdatableKernelNode,
+                                                     &value),
+                     "cudaGraphKernelNodeSetAttribute(cudaLaunchAttributeDeviceUpdatableKernelNode)", name);
+  // CUDA returns the device handle in the value (documented) and holds it on the node: read it back to be sure.
+  cudaLaunchAttributeValue read{};
+  detail::check_with(cudaGraphKernelNodeGetAttribute(kernel_node.get(), cudaLaunchAttributeDeviceUpdatableKernelNode,
+                                                     &read),
+                     "cudaGraphKernelNodeGetAttribute(cudaLaunchAttributeDeviceUpdatableKernelNode)", name);
+  device_node out{read.deviceUpdatableKernelNode.devNode != nullptr ? read.deviceUpdatableKernelNode.devNode
+                                                                    : value.deviceUpdatableKernelNode.devNode};
+  if (out.handle == nullptr)
+    detail::throw_cuda(cudaErrorInvalidValue,
+                       "cudaGraphKernelNodeSetAttribute(cudaLaunchAttributeDeviceUpdatableKernelNode)",
+                       fmt::format("{}: CUDA accepted the attribute but returned no device node handle", name()));
+  return out;
+}
+
+std::size_t kernel_param_offset(const node& kernel_node, std::size_t index) {
+  if (!kernel_node) throw std::invalid_argument("conveyor::kernel_param_offset: an empty node handle");
+  const auto name = [&] { return detail::node_name(access::owner(kernel_node), kernel_node.get()); };
+  if (const node_kind kind = kernel_node.kind(); kind != node_kind::kernel)
+    throw std::invalid_argument(
+        fmt::format("conveyor::kernel_param_offset: {} is a {} node, not a kernel node", name(), to_string(kind)));
+  const auto params = detail::read_kernel_node(kernel_node.get());
+  if (!params)
+    detail::throw_cuda(cudaErrorInvalidValue, "cuGraphKernelNodeGetParams",
+                       fmt::format("{}: the driver cannot read the kernel node", name()));
+  const auto* layout = detail::parameter_layout_ref(*params);
+  if (layout == nullptr)
+    detail::throw_cuda(cudaErrorNotSupported, "cuFuncGetParamInfo",
+                       fmt::format("{}: the driver cannot tell the kernel's parameter layout", name()));
+  if (index >= layout->size())
+    throw std::invalid_argument(fmt::format("conveyor::kernel_param_offset: {}: parameter {} asked, the kernel has {}",
+                                            name(), index, layout->size()));
+  return (*layout)[index].first;
+}
+
+} // namespace conveyor
