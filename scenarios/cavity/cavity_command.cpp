@@ -43,6 +43,7 @@ struct cli_options {
   std::string png;
   std::string dot;
   std::string ghia;
+  double bandwidth_gbs = 4300.0; // --bandwidth: device memory bandwidth for the bound, GB/s
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
 };
 
@@ -61,31 +62,46 @@ private:
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-void print_table(const std::vector<run_result>& results, const cavity_options& o) {
+//! "graph", or "graph+pdl" when the run was programmatic.
+std::string mode_label(const run_result& r) {
+  return r.programmatic ? fmt::format("{}+pdl", to_string(r.mode)) : std::string(to_string(r.mode));
+}
+
+//! Bytes one cell update moves: D2Q9 reads 9 float32 populations and writes 9 (the pull scheme's only traffic).
+constexpr double bytes_per_cell_update = 2.0 * q * sizeof(float);
+
+void print_table(const std::vector<run_result>& results, const cavity_options& o, double bandwidth_gbs) {
   const run_result* sync = nullptr;
   for (const auto& r : results)
     if (r.mode == execution_mode::sync) sync = &r;
-  fmt::print("{:<6} | {:>9} | {:>9} | {:>11} | {:>8} | {:>15} | {:>20}\n", "mode", "steps", "time (s)", "us/step",
-             "MLUPS", "speedup vs sync", "converged");
-  fmt::print("{:-<6}-+-{:-<9}-+-{:-<9}-+-{:-<11}-+-{:-<8}-+-{:-<15}-+-{:-<20}\n", "", "", "", "", "", "", "");
+  // The memory-bandwidth bound: every cell update moves bytes_per_cell_update bytes at bandwidth_gbs.
+  const double bound_mlups = bandwidth_gbs * 1e9 / bytes_per_cell_update / 1e6;
+  fmt::print("{:<10} | {:>9} | {:>9} | {:>11} | {:>8} | {:>15} | {:>8} | {:>20}\n", "mode", "steps", "time (s)",
+             "us/step", "MLUPS", "speedup vs sync", "of bound", "converged");
+  fmt::print("{:-<10}-+-{:-<9}-+-{:-<9}-+-{:-<11}-+-{:-<8}-+-{:-<15}-+-{:-<8}-+-{:-<20}\n", "", "", "", "", "", "", "",
+             "");
   for (const auto& r : results) {
     const std::string speedup =
         sync != nullptr && r.ms_per_step > 0.0 ? fmt::format("{:.2f}x", sync->ms_per_step / r.ms_per_step) : "n/a";
     const std::string converged =
         o.tol > 0.0 ? (r.converged ? fmt::format("yes, step {}", r.converged_at) : "no (step cap)") : "(fixed steps)";
-    fmt::print("{:<6} | {:>9} | {:>9.3f} | {:>11.3f} | {:>8.1f} | {:>15} | {:>20}\n", to_string(r.mode), r.steps,
-               r.seconds, 1000.0 * r.ms_per_step, r.mlups, speedup, converged);
+    fmt::print("{:<10} | {:>9} | {:>9.3f} | {:>11.3f} | {:>8.1f} | {:>15} | {:>7.1f}% | {:>20}\n", mode_label(r),
+               r.steps, r.seconds, 1000.0 * r.ms_per_step, r.mlups, speedup, 100.0 * r.mlups / bound_mlups,
+               converged);
   }
+  fmt::print("bound MLUPS {:.1f}: {:.0f} bytes per cell update (D2Q9 float32: 9 populations read, 9 written) at "
+             "{:g} GB/s (--bandwidth)\n",
+             bound_mlups, bytes_per_cell_update, bandwidth_gbs);
   for (const auto& r : results)
     if (r.mode == execution_mode::graph)
-      fmt::print("graph: {} time steps + convergence check per graph = {} nodes, {} edges; capture + instantiate + "
-                 "upload {:.2f} ms\n",
-                 o.steps_per_graph, r.graph_nodes, r.graph_edges, r.setup_ms);
+      fmt::print("{}: {} time steps + convergence check per graph = {} nodes, {} edges ({} programmatic); capture + "
+                 "instantiate + upload {:.2f} ms\n",
+                 mode_label(r), o.steps_per_graph, r.graph_nodes, r.graph_edges, r.programmatic_edges, r.setup_ms);
   for (std::size_t i = 1; i < results.size(); ++i) {
     const auto& a = results[0];
     const auto& b = results[i];
     if (a.steps != b.steps) {
-      fmt::print("state {} vs {}: DIFFER, {} vs {} steps\n", to_string(a.mode), to_string(b.mode), a.steps, b.steps);
+      fmt::print("state {} vs {}: DIFFER, {} vs {} steps\n", mode_label(a), mode_label(b), a.steps, b.steps);
       continue;
     }
     const bool equal = a.populations.size() == b.populations.size() &&
@@ -94,10 +110,10 @@ void print_table(const std::vector<run_result>& results, const cavity_options& o
     for (std::size_t k = 0; !equal && k < std::min(a.populations.size(), b.populations.size()); ++k)
       worst = std::max(worst, std::fabs(double{a.populations[k]} - double{b.populations[k]}));
     if (equal)
-      fmt::print("state {} vs {}: bitwise identical after {} steps\n", to_string(a.mode), to_string(b.mode), a.steps);
+      fmt::print("state {} vs {}: bitwise identical after {} steps\n", mode_label(a), mode_label(b), a.steps);
     else
-      fmt::print("state {} vs {}: DIFFER after {} steps, max |df| {:.3g}\n", to_string(a.mode), to_string(b.mode),
-                 a.steps, worst);
+      fmt::print("state {} vs {}: DIFFER after {} steps, max |df| {:.3g}\n", mode_label(a), mode_label(b), a.steps,
+                 worst);
   }
 }
 
@@ -117,6 +133,9 @@ void run(const cli_options& c) {
     modes.push_back(parse_execution_mode(c.mode));
   const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
   if (!c.dot.empty() && !has_graph) throw std::invalid_argument("--dot needs --mode graph or --mode all");
+  if (o.programmatic && c.mode == "sync")
+    throw std::invalid_argument("--pdl: applies to the stream and graph modes (sync waits for every kernel); use "
+                                "--mode stream, graph or all");
   conveyor::scenarios::check_profiling_options(c.profile, has_graph, "--mode graph or --mode all");
 
   // Reference data: an explicit --ghia must be readable; the default is used when present.
@@ -155,10 +174,10 @@ void run(const cli_options& c) {
     progress_printer progress;
     results.push_back(run_cavity(o, mode, std::ref(progress), profiling.get()));
     const auto& r = results.back();
-    fmt::print(stderr, "cavity[{}] done: {} steps in {:.3f} s, change per step {:.3e}\n", to_string(mode), r.steps,
+    fmt::print(stderr, "cavity[{}] done: {} steps in {:.3f} s, change per step {:.3e}\n", mode_label(r), r.steps,
                r.seconds, r.final_change);
   }
-  print_table(results, o);
+  print_table(results, o, c.bandwidth_gbs);
   std::fflush(stdout);
   // Files after the table, so that a file system failing now does not lose the results; all written atomically.
   for (const auto& r : results)
@@ -247,6 +266,14 @@ void register_cavity_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--mode", opts->mode, "Execution mode")
       ->check(CLI::IsMember({"sync", "stream", "graph", "all"}))
+      ->capture_default_str();
+  sub->add_flag("--pdl", opts->run.programmatic,
+                "Programmatic dependent launch in the stream and graph modes: each kernel may start while the one "
+                "before it finishes (and waits for it before touching the populations); states stay bitwise equal");
+  sub->add_option("--bandwidth", opts->bandwidth_gbs,
+                  "Device memory bandwidth in GB/s for the bound printed beside MLUPS (72 bytes per cell update); "
+                  "default: the H200's measured copy bandwidth")
+      ->check(real_in({1.0, 1e6, false, false, false}))
       ->capture_default_str();
   sub->add_option("--csv", opts->csv, "Write the centre-line profiles (and the Ghia comparison) as CSV into DIR");
   sub->add_option("--png", opts->png, "Write the velocity magnitude with streamlines as PNG to FILE");

@@ -3,6 +3,9 @@
 
 #include "cavity/kernels.hpp"
 
+#include "common/launch.hpp"
+#include "common/pdl.cuh"
+
 #include <cstdint>
 
 namespace conveyor::cavity {
@@ -16,6 +19,7 @@ __global__ void initialise_kernel(float* __restrict__ f, float* __restrict__ u_p
                                   int n) {
   const std::size_t cells = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  scenarios::begin_dependent(); // overwrites what the previous block's kernels read
   for (std::size_t c = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cells; c += stride) {
 #pragma unroll
     for (int i = 0; i < q; ++i) f[static_cast<std::size_t>(i) * cells + c] = 0.0F; // g_i = f_i - w_i = 0
@@ -32,6 +36,9 @@ __global__ void __launch_bounds__(step_block) stream_collide_kernel(const float*
                                                                     float* __restrict__ dst, lattice_params p) {
   const int x = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const int y = static_cast<int>(blockIdx.y);
+  // Before the early return, so that every block waits (common/pdl.cuh): src is the previous step's output, dst
+  // what the step before it still reads.
+  scenarios::begin_dependent();
   if (x >= p.n) return;
   stream_collide_cell(src, dst, p, x, y);
 }
@@ -41,6 +48,7 @@ __global__ void __launch_bounds__(flat_block) velocity_change_kernel(const float
                                                                      convergence_state* state, int n) {
   const std::size_t cells = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  scenarios::begin_dependent(); // f is the last step's output; state was reset by the previous publish
   float local = 0.0F;
   for (std::size_t c = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cells; c += stride) {
     const int x = static_cast<int>(c % static_cast<std::size_t>(n));
@@ -73,6 +81,7 @@ __global__ void __launch_bounds__(flat_block) velocity_change_kernel(const float
 }
 
 __global__ void publish_change_kernel(convergence_state* state, float* slots) {
+  scenarios::begin_dependent(); // state holds velocity_change_kernel's maximum
   const unsigned block = state->block;
   slots[block % 2U] = __uint_as_float(state->max_change_bits);
   state->max_change_bits = 0U;
@@ -88,29 +97,23 @@ unsigned flat_grid(std::size_t items) {
 
 void launch_initialise(float* f, float* u_prev, convergence_state* state, int n, const launch_ctx& ctx) {
   const std::size_t cells = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
-  initialise_kernel<<<flat_grid(cells), flat_block, 0, ctx.stream>>>(f, u_prev, state, n);
-  check_launch("initialise_kernel");
-  ctx.after("initialise_kernel");
+  scenarios::launch_kernel(ctx, "initialise_kernel", dim3(flat_grid(cells)), dim3(flat_block), &initialise_kernel, f,
+                           u_prev, state, n);
 }
 
 void launch_stream_collide(const float* src, float* dst, const lattice_params& p, const launch_ctx& ctx) {
   const dim3 grid(static_cast<unsigned>((p.n + step_block - 1) / step_block), static_cast<unsigned>(p.n));
-  stream_collide_kernel<<<grid, step_block, 0, ctx.stream>>>(src, dst, p);
-  check_launch("stream_collide_kernel");
-  ctx.after("stream_collide_kernel");
+  scenarios::launch_kernel(ctx, "stream_collide_kernel", grid, dim3(step_block), &stream_collide_kernel, src, dst, p);
 }
 
 void launch_velocity_change(const float* f, float* u_prev, convergence_state* state, int n, const launch_ctx& ctx) {
   const std::size_t cells = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
-  velocity_change_kernel<<<flat_grid(cells), flat_block, 0, ctx.stream>>>(f, u_prev, state, n);
-  check_launch("velocity_change_kernel");
-  ctx.after("velocity_change_kernel");
+  scenarios::launch_kernel(ctx, "velocity_change_kernel", dim3(flat_grid(cells)), dim3(flat_block),
+                           &velocity_change_kernel, f, u_prev, state, n);
 }
 
 void launch_publish_change(convergence_state* state, float* slots, const launch_ctx& ctx) {
-  publish_change_kernel<<<1, 1, 0, ctx.stream>>>(state, slots);
-  check_launch("publish_change_kernel");
-  ctx.after("publish_change_kernel");
+  scenarios::launch_kernel(ctx, "publish_change_kernel", dim3(1), dim3(1), &publish_change_kernel, state, slots);
 }
 
 } // namespace conveyor::cavity

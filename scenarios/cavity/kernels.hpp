@@ -1,8 +1,10 @@
 #pragma once
 //! \file kernels.hpp
-//! Host-side launchers of the cavity kernels (kernels.cu). Each enqueues exactly one kernel on `ctx.stream`, checks
-//! the launch (conveyor::check_launch) and calls `ctx.after()`; none synchronises otherwise, allocates or reads
-//! host memory, so every one can be captured into a graph. Every reduction is a maximum (order-independent), so
+//! Host-side launchers of the cavity kernels (kernels.cu). Each enqueues exactly one kernel on `ctx.stream` through
+//! scenarios::launch_kernel (common/launch.hpp: checked, programmatic when `ctx.programmatic`) and calls
+//! `ctx.after()`; none synchronises otherwise, allocates or reads host memory, so every one can be captured into a
+//! graph. Every kernel calls scenarios::begin_dependent() in every block before it touches global memory
+//! (common/pdl.cuh), so each may be launched programmatic (`--pdl`). Every reduction is a maximum (order-independent), so
 //! results are bitwise reproducible in every execution mode.
 
 #include "common/execution_mode.hpp"

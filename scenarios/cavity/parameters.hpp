@@ -47,6 +47,10 @@ struct cavity_options {
   double tol = 1e-7;            //!< stop when the velocity change per step, max over cells / U, falls below it;
                                 //!< 0: run exactly `steps`
   int steps_per_graph = 100;    //!< K: time steps per graph (per convergence check, in every mode); even
+  //! `--pdl`: in stream and graph modes the kernels are launched with programmatic dependent launch
+  //! (launch_ctx::programmatic; graph mode captures programmatic edges between the K steps and the check). The
+  //! sync mode ignores it (it waits for every kernel). Does not change a single bit of the results.
+  bool programmatic = false;
 };
 
 //! Lattice constants derived from the options (see the file comment).

@@ -111,7 +111,10 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
   result.mode = mode;
   conveyor::stream s;
   const launch_ctx eager{s.get(), false};
-  const launch_ctx ctx{s.get(), mode == execution_mode::sync};
+  // --pdl: programmatic launches in stream and graph modes (the sync mode waits for every kernel anyway).
+  const bool programmatic = o.programmatic && mode != execution_mode::sync;
+  result.programmatic = programmatic;
+  const launch_ctx ctx{s.get(), mode == execution_mode::sync, programmatic};
   cavity_program program(p, k);
 
   // Warm-up block, eager (loads the kernels), then capture (graph mode), then back to rest.
@@ -122,7 +125,9 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
   if (mode == execution_mode::graph) {
     const auto t0 = std::chrono::steady_clock::now();
     const conveyor::graph g =
-        conveyor::capture(s, [&](const conveyor::stream& cs) { program.enqueue_block(launch_ctx{cs.get(), false}); });
+        conveyor::capture(s, [&](const conveyor::stream& cs) {
+          program.enqueue_block(launch_ctx{cs.get(), false, programmatic});
+        });
     exec.emplace(conveyor::instantiate(g));
     exec->upload(s);
     s.synchronize();
@@ -130,6 +135,8 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
     label_block(g, k);
     result.graph_nodes = g.node_count();
     result.graph_edges = g.edge_count();
+    for (const auto& [from, to] : g.edges())
+      if (g.edge_type_between(from, to) == conveyor::edge_type::programmatic) ++result.programmatic_edges;
     result.graph_dot = conveyor::to_dot(g, fmt::format("cavity_{}_steps", k));
     if (profiling != nullptr) profiling->watch(*exec, fmt::format("cavity {} steps", k));
   }

@@ -8,6 +8,11 @@
 //! - `graph`: one block of K time steps plus the convergence check, captured once into a CUDA graph, instantiated
 //!   and uploaded once, then launched once per block.
 //!
+//! With cavity_options::programmatic (`--pdl`) the stream and graph modes launch the kernels with programmatic
+//! dependent launch: each kernel may start while the one before it finishes and waits (begin_dependent, in every
+//! block, before touching the populations) for it to complete; in graph mode the captured chain's K + 1 edges are
+//! programmatic. The arithmetic is the same, so the states stay bitwise equal to sync mode's.
+//!
 //! A block is K time steps (K even: step k reads array k % 2 and writes the other, so every block starts and ends
 //! with the state in the first array), then the convergence check: one kernel takes the maximum over cells of the
 //! velocity change since the previous block, a one-thread kernel publishes it into pinned host memory (slot
@@ -60,6 +65,8 @@ struct run_result {
   double setup_ms = 0.0;           //!< graph mode: capture + instantiate + upload, milliseconds (not timed above)
   std::size_t graph_nodes = 0;     //!< graph mode: nodes of the block graph (K + 2)
   std::size_t graph_edges = 0;     //!< graph mode: its edges
+  std::size_t programmatic_edges = 0; //!< graph mode: how many of them are programmatic (K + 1 with --pdl, else 0)
+  bool programmatic = false;       //!< the kernels were launched programmatic (--pdl in stream or graph mode)
   std::string graph_dot;           //!< graph mode: the block graph as Graphviz DOT (conveyor::to_dot)
   std::vector<float> populations;  //!< the final state (deviations g_i = f_i - w_i), n * n * 9 floats, lattice.hpp
 };

@@ -29,11 +29,17 @@ inline constexpr std::array<execution_mode, 3> all_execution_modes{execution_mod
 //! \throws std::invalid_argument naming the text and the valid names for any other text.
 [[nodiscard]] execution_mode parse_execution_mode(std::string_view text);
 
-//! Where and how to enqueue: the stream, and whether to wait for each kernel or library call right after it is
-//! enqueued (the `sync` execution mode).
+//! Where and how to enqueue: the stream, whether to wait for each kernel or library call right after it is
+//! enqueued (the `sync` execution mode), and whether the scenario's own kernels are launched with programmatic
+//! dependent launch (`--pdl`; common/launch.hpp).
 struct launch_ctx {
   cudaStream_t stream = nullptr; //!< stream every call goes to
   bool sync_each = false;        //!< true: cudaStreamSynchronize after every call
+  //! true: the scenario's own kernels (those that call scenarios::begin_dependent() first, common/pdl.cuh) are
+  //! launched with launch_config::programmatic (`cudaLaunchAttributeProgrammaticStreamSerialization`): on a stream
+  //! each may start while the kernel before it finishes, and stream capture records a programmatic edge from the
+  //! kernel before it. Library calls (cuBLAS, cuSPARSE) are not affected.
+  bool programmatic = false;
 
   //! To be called after each enqueued kernel or library call; synchronises when `sync_each`.
   //! \throws conveyor::cuda_error naming `what` when the synchronisation reports an error.

@@ -14,12 +14,6 @@
 namespace conveyor::filter {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 std::string join_labels(const std::vector<std::string_view>& labels) {
   std::string out;
   for (const auto l : labels) {
@@ -40,6 +34,13 @@ std::uint64_t batch_output_hash(const std::vector<frame_slot>& slots) noexcept {
   std::uint64_t h = 0;
   for (const auto& s : slots) h = h * 1099511628211ULL ^ s.output_hash();
   return h;
+}
+
+double median(std::vector<double> values) noexcept {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 std::string frame_graph_name(int width, int height) { return fmt::format("filter frame {}x{}", width, height); }

@@ -63,6 +63,9 @@ struct size_report {
                                         const std::vector<execution_mode>& modes, const timing_options& o,
                                         scenarios::profiling* profiling = nullptr);
 
+//! The median of `values` (the mean of the middle two for an even count); 0 for none. Never throws.
+[[nodiscard]] double median(std::vector<double> values) noexcept;
+
 //! The name the profile and the doctor give the graph of `width` x `height` frames: "filter frame WxH".
 [[nodiscard]] std::string frame_graph_name(int width, int height);
 

@@ -14,12 +14,6 @@
 namespace conveyor::filter {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 //! Median over the timed passes of `pass` (which enqueues `frames` frames), waiting for `s` after each; ms/frame.
 double time_passes(const timing_options& o, std::size_t frames, const stream& s, const std::function<void()>& pass) {
   using clock = std::chrono::steady_clock;

@@ -4,10 +4,13 @@
 
 #include "solve/cg_kernels.hpp"
 
+#include "common/pdl.cuh"
+
 #include <conveyor/define/conditional_device.cuh>
 #include <conveyor/error.hpp>
 
 #include <algorithm>
+#include <vector>
 
 namespace conveyor::solve {
 
@@ -38,6 +41,7 @@ __device__ double sum_partials(const double* partials, int count, double* shared
 
 __global__ void __launch_bounds__(block) cg_init(int n, const double* b, const double* inv_diag, double* x, double* r,
                                                  double* z, double* p, double* partials) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   __shared__ double shared[block];
   double rz = 0.0;
   double rr = 0.0;
@@ -60,6 +64,7 @@ __global__ void __launch_bounds__(block) cg_init(int n, const double* b, const d
 }
 
 __global__ void __launch_bounds__(block) cg_init_finish(int blocks, const double* partials, cg_scalars* s) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   __shared__ double shared[block];
   const double rz = sum_partials(partials, blocks, shared);
   const double rr = sum_partials(partials + blocks, blocks, shared);
@@ -76,6 +81,7 @@ __global__ void __launch_bounds__(block) cg_init_finish(int blocks, const double
 }
 
 __global__ void __launch_bounds__(block) cg_dot_p_ap(int n, const double* p, const double* ap, double* partials) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   __shared__ double shared[block];
   double sum = 0.0;
   for (int i = blockIdx.x * block + threadIdx.x; i < n; i += gridDim.x * block) sum += p[i] * ap[i];
@@ -84,6 +90,7 @@ __global__ void __launch_bounds__(block) cg_dot_p_ap(int n, const double* p, con
 }
 
 __global__ void __launch_bounds__(block) cg_alpha(int blocks, const double* partials, cg_scalars* s) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   __shared__ double shared[block];
   const double pap = sum_partials(partials, blocks, shared);
   if (threadIdx.x == 0) {
@@ -100,6 +107,7 @@ __global__ void __launch_bounds__(block) cg_alpha(int blocks, const double* part
 __global__ void __launch_bounds__(block) cg_update_x_r_z(int n, const double* inv_diag, const double* p,
                                                          const double* ap, const cg_scalars* s, double* x, double* r,
                                                          double* z, double* partials) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   __shared__ double shared[block];
   const double alpha = s->alpha;
   double rz = 0.0;
@@ -122,6 +130,7 @@ __global__ void __launch_bounds__(block) cg_update_x_r_z(int n, const double* in
 }
 
 __global__ void __launch_bounds__(block) cg_beta(int blocks, const double* partials, cg_scalars* s) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   __shared__ double shared[block];
   const double rz = sum_partials(partials, blocks, shared);
   const double rr = sum_partials(partials + blocks, blocks, shared);
@@ -134,12 +143,14 @@ __global__ void __launch_bounds__(block) cg_beta(int blocks, const double* parti
 }
 
 __global__ void __launch_bounds__(block) cg_update_p(int n, const double* z, const cg_scalars* s, double* p) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const double beta = s->beta;
   for (int i = blockIdx.x * block + threadIdx.x; i < n; i += gridDim.x * block) p[i] = z[i] + beta * p[i];
 }
 
 __global__ void cg_check(cg_scalars* s, cg_scalars* mirror, double tol, int max_iter,
                          cudaGraphConditionalHandle handle, int set_condition) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const double rel_res = s->bb > 0.0 ? sqrt(s->rr / s->bb) : 0.0;
   // NaN compares false, so a NaN residual stops the loop as well.
   const int proceed = (s->breakdown == 0 && rel_res > tol && s->iterations < max_iter) ? 1 : 0;
@@ -153,6 +164,13 @@ __global__ void cg_check(cg_scalars* s, cg_scalars* mirror, double tol, int max_
 }
 
 } // namespace
+
+std::vector<const void*> waiting_kernel_functions() {
+  return {reinterpret_cast<const void*>(&cg_init),     reinterpret_cast<const void*>(&cg_init_finish),
+          reinterpret_cast<const void*>(&cg_dot_p_ap), reinterpret_cast<const void*>(&cg_alpha),
+          reinterpret_cast<const void*>(&cg_update_x_r_z), reinterpret_cast<const void*>(&cg_beta),
+          reinterpret_cast<const void*>(&cg_update_p), reinterpret_cast<const void*>(&cg_check)};
+}
 
 int reduction_blocks(int n) noexcept { return std::clamp((n + block - 1) / block, 1, 1024); }
 

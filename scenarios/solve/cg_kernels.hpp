@@ -4,8 +4,15 @@
 //! (cg_scalars) so that the same launches run eagerly, captured in a graph, or inside a WHILE conditional node.
 //! Reductions are deterministic: a fixed number of blocks (reduction_blocks(n)) each write one partial sum in a
 //! fixed order, and a one-block kernel adds the partials in a fixed order.
+//!
+//! Programmatic dependent launch: every CG kernel calls scenarios::begin_dependent() (common/pdl.cuh) in every
+//! block before it touches global memory, so an edge into any of them may be programmatic
+//! (waiting_kernel_functions(), for conveyor::make_programmatic). cuSPARSE's SpMV kernels make no such promise:
+//! edges into them stay full.
 
 #include <cuda_runtime_api.h>
+
+#include <vector>
 
 namespace conveyor::solve {
 
@@ -40,6 +47,10 @@ struct cg_device_state {
   cg_scalars* mirror = nullptr;   //!< pinned host memory (mapped: unified addressing) the check also writes the
                                   //!< scalars to, so that the host reads them without a copy; null: no mirror
 };
+
+//! The host functions of every CG kernel above (cg_init ... cg_check): the kernels that wait for their
+//! programmatic predecessors before touching memory, for conveyor::waiting_kernels::add_function.
+[[nodiscard]] std::vector<const void*> waiting_kernel_functions();
 
 //! Threads per block of every CG kernel.
 inline constexpr int cg_block_size = 256;

@@ -1,12 +1,15 @@
 //! \file cg_solver.cpp
-//! The four execution modes of the CG solver.
+//! The five execution modes of the CG solver.
 
 #include "solve/cg_solver.hpp"
 
 #include "common/profiling.hpp"
+#include "solve/cg_relaunch.hpp"
 
 #include <conveyor/define/capture.hpp>
 #include <conveyor/define/conditional.hpp>
+#include <conveyor/define/programmatic.hpp>
+#include <conveyor/execute/device_graph.hpp>
 #include <conveyor/execute/graph_exec.hpp>
 #include <conveyor/observe/describe.hpp>
 
@@ -43,6 +46,14 @@ std::vector<double> inverse_diagonal(const csr_matrix& a) {
   return d;
 }
 
+//! Copies the programmatic pass's report of `from` into `to`.
+void take_programmatic(solve_result& to, const solve_result& from) {
+  to.programmatic = from.programmatic;
+  to.programmatic_changed = from.programmatic_changed;
+  to.programmatic_left = from.programmatic_left;
+  to.programmatic_lines = from.programmatic_lines;
+}
+
 std::size_t count_nodes(const conveyor::graph& g) {
   const auto s = conveyor::statistics(conveyor::describe(g));
   return s.nodes + s.nested_nodes;
@@ -56,6 +67,7 @@ std::string_view to_string(solve_mode mode) noexcept {
   case solve_mode::stream: return "stream";
   case solve_mode::graph_per_iteration: return "graph-per-iteration";
   case solve_mode::graph_while: return "graph-while";
+  case solve_mode::graph_relaunch: return "graph-relaunch";
   }
   return "unknown";
 }
@@ -64,7 +76,7 @@ solve_mode parse_solve_mode(std::string_view text) {
   for (solve_mode m : all_solve_modes)
     if (to_string(m) == text) return m;
   throw std::invalid_argument(
-      fmt::format("unknown mode '{}'; expected sync, stream, graph-per-iteration or graph-while", text));
+      fmt::format("unknown mode '{}'; expected sync, stream, graph-per-iteration, graph-while or graph-relaunch", text));
 }
 
 cg_solver::cg_solver(const csr_matrix& a, std::span<const double> b)
@@ -138,6 +150,29 @@ cg_scalars cg_solver::read_scalars() const {
   return host_scalars_.data()[0];
 }
 
+void cg_solver::apply_programmatic(conveyor::graph& g, const solve_options& o, solve_result* out) const {
+  if (!o.programmatic) return;
+  conveyor::waiting_kernels waiting;
+  for (const void* f : waiting_kernel_functions()) waiting.add_function(f);
+  const conveyor::programmatic_report report = conveyor::make_programmatic(g, waiting);
+  if (out == nullptr) return;
+  out->programmatic = true;
+  out->programmatic_changed = report.changed.size();
+  out->programmatic_left = report.left.size();
+  out->programmatic_lines = report.lines();
+}
+
+conveyor::graph cg_solver::make_relaunch_graph(const solve_options& options, int* status) {
+  auto body = iteration_steps();
+  body.push_back(check_step(options, 0, false)); // clears proceed to stop; no condition handle
+  conveyor::graph g = conveyor::capture(stream_, [&](const conveyor::stream& s) {
+    for (const auto& f : body) f(s.get());
+  });
+  (void)add_cg_relaunch(g, &st_.scalars->proceed, status);
+  apply_programmatic(g, options, nullptr);
+  return g;
+}
+
 conveyor::graph cg_solver::make_while_graph(const solve_options& options) {
   conveyor::graph g;
   const conveyor::condition cond = conveyor::make_condition(g, 0, true);
@@ -153,6 +188,7 @@ conveyor::graph cg_solver::make_while_graph(const solve_options& options) {
   (void)conveyor::capture_into(loop.bodies.at(0), stream_, [&](const conveyor::stream& s) {
     for (const auto& f : body) f(s.get());
   });
+  apply_programmatic(g, options, nullptr);
   return g;
 }
 
@@ -162,8 +198,10 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
     throw std::invalid_argument(fmt::format("cg_solver::solve: max_iter must be >= 0, got {}", o.max_iter));
   stream_.synchronize();
   // The read-back (solve_options::read_back): the check kernels of the steps made below write the scalars to
-  // pinned host memory too, or a copy follows each iteration. graph-while reads once, at the end, by copy.
-  st_.mirror = o.read_back == solve_options::readback::mapped && mode != solve_mode::graph_while
+  // pinned host memory too, or a copy follows each iteration. graph-while and graph-relaunch read once, at the end,
+  // by copy (graph-relaunch also once after the set-up).
+  st_.mirror = o.read_back == solve_options::readback::mapped && mode != solve_mode::graph_while &&
+                       mode != solve_mode::graph_relaunch
                    ? host_scalars_.data()
                    : nullptr;
   solve_result out;
@@ -191,6 +229,8 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
     conveyor::graph g = conveyor::capture(stream_, [&](const conveyor::stream& s) {
       for (const auto& f : iteration) f(s.get());
     });
+    solve_result pdl;
+    apply_programmatic(g, o, &pdl);
     conveyor::graph_exec exec = conveyor::instantiate(g);
     exec.upload(stream_);
     stream_.synchronize();
@@ -207,11 +247,16 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
     if (o.profiling != nullptr) o.profiling->examine(exec, "CG iteration");
     out.setup_ms = setup_ms;
     out.graph_nodes = count_nodes(g);
+    take_programmatic(out, pdl);
     break;
   }
   case solve_mode::graph_while: {
     const auto setup_start = clock_type::now();
-    conveyor::graph g = make_while_graph(o);
+    solve_options plain = o;
+    plain.programmatic = false;
+    conveyor::graph g = make_while_graph(plain);
+    solve_result pdl;
+    apply_programmatic(g, o, &pdl);
     conveyor::graph_exec exec = conveyor::instantiate(g);
     exec.upload(stream_);
     stream_.synchronize();
@@ -227,6 +272,44 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
     if (o.profiling != nullptr) o.profiling->examine(exec, "CG while loop");
     out.setup_ms = setup_ms;
     out.graph_nodes = count_nodes(g);
+    take_programmatic(out, pdl);
+    break;
+  }
+  case solve_mode::graph_relaunch: {
+    // The loop's body runs at least once per launch (the launch is its first pass), while WHILE tests first: the
+    // set-up kernels and their check run eagerly and the host reads `proceed` once before launching the loop.
+    const auto setup_start = clock_type::now();
+    device_buffer<int> status(1);
+    status.zero_async(stream_.get());
+    solve_options plain = o;
+    plain.programmatic = false;
+    conveyor::graph g = make_relaunch_graph(plain, status.data());
+    solve_result pdl;
+    apply_programmatic(g, o, &pdl);
+    const conveyor::device_graph loop = conveyor::instantiate_for_device(g, stream_);
+    stream_.synchronize();
+    const double setup_ms = ms_since(setup_start);
+    if (o.profiling != nullptr) o.profiling->watch(loop.exec(), "CG relaunch loop");
+    const auto start = clock_type::now();
+    {
+      const auto profiled = scenarios::profile_step(o.profiling, mode); // the whole solve
+      run_eager(setup, false);
+      if (read_scalars().proceed != 0) {
+        loop.launch(stream_); // the stream's next work waits for every relaunch
+        (void)read_scalars();
+      }
+    }
+    out = finish(mode, o, ms_since(start));
+    if (o.profiling != nullptr) o.profiling->examine(loop.exec(), "CG relaunch loop");
+    const std::vector<int> failed = status.download(1, stream_.get());
+    if (failed.at(0) != 0)
+      throw std::runtime_error(fmt::format("cg_solver: graph-relaunch: the device-side relaunch failed after {} "
+                                           "iterations: {} ({})",
+                                           out.iterations, cudaGetErrorName(static_cast<cudaError_t>(failed[0])),
+                                           cudaGetErrorString(static_cast<cudaError_t>(failed[0]))));
+    out.setup_ms = setup_ms;
+    out.graph_nodes = count_nodes(g);
+    take_programmatic(out, pdl);
     break;
   }
   }

@@ -1,8 +1,10 @@
 #pragma once
 //! \file cg_solver.hpp
-//! Jacobi-preconditioned conjugate gradients on the GPU in four execution modes that run the same kernels:
-//! sync, stream, graph-per-iteration and graph-while (the whole loop in one graph launch, a WHILE conditional node
-//! whose condition a kernel sets from the residual).
+//! Jacobi-preconditioned conjugate gradients on the GPU in five execution modes that run the same kernels:
+//! sync, stream, graph-per-iteration, graph-while (the whole loop in one graph launch, a WHILE conditional node
+//! whose condition a kernel sets from the residual) and graph-relaunch (the iteration as a device graph whose last
+//! kernel tail-launches it again while the check kernel's flag says so). With solve_options::programmatic (`--pdl`)
+//! the graph modes' edges into the CG kernels become programmatic (conveyor::make_programmatic).
 
 #include "solve/cg_kernels.hpp"
 #include "solve/csr.hpp"
@@ -35,13 +37,25 @@ enum class solve_mode {
   stream,              //!< kernels enqueued asynchronously; one read-back of the residual per iteration
   graph_per_iteration, //!< one iteration captured as a graph, launched per iteration; one read-back per iteration
   graph_while,         //!< one graph launch: set-up, then a WHILE node looping on the GPU; no host sync inside
+  //! set-up kernels and one read-back, then one launch of a device graph (one iteration, the check, and a
+  //! controller kernel that tail-launches the graph again while cg_scalars::proceed is set): the loop runs on the
+  //! GPU without a conditional node (conveyor::device::add_relaunch)
+  graph_relaunch,
 };
 
 //! All modes, in the order `--mode all` runs them.
-inline constexpr std::array<solve_mode, 4> all_solve_modes{solve_mode::sync, solve_mode::stream,
-                                                          solve_mode::graph_per_iteration, solve_mode::graph_while};
+inline constexpr std::array<solve_mode, 5> all_solve_modes{solve_mode::sync, solve_mode::stream,
+                                                          solve_mode::graph_per_iteration, solve_mode::graph_while,
+                                                          solve_mode::graph_relaunch};
 
-//! The mode's command-line name: "sync", "stream", "graph-per-iteration", "graph-while".
+//! True for the modes that launch graphs (graph-per-iteration, graph-while, graph-relaunch): those `--pdl` applies
+//! to.
+[[nodiscard]] constexpr bool is_graph_mode(solve_mode mode) noexcept {
+  return mode == solve_mode::graph_per_iteration || mode == solve_mode::graph_while ||
+         mode == solve_mode::graph_relaunch;
+}
+
+//! The mode's command-line name: "sync", "stream", "graph-per-iteration", "graph-while", "graph-relaunch".
 [[nodiscard]] std::string_view to_string(solve_mode mode) noexcept;
 //! Parses a command-line name.
 //! \throws std::invalid_argument for an unknown name.
@@ -61,6 +75,11 @@ struct solve_options {
   //! `copy` (a cudaMemcpyAsync after the iteration, the way before the tuning doctor pointed at it: docs/observe.md).
   //! The numbers are the same either way.
   enum class readback { mapped, copy } read_back = readback::mapped;
+  //! `--pdl`: in the graph modes, make_programmatic turns every edge from a kernel into a CG kernel (all of which
+  //! wait for their predecessors first: cg_kernels.hpp) into a programmatic edge, the WHILE body's included; edges
+  //! into cuSPARSE's kernels and into non-kernel nodes stay full. Ignored by sync and stream. The arithmetic is
+  //! unchanged: the iterates stay bitwise identical.
+  bool programmatic = false;
 };
 
 //! What one solve produced.
@@ -76,6 +95,10 @@ struct solve_result {
   double us_per_iteration = 0; //!< solve_ms·1000 / max(iterations, 1)
   std::size_t graph_nodes = 0; //!< nodes of the graph launched (graph modes; nested body nodes included)
   std::vector<double> x;       //!< the solution
+  bool programmatic = false;   //!< make_programmatic ran on the graph (--pdl in a graph mode)
+  std::size_t programmatic_changed = 0; //!< edges it made programmatic
+  std::size_t programmatic_left = 0;    //!< edges into kernel nodes it left full (into cuSPARSE, from non-kernels)
+  std::vector<std::string> programmatic_lines; //!< its report, one line per edge (programmatic_report::lines)
 };
 
 //! A CG solver for one SPD matrix and right-hand side, resident on the current device. Not thread-safe.
@@ -96,9 +119,16 @@ public:
   [[nodiscard]] solve_result solve(solve_mode mode, const solve_options& options);
 
   //! The graph-while graph for `options` (not instantiated): the set-up kernels, the check kernel that sets the
-  //! condition, and the WHILE node whose body is one CG iteration plus the check kernel. Export it with to_dot.
+  //! condition, and the WHILE node whose body is one CG iteration plus the check kernel; with options.programmatic
+  //! its edges into CG kernels made programmatic (body included). Export it with to_dot.
   //! \throws conveyor::cuda_error when capture or the conditional node fails (CUDA < 12.4).
   [[nodiscard]] conveyor::graph make_while_graph(const solve_options& options);
+
+  //! The graph-relaunch graph for `options` (not instantiated): one CG iteration, the check kernel (which clears
+  //! cg_scalars::proceed to stop), and the relaunch controller (add_cg_relaunch); with options.programmatic its
+  //! edges into CG kernels made programmatic. `status` is device memory for a failed relaunch's CUDA error.
+  //! \throws conveyor::cuda_error when capture fails.
+  [[nodiscard]] conveyor::graph make_relaunch_graph(const solve_options& options, int* status);
 
   //! Number of unknowns.
   [[nodiscard]] int size() const noexcept { return n_; }
@@ -112,6 +142,8 @@ private:
   [[nodiscard]] int max_iterations(const solve_options& o) const;
   void run_eager(const std::vector<step>& steps, bool sync_each) const;
   solve_result finish(solve_mode mode, const solve_options& o, double solve_ms);
+  //! make_programmatic on `g` with the CG kernels when o.programmatic; the report goes into `out`.
+  void apply_programmatic(conveyor::graph& g, const solve_options& o, solve_result* out) const;
 
   int n_ = 0;
   csr_matrix host_a_;

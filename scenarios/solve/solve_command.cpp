@@ -46,6 +46,7 @@ struct cli_options {
   bool seed_given = false; // --seed on the command line (it applies to --rhs random only)
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
   std::string readback = "mapped"; // --readback
+  bool pdl = false;                // --pdl
 };
 
 struct problem {
@@ -108,6 +109,11 @@ void check_system(const problem& p) {
   }
 }
 
+//! "graph-while", or "graph-while+pdl" when the programmatic pass ran on its graph.
+std::string mode_label(const solve_result& r) {
+  return r.programmatic ? fmt::format("{}+pdl", to_string(r.mode)) : std::string(to_string(r.mode));
+}
+
 void print_table(const std::vector<solve_result>& results, double tol) {
   const solve_result* sync = nullptr;
   for (const auto& r : results)
@@ -116,13 +122,14 @@ void print_table(const std::vector<solve_result>& results, double tol) {
              "solver rel.res", "true rel.res", "setup ms", "solve ms", "us/iter", "speedup vs sync", "nodes");
   fmt::print("{:-<19}-+-{:-<7}-+-{:-<14}-+-{:-<14}-+-{:-<9}-+-{:-<10}-+-{:-<9}-+-{:-<15}-+-{:-<5}\n", "", "", "", "", "",
              "", "", "", "");
+  // (mode names up to 19 characters; "graph-relaunch+pdl" is 18)
   for (const auto& r : results) {
     const std::string speedup = sync != nullptr && r.us_per_iteration > 0.0
                                     ? fmt::format("{:.2f}x", sync->us_per_iteration / r.us_per_iteration)
                                     : "n/a";
     const std::string nodes = r.graph_nodes > 0 ? fmt::format("{}", r.graph_nodes) : "-";
     fmt::print("{:<19} | {:>7} | {:>14.3e} | {:>14.3e} | {:>9.3f} | {:>10.3f} | {:>9.2f} | {:>15} | {:>5}{}\n",
-               to_string(r.mode), r.iterations, r.solver_residual, r.true_residual, r.setup_ms, r.solve_ms,
+               mode_label(r), r.iterations, r.solver_residual, r.true_residual, r.setup_ms, r.solve_ms,
                r.us_per_iteration, speedup, nodes,
                r.converged ? "" : (r.breakdown ? "  BREAKDOWN" : "  NOT CONVERGED"));
   }
@@ -134,9 +141,23 @@ void print_table(const std::vector<solve_result>& results, double tol) {
       fmt::print("iterations agree across modes ({}{})\n", lo->iterations,
                  hi->iterations != lo->iterations ? fmt::format("..{}", hi->iterations) : "");
     else
-      fmt::print("iterations DIFFER across modes: {} ({}) .. {} ({})\n", lo->iterations, to_string(lo->mode),
-                 hi->iterations, to_string(hi->mode));
+      fmt::print("iterations DIFFER across modes: {} ({}) .. {} ({})\n", lo->iterations, mode_label(*lo),
+                 hi->iterations, mode_label(*hi));
+    bool bitwise = true;
+    for (const auto& r : results) bitwise = bitwise && r.x == results.front().x;
+    fmt::print("solutions {} across modes\n", bitwise ? "bitwise identical" : "DIFFER bitwise");
   }
+  for (const auto& r : results)
+    if (r.programmatic)
+      fmt::print("{}: make_programmatic made {} edge(s) programmatic, left {} full (edges into cuSPARSE's kernels or "
+                 "from non-kernel nodes){}\n",
+                 mode_label(r), r.programmatic_changed, r.programmatic_left,
+                 r.programmatic_lines.empty() ? "" : ":");
+  for (const auto& r : results)
+    if (r.programmatic) {
+      for (const auto& line : r.programmatic_lines) fmt::print("  {}\n", line);
+      break; // the same kernels in every graph mode: one listing
+    }
   fmt::print("speedup vs sync = sync's us/iter / the mode's us/iter; tol {:g}\n", tol);
 }
 
@@ -150,11 +171,14 @@ void run(const cli_options& o) {
   if (o.seed_given && rhs != rhs_kind::random)
     throw CLI::ValidationError("--seed", fmt::format("applies to --rhs random only; with --rhs {} it would be ignored",
                                                      o.rhs));
-  const bool has_graph = std::any_of(modes.begin(), modes.end(), [](solve_mode m) {
-    return m == solve_mode::graph_per_iteration || m == solve_mode::graph_while;
-  });
+  const bool has_graph = std::any_of(modes.begin(), modes.end(), [](solve_mode m) { return is_graph_mode(m); });
   conveyor::scenarios::check_profiling_options(o.profile, has_graph,
-                                               "--mode graph-per-iteration, graph-while or all");
+                                               "--mode graph-per-iteration, graph-while, graph-relaunch or all");
+  if (o.pdl && !has_graph)
+    throw CLI::ValidationError("--pdl", fmt::format("applies to the graph modes (programmatic edges); with --mode {} "
+                                                    "it would be ignored: use --mode graph-per-iteration, graph-while, "
+                                                    "graph-relaunch or all",
+                                                    o.mode));
   conveyor::scenarios::check_output_file("--dot", o.dot);
   conveyor::scenarios::check_distinct_outputs(
       {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
@@ -169,6 +193,7 @@ void run(const cli_options& o) {
   const auto profiling = conveyor::scenarios::make_profiling(o.profile, "solve");
   options.profiling = profiling.get();
   options.read_back = o.readback == "copy" ? solve_options::readback::copy : solve_options::readback::mapped;
+  options.programmatic = o.pdl;
   const long long max_iter = o.max_iter > 0 ? o.max_iter : std::min(10LL * p.a.rows, 2'000'000'000LL); // as CG caps it
   fmt::print("problem: {}: {} x {}, {} nonzeros; rhs {}{}; Jacobi-preconditioned CG, double; tol {:g}; max-iter {}; "
              "read-back {}\n",
@@ -180,10 +205,12 @@ void run(const cli_options& o) {
   std::vector<solve_result> results;
   for (const solve_mode m : modes) {
     results.push_back(solver.solve(m, options));
-    results.back().x.clear();
-    results.back().x.shrink_to_fit();
   }
   print_table(results, o.tol);
+  for (auto& r : results) {
+    r.x.clear();
+    r.x.shrink_to_fit();
+  }
 
   if (!o.dot.empty()) {
     const std::string dot = conveyor::to_dot(solver.make_while_graph(options), "cg_graph_while");
@@ -208,7 +235,8 @@ void register_solve_command(CLI::App& app) {
   auto opts = std::make_shared<cli_options>();
   CLI::App* sub = app.add_subcommand(
       "solve", "Solve A x = b (A sparse SPD) by Jacobi-preconditioned conjugate gradients on the GPU in sync, stream, "
-               "graph-per-iteration and graph-while (one launch, WHILE conditional node) modes");
+               "graph-per-iteration, graph-while (one launch, WHILE conditional node) and graph-relaunch (a device "
+               "graph tail-launching itself) modes");
   auto* matrix = sub->add_option("--matrix", opts->matrix, "Matrix Market file (real/integer, symmetric or general)")
                      ->check(CLI::ExistingFile);
   using conveyor::scenarios::integer_in;
@@ -230,8 +258,12 @@ void register_solve_command(CLI::App& app) {
       ->check(integer_in(0, 2'000'000'000))
       ->capture_default_str();
   sub->add_option("--mode", opts->mode, "Execution mode")
-      ->check(CLI::IsMember({"sync", "stream", "graph-per-iteration", "graph-while", "all"}))
+      ->check(CLI::IsMember({"sync", "stream", "graph-per-iteration", "graph-while", "graph-relaunch", "all"}))
       ->capture_default_str();
+  sub->add_flag("--pdl", opts->pdl,
+                "Programmatic dependent launch in the graph modes: edges into the CG kernels (which wait for their "
+                "predecessors first) become programmatic, the WHILE body's and the relaunch loop's included; edges "
+                "into cuSPARSE stay full. Prints the pass's report");
   sub->add_option("--readback", opts->readback,
                   "How the host reads the residual after each iteration (sync, stream, graph-per-iteration): mapped "
                   "(the check kernel writes it to pinned host memory) or copy (a cudaMemcpyAsync per iteration)")
@@ -242,7 +274,7 @@ void register_solve_command(CLI::App& app) {
       *sub, opts->profile,
       "one CG iteration with its residual read-back (one graph launch in graph-per-iteration), and in graph-while "
       "the whole solve (its one launch; not bounded by --profile-steps)",
-      "--mode graph-per-iteration, graph-while or all",
+      "--mode graph-per-iteration, graph-while, graph-relaunch or all",
       0); // no warm-up steps: the solver's constructor ran every kernel once, and graph-while has one step a solve
   sub->callback([opts, sub] {
     opts->seed_given = sub->count("--seed") > 0;

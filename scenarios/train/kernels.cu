@@ -3,8 +3,11 @@
 
 #include "train/kernels.hpp"
 
+#include "common/pdl.cuh"
+
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 namespace conveyor::train::kernels {
 namespace {
@@ -24,6 +27,7 @@ void launched(const char* name, const launch_ctx& ctx) {
 }
 
 __global__ void bytes_to_unit_float_kernel(const std::uint8_t* in, float* out, std::size_t n) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x)
     out[i] = static_cast<float>(in[i]) / 255.0F;
@@ -33,6 +37,7 @@ __global__ void bytes_to_unit_float_kernel(const std::uint8_t* in, float* out, s
 __global__ void gather_batch_kernel(const float* images, const int* labels, int num_images, int features,
                                     const int* perm, int perm_len, const int* batch_counter, int batch,
                                     float* x_out, int* y_out) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const int col = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const long long first = static_cast<long long>(*batch_counter) * batch;
   for (int row = static_cast<int>(blockIdx.y); row < batch; row += static_cast<int>(gridDim.y)) {
@@ -50,6 +55,7 @@ __global__ void gather_batch_kernel(const float* images, const int* labels, int 
 }
 
 __global__ void bias_activation_kernel(float* z, const float* bias, int rows, int cols, bool relu) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const std::size_t n = static_cast<std::size_t>(rows) * cols;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
@@ -60,6 +66,7 @@ __global__ void bias_activation_kernel(float* z, const float* bias, int rows, in
 
 __global__ void softmax_cross_entropy_kernel(const float* logits, const int* labels, int rows, int real_rows,
                                              int classes, float* grad, float* row_loss) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (r >= rows) return;
   const float* z = logits + static_cast<std::size_t>(r) * classes;
@@ -87,6 +94,7 @@ __global__ void softmax_cross_entropy_kernel(const float* logits, const int* lab
 
 __global__ void mean_loss_kernel(const float* row_loss, int rows, const int* step, float* loss_history,
                                  int history_len) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   __shared__ float partial[block_size];
   float s = 0.0F;
   for (int i = static_cast<int>(threadIdx.x); i < rows; i += block_size) s += row_loss[i];
@@ -103,6 +111,7 @@ __global__ void mean_loss_kernel(const float* row_loss, int rows, const int* ste
 }
 
 __global__ void column_sums_kernel(const float* m, int rows, int cols, float* out) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (c >= cols) return;
   float s = 0.0F;
@@ -111,6 +120,7 @@ __global__ void column_sums_kernel(const float* m, int rows, int cols, float* ou
 }
 
 __global__ void relu_backward_kernel(float* grad, const float* activation, std::size_t n) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x)
     if (!(activation[i] > 0.0F)) grad[i] = 0.0F;
@@ -118,6 +128,7 @@ __global__ void relu_backward_kernel(float* grad, const float* activation, std::
 
 __global__ void adam_update_kernel(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
                                    float beta1, float beta2, float eps, const int* step) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const float t = static_cast<float>(*step + 1);
   const float bias_correction1 = 1.0F - powf(beta1, t);
   const float bias_correction2 = 1.0F - powf(beta2, t);
@@ -136,6 +147,7 @@ __global__ void adam_update_kernel(float* params, const float* grads, float* m, 
 
 __global__ void sgd_momentum_update_kernel(float* params, const float* grads, float* velocity, std::size_t n,
                                            float lr, float momentum) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
     const float vel = momentum * velocity[i] + grads[i];
@@ -145,11 +157,13 @@ __global__ void sgd_momentum_update_kernel(float* params, const float* grads, fl
 }
 
 __global__ void advance_step_kernel(int* counters) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   counters[0] += 1;
   counters[1] += 1;
 }
 
 __global__ void argmax_rows_kernel(const float* logits, int rows, int classes, int* out) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (r >= rows) return;
   const float* z = logits + static_cast<std::size_t>(r) * classes;
@@ -234,6 +248,20 @@ void advance_step(int* counters, const launch_ctx& ctx) {
 void argmax_rows(const float* logits, int rows, int classes, int* out, const launch_ctx& ctx) {
   argmax_rows_kernel<<<blocks_for_rows(rows), block_size, 0, ctx.stream>>>(logits, rows, classes, out);
   launched("argmax_rows_kernel", ctx);
+}
+
+std::vector<const void*> waiting_kernel_functions() {
+  return {reinterpret_cast<const void*>(&bytes_to_unit_float_kernel),
+          reinterpret_cast<const void*>(&gather_batch_kernel),
+          reinterpret_cast<const void*>(&bias_activation_kernel),
+          reinterpret_cast<const void*>(&softmax_cross_entropy_kernel),
+          reinterpret_cast<const void*>(&mean_loss_kernel),
+          reinterpret_cast<const void*>(&column_sums_kernel),
+          reinterpret_cast<const void*>(&relu_backward_kernel),
+          reinterpret_cast<const void*>(&adam_update_kernel),
+          reinterpret_cast<const void*>(&sgd_momentum_update_kernel),
+          reinterpret_cast<const void*>(&advance_step_kernel),
+          reinterpret_cast<const void*>(&argmax_rows_kernel)};
 }
 
 } // namespace conveyor::train::kernels

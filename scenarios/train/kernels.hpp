@@ -4,6 +4,9 @@
 //! sample. Every launcher enqueues exactly one kernel on `ctx.stream`, checks the launch and then calls
 //! `ctx.after()`. None of them synchronises otherwise, none allocates, none reads host memory, so all of them can
 //! be captured into a graph. Every reduction has a fixed order (no atomics): results are bitwise reproducible.
+//! Every kernel calls scenarios::begin_dependent() (common/pdl.cuh) in every block before it touches global memory,
+//! so an edge into any of them may be programmatic (waiting_kernel_functions(), for conveyor::make_programmatic);
+//! cuBLAS's kernels make no such promise, so edges into them stay full.
 
 #include "common/execution_mode.hpp"
 
@@ -15,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace conveyor::train {
 
@@ -83,6 +87,10 @@ void advance_step(int* counters, const launch_ctx& ctx);
 //! out[r] = index of the largest logits[r, c] (the first one on ties), logits rows x classes.
 //! \throws conveyor::cuda_error when the launch fails.
 void argmax_rows(const float* logits, int rows, int classes, int* out, const launch_ctx& ctx);
+
+//! The host functions of every kernel above: those that wait for their programmatic predecessors before touching
+//! memory, for conveyor::waiting_kernels::add_function (the `--pdl` pass).
+[[nodiscard]] std::vector<const void*> waiting_kernel_functions();
 
 } // namespace kernels
 } // namespace conveyor::train

@@ -43,6 +43,7 @@ struct cli_options {
   std::size_t max_steps = 0;
   int chunk = 50;
   bool momentum_given = false; // --momentum on the command line (it applies to --optimizer sgd only)
+  bool pdl = false;            // --pdl
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
 };
 
@@ -87,32 +88,43 @@ std::pair<double, std::size_t> max_relative_difference(const std::vector<float>&
   return {worst, at};
 }
 
+//! "graph", or "graph+pdl" for graph mode with --pdl.
+std::string mode_label(const train_result& r) {
+  return r.programmatic ? fmt::format("{}+pdl", to_string(r.mode)) : std::string(to_string(r.mode));
+}
+
 void print_table(const std::vector<train_result>& results, const std::string& device) {
   const train_result* sync = nullptr;
   for (const auto& r : results)
     if (r.mode == execution_mode::sync) sync = &r;
   fmt::print("device: {}\n", device);
-  fmt::print("{:<6} | {:>16} | {:>9} | {:>15} | {:>13}\n", "mode", "ms/step (median)", "steps/s", "speedup vs sync",
+  fmt::print("{:<9} | {:>16} | {:>9} | {:>15} | {:>13}\n", "mode", "ms/step (median)", "steps/s", "speedup vs sync",
              "test accuracy");
-  fmt::print("{:-<6}-+-{:-<16}-+-{:-<9}-+-{:-<15}-+-{:-<13}\n", "", "", "", "", "");
+  fmt::print("{:-<9}-+-{:-<16}-+-{:-<9}-+-{:-<15}-+-{:-<13}\n", "", "", "", "", "");
   for (const auto& r : results) {
     const std::string speedup =
         sync != nullptr && r.ms_per_step > 0.0 ? fmt::format("{:.2f}x", sync->ms_per_step / r.ms_per_step) : "n/a";
-    fmt::print("{:<6} | {:>16.4f} | {:>9.1f} | {:>15} | {:>12.2f}%\n", to_string(r.mode), r.ms_per_step,
+    fmt::print("{:<9} | {:>16.4f} | {:>9.1f} | {:>15} | {:>12.2f}%\n", mode_label(r), r.ms_per_step,
                r.steps_per_second, speedup, 100.0 * r.test_accuracy);
   }
   for (const auto& r : results) {
     if (r.mode == execution_mode::graph)
-      fmt::print("graph: one captured step = {} nodes, {} edges\n", r.graph_nodes, r.graph_edges);
+      fmt::print("{}: one captured step = {} nodes, {} edges\n", mode_label(r), r.graph_nodes, r.graph_edges);
+    if (r.programmatic) {
+      fmt::print("{}: make_programmatic made {} edge(s) programmatic, left {} full ({} programmatic already); cuBLAS's "
+                 "kernels cannot wait for a predecessor, so edges into them stay full:\n",
+                 mode_label(r), r.programmatic_changed, r.programmatic_left, r.programmatic_edges_before);
+      for (const auto& line : r.programmatic_lines) fmt::print("  {}\n", line);
+    }
   }
   for (std::size_t i = 1; i < results.size(); ++i) {
     const auto [diff, at] = max_relative_difference(results[0].losses, results[i].losses);
     if (diff == 0.0)
-      fmt::print("losses {} vs {}: bitwise identical over {} steps\n", to_string(results[0].mode),
-                 to_string(results[i].mode), results[i].losses.size());
+      fmt::print("losses {} vs {}: bitwise identical over {} steps\n", mode_label(results[0]),
+                 mode_label(results[i]), results[i].losses.size());
     else
-      fmt::print("losses {} vs {}: DIFFER, max relative difference {:.3g} at step {}\n", to_string(results[0].mode),
-                 to_string(results[i].mode), diff, at);
+      fmt::print("losses {} vs {}: DIFFER, max relative difference {:.3g} at step {}\n", mode_label(results[0]),
+                 mode_label(results[i]), diff, at);
   }
 }
 
@@ -125,6 +137,10 @@ void run(const cli_options& o) {
     modes.push_back(parse_execution_mode(o.mode));
   const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
   if (!o.dot.empty() && !has_graph) throw CLI::ValidationError("--dot", "needs --mode graph or --mode all");
+  if (o.pdl && !has_graph)
+    throw CLI::ValidationError("--pdl", fmt::format("applies to graph mode (programmatic edges in the captured step); "
+                                                    "with --mode {} it would be ignored: use --mode graph or all",
+                                                    o.mode));
   if (o.momentum_given && o.optimizer != "sgd")
     throw CLI::ValidationError("--momentum", fmt::format("applies to --optimizer sgd only; with --optimizer {} it "
                                                          "would be ignored",
@@ -144,6 +160,7 @@ void run(const cli_options& o) {
   options.max_steps = o.max_steps;
   options.chunk_steps = o.chunk;
   options.on_progress = progress_printer{};
+  options.programmatic = o.pdl;
 
   const dataset data = load_fashion_mnist(o.data); // file errors first: they need no GPU to report
   check_options(options, data);                     // and every other input check
@@ -211,6 +228,10 @@ void register_train_command(CLI::App& app) {
   sub->add_option("--dot", opts->dot, "Write the captured training step graph (Graphviz DOT) to this file");
   sub->add_option("--max-steps", opts->max_steps, "Stop after this many steps in total (quick runs)")
       ->check(integer_in(std::size_t{1}, std::size_t{1} << 40));
+  sub->add_flag("--pdl", opts->pdl,
+                "Graph mode: programmatic dependent launch on every edge into our own kernels (they wait for their "
+                "predecessors first), cuBLAS GEMM -> our kernel included; edges into cuBLAS stay full. Prints the "
+                "pass's report; losses stay bitwise identical");
   sub->add_option("--chunk", opts->chunk, "Steps per timed chunk (the median over chunks is reported)")
       ->check(integer_in(1, 1000000))
       ->capture_default_str();

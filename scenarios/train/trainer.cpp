@@ -10,6 +10,7 @@
 
 #include <conveyor/assembly/graphed.hpp>
 #include <conveyor/define/capture.hpp>
+#include <conveyor/define/programmatic.hpp>
 #include <conveyor/execute/graph_exec.hpp>
 #include <conveyor/observe/export.hpp>
 #include <conveyor/runtime/stream.hpp>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -242,10 +244,41 @@ train_result run_training(const train_options& options, const dataset& data, exe
   step_options.warmup_calls = 1;
   step_options.buckets = {static_cast<std::size_t>(options.batch)};
   conveyor::graphed step(step_body, step_options);
+  // --pdl: the step captured per row count (full batch, partial last batch), made programmatic, instantiated.
+  const bool pdl = mode == execution_mode::graph && options.programmatic;
+  result.programmatic = pdl;
+  std::map<int, conveyor::graph_exec> pdl_steps;
+  auto make_pdl_step = [&](int real) {
+    conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+      program.enqueue(launch_ctx{cs.get(), false}, real);
+    });
+    conveyor::waiting_kernels waiting;
+    for (const void* f : kernels::waiting_kernel_functions()) waiting.add_function(f);
+    const conveyor::programmatic_report report = conveyor::make_programmatic(g, waiting);
+    if (real == options.batch) {
+      result.programmatic_changed = report.changed.size();
+      result.programmatic_left = report.left.size();
+      result.programmatic_edges_before = report.already;
+      result.programmatic_lines = report.lines();
+      result.graph_nodes = g.node_count();
+      result.graph_edges = g.edge_count();
+      result.graph_dot = conveyor::to_dot(g, "train_step");
+    }
+    conveyor::graph_exec exec = conveyor::instantiate(g);
+    exec.upload(s);
+    pdl_steps.emplace(real, std::move(exec));
+  };
   // Warm-up step, eager, on the stream that graph mode captures on; then capture (graph mode); then reset, so
   // that every mode trains from the same state.
   begin_epoch(0);
-  if (mode == execution_mode::graph) {
+  if (pdl) {
+    program.enqueue(launch_ctx{s.get(), false}, options.batch); // warm-up
+    s.synchronize();
+    make_pdl_step(options.batch);
+    const int last = rows_in_step(data.train_images.count, options.batch, spe - 1);
+    if (last != options.batch) make_pdl_step(last);
+    if (options.profiling != nullptr) options.profiling->watch(pdl_steps.at(options.batch), "train step");
+  } else if (mode == execution_mode::graph) {
     step.prepare(s, conveyor::batch_size{static_cast<std::size_t>(options.batch)}); // warm-up + capture
     const conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
       step_body(cs, conveyor::batch_size{static_cast<std::size_t>(options.batch)});
@@ -273,7 +306,9 @@ train_result run_training(const train_options& options, const dataset& data, exe
       for (std::size_t k = 0; k < n; ++k) {
         const int real = rows_in_step(data.train_images.count, options.batch, c + k);
         const auto profiled = scenarios::profile_step(options.profiling, mode); // one training step
-        if (mode == execution_mode::graph)
+        if (pdl)
+          pdl_steps.at(real).launch(s);
+        else if (mode == execution_mode::graph)
           step(s, conveyor::batch_size{static_cast<std::size_t>(real)});
         else
           program.enqueue(ctx, real);
@@ -289,7 +324,11 @@ train_result run_training(const train_options& options, const dataset& data, exe
     }
   }
 
-  if (mode == execution_mode::graph) {
+  if (pdl) {
+    if (options.profiling != nullptr) options.profiling->examine(pdl_steps.at(options.batch), "train step");
+    result.graphed_report = fmt::format("train step (--pdl: own executable graphs, {} row count(s))\n",
+                                        pdl_steps.size());
+  } else if (mode == execution_mode::graph) {
     if (options.profiling != nullptr)
       if (const auto executables = step.executables(); !executables.empty())
         options.profiling->examine(*executables.front(), "train step", &step.statistics(), &step.reasons());

@@ -69,6 +69,13 @@ struct train_options {
   //! Optional (--profile / --doctor): every training step is a profiled step of track to_string(mode); graph
   //! mode watches the graphed step's executable graph ("train step") and hands it to the doctor after the run.
   scenarios::profiling* profiling = nullptr;
+  //! `--pdl` (graph mode only): the step is captured, conveyor::make_programmatic turns every edge into one of our
+  //! kernels (all of which wait for their predecessors first: kernels.hpp) into a programmatic edge — from our
+  //! kernels and from cuBLAS's GEMMs alike — and leaves the edges into cuBLAS's kernels full (they cannot promise
+  //! to wait); then instantiated. conveyor::graphed has no hook between capture and instantiation, so this path
+  //! keeps its own executable graphs: one for full batches and one for the partial last batch of an epoch, both
+  //! made before the timed steps. The arithmetic is unchanged: losses stay bitwise identical.
+  bool programmatic = false;
 };
 
 //! What one run produced.
@@ -88,6 +95,11 @@ struct train_result {
   std::string graph_dot;                      //!< graph mode: the captured step as Graphviz DOT (empty otherwise)
   conveyor::graphed_statistics graphed;       //!< graph mode: what the graphed step did (replays, updates, ...)
   std::string graphed_report;                 //!< graph mode: graphed's statistics and reasons, readable
+  bool programmatic = false;                  //!< graph mode with train_options::programmatic
+  std::size_t programmatic_changed = 0;       //!< edges of the full-batch step make_programmatic made programmatic
+  std::size_t programmatic_left = 0;          //!< edges into kernel nodes it left full (into cuBLAS, ...)
+  std::size_t programmatic_edges_before = 0;  //!< edges that were programmatic already (cuBLAS's own, if any)
+  std::vector<std::string> programmatic_lines; //!< its report, one line per edge (programmatic_report::lines)
 };
 
 //! Number of full batches in `train_count` samples: train_count / batch.

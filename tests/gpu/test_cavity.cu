@@ -1,5 +1,6 @@
 // GPU tests of the cavity scenario: the kernel against the CPU reference, mass conservation, bitwise agreement of
-// the three execution modes, the graph's shape, and the Re 100 centre-line profiles against Ghia et al. (1982).
+// the three execution modes (and of the programmatic ones, --pdl, with sync), the graph's shape, and the Re 100
+// centre-line profiles against Ghia et al. (1982).
 #include "cavity/fields.hpp"
 #include "cavity/ghia.hpp"
 #include "cavity/parameters.hpp"
@@ -134,6 +135,70 @@ TEST(CavityGpu, Re100ProfilesMatchGhia) {
                                 << c->u.reference;
   EXPECT_LT(c->v.max_abs, 0.02) << "v at x = " << c->v.position << ": ours " << c->v.ours << ", Ghia "
                                 << c->v.reference;
+}
+
+// --pdl: the stream and graph modes launch programmatic (each kernel may start while the one before it finishes and
+// waits for it first); the states stay bitwise equal to sync's, on a lattice whose step grid has many blocks per
+// row (257: three 128-thread blocks, the last with one live thread) and on a small one.
+TEST(CavityGpu, ProgrammaticModesAreBitwiseEqualToSync) {
+  CONVEYOR_REQUIRE_GPU();
+  for (const int n : {65, 257}) {
+    SCOPED_TRACE(n);
+    cavity_options o = fixed(400, n, 600, 100);
+    const run_result a = run_cavity(o, execution_mode::sync);
+    o.programmatic = true;
+    const run_result b = run_cavity(o, execution_mode::stream);
+    const run_result c = run_cavity(o, execution_mode::graph);
+    EXPECT_FALSE(a.programmatic);
+    EXPECT_TRUE(b.programmatic);
+    EXPECT_TRUE(c.programmatic);
+    ASSERT_EQ(b.steps, 600);
+    ASSERT_EQ(c.steps, 600);
+    ASSERT_EQ(a.populations.size(), b.populations.size());
+    ASSERT_EQ(a.populations.size(), c.populations.size());
+    EXPECT_EQ(std::memcmp(a.populations.data(), b.populations.data(), a.populations.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(a.populations.data(), c.populations.data(), a.populations.size() * sizeof(float)), 0);
+    EXPECT_EQ(a.final_change, b.final_change);
+    EXPECT_EQ(a.final_change, c.final_change);
+    EXPECT_GT(a.final_change, 0.0);
+  }
+}
+
+// The captured block with --pdl: the same chain of K + 2 kernels, every one of its K + 1 edges programmatic;
+// without --pdl none is.
+TEST(CavityGpu, ProgrammaticGraphHasProgrammaticEdges) {
+  CONVEYOR_REQUIRE_GPU();
+  cavity_options o = fixed(100, 33, 16, 8);
+  const run_result plain = run_cavity(o, execution_mode::graph);
+  EXPECT_EQ(plain.programmatic_edges, 0U);
+  o.programmatic = true;
+  const run_result r = run_cavity(o, execution_mode::graph);
+  EXPECT_EQ(r.graph_nodes, 10U);
+  EXPECT_EQ(r.graph_edges, 9U);
+  EXPECT_EQ(r.programmatic_edges, 9U);
+  EXPECT_NE(r.graph_dot.find("step 8 (f1 -> f0)"), std::string::npos) << r.graph_dot;
+  EXPECT_EQ(std::memcmp(plain.populations.data(), r.populations.data(), r.populations.size() * sizeof(float)), 0);
+}
+
+// With a tolerance: the programmatic graph and stream modes stop at the same block as the plain stream mode (the
+// check's value read from pinned memory is the same), with the same state.
+TEST(CavityGpu, ProgrammaticConvergenceStopsAtTheSameStep) {
+  CONVEYOR_REQUIRE_GPU();
+  cavity_options o = fixed(100, 33, 40000, 200);
+  o.tol = 1e-6;
+  const run_result a = run_cavity(o, execution_mode::stream);
+  o.programmatic = true;
+  const run_result b = run_cavity(o, execution_mode::graph);
+  const run_result c = run_cavity(o, execution_mode::stream);
+  EXPECT_TRUE(a.converged);
+  EXPECT_TRUE(b.converged);
+  EXPECT_EQ(a.converged_at, b.converged_at);
+  EXPECT_EQ(a.converged_at, c.converged_at);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.steps, c.steps);
+  EXPECT_LT(a.steps, 40000);
+  EXPECT_EQ(std::memcmp(a.populations.data(), b.populations.data(), a.populations.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(a.populations.data(), c.populations.data(), a.populations.size() * sizeof(float)), 0);
 }
 
 } // namespace

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -392,20 +393,55 @@ TEST(Priority, BuilderAndLaunchRecordThePriorityAttribute) {
             dc.nodes[0].attributes.end());
 }
 
-// Two root kernels contend for every SM: the low-priority one is added first, the high-priority one second. With
-// use_node_priority the high-priority kernel's blocks are scheduled first as SMs free up, so it finishes first.
-TEST(Priority, HighPriorityBranchFinishesFirstUnderContention) {
-  CONVEYOR_REQUIRE_GPU();
-  int least = 0;
-  int greatest = 0;
-  CONVEYOR_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  if (least == greatest) GTEST_SKIP() << "the device has one stream priority";
+namespace {
+
+// The stream priority range, and a grid that keeps every SM busy for about 8 waves of blocks (5 µs a block: each
+// kernel alone takes tens of microseconds), for the contention tests below.
+struct contention {
+  int least = 0;       // the lowest priority (cudaDeviceGetStreamPriorityRange)
+  int greatest = 0;    // the highest
+  unsigned blocks = 0; // blocks per kernel
+};
+
+contention priority_contention() {
+  contention c;
+  CONVEYOR_CHECK(cudaDeviceGetStreamPriorityRange(&c.least, &c.greatest));
   int device = 0;
   int sms = 0;
   CONVEYOR_CHECK(cudaGetDevice(&device));
   CONVEYOR_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  // About 8 waves of blocks each, 5 µs a block: each kernel alone takes tens of microseconds.
-  const unsigned blocks = static_cast<unsigned>(sms) * 16U * 8U;
+  c.blocks = static_cast<unsigned>(sms) * 16U * 8U;
+  return c;
+}
+
+// Launches `exec` `runs` times on `s`; the number of runs in which the high-priority kernel (finish[1]) finished
+// before the low-priority one (finish[0]).
+int runs_with_high_first(const conveyor::graph_exec& exec, const conveyor::stream& s,
+                         device_array<unsigned long long>& finish, int runs) {
+  int high_first = 0;
+  for (int r = 0; r < runs; ++r) {
+    CONVEYOR_CHECK(cudaMemsetAsync(finish.get(), 0, 2 * sizeof(unsigned long long), s.get()));
+    exec.launch(s);
+    s.synchronize();
+    const auto t = finish.download();
+    EXPECT_GT(t[0], 0U);
+    EXPECT_GT(t[1], 0U);
+    high_first += t[1] < t[0] ? 1 : 0;
+  }
+  return high_first;
+}
+
+} // namespace
+
+// Two root kernels contend for every SM: the low-priority one is added first, the high-priority one second. With
+// use_node_priority the high-priority kernel's blocks are scheduled first as SMs free up, so it finishes first.
+TEST(Priority, HighPriorityBranchFinishesFirstUnderContention) {
+  CONVEYOR_REQUIRE_GPU();
+  const contention c = priority_contention();
+  if (c.least == c.greatest) GTEST_SKIP() << "the device has one stream priority";
+  const int least = c.least;
+  const int greatest = c.greatest;
+  const unsigned blocks = c.blocks;
   device_array<unsigned long long> finish(2);
   conveyor::graph g;
   conveyor::launch_config low{dim3(blocks), dim3(128)};
@@ -416,16 +452,33 @@ TEST(Priority, HighPriorityBranchFinishesFirstUnderContention) {
   g.kernel(high, stamp_finish, 10'000LL, finish.get() + 1).label("high");
   auto exec = conveyor::instantiate(g, conveyor::instantiate_flags::use_node_priority);
   conveyor::stream s;
-  int high_first = 0;
-  const int runs = 5;
-  for (int r = 0; r < runs; ++r) {
-    CONVEYOR_CHECK(cudaMemsetAsync(finish.get(), 0, 2 * sizeof(unsigned long long), s.get()));
-    exec.launch(s);
-    s.synchronize();
-    const auto t = finish.download();
-    ASSERT_GT(t[0], 0U);
-    ASSERT_GT(t[1], 0U);
-    high_first += t[1] < t[0] ? 1 : 0;
-  }
-  EXPECT_EQ(high_first, runs);
+  EXPECT_EQ(runs_with_high_first(exec, s, finish, 5), 5);
+}
+
+// The same contention, captured: the high-priority kernel is launched (plain <<<>>>) on a stream created with the
+// greatest priority and forked into the capture; CUDA copies each stream's priority into its kernel nodes.
+TEST(Priority, CapturedBranchTakesItsStreamsPriorityAndFinishesFirst) {
+  CONVEYOR_REQUIRE_GPU();
+  const contention c = priority_contention();
+  if (c.least == c.greatest) GTEST_SKIP() << "the device has one stream priority";
+  const int least = c.least;
+  const int greatest = c.greatest;
+  const unsigned blocks = c.blocks;
+  device_array<unsigned long long> finish(2);
+  conveyor::stream origin(cudaStreamNonBlocking, least);
+  conveyor::stream urgent(cudaStreamNonBlocking, greatest);
+  auto g = conveyor::capture(origin, [&](const conveyor::stream& s) {
+    conveyor::fork(s, urgent);
+    stamp_finish<<<blocks, 128, 0, s.get()>>>(10'000LL, finish.get() + 0);
+    stamp_finish<<<blocks, 128, 0, urgent.get()>>>(10'000LL, finish.get() + 1);
+    conveyor::join(s, urgent);
+  });
+  const auto d = conveyor::describe(g);
+  ASSERT_EQ(d.nodes.size(), 2U);
+  const std::string urgent_attribute = "priority " + std::to_string(greatest);
+  EXPECT_NE(std::find(d.nodes[1].attributes.begin(), d.nodes[1].attributes.end(), urgent_attribute),
+            d.nodes[1].attributes.end())
+      << "captured on a stream of priority " << greatest;
+  auto exec = conveyor::instantiate(g, conveyor::instantiate_flags::use_node_priority);
+  EXPECT_EQ(runs_with_high_first(exec, origin, finish, 5), 5);
 }

@@ -1,5 +1,5 @@
-// GPU tests of `conveyor solve`: Jacobi-preconditioned CG in the four execution modes (sync, stream,
-// graph-per-iteration, graph-while) on the real SPD matrices of ../shared/data/matrices and on Poisson problems,
+// GPU tests of `conveyor solve`: Jacobi-preconditioned CG in the five execution modes (sync, stream,
+// graph-per-iteration, graph-while, graph-relaunch), and the graph modes with programmatic edges (--pdl), on the real SPD matrices of ../shared/data/matrices and on Poisson problems,
 // checked against an independent CPU solve (Eigen SimplicialLDLT, double).
 //
 // Error bound. For any two approximate solutions x and x_ref of A x = b (A SPD),
@@ -17,6 +17,7 @@
 #include "support/eigen_reference.hpp"
 #include "support/gpu.hpp"
 
+#include <conveyor/execute/device_graph.hpp>
 #include <conveyor/observe/describe.hpp>
 #include <conveyor/observe/export.hpp>
 
@@ -235,6 +236,89 @@ TEST(Solve, GraphWhileGraphNestsOneIterationInAWhileNode) {
   const std::string dot = conveyor::to_dot(g, "cg");
   EXPECT_NE(dot.find("cluster_"), std::string::npos);
   EXPECT_NE(dot.find("cg_check"), std::string::npos);
+}
+
+// --pdl: the programmatic pass on the graph modes' graphs (the WHILE body and the relaunch loop included) changes
+// when kernels may start, not what they compute: the same iterations and bitwise the same solution as sync.
+void check_programmatic_modes(const std::string& name, const csr_matrix& a, const std::vector<double>& b) {
+  cg_solver solver(a, b);
+  const solve_result plain = solver.solve(solve_mode::sync, solve_options{tol, 0});
+  ASSERT_TRUE(plain.converged) << name;
+  ASSERT_GT(plain.iterations, 5) << name;
+  for (const solve_mode mode : {solve_mode::graph_per_iteration, solve_mode::graph_while, solve_mode::graph_relaunch}) {
+    SCOPED_TRACE(name + " " + std::string(to_string(mode)) + " --pdl");
+    solve_options o{tol, 0};
+    o.programmatic = true;
+    const solve_result r = solver.solve(mode, o);
+    EXPECT_TRUE(r.programmatic);
+    // The iteration's chain SpMV -> dot -> alpha -> update x,r,z -> beta -> update p -> check: the six edges into
+    // CG kernels; graph-while adds init -> init_finish -> check before the loop.
+    EXPECT_GE(r.programmatic_changed, mode == solve_mode::graph_while ? 8U : 6U);
+    EXPECT_EQ(r.programmatic_lines.size(), r.programmatic_changed + r.programmatic_left);
+    if (mode == solve_mode::graph_relaunch) {
+      // check -> the relaunch controller stays full: the controller does not wait.
+      EXPECT_GE(r.programmatic_left, 1U);
+      EXPECT_TRUE(std::any_of(r.programmatic_lines.begin(), r.programmatic_lines.end(), [](const std::string& l) {
+        return l.find("left full") != std::string::npos && l.find("relaunch") != std::string::npos;
+      })) << ::testing::PrintToString(r.programmatic_lines);
+    }
+    EXPECT_TRUE(r.converged);
+    EXPECT_EQ(r.iterations, plain.iterations);
+    EXPECT_EQ(r.solver_residual, plain.solver_residual);
+    EXPECT_TRUE(r.x == plain.x) << "differs bitwise from sync";
+  }
+}
+
+TEST(Solve, ProgrammaticGraphModesAreBitwiseEqualToSync) {
+  CONVEYOR_REQUIRE_GPU();
+  const csr_matrix a = poisson_2d(48);
+  check_programmatic_modes("poisson2d 48", a, make_rhs(static_cast<std::size_t>(a.rows), rhs_kind::random, 11));
+}
+
+TEST(Solve, ProgrammaticGraphModesAreBitwiseEqualToSyncOnSharedMatrices) {
+  CONVEYOR_REQUIRE_GPU();
+  int ran = 0;
+  for (const char* file : {"bcsstk13.mtx", "1138_bus.mtx"}) {
+    const fs::path path = shared_data() / "matrices" / file;
+    if (!fs::exists(path)) continue;
+    const coo_matrix m = read_matrix_market(path);
+    const csr_matrix a = to_csr(m);
+    check_programmatic_modes(file, a, make_rhs(static_cast<std::size_t>(a.rows), rhs_kind::ones));
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no shared matrices in " << shared_data() << " (set CONVEYOR_SHARED_DATA)";
+}
+
+// graph-relaunch: the iteration, the check, and one controller kernel after it, launchable from the device; the
+// loop stops where WHILE stops (same iterations as graph-while, bitwise the same solution), also at max_iter.
+TEST(Solve, RelaunchGraphIsOneIterationAndItsController) {
+  CONVEYOR_REQUIRE_GPU();
+  const csr_matrix a = poisson_2d(16);
+  const auto b = make_rhs(static_cast<std::size_t>(a.rows), rhs_kind::ones);
+  cg_solver solver(a, b);
+  conveyor::scenarios::device_buffer<int> status(1);
+  const conveyor::graph g = solver.make_relaunch_graph(solve_options{}, status.data());
+  EXPECT_TRUE(conveyor::device_launch_violations(g).empty());
+  const auto d = conveyor::describe(g);
+  std::size_t sinks = 0;
+  for (const auto& n : g.nodes()) sinks += n.dependents().empty() ? 1U : 0U;
+  EXPECT_EQ(sinks, 1U); // the controller, after everything
+  const auto controller = std::find_if(d.nodes.begin(), d.nodes.end(),
+                                       [](const auto& n) { return n.label == "relaunch while"; });
+  ASSERT_NE(controller, d.nodes.end());
+  EXPECT_NE(std::find_if(d.nodes.begin(), d.nodes.end(),
+                         [](const auto& n) { return n.kernel_name.find("cg_check") != std::string::npos; }),
+            d.nodes.end());
+  for (const int max_iter : {0, 7}) {
+    SCOPED_TRACE(max_iter);
+    const solve_result w = solver.solve(solve_mode::graph_while, solve_options{tol, max_iter});
+    const solve_result r = solver.solve(solve_mode::graph_relaunch, solve_options{tol, max_iter});
+    EXPECT_EQ(r.iterations, w.iterations);
+    if (max_iter == 7) EXPECT_EQ(r.iterations, 7);
+    EXPECT_EQ(r.solver_residual, w.solver_residual);
+    EXPECT_EQ(r.converged, w.converged);
+    EXPECT_TRUE(r.x == w.x);
+  }
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 // GPU tests of the `train` scenario: one step's gradients against the double-precision CPU reference, agreement of
-// the sync, stream and graph modes over 100 steps, and the accuracy target. Each skips without a CUDA device.
+// the sync, stream and graph modes over 100 steps (and of graph mode with programmatic edges, --pdl), and the
+// accuracy target. Each skips without a CUDA device.
 #include "train/dataset.hpp"
 #include "train/parameters.hpp"
 #include "train/reference_cpu.hpp"
@@ -196,6 +197,45 @@ TEST(Train, GraphModeReachesAccuracyTarget) {
   EXPECT_EQ(r.graphed.rebinds, 18U) << r.graphed_report;         // then patched in place
   // Evaluating the final parameters again gives the same accuracy.
   EXPECT_DOUBLE_EQ(test_accuracy(r.final_parameters, *data), r.test_accuracy);
+}
+
+// --pdl: the captured step with programmatic edges into our kernels (cuBLAS GEMM -> our kernel included) gives
+// bitwise the losses and parameters of the plain graph (the same kernels and cuBLAS calls on the same data), for
+// full batches and the partial last batch of each epoch (its own executable graph), and agrees with sync.
+TEST(Train, ProgrammaticGraphGivesBitwiseTheSameLosses) {
+  if (!conveyor::has_device()) GTEST_SKIP() << "no CUDA device";
+  for (const auto kind : {optimizer_kind::adam, optimizer_kind::sgd}) {
+    SCOPED_TRACE(std::string(to_string(kind)));
+    train_options options;
+    options.optimizer.kind = kind;
+    options.optimizer.lr = kind == optimizer_kind::sgd ? 0.05F : 1e-3F;
+    options.batch = 64;
+    options.epochs = 2;
+    options.chunk_steps = 5;
+    const dataset data = make_random_dataset(6 * 64 + 11, 200, 21); // 6 full steps + one of 11 rows per epoch
+    const train_result sync = run_training(options, data, execution_mode::sync);
+    const train_result graph = run_training(options, data, execution_mode::graph);
+    options.programmatic = true;
+    const train_result pdl = run_training(options, data, execution_mode::graph);
+    EXPECT_FALSE(graph.programmatic);
+    EXPECT_TRUE(pdl.programmatic);
+    ASSERT_EQ(pdl.losses.size(), 14U);
+    ASSERT_EQ(graph.losses.size(), 14U);
+    EXPECT_TRUE(pdl.losses == graph.losses) << "graph+pdl losses differ bitwise from graph's";
+    for (int l = 0; l < num_layers; ++l) {
+      EXPECT_TRUE(pdl.final_parameters.weights[l] == graph.final_parameters.weights[l]) << "weights of layer " << l;
+      EXPECT_TRUE(pdl.final_parameters.biases[l] == graph.final_parameters.biases[l]) << "biases of layer " << l;
+    }
+    for (std::size_t i = 0; i < sync.losses.size(); ++i)
+      ASSERT_LE(relative_difference(sync.losses[i], pdl.losses[i]), 1e-5) << "step " << i;
+    // Our kernels follow cuBLAS GEMMs and each other (bias/activation, loss, column sums, ReLU backward, update,
+    // advance): at least one programmatic edge per layer; the edges into GEMMs stay full.
+    EXPECT_GE(pdl.programmatic_changed, 6U);
+    EXPECT_GE(pdl.programmatic_left, 3U);
+    EXPECT_EQ(pdl.programmatic_lines.size(), pdl.programmatic_changed + pdl.programmatic_left);
+    EXPECT_EQ(pdl.graph_nodes, graph.graph_nodes);
+    EXPECT_EQ(pdl.graph_edges, graph.graph_edges);
+  }
 }
 
 } // namespace

@@ -2,10 +2,13 @@
 // become programmatic, which stay and why. No GPU needed.
 
 #include "define/programmatic_plan.hpp"
+#include "model/graph_state.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <stdexcept>
+#include <vector>
 
 using conveyor::edge_type;
 using conveyor::node_kind;
@@ -66,4 +69,38 @@ TEST(EdgeType, EdgeDataRoundTripsAndUnknownPortsAreNotNamed) {
   odd = {};
   odd.type = cudaGraphDependencyTypeProgrammatic; // programmatic type on the default port: not valid in CUDA
   EXPECT_EQ(conveyor::from_edge_data(odd), std::nullopt);
+}
+
+// node_list keeps each dependency's type beside its node, inline (up to inline_capacity) and on the heap beyond,
+// and copies keep them: no CUDA call (the handles are never dereferenced).
+TEST(NodeList, TypedDependenciesInlineAndOnTheHeapSurviveCopies) {
+  using conveyor::dependency;
+  using conveyor::node_list;
+  using conveyor::detail::access;
+  auto fake = [](std::uintptr_t i) {
+    return access::make_node(reinterpret_cast<cudaGraphNode_t>(0x1000 + 16 * i), nullptr);
+  };
+  for (std::size_t count : {std::size_t{3}, node_list::inline_capacity, node_list::inline_capacity + 5}) {
+    std::vector<dependency> deps;
+    for (std::size_t i = 0; i < count; ++i)
+      deps.emplace_back(fake(i), i % 3 == 1 ? edge_type::programmatic
+                                            : (i % 3 == 2 ? edge_type::launch_completion : edge_type::full));
+    const node_list list(deps);
+    const node_list copy = list; // NOLINT(performance-unnecessary-copy-initialization): the copy is under test
+    for (const node_list* l : {&list, &copy}) {
+      ASSERT_EQ(l->size(), count);
+      EXPECT_TRUE(l->typed());
+      for (std::size_t i = 0; i < count; ++i) {
+        EXPECT_EQ(l->handles()[i], fake(i).get()) << count << " dependencies, entry " << i;
+        EXPECT_EQ((*l)[i].get(), fake(i).get());
+        EXPECT_EQ(l->type(i), deps[i].type) << count << " dependencies, entry " << i;
+      }
+    }
+  }
+  const node_list plain{fake(0), fake(1)};
+  EXPECT_FALSE(plain.typed());
+  EXPECT_EQ(plain.type(1), edge_type::full);
+  const node_list all_full{dependency(fake(0)), dependency(fake(1))};
+  EXPECT_FALSE(all_full.typed());
+  EXPECT_THROW((void)node_list({dependency(fake(0)), dependency(conveyor::node{})}), std::invalid_argument);
 }
