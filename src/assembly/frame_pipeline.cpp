@@ -79,7 +79,7 @@ struct device_memory {
   device_memory(const device_memory&) = delete;
   device_memory& operator=(const device_memory&) = delete;
   ~device_memory() {
-    if (pointer != nullptr) (void)cudaFree(pointer);
+    if (pointer != nullptr) (void)detail::cleared(cudaFree(pointer));
   }
 };
 

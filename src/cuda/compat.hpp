@@ -1,7 +1,7 @@
 #pragma once
 // Internal (CUDA layer): CUDA 12.4+ and 13.x spell the edge-data variants of a few graph calls differently; these
 // wrappers give one spelling. Edge data (cudaGraphEdgeData: ports and dependency type, e.g. programmatic edges) is
-// read where a caller asks for it and written as full dependencies (null) where Conveyor adds edges itself.
+// read where a caller asks for it, and written where Conveyor adds typed edges (null data: full dependencies).
 
 #include <cuda_runtime_api.h>
 
@@ -54,6 +54,16 @@ inline cudaError_t remove_dependencies(cudaGraph_t g, const cudaGraphNode_t* fro
   return cudaGraphRemoveDependencies(g, from, to, data, count);
 #else
   return cudaGraphRemoveDependencies_v2(g, from, to, data, count);
+#endif
+}
+
+//! cudaGraphAddNode with edge data (`data`: one entry per dependency; null for full dependencies).
+inline cudaError_t add_node(cudaGraphNode_t* n, cudaGraph_t g, const cudaGraphNode_t* deps,
+                            const cudaGraphEdgeData* data, std::size_t count, cudaGraphNodeParams* params) {
+#if CUDART_VERSION >= 13000
+  return cudaGraphAddNode(n, g, deps, data, count, params);
+#else
+  return cudaGraphAddNode_v2(n, g, deps, data, count, params);
 #endif
 }
 

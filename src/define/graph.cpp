@@ -1,6 +1,7 @@
 #include "conveyor/define/graph.hpp"
 
 #include "conveyor/error.hpp"
+#include "cuda/check.hpp"
 #include "cuda/compat.hpp"
 #include "kinds/kind.hpp"
 #include "kinds/kinds.hpp"
@@ -127,8 +128,7 @@ void graph::set_edge_type(const node& from, const node& to, edge_type type) {
   try {
     detail::add_edge(state_.get(), a, b, type, "conveyor::graph::set_edge_type");
   } catch (...) {
-    (void)detail::add_dependencies(get(), &a, &b, &old_data, 1); // put the old edge back
-    (void)cudaGetLastError();
+    (void)detail::cleared(detail::add_dependencies(get(), &a, &b, &old_data, 1)); // put the old edge back
     throw;
   }
 }
@@ -236,8 +236,19 @@ node graph::event_wait(const node_list& deps, const event& e) {
 
 node graph::add_node(const node_list& deps, cudaGraphNodeParams& params) {
   auto handles = checked(state_.get(), deps, to_node_kind(params.type), "add_node");
+  // Typed dependencies (kernel nodes only, checked above) go in as CUDA's edge data, so that the node and all its
+  // edges are added at once or not at all.
+  std::vector<cudaGraphEdgeData> data;
+  if (deps.typed()) {
+    data.reserve(deps.size());
+    for (std::size_t i = 0; i < deps.size(); ++i) {
+      detail::check_edge_ends(state_.get(), handles[i], nullptr, deps.type(i), "conveyor::graph::add_node");
+      data.push_back(to_edge_data(deps.type(i)));
+    }
+  }
   cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddNode(&n, get(), handles.data(), nullptr, handles.size(), &params));
+  CONVEYOR_CHECK(detail::add_node(&n, get(), handles.data(), data.empty() ? nullptr : data.data(), handles.size(),
+                                  &params));
   return wrap(n);
 }
 

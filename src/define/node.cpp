@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 
+#include <span>
 #include <stdexcept>
+#include <vector>
 
 namespace conveyor {
 
@@ -59,29 +61,69 @@ void add_edge(const graph_state* owner, cudaGraphNode_t from, cudaGraphNode_t to
 
 } // namespace detail
 
+namespace {
+
+//! One edge to add: from -> to of `type`.
+struct edge_to_add {
+  cudaGraphNode_t from = nullptr;
+  cudaGraphNode_t to = nullptr;
+  edge_type type = edge_type::full;
+};
+
+//! Adds `edges` to owner's graph, all or none: every end is checked first (check_edge_ends), and when CUDA refuses
+//! an edge the ones added before it are removed again, so that a failed precede/succeed leaves the graph as it was.
+void add_all_or_none(const detail::graph_state* owner, std::span<const edge_to_add> edges, const char* call) {
+  for (const edge_to_add& e : edges) detail::check_edge_ends(owner, e.from, e.to, e.type, call);
+  std::size_t added = 0;
+  try {
+    for (; added < edges.size(); ++added)
+      detail::add_edge(owner, edges[added].from, edges[added].to, edges[added].type, call);
+  } catch (...) {
+    while (added > 0) {
+      --added;
+      const cudaGraphEdgeData data = to_edge_data(edges[added].type);
+      (void)detail::cleared(
+          detail::remove_dependencies(owner->handle, &edges[added].from, &edges[added].to, &data, 1));
+    }
+    throw;
+  }
+}
+
+} // namespace
+
 node& node::precede(std::initializer_list<node> successors, edge_type type) {
+  std::vector<edge_to_add> edges;
+  edges.reserve(successors.size());
   for (const node& s : successors) {
     check_same_graph(*this, s, "precede");
-    detail::add_edge(owner_, handle_, s.handle_, type, "conveyor::node::precede");
+    edges.push_back({handle_, s.handle_, type});
   }
+  add_all_or_none(owner_, edges, "conveyor::node::precede");
   return *this;
 }
 
 node& node::succeed(std::initializer_list<node> predecessors) {
+  std::vector<edge_to_add> edges;
+  edges.reserve(predecessors.size());
   for (const node& p : predecessors) {
     check_same_graph(*this, p, "succeed");
-    detail::add_edge(owner_, p.handle_, handle_, edge_type::full, "conveyor::node::succeed");
+    edges.push_back({p.handle_, handle_, edge_type::full});
   }
+  add_all_or_none(owner_, edges, "conveyor::node::succeed");
   return *this;
 }
 
 node& node::succeed(std::initializer_list<dependency> predecessors) {
+  std::vector<edge_to_add> edges;
+  edges.reserve(predecessors.size());
   for (const dependency& p : predecessors) {
     check_same_graph(*this, p.from, "succeed");
-    detail::add_edge(owner_, p.from.handle_, handle_, p.type, "conveyor::node::succeed");
+    edges.push_back({p.from.handle_, handle_, p.type});
   }
+  add_all_or_none(owner_, edges, "conveyor::node::succeed");
   return *this;
 }
+
 
 node& node::label(std::string text) {
   if (!*this || owner_ == nullptr) throw std::invalid_argument("conveyor::node::label: empty node handle");
@@ -115,18 +157,33 @@ std::vector<node> node::dependents() const {
   return out;
 }
 
-void node_list::assign(const dependency* deps, std::size_t count) {
-  std::vector<node> nodes;
-  nodes.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) nodes.push_back(deps[i].from);
-  assign(nodes.data(), count);
-  edge_type* types = inline_types_.data();
+void node_list::set_size(std::size_t count) {
   if (count > inline_capacity) {
-    heap_types_.resize(count);
-    types = heap_types_.data();
+    heap_handles_.resize(count);
+    heap_owners_.resize(count);
   }
+  size_ = count;
+}
+
+void node_list::store(std::size_t i, const node& n) noexcept {
+  if (size_ > inline_capacity) {
+    heap_handles_[i] = n.get();
+    heap_owners_[i] = detail::access::owner(n);
+  } else {
+    inline_handles_[i] = n.get();
+    inline_owners_[i] = detail::access::owner(n);
+  }
+}
+
+void node_list::assign(const dependency* deps, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i)
+    if (!deps[i].from) throw std::invalid_argument("conveyor: empty node handle in a dependency list");
+  if (count > inline_capacity) heap_types_.resize(count);
+  set_size(count);
+  edge_type* types = count > inline_capacity ? heap_types_.data() : inline_types_.data();
   typed_ = false;
   for (std::size_t i = 0; i < count; ++i) {
+    store(i, deps[i].from);
     types[i] = deps[i].type;
     typed_ = typed_ || deps[i].type != edge_type::full;
   }
@@ -135,19 +192,10 @@ void node_list::assign(const dependency* deps, std::size_t count) {
 void node_list::assign(const node* nodes, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i)
     if (!nodes[i]) throw std::invalid_argument("conveyor: empty node handle in a dependency list");
-  size_ = count;
-  cudaGraphNode_t* handles = inline_handles_.data();
-  detail::graph_state** owners = inline_owners_.data();
-  if (count > inline_capacity) {
-    heap_handles_.resize(count);
-    heap_owners_.resize(count);
-    handles = heap_handles_.data();
-    owners = heap_owners_.data();
-  }
-  for (std::size_t i = 0; i < count; ++i) {
-    handles[i] = nodes[i].get();
-    owners[i] = detail::access::owner(nodes[i]);
-  }
+  set_size(count);
+  typed_ = false;
+  for (std::size_t i = 0; i < count; ++i) store(i, nodes[i]);
 }
+
 
 } // namespace conveyor

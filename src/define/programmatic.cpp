@@ -75,6 +75,25 @@ struct pass {
   edge_type type;
   programmatic_report& report;
 
+  //! One edge the pass changed, to put back when a later change fails.
+  struct change {
+    cudaGraph_t graph;
+    cudaGraphNode_t from;
+    cudaGraphNode_t to;
+    cudaGraphEdgeData before;
+  };
+  std::vector<change> changes;
+
+  //! Puts every changed edge back as it was, last first (errors ignored: this runs while another error unwinds).
+  void undo() noexcept {
+    const cudaGraphEdgeData now = to_edge_data(type);
+    for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
+      if (cleared(remove_dependencies(it->graph, &it->from, &it->to, &now, 1)) != cudaSuccess) continue;
+      (void)cleared(add_dependencies(it->graph, &it->from, &it->to, &it->before, 1));
+    }
+    changes.clear();
+  }
+
   bool waits(cudaGraphNode_t n) const {
     cudaKernelNodeParams p{};
     if (cudaGraphKernelNodeGetParams(n, &p) != cudaSuccess) {
@@ -121,12 +140,13 @@ struct pass {
       const cudaGraphEdgeData data = to_edge_data(type);
       const cudaError_t rc = add_dependencies(g, &a, &b, &data, 1);
       if (rc != cudaSuccess) {
-        (void)add_dependencies(g, &a, &b, &data_of[e], 1); // put the full edge back
+        (void)cleared(add_dependencies(g, &a, &b, &data_of[e], 1)); // put the full edge back
         check_with(rc, "cudaGraphAddDependencies", [&] {
-          return fmt::format("conveyor::make_programmatic: {} edge {} -> {}", to_string(type), plan_nodes[edges[e].from].name,
-                             plan_nodes[edges[e].to].name);
+          return fmt::format("conveyor::make_programmatic: {} edge {} -> {}", to_string(type),
+                             plan_nodes[edges[e].from].name, plan_nodes[edges[e].to].name);
         });
       }
+      changes.push_back({g, a, b, data_of[e]});
       report.changed.push_back(describe_edge(e));
     }
     for (const auto& [e, reason] : plan.left) {
@@ -163,8 +183,13 @@ programmatic_report make_programmatic(graph& g, const waiting_kernels& kernels, 
     throw std::invalid_argument("conveyor::make_programmatic: the type to make must be programmatic or "
                                 "launch_completion, not full");
   programmatic_report report;
-  detail::pass p{kernels, type, report};
-  p.run(g.get(), detail::access::state(g).get(), "");
+  detail::pass p{kernels, type, report, {}};
+  try {
+    p.run(g.get(), detail::access::state(g).get(), "");
+  } catch (...) {
+    p.undo(); // all or nothing: the graph is left as it was
+    throw;
+  }
   return report;
 }
 

@@ -439,15 +439,12 @@ TEST(Priority, HighPriorityBranchFinishesFirstUnderContention) {
   CONVEYOR_REQUIRE_GPU();
   const contention c = priority_contention();
   if (c.least == c.greatest) GTEST_SKIP() << "the device has one stream priority";
-  const int least = c.least;
-  const int greatest = c.greatest;
-  const unsigned blocks = c.blocks;
   device_array<unsigned long long> finish(2);
   conveyor::graph g;
-  conveyor::launch_config low{dim3(blocks), dim3(128)};
-  low.priority = least;
+  conveyor::launch_config low{dim3(c.blocks), dim3(128)};
+  low.priority = c.least;
   conveyor::launch_config high = low;
-  high.priority = greatest;
+  high.priority = c.greatest;
   g.kernel(low, stamp_finish, 10'000LL, finish.get() + 0).label("low");
   g.kernel(high, stamp_finish, 10'000LL, finish.get() + 1).label("high");
   auto exec = conveyor::instantiate(g, conveyor::instantiate_flags::use_node_priority);
@@ -461,24 +458,21 @@ TEST(Priority, CapturedBranchTakesItsStreamsPriorityAndFinishesFirst) {
   CONVEYOR_REQUIRE_GPU();
   const contention c = priority_contention();
   if (c.least == c.greatest) GTEST_SKIP() << "the device has one stream priority";
-  const int least = c.least;
-  const int greatest = c.greatest;
-  const unsigned blocks = c.blocks;
   device_array<unsigned long long> finish(2);
-  conveyor::stream origin(cudaStreamNonBlocking, least);
-  conveyor::stream urgent(cudaStreamNonBlocking, greatest);
+  conveyor::stream origin(cudaStreamNonBlocking, c.least);
+  conveyor::stream urgent(cudaStreamNonBlocking, c.greatest);
   auto g = conveyor::capture(origin, [&](const conveyor::stream& s) {
     conveyor::fork(s, urgent);
-    stamp_finish<<<blocks, 128, 0, s.get()>>>(10'000LL, finish.get() + 0);
-    stamp_finish<<<blocks, 128, 0, urgent.get()>>>(10'000LL, finish.get() + 1);
+    stamp_finish<<<c.blocks, 128, 0, s.get()>>>(10'000LL, finish.get() + 0);
+    stamp_finish<<<c.blocks, 128, 0, urgent.get()>>>(10'000LL, finish.get() + 1);
     conveyor::join(s, urgent);
   });
   const auto d = conveyor::describe(g);
   ASSERT_EQ(d.nodes.size(), 2U);
-  const std::string urgent_attribute = "priority " + std::to_string(greatest);
+  const std::string urgent_attribute = "priority " + std::to_string(c.greatest);
   EXPECT_NE(std::find(d.nodes[1].attributes.begin(), d.nodes[1].attributes.end(), urgent_attribute),
             d.nodes[1].attributes.end())
-      << "captured on a stream of priority " << greatest;
+      << "captured on a stream of priority " << c.greatest;
   auto exec = conveyor::instantiate(g, conveyor::instantiate_flags::use_node_priority);
   EXPECT_EQ(runs_with_high_first(exec, origin, finish, 5), 5);
 }

@@ -60,7 +60,9 @@ struct frame_pipeline_options {
 struct frame_pipeline_statistics {
   std::size_t steps = 0;             //!< step graphs launched by push and drain
   std::size_t alone = 0;             //!< single-stage graphs launched by run_alone
-  std::size_t instantiations = 0;    //!< executable graphs made (each step shape once: at most 3 x depth - 2 + 3)
+  //! Executable graphs made: each step shape once, at most depth² + 4 × depth − 1 (prologue, steady state, the
+  //! epilogue of each run length modulo depth, and run_alone's one per stage and slot).
+  std::size_t instantiations = 0;
   std::size_t nodes_updated = 0;     //!< copy nodes given new host pointers (graph_exec::set_memcpy)
 };
 
@@ -122,7 +124,8 @@ public:
                 std::span<void* const>(outputs.begin(), outputs.size()));
   }
   //! Launches the epilogue: the steps that finish the items in flight (depth - 1 of them after a run of at least
-  //! depth - 1 items). Returns the number of steps launched (0 when nothing is in flight). Does not wait.
+  //! depth - 1 items; `cudaGraphLaunch` each, then `cudaEventRecord` of the completion event). Returns the number of
+  //! steps launched (0 when nothing is in flight). Does not wait.
   //! \throws conveyor::cuda_error when a CUDA call fails; std::logic_error as push.
   std::size_t drain();
   //! Blocks until item `item` of the current (or just drained) run is in its host output buffers
@@ -133,7 +136,8 @@ public:
   void wait_for(std::size_t item) const;
   //! Launches one stage alone for slot `slot` (a graph of that stage only): upload of `inputs`, the compute graph,
   //! or download into `outputs` (the other span is ignored and may be empty). To measure each stage's time alone,
-  //! or to run a step without overlap. Only between runs: nothing may be in flight.
+  //! or to run a step without overlap (`cudaGraphLaunch` on the pipeline's stream; asynchronous: the host buffers
+  //! must stay valid until the stream has reached it). Only between runs: nothing may be in flight.
   //! \throws std::invalid_argument for a bad slot or buffers (as push); std::logic_error while items are in flight
   //!         or when unusable; conveyor::cuda_error when a CUDA call fails.
   void run_alone(pipeline_stage stage, std::size_t slot, std::span<const void* const> inputs,

@@ -65,8 +65,12 @@ public:
   // ---- kernel ----------------------------------------------------------------------------------------------
   //! Adds a kernel node running `kernel<<<cfg.grid, cfg.block, cfg.shared_bytes>>>(args...)`
   //! (`cudaGraphAddKernelNode`). Arguments are checked against the kernel's parameters at compile time and
-  //! copied into the node.
-  //! \throws cuda_error when CUDA rejects the launch configuration or function.
+  //! copied into the node. Typed dependencies (`{programmatic(a), b}`), and with cfg.programmatic every dependency
+  //! that is a kernel node, become programmatic or launch-completion edges (`cudaGraphAddDependencies` with
+  //! `cudaGraphEdgeData`); cfg.priority sets `cudaLaunchAttributePriority` on the node. All or nothing: when an
+  //! edge or attribute is refused, the node is removed again.
+  //! \throws std::invalid_argument when a dependency belongs to another graph, or a typed dependency is not a kernel
+  //!         node; cuda_error when CUDA rejects the launch configuration, function, priority or an edge.
   template <class... Params, class... Args>
   node kernel(const node_list& deps, const launch_config& cfg, void (*fn)(Params...), Args&&... args) {
     auto values = make_kernel_args(fn, std::forward<Args>(args)...);
@@ -77,8 +81,9 @@ public:
   node kernel(const launch_config& cfg, void (*fn)(Params...), Args&&... args) {
     return kernel(node_list{}, cfg, fn, std::forward<Args>(args)...);
   }
-  //! Adds a kernel node from an untyped function pointer and argument array (as cudaKernelNodeParams takes them).
-  //! \throws cuda_error when CUDA rejects it.
+  //! Adds a kernel node from an untyped function pointer and argument array (as cudaKernelNodeParams takes them),
+  //! with edge types and attributes as kernel().
+  //! \throws as kernel().
   node add_kernel(const node_list& deps, const launch_config& cfg, const void* function, void** arguments);
 
   // ---- memory ----------------------------------------------------------------------------------------------
@@ -162,8 +167,10 @@ public:
   //! Adds a node of any kind from CUDA's generic parameters (`cudaGraphAddNode`): the way to add kinds without a
   //! builder call of their own (external semaphores, ...). The caller keeps alive what the parameters point to
   //! (keep_alive). `params` is updated by CUDA as cudaGraphAddNode does (e.g. conditional bodies are returned).
-  //! \throws std::invalid_argument when a dependency belongs to another graph, or the kind is not allowed in a
-  //!         conditional body; cuda_error when CUDA rejects it.
+  //! Typed dependencies (`{programmatic(a), b}`) are passed as CUDA's edge data; both ends must be kernel nodes.
+  //! \throws std::invalid_argument when a dependency belongs to another graph, the kind is not allowed in a
+  //!         conditional body, or a dependency is typed and an end is not a kernel node; cuda_error when CUDA
+  //!         rejects it.
   node add_node(const node_list& deps, cudaGraphNodeParams& params);
   //! Adds a node that records `e` (`cudaGraphAddEventRecordNode`). The event must outlive every launch.
   //! \throws cuda_error when CUDA rejects it.

@@ -18,6 +18,7 @@
 namespace conveyor {
 
 class graph;
+struct dependency;
 namespace detail {
 struct graph_state;
 struct access; // the library's own way in (an "attorney"): not part of the API
@@ -47,7 +48,8 @@ public:
   [[nodiscard]] node_kind kind() const;
 
   //! Adds edges this → each of `successors` (`cudaGraphAddDependencies`, with `cudaGraphEdgeData` for an edge type
-  //! other than full). Returns *this for chaining.
+  //! other than full). All or none: every end is checked before the first edge is added, and the edges already
+  //! added are removed again when CUDA refuses a later one. Returns *this for chaining.
   //! \throws std::invalid_argument when a node is empty or belongs to another graph, or when `type` is not full
   //!         and an end is not a kernel node (CUDA allows programmatic edges only between kernel nodes);
   //!         cuda_error when CUDA rejects it (e.g. the edge exists already).
@@ -55,12 +57,14 @@ public:
   //! Adds the edge this → `successor` of type `type`: `a.precede(b, edge_type::programmatic)`.
   //! \throws as precede(std::initializer_list, edge_type).
   node& precede(const node& successor, edge_type type) { return precede({successor}, type); }
-  //! Adds edges each of `predecessors` → this. Returns *this for chaining.
+  //! Adds edges each of `predecessors` → this (`cudaGraphAddDependencies`), all or none as precede. Returns *this
+  //! for chaining.
   //! \throws std::invalid_argument when a node is empty or belongs to another graph; cuda_error when CUDA rejects it.
   node& succeed(std::initializer_list<node> predecessors);
-  //! Adds edges from each of `predecessors` → this, each of its own type: `c.succeed({programmatic(a), b})`.
+  //! Adds edges from each of `predecessors` → this, each of its own type: `c.succeed({programmatic(a), b})`
+  //! (`cudaGraphAddDependencies` with `cudaGraphEdgeData`), all or none as precede. Returns *this for chaining.
   //! \throws as precede(std::initializer_list, edge_type).
-  node& succeed(std::initializer_list<struct dependency> predecessors);
+  node& succeed(std::initializer_list<dependency> predecessors);
   //! Variadic form of precede: `a.precede(b, c)`. \throws as precede(std::initializer_list).
   template <class... Nodes>
   node& precede(const node& first, const Nodes&... rest) {
@@ -171,6 +175,8 @@ private:
   friend struct detail::access;
   void assign(const node* nodes, std::size_t count);
   void assign(const dependency* deps, std::size_t count);
+  void set_size(std::size_t count); // size_ = count, heap storage (handles, owners) sized when above inline_capacity
+  void store(std::size_t i, const node& n) noexcept; // entry i: n's handle and owner
   std::array<edge_type, inline_capacity> inline_types_{};
   std::vector<edge_type> heap_types_;
   bool typed_ = false;

@@ -54,7 +54,8 @@ struct programmatic_report {
   std::size_t already = 0;                  //!< edges that were programmatic or launch-completion already
   std::size_t edges = 0;                    //!< edges examined (every graph, nested graphs included)
 
-  //! One line per changed edge ("made programmatic: a -> b") and per edge left ("left full: a -> b: reason").
+  //! One line per changed edge ("made programmatic: a -> b", with " (in <graph path>)" for a nested graph) and per
+  //! edge left ("left as it was: a -> b: reason"). \throws std::bad_alloc only.
   [[nodiscard]] std::vector<std::string> lines() const;
 };
 
@@ -66,6 +67,11 @@ struct programmatic_report {
 //! Correctness rests on what `kernels` promises: every block of such a kernel calls
 //! conveyor::device::wait_for_dependencies() before it touches memory a predecessor writes or reads. Kernels of
 //! libraries (cuBLAS, ...) cannot promise it and are never in the set.
+//! All or nothing: when reading or changing an edge fails, the edges changed before are put back, and `g` is left
+//! as it was. Calls: `cudaGraphNodeGetDependencies` (with edge data), `cudaGraphKernelNodeGetParams`,
+//! `cudaGraphRemoveDependencies` then `cudaGraphAddDependencies` per changed edge, `cudaGraphChildGraphNodeGetGraph`
+//! (child graphs are changed in place, inside the child node). Conditional bodies are reached only when the
+//! conditional node was added through Conveyor (add_conditional) to `g` itself or to a body Conveyor built.
 //! Thread safety: changes `g`; as every builder call, one thread at a time.
 //! \throws std::invalid_argument when `type` is edge_type::full; cuda_error when reading or changing the graph
 //!         fails.

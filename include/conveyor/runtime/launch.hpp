@@ -19,12 +19,13 @@ namespace conveyor {
 //! conveyor::device::wait_for_dependencies() before reading that kernel's results). Inside a capture the launch
 //! becomes a kernel node; a programmatic launch's edges from kernel nodes become programmatic edges.
 //! Thread safety: as CUDA's launches (any thread; launches on one stream are ordered by the calls' order).
-//! \throws cuda_error naming the kernel and configuration when CUDA refuses the launch.
+//! \throws cuda_error naming the kernel (`cudaFuncGetName`) and configuration when CUDA refuses the launch.
 void launch_kernel(const stream& s, const launch_config& cfg, const void* function, void** arguments,
                    std::source_location where = std::source_location::current());
 
 //! Launches `kernel<<<cfg.grid, cfg.block, cfg.shared_bytes, s>>>(args...)` with cfg's attributes (see
-//! launch_kernel). The arguments are checked against the kernel's parameters at compile time.
+//! launch_kernel). The arguments are checked against the kernel's parameters at compile time and converted to
+//! their types (held for the call only: CUDA copies them at launch). Thread safety: as launch_kernel.
 //! \throws cuda_error when CUDA refuses the launch.
 template <class... Params, class... Args>
 void launch(const stream& s, const launch_config& cfg, void (*kernel)(Params...), Args&&... args) {
@@ -32,7 +33,8 @@ void launch(const stream& s, const launch_config& cfg, void (*kernel)(Params...)
   launch_kernel(s, cfg, reinterpret_cast<const void*>(kernel), values.pointers());
 }
 
-//! As launch(const stream&, ...), on a borrowed `cudaStream_t` (for code that holds raw streams).
+//! As launch(const stream&, ...), on a borrowed `cudaStream_t` (for code that holds raw streams; null is the
+//! legacy default stream). Thread safety: as launch_kernel.
 //! \throws cuda_error when CUDA refuses the launch.
 template <class... Params, class... Args>
 void launch(cudaStream_t s, const launch_config& cfg, void (*kernel)(Params...), Args&&... args) {
