@@ -30,13 +30,17 @@ export SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-${MEMCHECK_TIMEOUT:-240}}
 export SANITIZER_EXCLUDE=${SANITIZER_EXCLUDE:-${MEMCHECK_EXCLUDE:-Train.GraphModeReachesAccuracyTarget:CavityGpu.Re100ProfilesMatchGhia:CavityGpu.ConvergenceStopsEveryModeAtTheSameStep:Solve.Poisson3dOnes:Lifetime.MemoryStaysBoundedOverManyWholeGraphUpdates}}
 # racecheck is slowest: these long tests run under the other tools only (their kernels are raced-checked by the
 # shorter tests of the same programs).
-export RACECHECK_EXCLUDE=${RACECHECK_EXCLUDE:-Train.ModesGiveTheSameLossesOver100Steps:CavityGpu.ConservesMass}
+# ThreadSafety.* exercises host threads (racecheck checks shared memory) and outlasts the timeout under racecheck.
+export RACECHECK_EXCLUDE=${RACECHECK_EXCLUDE:-Train.ModesGiveTheSameLossesOver100Steps:CavityGpu.ConservesMass:ThreadSafety.*}
 # (tool:program) pairs not run: cuSPARSE's csrmv_v3 kernel, which every test of test_solve uses, draws thousands of
 # "Barrier error detected. Divergent thread(s) in warp" reports from synccheck and shared-memory race warnings from
 # racecheck, whose process then dies (rc 11) in the first test; the same happens with the build from before this
 # change (H200, 2026-11-30). Those kernels are NVIDIA's; memcheck checks test_solve, and the solver's own kernels
 # are raced-checked nowhere else (noted in the closing report).
-SANITIZER_SKIP=${SANITIZER_SKIP:-racecheck:test_solve synccheck:test_solve}
+# racecheck and synccheck do not support CUDA dynamic parallelism, which device-side graph launch is to them
+# ("Warning: CUDA Dynamic Parallelism is not supported by the selected tool", counted as an error by synccheck, with
+# every test passing; H200, 2026-12-01): test_device_launch runs under memcheck only.
+SANITIZER_SKIP=${SANITIZER_SKIP:-racecheck:test_solve synccheck:test_solve racecheck:test_device_launch synccheck:test_device_launch}
 export LOG
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 

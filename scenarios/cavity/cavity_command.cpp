@@ -133,6 +133,8 @@ void run(const cli_options& c) {
     modes.push_back(parse_execution_mode(c.mode));
   const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
   if (!c.dot.empty() && !has_graph) throw std::invalid_argument("--dot needs --mode graph or --mode all");
+  if (!o.programmatic && o.pdl_trigger != "exit")
+    throw std::invalid_argument("--pdl-trigger: applies to --pdl only; without it it would be ignored");
   if (o.programmatic && c.mode == "sync")
     throw std::invalid_argument("--pdl: applies to the stream and graph modes (sync waits for every kernel); use "
                                 "--mode stream, graph or all");
@@ -270,6 +272,16 @@ void register_cavity_command(CLI::App& app) {
   sub->add_flag("--pdl", opts->run.programmatic,
                 "Programmatic dependent launch in the stream and graph modes: each kernel may start while the one "
                 "before it finishes (and waits for it before touching the populations); states stay bitwise equal");
+  sub->add_option("--pdl-trigger", opts->run.pdl_trigger,
+                  "With --pdl: where the step kernel lets the next step launch: exit (when its blocks exit), "
+                  "after-wait (after its own wait for the previous step) or early (as its blocks start)")
+      ->check(CLI::IsMember({"exit", "after-wait", "early"}))
+      ->capture_default_str();
+  sub->add_option("--step-layout", opts->run.step_layout,
+                  "How the step kernel covers the lattice: flat (256 consecutive cells a block, no idle block) or "
+                  "rows (128-cell blocks per lattice row, as before); the same arithmetic, bitwise the same states")
+      ->check(CLI::IsMember({"flat", "rows"}))
+      ->capture_default_str();
   sub->add_option("--bandwidth", opts->bandwidth_gbs,
                   "Device memory bandwidth in GB/s for the bound printed beside MLUPS (72 bytes per cell update); "
                   "default: the H200's measured copy bandwidth")

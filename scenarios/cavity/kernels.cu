@@ -37,10 +37,25 @@ __global__ void __launch_bounds__(step_block) stream_collide_kernel(const float*
   const int x = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const int y = static_cast<int>(blockIdx.y);
   // Before the early return, so that every block waits (common/pdl.cuh): src is the previous step's output, dst
-  // what the step before it still reads.
-  scenarios::begin_dependent();
+  // what the step before it still reads. Where the next step's launch is triggered is a tuning choice
+  // (--pdl-trigger); the wait is in the same place whatever it is.
+  if (p.pdl_trigger == 1) conveyor::device::launch_dependents();
+  conveyor::device::wait_for_dependencies();
+  if (p.pdl_trigger == 0) conveyor::device::launch_dependents();
   if (x >= p.n) return;
   stream_collide_cell(src, dst, p, x, y);
+}
+
+// The same step with one thread per cell over the row-major lattice in blocks of flat_block (step_layout 1).
+__global__ void __launch_bounds__(flat_block) stream_collide_flat_kernel(const float* __restrict__ src,
+                                                                         float* __restrict__ dst, lattice_params p) {
+  const std::size_t c = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p.pdl_trigger == 1) conveyor::device::launch_dependents();
+  conveyor::device::wait_for_dependencies(); // before the early return, as stream_collide_kernel
+  if (p.pdl_trigger == 0) conveyor::device::launch_dependents();
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  if (c >= n * n) return;
+  stream_collide_cell(src, dst, p, static_cast<int>(c % n), static_cast<int>(c / n));
 }
 
 __global__ void __launch_bounds__(flat_block) velocity_change_kernel(const float* __restrict__ f,
@@ -102,6 +117,13 @@ void launch_initialise(float* f, float* u_prev, convergence_state* state, int n,
 }
 
 void launch_stream_collide(const float* src, float* dst, const lattice_params& p, const launch_ctx& ctx) {
+  if (p.step_layout == 1) {
+    const std::size_t cells = static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.n);
+    const auto blocks = static_cast<unsigned>((cells + flat_block - 1) / flat_block);
+    scenarios::launch_kernel(ctx, "stream_collide_flat_kernel", dim3(blocks), dim3(flat_block),
+                             &stream_collide_flat_kernel, src, dst, p);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>((p.n + step_block - 1) / step_block), static_cast<unsigned>(p.n));
   scenarios::launch_kernel(ctx, "stream_collide_kernel", grid, dim3(step_block), &stream_collide_kernel, src, dst, p);
 }

@@ -64,6 +64,16 @@ struct lattice_params {
   float omega_plus = 1.0F;  //!< TRT even relaxation rate, 1 / tau
   float omega_minus = 1.0F; //!< TRT odd relaxation rate (Lambda = 1/4)
   float lid_speed = 0.0F;   //!< lid velocity (x direction), lattice units (cells per step)
+  //! Where the step kernel lets the next kernel launch under programmatic dependent launch (--pdl-trigger):
+  //! 0 after its wait for the previous step (at most two steps in flight), 1 before the wait (as soon as its blocks
+  //! run: steps further ahead get resident and wait), 2 never explicitly (implicitly as its blocks exit: the
+  //! default, fastest on the H200, docs/faster.md). Changes no result.
+  int pdl_trigger = 2;
+  //! How the step kernel's threads cover the lattice (--step-layout): 0 "rows": blocks of 128 cells along x, one
+  //! block row per lattice row (at 257 cells a row, its third block holds one cell); 1 "flat" (the default: 1.03× at
+  //! 257², 1.13× at 1025² and 4097² on the H200, docs/cavity.md): blocks of 256 consecutive cells of the row-major
+  //! lattice, one thread per cell, no idle block. The same arithmetic per cell: bitwise the same states.
+  int step_layout = 1;
 };
 
 //! Index of population i of cell (x, y) in an n x n structure-of-arrays field.

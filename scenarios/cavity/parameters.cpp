@@ -89,6 +89,8 @@ lattice_params make_lattice_params(const cavity_options& o) {
   p.omega_plus = static_cast<float>(1.0 / c.tau);
   p.omega_minus = static_cast<float>(1.0 / c.tau_minus);
   p.lid_speed = static_cast<float>(o.lid_speed);
+  p.pdl_trigger = o.pdl_trigger == "early" ? 1 : o.pdl_trigger == "after-wait" ? 0 : 2;
+  p.step_layout = o.step_layout == "rows" ? 0 : 1;
   return p;
 }
 

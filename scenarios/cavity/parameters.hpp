@@ -51,6 +51,11 @@ struct cavity_options {
   //! (launch_ctx::programmatic; graph mode captures programmatic edges between the K steps and the check). The
   //! sync mode ignores it (it waits for every kernel). Does not change a single bit of the results.
   bool programmatic = false;
+  //! `--pdl-trigger`: where the step kernel triggers its dependents' launch (lattice_params::pdl_trigger):
+  //! "exit" (default), "after-wait" or "early". Meaningful with `programmatic` only.
+  std::string pdl_trigger = "exit";
+  //! `--step-layout`: "flat" (default) or "rows" (lattice_params::step_layout). Changes no result.
+  std::string step_layout = "flat";
 };
 
 //! Lattice constants derived from the options (see the file comment).

@@ -243,46 +243,30 @@ train_result run_training(const train_options& options, const dataset& data, exe
   conveyor::graphed_options step_options;
   step_options.warmup_calls = 1;
   step_options.buckets = {static_cast<std::size_t>(options.batch)};
-  conveyor::graphed step(step_body, step_options);
-  // --pdl: the step captured per row count (full batch, partial last batch), made programmatic, instantiated.
+  // --pdl: every capture of the step goes through the programmatic pass before graphed instantiates or updates
+  // with it (graphed_options::transform), so replay, rebinding and in-place updates work as without it.
   const bool pdl = mode == execution_mode::graph && options.programmatic;
   result.programmatic = pdl;
-  std::map<int, conveyor::graph_exec> pdl_steps;
-  auto make_pdl_step = [&](int real) {
-    conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
-      program.enqueue(launch_ctx{cs.get(), false}, real);
-    });
-    conveyor::waiting_kernels waiting;
-    for (const void* f : kernels::waiting_kernel_functions()) waiting.add_function(f);
-    const conveyor::programmatic_report report = conveyor::make_programmatic(g, waiting);
-    if (real == options.batch) {
-      result.programmatic_changed = report.changed.size();
-      result.programmatic_left = report.left.size();
-      result.programmatic_edges_before = report.already;
-      result.programmatic_lines = report.lines();
-      result.graph_nodes = g.node_count();
-      result.graph_edges = g.edge_count();
-      result.graph_dot = conveyor::to_dot(g, "train_step");
-    }
-    conveyor::graph_exec exec = conveyor::instantiate(g);
-    exec.upload(s);
-    pdl_steps.emplace(real, std::move(exec));
-  };
+  conveyor::waiting_kernels waiting;
+  for (const void* f : kernels::waiting_kernel_functions()) waiting.add_function(f);
+  conveyor::programmatic_report last_report;
+  if (pdl) step_options.transform = [&](conveyor::graph& g) { last_report = conveyor::make_programmatic(g, waiting); };
+  conveyor::graphed step(step_body, step_options);
   // Warm-up step, eager, on the stream that graph mode captures on; then capture (graph mode); then reset, so
   // that every mode trains from the same state.
   begin_epoch(0);
-  if (pdl) {
-    program.enqueue(launch_ctx{s.get(), false}, options.batch); // warm-up
-    s.synchronize();
-    make_pdl_step(options.batch);
-    const int last = rows_in_step(data.train_images.count, options.batch, spe - 1);
-    if (last != options.batch) make_pdl_step(last);
-    if (options.profiling != nullptr) options.profiling->watch(pdl_steps.at(options.batch), "train step");
-  } else if (mode == execution_mode::graph) {
+  if (mode == execution_mode::graph) {
     step.prepare(s, conveyor::batch_size{static_cast<std::size_t>(options.batch)}); // warm-up + capture
-    const conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    if (pdl) {
+      result.programmatic_changed = last_report.changed.size();
+      result.programmatic_left = last_report.left.size();
+      result.programmatic_edges_before = last_report.already;
+      result.programmatic_lines = last_report.lines();
+    }
+    conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
       step_body(cs, conveyor::batch_size{static_cast<std::size_t>(options.batch)});
     }); // captured once more, for the export only
+    if (pdl) (void)conveyor::make_programmatic(g, waiting);
     result.graph_nodes = g.node_count();
     result.graph_edges = g.edge_count();
     result.graph_dot = conveyor::to_dot(g, "train_step");
@@ -306,9 +290,7 @@ train_result run_training(const train_options& options, const dataset& data, exe
       for (std::size_t k = 0; k < n; ++k) {
         const int real = rows_in_step(data.train_images.count, options.batch, c + k);
         const auto profiled = scenarios::profile_step(options.profiling, mode); // one training step
-        if (pdl)
-          pdl_steps.at(real).launch(s);
-        else if (mode == execution_mode::graph)
+        if (mode == execution_mode::graph)
           step(s, conveyor::batch_size{static_cast<std::size_t>(real)});
         else
           program.enqueue(ctx, real);
@@ -324,16 +306,13 @@ train_result run_training(const train_options& options, const dataset& data, exe
     }
   }
 
-  if (pdl) {
-    if (options.profiling != nullptr) options.profiling->examine(pdl_steps.at(options.batch), "train step");
-    result.graphed_report = fmt::format("train step (--pdl: own executable graphs, {} row count(s))\n",
-                                        pdl_steps.size());
-  } else if (mode == execution_mode::graph) {
+  if (mode == execution_mode::graph) {
     if (options.profiling != nullptr)
       if (const auto executables = step.executables(); !executables.empty())
         options.profiling->examine(*executables.front(), "train step", &step.statistics(), &step.reasons());
     result.graphed = step.statistics();
-    result.graphed_report = step.report("train step (conveyor::graphed)");
+    result.graphed_report = step.report(pdl ? "train step (conveyor::graphed, programmatic edges)"
+                                            : "train step (conveyor::graphed)");
   }
   result.ms_per_step = median(result.chunk_ms_per_step);
   result.steps_per_second = result.ms_per_step > 0.0 ? 1000.0 / result.ms_per_step : 0.0;

@@ -72,9 +72,9 @@ struct train_options {
   //! `--pdl` (graph mode only): the step is captured, conveyor::make_programmatic turns every edge into one of our
   //! kernels (all of which wait for their predecessors first: kernels.hpp) into a programmatic edge — from our
   //! kernels and from cuBLAS's GEMMs alike — and leaves the edges into cuBLAS's kernels full (they cannot promise
-  //! to wait); then instantiated. conveyor::graphed has no hook between capture and instantiation, so this path
-  //! keeps its own executable graphs: one for full batches and one for the partial last batch of an epoch, both
-  //! made before the timed steps. The arithmetic is unchanged: losses stay bitwise identical.
+  //! to wait). It runs as graphed_options::transform of the graphed step, so every capture (the full batch, the
+  //! partial last batch's update) is made programmatic before graphed instantiates or updates with it. The
+  //! arithmetic is unchanged: losses stay bitwise identical.
   bool programmatic = false;
 };
 

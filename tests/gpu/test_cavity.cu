@@ -164,6 +164,31 @@ TEST(CavityGpu, ProgrammaticModesAreBitwiseEqualToSync) {
   }
 }
 
+// Every trigger placement (--pdl-trigger) and step layout (--step-layout) gives the states of sync mode (default
+// layout, flat; and rows), bit for bit: they change when kernels launch and how threads cover the lattice, not the arithmetic.
+TEST(CavityGpu, TriggerPlacementsAndStepLayoutsAreBitwiseEqualToSync) {
+  CONVEYOR_REQUIRE_GPU();
+  const cavity_options base = fixed(400, 257, 300, 100);
+  const run_result reference = run_cavity(base, execution_mode::sync);
+  for (const char* layout : {"rows", "flat"})
+    for (const char* trigger : {"exit", "after-wait", "early"}) {
+      SCOPED_TRACE(std::string(layout) + " " + trigger);
+      cavity_options o = base;
+      o.programmatic = true;
+      o.pdl_trigger = trigger;
+      o.step_layout = layout;
+      const run_result r = run_cavity(o, execution_mode::graph);
+      ASSERT_EQ(r.populations.size(), reference.populations.size());
+      EXPECT_EQ(std::memcmp(r.populations.data(), reference.populations.data(),
+                            r.populations.size() * sizeof(float)),
+                0);
+    }
+  cavity_options rows_sync = base;
+  rows_sync.step_layout = "rows";
+  const run_result f = run_cavity(rows_sync, execution_mode::sync);
+  EXPECT_EQ(std::memcmp(f.populations.data(), reference.populations.data(), f.populations.size() * sizeof(float)), 0);
+}
+
 // The captured block with --pdl: the same chain of K + 2 kernels, every one of its K + 1 edges programmatic;
 // without --pdl none is.
 TEST(CavityGpu, ProgrammaticGraphHasProgrammaticEdges) {

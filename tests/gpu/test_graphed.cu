@@ -3,9 +3,13 @@
 #include "support/gpu.hpp"
 
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/test_kernels.cuh"
 
 #include <conveyor/assembly/graphed.hpp>
 #include <conveyor/assembly/pipeline.hpp>
+#include <conveyor/define/programmatic.hpp>
+#include <conveyor/observe/describe.hpp>
+#include <conveyor/runtime/launch.hpp>
 
 #include <gtest/gtest.h>
 
@@ -353,3 +357,42 @@ TEST(Pipeline, HybridEqualsAllEager) {
 }
 
 } // namespace
+
+// graphed_options::transform runs on every capture before graphed instantiates or updates with it: here the
+// programmatic pass, so the executable graph's edge is programmatic after the first capture and after a re-capture
+// that updates it in place; the results stay those of the host computation.
+TEST(Graphed, TransformRunsOnEveryCaptureBeforeInstantiateAndUpdate) {
+  CONVEYOR_REQUIRE_GPU();
+  using conveyor::test::kernels::pdl_affine;
+  const int n = 1000;
+  const auto x0 = random_floats(n, 911);
+  device_array<float> x(x0);
+  int transforms = 0;
+  conveyor::graphed_options o;
+  o.warmup_calls = 0;
+  o.rebind = conveyor::rebind_policy::recapture; // every changed scalar re-captures: the transform runs again
+  o.transform = [&](conveyor::graph& g) {
+    ++transforms;
+    (void)conveyor::make_programmatic(g, conveyor::waiting_kernels{}.add(pdl_affine));
+  };
+  auto body = [n](const conveyor::stream& s, float* p, float a) {
+    const conveyor::launch_config cfg{dim3(static_cast<unsigned>((n + 127) / 128)), dim3(128)};
+    conveyor::launch(s, cfg, pdl_affine, n, a, 1.0F, p, 2000LL);
+    conveyor::launch(s, cfg, pdl_affine, n, 0.5F, a, p, 2000LL);
+  };
+  conveyor::graphed step(body, o);
+  conveyor::stream s;
+  std::vector<double> want(x0.begin(), x0.end());
+  for (const float a : {2.0F, 3.0F, 3.0F}) {
+    step(s, x.get(), a);
+    for (auto& v : want) v = 0.5 * (static_cast<double>(a) * v + 1.0) + a;
+  }
+  s.synchronize();
+  EXPECT_EQ(transforms, 2); // the first capture and the re-capture for a = 3; the third call replays
+  ASSERT_EQ(step.executables().size(), 1U);
+  const auto d = conveyor::describe(*step.executables().front());
+  ASSERT_EQ(d.edges.size(), 1U);
+  EXPECT_EQ(d.edge_type_of(0), conveyor::edge_type::programmatic);
+  const auto got = x.download();
+  for (int i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * (1.0 + std::fabs(want[i]))) << "element " << i;
+}

@@ -236,8 +236,10 @@ private:
 
   template <class Tuple>
   graph record(const stream& s, Tuple& values) {
-    return capture(
+    graph g = capture(
         s, [&] { std::apply([&](auto&... v) { f_(s, v...); }, values); }, core_.options().mode);
+    if (core_.options().transform) core_.options().transform(g);
+    return g;
   }
 
   F f_;

@@ -6,6 +6,7 @@
 #include "conveyor/execute/instantiate_flags.hpp"
 
 #include <array>
+#include <functional>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -76,6 +77,11 @@ struct graphed_options {
   //! Re-captures in which an argument must have changed, each explained exactly by the learned mapping, before
   //! rebind_policy::automatic patches it (at least 1).
   int rebind_verifications = 1;
+  //! Applied to every captured graph before graphed instantiates it or compares it with an executable graph (to
+  //! update it in place), so that every capture of the callable is transformed alike: e.g.
+  //! `[&](graph& g) { (void)make_programmatic(g, waiting); }` to make the step's eligible edges programmatic. Empty:
+  //! none. It runs on the calling thread; what it throws propagates from the call (the capture is discarded).
+  std::function<void(graph&)> transform;
 };
 
 //! Counts of what a graphed callable did. A plain value.
