@@ -26,6 +26,9 @@ struct flat_node {
   std::size_t top = 0;           // flat index (= node id) of its top-level ancestor; itself when top-level
   std::size_t owner = npos;      // flat index of the node whose body holds it; npos for top-level nodes
   std::vector<std::size_t> preds; // flat indices of its direct predecessors in its own (body) graph
+  //! The predecessors of `preds` reached through a programmatic or launch-completion edge: this node may start
+  //! before they end (programmatic dependent launch), so the critical path lets them overlap it.
+  std::vector<std::size_t> programmatic_preds;
 };
 
 //! A watched graph, validated and flattened.

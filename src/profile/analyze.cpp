@@ -52,7 +52,11 @@ void flatten(flat_graph& fg, const graph_description& g, const std::vector<std::
     f.owner = owner;
     fg.nodes.push_back(std::move(f));
   }
-  for (const auto& [from, to] : g.edges) fg.nodes[first + to].preds.push_back(first + from);
+  for (std::size_t e = 0; e < g.edges.size(); ++e) {
+    const auto [from, to] = g.edges[e];
+    fg.nodes[first + to].preds.push_back(first + from);
+    if (g.edge_type_of(e) != edge_type::full) fg.nodes[first + to].programmatic_preds.push_back(first + from);
+  }
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const auto& n = g.nodes[i];
     for (std::size_t b = 0; b < n.bodies.size(); ++b) {
@@ -360,10 +364,12 @@ std::vector<std::size_t> critical_path(const trace& t, const analysis& an, const
   std::vector<bool> visited(m.size(), false);
   visited[last] = true;
   std::vector<std::size_t> path{m[last]};
-  // The member that ended last before `cur` started (within the tolerance) among those `accept` takes. Scans back
-  // from the last member that started in time and stops when no earlier one can end later than the best so far.
-  auto latest_before = [&](std::size_t cur, auto&& accept) {
+  // The member that ended last before `cur` started (within the tolerance) among those `accept` takes; members
+  // `overlap` takes (programmatic predecessors) may also end after `cur` started, as long as before it ended. Scans
+  // back from the last member that started in time and stops when no earlier one can end later than the best so far.
+  auto latest_before = [&](std::size_t cur, auto&& accept, auto&& overlap) {
     const auto limit = t.activities[m[cur]].start_ns + tolerance_ns;
+    const auto overlap_limit = t.activities[m[cur]].end_ns + tolerance_ns;
     const auto hi = static_cast<std::size_t>(
         std::upper_bound(m.begin(), m.end(), limit,
                          [&](std::uint64_t v, std::size_t j) { return v < t.activities[j].start_ns; }) -
@@ -375,7 +381,8 @@ std::vector<std::size_t> critical_path(const trace& t, const analysis& an, const
     for (std::size_t k = hi; k-- > 0;) {
       const auto& a = t.activities[m[k]];
       if (best != npos && (a.start_ns + max_duration < best_end || ++scanned_past > scan_limit)) break;
-      if (visited[k] || a.end_ns > limit || !accept(m[k])) continue;
+      if (visited[k] || !accept(m[k])) continue;
+      if (a.end_ns > limit && (a.end_ns > overlap_limit || !overlap(m[k]))) continue;
       if (best == npos || a.end_ns > best_end) {
         best = k;
         best_end = a.end_ns;
@@ -383,6 +390,7 @@ std::vector<std::size_t> critical_path(const trace& t, const analysis& an, const
     }
     return best;
   };
+  const auto no_overlap = [](std::size_t) { return false; };
   for (std::size_t cur = last;;) {
     const auto& ca = t.activities[m[cur]];
     const auto& ci = an.activities[m[cur]];
@@ -398,23 +406,36 @@ std::vector<std::size_t> critical_path(const trace& t, const analysis& an, const
       std::vector<bool> candidate(g.nodes.size(), false);
       candidate[top] = true;
       for (auto p : active_predecessors(g, top, active.at({ca.exec_id, ci.correlation}))) candidate[p] = true;
-      best = latest_before(cur, [&](std::size_t j) {
-        const auto& info = an.activities[j];
-        return info.flat != npos && same_launch(j) && candidate[g.nodes[info.flat].top];
-      });
+      // Programmatic predecessors (of the node itself, within its body, or of its top-level node) may overlap it.
+      std::vector<bool> programmatic(g.nodes.size(), false);
+      for (auto p : g.nodes[ci.flat].programmatic_preds) programmatic[p] = true;
+      for (auto p : g.nodes[top].programmatic_preds) programmatic[p] = true;
+      best = latest_before(
+          cur,
+          [&](std::size_t j) {
+            const auto& info = an.activities[j];
+            return info.flat != npos && same_launch(j) && candidate[g.nodes[info.flat].top];
+          },
+          [&](std::size_t j) {
+            const auto f = an.activities[j].flat;
+            return programmatic[f] || programmatic[g.nodes[f].top];
+          });
     } else if (ca.exec_id == 0) {
       // Eager work: stream order, and graph launches enqueued before it (the stream waits for all of a launch,
       // whose nodes run on the graph's own streams: a copy after a WHILE loop waits for the loop's last body work).
-      best = latest_before(cur, [&](std::size_t j) {
-        const auto& a = t.activities[j];
-        if (a.device == ca.device && a.stream == ca.stream) return true;
-        const auto launched = an.activities[j].correlation;
-        return a.exec_id != 0 && launched != 0 && ca.correlation != 0 && launched < ca.correlation;
-      });
+      best = latest_before(
+          cur,
+          [&](std::size_t j) {
+            const auto& a = t.activities[j];
+            if (a.device == ca.device && a.stream == ca.stream) return true;
+            const auto launched = an.activities[j].correlation;
+            return a.exec_id != 0 && launched != 0 && ca.correlation != 0 && launched < ca.correlation;
+          },
+          no_overlap);
     }
     // Else (a root node, eager work first on its stream, unattributed work): any other work of the unit.
     if (best == npos)
-      best = latest_before(cur, [&](std::size_t j) { return ci.flat == npos || !same_launch(j); });
+      best = latest_before(cur, [&](std::size_t j) { return ci.flat == npos || !same_launch(j); }, no_overlap);
     if (best == npos) break;
     path.push_back(m[best]);
     visited[best] = true;
@@ -467,7 +488,10 @@ launch_profile measure(const trace& t, const analysis& an, const unit& u, const 
     const auto& a = t.activities[path[k]];
     path_pred[path[k]] = k == 0 ? npos : path[k - 1];
     lp.critical_path.push_back(an.activities[path[k]].label);
-    lp.critical_path_us += to_us(a.start_ns, a.end_ns);
+    // Only the part after the one before it ended: under programmatic dependent launch a node starts (and waits)
+    // while its predecessor still runs.
+    const std::uint64_t from = k > 0 ? std::max(a.start_ns, t.activities[path[k - 1]].end_ns) : a.start_ns;
+    lp.critical_path_us += to_us(std::min(from, a.end_ns), a.end_ns);
     if (k > 0 && a.start_ns > t.activities[path[k - 1]].end_ns)
       lp.critical_gaps_us += to_us(t.activities[path[k - 1]].end_ns, a.start_ns);
   }

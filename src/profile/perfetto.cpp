@@ -268,13 +268,15 @@ std::string to_perfetto(const trace& t, const profile_report& r, const perfetto_
     by_exec[key.first].emplace_back(start, &records);
   }
   std::uint64_t flow_id = 0;
-  auto arrow = [&](std::size_t from, std::size_t to) {
+  // From the end of `from`'s slice, or with `from_start` (a programmatic edge: the dependent may start while its
+  // predecessor runs) from its start.
+  auto arrow = [&](std::size_t from, std::size_t to, bool from_start = false) {
     const auto& sf = slices[slice_of[from]];
     const auto& st = slices[slice_of[to]];
     // Inside the slices (1 ns or half the slice from their ends), so each binds to its own slice.
     const auto s_inset = std::min<std::uint64_t>(1, (sf.end - sf.start) / 2);
     const auto f_inset = std::min<std::uint64_t>(1, (st.end - st.start) / 2);
-    const double s_ts = micros(sf.end - s_inset, processes[sf.process].offset);
+    const double s_ts = micros(from_start ? sf.start + s_inset : sf.end - s_inset, processes[sf.process].offset);
     const double f_ts = micros(st.start + f_inset, processes[st.process].offset);
     ++flow_id;
     events.push_back({{"ph", "s"}, {"id", flow_id}, {"name", "dependency"}, {"cat", "dependency"},
@@ -324,9 +326,21 @@ std::string to_perfetto(const trace& t, const profile_report& r, const perfetto_
             if (earliest == npos || t.activities[i].start_ns < t.activities[earliest].start_ns) earliest = i;
           if (earliest != npos) targets.push_back(earliest);
         }
+        const auto& overlapping = g.nodes[q].programmatic_preds;
         for (auto x : targets)
-          for (auto p : preds)
-            if (auto y = source(p, t.activities[x].start_ns); y != npos) arrow(y, x);
+          for (auto p : preds) {
+            const bool programmatic = std::find(overlapping.begin(), overlapping.end(), p) != overlapping.end();
+            if (auto y = source(p, t.activities[x].start_ns); y != npos) {
+              arrow(y, x);
+            } else if (programmatic) { // it overlaps x: the latest record under p that started before x
+              std::size_t started = npos;
+              for (auto i : under[p])
+                if (t.activities[i].start_ns <= t.activities[x].start_ns &&
+                    (started == npos || t.activities[i].start_ns > t.activities[started].start_ns))
+                  started = i;
+              if (started != npos) arrow(started, x, true);
+            }
+          }
       }
     }
   }

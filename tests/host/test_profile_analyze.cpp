@@ -1109,3 +1109,35 @@ TEST(ProfileExport, LongWhileLoopsExportWithArrowsThroughEveryIteration) {
 }
 
 } // namespace
+
+// Programmatic dependent launch: each node starts (and waits) before its predecessor ends. The critical path still
+// runs through the chain, counts each node from its predecessor's end, and finds no idle time on it.
+TEST(ProfileAnalyze, CriticalPathRunsThroughProgrammaticOverlap) {
+  auto g = graph_of({kernel_node("k", "a"), kernel_node("k", "b"), kernel_node("k", "c")}, {{0, 1}, {1, 2}});
+  g.edge_types = {conveyor::edge_type::programmatic, conveyor::edge_type::programmatic};
+  trace t;
+  t.graphs.push_back({3, "pdl", g});
+  t.activities = {graph_kernel(3, 0, "k", 0, 1000, 1), graph_kernel(3, 1, "k", 600, 2000, 1),
+                  graph_kernel(3, 2, "k", 1500, 3000, 1)};
+  const auto r = analyze(t);
+  ASSERT_EQ(r.launches.size(), 1U);
+  const auto& l = r.launches[0];
+  EXPECT_EQ(l.critical_path, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_NEAR(l.critical_path_us, 3.0, 1e-9); // 1.0 + (2.0 - 1.0) + (3.0 - 2.0)
+  EXPECT_NEAR(l.critical_gaps_us, 0.0, 1e-9);
+  EXPECT_NEAR(l.wall_us, 3.0, 1e-9);
+  // The trace's dependency arrows start where the dependent may start: inside the predecessor, forward in time.
+  const auto doc = json::parse(to_perfetto(t, r));
+  for (const auto& e : trace_event_errors(doc, true)) ADD_FAILURE() << e;
+  std::size_t flows = 0;
+  for (const auto& e : doc["traceEvents"]) flows += e["ph"] == "s" ? 1U : 0U;
+  EXPECT_EQ(flows, 2U);
+
+  // The same records with full edges are not a chain: b and c could not have waited on what they overlap.
+  auto full = g;
+  full.edge_types.clear();
+  trace u = t;
+  u.graphs[0].graph = full;
+  const auto rf = analyze(u);
+  EXPECT_NE(rf.launches[0].critical_path, (std::vector<std::string>{"a", "b", "c"}));
+}

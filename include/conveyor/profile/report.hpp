@@ -66,7 +66,9 @@ struct launch_profile {
   idle_gap largest_gap;            //!< the longest (duration 0 when none)
   std::vector<std::string> critical_path; //!< labels, first to last: the chain of activities each of which waited
                                           //!< for the one before it (graph: a dependency; eager: the stream order)
-  double critical_path_us = 0;     //!< sum of the durations on the critical path
+  double critical_path_us = 0;     //!< sum of the durations on the critical path, each counted from the end of the
+                                   //!< one before it (under programmatic dependent launch a node starts, and
+                                   //!< waits, while its predecessor still runs)
   double critical_gaps_us = 0;     //!< idle time between consecutive activities of the critical path
 };
 
