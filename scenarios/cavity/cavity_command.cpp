@@ -45,6 +45,7 @@ struct cli_options {
   std::string ghia;
   double bandwidth_gbs = 4300.0; // --bandwidth: device memory bandwidth for the bound, GB/s
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
+  bool pdl_trigger_given = false; // --pdl-trigger was on the command line (its default included)
 };
 
 //! Progress on stderr, at most one line every two seconds per mode, plus the last check.
@@ -133,7 +134,7 @@ void run(const cli_options& c) {
     modes.push_back(parse_execution_mode(c.mode));
   const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
   if (!c.dot.empty() && !has_graph) throw std::invalid_argument("--dot needs --mode graph or --mode all");
-  if (!o.programmatic && o.pdl_trigger != "exit")
+  if (!o.programmatic && c.pdl_trigger_given)
     throw std::invalid_argument("--pdl-trigger: applies to --pdl only; without it it would be ignored");
   if (o.programmatic && c.mode == "sync")
     throw std::invalid_argument("--pdl: applies to the stream and graph modes (sync waits for every kernel); use "
@@ -297,5 +298,8 @@ void register_cavity_command(CLI::App& app) {
       *sub, opts->profile, "one block of K = --steps-per-graph time steps and its convergence check (one graph launch "
                            "in graph mode)",
       "--mode graph or --mode all");
-  sub->callback([opts] { run(*opts); });
+  sub->callback([opts, sub] {
+    opts->pdl_trigger_given = sub->count("--pdl-trigger") > 0;
+    run(*opts);
+  });
 }

@@ -51,7 +51,7 @@ struct graph_description {
   std::vector<node_description> nodes;                     //!< in creation order; node_description::id = index
   std::vector<std::pair<std::size_t, std::size_t>> edges;  //!< dependencies as (from, to) indices into `nodes`
   //! The type of each edge, parallel to `edges` (describe fills one per edge; a description built by hand may leave
-  //! it shorter: missing entries are full). Read through edge_type_of.
+  //! it shorter: missing entries are full; entries beyond edges.size() are ignored). Read through edge_type_of.
   std::vector<edge_type> edge_types;
   bool captured = false;                  //!< made by stream capture (conveyor::capture / capture_into)
   bool captured_on_blocking_stream = false; //!< captured on a stream created without cudaStreamNonBlocking: it
