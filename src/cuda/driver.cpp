@@ -62,4 +62,20 @@ CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr poin
   return fn != nullptr ? fn(base, size, pointer) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult ctx_get_device(CUdevice* device, CUcontext ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  static auto get_v2 = entry<CUresult (*)(CUdevice*, CUcontext)>("cuCtxGetDevice", 13000);
+  if (CUDART_VERSION >= 13000 && get_v2 != nullptr) return get_v2(device, ctx);
+  static auto push = entry<CUresult (*)(CUcontext)>("cuCtxPushCurrent");
+  static auto pop = entry<CUresult (*)(CUcontext*)>("cuCtxPopCurrent");
+  static auto get = entry<CUresult (*)(CUdevice*)>("cuCtxGetDevice", 2000);
+  if (push == nullptr || pop == nullptr || get == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUresult rc = push(ctx);
+  if (rc != CUDA_SUCCESS) return rc;
+  rc = get(device);
+  CUcontext popped = nullptr;
+  (void)pop(&popped);
+  return rc;
+}
+
 } // namespace conveyor::detail::driver

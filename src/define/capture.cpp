@@ -18,9 +18,15 @@ namespace {
 
 // Streams forked into each capture (by capture id) and not yet joined, so that a failing or throwing capture
 // can join them back before ending, which releases them from capture mode.
+// A stream forked into a capture and the device it belongs to (the join records its event there).
+struct forked_stream {
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  friend bool operator==(const forked_stream&, const forked_stream&) = default;
+};
 struct fork_registry {
   std::mutex mutex;
-  std::unordered_map<unsigned long long, std::vector<cudaStream_t>> open;
+  std::unordered_map<unsigned long long, std::vector<forked_stream>> open;
 };
 fork_registry& forks() {
   static fork_registry registry;
@@ -37,7 +43,7 @@ unsigned long long capture_id(cudaStream_t s) {
   return status == cudaStreamCaptureStatusNone ? 0 : id;
 }
 
-std::vector<cudaStream_t> take_open_forks(unsigned long long id) {
+std::vector<forked_stream> take_open_forks(unsigned long long id) {
   std::lock_guard lock(forks().mutex);
   auto it = forks().open.find(id);
   if (it == forks().open.end()) return {};
@@ -58,15 +64,21 @@ public:
   ~link_events() {
     for (const auto& [device, e] : events_) (void)cudaEventDestroy(e);
   }
-  // The event of `device`, the current device, created on first use. Returns the creation error, if any.
+  // The event of `device`, created on first use (with `device` current, the calling thread's device restored).
+  // Returns the creation error, if any.
   cudaError_t get(int device, cudaEvent_t* out) {
     for (const auto& [d, e] : events_)
       if (d == device) {
         *out = e;
         return cudaSuccess;
       }
+    int previous = 0;
+    cudaError_t rc = cudaGetDevice(&previous);
+    if (rc != cudaSuccess) return rc;
+    if (previous != device && (rc = cudaSetDevice(device)) != cudaSuccess) return rc;
     cudaEvent_t e = nullptr;
-    const cudaError_t rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    if (previous != device) (void)cudaSetDevice(previous);
     if (rc != cudaSuccess) return rc;
     events_.emplace_back(device, e);
     *out = e;
@@ -91,14 +103,12 @@ cudaError_t record_and_wait(cudaEvent_t e, cudaStream_t from, cudaStream_t to) {
   return rc == cudaSuccess ? cudaStreamWaitEvent(to, e, 0) : rc;
 }
 
-// Makes `to` wait for all work enqueued on `from` so far, through the thread's event for the current device (the
-// streams must belong to it, as they must for cudaEventRecord with an event made there; cudaStreamGetDevice would
-// say which device a stream belongs to, but CUDA refuses it on a capturing stream). Returns the first error.
-cudaError_t link(cudaStream_t from, cudaStream_t to) {
+// Makes `to` wait for all work enqueued on `from` so far, through the thread's event for `device`, the device `from`
+// belongs to (cudaEventRecord needs an event of the stream's device; the waiting stream may be on any device, so a
+// fork or join may cross devices: a multi-device capture). Returns the first error.
+cudaError_t link(cudaStream_t from, int device, cudaStream_t to) {
   thread_local link_events events;
-  int device = 0;
-  cudaError_t rc = cudaGetDevice(&device);
-  if (rc != cudaSuccess) return rc;
+  cudaError_t rc = cudaSuccess;
   cudaEvent_t e = nullptr;
   if ((rc = events.get(device, &e)) != cudaSuccess) return rc;
   rc = record_and_wait(e, from, to);
@@ -118,7 +128,7 @@ cudaError_t link(cudaStream_t from, cudaStream_t to) {
 // capture failed) and CUDA's error; `unjoined_count` (may be null) receives how many forked streams were joined here.
 std::pair<cudaGraph_t, cudaError_t> end_capture(cudaStream_t s, std::size_t* unjoined_count) {
   auto unjoined = take_open_forks(capture_id(s));
-  for (cudaStream_t branch : unjoined) (void)link(branch, s);
+  for (const forked_stream& branch : unjoined) (void)link(branch.stream, branch.device, s);
   if (unjoined_count != nullptr) *unjoined_count = unjoined.size();
   cudaGraph_t g = nullptr;
   const cudaError_t rc = cudaStreamEndCapture(s, &g);
@@ -241,10 +251,11 @@ void fork(const stream& origin, const stream& branch) {
                                  "Fork onto a stream that is not capturing",
                                  detail::capture_where(id, branch_id),
                                  id == 0 ? "while the origin is not" : "another graph"));
-  CONVEYOR_CHECK(detail::link(origin.get(), branch.get()));
+  const int branch_device = branch.device();
+  CONVEYOR_CHECK(detail::link(origin.get(), origin.device(), branch.get()));
   if (id == 0) return; // not capturing: an ordinary cross-stream dependency
   std::lock_guard lock(detail::forks().mutex);
-  detail::forks().open[id].push_back(branch.get());
+  detail::forks().open[id].push_back({branch.get(), branch_device});
 }
 
 void join(const stream& origin, const stream& branch) {
@@ -255,13 +266,15 @@ void join(const stream& origin, const stream& branch) {
                      fmt::format("{}: join needs both streams in the same capture (fork the branch from the origin "
                                  "first) or both outside captures. Nothing was enqueued; both streams are as before",
                                  detail::capture_where(id, branch_id)));
-  CONVEYOR_CHECK(detail::link(branch.get(), origin.get()));
+  CONVEYOR_CHECK(detail::link(branch.get(), branch.device(), origin.get()));
   if (id == 0) return;
   std::lock_guard lock(detail::forks().mutex);
   auto it = detail::forks().open.find(id);
   if (it == detail::forks().open.end()) return;
   auto& streams = it->second;
-  streams.erase(std::remove(streams.begin(), streams.end(), branch.get()), streams.end());
+  streams.erase(std::remove_if(streams.begin(), streams.end(),
+                               [&](const detail::forked_stream& f) { return f.stream == branch.get(); }),
+                streams.end());
 }
 
 } // namespace conveyor

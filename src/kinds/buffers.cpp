@@ -19,8 +19,9 @@ std::optional<std::uint64_t> allocation_base(std::uint64_t address) noexcept {
   return static_cast<std::uint64_t>(base);
 }
 
-char memory_side(const void* p, bool* pageable) noexcept {
+char memory_side(const void* p, bool* pageable, int* device) noexcept {
   if (pageable != nullptr) *pageable = false;
+  if (device != nullptr) *device = -1;
   if (p == nullptr) return 0;
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -29,6 +30,8 @@ char memory_side(const void* p, bool* pageable) noexcept {
   }
   switch (a.type) {
   case cudaMemoryTypeDevice:
+    if (device != nullptr) *device = a.device;
+    return 'D';
   case cudaMemoryTypeManaged: return 'D';
   case cudaMemoryTypeUnregistered:
     if (pageable != nullptr) *pageable = true;
@@ -36,6 +39,11 @@ char memory_side(const void* p, bool* pageable) noexcept {
   case cudaMemoryTypeHost: return 'H';
   }
   return 0;
+}
+
+int context_device(CUcontext ctx) noexcept {
+  CUdevice device = 0;
+  return driver::ctx_get_device(&device, ctx) == CUDA_SUCCESS ? static_cast<int>(device) : -1;
 }
 
 void add_buffer(node_description& d, const void* p) {

@@ -259,6 +259,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   if (!snap.readable) return; // the driver cannot read it: the kind only
   const CUDA_KERNEL_NODE_PARAMS* p = &snap.params;
   d.kernel_name = kernel_name(*p);
+  d.device = context_device(p->ctx);
   d.grid = {p->gridDimX, p->gridDimY, p->gridDimZ};
   d.block = {p->blockDimX, p->blockDimY, p->blockDimZ};
   d.shared_bytes = p->sharedMemBytes;

@@ -66,8 +66,11 @@ struct kernel_snapshot {
 std::optional<std::uint64_t> allocation_base(std::uint64_t address) noexcept;
 //! 'D' for device (or managed) memory, 'H' for host memory (pinned or pageable), 0 when CUDA cannot tell
 //! (cudaPointerGetAttributes, one call); `pageable`, when given, is set to whether `p` is host memory CUDA does not
-//! know (neither pinned, registered nor managed). Never throws.
-char memory_side(const void* p, bool* pageable = nullptr) noexcept;
+//! know (neither pinned, registered nor managed); `device`, when given, to the device owning device memory, else -1.
+//! Never throws.
+char memory_side(const void* p, bool* pageable = nullptr, int* device = nullptr) noexcept;
+//! The device of a kernel node's context (CUDA_KERNEL_NODE_PARAMS::ctx), or -1 when the driver cannot tell.
+int context_device(CUcontext ctx) noexcept;
 //! Adds the allocation holding `p` to d.buffers (sorted, distinct); nothing for other addresses.
 void add_buffer(node_description& d, const void* p);
 //! Adds the allocations every 8-byte word of the kernel's arguments points into.

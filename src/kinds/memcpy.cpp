@@ -67,8 +67,12 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   // One pointer query per side: its memory (for the direction of a cudaMemcpyDefault copy), pageable host memory.
   bool src_pageable = false;
   bool dst_pageable = false;
-  const char from = p.srcArray != nullptr ? 'D' : memory_side(p.srcPtr.ptr, &src_pageable);
-  const char to = p.dstArray != nullptr ? 'D' : memory_side(p.dstPtr.ptr, &dst_pageable);
+  int src_device = -1;
+  int dst_device = -1;
+  const char from = p.srcArray != nullptr ? 'D' : memory_side(p.srcPtr.ptr, &src_pageable, &src_device);
+  const char to = p.dstArray != nullptr ? 'D' : memory_side(p.dstPtr.ptr, &dst_pageable, &dst_device);
+  d.device = dst_device >= 0 ? dst_device : src_device;
+  if (src_device >= 0 && dst_device >= 0 && src_device != dst_device) d.source_device = src_device;
   d.pageable_host = src_pageable || dst_pageable;
   if (p.kind == cudaMemcpyDefault && from != 0 && to != 0) d.copy_kind = std::string{from} + "to" + std::string{to};
   add_buffer(d, p.srcPtr.ptr);

@@ -45,6 +45,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   cudaMemsetParams p{};
   CONVEYOR_CHECK(cudaGraphMemsetNodeGetParams(n, &p));
   d.bytes = bytes_of(p);
+  (void)memory_side(p.dst, nullptr, &d.device);
   add_buffer(d, p.dst);
 }
 

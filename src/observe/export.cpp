@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace conveyor {
 
@@ -63,14 +65,50 @@ std::string node_text(const node_description& n) {
     for (const auto& a : n.attributes) text += fmt::format("\n{}", a);
   }
   if (n.kind == node_kind::memcpy) text += fmt::format(" {} {}", n.copy_kind, size_text(n.bytes));
+  if (n.source_device >= 0 && n.device >= 0)
+    text += fmt::format("\npeer copy device {} -> device {}", n.source_device, n.device);
   if (n.kind == node_kind::memset || n.kind == node_kind::mem_alloc) text += fmt::format(" {}", size_text(n.bytes));
   for (const auto& b : n.bindings) text += fmt::format("\nbinds {}", b);
   return text;
 }
 
+void write_dot_node(std::string& out, const node_description& n, const std::string& prefix, int depth);
+
+// The devices of this level's nodes (not of nested bodies), ascending.
+std::vector<int> level_devices(const graph_description& d) {
+  std::vector<int> out;
+  for (const auto& n : d.nodes)
+    if (n.device >= 0 && std::find(out.begin(), out.end(), n.device) == out.end()) out.push_back(n.device);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void write_dot_body(std::string& out, const graph_description& d, const std::string& prefix, int depth) {
   const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
-  for (const auto& n : d.nodes) {
+  const std::vector<int> devices = level_devices(d);
+  if (devices.size() < 2) {
+    for (const auto& n : d.nodes) write_dot_node(out, n, prefix, depth);
+  } else {
+    // A multi-device graph: one cluster per device around the nodes that run there; the others (host, empty,
+    // event, child-graph nodes) outside. Edges are written after every node, so they cross clusters freely.
+    for (const auto& n : d.nodes)
+      if (n.device < 0) write_dot_node(out, n, prefix, depth);
+    for (const int device : devices) {
+      out += fmt::format("{}subgraph cluster_{}device_{} {{\n{}  label={}; style=\"rounded,dashed\"; color=\"#555555\";\n",
+                         indent, prefix, device, indent, dot_quoted(fmt::format("device {}", device)));
+      for (const auto& n : d.nodes)
+        if (n.device == device) write_dot_node(out, n, prefix, depth + 1);
+      out += fmt::format("{}}}\n", indent);
+    }
+  }
+  for (std::size_t e = 0; e < d.edges.size(); ++e)
+    out += fmt::format("{}{}{} -> {}{}{};\n", indent, prefix, d.edges[e].first, prefix, d.edges[e].second,
+                       dot_edge_attributes(d.edge_type_of(e)));
+}
+
+void write_dot_node(std::string& out, const node_description& n, const std::string& prefix, int depth) {
+  const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
+  {
     const std::string id = fmt::format("{}{}", prefix, n.id);
     out += fmt::format("{}{} [label={}, fillcolor={}];\n", indent, id, dot_quoted(node_text(n)),
                        dot_quoted(fill_colour(n.kind)));
@@ -84,9 +122,6 @@ void write_dot_body(std::string& out, const graph_description& d, const std::str
         out += fmt::format("{}{} -> {}0 [style=dashed, arrowhead=odot];\n", indent, id, body_prefix);
     }
   }
-  for (std::size_t e = 0; e < d.edges.size(); ++e)
-    out += fmt::format("{}{}{} -> {}{}{};\n", indent, prefix, d.edges[e].first, prefix, d.edges[e].second,
-                       dot_edge_attributes(d.edge_type_of(e)));
 }
 
 nlohmann::json to_json_value(const graph_description& d) {
@@ -104,6 +139,8 @@ nlohmann::json to_json_value(const graph_description& d) {
     if (n.kind == node_kind::memcpy || n.kind == node_kind::memset || n.kind == node_kind::mem_alloc)
       j["bytes"] = n.bytes;
     if (n.kind == node_kind::memcpy) j["copy_kind"] = n.copy_kind;
+    if (n.device >= 0) j["device"] = n.device;
+    if (n.source_device >= 0) j["source_device"] = n.source_device;
     if (!n.bindings.empty()) j["bindings"] = n.bindings;
     if (!n.bodies.empty()) {
       j["bodies"] = nlohmann::json::array();
@@ -121,6 +158,7 @@ nlohmann::json to_json_value(const graph_description& d) {
   nlohmann::json by_kind = nlohmann::json::object();
   for (const auto& [kind, count] : s.by_kind) by_kind[std::string(to_string(kind))] = count;
   return {{"nodes", std::move(nodes)},
+          {"devices", d.devices()},
           {"edges", std::move(edges)},
           {"edge_types", std::move(edge_types)},
           {"statistics",

@@ -4,16 +4,36 @@
 namespace conveyor {
 
 stream::stream(unsigned flags, int priority) : owned_(true) {
+  CONVEYOR_CHECK(cudaGetDevice(&device_));
   CONVEYOR_CHECK(cudaStreamCreateWithPriority(&handle_, flags, priority));
 }
 
-stream stream::adopt(cudaStream_t handle, ownership own) noexcept { return {handle, own == ownership::owned}; }
+stream stream::adopt(cudaStream_t handle, ownership own) noexcept {
+  int device = -1;
+  if (handle != nullptr && cudaStreamGetDevice(handle, &device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    device = -1;
+  }
+  return {handle, own == ownership::owned, device};
+}
+
+int stream::device() const {
+  if (device_ >= 0) return device_;
+  int device = -1;
+  if (handle_ == nullptr) { // the legacy default stream: the current device's
+    CONVEYOR_CHECK(cudaGetDevice(&device));
+    return device;
+  }
+  CONVEYOR_CHECK(cudaStreamGetDevice(handle_, &device));
+  return device;
+}
 
 stream& stream::operator=(stream&& other) noexcept {
   if (this != &other) {
     if (owned_ && handle_ != nullptr) (void)cudaStreamDestroy(handle_);
     handle_ = std::exchange(other.handle_, nullptr);
     owned_ = std::exchange(other.owned_, false);
+    device_ = std::exchange(other.device_, -1);
   }
   return *this;
 }

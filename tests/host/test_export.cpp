@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -146,4 +147,51 @@ TEST(Export, EdgeTypesAreDrawnAndListed) {
   // A hand-made description without edge types: every edge full.
   const auto plain = nlohmann::json::parse(conveyor::to_json(diamond()));
   for (const auto& t : plain.at("edge_types")) EXPECT_EQ(t, "full");
+}
+
+// Issue 16: a graph whose nodes run on two devices gets a DOT cluster per device and the device in JSON; nodes on no
+// device stay outside the clusters; a graph on one device gets no cluster.
+TEST(Dot, MultiDeviceGraphGetsOneClusterPerDevice) {
+  graph_description d;
+  auto add = [&](node_kind kind, std::string label, int device, int source_device = -1) {
+    node_description n;
+    n.id = d.nodes.size();
+    n.kind = kind;
+    n.label = std::move(label);
+    n.device = device;
+    n.source_device = source_device;
+    if (kind == node_kind::memcpy) {
+      n.copy_kind = "DtoD";
+      n.bytes = 4096;
+    }
+    d.nodes.push_back(n);
+  };
+  add(node_kind::kernel, "left", 0);
+  add(node_kind::memcpy, "halo", 1, 0);
+  add(node_kind::kernel, "right", 1);
+  add(node_kind::empty, "join", -1);
+  d.edges = {{0, 1}, {1, 2}, {2, 3}};
+  EXPECT_EQ(d.devices(), (std::vector<int>{0, 1}));
+  const std::string dot = conveyor::to_dot(d, "g");
+  const auto c0 = dot.find("subgraph cluster_ndevice_0");
+  const auto c1 = dot.find("subgraph cluster_ndevice_1");
+  ASSERT_NE(c0, std::string::npos) << dot;
+  ASSERT_NE(c1, std::string::npos) << dot;
+  EXPECT_NE(dot.find("label=\"device 1\""), std::string::npos) << dot;
+  const auto left = dot.find("n0 [label=\"left");
+  const auto right = dot.find("n2 [label=\"right");
+  const auto join = dot.find("n3 [label=\"join");
+  EXPECT_TRUE(c0 < left && left < c1) << "the device-0 kernel sits in device 0's cluster\n" << dot;
+  EXPECT_GT(right, c1) << dot;
+  EXPECT_LT(join, c0) << "a node on no device stays outside the clusters\n" << dot;
+  EXPECT_NE(dot.find("peer copy device 0 -> device 1"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("n1 -> n2;"), std::string::npos) << dot;
+  const auto j = nlohmann::json::parse(conveyor::to_json(d));
+  EXPECT_EQ(j.at("devices"), nlohmann::json::array({0, 1}));
+  EXPECT_EQ(j.at("nodes").at(1).at("device"), 1);
+  EXPECT_EQ(j.at("nodes").at(1).at("source_device"), 0);
+  EXPECT_FALSE(j.at("nodes").at(3).contains("device"));
+
+  for (auto& n : d.nodes) n.device = n.device >= 0 ? 0 : -1, n.source_device = -1;
+  EXPECT_EQ(conveyor::to_dot(d, "g").find("cluster_ndevice"), std::string::npos) << "one device: no clusters";
 }

@@ -16,6 +16,14 @@
     if (!::conveyor::has_device()) GTEST_SKIP() << "no CUDA device";                                               \
   } while (0)
 
+//! Skips the current test with the reason when fewer than `n` CUDA devices are visible (multi-GPU tests).
+#define CONVEYOR_REQUIRE_GPUS(n)                                                                                   \
+  do {                                                                                                             \
+    const int conveyor_visible_devices_ = ::conveyor::device_count();                                              \
+    if (conveyor_visible_devices_ < (n))                                                                           \
+      GTEST_SKIP() << "needs " << (n) << " CUDA devices, " << conveyor_visible_devices_ << " visible";             \
+  } while (0)
+
 namespace conveyor::test {
 
 //! `count` elements of T in device memory (cudaMalloc / cudaFree), with checked copies to and from the host.

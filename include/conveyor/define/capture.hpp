@@ -100,7 +100,10 @@ std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list
 //! becomes a parallel branch of the graph until join(); outside a capture it is an ordinary cross-stream
 //! dependency, so one function can serve the eager and the captured run. The event is one timing-free event per
 //! thread and device, created on first use and reused (cudaStreamWaitEvent takes the record current at the call),
-//! so fork and join create and destroy nothing.
+//! so fork and join create and destroy nothing. The two streams may belong to different devices: the event is
+//! recorded on the device of the stream that records it (stream::device()), and a capture forked onto a stream of
+//! another device makes a multi-device graph whose nodes run on the device of the stream they were captured on
+//! (CUDA Programming Guide, "Multi-device graphs"; describe() shows each node's device).
 //! \throws cuda_error (cudaErrorStreamCaptureMerge, before any CUDA call is made, so that both captures stay valid)
 //!         when `branch` is already capturing into another graph, or is capturing while `origin` is not; cuda_error
 //!         when the event calls fail (e.g. a stream handle is invalid).

@@ -41,6 +41,13 @@ struct node_description {
                                           //!< arguments point into (cuMemGetAddressRange), sorted, distinct; empty
                                           //!< when none was found
   std::string conditional_type;           //!< conditional nodes Conveyor built: "if", "while" or "switch"
+  //! The device the node runs on, for graphs whose nodes run on several devices: kernel nodes the device of their
+  //! context (the device current when the node was added or captured); memset nodes the device of the memory they
+  //! set; memcpy nodes the device of the destination, or of the source when the destination is host memory. -1 for
+  //! nodes that run on no particular device (host, empty, event, child graph, ...) or when CUDA cannot tell.
+  int device = -1;
+  //! memcpy nodes between the memory of two devices (peer copies): the source's device; -1 otherwise.
+  int source_device = -1;
 
   //! The label if given, else the kernel name, else the kind's name: the name exports print first.
   [[nodiscard]] std::string display_name() const;
@@ -56,6 +63,9 @@ struct graph_description {
   bool captured = false;                  //!< made by stream capture (conveyor::capture / capture_into)
   bool captured_on_blocking_stream = false; //!< captured on a stream created without cudaStreamNonBlocking: it
                                           //!< synchronises with the legacy default stream
+  //! The distinct devices the nodes run on (node_description::device >= 0), ascending, nested bodies included:
+  //! more than one for a multi-device graph. Never throws except std::bad_alloc.
+  [[nodiscard]] std::vector<int> devices() const;
 
   //! The type of edge `i` (full when edge_types has no entry for it). Never throws.
   [[nodiscard]] edge_type edge_type_of(std::size_t i) const noexcept {

@@ -12,10 +12,12 @@ namespace conveyor {
 //! The description as a Graphviz `digraph` named `name`: one box per node labelled with its display name, kind,
 //! grid/block (kernels) or size (copies, memsets, allocations); child graphs and conditional bodies as nested
 //! clusters; edges as arrows (programmatic edges dashed and launch-completion edges dotted, both blue and labelled).
-//! Readable by `dot`.
+//! A graph whose nodes run on two or more devices (node_description::device) gets one cluster per device, labelled
+//! "device N", around the nodes that run there; peer copies say "peer copy device S -> device D". Readable by `dot`.
 [[nodiscard]] std::string to_dot(const graph_description& d, std::string_view name = "conveyor");
 //! The description as JSON: {"nodes": [{"id", "kind", "label", "kernel", "grid", "block", "shared_bytes", "bytes",
-//! "copy_kind", "bodies"}], "edges": [[from, to], ...], "edge_types": ["full" | "programmatic" |
+//! "copy_kind", "device", "source_device", "bodies"}] (device keys only where known), "devices": [the distinct
+//! devices, ascending], "edges": [[from, to], ...], "edge_types": ["full" | "programmatic" |
 //! "launch_completion", ... one per edge], "statistics": {...}}.
 [[nodiscard]] std::string to_json(const graph_description& d, int indent = 2);
 

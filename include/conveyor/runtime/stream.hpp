@@ -22,8 +22,9 @@ enum class ownership { owned, borrowed };
 //! not be changed while another thread uses it.
 class stream {
 public:
-  //! Creates a stream with `cudaStreamCreateWithPriority`. The default flag, cudaStreamNonBlocking, keeps the stream
-  //! from synchronising with the legacy default stream, which stream capture needs.
+  //! Creates a stream with `cudaStreamCreateWithPriority` on the calling thread's current device (make it inside a
+  //! device_guard for another device). The default flag, cudaStreamNonBlocking, keeps the stream from synchronising
+  //! with the legacy default stream, which stream capture needs.
   //! \param flags    cudaStreamDefault or cudaStreamNonBlocking
   //! \param priority lower numbers are higher priority (see cudaDeviceGetStreamPriorityRange)
   //! \throws cuda_error when creation fails (no device, out of resources).
@@ -34,7 +35,8 @@ public:
 
   //! Takes over `other`'s handle; `other` is left empty.
   stream(stream&& other) noexcept
-      : handle_(std::exchange(other.handle_, nullptr)), owned_(std::exchange(other.owned_, false)) {}
+      : handle_(std::exchange(other.handle_, nullptr)), owned_(std::exchange(other.owned_, false)),
+        device_(std::exchange(other.device_, -1)) {}
   //! Destroys the owned stream, if any, and takes over `other`'s handle; `other` is left empty. Never throws.
   stream& operator=(stream&& other) noexcept;
   stream(const stream&) = delete;
@@ -52,14 +54,21 @@ public:
   //! Makes later work on this stream wait for `e` (`cudaStreamWaitEvent`).
   //! \throws cuda_error when the event or stream is invalid.
   void wait(const event& e) const;
+  //! The device the stream belongs to: recorded at creation (or, for an adopted handle, asked of CUDA with
+  //! `cudaStreamGetDevice` when adopted, else now); for an empty handle (the legacy default stream) the current
+  //! device. Works on a capturing stream when the device was recorded.
+  //! \throws cuda_error when CUDA cannot tell (an adopted handle that was capturing when adopted and is capturing
+  //!         still).
+  [[nodiscard]] int device() const;
   //! True while this stream is being captured into a graph (`cudaStreamIsCapturing`).
   //! \throws cuda_error when the query fails.
   [[nodiscard]] bool is_capturing() const;
 
 private:
-  stream(cudaStream_t handle, bool owned) noexcept : handle_(handle), owned_(owned) {}
+  stream(cudaStream_t handle, bool owned, int device) noexcept : handle_(handle), owned_(owned), device_(device) {}
   cudaStream_t handle_ = nullptr;
   bool owned_ = false;
+  int device_ = -1; // -1: not known yet (an adopted handle CUDA would not answer for)
 };
 
 } // namespace conveyor
