@@ -69,7 +69,7 @@ for round in 1 2; do
     say "  257^2 round $round $layout: $(cavity_row cavity257-$layout-pdl-$round graph+pdl)"
   done
 done
-grep -h "programmatic); capture" "$W/cavity257-flat-pdl-1.log" | sed 's/^/  /' | tee -a "$S"
+grep -h "programmatic); build" "$W/cavity257-flat-pdl-1.log" | sed 's/^/  /' | tee -a "$S"
 for trigger in exit after-wait early; do
   run cavity257-trigger-$trigger 60 cavity --n 257 --re 100 --mode graph --steps 50000 --tol 0 --step-layout rows \
     --pdl --pdl-trigger $trigger

@@ -1,4 +1,5 @@
 // The `conveyor` program: CUDA Graph workloads, each a subcommand, each runnable in sync, stream and graph modes.
+#include "bench/allreduce.hpp"
 #include "bench/bench_command.hpp"
 #include "cavity/cavity_command.hpp"
 #include "doctor_command.hpp"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   register_solve_command(app);
   register_filter_command(app);
   register_bench_command(app);
+  register_allreduce_command(app);
   register_doctor_command(app);
   try {
     app.parse(argc, argv);

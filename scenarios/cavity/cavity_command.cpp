@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -46,7 +47,43 @@ struct cli_options {
   double bandwidth_gbs = 4300.0; // --bandwidth: device memory bandwidth for the bound, GB/s
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
   bool pdl_trigger_given = false; // --pdl-trigger was on the command line (its default included)
+  int gpus = 1;                    // --gpus N: slabs on devices 0..N-1
+  std::vector<int> devices;        // --devices LIST: the device of each slab (may repeat); empty: from --gpus
+  bool halo_copy_given = false;    // --halo-copy was on the command line
 };
+
+//! The slab devices of the command line: --devices as given, else 0..--gpus - 1 (conveyor::first_devices). Checked
+//! against the visible devices before any GPU work (so also where none is visible), except the default, --gpus 1,
+//! which the "no CUDA device" check handles.
+//! \throws std::invalid_argument naming the option when a device is not visible.
+std::vector<int> slab_devices(const cli_options& c) {
+  if (!c.devices.empty()) {
+    const int visible = conveyor::device_count();
+    const int highest = *std::max_element(c.devices.begin(), c.devices.end());
+    if (highest >= visible)
+      throw std::invalid_argument(fmt::format("--devices: device {} asked for, but {} CUDA device(s) are visible{}",
+                                              highest, visible,
+                                              visible > 0 ? fmt::format(" (0..{})", visible - 1) : std::string()));
+    return c.devices;
+  }
+  if (c.gpus == 1) return {0};
+  try {
+    return conveyor::first_devices(c.gpus);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("--gpus {}: {}", c.gpus, e.what()));
+  }
+}
+
+//! FNV-1a (64 bits) of the bytes of `values`: one number that says whether two runs' final states are bitwise equal.
+std::uint64_t fnv1a(const std::vector<float>& values) noexcept {
+  std::uint64_t h = 14695981039346656037ULL;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (std::size_t i = 0; i < values.size() * sizeof(float); ++i) {
+    h ^= bytes[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
 
 //! Progress on stderr, at most one line every two seconds per mode, plus the last check.
 class progress_printer {
@@ -75,8 +112,10 @@ void print_table(const std::vector<run_result>& results, const cavity_options& o
   const run_result* sync = nullptr;
   for (const auto& r : results)
     if (r.mode == execution_mode::sync) sync = &r;
-  // The memory-bandwidth bound: every cell update moves bytes_per_cell_update bytes at bandwidth_gbs.
-  const double bound_mlups = bandwidth_gbs * 1e9 / bytes_per_cell_update / 1e6;
+  // The memory-bandwidth bound: every cell update moves bytes_per_cell_update bytes at bandwidth_gbs, on each of
+  // the distinct devices the slabs run on.
+  const std::vector<int> distinct = distinct_devices(o.devices);
+  const double bound_mlups = static_cast<double>(distinct.size()) * bandwidth_gbs * 1e9 / bytes_per_cell_update / 1e6;
   fmt::print("{:<10} | {:>9} | {:>9} | {:>11} | {:>8} | {:>15} | {:>8} | {:>20}\n", "mode", "steps", "time (s)",
              "us/step", "MLUPS", "speedup vs sync", "of bound", "converged");
   fmt::print("{:-<10}-+-{:-<9}-+-{:-<9}-+-{:-<11}-+-{:-<8}-+-{:-<15}-+-{:-<8}-+-{:-<20}\n", "", "", "", "", "", "", "",
@@ -91,13 +130,22 @@ void print_table(const std::vector<run_result>& results, const cavity_options& o
                converged);
   }
   fmt::print("bound MLUPS {:.1f}: {:.0f} bytes per cell update (D2Q9 float32: 9 populations read, 9 written) at "
-             "{:g} GB/s (--bandwidth)\n",
-             bound_mlups, bytes_per_cell_update, bandwidth_gbs);
+             "{:g} GB/s (--bandwidth){}\n",
+             bound_mlups, bytes_per_cell_update, bandwidth_gbs,
+             distinct.size() > 1 ? fmt::format(" on each of {} devices", distinct.size()) : std::string());
   for (const auto& r : results)
-    if (r.mode == execution_mode::graph)
-      fmt::print("{}: {} time steps + convergence check per graph = {} nodes, {} edges ({} programmatic); capture + "
-                 "instantiate + upload {:.2f} ms\n",
-                 mode_label(r), o.steps_per_graph, r.graph_nodes, r.graph_edges, r.programmatic_edges, r.setup_ms);
+    if (r.mode == execution_mode::graph) {
+      if (o.devices.size() == 1)
+        fmt::print("{}: {} time steps + convergence check per graph = {} nodes, {} edges ({} programmatic); build + "
+                   "instantiate + upload {:.2f} ms\n",
+                   mode_label(r), o.steps_per_graph, r.graph_nodes, r.graph_edges, r.programmatic_edges,
+                   r.setup_ms);
+      else
+        fmt::print("{}: {} time steps on {} slabs + convergence check per graph = {} nodes ({} memcpy), {} edges ({} "
+                   "programmatic); build + instantiate + upload {:.2f} ms\n",
+                   mode_label(r), o.steps_per_graph, o.devices.size(), r.graph_nodes, r.graph_copies, r.graph_edges,
+                   r.programmatic_edges, r.setup_ms);
+    }
   for (std::size_t i = 1; i < results.size(); ++i) {
     const auto& a = results[0];
     const auto& b = results[i];
@@ -125,7 +173,7 @@ void print_difference(const char* what, const char* axis, const profile_differen
 }
 
 void run(const cli_options& c) {
-  const cavity_options& o = c.run;
+  cavity_options o = c.run;
   validate(o);
   std::vector<execution_mode> modes;
   if (c.mode == "all")
@@ -140,6 +188,13 @@ void run(const cli_options& c) {
     throw std::invalid_argument("--pdl: applies to the stream and graph modes (sync waits for every kernel); use "
                                 "--mode stream, graph or all");
   conveyor::scenarios::check_profiling_options(c.profile, has_graph, "--mode graph or --mode all");
+  const bool several = !c.devices.empty() ? c.devices.size() > 1 : c.gpus > 1;
+  if (c.halo_copy_given && !several)
+    throw std::invalid_argument("--halo-copy: applies to several slabs (--gpus N > 1, or --devices with more than one "
+                                "entry); one slab has no halo rows");
+  if (several && (!c.profile.trace.empty() || c.profile.doctor))
+    throw std::invalid_argument(fmt::format("{}: with one slab only (--gpus 1): the profiler follows one device",
+                                            c.profile.doctor ? "--doctor" : "--profile"));
 
   // Reference data: an explicit --ghia must be readable; the default is used when present.
   std::optional<ghia_reference> ghia;
@@ -163,12 +218,28 @@ void run(const cli_options& c) {
   conveyor::scenarios::check_distinct_outputs(
       {{"--png", c.png}, {"--dot", c.dot}, {"--profile", c.profile.trace},
        {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(c.profile.trace)}});
+  o.devices = slab_devices(c); // the last check: how many devices are visible
+  validate(o);
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor cavity` needs a GPU");
   fmt::print("lid-driven cavity, D2Q9 TRT lattice Boltzmann: {}\n", describe(o));
   fmt::print("up to {} steps ({:.0f} convective times n/U), {} steps per graph / convergence check, stop when the "
              "velocity change per step / U < {:g}\n",
              max_steps(o), static_cast<double>(max_steps(o)) / derive(o).convective_time, o.steps_per_graph, o.tol);
-  fmt::print("device: {}\n", conveyor::describe_device(0));
+  const std::vector<int> distinct = distinct_devices(o.devices);
+  for (const int d : distinct)
+    fmt::print("device{}: {}\n", distinct.size() > 1 ? fmt::format(" {}", d) : std::string(),
+               conveyor::describe_device(d));
+  if (o.devices.size() > 1) {
+    std::string rows;
+    for (int s = 0; s < static_cast<int>(o.devices.size()); ++s) {
+      const auto [begin, end] = slab_rows(o.n, static_cast<int>(o.devices.size()), s);
+      rows += fmt::format("{}rows [{}, {}) on device {}", s > 0 ? ", " : "", begin, end,
+                          o.devices[static_cast<std::size_t>(s)]);
+    }
+    fmt::print("slabs: {}: {}; halo rows exchanged after every step ({})\n", o.devices.size(), rows,
+               o.halo_copy == "1d" ? "--halo-copy 1d: one copy per crossing population, 3 per halo row"
+                                   : "--halo-copy 2d: one strided copy of 5 population rows per halo row");
+  }
   std::fflush(stdout);
 
   const auto profiling = conveyor::scenarios::make_profiling(c.profile, "cavity");
@@ -179,8 +250,13 @@ void run(const cli_options& c) {
     const auto& r = results.back();
     fmt::print(stderr, "cavity[{}] done: {} steps in {:.3f} s, change per step {:.3e}\n", mode_label(r), r.steps,
                r.seconds, r.final_change);
+    if (results.size() == 1)
+      for (const auto& line : r.peer_access) fmt::print("peer access: {}\n", line);
   }
   print_table(results, o, c.bandwidth_gbs);
+  for (const auto& r : results)
+    fmt::print("final state {}: FNV-1a 64 {:016x} over {} float32 populations after {} steps\n", mode_label(r),
+               fnv1a(r.populations), r.populations.size(), r.steps);
   std::fflush(stdout);
   // Files after the table, so that a file system failing now does not lose the results; all written atomically.
   for (const auto& r : results)
@@ -283,6 +359,24 @@ void register_cavity_command(CLI::App& app) {
                   "rows (128-cell blocks per lattice row, as before); the same arithmetic, bitwise the same states")
       ->check(CLI::IsMember({"flat", "rows"}))
       ->capture_default_str();
+  CLI::Option* gpus =
+      sub->add_option("--gpus", opts->gpus,
+                      "Split the lattice into N horizontal slabs of rows on devices 0..N-1, halo rows exchanged by "
+                      "peer copies after every step (one graph per block across the devices); bitwise the same "
+                      "results as one GPU")
+          ->check(integer_in(1, max_slabs))
+          ->capture_default_str();
+  sub->add_option("--devices", opts->devices,
+                  "The device of each slab, bottom slab first, comma-separated; may repeat (0,0: two slabs on one "
+                  "GPU, the multi-GPU code on one device)")
+      ->delimiter(',')
+      ->check(integer_in(0, 1023))
+      ->excludes(gpus);
+  sub->add_option("--halo-copy", opts->run.halo_copy,
+                  "With several slabs: how a halo row is copied: 2d (one strided copy of the 5 population rows from "
+                  "the first to the last that cross the boundary) or 1d (one copy per crossing population, 3)")
+      ->check(CLI::IsMember({"2d", "1d"}))
+      ->capture_default_str();
   sub->add_option("--bandwidth", opts->bandwidth_gbs,
                   "Device memory bandwidth in GB/s for the bound printed beside MLUPS (72 bytes per cell update); "
                   "default: the H200's measured copy bandwidth")
@@ -290,7 +384,7 @@ void register_cavity_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--csv", opts->csv, "Write the centre-line profiles (and the Ghia comparison) as CSV into DIR");
   sub->add_option("--png", opts->png, "Write the velocity magnitude with streamlines as PNG to FILE");
-  sub->add_option("--dot", opts->dot, "Write the captured K-step graph (Graphviz DOT) to FILE");
+  sub->add_option("--dot", opts->dot, "Write the K-step graph (Graphviz DOT) to FILE");
   sub->add_option("--ghia", opts->ghia,
                   "Folder of Ghia et al.'s CSV tables (default: $CONVEYOR_SHARED_DATA/ghia1982, else "
                   "../shared/data/ghia1982 when present)");
@@ -300,6 +394,7 @@ void register_cavity_command(CLI::App& app) {
       "--mode graph or --mode all");
   sub->callback([opts, sub] {
     opts->pdl_trigger_given = sub->count("--pdl-trigger") > 0;
+    opts->halo_copy_given = sub->count("--halo-copy") > 0;
     run(*opts);
   });
 }

@@ -82,6 +82,31 @@ CAVITY_HD inline std::size_t population_index(int n, int i, int x, int y) noexce
          static_cast<std::size_t>(y) * static_cast<std::size_t>(n) + static_cast<std::size_t>(x);
 }
 
+//! A horizontal slab of the lattice and where its populations lie in memory (several GPUs: `--gpus`, docs/cavity.md,
+//! "Several GPUs"). The slab computes rows [row_begin, row_begin + rows) (global row indices y) and stores rows
+//! [first_row, first_row + plane / n): its own rows plus one halo row below (first_row = row_begin - 1) where a slab
+//! lies below it, and one above where a slab lies above it, which the halo exchange fills with the neighbours'
+//! boundary rows after every step. Structure of arrays as the whole lattice: population i of cell (x, y) is at
+//! `i * plane + (y - first_row) * n + x` (slab_index). The whole lattice is the slab whole_lattice(n) =
+//! {0, n, 0, n * n}, whose layout is population_index's, so one GPU runs exactly the code of several.
+struct slab {
+  int row_begin = 0;     //!< first row the slab computes (global y)
+  int rows = 0;          //!< rows it computes
+  int first_row = 0;     //!< global row of its first stored row (row_begin - 1 with a halo below, else row_begin)
+  std::size_t plane = 0; //!< floats per population plane: stored rows (rows plus its halo rows) times n
+};
+
+//! The whole n x n lattice as one slab, without halos.
+CAVITY_HD inline slab whole_lattice(int n) noexcept {
+  return slab{0, n, 0, static_cast<std::size_t>(n) * static_cast<std::size_t>(n)};
+}
+
+//! Index of population i of cell (x, y) (y global, within the slab's stored rows) in slab `s`'s field.
+CAVITY_HD inline std::size_t slab_index(int n, const slab& s, int i, int x, int y) noexcept {
+  return static_cast<std::size_t>(i) * s.plane +
+         static_cast<std::size_t>(y - s.first_row) * static_cast<std::size_t>(n) + static_cast<std::size_t>(x);
+}
+
 //! The incompressible equilibrium of population i minus its rest value, f_eq_i - w_i, for the density deviation
 //! drho = rho - 1 and velocity (ux, uy).
 CAVITY_HD inline float equilibrium_deviation(int i, float drho, float ux, float uy) noexcept {
@@ -107,11 +132,13 @@ CAVITY_HD inline float two_sum_error(float a, float b, float s) noexcept {
   return (a - (s - bb)) + (b - bb);
 }
 
-//! One time step of cell (x, y): pull from `src`, bounce back at walls (moving lid included), TRT-collide, write the
-//! nine post-collision deviations g_i = f_i - w_i of the cell to `dst`. `src` and `dst` are distinct n x n x 9
-//! fields.
+//! One time step of cell (x, y) (global coordinates; y a row slab `s` computes): pull from `src`, bounce back at walls
+//! (moving lid included), TRT-collide, write the nine post-collision deviations g_i = f_i - w_i of the cell to
+//! `dst`. `src` and `dst` are distinct fields of slab `s` (slab_index); the pulls from the rows beside the slab read
+//! its halo rows. Walls and lid are found by the global row, so every slab decomposition runs the same arithmetic
+//! on every cell: bitwise the same states.
 CAVITY_HD inline void stream_collide_cell(const float* __restrict__ src, float* __restrict__ dst,
-                                          const lattice_params& p, int x, int y) noexcept {
+                                          const lattice_params& p, const slab& s, int x, int y) noexcept {
   const int n = p.n;
   float g[q];
   float lid_rounding = 0.0F; // what rounding took from the lid terms, given back to the rest population
@@ -122,9 +149,9 @@ CAVITY_HD inline void stream_collide_cell(const float* __restrict__ src, float* 
     const int sx = x - d2q9_cx(i);
     const int sy = y - d2q9_cy(i);
     if (sx >= 0 && sx < n && sy >= 0 && sy < n) {
-      g[i] = src[population_index(n, i, sx, sy)];
+      g[i] = src[slab_index(n, s, i, sx, sy)];
     } else {
-      g[i] = src[population_index(n, d2q9_opposite(i), x, y)]; // w_i = w_opp(i): the same for g as for f
+      g[i] = src[slab_index(n, s, d2q9_opposite(i), x, y)]; // w_i = w_opp(i): the same for g as for f
       // Ladd: f_i = f*_opp(i) + 2 w_i rho0 (c_i . u_w) / c_s^2, u_w = (lid_speed, 0) beyond the lid, 0 elsewhere.
       if (sy >= n && d2q9_cx(i) != 0) {
         const float a = g[i];
@@ -140,8 +167,8 @@ CAVITY_HD inline void stream_collide_cell(const float* __restrict__ src, float* 
 
   const float wp = p.omega_plus;
   const float wm = p.omega_minus;
-  const std::size_t here = population_index(n, 0, x, y);
-  const std::size_t plane = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+  const std::size_t here = slab_index(n, s, 0, x, y);
+  const std::size_t plane = s.plane;
   // The pairs (1,3), (2,4), (5,7), (6,8): even (symmetric) and odd (antisymmetric) parts relax separately. A pair
   // loses 2 * even of mass; the rest population gains it all back.
   float given = 0.0F;
@@ -162,6 +189,13 @@ CAVITY_HD inline void stream_collide_cell(const float* __restrict__ src, float* 
   dst[here] = (g[0] + lid_rounding) + 2.0F * given; // = g_0 - omega+ (g_0 - g_eq_0) in exact arithmetic
 }
 
+//! One time step of cell (x, y) of the whole lattice: `src` and `dst` are distinct n x n x 9 fields
+//! (population_index). The CPU reference's step.
+CAVITY_HD inline void stream_collide_cell(const float* __restrict__ src, float* __restrict__ dst,
+                                          const lattice_params& p, int x, int y) noexcept {
+  stream_collide_cell(src, dst, p, whole_lattice(p.n), x, y);
+}
+
 //! The macroscopic density and velocity of cell (x, y) of a post-collision field of deviations `g` (the collision
 //! conserves them, so these are the values of the step that wrote `g`).
 struct cell_moments {
@@ -170,15 +204,21 @@ struct cell_moments {
   float uy = 0.0F;  //!< y velocity (lattice units)
 };
 
-//! Moments of cell (x, y) of the deviations `g`, summed in the same order as stream_collide_cell.
-CAVITY_HD inline cell_moments moments(const float* g_field, int n, int x, int y) noexcept {
+//! Moments of cell (x, y) (global coordinates) of slab `s`'s field of deviations `g_field`, summed in the same order
+//! as stream_collide_cell.
+CAVITY_HD inline cell_moments moments(const float* g_field, int n, const slab& s, int x, int y) noexcept {
   float g[q];
-  for (int i = 0; i < q; ++i) g[i] = g_field[population_index(n, i, x, y)];
+  for (int i = 0; i < q; ++i) g[i] = g_field[slab_index(n, s, i, x, y)];
   cell_moments m;
   m.rho = 1.0F + (((g[0] + g[1]) + (g[2] + g[3])) + ((g[4] + g[5]) + (g[6] + g[7])) + g[8]);
   m.ux = (g[1] - g[3]) + (g[5] - g[6]) + (g[8] - g[7]);
   m.uy = (g[2] - g[4]) + (g[5] - g[8]) + (g[6] - g[7]);
   return m;
+}
+
+//! Moments of cell (x, y) of an n x n field of deviations `g_field` (population_index).
+CAVITY_HD inline cell_moments moments(const float* g_field, int n, int x, int y) noexcept {
+  return moments(g_field, n, whole_lattice(n), x, y);
 }
 
 } // namespace conveyor::cavity

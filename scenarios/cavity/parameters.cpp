@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -79,6 +80,39 @@ void validate(const cavity_options& o) {
     throw std::invalid_argument(fmt::format("--tol {} must be finite and >= 0 (0: run exactly --steps)", o.tol));
   if (o.tol == 0.0 && o.steps == 0)
     throw std::invalid_argument("--tol 0 (no convergence stop) needs --steps > 0");
+  if (o.devices.empty() || o.devices.size() > static_cast<std::size_t>(max_slabs))
+    throw std::invalid_argument(fmt::format(
+        "--gpus / --devices: {} slab(s); give 1 to {} devices, one per slab of rows", o.devices.size(), max_slabs));
+  for (const int d : o.devices)
+    if (d < 0) throw std::invalid_argument(fmt::format("--devices: device {} is not a CUDA device ordinal (>= 0)", d));
+  if (o.halo_copy != "2d" && o.halo_copy != "1d")
+    throw std::invalid_argument(fmt::format("--halo-copy '{}': must be 2d or 1d", o.halo_copy));
+}
+
+std::vector<int> distinct_devices(const std::vector<int>& devices) {
+  std::vector<int> out = devices;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::pair<int, int> slab_rows(int n, int count, int index) noexcept {
+  const auto edge = [&](int i) {
+    return static_cast<int>(static_cast<long long>(i) * static_cast<long long>(n) / static_cast<long long>(count));
+  };
+  return {edge(index), edge(index + 1)};
+}
+
+slab make_slab(int n, int count, int index) noexcept {
+  const auto [begin, end] = slab_rows(n, count, index);
+  const int below = index > 0 ? 1 : 0;
+  const int above = index + 1 < count ? 1 : 0;
+  slab s;
+  s.row_begin = begin;
+  s.rows = end - begin;
+  s.first_row = begin - below;
+  s.plane = static_cast<std::size_t>(s.rows + below + above) * static_cast<std::size_t>(n);
+  return s;
 }
 
 lattice_params make_lattice_params(const cavity_options& o) {

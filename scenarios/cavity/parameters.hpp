@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace conveyor::cavity {
 
@@ -37,6 +38,9 @@ inline constexpr double max_viscosity = 0.5;
 inline constexpr int max_steps_per_graph = 10000;
 //! Default cap on the run length, in convective times n / lid_speed, when --steps is not given.
 inline constexpr double default_convective_times = 250.0;
+//! Most slabs accepted (entries of cavity_options::devices, --gpus): a block graph holds K step nodes and up to
+//! 2 K halo copies per slab, so more slabs mean many more nodes; no machine offers more GPUs to one process.
+inline constexpr int max_slabs = 16;
 
 //! Everything that defines one cavity run.
 struct cavity_options {
@@ -48,7 +52,7 @@ struct cavity_options {
                                 //!< 0: run exactly `steps`
   int steps_per_graph = 100;    //!< K: time steps per graph (per convergence check, in every mode); even
   //! `--pdl`: in stream and graph modes the kernels are launched with programmatic dependent launch
-  //! (launch_ctx::programmatic; graph mode captures programmatic edges between the K steps and the check). The
+  //! (launch_ctx::programmatic; graph mode builds programmatic edges between the K steps and the check). The
   //! sync mode ignores it (it waits for every kernel). Does not change a single bit of the results.
   bool programmatic = false;
   //! `--pdl-trigger`: where the step kernel triggers its dependents' launch (lattice_params::pdl_trigger):
@@ -56,6 +60,16 @@ struct cavity_options {
   std::string pdl_trigger = "exit";
   //! `--step-layout`: "flat" (default) or "rows" (lattice_params::step_layout). Changes no result.
   std::string step_layout = "flat";
+  //! `--gpus N` (devices 0..N-1) or `--devices LIST`: the CUDA device of each horizontal slab of rows, bottom slab
+  //! first (make_slab: n rows split as evenly as possible). {0}: one slab, the whole lattice on device 0. Devices
+  //! may repeat: {0, 0} runs two slabs on one GPU, with the same halo exchange as on two, so the multi-GPU code runs
+  //! (and is tested) on a machine with one GPU. Changes no result: every decomposition gives bitwise the same states.
+  std::vector<int> devices{0};
+  //! `--halo-copy`: how a halo row moves between two slabs after every step: "2d" (default: one strided copy of the
+  //! five population planes from the first to the last that cross the boundary, 2..6 upwards, 4..8 downwards) or
+  //! "1d" (one contiguous copy per crossing population, three per halo row). Meaningful with several slabs only;
+  //! changes no result.
+  std::string halo_copy = "2d";
 };
 
 //! Lattice constants derived from the options (see the file comment).
@@ -82,8 +96,20 @@ inline constexpr double trt_magic = 0.25;
 //! why (e.g. "tau = 3 nu + 1/2 = 0.5012 is too close to 1/2 ..."). Checks: n in [min_cells, max_cells];
 //! lid_speed in [min_lid_speed, max_lid_speed]; Re finite and in valid_reynolds_range(); steps_per_graph even and
 //! in [2, max_steps_per_graph]; steps in [0, max_run_steps] and a multiple of steps_per_graph; tol finite and
-//! >= 0; tol = 0 needs steps > 0.
+//! >= 0; tol = 0 needs steps > 0; devices: 1 to max_slabs entries, none negative (whether they exist is checked
+//! where the run starts); halo_copy "2d" or "1d".
 void validate(const cavity_options& o);
+
+//! Rows [first, second) of slab `index` of `count` of an n-row lattice: n rows split as evenly as possible (slab
+//! sizes differ by at most one row), slab 0 at the bottom (y = 0). Needs 1 <= count <= n and 0 <= index < count.
+[[nodiscard]] std::pair<int, int> slab_rows(int n, int count, int index) noexcept;
+
+//! Slab `index` of `count` of the n x n lattice (lattice.hpp): the rows slab_rows() gives it, a halo row below
+//! unless it is the bottom slab, one above unless it is the top slab. make_slab(n, 1, 0) == whole_lattice(n).
+[[nodiscard]] slab make_slab(int n, int count, int index) noexcept;
+
+//! The distinct devices of `devices` (cavity_options::devices), ascending.
+[[nodiscard]] std::vector<int> distinct_devices(const std::vector<int>& devices);
 
 //! The step kernel's parameters for `o` (float32 relaxation rates, lid speed).
 //! \throws std::invalid_argument as validate().

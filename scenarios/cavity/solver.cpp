@@ -1,25 +1,34 @@
 //! \file solver.cpp
-//! The cavity run in three execution modes.
+//! The cavity run in three execution modes, on one slab or several (one per listed device).
 
 #include "cavity/solver.hpp"
 
+#include "cavity/block_plan.hpp"
 #include "cavity/kernels.hpp"
 #include "common/device_buffer.hpp"
+#include "common/launch.hpp"
 #include "common/profiling.hpp"
 
-#include <conveyor/define/capture.hpp>
+#include <conveyor/define/graph.hpp>
 #include <conveyor/execute/graph_exec.hpp>
 #include <conveyor/observe/export.hpp>
+#include <conveyor/runtime/device.hpp>
 #include <conveyor/runtime/event.hpp>
 #include <conveyor/runtime/stream.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace conveyor::cavity {
 
@@ -28,34 +37,238 @@ using scenarios::pinned_buffer;
 
 namespace {
 
-//! The device state of one run and the block of work on it.
+//! One slab's device memory, stream and events, made and released with the slab's device current.
+class slab_memory {
+public:
+  //! Allocates slab `geometry` of the n x n lattice on `device` (two fields with halo rows, u_prev, the check's
+  //! state) and its stream; the second field is zeroed once (its halo rows' populations that no copy fills are
+  //! never read, but stay defined).
+  slab_memory(int device, const slab& geometry, int n) : device_(device), geometry_(geometry) {
+    const conveyor::device_guard on(device);
+    stream_.emplace();
+    block_event_.emplace(cudaEventDisableTiming);
+    f_[0] = device_buffer<float>(geometry.plane * q);
+    f_[1] = device_buffer<float>(geometry.plane * q);
+    u_prev_ = device_buffer<float>(2 * static_cast<std::size_t>(geometry.rows) * static_cast<std::size_t>(n));
+    state_ = device_buffer<convergence_state>(1);
+    f_[1].zero_async(stream_->get());
+    stream_->synchronize();
+  }
+  slab_memory(const slab_memory&) = delete;
+  slab_memory& operator=(const slab_memory&) = delete;
+  ~slab_memory() {
+    std::optional<conveyor::device_guard> on;
+    try {
+      on.emplace(device_);
+    } catch (...) { // the device was valid at construction; release on the current one regardless
+    }
+    events_.clear();
+    block_event_.reset();
+    f_[0] = device_buffer<float>();
+    f_[1] = device_buffer<float>();
+    u_prev_ = device_buffer<float>();
+    state_ = device_buffer<convergence_state>();
+    stream_.reset();
+  }
+
+  [[nodiscard]] int device() const noexcept { return device_; }
+  [[nodiscard]] const slab& geometry() const noexcept { return geometry_; }
+  [[nodiscard]] const conveyor::stream& stream() const noexcept { return *stream_; }
+  [[nodiscard]] float* field(int a) noexcept { return f_[static_cast<std::size_t>(a)].data(); }
+  [[nodiscard]] const float* field(int a) const noexcept { return f_[static_cast<std::size_t>(a)].data(); }
+  [[nodiscard]] float* u_prev() noexcept { return u_prev_.data(); }
+  [[nodiscard]] convergence_state* state() noexcept { return state_.data(); }
+  //! Slab 0: recorded where a block begins (the other slabs' streams wait for it); the others: recorded where
+  //! their part of a block ends (slab 0's stream waits for it).
+  [[nodiscard]] const conveyor::event& block_event() const noexcept { return *block_event_; }
+  //! A new event of this slab's device, for a task that other slabs' tasks wait for; returns its index.
+  std::size_t add_event() {
+    const conveyor::device_guard on(device_);
+    events_.emplace_back(cudaEventDisableTiming);
+    return events_.size() - 1;
+  }
+  [[nodiscard]] const conveyor::event& event(std::size_t i) const noexcept { return events_[i]; }
+
+private:
+  int device_;
+  slab geometry_;
+  std::optional<conveyor::stream> stream_;
+  std::optional<conveyor::event> block_event_;
+  std::array<device_buffer<float>, 2> f_;
+  device_buffer<float> u_prev_;
+  device_buffer<convergence_state> state_;
+  std::vector<conveyor::event> events_;
+};
+
+//! Makes the calling thread's device `d` only when it is not already (cudaSetDevice), and restores the entry device
+//! at the end: one slab costs no device call per task.
+class device_switch {
+public:
+  device_switch() : entry_(conveyor::current_device()), current_(entry_) {}
+  device_switch(const device_switch&) = delete;
+  device_switch& operator=(const device_switch&) = delete;
+  ~device_switch() {
+    if (current_ != entry_) (void)cudaSetDevice(entry_);
+  }
+  void to(int d) {
+    if (d == current_) return;
+    CONVEYOR_CHECK(cudaSetDevice(d));
+    current_ = d;
+  }
+
+private:
+  int entry_;
+  int current_;
+};
+
+//! The device state of one run (every slab) and the block of work on it, as one list of tasks (block_plan.hpp) that
+//! the eager modes enqueue and graph mode builds into one graph.
 class cavity_program {
 public:
-  cavity_program(const lattice_params& p, int steps_per_block)
-      : params_(p), k_(steps_per_block),
-        f_{device_buffer<float>(cells() * q), device_buffer<float>(cells() * q)}, u_prev_(2 * cells()), state_(1),
-        slots_(2) {
-    slots_.data()[0] = 0.0F;
-    slots_.data()[1] = 0.0F;
-    // Pinned memory is mapped into the device's address space (unified addressing); ask for the device pointer
-    // all the same rather than assume it equals the host pointer.
-    CONVEYOR_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&slots_device_), slots_.data(), 0));
+  //! Allocates every slab (slab i of devices.size() on devices[i]) and the first slab's pinned slots, and makes the
+  //! block's tasks (K = steps_per_block steps, halo copies "2d" or, with `per_population_halos`, "1d").
+  cavity_program(const lattice_params& p, int steps_per_block, const std::vector<int>& devices,
+                 bool per_population_halos)
+      : params_(p) {
+    const int count = static_cast<int>(devices.size());
+    for (int s = 0; s < count; ++s)
+      slabs_.push_back(std::make_unique<slab_memory>(devices[static_cast<std::size_t>(s)],
+                                                     count == 1 ? whole_lattice(p.n) : make_slab(p.n, count, s), p.n));
+    {
+      const conveyor::device_guard on(devices.front());
+      if (count > 1) peer_maxima_ = device_buffer<unsigned>(static_cast<std::size_t>(count - 1));
+      slots_ = pinned_buffer<float>(2);
+      slots_.data()[0] = 0.0F;
+      slots_.data()[1] = 0.0F;
+      // Pinned memory is mapped into the device's address space (unified addressing); ask for the device pointer
+      // all the same rather than assume it equals the host pointer.
+      CONVEYOR_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&slots_device_), slots_.data(), 0));
+    }
+    std::vector<slab_fields> fields;
+    for (auto& sl : slabs_) fields.push_back(slab_fields{sl->geometry(), {sl->field(0), sl->field(1)}, sl->u_prev(),
+                                                         sl->state()});
+    plan_ = make_block_plan(p, steps_per_block, fields, per_population_halos, peer_maxima_.data(), slots_device_);
+    events_.assign(plan_.size(), -1);
+    for (std::size_t i = 0; i < plan_.size(); ++i)
+      if (plan_[i].waited_across)
+        events_[i] = static_cast<std::ptrdiff_t>(slabs_[static_cast<std::size_t>(plan_[i].slab)]->add_event());
   }
 
   [[nodiscard]] std::size_t cells() const noexcept {
     return static_cast<std::size_t>(params_.n) * static_cast<std::size_t>(params_.n);
   }
-
-  //! Back to rest: f = equilibrium at rest, u_prev = 0, the check's state zeroed.
-  void reset(const launch_ctx& ctx) {
-    launch_initialise(f_[0].data(), u_prev_.data(), state_.data(), params_.n, ctx);
+  //! The first slab's stream: graph launches, the host's check events.
+  [[nodiscard]] const conveyor::stream& main_stream() const noexcept { return slabs_.front()->stream(); }
+  //! Memcpy tasks of a block (halo rows and the slabs' maxima).
+  [[nodiscard]] std::size_t copies() const noexcept {
+    return static_cast<std::size_t>(
+        std::count_if(plan_.begin(), plan_.end(), [](const task& t) { return t.kind == task_kind::copy; }));
   }
 
-  //! K time steps, then the convergence check. Reads no host memory and writes only the pinned slots: capturable.
-  void enqueue_block(const launch_ctx& ctx) {
-    for (int k = 0; k < k_; ++k) launch_stream_collide(f_[k % 2].data(), f_[(k + 1) % 2].data(), params_, ctx);
-    launch_velocity_change(f_[0].data(), u_prev_.data(), state_.data(), params_.n, ctx);
-    launch_publish_change(state_.data(), slots_device_, ctx);
+  //! Back to rest on every slab (f = equilibrium at rest, u_prev = 0, the check's state zeroed), enqueued on each
+  //! slab's stream; synchronize() waits for it.
+  void reset() {
+    device_switch dev;
+    for (auto& sl : slabs_) {
+      dev.to(sl->device());
+      launch(initialise_call(sl->field(0), sl->u_prev(), sl->state(), params_.n, sl->geometry()),
+             launch_ctx{sl->stream().get(), false, false});
+    }
+  }
+
+  //! Waits for the work on every slab's stream.
+  //! \throws conveyor::cuda_error with an error the work raised.
+  void synchronize() const {
+    for (const auto& sl : slabs_) sl->stream().synchronize();
+  }
+  //! Waits for the work on every slab's stream, ignoring errors (before an exception is thrown).
+  void drain() const noexcept {
+    for (const auto& sl : slabs_) (void)cudaStreamSynchronize(sl->stream().get());
+  }
+
+  //! Enqueues one block (K time steps, then the convergence check) on the slabs' streams: each task on its slab's
+  //! stream, after waiting for the events of the tasks of other slabs it depends on; `sync_each` waits after every
+  //! task (sync mode), `programmatic` launches the kernels programmatic (--pdl). With several slabs the block
+  //! begins, on every stream, after everything enqueued on the first slab's stream, and the first slab's stream
+  //! then waits for every other stream: as a graph launch, which runs after the previous one as a whole.
+  //! Reads no host memory and writes only the pinned slots.
+  void enqueue_block(bool sync_each, bool programmatic) {
+    device_switch dev;
+    const conveyor::stream& main = main_stream();
+    if (slabs_.size() > 1) {
+      slabs_.front()->block_event().record(main);
+      for (std::size_t s = 1; s < slabs_.size(); ++s) slabs_[s]->stream().wait(slabs_.front()->block_event());
+    }
+    for (std::size_t i = 0; i < plan_.size(); ++i) {
+      const task& t = plan_[i];
+      slab_memory& sl = *slabs_[static_cast<std::size_t>(t.slab)];
+      dev.to(sl.device());
+      for (const int d : t.deps) {
+        const auto before = static_cast<std::size_t>(d);
+        if (plan_[before].slab != t.slab && events_[before] >= 0)
+          sl.stream().wait(slabs_[static_cast<std::size_t>(plan_[before].slab)]->event(
+              static_cast<std::size_t>(events_[before])));
+      }
+      const launch_ctx ctx{sl.stream().get(), sync_each, programmatic};
+      switch (t.kind) {
+      case task_kind::kernel:
+        launch(t.call, ctx);
+        break;
+      case task_kind::copy:
+        if (t.height == 1)
+          CONVEYOR_CHECK(cudaMemcpyAsync(t.dst, t.src, t.width, cudaMemcpyDefault, ctx.stream));
+        else
+          CONVEYOR_CHECK(cudaMemcpy2DAsync(t.dst, t.dst_pitch, t.src, t.src_pitch, t.width, t.height,
+                                           cudaMemcpyDefault, ctx.stream));
+        ctx.after("a halo or check copy");
+        break;
+      case task_kind::zero_word:
+        CONVEYOR_CHECK(cudaMemsetAsync(t.dst, 0, sizeof(unsigned), ctx.stream));
+        ctx.after("the check's reset");
+        break;
+      }
+      if (events_[i] >= 0) sl.event(static_cast<std::size_t>(events_[i])).record(sl.stream());
+    }
+    if (slabs_.size() > 1)
+      for (std::size_t s = 1; s < slabs_.size(); ++s) {
+        slabs_[s]->block_event().record(slabs_[s]->stream());
+        main.wait(slabs_[s]->block_event());
+      }
+  }
+
+  //! The block as one graph: every task a node added on its slab's device (kernel nodes bind to the current
+  //! device's context), with its dependencies as edges; with `programmatic`, the edges between kernels (always of
+  //! one slab) are programmatic. Labels: "step k (f0 -> f1)", "velocity change", "publish change" on one slab;
+  //! with several "step k slab s (...)", "halo after step k: row y slab s -> t", "gather change slab s", ...
+  [[nodiscard]] conveyor::graph build_block(bool programmatic) const {
+    conveyor::graph g;
+    std::vector<conveyor::node> nodes;
+    nodes.reserve(plan_.size());
+    for (const task& t : plan_) {
+      const conveyor::device_guard on(slabs_[static_cast<std::size_t>(t.slab)]->device());
+      std::vector<conveyor::node> deps;
+      deps.reserve(t.deps.size());
+      for (const int d : t.deps) deps.push_back(nodes[static_cast<std::size_t>(d)]);
+      const conveyor::node_list after(deps);
+      conveyor::node n;
+      switch (t.kind) {
+      case task_kind::kernel:
+        n = g.add_kernel(after, scenarios::launch_shape(launch_ctx{nullptr, false, programmatic}, t.call.grid,
+                                                        t.call.block),
+                         t.call.function, t.call.arguments);
+        break;
+      case task_kind::copy:
+        n = t.height == 1 ? g.memcpy(after, t.dst, t.src, t.width)
+                          : g.memcpy_2d(after, t.dst, t.dst_pitch, t.src, t.src_pitch, t.width, t.height);
+        break;
+      case task_kind::zero_word:
+        n = g.memset(after, static_cast<unsigned*>(t.dst), 0U, 1);
+        break;
+      }
+      n.label(t.label);
+      nodes.push_back(n);
+    }
+    return g;
   }
 
   //! The change published by block `b` (valid once that block has completed and before block b + 2 runs).
@@ -63,38 +276,33 @@ public:
     return static_cast<volatile float*>(slots_.data())[b % 2];
   }
 
-  //! The current state (after a whole number of blocks), downloaded after the work on `s`.
-  [[nodiscard]] std::vector<float> download(cudaStream_t s) const { return f_[0].download(f_[0].size(), s); }
+  //! The current state (after a whole number of blocks) of the whole lattice, every slab's rows downloaded after
+  //! the work on its stream: n * n * 9 floats, population_index's layout.
+  [[nodiscard]] std::vector<float> download() const {
+    const int n = params_.n;
+    std::vector<float> out(cells() * q);
+    for (const auto& sl : slabs_) {
+      const conveyor::device_guard on(sl->device());
+      const slab& g = sl->geometry();
+      const float* first = std::as_const(*sl).field(0) + slab_index(n, g, 0, 0, g.row_begin);
+      CONVEYOR_CHECK(cudaMemcpy2DAsync(out.data() + static_cast<std::size_t>(g.row_begin) * static_cast<std::size_t>(n),
+                                       cells() * sizeof(float), first, g.plane * sizeof(float),
+                                       static_cast<std::size_t>(g.rows) * static_cast<std::size_t>(n) * sizeof(float),
+                                       q, cudaMemcpyDefault, sl->stream().get()));
+    }
+    synchronize();
+    return out;
+  }
 
 private:
   lattice_params params_;
-  int k_;
-  std::array<device_buffer<float>, 2> f_;
-  device_buffer<float> u_prev_;
-  device_buffer<convergence_state> state_;
+  std::vector<std::unique_ptr<slab_memory>> slabs_;
+  device_buffer<unsigned> peer_maxima_; // on the first slab's device: the other slabs' maxima, one word each
   pinned_buffer<float> slots_;
   float* slots_device_ = nullptr;
+  std::vector<task> plan_;
+  std::vector<std::ptrdiff_t> events_; // per task: its event in its slab (slab_memory::event), or -1
 };
-
-//! Labels the nodes of a captured block, a chain of K steps and the two check kernels, for readable exports:
-//! "step 1 (f0 -> f1)", ..., "velocity change", "publish change". Leaves the graph as it is when it is not that
-//! chain.
-void label_block(const conveyor::graph& g, int k) {
-  const std::vector<conveyor::node> roots = g.root_nodes();
-  if (roots.size() != 1) return;
-  std::vector<conveyor::node> chain{roots.front()};
-  while (true) {
-    const std::vector<conveyor::node> next = chain.back().dependents();
-    if (next.empty()) break;
-    if (next.size() != 1 || chain.size() > static_cast<std::size_t>(k) + 2) return;
-    chain.push_back(next.front());
-  }
-  if (chain.size() != static_cast<std::size_t>(k) + 2) return;
-  for (int i = 0; i < k; ++i)
-    chain[static_cast<std::size_t>(i)].label(fmt::format("step {} (f{} -> f{})", i + 1, i % 2, (i + 1) % 2));
-  chain[static_cast<std::size_t>(k)].label("velocity change");
-  chain[static_cast<std::size_t>(k) + 1].label("publish change");
-}
 
 } // namespace
 
@@ -106,42 +314,55 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
   const std::int64_t blocks_max = cap / k;
   // Change per step, relative to the lid speed, from a block's published max |u - u_prev|.
   const double per_step = 1.0 / (static_cast<double>(k) * o.lid_speed);
+  const int visible = conveyor::device_count(); // none: the first CUDA call below says so (cuda_error)
+  for (const int d : o.devices)
+    if (visible > 0 && d >= visible)
+      throw std::invalid_argument(fmt::format("--gpus / --devices: device {} asked for, but {} CUDA device(s) are "
+                                              "visible",
+                                              d, visible));
+  if (profiling != nullptr && o.devices.size() > 1)
+    throw std::invalid_argument("--profile / --doctor: with one slab only (one device, --gpus 1)");
 
   run_result result;
   result.mode = mode;
-  conveyor::stream s;
-  const launch_ctx eager{s.get(), false};
+  result.devices = o.devices;
+  const std::vector<int> distinct = distinct_devices(o.devices);
+  if (distinct.size() > 1)
+    for (const conveyor::peer_access& a : conveyor::enable_peer_access(std::span<const int>(distinct)))
+      result.peer_access.push_back(fmt::format("device {} -> {}: {}", a.device, a.peer, a.reason));
+
+  // Everything of the run's own (its check events, the graph's instantiation and launches) on the first slab's
+  // device; the slabs switch to theirs where they need to.
+  const conveyor::device_guard on_first(o.devices.front());
   // --pdl: programmatic launches in stream and graph modes (the sync mode waits for every kernel anyway).
   const bool programmatic = o.programmatic && mode != execution_mode::sync;
   result.programmatic = programmatic;
-  const launch_ctx ctx{s.get(), mode == execution_mode::sync, programmatic};
-  cavity_program program(p, k);
+  const bool sync_each = mode == execution_mode::sync;
+  cavity_program program(p, k, o.devices, o.halo_copy == "1d");
+  const conveyor::stream& s = program.main_stream();
 
-  // Warm-up block, eager (loads the kernels), then capture (graph mode), then back to rest.
-  program.reset(eager);
-  program.enqueue_block(eager);
-  s.synchronize();
+  // Warm-up block, eager (loads the kernels), then the graph (graph mode), then back to rest.
+  program.reset();
+  program.enqueue_block(false, false);
+  program.synchronize();
   std::optional<conveyor::graph_exec> exec;
   if (mode == execution_mode::graph) {
     const auto t0 = std::chrono::steady_clock::now();
-    const conveyor::graph g =
-        conveyor::capture(s, [&](const conveyor::stream& cs) {
-          program.enqueue_block(launch_ctx{cs.get(), false, programmatic});
-        });
+    const conveyor::graph g = program.build_block(programmatic);
     exec.emplace(conveyor::instantiate(g));
     exec->upload(s);
     s.synchronize();
     result.setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    label_block(g, k);
     result.graph_nodes = g.node_count();
     result.graph_edges = g.edge_count();
+    result.graph_copies = program.copies();
     for (const auto& [from, to] : g.edges())
       if (g.edge_type_between(from, to) == conveyor::edge_type::programmatic) ++result.programmatic_edges;
     result.graph_dot = conveyor::to_dot(g, fmt::format("cavity_{}_steps", k));
     if (profiling != nullptr) profiling->watch(*exec, fmt::format("cavity {} steps", k));
   }
-  program.reset(eager);
-  s.synchronize();
+  program.reset();
+  program.synchronize();
 
   std::array<conveyor::event, 2> done{conveyor::event(cudaEventDisableTiming),
                                       conveyor::event(cudaEventDisableTiming)};
@@ -152,7 +373,7 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
     result.final_change = change;
     if (on_progress) on_progress(run_progress{mode, (b + 1) * k, cap, change});
     if (!std::isfinite(change)) {
-      (void)cudaStreamSynchronize(s.get());
+      program.drain(); // let the queued work finish before the memory goes
       throw std::runtime_error(fmt::format(
           "the run diverged by step {} (velocity change {}): {}; try a lower --lid-speed, a lower --re or a larger "
           "--n",
@@ -175,13 +396,13 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
       if (exec)
         exec->launch(s);
       else
-        program.enqueue_block(ctx);
+        program.enqueue_block(sync_each, programmatic);
     }
     done[static_cast<std::size_t>(blocks % 2)].record(s);
     ++blocks;
     if (blocks >= 2) stop = check(blocks - 2); // block b-1's value, while block b runs
   }
-  s.synchronize();
+  s.synchronize(); // the first slab's stream follows every other slab's work (graph launch, or the block's end)
   const auto t1 = std::chrono::steady_clock::now();
   // The last block's value was not read in the loop.
   const std::int64_t last = blocks - 1;
@@ -202,7 +423,7 @@ run_result run_cavity(const cavity_options& o, execution_mode mode,
     result.ms_per_step = result.seconds * 1000.0 / static_cast<double>(result.steps);
     result.mlups = static_cast<double>(program.cells()) * static_cast<double>(result.steps) / result.seconds / 1e6;
   }
-  result.populations = program.download(s.get());
+  result.populations = program.download();
   return result;
 }
 

@@ -5,13 +5,26 @@
 //!
 //! - `sync`: every kernel launched, then waited for (cudaStreamSynchronize);
 //! - `stream`: every kernel launched asynchronously on one stream;
-//! - `graph`: one block of K time steps plus the convergence check, captured once into a CUDA graph, instantiated
-//!   and uploaded once, then launched once per block.
+//! - `graph`: one block of K time steps plus the convergence check, built once into a CUDA graph (explicit builder),
+//!   instantiated and uploaded once, then launched once per block.
+//!
+//! Several slabs (cavity_options::devices, `--gpus`): the lattice is split into horizontal slabs of rows, one per
+//! listed device (devices may repeat), each with a halo row on each side that has a neighbour. A block is then, for
+//! every step, every slab's step kernel on its device, followed by the halo copies (each slab's boundary rows into
+//! its neighbours' halo rows; peer copies between devices); then every slab's velocity-change kernel, the other
+//! slabs' maxima copied next to the first slab's and reset there, and one publish kernel on the first slab's device.
+//! The block is one list of tasks with their dependencies, made once (block_plan.hpp): the eager modes enqueue it on
+//! one stream per slab, with events for the dependencies between streams (and each block begins after the previous
+//! one on every stream, as a graph launch does); graph mode adds it to ONE graph, each node on its slab's device,
+//! launched from the first slab's stream. The per-cell arithmetic is the same in every decomposition (lattice.hpp),
+//! so the final state is bitwise the one-slab state, and every run stops after the same number of steps. One slab
+//! (the default) is the same list: a chain of K steps and the two check kernels on one stream.
 //!
 //! With cavity_options::programmatic (`--pdl`) the stream and graph modes launch the kernels with programmatic
 //! dependent launch: each kernel may start while the one before it finishes and waits (begin_dependent, in every
-//! block, before touching the populations) for it to complete; in graph mode the captured chain's K + 1 edges are
-//! programmatic. The arithmetic is the same, so the states stay bitwise equal to sync mode's.
+//! block, before touching the populations) for it to complete; in graph mode every edge between two kernels of one
+//! slab is programmatic (the chain's K + 1 edges on one slab; edges from copies stay full, and no programmatic edge
+//! joins two devices). The arithmetic is the same, so the states stay bitwise equal to sync mode's.
 //!
 //! A block is K time steps (K even: step k reads array k % 2 and writes the other, so every block starts and ends
 //! with the state in the first array), then the convergence check: one kernel takes the maximum over cells of the
@@ -62,24 +75,32 @@ struct run_result {
   double seconds = 0.0;            //!< wall-clock time of the timed loop (all blocks, the checks included)
   double ms_per_step = 0.0;        //!< seconds * 1000 / steps
   double mlups = 0.0;              //!< million lattice-cell updates per second: n^2 * steps / seconds / 1e6
-  double setup_ms = 0.0;           //!< graph mode: capture + instantiate + upload, milliseconds (not timed above)
-  std::size_t graph_nodes = 0;     //!< graph mode: nodes of the block graph (K + 2)
+  double setup_ms = 0.0;           //!< graph mode: build + instantiate + upload, milliseconds (not timed above)
+  std::size_t graph_nodes = 0;     //!< graph mode: nodes of the block graph (K + 2 on one slab)
   std::size_t graph_edges = 0;     //!< graph mode: its edges
-  std::size_t programmatic_edges = 0; //!< graph mode: how many of them are programmatic (K + 1 with --pdl, else 0)
+  std::size_t programmatic_edges = 0; //!< graph mode: how many of them are programmatic (with --pdl: every edge
+                                      //!< between two kernels of one slab, K + 1 on one slab; else 0)
+  std::size_t graph_copies = 0;    //!< graph mode: memcpy nodes (halo rows and the slabs' maxima; 0 on one slab)
+  std::vector<int> devices;        //!< the device of each slab, bottom slab first
+  std::vector<std::string> peer_access; //!< with several devices: one line per ordered pair, "device 0 -> 1: enabled"
+                                         //!< or why direct access is not possible (copies then go through the host)
   bool programmatic = false;       //!< the kernels were launched programmatic (--pdl in stream or graph mode)
   std::string graph_dot;           //!< graph mode: the block graph as Graphviz DOT (conveyor::to_dot)
   std::vector<float> populations;  //!< the final state (deviations g_i = f_i - w_i), n * n * 9 floats, lattice.hpp
 };
 
 //! Runs the cavity described by `o` from rest in `mode`: validates `o`, allocates the fields, runs one untimed
-//! warm-up block (it loads the kernels; graph mode captures after it), resets to rest, then runs blocks of
+//! warm-up block (it loads the kernels; graph mode builds its graph after it), resets to rest, then runs blocks of
 //! K = o.steps_per_graph steps until a block's change falls below o.tol (when o.tol > 0) or max_steps(o) steps have
 //! run, and downloads the final state.
+//! With several distinct devices it first enables peer access between every pair (conveyor::enable_peer_access;
+//! run_result::peer_access says what it found). The calling thread's current device is restored on return.
 //! `profiling` (optional, --profile / --doctor): every block (K time steps and the check: one graph launch in graph
 //! mode) is a profiled step of track to_string(mode); graph mode watches its executable graph ("cavity K steps")
-//! and hands it to the doctor after the run.
-//! \throws std::invalid_argument as validate(); std::runtime_error when the run diverges (the velocity change is
-//!         not finite); conveyor::cuda_error when a CUDA call fails (no device, out of memory, ...).
+//! and hands it to the doctor after the run. One slab only.
+//! \throws std::invalid_argument as validate(), when a device of o.devices is not visible, or with `profiling` and
+//!         several slabs; std::runtime_error when the run diverges (the velocity change is not finite);
+//!         conveyor::cuda_error when a CUDA call fails (no device, out of memory, ...).
 [[nodiscard]] run_result run_cavity(const cavity_options& o, execution_mode mode,
                                     const std::function<void(const run_progress&)>& on_progress = {},
                                     scenarios::profiling* profiling = nullptr);

@@ -33,14 +33,14 @@ __global__ void bytes_to_unit_float_kernel(const std::uint8_t* in, float* out, s
     out[i] = static_cast<float>(in[i]) / 255.0F;
 }
 
-// grid.x covers the features of a row; grid.y strides over the rows of the batch.
-__global__ void gather_batch_kernel(const float* images, const int* labels, int num_images, int features,
-                                    const int* perm, int perm_len, const int* batch_counter, int batch,
-                                    float* x_out, int* y_out) {
-  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
+//! Rows [0, rows) of x_out / y_out from the sample positions first, first + 1, ... of `perm`; a position outside
+//! [0, perm_len) or a sample outside [0, num_images) gives a zero row with label 0. grid.x covers the features of a
+//! row; grid.y strides over the rows.
+__device__ __forceinline__ void gather_rows(const float* images, const int* labels, int num_images, int features,
+                                            const int* perm, int perm_len, long long first, int rows, float* x_out,
+                                            int* y_out) {
   const int col = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  const long long first = static_cast<long long>(*batch_counter) * batch;
-  for (int row = static_cast<int>(blockIdx.y); row < batch; row += static_cast<int>(gridDim.y)) {
+  for (int row = static_cast<int>(blockIdx.y); row < rows; row += static_cast<int>(gridDim.y)) {
     const long long pos = first + row;
     int src = -1;
     if (pos >= 0 && pos < perm_len) {
@@ -54,6 +54,32 @@ __global__ void gather_batch_kernel(const float* images, const int* labels, int 
   }
 }
 
+__global__ void gather_batch_kernel(const float* images, const int* labels, int num_images, int features,
+                                    const int* perm, int perm_len, const int* batch_counter, int batch,
+                                    float* x_out, int* y_out) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
+  const long long first = static_cast<long long>(*batch_counter) * batch;
+  gather_rows(images, labels, num_images, features, perm, perm_len, first, batch, x_out, y_out);
+}
+
+//! Real rows from `first` on, at most `rows`, of a permutation of perm_len samples (0 when first is past the end).
+__device__ __forceinline__ int real_rows_from(long long first, int rows, int perm_len) {
+  const long long left = static_cast<long long>(perm_len) - first;
+  return left <= 0 ? 0 : static_cast<int>(left < rows ? left : rows);
+}
+
+__global__ void gather_shard_kernel(const float* images, const int* labels, int num_images, int features,
+                                    const int* perm, int perm_len, const int* batch_counter, int batch, int offset,
+                                    int rows, float* x_out, int* y_out, int* counts) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
+  const long long batch_first = static_cast<long long>(*batch_counter) * batch;
+  gather_rows(images, labels, num_images, features, perm, perm_len, batch_first + offset, rows, x_out, y_out);
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+    counts[0] = real_rows_from(batch_first, batch, perm_len);
+    counts[1] = real_rows_from(batch_first + offset, rows, perm_len);
+  }
+}
+
 __global__ void bias_activation_kernel(float* z, const float* bias, int rows, int cols, bool relu) {
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const std::size_t n = static_cast<std::size_t>(rows) * cols;
@@ -62,6 +88,23 @@ __global__ void bias_activation_kernel(float* z, const float* bias, int rows, in
     const float v = z[i] + bias[i % static_cast<std::size_t>(cols)];
     z[i] = relu ? fmaxf(v, 0.0F) : v;
   }
+}
+
+//! One real row of the softmax cross-entropy: g[c] = (p[c] - [c == y]) * inv_rows, returns -log p[y].
+__device__ __forceinline__ float softmax_cross_entropy_row(const float* z, int y, int classes, float inv_rows,
+                                                           float* g) {
+  float zmax = z[0];
+  for (int c = 1; c < classes; ++c) zmax = fmaxf(zmax, z[c]);
+  float e[max_classes];
+  float sum = 0.0F;
+  for (int c = 0; c < classes; ++c) {
+    e[c] = expf(z[c] - zmax);
+    sum += e[c];
+  }
+  for (int c = 0; c < classes; ++c) g[c] = (e[c] / sum - (c == y ? 1.0F : 0.0F)) * inv_rows;
+  // -log p_y = log(sum) - (z_y - zmax)
+  const float zy = (y >= 0 && y < classes) ? z[y] : zmax;
+  return logf(sum) - (zy - zmax);
 }
 
 __global__ void softmax_cross_entropy_kernel(const float* logits, const int* labels, int rows, int real_rows,
@@ -76,38 +119,68 @@ __global__ void softmax_cross_entropy_kernel(const float* logits, const int* lab
     row_loss[r] = 0.0F;
     return;
   }
-  float zmax = z[0];
-  for (int c = 1; c < classes; ++c) zmax = fmaxf(zmax, z[c]);
-  float e[max_classes];
-  float sum = 0.0F;
-  for (int c = 0; c < classes; ++c) {
-    e[c] = expf(z[c] - zmax);
-    sum += e[c];
-  }
-  const int y = labels[r];
   const float inv_rows = 1.0F / static_cast<float>(real_rows);
-  for (int c = 0; c < classes; ++c) g[c] = (e[c] / sum - (c == y ? 1.0F : 0.0F)) * inv_rows;
-  // -log p_y = log(sum) - (z_y - zmax)
-  const float zy = (y >= 0 && y < classes) ? z[y] : zmax;
-  row_loss[r] = logf(sum) - (zy - zmax);
+  row_loss[r] = softmax_cross_entropy_row(z, labels[r], classes, inv_rows, g);
 }
 
-__global__ void mean_loss_kernel(const float* row_loss, int rows, const int* step, float* loss_history,
-                                 int history_len) {
+// counts[0]: real rows of the whole (global) batch, the gradient's denominator; counts[1]: real rows of this shard.
+__global__ void softmax_cross_entropy_shard_kernel(const float* logits, const int* labels, int rows,
+                                                   const int* counts, int classes, float* grad, float* row_loss) {
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
-  __shared__ float partial[block_size];
+  const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (r >= rows) return;
+  const int global_real = counts[0];
+  const int real_rows = counts[1];
+  const float* z = logits + static_cast<std::size_t>(r) * classes;
+  float* g = grad + static_cast<std::size_t>(r) * classes;
+  if (r >= real_rows || global_real < 1) { // padding row: no loss, no gradient
+    for (int c = 0; c < classes; ++c) g[c] = 0.0F;
+    row_loss[r] = 0.0F;
+    return;
+  }
+  const float inv_rows = 1.0F / static_cast<float>(global_real);
+  row_loss[r] = softmax_cross_entropy_row(z, labels[r], classes, inv_rows, g);
+}
+
+//! Sum of v[0..n) in a fixed order by one block of block_size threads: thread t adds v[t], v[t + block_size], ...,
+//! then a tree over the threads. The result is valid in thread 0. `partial` is block_size floats of shared memory.
+__device__ __forceinline__ float block_sum(const float* v, int n, float* partial) {
   float s = 0.0F;
-  for (int i = static_cast<int>(threadIdx.x); i < rows; i += block_size) s += row_loss[i];
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += block_size) s += v[i];
   partial[threadIdx.x] = s;
   __syncthreads();
   for (int half = block_size / 2; half > 0; half /= 2) {
     if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }
+  return partial[0];
+}
+
+__global__ void mean_loss_kernel(const float* row_loss, int rows, const int* step, float* loss_history,
+                                 int history_len) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
+  __shared__ float partial[block_size];
+  const float sum = block_sum(row_loss, rows, partial);
   if (threadIdx.x == 0) {
     const int t = *step;
-    if (t >= 0 && t < history_len) loss_history[t] = partial[0] / static_cast<float>(rows);
+    if (t >= 0 && t < history_len) loss_history[t] = sum / static_cast<float>(rows);
   }
+}
+
+__global__ void shard_loss_sum_kernel(const float* row_loss, const int* counts, float* sum_out) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
+  __shared__ float partial[block_size];
+  const float sum = block_sum(row_loss, counts[1], partial);
+  if (threadIdx.x == 0) *sum_out = sum;
+}
+
+__global__ void finish_loss_kernel(const float* loss_sum, const int* counts, const int* step, float* loss_history,
+                                   int history_len) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
+  const int t = *step;
+  const int global_real = counts[0];
+  if (t >= 0 && t < history_len && global_real > 0)
+    loss_history[t] = *loss_sum / static_cast<float>(global_real);
 }
 
 __global__ void column_sums_kernel(const float* m, int rows, int cols, float* out) {
@@ -193,6 +266,19 @@ void gather_batch(const float* images, const int* labels, int num_images, int fe
   launched("gather_batch_kernel", ctx);
 }
 
+void gather_shard(const float* images, const int* labels, int num_images, int features, const int* perm,
+                  int perm_len, const int* batch_counter, int batch, int offset, int rows, float* x_out, int* y_out,
+                  int* counts, const launch_ctx& ctx) {
+  if (rows < 1 || offset < 0 || offset > batch - rows)
+    throw std::invalid_argument("gather_shard: the shard [offset, offset + rows) must lie inside [0, batch) and "
+                                "hold at least one row");
+  const dim3 grid(static_cast<unsigned>((features + block_size - 1) / block_size),
+                  static_cast<unsigned>(std::clamp(rows, 1, 65535)));
+  gather_shard_kernel<<<grid, block_size, 0, ctx.stream>>>(images, labels, num_images, features, perm, perm_len,
+                                                           batch_counter, batch, offset, rows, x_out, y_out, counts);
+  launched("gather_shard_kernel", ctx);
+}
+
 void bias_activation(float* z, const float* bias, int rows, int cols, bool relu, const launch_ctx& ctx) {
   const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   bias_activation_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(z, bias, rows, cols, relu);
@@ -208,6 +294,28 @@ void softmax_cross_entropy(const float* logits, const int* labels, int rows, int
   softmax_cross_entropy_kernel<<<blocks_for_rows(rows), block_size, 0, ctx.stream>>>(logits, labels, rows, real_rows,
                                                                                    classes, grad, row_loss);
   launched("softmax_cross_entropy_kernel", ctx);
+}
+
+void softmax_cross_entropy_shard(const float* logits, const int* labels, int rows, const int* counts, int classes,
+                                 float* grad, float* row_loss, const launch_ctx& ctx) {
+  if (classes < 1 || classes > max_classes)
+    throw std::invalid_argument("softmax_cross_entropy_shard: classes must lie in [1, 32]");
+  if (rows < 1) throw std::invalid_argument("softmax_cross_entropy_shard: rows must be at least 1");
+  softmax_cross_entropy_shard_kernel<<<blocks_for_rows(rows), block_size, 0, ctx.stream>>>(logits, labels, rows,
+                                                                                         counts, classes, grad,
+                                                                                         row_loss);
+  launched("softmax_cross_entropy_shard_kernel", ctx);
+}
+
+void shard_loss_sum(const float* row_loss, const int* counts, float* sum_out, const launch_ctx& ctx) {
+  shard_loss_sum_kernel<<<1, block_size, 0, ctx.stream>>>(row_loss, counts, sum_out);
+  launched("shard_loss_sum_kernel", ctx);
+}
+
+void finish_loss(const float* loss_sum, const int* counts, const int* step, float* loss_history, int history_len,
+                 const launch_ctx& ctx) {
+  finish_loss_kernel<<<1, 1, 0, ctx.stream>>>(loss_sum, counts, step, loss_history, history_len);
+  launched("finish_loss_kernel", ctx);
 }
 
 void mean_loss(const float* row_loss, int rows, const int* step, float* loss_history, int history_len,
@@ -261,7 +369,11 @@ std::vector<const void*> waiting_kernel_functions() {
           reinterpret_cast<const void*>(&adam_update_kernel),
           reinterpret_cast<const void*>(&sgd_momentum_update_kernel),
           reinterpret_cast<const void*>(&advance_step_kernel),
-          reinterpret_cast<const void*>(&argmax_rows_kernel)};
+          reinterpret_cast<const void*>(&argmax_rows_kernel),
+          reinterpret_cast<const void*>(&gather_shard_kernel),
+          reinterpret_cast<const void*>(&softmax_cross_entropy_shard_kernel),
+          reinterpret_cast<const void*>(&shard_loss_sum_kernel),
+          reinterpret_cast<const void*>(&finish_loss_kernel)};
 }
 
 } // namespace conveyor::train::kernels

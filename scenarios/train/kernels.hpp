@@ -42,6 +42,20 @@ void bytes_to_unit_float(const std::uint8_t* in, float* out, std::size_t n, cons
 void gather_batch(const float* images, const int* labels, int num_images, int features, const int* perm,
                   int perm_len, const int* batch_counter, int batch, float* x_out, int* y_out, const launch_ctx& ctx);
 
+//! Gathers one shard of a batch for data-parallel training: for row i < rows, src = perm[*batch_counter * batch +
+//! offset + i], as gather_batch (positions past the permutation give zero rows with label 0, the padding of the
+//! last batch of an epoch), and writes the real row counts computed on the device from the batch counter, so that
+//! one captured step serves full and partial batches alike: counts[0] = real rows of the whole batch (min(batch,
+//! perm_len - *batch_counter * batch), at least 0), counts[1] = real rows of this shard (those of its rows that
+//! lie before perm_len).
+//! \param offset first row of the shard within the batch; \param rows rows of the shard
+//! \param counts device int[2], written by one thread
+//! \throws std::invalid_argument when rows < 1 or [offset, offset + rows) is not inside [0, batch);
+//!         conveyor::cuda_error when the launch fails.
+void gather_shard(const float* images, const int* labels, int num_images, int features, const int* perm,
+                  int perm_len, const int* batch_counter, int batch, int offset, int rows, float* x_out, int* y_out,
+                  int* counts, const launch_ctx& ctx);
+
 //! z[r, c] += bias[c], then z = max(z, 0) when `relu`; z is rows x cols, in place.
 //! \throws conveyor::cuda_error when the launch fails.
 void bias_activation(float* z, const float* bias, int rows, int cols, bool relu, const launch_ctx& ctx);
@@ -54,6 +68,27 @@ void bias_activation(float* z, const float* bias, int rows, int cols, bool relu,
 //!         conveyor::cuda_error when the launch fails.
 void softmax_cross_entropy(const float* logits, const int* labels, int rows, int real_rows, int classes,
                            float* grad, float* row_loss, const launch_ctx& ctx);
+
+//! softmax_cross_entropy for one shard of a data-parallel batch, with the row counts read on the device
+//! (gather_shard's counts): rows r < counts[1] are real, the others padding (loss and gradient 0), and the gradient
+//! is that of the mean over the whole batch: grad[r, c] = (p[c] - [c == labels[r]]) / counts[0], so that the sum of
+//! the shards' gradients is the gradient of the global batch. The arithmetic of a real row is softmax_cross_entropy's
+//! (one device function): with one shard it gives bitwise the same values.
+//! \throws std::invalid_argument when classes is outside [1, 32] or rows < 1; conveyor::cuda_error when the launch
+//!         fails.
+void softmax_cross_entropy_shard(const float* logits, const int* labels, int rows, const int* counts, int classes,
+                                 float* grad, float* row_loss, const launch_ctx& ctx);
+
+//! *sum_out = sum of row_loss[0..counts[1]) (the shard's real rows), in mean_loss's fixed order, by one block: the
+//! shard's part of the batch loss, summed over the shards by the gradient all-reduce.
+//! \throws conveyor::cuda_error when the launch fails.
+void shard_loss_sum(const float* row_loss, const int* counts, float* sum_out, const launch_ctx& ctx);
+
+//! loss_history[*step] = *loss_sum / counts[0] (the all-reduced loss sum over the batch's real rows); nothing is
+//! written when *step is outside [0, history_len) or counts[0] is 0. One thread.
+//! \throws conveyor::cuda_error when the launch fails.
+void finish_loss(const float* loss_sum, const int* counts, const int* step, float* loss_history, int history_len,
+                 const launch_ctx& ctx);
 
 //! loss_history[*step] = mean of row_loss[0..rows), summed in a fixed order by one block; nothing is written
 //! when *step is outside [0, history_len).

@@ -61,8 +61,9 @@ activations::activations(int capacity) : capacity_(capacity) {
   row_loss = device_buffer<float>(rows);
 }
 
-mlp::mlp(const optimizer_config& opt, cudaStream_t s)
-    : opt_(opt), params_(layout.total), grads_(layout.total), moment1_(layout.total), moment2_(layout.total) {
+mlp::mlp(const optimizer_config& opt, cudaStream_t s, std::size_t gradient_tail)
+    : opt_(opt), params_(layout.total), grads_(layout.total + gradient_tail), moment1_(layout.total),
+      moment2_(layout.total) {
   if (!(opt.lr > 0.0F)) throw std::invalid_argument("mlp: learning rate must be > 0");
   if (!(opt.momentum >= 0.0F && opt.momentum < 1.0F)) throw std::invalid_argument("mlp: momentum must be in [0, 1)");
   if (!(opt.beta1 >= 0.0F && opt.beta1 < 1.0F) || !(opt.beta2 >= 0.0F && opt.beta2 < 1.0F))

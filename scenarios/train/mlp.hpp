@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <string_view>
 
 namespace conveyor::train {
@@ -58,10 +59,13 @@ private:
 //! make_parameter_layout() layout so that a single kernel updates everything.
 class mlp {
 public:
-  //! Allocates all buffers and zeroes them (parameters included; call load()).
+  //! Allocates all buffers on the current device and zeroes them (parameters included; call load()).
+  //! \param gradient_tail extra floats allocated after the gradients in the same buffer (gradient_buffer()), for
+  //!        values reduced together with them (data-parallel training puts its loss sum there, so that one
+  //!        all-reduce carries both); the optimizer never reads them
   //! \throws std::invalid_argument when a hyper-parameter is out of range (lr <= 0, momentum outside [0, 1),
   //!         beta outside [0, 1), eps < 0); conveyor::cuda_error when allocation fails.
-  mlp(const optimizer_config& opt, cudaStream_t s);
+  mlp(const optimizer_config& opt, cudaStream_t s, std::size_t gradient_tail = 0);
 
   //! Uploads `p` as the parameters and zeroes the gradients and the optimizer state; synchronises `s`.
   //! \throws std::invalid_argument when `p` has the wrong sizes; conveyor::cuda_error when a copy fails.
@@ -90,6 +94,13 @@ public:
   //! \param step device int: number of completed steps
   //! \throws conveyor::cuda_error when the launch fails.
   void update(const int* step, const launch_ctx& ctx);
+
+  //! The gradient buffer: layout.total gradients in the layout, then the gradient_tail floats. Device memory.
+  [[nodiscard]] float* gradient_buffer() noexcept { return grads_.data(); }
+  //! Floats in gradient_buffer(): layout.total + the gradient tail.
+  [[nodiscard]] std::size_t gradient_buffer_size() const noexcept { return grads_.size(); }
+  //! Device pointer to the first float of the gradient tail (gradient_buffer() + layout.total).
+  [[nodiscard]] float* gradient_tail() noexcept { return grads_.data() + layout.total; }
 
   //! Device pointer to weights[l] (out x in, row-major).
   [[nodiscard]] const float* weights(int l) const noexcept { return params_.data() + layout.weight_offset[l]; }

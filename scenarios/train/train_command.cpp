@@ -10,18 +10,33 @@
 
 #include "train/dataset.hpp"
 #include "train/trainer.hpp"
+#ifdef CONVEYOR_TRAIN_DATA_PARALLEL
+#include "train/data_parallel.hpp"
+
+#include <conveyor/nccl/communicator.hpp>
+#include <nccl.h>
+#endif
+#ifdef CONVEYOR_TRAIN_DISTRIBUTED
+#include <conveyor/nccl/mpi.hpp>
+#endif
 
 #include <conveyor/runtime/device.hpp>
 
+#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,7 +60,19 @@ struct cli_options {
   bool momentum_given = false; // --momentum on the command line (it applies to --optimizer sgd only)
   bool pdl = false;            // --pdl
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
+  int gpus = 1;                // --gpus: data-parallel over this many GPUs of this process
+  bool distributed = false;    // --distributed: data-parallel, one process per GPU (mpirun)
+  int nccl_timeout_ms = 60000; // --nccl-timeout-ms
+  int world_size = 0;          // --world-size: MPI processes expected with --distributed (0: any)
+  bool nccl_timeout_given = false;
 };
+
+//! Steps of the one-GPU reference a data-parallel run is compared with (fewer when the run is shorter).
+constexpr std::size_t reference_steps = 100;
+//! Largest relative loss difference allowed between N GPUs and one GPU over those steps.
+constexpr double reference_tolerance = 1e-5;
+//! Test accuracy the default 10-epoch run reaches on one GPU (docs/train.md), required of N GPUs too.
+constexpr double accuracy_target = 0.88;
 
 //! Progress on stderr: a bar redrawn in place on a terminal, otherwise one line per epoch.
 class progress_printer {
@@ -93,11 +120,11 @@ std::string mode_label(const train_result& r) {
   return r.programmatic ? fmt::format("{}+pdl", to_string(r.mode)) : std::string(to_string(r.mode));
 }
 
-void print_table(const std::vector<train_result>& results, const std::string& device) {
+void print_table(const std::vector<train_result>& results, const std::vector<std::string>& devices) {
   const train_result* sync = nullptr;
   for (const auto& r : results)
     if (r.mode == execution_mode::sync) sync = &r;
-  fmt::print("device: {}\n", device);
+  for (const auto& d : devices) fmt::print("{}\n", d);
   fmt::print("{:<9} | {:>16} | {:>9} | {:>15} | {:>13}\n", "mode", "ms/step (median)", "steps/s", "speedup vs sync",
              "test accuracy");
   fmt::print("{:-<9}-+-{:-<16}-+-{:-<9}-+-{:-<15}-+-{:-<13}\n", "", "", "", "", "");
@@ -108,8 +135,12 @@ void print_table(const std::vector<train_result>& results, const std::string& de
                r.steps_per_second, speedup, 100.0 * r.test_accuracy);
   }
   for (const auto& r : results) {
-    if (r.mode == execution_mode::graph)
+    if (r.mode == execution_mode::graph && r.devices.empty())
       fmt::print("{}: one captured step = {} nodes, {} edges\n", mode_label(r), r.graph_nodes, r.graph_edges);
+    else if (r.mode == execution_mode::graph)
+      fmt::print("{}: one captured step = {} nodes, {} edges on {} device(s) of this process, NCCL all-reduce "
+                 "inside; the same graph serves every batch, the partial last one included\n",
+                 mode_label(r), r.graph_nodes, r.graph_edges, r.local_replicas);
     if (r.programmatic) {
       fmt::print("{}: make_programmatic made {} edge(s) programmatic, left {} full ({} programmatic already); cuBLAS's "
                  "kernels cannot wait for a predecessor, so edges into them stay full:\n",
@@ -128,14 +159,17 @@ void print_table(const std::vector<train_result>& results, const std::string& de
   }
 }
 
-void run(const cli_options& o) {
-  const bool all = o.mode == "all";
+//! The modes --mode names, after every check of the options that needs neither data nor a GPU: combinations that
+//! would be ignored, output files, and with --gpus N that N devices are visible.
+//! \throws CLI::ValidationError naming the option.
+std::vector<execution_mode> check_cli(const cli_options& o) {
   std::vector<execution_mode> modes;
-  if (all)
+  if (o.mode == "all")
     modes.assign(all_execution_modes.begin(), all_execution_modes.end());
   else
     modes.push_back(parse_execution_mode(o.mode));
   const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
+  const bool data_parallel = o.gpus > 1 || o.distributed;
   if (!o.dot.empty() && !has_graph) throw CLI::ValidationError("--dot", "needs --mode graph or --mode all");
   if (o.pdl && !has_graph)
     throw CLI::ValidationError("--pdl", fmt::format("applies to graph mode (programmatic edges in the captured step); "
@@ -145,11 +179,43 @@ void run(const cli_options& o) {
     throw CLI::ValidationError("--momentum", fmt::format("applies to --optimizer sgd only; with --optimizer {} it "
                                                          "would be ignored",
                                                          o.optimizer));
+  const char* data_parallel_flag = o.distributed ? "--distributed" : "--gpus";
+  if (data_parallel && o.pdl)
+    throw CLI::ValidationError("--pdl", fmt::format("applies to the one-GPU run; with {} it would be ignored",
+                                                    data_parallel_flag));
+  if (data_parallel && (!o.profile.trace.empty() || o.profile.doctor))
+    throw CLI::ValidationError(o.profile.doctor ? "--doctor" : "--profile",
+                               fmt::format("applies to the one-GPU run; with {} it would be ignored",
+                                           data_parallel_flag));
+  if (o.world_size > 0 && !o.distributed)
+    throw CLI::ValidationError("--world-size", "applies to --distributed only");
+  if (o.nccl_timeout_given && !data_parallel)
+    throw CLI::ValidationError("--nccl-timeout-ms", "applies to --gpus N (N > 1) and --distributed only");
+#ifndef CONVEYOR_TRAIN_DATA_PARALLEL
+  if (data_parallel)
+    throw CLI::ValidationError(data_parallel_flag, "this build has no NCCL (conveyor::nccl was not built: nccl.h and "
+                                                   "libnccl were not found beside the CUDA toolkit or in NCCL_HOME)");
+#endif
+#ifndef CONVEYOR_TRAIN_DISTRIBUTED
+  if (o.distributed)
+    throw CLI::ValidationError("--distributed", "this build has no MPI (conveyor::nccl_mpi was not built); use "
+                                                "--gpus N for several GPUs in one process");
+#endif
   conveyor::scenarios::check_output_file("--dot", o.dot);
   conveyor::scenarios::check_profiling_options(o.profile, has_graph, "--mode graph or --mode all");
   conveyor::scenarios::check_distinct_outputs(
       {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
+  if (o.gpus > 1) {
+    try {
+      (void)conveyor::first_devices(o.gpus); // counts the devices; starts no GPU work
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--gpus", e.what());
+    }
+  }
+  return modes;
+}
 
+train_options make_options(const cli_options& o) {
   train_options options;
   options.epochs = o.epochs;
   options.batch = o.batch;
@@ -161,34 +227,261 @@ void run(const cli_options& o) {
   options.chunk_steps = o.chunk;
   options.on_progress = progress_printer{};
   options.programmatic = o.pdl;
+  return options;
+}
 
-  const dataset data = load_fashion_mnist(o.data); // file errors first: they need no GPU to report
-  check_options(options, data);                     // and every other input check
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
-  const std::size_t spe = steps_per_epoch(data.train_images.count, o.batch);
+void print_header(const cli_options& o, const train_options& options, std::size_t spe) {
   fmt::print("Fashion-MNIST MLP 784-256-128-10: {} lr {:g}{}, batch {}, {} epoch(s) x {} steps{}, seed {}\n",
              to_string(options.optimizer.kind), o.lr,
              options.optimizer.kind == optimizer_kind::sgd ? fmt::format(" momentum {:g}", o.momentum) : "",
              o.batch, o.epochs, spe, o.max_steps > 0 ? fmt::format(" (capped at {} steps)", o.max_steps) : "",
              o.seed);
   std::fflush(stdout);
+}
 
-  const auto profiling = conveyor::scenarios::make_profiling(o.profile, "train");
-  options.profiling = profiling.get();
-  std::vector<train_result> results;
-  for (const auto mode : modes) results.push_back(run_training(options, data, mode));
-  print_table(results, conveyor::describe_device(0));
-  for (const auto& r : results)
-    if (r.mode == execution_mode::graph) fmt::print("\n{}", r.graphed_report);
-  // After the table, so that a file system failing now does not lose the results; atomically, so that no half
-  // file is left.
+//! Writes the graph mode's captured step to --dot, after the table (so that a file system failing now does not lose
+//! the results), atomically (no half file is left).
+void write_dot(const cli_options& o, const std::vector<train_result>& results) {
   for (const auto& r : results) {
     if (r.mode != execution_mode::graph || o.dot.empty()) continue;
     std::fflush(stdout);
     conveyor::scenarios::write_file_atomically(o.dot, r.graph_dot);
     fmt::print(stderr, "wrote the captured step graph to {}\n", o.dot);
   }
+}
+
+void run_one_gpu(const cli_options& o, const std::vector<execution_mode>& modes) {
+  train_options options = make_options(o);
+  const dataset data = load_fashion_mnist(o.data); // file errors first: they need no GPU to report
+  check_options(options, data);                     // and every other input check
+  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
+  print_header(o, options, steps_per_epoch(data.train_images.count, o.batch));
+
+  const auto profiling = conveyor::scenarios::make_profiling(o.profile, "train");
+  options.profiling = profiling.get();
+  std::vector<train_result> results;
+  for (const auto mode : modes) results.push_back(run_training(options, data, mode));
+  print_table(results, {"device: " + conveyor::describe_device(0)});
+  for (const auto& r : results)
+    if (r.mode == execution_mode::graph) fmt::print("\n{}", r.graphed_report);
+  write_dot(o, results);
   if (profiling) profiling->finish();
+}
+
+#ifdef CONVEYOR_TRAIN_DATA_PARALLEL
+
+namespace nccl = conveyor::nccl;
+
+//! "2.28.3", from the NCCL library loaded (ncclGetVersion).
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  return v >= 10000 ? fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100)
+                    : fmt::format("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100);
+}
+
+//! "global batch 128 = 64 + 64 rows".
+std::string split_text(int batch, int world_size) {
+  std::string parts;
+  for (int k = 0; k < world_size; ++k) {
+    if (world_size > 8 && k == 4) {
+      parts += " + ...";
+      k = world_size - 2;
+      continue;
+    }
+    parts += fmt::format("{}{}", k == 0 ? "" : " + ", shard_of(batch, k, world_size).rows);
+  }
+  return fmt::format("global batch {} = {} rows", batch, parts);
+}
+
+//! The one-GPU run (run_training, stream mode: the modes are bitwise identical there) of the first
+//! min(reference_steps, steps) steps with the same global batch, on the current device.
+train_result run_reference(const train_options& options, const dataset& data, std::size_t steps) {
+  train_options ref = options;
+  ref.max_steps = std::min(reference_steps, steps);
+  ref.on_progress = nullptr;
+  return run_training(ref, data, execution_mode::stream);
+}
+
+//! Byte-wise equality of two float vectors (so that -0 against +0 or NaN payloads count as differences).
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+//! Prints the checks of a data-parallel run (after the table) and returns whether all passed: the modes bitwise
+//! equal (losses and parameters), the replicas identical (`ranks_identical`: across processes, when known), the
+//! losses within reference_tolerance of the one-GPU run (`reference`, when run), the accuracy target for the
+//! default 10-epoch run.
+bool report_data_parallel(const cli_options& o, const std::vector<train_result>& results,
+                          const train_result* reference, std::optional<bool> ranks_identical) {
+  bool ok = true;
+  const train_result& first = results.front();
+  const int n = first.world_size;
+  for (std::size_t i = 1; i < results.size(); ++i) {
+    const bool same = bitwise_equal(first.losses, results[i].losses) &&
+                      first.parameters_hash == results[i].parameters_hash;
+    if (!same) {
+      ok = false;
+      fmt::print("check: {} vs {} on {} GPUs: NOT bitwise identical (losses or final parameters): FAIL\n",
+                 mode_label(first), mode_label(results[i]), n);
+    }
+  }
+  if (results.size() > 1 && ok)
+    fmt::print("check: the {} modes give bitwise identical losses and final parameters on {} GPUs: pass\n",
+               results.size(), n);
+  bool replicas = true;
+  for (const auto& r : results) replicas = replicas && r.replicas_identical;
+  if (ranks_identical) replicas = replicas && *ranks_identical;
+  fmt::print("check: parameters and losses bitwise identical on all {} GPUs after every mode{}: {}\n", n,
+             ranks_identical ? " (hashes compared across the ranks)" : "", replicas ? "pass" : "FAIL");
+  ok = ok && replicas;
+  if (reference != nullptr) {
+    double worst = 0.0;
+    std::size_t at = 0;
+    const train_result* worst_run = &first;
+    for (const auto& r : results) {
+      const std::size_t k = std::min(reference->losses.size(), r.losses.size());
+      const std::vector<float> head(r.losses.begin(), r.losses.begin() + static_cast<std::ptrdiff_t>(k));
+      const auto [d, where] = max_relative_difference(reference->losses, head);
+      if (d > worst || std::isnan(d)) {
+        worst = d;
+        at = where;
+        worst_run = &r;
+      }
+    }
+    const bool pass = worst <= reference_tolerance;
+    fmt::print("check: losses on {} GPUs vs 1 GPU (same global batch {}, first {} steps): max relative difference "
+               "{:.3g}{} (limit {:g}): {}\n",
+               n, o.batch, reference->losses.size(), worst,
+               worst > 0.0 ? fmt::format(" at step {} ({})", at, mode_label(*worst_run)) : std::string(" (bitwise)"),
+               reference_tolerance, pass ? "pass" : "FAIL");
+    ok = ok && pass;
+  }
+  if (o.epochs >= 10 && o.max_steps == 0 && o.batch == 128 && o.optimizer == "adam" && o.lr == 1e-3) {
+    double lowest = 1.0;
+    for (const auto& r : results) lowest = std::min(lowest, r.test_accuracy);
+    const bool pass = lowest >= accuracy_target;
+    fmt::print("check: test accuracy after {} epochs on {} GPUs at least {:.0f}%: lowest {:.2f}%: {}\n", o.epochs, n,
+               100.0 * accuracy_target, 100.0 * lowest, pass ? "pass" : "FAIL");
+    ok = ok && pass;
+  }
+  fmt::print("data-parallel checks: {}\n", ok ? "pass" : "FAIL");
+  return ok;
+}
+
+//! --gpus N (N > 1): one process, N devices, one NCCL communicator per device (communicator::init_all).
+void run_multi_gpu(const cli_options& o, const std::vector<execution_mode>& modes) {
+  const std::vector<int> devices = conveyor::first_devices(o.gpus);
+  const train_options options = make_options(o);
+  const dataset data = load_fashion_mnist(o.data);
+  check_data_parallel_options(options, data, o.gpus);
+  print_header(o, options, steps_per_epoch(data.train_images.count, o.batch));
+  fmt::print("data-parallel on {} GPUs in one process (NCCL {}, timeout {} ms): {}\n", o.gpus, nccl_version(),
+             o.nccl_timeout_ms, split_text(o.batch, o.gpus));
+  std::fflush(stdout);
+
+  std::vector<train_result> results;
+  std::optional<train_result> reference;
+  {
+    const std::vector<nccl::communicator> comms = nccl::communicator::init_all(
+        devices, nccl::comm_options{std::chrono::milliseconds(o.nccl_timeout_ms)});
+    for (const auto mode : modes) results.push_back(run_data_parallel(options, data, mode, comms));
+  } // the communicators are finalised before the reference runs
+  {
+    const conveyor::device_guard on(devices.front());
+    reference = run_reference(options, data, results.front().steps);
+  }
+  std::vector<std::string> lines;
+  for (const int d : devices) lines.push_back(fmt::format("device {}: {}", d, conveyor::describe_device(d)));
+  print_table(results, lines);
+  const bool ok = report_data_parallel(o, results, &*reference, std::nullopt);
+  write_dot(o, results);
+  if (!ok) throw std::runtime_error("data-parallel checks failed (see above)");
+}
+
+#endif // CONVEYOR_TRAIN_DATA_PARALLEL
+
+#ifdef CONVEYOR_TRAIN_DISTRIBUTED
+
+//! --distributed: one process per GPU under mpirun (device = the rank among the processes of its host), one NCCL
+//! communicator over all of them (init_with_mpi). Every rank validates the same options and data before MPI starts
+//! and the same world-size rules after, so those refusals happen on every rank alike. Past the communicator's
+//! creation an error on one rank is printed with its rank and device and ends the whole job (MPI_Abort): the other
+//! ranks may be waiting in a collective for it. Only rank 0 prints; every rank takes part in the checks (the
+//! parameters' hashes are compared across ranks) and exits with the same status.
+void run_distributed(const cli_options& o, const std::vector<execution_mode>& modes) {
+  train_options options = make_options(o);
+  const dataset data = load_fashion_mnist(o.data);
+  check_options(options, data);
+  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
+  const nccl::mpi_session mpi;
+  const int rank = mpi.rank();
+  const int world = mpi.size();
+  const bool lead = rank == 0;
+  if (o.world_size > 0) nccl::check_world_size(MPI_COMM_WORLD, o.world_size);
+  check_data_parallel_options(options, data, world);
+  if (!lead) options.on_progress = nullptr;
+  const int device = mpi.local_rank();
+  // The rank's device current before anything touches CUDA, so that no rank makes a context on another's device. A
+  // rank without a device is left alone here: init_with_mpi refuses it on every rank alike (an error on this rank
+  // only would leave the others waiting in init_with_mpi's MPI calls).
+  if (device < conveyor::device_count()) CONVEYOR_CHECK(cudaSetDevice(device));
+  // Refuses, on every rank alike, a local rank without a device and two ranks on one device.
+  const nccl::communicator comm =
+      nccl::init_with_mpi(MPI_COMM_WORLD, device, nccl::comm_options{std::chrono::milliseconds(o.nccl_timeout_ms)});
+  bool ok = true;
+  try {
+    if (lead) {
+      print_header(o, options, steps_per_epoch(data.train_images.count, o.batch));
+      fmt::print("data-parallel over {} MPI ranks, one GPU each (NCCL {}, timeout {} ms): {}\n", world,
+                 nccl_version(), o.nccl_timeout_ms, split_text(o.batch, world));
+      std::fflush(stdout);
+    }
+    std::vector<train_result> results;
+    for (const auto mode : modes) results.push_back(run_data_parallel(options, data, mode, std::span(&comm, 1)));
+    std::optional<train_result> reference;
+    if (lead && world > 1) reference = run_reference(options, data, results.front().steps);
+    // Every rank's final parameters against every other's: the smallest and largest hash of each mode.
+    std::vector<std::uint64_t> low, high;
+    for (const auto& r : results) low.push_back(r.parameters_hash);
+    high = low;
+    const int count = static_cast<int>(low.size());
+    if (MPI_Allreduce(MPI_IN_PLACE, low.data(), count, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS ||
+        MPI_Allreduce(MPI_IN_PLACE, high.data(), count, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+      throw std::runtime_error("MPI_Allreduce of the parameters' hashes failed");
+    if (lead) {
+      print_table(results,
+                  {fmt::format("rank 0 of {}: device {}: {}", world, device, conveyor::describe_device(device))});
+      ok = report_data_parallel(o, results, reference ? &*reference : nullptr, low == high);
+      write_dot(o, results);
+    }
+    int ok_flag = ok ? 1 : 0;
+    if (MPI_Bcast(&ok_flag, 1, MPI_INT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      throw std::runtime_error("MPI_Bcast of the checks' result failed");
+    ok = ok_flag != 0;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "conveyor: error: rank {} of {} (device {}): {}\n", rank, world, device, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1); // the other ranks may be waiting for this one: end them all
+    std::abort();
+  }
+  if (!ok)
+    throw std::runtime_error(lead ? "data-parallel checks failed (see above)"
+                                  : fmt::format("rank {}: data-parallel checks failed (see rank 0's output)", rank));
+}
+
+#endif // CONVEYOR_TRAIN_DISTRIBUTED
+
+void run(const cli_options& o) {
+  const std::vector<execution_mode> modes = check_cli(o);
+#ifdef CONVEYOR_TRAIN_DISTRIBUTED
+  if (o.distributed) return run_distributed(o, modes);
+#endif
+#ifdef CONVEYOR_TRAIN_DATA_PARALLEL
+  if (o.gpus > 1) return run_multi_gpu(o, modes);
+#endif
+  run_one_gpu(o, modes);
 }
 
 } // namespace
@@ -237,8 +530,30 @@ void register_train_command(CLI::App& app) {
       ->capture_default_str();
   conveyor::scenarios::add_profiling_options(*sub, opts->profile, "one training step (one graph launch in graph mode)",
                                              "--mode graph or --mode all");
+  CLI::Option* gpus =
+      sub->add_option("--gpus", opts->gpus,
+                      "Data-parallel training over this many GPUs of this process (devices 0..N-1, NCCL); the global "
+                      "batch (--batch) is split across them. With N > 1 the run is also compared with one GPU")
+          ->check(integer_in(1, 1024))
+          ->capture_default_str();
+  CLI::Option* distributed =
+      sub->add_flag("--distributed", opts->distributed,
+                    "Data-parallel training with one process per GPU: start with `mpirun -np N conveyor train "
+                    "--distributed`; each process uses the GPU of its rank on its host; only rank 0 prints");
+  gpus->excludes(distributed);
+  sub->add_option("--world-size", opts->world_size,
+                  "With --distributed: the number of MPI processes expected (refused on every rank when the job has "
+                  "another; guards against processes started without mpirun, each alone)")
+      ->check(integer_in(1, 1024));
+  sub->add_option("--nccl-timeout-ms", opts->nccl_timeout_ms,
+                  "With --gpus N > 1 or --distributed: longest wait for NCCL (initialisation, a step's collectives); "
+                  "past it the communicators are aborted and the run ends in an error naming the rank and device "
+                  "instead of hanging")
+      ->check(integer_in(100, 3600000))
+      ->capture_default_str();
   sub->callback([opts, sub] {
     opts->momentum_given = sub->count("--momentum") > 0;
+    opts->nccl_timeout_given = sub->count("--nccl-timeout-ms") > 0;
     run(*opts);
   });
 }

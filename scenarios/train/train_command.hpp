@@ -10,9 +10,15 @@
 //! --optimizer adam|sgd (adam), --momentum (0.9), --seed (42), --data DIR (/usr/share/datasets/fashion-mnist),
 //! --dot FILE (the captured step as Graphviz DOT), --max-steps N (cap on steps), --chunk N (steps per timed
 //! chunk, 50), --profile FILE.json / --profile-steps N (50) / --doctor (scenarios/common/profiling.hpp; a step is
-//! one training step). Arguments are validated by CLI11 (a CLI::ParseError on bad input).
+//! one training step), --gpus N (1; N > 1: data-parallel over devices 0..N-1 of this process), --distributed (one
+//! process per GPU under mpirun; only rank 0 prints), --world-size N (with --distributed: the processes expected),
+//! --nccl-timeout-ms (60000: the longest NCCL wait before the run ends in an error naming the rank and device).
+//! With N > 1 GPUs it also runs one GPU for 100 steps and prints the data-parallel checks (modes bitwise, replicas
+//! identical, losses within 1e-5 of one GPU, the accuracy target of the default run), failing when one fails.
+//! Arguments are validated by CLI11 (a CLI::ParseError on bad input).
 //! When the subcommand runs it throws CLI::ValidationError for inconsistent options (--dot or --doctor without graph
-//! mode),
-//! conveyor::train::idx_error for unreadable data, std::runtime_error when no CUDA device is present or the DOT
-//! file cannot be written, and conveyor::cuda_error / cublas_error when a CUDA call fails.
+//! mode; --gpus N with fewer than N devices visible; options that apply to one GPU only with several),
+//! conveyor::train::idx_error for unreadable data, std::runtime_error when no CUDA device is present, the DOT
+//! file cannot be written or a data-parallel check fails, conveyor::nccl::nccl_error when NCCL fails or times out,
+//! and conveyor::cuda_error / cublas_error when a CUDA call fails.
 void register_train_command(CLI::App& app);

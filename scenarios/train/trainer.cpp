@@ -6,6 +6,7 @@
 #include "train/cublas.hpp"
 #include "common/device_buffer.hpp"
 #include "common/profiling.hpp"
+#include "train/device_data.hpp"
 #include "train/kernels.hpp"
 
 #include <conveyor/assembly/graphed.hpp>
@@ -27,6 +28,12 @@
 #include <stdexcept>
 
 namespace conveyor::train {
+
+using detail::device_split;
+using detail::evaluate;
+using detail::median;
+using detail::read_loss;
+using detail::upload_split;
 
 std::size_t steps_per_epoch(std::size_t train_count, int batch) {
   if (batch < 1) throw std::invalid_argument("batch size must be at least 1");
@@ -57,43 +64,6 @@ std::vector<int> epoch_permutation(std::uint64_t seed, int epoch, std::size_t n)
   }
   return perm;
 }
-
-namespace {
-
-//! One split on the device: images as floats in [0, 1] (count x 784), labels as int.
-struct device_split {
-  device_buffer<float> x;
-  device_buffer<int> y;
-  int count = 0;
-};
-
-device_split upload_split(const idx_images& images, const idx_labels& labels, cudaStream_t s) {
-  device_split d;
-  d.count = static_cast<int>(images.count);
-  {
-    device_buffer<std::uint8_t> bytes(images.pixels.size());
-    bytes.upload(images.pixels, s);
-    d.x = device_buffer<float>(images.pixels.size());
-    kernels::bytes_to_unit_float(bytes.data(), d.x.data(), images.pixels.size(), launch_ctx{s, false});
-    CONVEYOR_CHECK(cudaStreamSynchronize(s)); // before `bytes` is freed
-  }
-  const std::vector<int> y(labels.values.begin(), labels.values.end());
-  d.y = device_buffer<int>(y.size());
-  d.y.upload(y, s);
-  return d;
-}
-
-device_split upload_split(std::span<const float> x, std::span<const int> labels, cudaStream_t s) {
-  device_split d;
-  d.count = static_cast<int>(labels.size());
-  d.x = device_buffer<float>(x.size());
-  d.x.upload(x, s);
-  d.y = device_buffer<int>(labels.size());
-  d.y.upload(labels, s);
-  return d;
-}
-
-} // namespace
 
 void check_options(const train_options& o, const dataset& data) {
   validate(data);
@@ -171,39 +141,6 @@ public:
   device_buffer<int> counters;       // [0] batch within the epoch, [1] global step
   device_buffer<float> loss_history; // one loss per step
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-//! Classifies every test image with the parameters currently in `model`; eager, on `s`.
-double evaluate(const mlp& model, cublas_handle& blas, const device_split& test, const idx_labels& labels,
-                cudaStream_t s) {
-  constexpr int eval_rows = 10000;
-  const int capacity = std::min(test.count, eval_rows);
-  activations act(capacity);
-  device_buffer<int> predictions(static_cast<std::size_t>(test.count));
-  const launch_ctx ctx{s, false};
-  for (int start = 0; start < test.count; start += capacity) {
-    const int rows = std::min(capacity, test.count - start);
-    model.forward(blas, test.x.data() + static_cast<std::size_t>(start) * input_features, rows, act, ctx);
-    kernels::argmax_rows(act.logits.data(), rows, num_classes, predictions.data() + start, ctx);
-  }
-  const std::vector<int> predicted = predictions.download(predictions.size(), s);
-  std::size_t correct = 0;
-  for (std::size_t i = 0; i < predicted.size(); ++i) correct += predicted[i] == labels.values[i] ? 1 : 0;
-  return static_cast<double>(correct) / static_cast<double>(predicted.size());
-}
-
-float read_loss(const device_buffer<float>& history, std::size_t index, cudaStream_t s) {
-  float loss = 0.0F;
-  CONVEYOR_CHECK(cudaMemcpyAsync(&loss, history.data() + index, sizeof(float), cudaMemcpyDeviceToHost, s));
-  CONVEYOR_CHECK(cudaStreamSynchronize(s));
-  return loss;
-}
 
 } // namespace
 

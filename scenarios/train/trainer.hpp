@@ -100,6 +100,13 @@ struct train_result {
   std::size_t programmatic_left = 0;          //!< edges into kernel nodes it left full (into cuBLAS, ...)
   std::size_t programmatic_edges_before = 0;  //!< edges that were programmatic already (cuBLAS's own, if any)
   std::vector<std::string> programmatic_lines; //!< its report, one line per edge (programmatic_report::lines)
+  // Data-parallel training (data_parallel.hpp); run_training leaves the defaults.
+  int world_size = 1;              //!< GPUs the global batch was split over (ranks of the communicator)
+  int local_replicas = 1;          //!< replicas this process drove (N with --gpus N, 1 per process with MPI)
+  std::vector<int> devices;        //!< their CUDA device ordinals, replica 0 first (empty for run_training)
+  bool replicas_identical = true;  //!< every local replica ended with bitwise replica 0's parameters and losses
+  std::uint64_t parameters_hash = 0; //!< parameters_hash(final_parameters), to compare across processes (0 for
+                                     //!< run_training)
 };
 
 //! Number of full batches in `train_count` samples: train_count / batch.

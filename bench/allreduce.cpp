@@ -1,0 +1,429 @@
+//! \file allreduce.cpp
+//! `conveyor allreduce`: NCCL all-reduce (float sum), eager calls against the same calls captured into one graph,
+//! on every visible GPU in one process or one process per GPU under mpirun (--distributed).
+
+#include "bench/allreduce.hpp"
+
+#include "common/file_output.hpp"
+#include "common/output_paths.hpp"
+
+#include <conveyor/error.hpp>
+#include <conveyor/runtime/device.hpp>
+#include <conveyor/runtime/event.hpp>
+#include <conveyor/runtime/stream.hpp>
+
+#if CONVEYOR_ALLREDUCE_NCCL
+#include <conveyor/define/capture.hpp>
+#include <conveyor/execute/graph_exec.hpp>
+#include <conveyor/nccl.hpp>
+#if CONVEYOR_ALLREDUCE_MPI
+#include <conveyor/nccl/mpi.hpp>
+#endif
+#endif
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct allreduce_options {
+  std::size_t min_bytes = 4;
+  std::size_t max_bytes = std::size_t{64} << 20;
+  std::size_t factor = 4;
+  int gpus = 0; // 0: every visible GPU
+  int calls_per_graph = 20;
+  int trials = 5;
+  long long timeout_ms = 60000;
+  bool distributed = false;
+  bool blocking_baseline = true;
+  std::string json;
+};
+
+//! One size's measurements, microseconds per all-reduce (medians over the trials); negative: not measured.
+struct size_row {
+  std::size_t bytes = 0;
+  double eager_us = -1;
+  double blocking_us = -1;
+  double graph_us = -1;
+  bool correct = true;
+};
+
+void check_options(const allreduce_options& o) {
+  if (o.min_bytes < 4 || o.min_bytes % 4 != 0)
+    throw std::invalid_argument(fmt::format("--min-bytes: must be a multiple of 4 (a float) of at least 4, got {}",
+                                            o.min_bytes));
+  if (o.max_bytes < o.min_bytes || o.max_bytes > (std::size_t{1} << 30))
+    throw std::invalid_argument(fmt::format("--max-bytes: must be in [--min-bytes = {}, 1073741824 (1 GiB)], got {}",
+                                            o.min_bytes, o.max_bytes));
+  if (!o.json.empty()) conveyor::scenarios::check_output_file("--json", o.json);
+#if !CONVEYOR_ALLREDUCE_NCCL
+  throw std::runtime_error("conveyor allreduce: this build has no NCCL (conveyor::nccl was not built: nccl.h or "
+                           "libnccl not found at configure time)");
+#endif
+#if !CONVEYOR_ALLREDUCE_MPI
+  if (o.distributed)
+    throw std::runtime_error("--distributed: this build has no MPI (conveyor::nccl_mpi was not built: MPI not found "
+                             "at configure time)");
+#endif
+}
+
+std::vector<std::size_t> sizes_of(const allreduce_options& o) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t b = o.min_bytes; b <= o.max_bytes; b *= o.factor) {
+    sizes.push_back(b);
+    if (b > o.max_bytes / o.factor) break;
+  }
+  return sizes;
+}
+
+std::string human_bytes(std::size_t b) {
+  if (b >= (std::size_t{1} << 20) && b % (std::size_t{1} << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? -1 : v[v.size() / 2];
+}
+
+#if CONVEYOR_ALLREDUCE_NCCL
+
+namespace nccl = conveyor::nccl;
+
+[[noreturn]] void throw_raw(ncclResult_t r, const char* call) {
+  throw std::runtime_error(fmt::format("conveyor allreduce: {} failed: {} ({})", call, nccl::result_name(r),
+                                       ncclGetErrorString(r)));
+}
+
+//! The ranks this process drives: one (distributed) or every local GPU, with their streams and buffers, Conveyor's
+//! nonblocking communicators and, for the baseline, plain blocking NCCL communicators.
+struct local_ranks {
+  std::vector<int> devices;
+  int world = 1;     // ranks in all processes
+  int first_rank = 0;
+  bool distributed = false;
+  std::vector<nccl::communicator> comms;
+  std::vector<conveyor::stream> streams;
+  std::vector<const conveyor::stream*> ptrs;
+  std::vector<ncclComm_t> raw;
+  std::vector<float*> send;
+  std::vector<float*> recv;
+  std::size_t capacity = 0; // floats per buffer
+
+  local_ranks() = default;
+  local_ranks(const local_ranks&) = delete;
+  local_ranks& operator=(const local_ranks&) = delete;
+  ~local_ranks() {
+    for (ncclComm_t c : raw)
+      if (c != nullptr) (void)ncclCommDestroy(c);
+    for (float* p : send) (void)cudaFree(p);
+    for (float* p : recv) (void)cudaFree(p);
+  }
+  [[nodiscard]] int n() const { return static_cast<int>(devices.size()); }
+
+  void allocate(std::size_t floats) {
+    capacity = floats;
+    const std::vector<float> ones(floats, 1.0f);
+    for (const int d : devices) {
+      const conveyor::device_guard on(d);
+      float* s = nullptr;
+      float* r = nullptr;
+      CONVEYOR_CHECK(cudaMalloc(&s, floats * sizeof(float)));
+      send.push_back(s);
+      CONVEYOR_CHECK(cudaMalloc(&r, floats * sizeof(float)));
+      recv.push_back(r);
+      CONVEYOR_CHECK(cudaMemcpy(s, ones.data(), floats * sizeof(float), cudaMemcpyHostToDevice));
+      streams.emplace_back();
+    }
+    for (const auto& s : streams) ptrs.push_back(&s);
+  }
+
+  //! One all-reduce of `count` floats on every local rank (a group when there are several).
+  void enqueue(std::size_t count) const {
+    nccl::group g;
+    for (std::size_t i = 0; i < comms.size(); ++i)
+      nccl::all_reduce(comms[i], send[i], recv[i], count, nccl::reduce_op::sum, streams[i]);
+    g.end();
+  }
+  void enqueue_raw(std::size_t count) const {
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) throw_raw(r, "ncclGroupStart");
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+      r = ncclAllReduce(send[i], recv[i], count, ncclFloat32, ncclSum, raw[i], streams[i].get());
+      if (r != ncclSuccess) throw_raw(r, "ncclAllReduce");
+    }
+    r = ncclGroupEnd();
+    if (r != ncclSuccess) throw_raw(r, "ncclGroupEnd");
+  }
+  void synchronize() const { nccl::synchronize(comms, ptrs); }
+  void barrier() const {
+#if CONVEYOR_ALLREDUCE_MPI
+    if (distributed) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+  }
+  //! Zeroes every recv buffer (so that a check sees this mode's results).
+  void clear(std::size_t count) const {
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      const conveyor::device_guard on(devices[i]);
+      CONVEYOR_CHECK(cudaMemsetAsync(recv[i], 0, count * sizeof(float), streams[i].get()));
+    }
+    synchronize();
+  }
+  //! Every element of every recv buffer equals the number of ranks (the inputs are 1.0).
+  [[nodiscard]] bool correct(std::size_t count) const {
+    std::vector<float> host(count);
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      CONVEYOR_CHECK(cudaMemcpy(host.data(), recv[i], count * sizeof(float), cudaMemcpyDeviceToHost));
+      for (const float x : host)
+        if (x != static_cast<float>(world)) return false;
+    }
+    return true;
+  }
+};
+
+//! Microseconds per call of `calls` calls of `enqueue` (timed with events on the first local stream), after the
+//! others are ready.
+template <class Enqueue>
+double time_calls(const local_ranks& r, int calls, const conveyor::event& start, const conveyor::event& stop,
+                  Enqueue&& enqueue) {
+  r.barrier();
+  start.record(r.streams[0]);
+  for (int i = 0; i < calls; ++i) enqueue();
+  stop.record(r.streams[0]);
+  r.synchronize();
+  return 1000.0 * static_cast<double>(conveyor::event::elapsed_ms(start, stop)) / calls;
+}
+
+void measure(local_ranks& r, const allreduce_options& o, std::vector<size_row>& rows) {
+  const conveyor::device_guard on(r.devices[0]);
+  const conveyor::event start;
+  const conveyor::event stop;
+  for (size_row& row : rows) {
+    const std::size_t count = row.bytes / sizeof(float);
+    const int calls = row.bytes <= (std::size_t{1} << 20) ? 200 : row.bytes <= (std::size_t{16} << 20) ? 50 : 20;
+    // Eager, Conveyor's nonblocking communicators.
+    r.clear(count);
+    for (int i = 0; i < 5; ++i) r.enqueue(count); // warm-up (the first call of a size sets up NCCL's plans)
+    r.synchronize();
+    std::vector<double> t;
+    for (int k = 0; k < o.trials; ++k) t.push_back(time_calls(r, calls, start, stop, [&] { r.enqueue(count); }));
+    row.eager_us = median(t);
+    row.correct = row.correct && r.correct(count);
+    // Eager, plain blocking NCCL communicators.
+    if (!r.raw.empty()) {
+      r.clear(count);
+      for (int i = 0; i < 5; ++i) r.enqueue_raw(count);
+      r.synchronize();
+      t.clear();
+      for (int k = 0; k < o.trials; ++k)
+        t.push_back(time_calls(r, calls, start, stop, [&] { r.enqueue_raw(count); }));
+      row.blocking_us = median(t);
+      row.correct = row.correct && r.correct(count);
+    }
+    // Captured: calls_per_graph all-reduces in one graph (every local device's stream forked into the capture of
+    // the first), replayed; every rank agrees first that it captures this size.
+    r.clear(count);
+    nccl::agree_on_capture(r.comms, r.ptrs, 0xa11ULL + row.bytes);
+    {
+      const conveyor::stream& origin = r.streams[0];
+      const conveyor::graph g = conveyor::capture(origin, [&] {
+        for (std::size_t i = 1; i < r.streams.size(); ++i) conveyor::fork(origin, r.streams[i]);
+        for (int c = 0; c < o.calls_per_graph; ++c) r.enqueue(count);
+        for (std::size_t i = 1; i < r.streams.size(); ++i) conveyor::join(origin, r.streams[i]);
+      });
+      const conveyor::graph_exec exec = conveyor::instantiate(g);
+      for (int i = 0; i < 2; ++i) exec.launch(origin); // warm-up (and upload)
+      r.synchronize();
+      const int replays = std::max(2, calls / o.calls_per_graph);
+      t.clear();
+      for (int k = 0; k < o.trials; ++k)
+        t.push_back(time_calls(r, replays, start, stop, [&] { exec.launch(origin); }) / o.calls_per_graph);
+      row.graph_us = median(t);
+    } // graphs before communicators
+    row.correct = row.correct && r.correct(count);
+    if (r.first_rank == 0) std::fprintf(stderr, "  %s done\n", human_bytes(row.bytes).c_str());
+  }
+}
+
+double bus_factor(int world) { return world > 1 ? 2.0 * (world - 1) / world : 0.0; }
+
+std::string table(const std::vector<size_row>& rows, int world, const std::string& title) {
+  auto us = [](double v) { return v < 0 ? std::string("-") : fmt::format("{:.2f}", v); };
+  auto gbs = [](std::size_t bytes, double us_per_call, double factor) {
+    if (us_per_call <= 0) return std::string("-");
+    return fmt::format("{:.2f}", factor * static_cast<double>(bytes) / (us_per_call * 1e3));
+  };
+  const double bf = bus_factor(world);
+  std::string out = title + "\n";
+  out += fmt::format("| {:>9} | {:>9} | {:>11} | {:>9} | {:>8} | {:>12} | {:>12} | {:>12} | {:>12} | {:>5} |\n",
+                     "size", "eager us", "blocking us", "graph us", "speed-up", "algbw eager", "algbw graph",
+                     "busbw eager", "busbw graph", "check");
+  out += fmt::format("|{:-<11}|{:-<11}|{:-<13}|{:-<11}|{:-<10}|{:-<14}|{:-<14}|{:-<14}|{:-<14}|{:-<7}|\n", "", "", "",
+                     "", "", "", "", "", "", "");
+  for (const size_row& r : rows) {
+    const std::string speedup = r.eager_us > 0 && r.graph_us > 0 ? fmt::format("{:.2f}x", r.eager_us / r.graph_us)
+                                                                 : std::string("-");
+    out += fmt::format("| {:>9} | {:>9} | {:>11} | {:>9} | {:>8} | {:>12} | {:>12} | {:>12} | {:>12} | {:>5} |\n",
+                       human_bytes(r.bytes), us(r.eager_us), us(r.blocking_us), us(r.graph_us), speedup,
+                       gbs(r.bytes, r.eager_us, 1.0), gbs(r.bytes, r.graph_us, 1.0),
+                       world > 1 ? gbs(r.bytes, r.eager_us, bf) : "n/a", world > 1 ? gbs(r.bytes, r.graph_us, bf) : "n/a",
+                       r.correct ? "ok" : "WRONG");
+  }
+  out += "us: microseconds per all-reduce (median of the trials); eager: Conveyor's nonblocking communicators, calls "
+         "enqueued back to back; blocking: plain NCCL blocking communicators (ncclCommInitAll / ncclCommInitRank), "
+         "the same calls; graph: the calls captured into one graph, replayed. algbw = bytes / time, busbw = algbw * "
+         "2(n-1)/n (NCCL's PERFORMANCE.md), GB/s. check: every element equals the number of ranks.\n";
+  return out;
+}
+
+nlohmann::json to_json(const std::vector<size_row>& rows, int world, const allreduce_options& o,
+                       const std::vector<std::string>& gpus, int nccl_version) {
+  nlohmann::json j;
+  j["schema"] = "conveyor-allreduce/1";
+  j["ranks"] = world;
+  j["mode"] = o.distributed ? "distributed" : "one process";
+  j["gpus"] = gpus;
+  j["nccl_version"] = nccl_version;
+  j["calls_per_graph"] = o.calls_per_graph;
+  j["trials"] = o.trials;
+  const double bf = bus_factor(world);
+  for (const size_row& r : rows) {
+    nlohmann::json row;
+    row["bytes"] = r.bytes;
+    row["eager_us"] = r.eager_us;
+    row["blocking_us"] = r.blocking_us >= 0 ? nlohmann::json(r.blocking_us) : nlohmann::json(nullptr);
+    row["graph_us"] = r.graph_us;
+    row["algbw_eager_gbs"] = static_cast<double>(r.bytes) / (r.eager_us * 1e3);
+    row["algbw_graph_gbs"] = static_cast<double>(r.bytes) / (r.graph_us * 1e3);
+    row["busbw_eager_gbs"] = bf * static_cast<double>(r.bytes) / (r.eager_us * 1e3);
+    row["busbw_graph_gbs"] = bf * static_cast<double>(r.bytes) / (r.graph_us * 1e3);
+    row["correct"] = r.correct;
+    j["rows"].push_back(row);
+  }
+  return j;
+}
+
+void run(const allreduce_options& o) {
+  std::vector<size_row> rows;
+  for (const std::size_t b : sizes_of(o)) rows.push_back(size_row{b});
+  nccl::comm_options comm_options;
+  comm_options.timeout = std::chrono::milliseconds(o.timeout_ms);
+  local_ranks r;
+  bool print = true;
+#if CONVEYOR_ALLREDUCE_MPI
+  std::optional<nccl::mpi_session> mpi;
+#endif
+  if (o.distributed) {
+#if CONVEYOR_ALLREDUCE_MPI
+    mpi.emplace();
+    if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: conveyor allreduce needs a GPU");
+    r.distributed = true;
+    r.world = mpi->size();
+    r.first_rank = mpi->rank();
+    r.devices = {mpi->local_rank()};
+    print = mpi->rank() == 0;
+    {
+      const conveyor::device_guard on(r.devices[0]);
+      r.comms.push_back(nccl::init_with_mpi(MPI_COMM_WORLD, r.devices[0], comm_options));
+    }
+    if (o.blocking_baseline) {
+      nccl::unique_id id;
+      if (mpi->rank() == 0) id = nccl::unique_id::create();
+      MPI_Bcast(&id.id, sizeof id.id, MPI_BYTE, 0, MPI_COMM_WORLD);
+      const conveyor::device_guard on(r.devices[0]);
+      ncclComm_t c = nullptr;
+      const ncclResult_t rc = ncclCommInitRank(&c, r.world, id.id, mpi->rank());
+      if (rc != ncclSuccess) throw_raw(rc, "ncclCommInitRank");
+      r.raw.push_back(c);
+    }
+#endif
+  } else {
+    if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: conveyor allreduce needs a GPU");
+    r.devices = o.gpus > 0 ? conveyor::first_devices(o.gpus) : conveyor::first_devices(conveyor::device_count());
+    r.world = r.n();
+    r.comms = nccl::communicator::init_all(r.devices, comm_options);
+    if (o.blocking_baseline) {
+      r.raw.assign(r.devices.size(), nullptr);
+      const ncclResult_t rc = ncclCommInitAll(r.raw.data(), r.n(), r.devices.data());
+      if (rc != ncclSuccess) throw_raw(rc, "ncclCommInitAll");
+    }
+  }
+  r.allocate(rows.back().bytes / sizeof(float));
+  std::vector<std::string> gpus;
+  for (const int d : r.devices) gpus.push_back(conveyor::describe_device(d));
+  int version = 0;
+  (void)ncclGetVersion(&version);
+  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+  const std::string title = fmt::format(
+      "conveyor allreduce: NCCL {}.{}.{} all-reduce (float sum) over {} rank(s) ({}), {} all-reduces per graph, "
+      "median of {} trials; NCCL_NVLS_ENABLE={}\n{}",
+      version / 10000, version / 100 % 100, version % 100, r.world,
+      o.distributed ? "one process per GPU under mpirun" : "one process, every GPU", o.calls_per_graph, o.trials,
+      nvls != nullptr ? nvls : "(unset)", fmt::join(gpus, "\n"));
+  if (print) std::fprintf(stderr, "%s\n", title.c_str());
+  measure(r, o, rows);
+  if (print) {
+    std::fputs(table(rows, r.world, title).c_str(), stdout);
+    std::fflush(stdout);
+    if (!o.json.empty()) {
+      conveyor::scenarios::write_file_atomically(o.json, to_json(rows, r.world, o, gpus, version).dump(2) + "\n");
+      std::fprintf(stderr, "wrote %s\n", o.json.c_str());
+    }
+  }
+  for (const size_row& row : rows)
+    if (!row.correct)
+      throw std::runtime_error(fmt::format("conveyor allreduce: the result of the {} all-reduce is wrong",
+                                           human_bytes(row.bytes)));
+}
+
+#endif // CONVEYOR_ALLREDUCE_NCCL
+
+} // namespace
+
+void register_allreduce_command(CLI::App& app) {
+  auto options = std::make_shared<allreduce_options>();
+  CLI::App* cmd = app.add_subcommand("allreduce", "NCCL all-reduce on every GPU: eager calls against the same calls "
+                                                  "captured into a graph (microseconds per call, bandwidth)");
+  cmd->add_option("--min-bytes", options->min_bytes, "smallest size in bytes, a multiple of 4 (default 4)")
+      ->check(CLI::Range(std::size_t{4}, std::size_t{1} << 30));
+  cmd->add_option("--max-bytes", options->max_bytes, "largest size in bytes (default 67108864 = 64 MiB)")
+      ->check(CLI::Range(std::size_t{4}, std::size_t{1} << 30));
+  cmd->add_option("--factor", options->factor, "each size is the previous one times this (default 4)")
+      ->check(CLI::Range(std::size_t{2}, std::size_t{1024}));
+  auto* gpus = cmd->add_option("--gpus", options->gpus, "use the first N GPUs (default: every visible GPU)")
+                   ->check(CLI::Range(1, 1024));
+  cmd->add_option("--calls-per-graph", options->calls_per_graph, "all-reduces captured into one graph (default 20)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--trials", options->trials, "timed trials per size and mode; the median is reported (default 5)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--timeout-ms", options->timeout_ms,
+                  "the communicators' timeout: a wait longer than this aborts them with an error (default 60000)")
+      ->check(CLI::Range(100LL, 3600000LL));
+  cmd->add_option("--json", options->json, "also write the rows to FILE (schema conveyor-allreduce/1)");
+  cmd->add_flag("!--no-blocking-baseline", options->blocking_baseline,
+                "leave out the plain blocking NCCL communicators' eager column");
+  cmd->add_flag("--distributed", options->distributed,
+                "one process per GPU under mpirun (device = the rank on its host), instead of one process driving "
+                "every GPU")
+      ->excludes(gpus);
+  cmd->callback([options] {
+    check_options(*options);
+#if CONVEYOR_ALLREDUCE_NCCL
+    run(*options);
+#endif
+  });
+}

@@ -1,0 +1,151 @@
+// conveyor::nccl MPI bootstrap: mpi_session, init_with_mpi (the unique id over MPI_Bcast, NCCL's "Example 2: One
+// Device per Process or Thread"), check_world_size.
+#include "conveyor/nccl/mpi.hpp"
+
+#include "conveyor/runtime/device.hpp"
+#include "nccl/state.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace conveyor::nccl {
+
+namespace {
+
+[[noreturn]] void throw_mpi(int rc, std::string_view call) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
+  throw std::runtime_error(fmt::format("conveyor::nccl: {} failed: {} (MPI error {})", call,
+                                       length > 0 ? std::string(text, static_cast<std::size_t>(length))
+                                                  : std::string("no description"),
+                                       rc));
+}
+
+void check_mpi(int rc, std::string_view call) {
+  if (rc != MPI_SUCCESS) throw_mpi(rc, call);
+}
+
+//! What every rank tells the others before the communicator is made (MPI_Allgather as bytes).
+struct rank_facts {
+  int device = -1;
+  int visible = 0;     // CUDA devices this rank sees
+  char host[64] = {};  // gethostname, truncated
+};
+
+//! What rank 0 broadcasts: the unique id, or why it has none.
+struct id_message {
+  int ok = 0;
+  ncclUniqueId id{};
+  char error[512] = {};
+};
+
+} // namespace
+
+mpi_session::mpi_session(int* argc, char*** argv) {
+  int initialized = 0;
+  check_mpi(MPI_Initialized(&initialized), "MPI_Initialized");
+  if (initialized == 0) {
+    int provided = 0;
+    check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    owns_ = true;
+  }
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  MPI_Comm local = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local),
+            "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+  check_mpi(MPI_Comm_rank(local, &local_rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(local, &local_size_), "MPI_Comm_size");
+  check_mpi(MPI_Comm_free(&local), "MPI_Comm_free");
+}
+
+mpi_session::~mpi_session() {
+  if (!owns_) return;
+  int finalized = 0;
+  if (MPI_Finalized(&finalized) == MPI_SUCCESS && finalized == 0) (void)MPI_Finalize();
+}
+
+communicator init_with_mpi(MPI_Comm comm, int device, const comm_options& options) {
+  constexpr std::string_view call = "conveyor::nccl::init_with_mpi";
+  int rank = 0;
+  int size = 0;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+
+  rank_facts mine;
+  mine.device = device;
+  mine.visible = device_count();
+  if (gethostname(mine.host, sizeof mine.host - 1) != 0) std::strncpy(mine.host, "unknown host", sizeof mine.host - 1);
+  mine.host[sizeof mine.host - 1] = '\0';
+  std::vector<rank_facts> all(static_cast<std::size_t>(size));
+  check_mpi(MPI_Allgather(&mine, static_cast<int>(sizeof mine), MPI_BYTE, all.data(), static_cast<int>(sizeof mine),
+                          MPI_BYTE, comm),
+            "MPI_Allgather");
+
+  // Every rank checks every rank's facts, so that all of them throw alike instead of some waiting in init.
+  auto refuse = [&](std::string detail) {
+    nccl_error_info info;
+    info.result = ncclInvalidArgument;
+    info.call = std::string(call);
+    info.rank = rank;
+    info.device = device;
+    info.detail = std::move(detail);
+    throw nccl_error(std::move(info));
+  };
+  for (int r = 0; r < size; ++r) {
+    const rank_facts& f = all[static_cast<std::size_t>(r)];
+    if (f.device < 0 || f.device >= f.visible)
+      refuse(fmt::format("rank {} asked for CUDA device {} on host '{}', which sees {} device(s){}", r, f.device,
+                         f.host, f.visible, f.visible > 0 ? fmt::format(" (0..{})", f.visible - 1) : std::string()));
+  }
+  for (int a = 0; a < size; ++a)
+    for (int b = a + 1; b < size; ++b) {
+      const rank_facts& fa = all[static_cast<std::size_t>(a)];
+      const rank_facts& fb = all[static_cast<std::size_t>(b)];
+      if (fa.device == fb.device && std::strcmp(fa.host, fb.host) == 0)
+        refuse(fmt::format("ranks {} and {} both use CUDA device {} on host '{}': NCCL needs one device per rank; "
+                           "give each rank its own GPU, e.g. its local rank (mpi_session::local_rank())",
+                           a, b, fa.device, fa.host));
+    }
+
+  id_message message;
+  if (rank == 0) {
+    try {
+      message.id = unique_id::create().id;
+      message.ok = 1;
+    } catch (const nccl_error& e) {
+      std::strncpy(message.error, e.what(), sizeof message.error - 1);
+    }
+  }
+  check_mpi(MPI_Bcast(&message, static_cast<int>(sizeof message), MPI_BYTE, 0, comm), "MPI_Bcast");
+  if (message.ok == 0) {
+    message.error[sizeof message.error - 1] = '\0';
+    nccl_error_info info;
+    info.result = ncclSystemError;
+    info.call = "ncclGetUniqueId";
+    info.rank = rank;
+    info.device = device;
+    info.detail = fmt::format("rank 0 could not make the unique id: {}", message.error);
+    throw nccl_error(std::move(info));
+  }
+  unique_id id;
+  id.id = message.id;
+  return communicator::init_rank(size, rank, id, device, options);
+}
+
+void check_world_size(MPI_Comm comm, int expected) {
+  int size = 0;
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  if (size != expected)
+    throw std::invalid_argument(fmt::format("expected {} MPI processes, but this job has {}: start it with mpirun -np "
+                                            "{}",
+                                            expected, size, expected));
+}
+
+} // namespace conveyor::nccl
