@@ -8,6 +8,12 @@ out=${1:-$root/build/api}
 command -v doxygen >/dev/null || { echo "doxygen not found: install the Debian package doxygen (scripts/test.sh does)" >&2; exit 1; }
 mkdir -p "$out"
 cd "$root"
+# A control character in a doc comment (a TAB where "\t" of "\throws" was meant, say) silently loses the command.
+if bad=$(grep -rnP '[\x00-\x08\x09\x0b-\x1f\x7f]' include/conveyor); then
+  echo "$bad"
+  echo "api docs: control characters (TAB, ...) in public headers: write them out (\\throws, spaces)" >&2
+  exit 1
+fi
 warnings=$( (cat docs/Doxyfile; echo "OUTPUT_DIRECTORY = $out") | doxygen - 2>&1 >/dev/null || true)
 if [ -n "$warnings" ]; then
   echo "$warnings"

@@ -8,9 +8,17 @@ stream::stream(unsigned flags, int priority) : owned_(true) {
   CONVEYOR_CHECK(cudaStreamCreateWithPriority(&handle_, flags, priority));
 }
 
+namespace {
+// The legacy default stream and the per-thread default stream stand for the calling thread's current device,
+// whichever it is at the time of use: their device is never cached.
+bool follows_current_device(cudaStream_t handle) noexcept {
+  return handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread;
+}
+} // namespace
+
 stream stream::adopt(cudaStream_t handle, ownership own) noexcept {
   int device = -1;
-  if (handle != nullptr && cudaStreamGetDevice(handle, &device) != cudaSuccess) {
+  if (!follows_current_device(handle) && cudaStreamGetDevice(handle, &device) != cudaSuccess) {
     (void)cudaGetLastError();
     device = -1;
   }
@@ -20,7 +28,7 @@ stream stream::adopt(cudaStream_t handle, ownership own) noexcept {
 int stream::device() const {
   if (device_ >= 0) return device_;
   int device = -1;
-  if (handle_ == nullptr) { // the legacy default stream: the current device's
+  if (follows_current_device(handle_)) { // a default stream: the current device's
     CONVEYOR_CHECK(cudaGetDevice(&device));
     return device;
   }

@@ -57,12 +57,12 @@ struct peer_access {
 //! it the result says so (possible = false, with the reason) instead of throwing: peer copies still work, staged
 //! through the host. Access stays on until the device is reset; enabling it is a one-time set-up call, not for
 //! loops. Thread safety: any thread (CUDA serialises the calls).
-//! 	hrows cuda_error when an ordinal is not a valid device, or CUDA refuses to enable access that it says is
+//! \throws cuda_error when an ordinal is not a valid device, or CUDA refuses to enable access that it says is
 //!         possible (e.g. out of resources).
 [[nodiscard]] peer_access enable_peer_access(int device, int peer);
 
 //! enable_peer_access for every ordered pair of distinct devices in `devices`: one entry per pair, in order.
-//! 	hrows cuda_error as enable_peer_access; std::invalid_argument when a device appears twice.
+//! \throws cuda_error as enable_peer_access; std::invalid_argument when a device appears twice.
 [[nodiscard]] std::vector<peer_access> enable_peer_access(std::span<const int> devices);
 
 //! The device that owns the memory `ptr` points into (`cudaPointerGetAttributes`), or -1 for host memory (pinned,
@@ -70,7 +70,7 @@ struct peer_access {
 [[nodiscard]] int device_of(const void* ptr) noexcept;
 
 //! The first `count` device ordinals, 0..count-1, after checking that so many are visible.
-//! 	hrows std::invalid_argument when count < 1 or count > device_count(), saying how many devices are visible
+//! \throws std::invalid_argument when count < 1 or count > device_count(), saying how many devices are visible
 //!         (e.g. `--gpus 4` on a machine with 2).
 [[nodiscard]] std::vector<int> first_devices(int count);
 

@@ -55,8 +55,9 @@ public:
   //! \throws cuda_error when the event or stream is invalid.
   void wait(const event& e) const;
   //! The device the stream belongs to: recorded at creation (or, for an adopted handle, asked of CUDA with
-  //! `cudaStreamGetDevice` when adopted, else now); for an empty handle (the legacy default stream) the current
-  //! device. Works on a capturing stream when the device was recorded.
+  //! `cudaStreamGetDevice` when adopted, else now); for an empty handle, cudaStreamLegacy or cudaStreamPerThread
+  //! (default streams, which belong to whichever device is current) the calling thread's current device. Works on
+  //! a capturing stream when the device was recorded.
   //! \throws cuda_error when CUDA cannot tell (an adopted handle that was capturing when adopted and is capturing
   //!         still).
   [[nodiscard]] int device() const;
