@@ -48,7 +48,13 @@ struct allreduce_options {
   int trials = 5;
   long long timeout_ms = 60000;
   bool distributed = false;
-  bool blocking_baseline = true;
+  bool blocking_baseline = false;    // --blocking-baseline: on under --distributed too
+  bool no_blocking_baseline = false; // --no-blocking-baseline
+  //! The blocking baseline column: on by default in one process; off by default under --distributed, where a
+  //! blocking communicator has no timeout (a rank that fails leaves the others waiting in it for ever).
+  [[nodiscard]] bool with_blocking_baseline() const {
+    return distributed ? blocking_baseline : !no_blocking_baseline;
+  }
   std::string json;
 };
 
@@ -172,7 +178,8 @@ struct local_ranks {
   void synchronize() const { nccl::synchronize(comms, ptrs); }
   void barrier() const {
 #if CONVEYOR_ALLREDUCE_MPI
-    if (distributed) MPI_Barrier(MPI_COMM_WORLD);
+    if (distributed && MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS)
+      throw std::runtime_error("conveyor allreduce: MPI_Barrier failed");
 #endif
   }
   //! Zeroes every recv buffer (so that a check sees this mode's results).
@@ -285,7 +292,8 @@ std::string table(const std::vector<size_row>& rows, int world, const std::strin
   }
   out += "us: microseconds per all-reduce (median of the trials); eager: Conveyor's nonblocking communicators, calls "
          "enqueued back to back; blocking: plain NCCL blocking communicators (ncclCommInitAll / ncclCommInitRank), "
-         "the same calls; graph: the calls captured into one graph, replayed. algbw = bytes / time, busbw = algbw * "
+         "the same calls (-: not measured; off by default under --distributed, where --blocking-baseline turns it "
+         "on); graph: the calls captured into one graph, replayed. algbw = bytes / time, busbw = algbw * "
          "2(n-1)/n (NCCL's PERFORMANCE.md), GB/s. check: every element equals the number of ranks.\n";
   return out;
 }
@@ -322,72 +330,114 @@ void run(const allreduce_options& o) {
   for (const std::size_t b : sizes_of(o)) rows.push_back(size_row{b});
   nccl::comm_options comm_options;
   comm_options.timeout = std::chrono::milliseconds(o.timeout_ms);
+  // Declared before the try below: under --distributed an error ends the job (MPI_Abort) before the communicators'
+  // destructors could wait for peers.
   local_ranks r;
   bool print = true;
 #if CONVEYOR_ALLREDUCE_MPI
   std::optional<nccl::mpi_session> mpi;
 #endif
-  if (o.distributed) {
+  auto body = [&] {
+    if (o.distributed) {
 #if CONVEYOR_ALLREDUCE_MPI
-    mpi.emplace();
-    if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: conveyor allreduce needs a GPU");
-    r.distributed = true;
-    r.world = mpi->size();
-    r.first_rank = mpi->rank();
-    r.devices = {mpi->local_rank()};
-    print = mpi->rank() == 0;
-    {
-      const conveyor::device_guard on(r.devices[0]);
-      r.comms.push_back(nccl::init_with_mpi(MPI_COMM_WORLD, r.devices[0], comm_options));
-    }
-    if (o.blocking_baseline) {
-      nccl::unique_id id;
-      if (mpi->rank() == 0) id = nccl::unique_id::create();
-      MPI_Bcast(&id.id, sizeof id.id, MPI_BYTE, 0, MPI_COMM_WORLD);
-      const conveyor::device_guard on(r.devices[0]);
-      ncclComm_t c = nullptr;
-      const ncclResult_t rc = ncclCommInitRank(&c, r.world, id.id, mpi->rank());
-      if (rc != ncclSuccess) throw_raw(rc, "ncclCommInitRank");
-      r.raw.push_back(c);
-    }
+      if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: conveyor allreduce needs a GPU");
+      r.distributed = true;
+      r.world = mpi->size();
+      r.first_rank = mpi->rank();
+      r.devices = {mpi->local_rank()};
+      print = mpi->rank() == 0;
+      {
+        const conveyor::device_guard on(r.devices[0]);
+        r.comms.push_back(nccl::init_with_mpi(MPI_COMM_WORLD, r.devices[0], comm_options));
+      }
+      if (o.with_blocking_baseline()) {
+        // Rank 0 sends the id with a flag, so that a failure to make it ends every rank instead of leaving the others
+        // in MPI_Bcast. ncclCommInitRank (blocking) has no timeout: a rank that fails before it leaves the others
+        // waiting, which is why this column is off by default under --distributed (MPI_Abort ends them all).
+        struct {
+          int ok = 0;
+          ncclUniqueId id{};
+        } message;
+        std::string id_error;
+        if (mpi->rank() == 0) {
+          try {
+            message.id = nccl::unique_id::create().id;
+            message.ok = 1;
+          } catch (const std::exception& e) {
+            id_error = e.what();
+          }
+        }
+        if (MPI_Bcast(&message, sizeof message, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+          throw std::runtime_error("conveyor allreduce: MPI_Bcast of the blocking baseline's unique id failed");
+        if (message.ok == 0)
+          throw std::runtime_error(mpi->rank() == 0 ? id_error
+                                                    : "rank 0 could not make the blocking baseline's unique id");
+        nccl::unique_id id;
+        id.id = message.id;
+        const conveyor::device_guard on(r.devices[0]);
+        ncclComm_t c = nullptr;
+        const ncclResult_t rc = ncclCommInitRank(&c, r.world, id.id, mpi->rank());
+        if (rc != ncclSuccess) throw_raw(rc, "ncclCommInitRank");
+        r.raw.push_back(c);
+      }
 #endif
-  } else {
-    if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: conveyor allreduce needs a GPU");
-    r.devices = o.gpus > 0 ? conveyor::first_devices(o.gpus) : conveyor::first_devices(conveyor::device_count());
-    r.world = r.n();
-    r.comms = nccl::communicator::init_all(r.devices, comm_options);
-    if (o.blocking_baseline) {
-      r.raw.assign(r.devices.size(), nullptr);
-      const ncclResult_t rc = ncclCommInitAll(r.raw.data(), r.n(), r.devices.data());
-      if (rc != ncclSuccess) throw_raw(rc, "ncclCommInitAll");
+    } else {
+      if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: conveyor allreduce needs a GPU");
+      r.devices = o.gpus > 0 ? conveyor::first_devices(o.gpus) : conveyor::first_devices(conveyor::device_count());
+      r.world = r.n();
+      r.comms = nccl::communicator::init_all(r.devices, comm_options);
+      if (o.with_blocking_baseline()) {
+        r.raw.assign(r.devices.size(), nullptr);
+        const ncclResult_t rc = ncclCommInitAll(r.raw.data(), r.n(), r.devices.data());
+        if (rc != ncclSuccess) throw_raw(rc, "ncclCommInitAll");
+      }
     }
+    r.allocate(rows.back().bytes / sizeof(float));
+    std::vector<std::string> gpus;
+    for (const int d : r.devices) gpus.push_back(conveyor::describe_device(d));
+    int version = 0;
+    (void)ncclGetVersion(&version);
+    const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+    const std::string title = fmt::format(
+        "conveyor allreduce: NCCL {}.{}.{} all-reduce (float sum) over {} rank(s) ({}), {} all-reduces per graph, "
+        "median of {} trials; NCCL_NVLS_ENABLE={}\n{}",
+        version / 10000, version / 100 % 100, version % 100, r.world,
+        o.distributed ? "one process per GPU under mpirun" : "one process, every GPU", o.calls_per_graph, o.trials,
+        nvls != nullptr ? nvls : "(unset)", fmt::join(gpus, "\n"));
+    if (print) std::fprintf(stderr, "%s\n", title.c_str());
+    measure(r, o, rows);
+    if (print) {
+      std::fputs(table(rows, r.world, title).c_str(), stdout);
+      std::fflush(stdout);
+      if (!o.json.empty()) {
+        conveyor::scenarios::write_file_atomically(o.json, to_json(rows, r.world, o, gpus, version).dump(2) + "\n");
+        std::fprintf(stderr, "wrote %s\n", o.json.c_str());
+      }
+    }
+    for (const size_row& row : rows)
+      if (!row.correct)
+        throw std::runtime_error(fmt::format("conveyor allreduce: the result of the {} all-reduce is wrong",
+                                             human_bytes(row.bytes)));
+  };
+  if (!o.distributed) {
+    body();
+    return;
   }
-  r.allocate(rows.back().bytes / sizeof(float));
-  std::vector<std::string> gpus;
-  for (const int d : r.devices) gpus.push_back(conveyor::describe_device(d));
-  int version = 0;
-  (void)ncclGetVersion(&version);
-  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
-  const std::string title = fmt::format(
-      "conveyor allreduce: NCCL {}.{}.{} all-reduce (float sum) over {} rank(s) ({}), {} all-reduces per graph, "
-      "median of {} trials; NCCL_NVLS_ENABLE={}\n{}",
-      version / 10000, version / 100 % 100, version % 100, r.world,
-      o.distributed ? "one process per GPU under mpirun" : "one process, every GPU", o.calls_per_graph, o.trials,
-      nvls != nullptr ? nvls : "(unset)", fmt::join(gpus, "\n"));
-  if (print) std::fprintf(stderr, "%s\n", title.c_str());
-  measure(r, o, rows);
-  if (print) {
-    std::fputs(table(rows, r.world, title).c_str(), stdout);
+#if CONVEYOR_ALLREDUCE_MPI
+  // --distributed: an error on one rank (an exception from NCCL, CUDA, MPI or the checks) is printed with its rank
+  // and device and ends the whole job: the other ranks may be waiting for this one in a collective or an MPI call.
+  mpi.emplace();
+  try {
+    body();
+  } catch (const std::exception& e) {
     std::fflush(stdout);
-    if (!o.json.empty()) {
-      conveyor::scenarios::write_file_atomically(o.json, to_json(rows, r.world, o, gpus, version).dump(2) + "\n");
-      std::fprintf(stderr, "wrote %s\n", o.json.c_str());
-    }
+    fmt::print(stderr, "conveyor: error: rank {} of {} (device {}): {}\n", mpi->rank(), mpi->size(),
+               mpi->local_rank(), e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1); // the other ranks may be waiting for this one: end them all
+    std::abort();
   }
-  for (const size_row& row : rows)
-    if (!row.correct)
-      throw std::runtime_error(fmt::format("conveyor allreduce: the result of the {} all-reduce is wrong",
-                                           human_bytes(row.bytes)));
+#endif
 }
 
 #endif // CONVEYOR_ALLREDUCE_NCCL
@@ -414,8 +464,13 @@ void register_allreduce_command(CLI::App& app) {
                   "the communicators' timeout: a wait longer than this aborts them with an error (default 60000)")
       ->check(CLI::Range(100LL, 3600000LL));
   cmd->add_option("--json", options->json, "also write the rows to FILE (schema conveyor-allreduce/1)");
-  cmd->add_flag("!--no-blocking-baseline", options->blocking_baseline,
-                "leave out the plain blocking NCCL communicators' eager column");
+  auto* with_blocking = cmd->add_flag("--blocking-baseline", options->blocking_baseline,
+                                     "also under --distributed, measure the plain blocking NCCL communicators' eager "
+                                     "column (off by default there: a blocking ncclCommInitRank has no timeout, so "
+                                     "a rank that fails can leave the others waiting until MPI_Abort ends them)");
+  cmd->add_flag("--no-blocking-baseline", options->no_blocking_baseline,
+                "leave out the plain blocking NCCL communicators' eager column (one process)")
+      ->excludes(with_blocking);
   cmd->add_flag("--distributed", options->distributed,
                 "one process per GPU under mpirun (device = the rank on its host), instead of one process driving "
                 "every GPU")

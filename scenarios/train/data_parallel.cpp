@@ -281,45 +281,54 @@ train_result run_data_parallel(const train_options& options, const dataset& data
   program.synchronize();
   const bool graph_mode = mode == execution_mode::graph;
   program.agree_on_capture(graph_mode);
+  // The graph that captured NCCL's all-reduce and its executable graph hold NCCL's resources for it: they go before
+  // the communicators, also when a step or a wait throws (the caller then finalises or aborts the communicators,
+  // and NCCL's abort and finalisation wait for the graphs that captured the communicator to be destroyed). The
+  // captured graph lives in the capture's block only; the executable graph is reset on every way out of the steps.
   std::optional<conveyor::graph_exec> step_exec;
-  if (graph_mode) {
-    const conveyor::graph g = program.capture_step();
-    result.graph_nodes = g.node_count();
-    result.graph_edges = g.edge_count();
-    result.graph_dot = conveyor::to_dot(g, "train_step_data_parallel");
-    const device_guard on(first.device);
-    step_exec.emplace(conveyor::instantiate(g));
-    step_exec->launch(first.stream); // once before the reset: uploads it and runs its collectives outside the timing
-  }
-  program.synchronize();
-  program.reset(init);
+  try {
+    if (graph_mode) {
+      const conveyor::graph g = program.capture_step();
+      result.graph_nodes = g.node_count();
+      result.graph_edges = g.edge_count();
+      result.graph_dot = conveyor::to_dot(g, "train_step_data_parallel");
+      const device_guard on(first.device);
+      step_exec.emplace(conveyor::instantiate(g));
+      step_exec->launch(first.stream); // once before the reset: uploads it and runs its collectives outside the timing
+    }
+    program.synchronize();
+    program.reset(init);
 
-  using clock = std::chrono::steady_clock;
-  std::size_t done = 0;
-  for (int epoch = 0; epoch < result.epochs; ++epoch) {
-    begin_epoch(epoch);
-    program.synchronize(); // keep the uploads out of the first chunk's time
-    const std::size_t in_epoch = std::min(spe, total - done);
-    for (std::size_t c = 0; c < in_epoch; c += static_cast<std::size_t>(options.chunk_steps)) {
-      const std::size_t n = std::min(static_cast<std::size_t>(options.chunk_steps), in_epoch - c);
-      const auto t0 = clock::now();
-      for (std::size_t k = 0; k < n; ++k) {
-        if (step_exec)
-          step_exec->launch(first.stream);
-        else
-          program.enqueue_step(mode == execution_mode::sync);
-      }
-      program.synchronize();
-      const auto t1 = clock::now();
-      result.chunk_ms_per_step.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count() /
-                                         static_cast<double>(n));
-      done += n;
-      if (options.on_progress) {
-        const device_guard on(first.device);
-        options.on_progress(train_progress{mode, epoch, result.epochs, done, total, spe,
-                                           detail::read_loss(first.loss_history, done - 1, first.stream.get())});
+    using clock = std::chrono::steady_clock;
+    std::size_t done = 0;
+    for (int epoch = 0; epoch < result.epochs; ++epoch) {
+      begin_epoch(epoch);
+      program.synchronize(); // keep the uploads out of the first chunk's time
+      const std::size_t in_epoch = std::min(spe, total - done);
+      for (std::size_t c = 0; c < in_epoch; c += static_cast<std::size_t>(options.chunk_steps)) {
+        const std::size_t n = std::min(static_cast<std::size_t>(options.chunk_steps), in_epoch - c);
+        const auto t0 = clock::now();
+        for (std::size_t k = 0; k < n; ++k) {
+          if (step_exec)
+            step_exec->launch(first.stream);
+          else
+            program.enqueue_step(mode == execution_mode::sync);
+        }
+        program.synchronize();
+        const auto t1 = clock::now();
+        result.chunk_ms_per_step.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count() /
+                                           static_cast<double>(n));
+        done += n;
+        if (options.on_progress) {
+          const device_guard on(first.device);
+          options.on_progress(train_progress{mode, epoch, result.epochs, done, total, spe,
+                                             detail::read_loss(first.loss_history, done - 1, first.stream.get())});
+        }
       }
     }
+  } catch (...) {
+    step_exec.reset();
+    throw;
   }
   step_exec.reset(); // before the communicators can go: it holds NCCL's resources for the captured all-reduce
 

@@ -75,12 +75,14 @@ void check_data_parallel_options(const train_options& options, const dataset& da
 //! the same call (options and mode) at the same time.
 //!
 //! Like run_training: one warm-up step (eager, on every replica; it also makes NCCL's connections outside any
-//! capture), in graph mode the capture, instantiation and one launch, then a reset of parameters, optimizer state, counters and
-//! losses, and `min(epochs * steps_per_epoch, max_steps)` steps timed in chunks (each chunk ends with
+//! capture), in graph mode the capture, instantiation and one launch, then a reset of parameters, optimizer state,
+//! counters and losses, and `min(epochs * steps_per_epoch, max_steps)` steps timed in chunks (each chunk ends with
 //! nccl::synchronize of every replica's stream). The result's losses and final_parameters are replica 0's;
 //! world_size, local_replicas, devices, replicas_identical (every local replica's final parameters and losses
 //! bitwise equal to replica 0's) and parameters_hash say the rest. options.on_progress is called as in
-//! run_training (the caller leaves it empty on ranks that do not print).
+//! run_training (the caller leaves it empty on ranks that do not print). Whether it returns or throws, the graphs that
+//! captured NCCL work are destroyed before it ends, so the caller may then finalise or abort the communicators (NCCL's
+//! abort waits for such graphs to be destroyed).
 //! \throws std::invalid_argument for invalid options or data, empty `comms` or communicators that do not form one
 //!         (sizes differ, a rank twice, more local communicators than ranks); nccl::nccl_error when NCCL fails or a
 //!         wait passes the communicators' timeout (a peer failed or does not call the same collectives: the

@@ -159,8 +159,9 @@ void print_table(const std::vector<train_result>& results, const std::vector<std
   }
 }
 
-//! The modes --mode names, after every check of the options that needs neither data nor a GPU: combinations that
-//! would be ignored, output files, and with --gpus N that N devices are visible.
+//! The modes --mode names, after every check of the options that needs neither data, MPI nor a GPU: combinations
+//! that would be ignored, output files, with --gpus N a batch of at least N rows. How many devices are visible is
+//! checked later, after the data (run_multi_gpu, run_distributed): every check that needs no GPU comes first.
 //! \throws CLI::ValidationError naming the option.
 std::vector<execution_mode> check_cli(const cli_options& o) {
   std::vector<execution_mode> modes;
@@ -205,13 +206,10 @@ std::vector<execution_mode> check_cli(const cli_options& o) {
   conveyor::scenarios::check_profiling_options(o.profile, has_graph, "--mode graph or --mode all");
   conveyor::scenarios::check_distinct_outputs(
       {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
-  if (o.gpus > 1) {
-    try {
-      (void)conveyor::first_devices(o.gpus); // counts the devices; starts no GPU work
-    } catch (const std::invalid_argument& e) {
-      throw CLI::ValidationError("--gpus", e.what());
-    }
-  }
+  if (o.gpus > 1 && o.batch < o.gpus)
+    throw CLI::ValidationError("--batch", fmt::format("batch size {} is smaller than the {} GPUs it is split over "
+                                                      "(--gpus {}): every GPU needs at least one row of each batch",
+                                                      o.batch, o.gpus, o.gpus));
   return modes;
 }
 
@@ -369,12 +367,19 @@ bool report_data_parallel(const cli_options& o, const std::vector<train_result>&
   return ok;
 }
 
-//! --gpus N (N > 1): one process, N devices, one NCCL communicator per device (communicator::init_all).
+//! --gpus N (N > 1): one process, N devices, one NCCL communicator per device (communicator::init_all). The data
+//! and every check that needs no GPU first; last (where one GPU says "no CUDA device") that N devices are visible,
+//! refused as cavity does: "--gpus 3: 3 GPU(s) asked for, but 2 CUDA device(s) are visible ...".
 void run_multi_gpu(const cli_options& o, const std::vector<execution_mode>& modes) {
-  const std::vector<int> devices = conveyor::first_devices(o.gpus);
   const train_options options = make_options(o);
   const dataset data = load_fashion_mnist(o.data);
   check_data_parallel_options(options, data, o.gpus);
+  std::vector<int> devices;
+  try {
+    devices = conveyor::first_devices(o.gpus); // counts the devices; starts no GPU work
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("--gpus {}: {}", o.gpus, e.what()));
+  }
   print_header(o, options, steps_per_epoch(data.train_images.count, o.batch));
   fmt::print("data-parallel on {} GPUs in one process (NCCL {}, timeout {} ms): {}\n", o.gpus, nccl_version(),
              o.nccl_timeout_ms, split_text(o.batch, o.gpus));
@@ -403,44 +408,100 @@ void run_multi_gpu(const cli_options& o, const std::vector<execution_mode>& mode
 
 #ifdef CONVEYOR_TRAIN_DISTRIBUTED
 
+//! A refusal every rank of a --distributed job agreed on (agree_on_checks): thrown on every rank, so that each leaves
+//! MPI alike (MPI_Finalize, no MPI_Abort) and main prints its message ("conveyor: error: rank R of N: ...").
+class agreed_stop : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+//! Runs `check` on this rank, then agrees with every rank of MPI_COMM_WORLD (MPI_Allreduce of the number of ranks
+//! that failed) on whether all passed. When one failed, every rank throws agreed_stop: a failing rank with its own
+//! message ("rank R of N: <what>"), the others saying that they stop for it. So checks whose result can differ
+//! between ranks (a host without the data or a GPU) stop every rank alike instead of leaving some waiting in a later
+//! collective for a rank that has gone.
+//! \throws agreed_stop as above; std::runtime_error when the MPI_Allreduce fails.
+template <class Check>
+void agree_on_checks(int rank, int world, Check&& check) {
+  std::string error;
+  try {
+    check();
+  } catch (const std::exception& e) {
+    error = *e.what() != '\0' ? e.what() : "unknown error";
+  } catch (...) {
+    error = "unknown error";
+  }
+  int failed = error.empty() ? 0 : 1;
+  if (MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw std::runtime_error("MPI_Allreduce of the checks' results failed");
+  if (failed == 0) return;
+  if (!error.empty()) throw agreed_stop(fmt::format("rank {} of {}: {}", rank, world, error));
+  throw agreed_stop(fmt::format("rank {} of {}: stopped: {} of the {} rank(s) failed a check (see their messages)",
+                                rank, world, failed, world));
+}
+
+//! This host's name (gethostname), or "unknown host".
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "unknown host";
+  return name;
+}
+
 //! --distributed: one process per GPU under mpirun (device = the rank among the processes of its host), one NCCL
-//! communicator over all of them (init_with_mpi). Every rank validates the same options and data before MPI starts
-//! and the same world-size rules after, so those refusals happen on every rank alike. Past the communicator's
-//! creation an error on one rank is printed with its rank and device and ends the whole job (MPI_Abort): the other
-//! ranks may be waiting in a collective for it. Only rank 0 prints; every rank takes part in the checks (the
+//! communicator over all of them (init_with_mpi). MPI starts first; then, agreed over MPI on every rank
+//! (agree_on_checks), the checks that need no GPU (--world-size, a batch of at least one row per rank, the data) and
+//! then the GPU (one for this rank's local rank): a rank that fails one prints its refusal with its rank and every
+//! rank stops alike (exit 1), none left waiting for another. Past those checks an error on one rank (CUDA, MPI,
+//! NCCL, a step) is printed with its rank, host and device and ends the whole job (MPI_Abort): the other ranks may
+//! be waiting in a collective for it. Only rank 0 prints the run; every rank takes part in the checks (the
 //! parameters' hashes are compared across ranks) and exits with the same status.
 void run_distributed(const cli_options& o, const std::vector<execution_mode>& modes) {
-  train_options options = make_options(o);
-  const dataset data = load_fashion_mnist(o.data);
-  check_options(options, data);
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
   const nccl::mpi_session mpi;
   const int rank = mpi.rank();
   const int world = mpi.size();
   const bool lead = rank == 0;
-  if (o.world_size > 0) nccl::check_world_size(MPI_COMM_WORLD, o.world_size);
-  check_data_parallel_options(options, data, world);
-  if (!lead) options.on_progress = nullptr;
-  const int device = mpi.local_rank();
-  // The rank's device current before anything touches CUDA, so that no rank makes a context on another's device. A
-  // rank without a device is left alone here: init_with_mpi refuses it on every rank alike (an error on this rank
-  // only would leave the others waiting in init_with_mpi's MPI calls).
-  if (device < conveyor::device_count()) CONVEYOR_CHECK(cudaSetDevice(device));
-  // Refuses, on every rank alike, a local rank without a device and two ranks on one device.
-  const nccl::communicator comm =
-      nccl::init_with_mpi(MPI_COMM_WORLD, device, nccl::comm_options{std::chrono::milliseconds(o.nccl_timeout_ms)});
+  int device = -1; // none yet
+  // Outside the try: on an error the communicator is left to MPI_Abort (its finalisation would wait for the peers).
+  std::optional<nccl::communicator> comm;
   bool ok = true;
   try {
+    train_options options = make_options(o);
+    if (!lead) options.on_progress = nullptr;
+    std::optional<dataset> data;
+    agree_on_checks(rank, world, [&] {
+      if (o.world_size > 0) nccl::check_world_size(MPI_COMM_WORLD, o.world_size);
+      if (o.batch < world)
+        throw std::invalid_argument(fmt::format("--batch: batch size {} is smaller than the {} MPI ranks it is split "
+                                                "over: every rank needs at least one row of each batch",
+                                                o.batch, world));
+      data.emplace(load_fashion_mnist(o.data));
+      check_data_parallel_options(options, *data, world);
+    });
+    const int local = mpi.local_rank();
+    agree_on_checks(rank, world, [&] {
+      const int visible = conveyor::device_count();
+      if (visible == 0) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
+      if (local >= visible)
+        throw std::invalid_argument(fmt::format("this rank's device is its local rank, {}, but host '{}' sees {} CUDA "
+                                                "device(s) (0..{}): start at most {} process(es) per host",
+                                                local, host_name(), visible, visible - 1, visible));
+    });
+    // The rank's device current before anything else touches CUDA, so that no rank makes a context on another's.
+    device = local;
+    CONVEYOR_CHECK(cudaSetDevice(device));
+    // Refuses, on every rank alike, two ranks on one device.
+    comm.emplace(
+        nccl::init_with_mpi(MPI_COMM_WORLD, device, nccl::comm_options{std::chrono::milliseconds(o.nccl_timeout_ms)}));
     if (lead) {
-      print_header(o, options, steps_per_epoch(data.train_images.count, o.batch));
+      print_header(o, options, steps_per_epoch(data->train_images.count, o.batch));
       fmt::print("data-parallel over {} MPI ranks, one GPU each (NCCL {}, timeout {} ms): {}\n", world,
                  nccl_version(), o.nccl_timeout_ms, split_text(o.batch, world));
       std::fflush(stdout);
     }
     std::vector<train_result> results;
-    for (const auto mode : modes) results.push_back(run_data_parallel(options, data, mode, std::span(&comm, 1)));
+    for (const auto mode : modes) results.push_back(run_data_parallel(options, *data, mode, std::span(&*comm, 1)));
     std::optional<train_result> reference;
-    if (lead && world > 1) reference = run_reference(options, data, results.front().steps);
+    if (lead && world > 1) reference = run_reference(options, *data, results.front().steps);
     // Every rank's final parameters against every other's: the smallest and largest hash of each mode.
     std::vector<std::uint64_t> low, high;
     for (const auto& r : results) low.push_back(r.parameters_hash);
@@ -459,16 +520,27 @@ void run_distributed(const cli_options& o, const std::vector<execution_mode>& mo
     if (MPI_Bcast(&ok_flag, 1, MPI_INT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
       throw std::runtime_error("MPI_Bcast of the checks' result failed");
     ok = ok_flag != 0;
-  } catch (const std::exception& e) {
+  } catch (const agreed_stop&) {
+    throw; // every rank throws it alike: no rank is left waiting
+  } catch (...) {
+    std::string what = "unknown error";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
     std::fflush(stdout);
-    fmt::print(stderr, "conveyor: error: rank {} of {} (device {}): {}\n", rank, world, device, e.what());
+    fmt::print(stderr, "conveyor: error: rank {} of {} (host {}, {}): {}\n", rank, world, host_name(),
+               device >= 0 ? fmt::format("device {}", device) : std::string("no device yet"), what);
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1); // the other ranks may be waiting for this one: end them all
     std::abort();
   }
   if (!ok)
-    throw std::runtime_error(lead ? "data-parallel checks failed (see above)"
-                                  : fmt::format("rank {}: data-parallel checks failed (see rank 0's output)", rank));
+    throw std::runtime_error(lead ? fmt::format("rank 0 of {}: data-parallel checks failed (see above)", world)
+                                  : fmt::format("rank {} of {}: data-parallel checks failed (see rank 0's output)",
+                                                rank, world));
 }
 
 #endif // CONVEYOR_TRAIN_DISTRIBUTED

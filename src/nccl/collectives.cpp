@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -234,6 +235,15 @@ group::group() {
 
 group::~group() {
   if (!open_) return;
+  // An exception leaving the group open (user code, bad_alloc, cuda_error ...) may have skipped the calls of other
+  // ranks: launching only some ranks' collectives would hang them, so the group fails and end() aborts.
+  if (std::uncaught_exceptions() > uncaught_) {
+    try {
+      mark_group_failed("an exception left the group open");
+    } catch (...) { // no memory for the text: fail the group without it
+      current_group.failed = true;
+    }
+  }
   try {
     end();
   } catch (...) {
@@ -265,6 +275,9 @@ void group::end() {
     for (comm_state* st : states) detail::abort_state(*st);
   };
   comm_state* first = states.empty() ? nullptr : states.front();
+  std::string involved; // every rank (device) of the group, for messages
+  for (const comm_state* st : states)
+    involved += fmt::format("{}rank {} (device {})", involved.empty() ? "" : ", ", st->rank, st->device);
   if (failed) {
     abort_all();
     nccl_error_info info;
@@ -277,8 +290,10 @@ void group::end() {
     info.aborted = !states.empty();
     info.detail = fmt::format("a call in the group failed or was refused, so the group's operations cannot all "
                               "run{}: {}",
-                              states.empty() ? "" : " (its communicators were aborted, as some operations may wait "
-                                                    "for peers that never join)",
+                              states.empty() ? ""
+                                             : fmt::format(" (its communicators, {}, were aborted, as some operations "
+                                                           "may wait for peers that never join)",
+                                                           involved),
                               failure);
     throw nccl_error(std::move(info));
   }
@@ -293,7 +308,8 @@ void group::end() {
     }
     abort_all();
     info.aborted = !states.empty();
-    info.detail = "NCCL could not launch the group";
+    info.detail = states.empty() ? std::string("NCCL could not launch the group")
+                                 : fmt::format("NCCL could not launch the group of {} (all aborted)", involved);
     throw nccl_error(std::move(info));
   }
   std::chrono::milliseconds timeout{0};
@@ -302,9 +318,13 @@ void group::end() {
   try {
     for (comm_state* st : states)
       if (st->comm != nullptr) detail::wait_ready(*st, call, "the launch of the group's operations", deadline);
-  } catch (const nccl_error&) {
+  } catch (const nccl_error& e) {
     abort_all();
-    throw;
+    if (states.size() < 2) throw;
+    nccl_error_info info = e.info();
+    info.aborted = true;
+    info.detail += fmt::format(" (the group's communicators, {}, were all aborted)", involved);
+    throw nccl_error(std::move(info));
   }
 }
 

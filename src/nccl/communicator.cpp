@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -44,7 +46,25 @@ nccl_error make_error(const comm_state* state, ncclResult_t result, std::string_
 
 void abort_state(comm_state& state) noexcept {
   if (state.comm != nullptr) {
-    (void)ncclCommAbort(state.comm);
+    bool started = false;
+    if (state.captured) {
+      // NCCL >= 2.26: ncclCommAbort sets the abort flag (its kernels stop at once), then waits until every graph
+      // that captured the communicator is destroyed; the caller may still hold one, so the wait runs elsewhere.
+      try {
+        auto signal = std::make_shared<abort_signal>();
+        std::thread([comm = state.comm, signal] {
+          (void)ncclCommAbort(comm);
+          const std::lock_guard lock(signal->mutex);
+          signal->done = true;
+          signal->done_cv.notify_all();
+        }).detach();
+        state.pending_abort = std::move(signal);
+        started = true;
+      } catch (...) {
+        // No thread: abort here (it may wait for the graphs).
+      }
+    }
+    if (!started) (void)ncclCommAbort(state.comm);
     state.comm = nullptr;
   }
   state.aborted = true;
@@ -206,6 +226,21 @@ void release(std::unique_ptr<comm_state>& state) noexcept {
         (void)ncclCommAbort(st.comm);
     }
     st.comm = nullptr;
+  }
+  if (st.pending_abort) {
+    // An abort on a background thread (abort_state): it ends once the graphs that captured the communicator are
+    // destroyed, which they should be by now.
+    const std::shared_ptr<detail::abort_signal> signal = std::move(st.pending_abort);
+    try {
+      std::unique_lock lock(signal->mutex);
+      if (!signal->done_cv.wait_for(lock, st.options.timeout, [&] { return signal->done; }))
+        std::fprintf(stderr,
+                     "conveyor::nccl: rank %d (device %d): the communicator's abort did not end within %lld ms after "
+                     "its release; a graph that captured its operations may still exist (destroy graphs before "
+                     "communicators): the abort is left running in the background\n",
+                     st.rank, st.device, static_cast<long long>(st.options.timeout.count()));
+    } catch (...) {
+    }
   }
   if (st.agree_device != nullptr) (void)cudaFree(st.agree_device);
   if (st.agree_host != nullptr) (void)cudaFreeHost(st.agree_host);
@@ -376,15 +411,21 @@ std::vector<communicator> communicator::init_all(std::span<const int> devices, c
     if (all) break;
     if (detail::clock::now() > deadline) {
       std::string waiting;
+      const comm_state* first_waiting = nullptr;
       for (std::size_t i = 0; i < states.size(); ++i)
-        if (!ready[i]) waiting += fmt::format("{}{}", waiting.empty() ? "" : ", ", i);
+        if (!ready[i]) {
+          if (first_waiting == nullptr) first_waiting = states[i].get();
+          waiting += fmt::format("{}rank {} (device {})", waiting.empty() ? "" : ", ", states[i]->rank,
+                                 states[i]->device);
+        }
       nccl_error_info info;
       info.result = ncclInProgress;
       info.call = std::string(call);
       info.timed_out = true;
-      info.rank = -1;
-      info.device = -1;
-      info.detail = fmt::format("the initialisation of {} communicators did not finish within {} ms (ranks still "
+      // The first rank still initialising; the detail names every one.
+      info.rank = first_waiting != nullptr ? first_waiting->rank : -1;
+      info.device = first_waiting != nullptr ? first_waiting->device : -1;
+      info.detail = fmt::format("the initialisation of {} communicators did not finish within {} ms (still "
                                 "initialising: {})",
                                 n, options.timeout.count(), waiting);
       abort_all();

@@ -6,8 +6,8 @@
 #include "nccl/state.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -35,7 +35,7 @@ void check_mpi(int rc, std::string_view call) {
 struct rank_facts {
   int device = -1;
   int visible = 0;     // CUDA devices this rank sees
-  char host[64] = {};  // gethostname, truncated
+  char host[MPI_MAX_PROCESSOR_NAME + 1] = {}; // MPI_Get_processor_name, whole
 };
 
 //! What rank 0 broadcasts: the unique id, or why it has none.
@@ -54,7 +54,27 @@ mpi_session::mpi_session(int* argc, char*** argv) {
     int provided = 0;
     check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     owns_ = true;
+    if (provided < MPI_THREAD_FUNNELED) {
+      (void)MPI_Finalize();
+      owns_ = false;
+      throw std::runtime_error(fmt::format(
+          "conveyor::nccl: MPI_Init_thread provides thread level {} but MPI_THREAD_FUNNELED ({}) is needed (see "
+          "mpi_session): use an MPI built with thread support",
+          provided, MPI_THREAD_FUNNELED));
+    }
   }
+  try {
+    read_world();
+  } catch (...) {
+    if (owns_) {
+      (void)MPI_Finalize(); // do not leave MPI initialised by a session that failed to be made
+      owns_ = false;
+    }
+    throw;
+  }
+}
+
+void mpi_session::read_world() {
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
   MPI_Comm local = MPI_COMM_NULL;
@@ -81,8 +101,12 @@ communicator init_with_mpi(MPI_Comm comm, int device, const comm_options& option
   rank_facts mine;
   mine.device = device;
   mine.visible = device_count();
-  if (gethostname(mine.host, sizeof mine.host - 1) != 0) std::strncpy(mine.host, "unknown host", sizeof mine.host - 1);
-  mine.host[sizeof mine.host - 1] = '\0';
+  int host_length = 0;
+  // No throw before the Allgather (the other ranks would wait in it): a name MPI cannot give is "unknown host".
+  if (MPI_Get_processor_name(mine.host, &host_length) != MPI_SUCCESS || host_length <= 0)
+    std::strncpy(mine.host, "unknown host", sizeof mine.host - 1);
+  else
+    mine.host[std::min(host_length, MPI_MAX_PROCESSOR_NAME)] = '\0';
   std::vector<rank_facts> all(static_cast<std::size_t>(size));
   check_mpi(MPI_Allgather(&mine, static_cast<int>(sizeof mine), MPI_BYTE, all.data(), static_cast<int>(sizeof mine),
                           MPI_BYTE, comm),

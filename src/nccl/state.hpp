@@ -8,13 +8,23 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
 namespace conveyor::nccl::detail {
 
 using clock = std::chrono::steady_clock;
+
+//! An `ncclCommAbort` running on a background thread (see comm_state::pending_abort): set when it has returned.
+struct abort_signal {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+};
 
 //! What a communicator holds. `comm` is null after an abort; rank, size and device stay for messages.
 struct comm_state {
@@ -28,6 +38,10 @@ struct comm_state {
   //! finalisation that does not end is left alone instead of aborted (NCCL waits for such graphs in a thread that
   //! ncclCommAbort would join).
   bool captured = false;
+  //! An abort of a communicator with captured work runs on a detached thread (NCCL 2.26 and later: ncclCommAbort
+  //! sets the abort flag, so its kernels stop at once, then waits until every graph that captured the communicator
+  //! is destroyed); release() waits for this signal up to options.timeout. Null when no such abort was started.
+  std::shared_ptr<abort_signal> pending_abort;
   //! agree_on_capture's buffers, made on first use: two 64-bit words on the device and in pinned host memory.
   std::uint64_t* agree_device = nullptr;
   std::uint64_t* agree_host = nullptr;
@@ -40,7 +54,9 @@ struct comm_state {
 [[nodiscard]] nccl_error make_error(const comm_state* state, ncclResult_t result, std::string_view call,
                                     std::string detail, bool with_last_error = true);
 
-//! Aborts the communicator (`ncclCommAbort`) unless already done; never throws.
+//! Aborts the communicator (`ncclCommAbort`) unless already done; never throws, never waits for graphs: when the
+//! communicator has captured work (`captured`) the abort runs on a detached thread (`pending_abort`), as NCCL's abort
+//! would otherwise wait until the caller destroys the graphs that captured it.
 void abort_state(comm_state& state) noexcept;
 
 //! Aborts `state` and throws the error of `result` from `call`, with NCCL's last error and async error.

@@ -2,7 +2,8 @@
 // is a communicator of one rank, which NCCL supports, so a single GPU runs these too): all-reduce, broadcast,
 // reduce-scatter, all-gather and send/recv eager and captured into graphs, against double-precision CPU references
 // on seeded random data; the checks before NCCL (wrong-device stream, ranks out of range, null buffers, invalidated
-// or mixed captures); a rank that never joins ending in nccl_error within the timeout; agree_on_capture.
+// or mixed captures); a rank that never joins ending in nccl_error within the timeout, also while a graph that
+// captured the communicator is alive; an exception leaving a group open aborting instead of hanging; agree_on_capture.
 #include "support/gpu.hpp"
 
 #include <conveyor/define/capture.hpp>
@@ -23,6 +24,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -540,6 +542,94 @@ TEST(Nccl, ARankThatNeverJoinsEndsInAnErrorWithinTheTimeout) {
   EXPECT_THROW(r.comms[0].check(), nccl_error);
   // The stream works again (the abort stopped NCCL's kernel).
   EXPECT_EQ(cudaStreamQuery(r.streams[0].get()), cudaSuccess);
+}
+
+//! Polls `s` until its work is done, up to `limit`; true when done.
+bool stream_drains(const conveyor::stream& s, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (cudaStreamQuery(s.get()) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool done = cudaStreamQuery(s.get()) == cudaSuccess;
+  (void)cudaGetLastError();
+  return done;
+}
+
+TEST(Nccl, ATimeoutWhileAGraphHoldsTheCommunicatorThrowsAndEverythingEndsAfterTheGraph) {
+  CONVEYOR_REQUIRE_GPUS(2);
+  const auto begin = std::chrono::steady_clock::now();
+  {
+    const ranks r(std::chrono::seconds(3));
+    const std::size_t count = 1 << 16;
+    per_rank<float> buf(r, count);
+    all_reduce_matches_cpu<float>(r, count, reduce_op::sum, true, "warm-up");
+    {
+      // Only rank 0's all-reduce, captured and launched: its kernel waits for rank 1 for ever, and the graph (which
+      // NCCL 2.26+ makes ncclCommAbort wait for) is alive while synchronize times out.
+      const conveyor::graph g = conveyor::capture(r.streams[0], [&] {
+        conveyor::nccl::all_reduce(r.comms[0], buf[0], buf[0], count, reduce_op::sum, r.streams[0]);
+      });
+      const conveyor::graph_exec exec = conveyor::instantiate(g);
+      exec.launch(r.streams[0]);
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        r.comms[0].synchronize(r.streams[0]);
+        FAIL() << "synchronize returned although rank 1 never joined";
+      } catch (const nccl_error& e) {
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        EXPECT_TRUE(e.timed_out()) << e.what();
+        EXPECT_TRUE(e.aborted());
+        EXPECT_EQ(e.rank(), 0);
+        EXPECT_EQ(e.device(), 0);
+        EXPECT_GE(seconds, 2.9);
+        EXPECT_LT(seconds, 10.0) << "the abort waited for the graph";
+      }
+      EXPECT_TRUE(r.comms[0].aborted());
+      EXPECT_TRUE(stream_drains(r.streams[0], std::chrono::seconds(5))) << "the abort did not stop NCCL's kernel";
+    } // the graph and its executable first: the background abort can end now
+  }   // then the buffers and communicators (the destructor waits for the abort, up to the 3 s timeout)
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  EXPECT_LT(total, 20.0) << "the communicators' release after the graph took too long";
+}
+
+TEST(Nccl, AnExceptionLeavingAGroupOpenAbortsItsCommunicatorsInsteadOfHanging) {
+  CONVEYOR_REQUIRE_GPUS(2);
+  const ranks r(std::chrono::seconds(3));
+  const std::size_t count = 1 << 16;
+  per_rank<float> buf(r, count);
+  all_reduce_matches_cpu<float>(r, count, reduce_op::sum, true, "warm-up");
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    conveyor::nccl::group g;
+    conveyor::nccl::all_reduce(r.comms[0], buf[0], buf[0], count, reduce_op::sum, r.streams[0]);
+    throw std::runtime_error("user code failed before rank 1's call");
+  } catch (const std::exception& e) {
+    EXPECT_STREQ(e.what(), "user code failed before rank 1's call"); // the user's exception, not the group's
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_TRUE(r.comms[0].aborted()) << "rank 0's collective launched alone and its communicator was not aborted";
+  EXPECT_FALSE(r.comms[1].aborted()); // it was not used in the group
+  EXPECT_TRUE(stream_drains(r.streams[0], std::chrono::seconds(5))) << "rank 0's lone collective still runs";
+}
+
+TEST(Nccl, AFailedGroupNamesEveryRankAndDevice) {
+  CONVEYOR_REQUIRE_GPUS(2);
+  const ranks r(std::chrono::seconds(3));
+  const std::size_t count = 1 << 16;
+  per_rank<float> buf(r, count);
+  float* null = nullptr;
+  try {
+    conveyor::nccl::group g;
+    conveyor::nccl::all_reduce(r.comms[0], buf[0], buf[0], count, reduce_op::sum, r.streams[0]);
+    conveyor::nccl::all_reduce(r.comms[1], buf[1], buf[1], count, reduce_op::sum, r.streams[1]);
+    EXPECT_THROW(conveyor::nccl::all_reduce(r.comms[1], null, null, count, reduce_op::sum, r.streams[1]), nccl_error);
+    g.end();
+    FAIL() << "a group with a refused call ended without error";
+  } catch (const nccl_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 (device 0), rank 1 (device 1)"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(r.comms[0].aborted());
+  EXPECT_TRUE(r.comms[1].aborted());
 }
 
 TEST(Nccl, AgreeOnCaptureAcceptsOneDecisionAndRefusesACapture) {

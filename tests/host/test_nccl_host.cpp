@@ -265,4 +265,24 @@ TEST(NcclChecks, ARefusedCallFailsItsGroup) {
   next.end();
 }
 
+TEST(NcclChecks, AnExceptionLeavingAGroupOpenFailsTheGroupAroundIt) {
+  conveyor::nccl::group outer;
+  try {
+    conveyor::nccl::group inner;
+    throw std::runtime_error("user code failed inside the group");
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "user code failed inside the group"); // the user's exception, not the group's
+  }
+  try {
+    outer.end();
+    FAIL() << "a group left open by an exception ended without error";
+  } catch (const nccl_error& e) {
+    EXPECT_EQ(e.call(), "ncclGroupEnd");
+    EXPECT_NE(std::string(e.what()).find("an exception left the group open"), std::string::npos) << e.what();
+  }
+  // A group opened and ended while no exception leaves it is no error; the next group starts clean.
+  conveyor::nccl::group next;
+  next.end();
+}
+
 } // namespace

@@ -31,7 +31,7 @@ template <class T>
 class device_array {
 public:
   explicit device_array(std::size_t count) : count_(count) {
-    CONVEYOR_CHECK(cudaMalloc(&data_, count * sizeof(T)));
+    CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
   }
   explicit device_array(const std::vector<T>& host) : device_array(host.size()) { upload(host); }
   device_array(const device_array&) = delete;

@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -179,7 +180,11 @@ void recv(const communicator& comm, T* data, std::size_t count, int peer, const 
 //! used in the group until it is (`ncclCommGetAsyncError` no longer ncclInProgress), up to their longest timeout.
 //! A call refused by Conveyor's checks inside a group makes the whole group fail: end() then still ends the NCCL
 //! group, aborts every communicator used in it (their operations may now wait for peers that will never join) and
-//! throws nccl_error.
+//! throws nccl_error. An exception that leaves the group open (thrown by anything between the constructor and
+//! end(): user code, std::bad_alloc, cuda_error ...) fails it alike: the destructor sees it unwinding
+//! (`std::uncaught_exceptions()`), ends the NCCL group and aborts every communicator used in it ("an exception left
+//! the group open"), as the collectives queued so far would otherwise launch without the other ranks' and wait for
+//! ever. An abort never waits for graphs that captured the communicator (see communicator's class comment).
 //! Thread safety: a group belongs to the thread that opened it (NCCL's groups are per thread).
 class group {
 public:
@@ -188,18 +193,23 @@ public:
   group();
   group(const group&) = delete;
   group& operator=(const group&) = delete;
-  //! Ends the group if end() was not called (an exception is unwinding): the group is launched and waited for as
-  //! end() does, and any error is swallowed after aborting the communicators used in it. Never throws.
+  //! Ends the group if end() was not called. When an exception thrown since the constructor is unwinding, the group
+  //! fails first ("an exception left the group open"), so every communicator used in it is aborted; otherwise it is
+  //! launched and waited for as end() does. Any error is swallowed after aborting the communicators used in it.
+  //! Never throws.
   ~group();
 
   //! Ends the group (`ncclGroupEnd`) and, for the outermost group, waits until every communicator used in it has
   //! launched its work (not until the work finishes: use synchronize for that).
-  //! \throws std::logic_error when already ended; nccl_error (after aborting the group's communicators) when NCCL
-  //!         reports an error, the launch does not finish within the timeout, or a call in the group was refused.
+  //! \throws std::logic_error when already ended; nccl_error (after aborting the group's communicators; the message
+  //!         names every rank and device of the group) when NCCL reports an error, the launch does not finish within
+  //!         the timeout, or a call in the group was refused or an exception left an inner group open.
   void end();
 
 private:
   bool open_ = true;
+  int uncaught_ = std::uncaught_exceptions(); //!< exceptions in flight when the group opened
+
 };
 
 //! Makes every rank agree, before a capture, on what it will capture: an eager all-reduce (max over ranks of

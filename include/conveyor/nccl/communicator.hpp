@@ -19,9 +19,9 @@ namespace conveyor::nccl {
 //! Options of a communicator. A plain value.
 struct comm_options {
   //! The longest any wait of the communicator may take: its initialisation, group end (group::end), synchronize()
-  //! and agree_on_capture(), and the finalisation in the destructor. When it passes the communicator is aborted
-  //! (`ncclCommAbort`) and the call throws nccl_error with timed_out() true. Make it longer than the slowest
-  //! collective you wait for at once (a whole captured graph's worth of them).
+  //! and agree_on_capture(), and the finalisation (or the wait for a background abort) in the destructor. When it
+  //! passes the communicator is aborted (`ncclCommAbort`) and the call throws nccl_error with timed_out() true. Make
+  //! it longer than the slowest collective you wait for at once (a whole captured graph's worth of them).
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
 };
 
@@ -53,6 +53,14 @@ struct comm_state;
 //! still finds it waiting after the timeout leaves the communicator to the process's exit (and says so on stderr)
 //! rather than hang or abort into NCCL's waiting thread.
 //!
+//! Aborts and graphs: NCCL 2.26 and later also make `ncclCommAbort` wait until every graph that captured the
+//! communicator is destroyed (after setting its abort flag, so its kernels stop at once). A communicator that has
+//! had operations captured is therefore aborted (on a timeout, an error or abort()) on a background thread: the
+//! call that found the error throws at once while the caller still holds its graph_exec. Destroy the graphs that
+//! captured it before the communicator: the abort completes then, and the destructor waits for it up to
+//! options().timeout; if it has still not ended the destructor leaves it running, says so on stderr, and returns
+//! (never hangs, never throws).
+//!
 //! Thread safety: one thread at a time per communicator (NCCL's rule); different communicators may be used from
 //! different threads (capture then with capture_mode::thread_local_, NCCL's advice for one thread per GPU).
 class communicator {
@@ -65,7 +73,8 @@ public:
   communicator& operator=(communicator&& other) noexcept;
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
-  //! Finalises and destroys the communicator (see the class comment). Never throws.
+  //! Finalises and destroys the communicator, or waits (up to options().timeout) for an abort running on a
+  //! background thread (see the class comment). Never throws.
   ~communicator();
 
   //! One communicator per device of `devices`, all in this process: rank i on devices[i] (`ncclCommInitAll`'s
@@ -123,7 +132,9 @@ public:
   void synchronize(const conveyor::stream& s) const;
 
   //! Aborts the communicator (`ncclCommAbort`): NCCL kernels still running stop, resources are freed, the object
-  //! becomes empty. Does nothing when already empty. Never throws.
+  //! becomes empty. Does nothing when already empty. Never throws and never waits for graphs: when operations of
+  //! the communicator were captured, the abort runs on a background thread that ends once the graphs that captured
+  //! them are destroyed (the destructor waits for it; see the class comment).
   void abort() noexcept;
 
   //! Internal: the state behind the handle (for the library's free functions). Not for users.

@@ -27,7 +27,9 @@ public:
   //! Initialises MPI unless it is already (`MPI_Initialized`); reads the rank and size of MPI_COMM_WORLD and the
   //! rank among the processes of this host (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`).
   //! \param argc, argv main's, or null (MPI then reads nothing from the command line)
-  //! \throws std::runtime_error with MPI's error text when an MPI call fails.
+  //! \throws std::runtime_error with MPI's error text when an MPI call fails, or when MPI provides a thread level
+  //!         below MPI_THREAD_FUNNELED to the MPI_Init_thread it calls; when it throws after initialising MPI,
+  //!         it finalises MPI first.
   mpi_session(int* argc = nullptr, char*** argv = nullptr);
   mpi_session(const mpi_session&) = delete;
   mpi_session& operator=(const mpi_session&) = delete;
@@ -46,6 +48,7 @@ public:
   [[nodiscard]] bool owns_mpi() const noexcept { return owns_; }
 
 private:
+  void read_world();
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;
@@ -54,10 +57,11 @@ private:
 };
 
 //! A communicator over the processes of `comm`: rank r of the NCCL communicator is rank r of `comm`, on CUDA
-//! device `device`. Every process of `comm` must call it. First an `MPI_Allgather` of (device, host name, whether
-//! the device exists) refuses, on every rank alike, two ranks on one device of one host (naming both ranks, the
-//! host and the device) and a device that does not exist; then rank 0 makes the unique id
-//! (`ncclGetUniqueId`), `MPI_Bcast`s it, and every rank calls communicator::init_rank with the options' timeout.
+//! device `device`. Every process of `comm` must call it. First an `MPI_Allgather` of (device, host name from
+//! `MPI_Get_processor_name`, compared whole, whether the device exists) refuses, on every rank alike, two ranks on
+//! one device of one host (naming both ranks, the host and the device) and a device that does not exist; then
+//! rank 0 makes the unique id (`ncclGetUniqueId`), `MPI_Bcast`s it, and every rank calls communicator::init_rank
+//! with the options' timeout.
 //! \throws nccl_error (ncclInvalidArgument) for the refusals above (on every rank); nccl_error from NCCL or on
 //!         timeout; std::runtime_error when an MPI call fails.
 //! Thread safety: as MPI (the session's thread).
