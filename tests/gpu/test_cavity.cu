@@ -7,6 +7,7 @@
 #include "cavity/reference_cpu.hpp"
 #include "cavity/solver.hpp"
 
+#include "support/cavity_steps.hpp"
 #include "support/gpu.hpp"
 
 #include <gtest/gtest.h>
@@ -28,15 +29,7 @@ fs::path shared_data() {
   return CONVEYOR_DEFAULT_SHARED_DATA;
 }
 
-cavity_options fixed(double re, int n, std::int64_t steps, int k) {
-  cavity_options o;
-  o.re = re;
-  o.n = n;
-  o.steps = steps;
-  o.steps_per_graph = k;
-  o.tol = 0.0;
-  return o;
-}
+using conveyor::test::fixed;
 
 TEST(CavityGpu, KernelMatchesTheCpuReference) {
   CONVEYOR_REQUIRE_GPU();

@@ -9,6 +9,7 @@
 #include "cavity/reference_cpu.hpp"
 #include "cavity/solver.hpp"
 
+#include "support/cavity_steps.hpp"
 #include "support/gpu.hpp"
 
 #include <gtest/gtest.h>
@@ -26,15 +27,7 @@ namespace {
 
 using namespace conveyor::cavity;
 
-cavity_options fixed(double re, int n, std::int64_t steps, int k) {
-  cavity_options o;
-  o.re = re;
-  o.n = n;
-  o.steps = steps;
-  o.steps_per_graph = k;
-  o.tol = 0.0;
-  return o;
-}
+using conveyor::test::fixed;
 
 bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

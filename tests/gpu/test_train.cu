@@ -6,6 +6,8 @@
 #include "train/reference_cpu.hpp"
 #include "train/trainer.hpp"
 
+#include "support/train_data.hpp"
+
 #include <conveyor/runtime/device.hpp>
 
 #include <gtest/gtest.h>
@@ -25,17 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace conveyor::train;
 
-fs::path fashion_mnist_dir() {
-  if (const char* env = std::getenv("CONVEYOR_FASHION_MNIST_DIR"); env != nullptr && *env != '\0') return env;
-  return default_data_dir;
-}
-
-//! The real data set when its files are present, otherwise nothing.
-std::optional<dataset> real_data() {
-  const fs::path dir = fashion_mnist_dir();
-  if (!fs::exists(dir / "train-images-idx3-ubyte.gz")) return std::nullopt;
-  return load_fashion_mnist(dir);
-}
+using conveyor::test::fashion_mnist_dir;
+using conveyor::test::real_data;
 
 //! ‖g − ref‖ / ‖ref‖.
 double relative_error(const std::vector<float>& g, const std::vector<double>& ref) {

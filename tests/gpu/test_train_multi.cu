@@ -3,6 +3,7 @@
 // across the three modes; on two GPUs (skipped with fewer) the losses against one GPU with the same global batch
 // (1e-5 relative over 100 steps), bitwise agreement of the modes, identical replicas and the accuracy target.
 #include "support/gpu.hpp"
+#include "support/train_data.hpp"
 
 #include "train/data_parallel.hpp"
 #include "train/dataset.hpp"
@@ -31,17 +32,8 @@ namespace fs = std::filesystem;
 namespace nccl = conveyor::nccl;
 using namespace conveyor::train;
 
-fs::path fashion_mnist_dir() {
-  if (const char* env = std::getenv("CONVEYOR_FASHION_MNIST_DIR"); env != nullptr && *env != '\0') return env;
-  return default_data_dir;
-}
-
-//! The real data set when its files are present, otherwise nothing.
-std::optional<dataset> real_data() {
-  const fs::path dir = fashion_mnist_dir();
-  if (!fs::exists(dir / "train-images-idx3-ubyte.gz")) return std::nullopt;
-  return load_fashion_mnist(dir);
-}
+using conveyor::test::fashion_mnist_dir;
+using conveyor::test::real_data;
 
 //! |a − b| / max(|a|, |b|), 0 when both are 0.
 double relative_difference(double a, double b) {
