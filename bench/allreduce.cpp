@@ -6,6 +6,7 @@
 
 #include "common/file_output.hpp"
 #include "common/output_paths.hpp"
+#include "common/usage_error.hpp"
 
 #include <conveyor/error.hpp>
 #include <conveyor/runtime/device.hpp>
@@ -36,6 +37,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+using conveyor::scenarios::usage_error;
 
 namespace {
 
@@ -69,11 +72,11 @@ struct size_row {
 
 void check_options(const allreduce_options& o) {
   if (o.min_bytes < 4 || o.min_bytes % 4 != 0)
-    throw std::invalid_argument(fmt::format("--min-bytes: must be a multiple of 4 (a float) of at least 4, got {}",
-                                            o.min_bytes));
+    throw usage_error(
+        fmt::format("--min-bytes: must be a multiple of 4 (a float) of at least 4, got {}", o.min_bytes));
   if (o.max_bytes < o.min_bytes || o.max_bytes > (std::size_t{1} << 30))
-    throw std::invalid_argument(fmt::format("--max-bytes: must be in [--min-bytes = {}, 1073741824 (1 GiB)], got {}",
-                                            o.min_bytes, o.max_bytes));
+    throw usage_error(fmt::format(
+        "--max-bytes: must be in [--min-bytes = {}, 1073741824 (1 GiB)], got {}", o.min_bytes, o.max_bytes));
   if (!o.json.empty()) conveyor::scenarios::check_output_file("--json", o.json);
 #if !CONVEYOR_ALLREDUCE_NCCL
   throw std::runtime_error("conveyor allreduce: this build has no NCCL (conveyor::nccl was not built: nccl.h or "

@@ -226,7 +226,8 @@ void run(const cli_options& o) {
     const std::vector<std::size_t> sizes = o.quick ? std::vector<std::size_t>{10, 1000, 10000}
                                                    : std::vector<std::size_t>{10, 100, 1000, 10000};
     const std::string table = format_graphed_rebind(measure_graphed_rebind(sizes, o.quick ? 11 : 21)) + "\n" +
-                              format_recapture_cost(measure_recapture_cost(sizes, o.quick ? 5 : 11));
+                              format_recapture_cost(measure_recapture_cost(sizes, o.quick ? 5 : 11)) + "\n" +
+                              format_prepare_cost(measure_prepare_cost({8, 16, 32, 64}));
     const std::string text = fmt::format("{}\n\n`conveyor bench --graphed{}`\n\n{}", conveyor::describe_device(o.device),
                                          o.quick ? " --quick" : "", table);
     write_output(o.markdown, text);

@@ -8,12 +8,17 @@
 #include <conveyor/execute/graph_exec.hpp>
 #include <conveyor/error.hpp>
 
+// Internal (src/): the snapshot and comparison update_incremental makes, timed apart for the per-phase split.
+#include "execute/graph_exec_impl.hpp"
+#include "kinds/walk.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -160,6 +165,7 @@ void check_against_eager(std::size_t n) {
   };
   conveyor::graphed_options rebinding;
   rebinding.warmup_calls = 0;
+  rebinding.rebind = conveyor::rebind_policy::learn; // declared: the arguments only flow into node fields
   conveyor::graphed_options eager;
   eager.disabled = true;
   const auto graphed = run(rebinding);
@@ -179,8 +185,8 @@ std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& s
     check_against_eager(n);
     conveyor::graphed_options rebinding;
     rebinding.warmup_calls = 0;
-    conveyor::graphed_options recapturing = rebinding;
-    recapturing.rebind = conveyor::rebind_policy::recapture;
+    conveyor::graphed_options recapturing = rebinding; // the default: every change re-captures
+    rebinding.rebind = conveyor::rebind_policy::learn; // declared: the arguments only flow into node fields
     conveyor::graphed_options eager;
     eager.disabled = true;
     struct spec {
@@ -194,13 +200,13 @@ std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& s
     const spec specs[] = {
         {"eager", "callable run on the stream (no graph)", change::pointer_all, &eager, 0},
         {"replay", "same arguments: replay", change::none, &rebinding, 0},
-        {"pointer-1-node", "pointer change reaching 1 node (rebind)", change::pointer_one, &rebinding, 1},
-        {"pointer-all-nodes", "pointer change reaching all N nodes (rebind)", change::pointer_all, &rebinding, n},
-        {"scalar-1-node", "scalar change reaching 1 node (rebind)", change::scalar_one, &rebinding, 1},
-        {"scalar-all-nodes", "scalar change reaching all N nodes (rebind)", change::scalar_all, &rebinding, n},
-        {"recapture-pointer-1-node", "pointer change reaching 1 node, re-capture (rebind off)", change::pointer_one,
+        {"pointer-1-node", "pointer change reaching 1 node (declared: rebind)", change::pointer_one, &rebinding, 1},
+        {"pointer-all-nodes", "pointer change reaching all N nodes (declared: rebind)", change::pointer_all, &rebinding, n},
+        {"scalar-1-node", "scalar change reaching 1 node (declared: rebind)", change::scalar_one, &rebinding, 1},
+        {"scalar-all-nodes", "scalar change reaching all N nodes (declared: rebind)", change::scalar_all, &rebinding, n},
+        {"recapture-pointer-1-node", "pointer change reaching 1 node, re-capture (the default)", change::pointer_one,
          &recapturing, 1},
-        {"recapture-pointer-all-nodes", "pointer change reaching all N nodes, re-capture (rebind off)",
+        {"recapture-pointer-all-nodes", "pointer change reaching all N nodes, re-capture (the default)",
          change::pointer_all, &recapturing, n},
         {"fallback-pointer-1-node", "pointer the callable transforms, 1 node: re-capture (rebind on, learning)",
          change::pointer_one, &rebinding, 1, true},
@@ -228,6 +234,13 @@ std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& s
   return rows;
 }
 
+namespace {
+double median_us(std::vector<double>& v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+} // namespace
+
 std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls) {
   if (sizes.empty() || calls < 1) throw std::invalid_argument("measure_recapture_cost: need sizes and calls >= 1");
   std::vector<recapture_cost> out;
@@ -236,28 +249,89 @@ std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t
     buffers b;
     conveyor::stream s;
     const tiny_chain body{static_cast<int>(n), b.fixed.p};
-    auto record = [&](float* one) { return conveyor::capture(s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }); };
-    auto exec = conveyor::instantiate(record(b.one1.p));
-    std::vector<double> capture_times;
-    std::vector<double> update_times;
+    conveyor::capture_options unchecked;
+    unchecked.catch_default_streams = false;
+    unchecked.host_memory = conveyor::host_memory_check::off;
+    auto record = [&](float* one, const conveyor::capture_options& o) {
+      return conveyor::capture(s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }, o);
+    };
+    auto exec = conveyor::instantiate(record(b.one1.p, {}));
+    std::optional<detail::graph_snapshot> before = detail::snapshot_graph(detail::current_graph(exec)->handle);
+    std::vector<double> eager, capture, plain, read, compare, update, launch;
     for (int k = 0; k < calls + 1; ++k) {
+      float* one = k % 2 == 0 ? b.one2.p : b.one1.p;
       const auto t0 = clock_type::now();
-      conveyor::graph g = record(k % 2 == 0 ? b.one2.p : b.one1.p);
+      body(s, b.all1.p, 1.0F, one, 2.0F);
+      s.synchronize();
       const auto t1 = clock_type::now();
-      const auto r = exec.update_incremental(g);
+      conveyor::graph g = record(one, {});
       const auto t2 = clock_type::now();
-      if (r.method != conveyor::update_method::per_node || r.nodes_changed != 1)
-        throw std::runtime_error(fmt::format("measure_recapture_cost: N={}: expected 1 node set, got {}", n,
-                                             r.reason()));
+      { const conveyor::graph unused = record(one, unchecked); }
+      const auto t3 = clock_type::now();
+      { const conveyor::graph unused = record(one, unchecked); }
+      const auto t4 = clock_type::now();
+      detail::graph_snapshot next = detail::snapshot_graph(g.get());
+      const auto t5 = clock_type::now();
+      const auto c = detail::compare_snapshots(*before, next, {});
+      const auto t6 = clock_type::now();
+      const auto r = exec.update_incremental(g);
+      const auto t7 = clock_type::now();
       exec.launch(s);
       s.synchronize();
+      const auto t8 = clock_type::now();
+      if (r.method != conveyor::update_method::per_node || r.nodes_changed != 1 || c.changed.size() != 1)
+        throw std::runtime_error(fmt::format("measure_recapture_cost: N={}: expected 1 node set, got {}", n,
+                                             r.reason()));
+      before = std::move(next);
       if (k == 0) continue; // the first update also reads the executable graph's own graph
-      capture_times.push_back(us(t1 - t0));
-      update_times.push_back(us(t2 - t1));
+      eager.push_back(us(t1 - t0));
+      capture.push_back(us(t2 - t1));
+      plain.push_back(us(t4 - t3));
+      (void)t3;
+      read.push_back(us(t5 - t4));
+      compare.push_back(us(t6 - t5));
+      update.push_back(us(t7 - t6));
+      launch.push_back(us(t8 - t7));
     }
-    std::sort(capture_times.begin(), capture_times.end());
-    std::sort(update_times.begin(), update_times.end());
-    out.push_back({n, capture_times[capture_times.size() / 2], update_times[update_times.size() / 2]});
+    recapture_cost row;
+    row.nodes = n;
+    row.eager_us = median_us(eager);
+    row.capture_us = median_us(capture);
+    row.checks_us = row.capture_us - median_us(plain);
+    row.read_us = median_us(read);
+    row.compare_us = median_us(compare);
+    row.update_us = median_us(update);
+    row.launch_us = median_us(launch);
+    out.push_back(row);
+  }
+  return out;
+}
+
+std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& bucket_counts, std::size_t nodes,
+                                               int calls) {
+  if (bucket_counts.empty() || calls < 1) throw std::invalid_argument("measure_prepare_cost: need counts and calls");
+  std::vector<prepare_cost> out;
+  buffers b;
+  conveyor::stream s;
+  const tiny_chain chain{static_cast<int>(nodes), b.fixed.p};
+  // The batch size only sizes the work (all of it reads `all`): one graph per bucket.
+  auto body = [&](const conveyor::stream& cs, conveyor::batch_size rows) {
+    chain(cs, b.all1.p, static_cast<float>(rows.padded % 7), b.one1.p, 2.0F);
+  };
+  for (std::size_t count : bucket_counts) {
+    conveyor::graphed_options o;
+    o.max_graphs = count;
+    for (std::size_t k = 1; k <= count; ++k) o.buckets.push_back(16 * k);
+    std::vector<double> times;
+    for (int c = 0; c < calls; ++c) {
+      conveyor::graphed step(body, o);
+      const auto t0 = clock_type::now();
+      step.prepare(s, conveyor::batch_size{1});
+      times.push_back(us(clock_type::now() - t0) / 1000.0);
+      s.synchronize();
+    }
+    std::sort(times.begin(), times.end());
+    out.push_back({count, nodes, times[times.size() / 2]});
   }
   return out;
 }

@@ -37,16 +37,37 @@ struct rebind_row {
 //! reaching all nodes), ratio to eager. Host-only (tested without a GPU).
 [[nodiscard]] std::string format_graphed_rebind(const std::vector<rebind_row>& rows);
 
-//! What the re-capture path spends, for each N: capturing the callable, and graph_exec::update_incremental of the
-//! captured graph when 1 of its N kernel nodes changed, host µs (medians of `calls`).
+//! What the re-capture path spends, for each N, phase by phase (host µs, medians of `calls`), when 1 of the N kernel
+//! nodes changed: running the callable eagerly (with the stream synchronisation), capturing it (with the checks of
+//! capture_options, and what those checks cost), reading the captured graph (kernel parameters, launch attributes,
+//! edges), comparing it with the executable graph's own, setting the changed node (update_incremental less the read
+//! and the comparison), and launching it (until finished).
 struct recapture_cost {
   std::size_t nodes = 0;
-  double capture_us = 0;
-  double update_us = 0;
+  double eager_us = 0;
+  double capture_us = 0;  //!< conveyor::capture with the default checks
+  double checks_us = 0;   //!< of which the checks (capture with them minus capture without them)
+  double read_us = 0;     //!< the snapshot of the captured graph
+  double compare_us = 0;  //!< the comparison with the executable graph's snapshot
+  double update_us = 0;   //!< graph_exec::update_incremental in all (read, compare, set)
+  double launch_us = 0;   //!< cudaGraphLaunch until finished
 };
 //! Measures recapture_cost on the current device. \throws conveyor::cuda_error; std::invalid_argument as above.
 [[nodiscard]] std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls = 11);
 //! A Markdown table of them (host-only).
 [[nodiscard]] std::string format_recapture_cost(const std::vector<recapture_cost>& rows);
+
+//! Start-up with many shapes: graphed::prepare of a callable of `nodes` tiny kernels over `buckets` batch-size
+//! buckets (each captured and instantiated, largest first), host ms (median of `calls` fresh callables).
+struct prepare_cost {
+  std::size_t buckets = 0;
+  std::size_t nodes = 0;
+  double prepare_ms = 0;
+};
+//! Measures prepare_cost for each bucket count. \throws conveyor::cuda_error; std::invalid_argument for no counts.
+[[nodiscard]] std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& bucket_counts,
+                                                             std::size_t nodes = 100, int calls = 3);
+//! A Markdown table of them (host-only).
+[[nodiscard]] std::string format_prepare_cost(const std::vector<prepare_cost>& rows);
 
 } // namespace conveyor::bench

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace conveyor::bench {
 
 std::string format_graphed_rebind(const std::vector<rebind_row>& rows) {
@@ -29,16 +31,35 @@ std::string format_graphed_rebind(const std::vector<rebind_row>& rows) {
 }
 
 std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
-  const std::vector<std::string> header{"N", "capture µs", "update_incremental µs (1 node changed)",
-                                        "update µs per node"};
+  const std::vector<std::string> header{"N",       "eager µs",   "capture µs", "of which checks", "read µs",
+                                        "compare µs", "set µs",  "launch µs",  "re-capture ÷ eager"};
+  std::vector<std::vector<std::string>> body;
+  for (const auto& r : rows) {
+    const double set = std::max(0.0, r.update_us - r.read_us - r.compare_us);
+    const double total = r.capture_us + r.update_us + r.launch_us;
+    body.push_back({fmt::format("{}", r.nodes), format_number(r.eager_us), format_number(r.capture_us),
+                    format_number(r.checks_us), format_number(r.read_us), format_number(r.compare_us),
+                    format_number(set), format_number(r.launch_us),
+                    r.eager_us > 0 ? fmt::format("{:.3f}", total / r.eager_us) : "—"});
+  }
+  return fmt::format(
+      "### graphed/: where a re-capture's time goes\n\nHost µs, medians, when 1 of the N kernel nodes changed: the "
+      "callable run eagerly (until finished); `conveyor::capture` of it with the default checks (default streams, host "
+      "memory), and what the checks cost; reading the captured graph (kernel parameters, launch attributes, edges); "
+      "comparing it with the executable graph's own; setting the changed node (`update_incremental` less its read and "
+      "comparison); the launch until finished. Re-capture ÷ eager = (capture + update + launch) ÷ eager.\n\n{}",
+      markdown_table(header, body, "rrrrrrrrr"));
+}
+
+std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {
   std::vector<std::vector<std::string>> body;
   for (const auto& r : rows)
-    body.push_back({fmt::format("{}", r.nodes), format_number(r.capture_us), format_number(r.update_us),
-                    format_number(r.update_us / static_cast<double>(r.nodes))});
-  return fmt::format("### graphed/: what a re-capture costs\n\nHost µs, medians: capturing the N-kernel callable, "
-                     "and `graph_exec::update_incremental` of the captured graph when 1 of its N nodes changed (reads "
-                     "the new graph once: kernel parameters, launch attributes, edges).\n\n{}",
-                     markdown_table(header, body, "rrrr"));
+    body.push_back({fmt::format("{}", r.buckets), fmt::format("{}", r.nodes), format_number(r.prepare_ms),
+                    format_number(r.buckets > 0 ? r.prepare_ms / static_cast<double>(r.buckets) : 0.0)});
+  return fmt::format("### graphed/: start-up with many shapes\n\nHost ms, medians: `graphed::prepare` of a callable of "
+                     "N tiny kernels over B batch-size buckets (one warm-up, then each bucket captured and "
+                     "instantiated, largest first).\n\n{}",
+                     markdown_table({"buckets", "N", "prepare ms", "ms per bucket"}, body, "rrrr"));
 }
 
 } // namespace conveyor::bench

@@ -8,6 +8,7 @@
 
 #include <conveyor/error.hpp>
 #include <conveyor/execute/graph_exec.hpp>
+#include <conveyor/execute/update_result.hpp>
 
 #include <fmt/format.h>
 
@@ -164,6 +165,39 @@ void build_pairs(benchmark::State& state, const bench_case& c, bench_context& ct
   state.counters["instantiate_ratio"] = median_of(instantiation.ratios);
 }
 
+// Runs `conveyor_side` and `raw_side` (each returns the seconds of its timed update) as one pair per iteration,
+// Conveyor first on even iterations and raw first on odd ones, after the warm-up; records the per-update means and
+// the median ratio as the benchmark's counters conveyor_update_us, raw_update_us and ratio.
+template <class ConveyorSide, class RawSide>
+void measure_update_pairs(benchmark::State& state, const bench_case& c, ConveyorSide&& conveyor_side,
+                          RawSide&& raw_side) {
+  auto pair = [&](std::size_t i) {
+    double conv = 0.0;
+    double rw = 0.0;
+    if (i % 2 == 0) {
+      conv = conveyor_side();
+      rw = raw_side();
+    } else {
+      rw = raw_side();
+      conv = conveyor_side();
+    }
+    return std::pair{conv, rw};
+  };
+  warm_up(c, [&](std::size_t i) { (void)pair(i); });
+  paired_series update;
+  std::size_t done = 0;
+  for (auto _ : state) {
+    const auto [conv, rw] = pair(done);
+    state.SetIterationTime(conv + rw);
+    update.add(conv, rw);
+    ++done;
+  }
+  const double per_update = us_per_s / static_cast<double>(done);
+  state.counters["conveyor_update_us"] = update.conveyor_s * per_update;
+  state.counters["raw_update_us"] = update.raw_s * per_update;
+  state.counters["ratio"] = median_of(update.ratios);
+}
+
 void setter_pairs(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
   const std::size_t n = c.id.nodes;
   const std::vector<std::size_t> changed = changed_indices(n, c.id.changed);
@@ -197,33 +231,60 @@ void setter_pairs(benchmark::State& state, const bench_case& c, bench_context& c
   };
   auto launch_conveyor = [&] { conveyor_exec.launch(main); };
   auto launch_raw = [&] { CONVEYOR_CHECK(cudaGraphLaunch(raw_exec.get(), main.get())); };
-  // One pair, Conveyor first on even iterations, raw first on odd ones.
-  auto pair = [&](std::size_t i) {
-    double conv = 0.0;
-    double rw = 0.0;
-    if (i % 2 == 0) {
-      conv = side(set_conveyor, launch_conveyor);
-      rw = side(set_raw, launch_raw);
-    } else {
-      rw = side(set_raw, launch_raw);
-      conv = side(set_conveyor, launch_conveyor);
-    }
-    return std::pair{conv, rw};
-  };
+  measure_update_pairs(
+      state, c, [&] { return side(set_conveyor, launch_conveyor); }, [&] { return side(set_raw, launch_raw); });
+}
 
-  warm_up(c, [&](std::size_t i) { (void)pair(i); });
-  paired_series update;
-  std::size_t done = 0;
-  for (auto _ : state) {
-    const auto [conv, rw] = pair(done);
-    state.SetIterationTime(conv + rw);
-    update.add(conv, rw);
-    ++done;
-  }
-  const double per_update = us_per_s / static_cast<double>(done);
-  state.counters["conveyor_update_us"] = update.conveyor_s * per_update;
-  state.counters["raw_update_us"] = update.raw_s * per_update;
-  state.counters["ratio"] = median_of(update.ratios);
+// Whole-graph update, paired: two executable graphs of the chain (Conveyor's from the builder, raw from the Runtime
+// API), each moved between a graph A and a graph B whose `changed` nodes have another kernel argument, through
+// graph_exec::update and cudaGraphExecUpdate, alternating which side goes first. Each side, as a replay loop that
+// updates runs: update to B, launch, wait, then update back to A (timed), launch, wait.
+void whole_pairs(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
+  const std::size_t n = c.id.nodes;
+  const std::vector<std::size_t> changed = changed_indices(n, c.id.changed);
+  if (changed.empty()) throw std::invalid_argument("paired whole-graph update benchmark without changed nodes");
+  const conveyor::stream& main = ctx.main_stream();
+  const std::vector<float> b_a = b_values(n);
+  const std::vector<float> b_b = b_values(n, changed);
+  const conveyor_built conveyor_a = build_conveyor(ctx, 1, n, rot.base, b_a);
+  const conveyor_built conveyor_b = build_conveyor(ctx, 1, n, rot.base, b_b);
+  conveyor::graph_exec conveyor_exec = conveyor::instantiate(conveyor_a.graph);
+  conveyor_exec.upload(main);
+  const raw_built raw_a = build_raw(ctx, 1, n, rot.base, b_a);
+  const raw_built raw_b = build_raw(ctx, 1, n, rot.base, b_b);
+  const raw_graph_exec raw_exec = instantiate_raw(raw_a.graph.get());
+  CONVEYOR_CHECK(cudaGraphUpload(raw_exec.get(), main.get()));
+  main.synchronize();
+  auto update_conveyor = [&](const conveyor::graph& g) {
+    const auto t0 = clock_type::now();
+    const conveyor::update_result r = conveyor_exec.update(g);
+    const double t = seconds(t0, clock_type::now());
+    if (r.method != conveyor::update_method::whole_graph) throw std::runtime_error(r.reason());
+    return t;
+  };
+  auto update_raw = [&](cudaGraph_t g) {
+    cudaGraphExecUpdateResultInfo info{};
+    const auto t0 = clock_type::now();
+    const cudaError_t rc = cudaGraphExecUpdate(raw_exec.get(), g, &info);
+    const double t = seconds(t0, clock_type::now());
+    CONVEYOR_CHECK(rc);
+    return t;
+  };
+  // Update to B, launch, wait; then back to A (timed), launch, wait.
+  auto side = [&](auto&& update, auto&& to_b, auto&& to_a, auto&& launch) {
+    (void)update(to_b);
+    launch();
+    main.synchronize();
+    const double t = update(to_a);
+    launch();
+    main.synchronize();
+    return t;
+  };
+  auto launch_conveyor = [&] { conveyor_exec.launch(main); };
+  auto launch_raw = [&] { CONVEYOR_CHECK(cudaGraphLaunch(raw_exec.get(), main.get())); };
+  measure_update_pairs(
+      state, c, [&] { return side(update_conveyor, conveyor_b.graph, conveyor_a.graph, launch_conveyor); },
+      [&] { return side(update_raw, raw_b.graph.get(), raw_a.graph.get(), launch_raw); });
 }
 
 } // namespace
@@ -235,6 +296,8 @@ void paired_body(benchmark::State& state, const bench_case& c, bench_context& ct
     build_pairs(state, c, ctx, rot);
   else if (c.id.variant == "setters")
     setter_pairs(state, c, ctx, rot);
+  else if (c.id.variant == "whole")
+    whole_pairs(state, c, ctx, rot);
   else
     throw std::logic_error(fmt::format("paired benchmark with unknown variant '{}'", c.id.variant));
 }

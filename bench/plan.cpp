@@ -20,7 +20,8 @@ bool graph_launch(const bench_id& id) { return id.group == "launch" && id.varian
 double setup_us(const bench_id& id, std::size_t rotation_sets) {
   const auto n = static_cast<double>(id.nodes);
   if (graph_launch(id)) return static_cast<double>(rotation_sets) * (5.0 * n + 50.0);
-  if (id.group == "paired" && (id.variant == "replay" || id.variant == "setters")) return 10.0 * n + 100.0;
+  if (id.group == "paired" && (id.variant == "replay" || id.variant == "setters" || id.variant == "whole"))
+    return 10.0 * n + 100.0;
   if (id.group == "update") return 8.0 * n + 100.0;
   if (id.group == "memory") return 6.0 * n + 100.0;
   return 50.0;
@@ -33,7 +34,9 @@ std::int64_t warmup_for(const bench_id& id, std::int64_t iterations, std::size_t
   }
   if (id.group == "update") return std::max<std::int64_t>(2, iterations / 10);
   if (id.group == "paired")
-    return id.variant == "replay" || id.variant == "setters" ? std::max<std::int64_t>(2, iterations / 10) : 2;
+    return id.variant == "replay" || id.variant == "setters" || id.variant == "whole"
+               ? std::max<std::int64_t>(2, iterations / 10)
+               : 2;
   if (id.group == "memory") return 0; // the benchmark instantiates and uploads once before measuring
   return 1;
 }
@@ -92,6 +95,7 @@ double estimate_iteration_us(const bench_id& id) {
     // Each side runs twice per pair (see paired.cpp).
     if (id.variant == "replay") return 4.0 * (1.8 * n + 10.0);
     if (id.variant == "setters") return 4.0 * (0.8 * k + 1.8 * n + 15.0);
+    if (id.variant == "whole") return 4.0 * (0.9 * n + 1.1 * n + 15.0);
     return 2.0 * ((id.variant == "capture" ? 4.5 : 4.0) * n + 20.0) + 1.5 * n;
   }
   return 100.0;
@@ -127,7 +131,7 @@ std::vector<bench_case> plan_cases(const plan_options& options) {
     }
     c.warmup = warmup_for(id, c.iterations, options.rotation_sets);
     if (id.group == "launch" || id.group == "update" ||
-        (id.group == "paired" && (id.variant == "replay" || id.variant == "setters")))
+        (id.group == "paired" && (id.variant == "replay" || id.variant == "setters" || id.variant == "whole")))
       c.warmup_ms = options.warmup_ms;
     c.id = std::move(id);
     cases.push_back(std::move(c));
@@ -150,7 +154,8 @@ std::vector<bench_case> plan_cases(const plan_options& options) {
       for (const char* variant : {"replay", "capture", "explicit"})
         add({"paired", t, variant, "conveyor_vs_raw", n, 0});
   for (std::size_t n : options.sizes)
-    for (std::size_t k : changed_counts(n)) add({"paired", "chain", "setters", "conveyor_vs_raw", n, k});
+    for (std::size_t k : changed_counts(n))
+      for (const char* variant : {"setters", "whole"}) add({"paired", "chain", variant, "conveyor_vs_raw", n, k});
   for (const auto& t : topologies)
     for (std::size_t n : options.sizes)
       for (const char* variant : {"no_upload", "upload"}) add({"first_launch", t, variant, "conveyor", n, 0});

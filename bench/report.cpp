@@ -611,14 +611,33 @@ void paired_setters_section(std::string& out, const bench_report& report, const 
                         "rrrrr");
 }
 
+void paired_whole_section(std::string& out, const bench_report& report, const result_index& index) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : report.results) {
+    if (r.id.group != "paired" || r.id.variant != "whole") continue;
+    rows.push_back({fmt::format("{}", r.id.nodes), changed_label(r.id.changed, r.id.nodes),
+                    index.cell(r.id, "conveyor_update_us"), index.cell(r.id, "raw_update_us"),
+                    index.ratio_summary_cell(r.id, "ratio")});
+  }
+  if (rows.empty()) return;
+  out += "\n### Whole-graph update, paired: Conveyor and raw alternating update by update\n\n";
+  out += "One benchmark moves two executable graphs of the chain between two graphs that differ in the changed "
+         "nodes' kernel argument, one through `graph_exec::update` (graphs from Conveyor's builder), one through "
+         "`cudaGraphExecUpdate` (graphs from the Runtime API), in alternating order; each side updates, launches and "
+         "waits twice and only its second update is timed (µs per update, host). Ratio = median over the pairs of a "
+         "repetition of Conveyor ÷ raw; cells show the median [min–max] of that over the repetitions.\n\n";
+  out += markdown_table({"N", "changed", "graph_exec::update", "cudaGraphExecUpdate", "ratio"}, rows, "rrrrr");
+}
+
 void update_section(std::string& out, const bench_report& report, const result_index& index) {
   std::set<std::tuple<std::string, std::size_t, std::size_t>> rows_seen;
   for (const auto& r : report.results)
     if (r.id.group == "update") rows_seen.emplace(r.id.topology, r.id.nodes, r.id.changed);
   if (rows_seen.empty()) {
-    if (index.has_group_variant("paired", "setters")) {
+    if (index.has_group_variant("paired", "setters") || index.has_group_variant("paired", "whole")) {
       out += "\n## 4. Update costs\n";
       paired_setters_section(out, report, index);
+      paired_whole_section(out, report, index);
     }
     return;
   }
@@ -659,6 +678,7 @@ void update_section(std::string& out, const bench_report& report, const result_i
   out += "\n### The next launch after the change (µs, wall, launch until finished)\n\n";
   out += markdown_table(header, after, align);
   paired_setters_section(out, report, index);
+  paired_whole_section(out, report, index);
 }
 
 void memory_section(std::string& out, const bench_report& report, const result_index& index) {

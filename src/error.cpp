@@ -17,8 +17,10 @@ std::string_view hint_for(cudaError_t code) noexcept {
            "capturing stream, cudaDeviceSynchronize, or an implicit synchronisation with the legacy default stream): "
            "check the return code of every call inside the captured callable to find it";
   case cudaErrorStreamCaptureImplicit:
-    return "the call would synchronise implicitly with the legacy default stream (stream 0) while it is being "
-           "captured: capture on a stream made with cudaStreamNonBlocking and pass it to every call";
+    return "work was enqueued on the legacy default stream (stream 0: a kernel launched without a stream argument, a "
+           "copy or memset on stream 0) while a capture was open: it would run once, at capture time, and be missing "
+           "from every replay; pass the capturing stream to every launch, copy and memset inside the capture (and "
+           "capture on a stream made with cudaStreamNonBlocking)";
   case cudaErrorStreamCaptureUnjoined:
     return "a stream forked into the capture was not joined back: call conveyor::join(origin, forked) (an event "
            "recorded on the forked stream and waited on by the origin) before the capture ends";

@@ -7,6 +7,8 @@
 #include "solve/solve_command.hpp"
 #include "train/train_command.hpp"
 
+#include "common/usage_error.hpp"
+
 #include <conveyor/version.hpp>
 
 #include <CLI/CLI.hpp>
@@ -30,13 +32,25 @@ int main(int argc, char** argv) {
   register_bench_command(app);
   register_allreduce_command(app);
   register_doctor_command(app);
+  // One exit-code convention for every command: 0 success (--help and --version too), 2 a usage error (an unknown
+  // or malformed option, a value out of range, options that do not go together), 1 any other failure.
+  const char* exit_status = "Exit status: 0 success; 2 a usage error (unknown or malformed option, value out of "
+                            "range, options that do not go together); 1 any other failure (no CUDA device, unreadable "
+                            "input, CUDA error, failed check).";
+  app.footer(exit_status);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->footer(exit_status);
+  using conveyor::scenarios::exit_failure;
+  using conveyor::scenarios::exit_usage;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : exit_usage;
+  } catch (const conveyor::scenarios::usage_error& e) {
+    fmt::print(stderr, "conveyor: error: {}\nRun with --help for more information.\n", e.what());
+    return exit_usage;
   } catch (const std::exception& e) {
     fmt::print(stderr, "conveyor: error: {}\n", e.what());
-    return 1;
+    return exit_failure;
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "cavity/image.hpp"
 #include "cavity/output.hpp"
 #include "cavity/parameters.hpp"
+#include "common/usage_error.hpp"
 #include "cavity/reference_cpu.hpp"
 #include "cavity/solver.hpp"
 
@@ -32,6 +33,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+using conveyor::scenarios::usage_error;
 
 namespace {
 
@@ -181,19 +184,19 @@ void run(const cli_options& c) {
   else
     modes.push_back(parse_execution_mode(c.mode));
   const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
-  if (!c.dot.empty() && !has_graph) throw std::invalid_argument("--dot needs --mode graph or --mode all");
+  if (!c.dot.empty() && !has_graph) throw usage_error("--dot needs --mode graph or --mode all");
   if (!o.programmatic && c.pdl_trigger_given)
-    throw std::invalid_argument("--pdl-trigger: applies to --pdl only; without it it would be ignored");
+    throw usage_error("--pdl-trigger: applies to --pdl only; without it it would be ignored");
   if (o.programmatic && c.mode == "sync")
-    throw std::invalid_argument("--pdl: applies to the stream and graph modes (sync waits for every kernel); use "
+    throw usage_error("--pdl: applies to the stream and graph modes (sync waits for every kernel); use "
                                 "--mode stream, graph or all");
   conveyor::scenarios::check_profiling_options(c.profile, has_graph, "--mode graph or --mode all");
   const bool several = !c.devices.empty() ? c.devices.size() > 1 : c.gpus > 1;
   if (c.halo_copy_given && !several)
-    throw std::invalid_argument("--halo-copy: applies to several slabs (--gpus N > 1, or --devices with more than one "
+    throw usage_error("--halo-copy: applies to several slabs (--gpus N > 1, or --devices with more than one "
                                 "entry); one slab has no halo rows");
   if (several && (!c.profile.trace.empty() || c.profile.doctor))
-    throw std::invalid_argument(fmt::format("{}: with one slab only (--gpus 1): the profiler follows one device",
+    throw usage_error(fmt::format("{}: with one slab only (--gpus 1): the profiler follows one device",
                                             c.profile.doctor ? "--doctor" : "--profile"));
 
   // Reference data: an explicit --ghia must be readable; the default is used when present.

@@ -7,6 +7,7 @@
 #include "common/file_output.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
+#include "common/usage_error.hpp"
 
 #include <conveyor/execute/graph_exec.hpp>
 #include <conveyor/observe/describe.hpp>
@@ -176,7 +177,7 @@ void check_profiling_options(const profiling_cli& o, bool has_graph, std::string
   std::string extension = std::filesystem::path(o.trace).extension().string();
   for (auto& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (extension != ".json")
-    throw std::invalid_argument(fmt::format("--profile '{}': give a file name ending in .json (the graph is written "
+    throw usage_error(fmt::format("--profile '{}': give a file name ending in .json (the graph is written "
                                             "next to it, as .dot and .svg)",
                                             o.trace));
   check_output_file("--profile", o.trace);

@@ -7,6 +7,7 @@
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
 #include "common/profiling.hpp"
+#include "common/usage_error.hpp"
 
 #include "train/dataset.hpp"
 #include "train/trainer.hpp"
@@ -40,6 +41,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+using conveyor::scenarios::usage_error;
 
 namespace {
 
@@ -471,9 +474,9 @@ void run_distributed(const cli_options& o, const std::vector<execution_mode>& mo
     agree_on_checks(rank, world, [&] {
       if (o.world_size > 0) nccl::check_world_size(MPI_COMM_WORLD, o.world_size);
       if (o.batch < world)
-        throw std::invalid_argument(fmt::format("--batch: batch size {} is smaller than the {} MPI ranks it is split "
-                                                "over: every rank needs at least one row of each batch",
-                                                o.batch, world));
+        throw usage_error(fmt::format("--batch: batch size {} is smaller than the {} MPI ranks it is split over: "
+                                      "every rank needs at least one row of each batch",
+                                      o.batch, world));
       data.emplace(load_fashion_mnist(o.data));
       check_data_parallel_options(options, *data, world);
     });

@@ -172,14 +172,17 @@ train_result run_training(const train_options& options, const dataset& data, exe
   };
 
   // Graph mode runs the step through conveyor::graphed: one executable graph for the batch-size bucket, replayed
-  // per batch; the partial last batch of an epoch (fewer real rows, a kernel argument) updates in place the few
-  // nodes that embed the row count, and the next full batch updates them back.
+  // per batch; the partial last batch of an epoch (fewer real rows, a kernel argument) patches the few nodes that
+  // embed the row count, and the next full batch patches them back.
   auto step_body = [&](const conveyor::stream& cs, conveyor::batch_size rows) {
     program.enqueue(launch_ctx{cs.get(), false}, static_cast<int>(rows.real));
   };
   conveyor::graphed_options step_options;
   step_options.warmup_calls = 1;
   step_options.buckets = {static_cast<std::size_t>(options.batch)};
+  // The real row count only flows into kernel arguments (the loss mask and mean): declared, so the partial batch
+  // patches those fields instead of re-capturing the step (after one verifying re-capture).
+  step_options.rebind_arguments = {{0, conveyor::rebind_policy::learn}};
   // --pdl: every capture of the step goes through the programmatic pass before graphed instantiates or updates
   // with it (graphed_options::transform), so replay, rebinding and in-place updates work as without it.
   const bool pdl = mode == execution_mode::graph && options.programmatic;

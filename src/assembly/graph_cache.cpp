@@ -5,10 +5,12 @@
 #include "execute/graph_exec_impl.hpp"
 #include "kinds/node_name.hpp"
 #include "kinds/walk.hpp"
+#include "model/graph_state.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -369,6 +371,42 @@ std::vector<const graph_exec*> graph_cache::executables() const {
 void graph_cache::replay(const stream& s) {
   matched("replay").exec.launch(s);
   ++stats_.replays;
+}
+
+capture_options graph_cache::capture_settings() const noexcept {
+  capture_options o(options_.mode);
+  o.catch_default_streams = options_.catch_default_streams;
+  o.host_memory = options_.pageable == pageable_policy::refuse ? host_memory_check::refuse_pageable
+                                                               : host_memory_check::pageable;
+  return o;
+}
+
+void graph_cache::inspect(const graph& g, const void* arguments, std::size_t bytes) {
+  const auto& found = detail::access::state(g)->pageable;
+  if (found.empty()) return;
+  const auto* begin = static_cast<const unsigned char*>(arguments);
+  for (const auto& a : found) {
+    const auto* p = static_cast<const unsigned char*>(a.address);
+    if (p >= begin && p < begin + bytes)
+      throw std::invalid_argument(fmt::format(
+          "conveyor::graphed: node {} ({}) copies {} B {} host address {}, inside graphed's copy of the call's "
+          "arguments (a callable taking an argument by reference and copying from it, cudaMemcpyAsync(d, &arg, "
+          "...)): that copy is gone after the call, and every replay would read whatever the stack holds then. "
+          "Fix: copy the value into a page-locked buffer that lives as long as the graph and copy from there, or "
+          "pass it to a kernel by value",
+          a.node, a.node_name, a.bytes, a.source ? "from" : "into", a.address));
+  }
+  if (options_.pageable != pageable_policy::warn) return;
+  const auto& a = found.front();
+  std::string line = fmt::format("pageable host memory in {} copy node(s), e.g. node {} ({}) {} {} ({} B): a replay "
+                                 "copies it when the node runs, not at the call; keep it alive and unchanged as long "
+                                 "as the graph, or use page-locked memory (graphed_options::pageable)",
+                                 found.size(), a.node, a.node_name, a.source ? "reads" : "writes", a.address, a.bytes);
+  if (!warned_pageable_) {
+    warned_pageable_ = true;
+    std::fputs(fmt::format("conveyor::graphed: warning: {}\n", line).c_str(), stderr);
+  }
+  note(std::move(line));
 }
 
 void graph_cache::note_fallback(std::size_t position, std::size_t size) {

@@ -69,6 +69,11 @@ rebind_policy rebind_settings::of(std::size_t position) const noexcept {
   return policy;
 }
 
+bool rebind_settings::declared(std::size_t position) const noexcept {
+  return policy != rebind_policy::recapture ||
+         std::any_of(per_argument.begin(), per_argument.end(), [&](const auto& p) { return p.first == position; });
+}
+
 std::uint64_t read_word(const std::vector<unsigned char>& bytes, std::uint32_t offset, std::uint32_t width) noexcept {
   std::uint64_t v = 0;
   if (offset + width <= bytes.size()) std::memcpy(&v, bytes.data() + offset, width); // little-endian hosts only
@@ -102,7 +107,10 @@ void rebinder::make_units(const call_key& key) {
     if (!a.binding && !declared) continue;
     if (a.binding && settings_.of(e.position) == rebind_policy::recapture) {
       a.state = binding_state::recaptured;
-      a.reason = "declared rebind_policy::recapture";
+      a.reason = settings_.declared(e.position)
+                     ? "declared rebind_policy::recapture"
+                     : "re-captured at every change (the default): declare it rebind_policy::learn or patch "
+                       "(graphed_options::rebind_arguments) if it only flows into node fields";
       continue;
     }
     auto add = [&](std::uint32_t offset, std::uint32_t width, bool pointer) {

@@ -74,10 +74,13 @@ struct recapture_facts {
 
 //! Settings of one rebinder.
 struct rebind_settings {
-  rebind_policy policy = rebind_policy::automatic;
+  rebind_policy policy = rebind_policy::recapture;
   std::vector<std::pair<std::size_t, rebind_policy>> per_argument;
   int verifications = 1;
   [[nodiscard]] rebind_policy of(std::size_t position) const noexcept;
+  //! True when the policy of `position` was given (in per_argument, or as the whole callable's policy other than
+  //! the default recapture).
+  [[nodiscard]] bool declared(std::size_t position) const noexcept;
 };
 
 //! The learnt mapping of one executable graph (one shape of a graphed callable) and the image of what it runs.

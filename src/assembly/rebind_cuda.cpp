@@ -29,7 +29,7 @@ void image_kernel(cudaGraphNode_t n, node_image& img) {
   kernel_snapshot k = read_kernel_snapshot(n, false); // the kinds layer's reading of the argument bytes
   if (!k.readable || k.has_extra || !k.has_arguments || k.layout == nullptr) return;
   img.kernel = k.params;
-  img.bytes = std::move(k.arguments);
+  img.bytes = k.arguments.to_vector();
   img.fields.reserve(k.layout->size());
   for (const auto& [offset, bytes] : *k.layout)
     img.fields.emplace_back(static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(bytes));

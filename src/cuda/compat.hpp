@@ -101,6 +101,15 @@ inline cudaError_t get_dependents(cudaGraphNode_t n, cudaGraphNode_t* deps, std:
 #endif
 }
 
+//! Replaces the set of nodes the next work captured on `s` depends on (cudaStreamSetCaptureDependencies).
+inline cudaError_t set_capture_dependencies(cudaStream_t s, cudaGraphNode_t* deps, std::size_t count) {
+#if CUDART_VERSION >= 13000
+  return cudaStreamUpdateCaptureDependencies(s, deps, nullptr, count, cudaStreamSetCaptureDependencies);
+#else
+  return cudaStreamUpdateCaptureDependencies(s, deps, count, cudaStreamSetCaptureDependencies);
+#endif
+}
+
 inline cudaError_t capture_info(cudaStream_t s, cudaStreamCaptureStatus* status, unsigned long long* id,
                                 const cudaGraphNode_t** deps, std::size_t* count) {
   const cudaGraphEdgeData* data = nullptr; // read so that CUDA does not refuse a lossy query

@@ -57,6 +57,11 @@ CUresult kernel_node_get_attribute(CUgraphNode node, CUlaunchAttributeID id, CUl
   return fn != nullptr ? fn(node, id, value) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult graph_node_get_type(CUgraphNode node, CUgraphNodeType* type) {
+  static auto fn = entry<CUresult (*)(CUgraphNode, CUgraphNodeType*)>("cuGraphNodeGetType");
+  return fn != nullptr ? fn(node, type) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr pointer) {
   static auto fn = entry<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>("cuMemGetAddressRange");
   return fn != nullptr ? fn(base, size, pointer) : CUDA_ERROR_NOT_SUPPORTED;

@@ -2,6 +2,8 @@
 
 #include "cuda/check.hpp"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -14,6 +16,11 @@ namespace {
 
 struct release_queue {
   std::mutex mutex;
+  std::condition_variable released;   // a scheduled payload was handed over
+  std::size_t scheduled = 0;          // payloads no Conveyor object references that CUDA has not handed over yet
+  // ready.size() + fenced.size(), readable without the lock: collect() on an empty queue (the common case of every
+  // update and instantiation) then costs one load.
+  std::atomic<std::size_t> queued{0};
   std::vector<std::shared_ptr<void>> ready;                                    // from user-object destructors
   std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<fence>>> fenced; // waiting for a launch
   std::vector<cudaEvent_t> free_events;                                        // the fence pool
@@ -49,14 +56,36 @@ void release_at_exit() noexcept {
   doomed.clear();
 }
 
+} // namespace
+
+struct release_token {
+  std::size_t holders = 0;  // Conveyor objects holding a CUDA reference (guarded by the queue's mutex)
+  bool handed_over = false; // CUDA called the destructor
+  bool scheduled = false;   // counted in release_queue::scheduled
+};
+
+namespace {
+
+struct boxed_payload {
+  std::shared_ptr<void> payload;
+  std::shared_ptr<release_token> token;
+};
+
 void CUDART_CB release_payload(void* p) {
   // On CUDA's internal thread: no CUDA call, no user destructor; only a move into the queue.
-  auto* payload = static_cast<std::shared_ptr<void>*>(p);
+  auto* box = static_cast<boxed_payload*>(p);
   {
     std::lock_guard lock(queue().mutex);
-    queue().ready.push_back(std::move(*payload));
+    queue().ready.push_back(std::move(box->payload));
+    queue().queued.fetch_add(1, std::memory_order_release);
+    box->token->handed_over = true;
+    if (box->token->scheduled) {
+      box->token->scheduled = false;
+      --queue().scheduled;
+    }
   }
-  delete payload; // an empty shared_ptr now: destroys nothing else
+  queue().released.notify_all();
+  delete box; // an empty payload and a token others may still hold: destroys nothing of the user's
 }
 
 } // namespace
@@ -96,15 +125,37 @@ bool fence::done() const noexcept {
   return true;
 }
 
-cudaUserObject_t make_user_object(std::shared_ptr<void> payload) {
-  auto* boxed = new std::shared_ptr<void>(std::move(payload));
+std::pair<cudaUserObject_t, std::shared_ptr<release_token>> make_user_object(std::shared_ptr<void> payload) {
+  auto token = std::make_shared<release_token>();
+  token->holders = 1;
+  auto* boxed = new boxed_payload{std::move(payload), token};
   cudaUserObject_t object = nullptr;
   const cudaError_t rc = cudaUserObjectCreate(&object, boxed, &release_payload, 1, cudaUserObjectNoDestructorSync);
   if (rc != cudaSuccess) {
     delete boxed;
     throw_cuda(rc, "cudaUserObjectCreate", "the object that keeps a graph's resources alive for its launches");
   }
-  return object;
+  return {object, std::move(token)};
+}
+
+void hold(const std::shared_ptr<release_token>& token) noexcept {
+  if (!token) return;
+  std::lock_guard lock(queue().mutex);
+  ++token->holders;
+}
+
+void let_go(const std::shared_ptr<release_token>& token) noexcept {
+  if (!token) return;
+  std::lock_guard lock(queue().mutex);
+  if (token->holders == 0 || --token->holders != 0 || token->handed_over || token->scheduled) return;
+  token->scheduled = true;
+  ++queue().scheduled;
+}
+
+std::size_t wait_for_releases(std::chrono::milliseconds timeout) noexcept {
+  std::unique_lock lock(queue().mutex);
+  (void)queue().released.wait_for(lock, timeout, [] { return queue().scheduled == 0; });
+  return queue().scheduled;
 }
 
 void defer_release(std::shared_ptr<void> item, std::shared_ptr<fence> after) {
@@ -114,15 +165,18 @@ void defer_release(std::shared_ptr<void> item, std::shared_ptr<fence> after) {
     queue().fenced.emplace_back(std::move(item), std::move(after));
   else
     queue().ready.push_back(std::move(item));
+  queue().queued.fetch_add(1, std::memory_order_release);
 }
 
 std::size_t collect() noexcept {
+  if (queue().queued.load(std::memory_order_acquire) == 0) return 0;
   std::vector<std::shared_ptr<void>> doomed;
   std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<fence>>> fenced;
   {
     std::lock_guard lock(queue().mutex);
     doomed.swap(queue().ready);
     fenced.swap(queue().fenced);
+    queue().queued.store(0, std::memory_order_relaxed);
   }
   // Outside the lock: the queries are CUDA calls, and destructors may call CUDA (a host callable owning a device
   // buffer) or re-enter the queue (a fence returning its event to the pool).
@@ -137,6 +191,7 @@ std::size_t collect() noexcept {
   doomed.clear();
   std::lock_guard lock(queue().mutex);
   for (auto& entry : waiting) queue().fenced.push_back(std::move(entry));
+  queue().queued.fetch_add(waiting.size(), std::memory_order_release);
   return queue().fenced.size();
 }
 

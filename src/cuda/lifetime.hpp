@@ -10,8 +10,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 namespace conveyor::detail {
 
@@ -32,10 +34,26 @@ private:
   cudaEvent_t event_;
 };
 
+//! Tracks one user object's payload: how many Conveyor objects hold a CUDA reference to the user object (the graph
+//! it was made for, clones and parents that copied it, executable graphs made from or updated to one of those), and
+//! whether CUDA has handed the payload over. Once no Conveyor object holds a reference, CUDA releases the payload
+//! when the last launch using it finishes: it is *scheduled*, and wait_for_releases() waits for it.
+struct release_token;
+
 //! Makes a CUDA user object holding `payload` (initial reference owned by the caller, to be moved into a graph with
-//! cudaGraphRetainUserObject). When CUDA drops the last reference, the payload moves to the release queue.
+//! cudaGraphRetainUserObject) and its token, held once (for that reference). When CUDA drops the last reference,
+//! the payload moves to the release queue.
 //! \throws cuda_error when cudaUserObjectCreate fails.
-cudaUserObject_t make_user_object(std::shared_ptr<void> payload);
+std::pair<cudaUserObject_t, std::shared_ptr<release_token>> make_user_object(std::shared_ptr<void> payload);
+
+//! One more Conveyor object holds a CUDA reference to the token's user object. Null tokens are ignored. Never throws.
+void hold(const std::shared_ptr<release_token>& token) noexcept;
+//! A Conveyor object dropped its reference (after its CUDA call released it). Never throws.
+void let_go(const std::shared_ptr<release_token>& token) noexcept;
+
+//! Waits, at most `timeout`, until CUDA has handed over every payload that no Conveyor object references any more
+//! (those of launches still running wait for them); returns how many are left (0: none). Never throws.
+std::size_t wait_for_releases(std::chrono::milliseconds timeout) noexcept;
 
 //! Releases `item` once `after` has completed (at once when `after` is null). Thread-safe.
 void defer_release(std::shared_ptr<void> item, std::shared_ptr<fence> after);

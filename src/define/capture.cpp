@@ -1,7 +1,9 @@
 #include "conveyor/define/capture.hpp"
 
 #include "conveyor/error.hpp"
+#include "cuda/check.hpp"
 #include "cuda/compat.hpp"
+#include "define/capture_checks.hpp"
 #include "model/graph_state.hpp"
 
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -146,6 +149,7 @@ std::string capture_where(unsigned long long origin, unsigned long long branch) 
 //! Records in `state` that stream capture on `s` made (or added to) its graph, and whether `s` is a blocking stream.
 void note_capture(graph_state& state, cudaStream_t s) noexcept {
   state.captured = true;
+  state.clusters_possible = true; // a captured launch may carry any attribute
   unsigned flags = 0;
   if (cudaStreamGetFlags(s, &flags) == cudaSuccess) {
     if ((flags & cudaStreamNonBlocking) == 0) state.captured_on_blocking_stream = true;
@@ -158,16 +162,92 @@ void note_capture(graph_state& state, cudaStream_t s) noexcept {
 
 namespace conveyor {
 
-capture_session::capture_session(const stream& s, capture_mode mode) : stream_(s.get()) {
+namespace {
+
+// Makes `device` current for its lifetime (the previous one restored); never throws (failures leave it as it was).
+class current_device {
+public:
+  explicit current_device(int device) noexcept {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      previous_ = -1;
+    } else if (previous_ == device || detail::cleared(cudaSetDevice(device)) != cudaSuccess) {
+      previous_ = -1;
+    }
+  }
+  current_device(const current_device&) = delete;
+  current_device& operator=(const current_device&) = delete;
+  ~current_device() {
+    if (previous_ >= 0) (void)detail::cleared(cudaSetDevice(previous_));
+  }
+
+private:
+  int previous_ = -1;
+};
+
+// The caller's stack pointer when it called the function whose frame address is `frame`: every address below it
+// belongs to frames of functions the caller calls later (the captured code), gone once they return.
+std::uintptr_t caller_stack(void* frame) noexcept { return reinterpret_cast<std::uintptr_t>(frame) + 2 * sizeof(void*); }
+
+// Whether `s` is a default stream: the legacy one (null or cudaStreamLegacy) or the per-thread one.
+bool default_stream(cudaStream_t s) noexcept {
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+// True when every node of `nodes` is one of `frontier` or an ancestor of one (the branch was joined back).
+bool joined_into(const cudaGraphNode_t* nodes, std::size_t count, const cudaGraphNode_t* frontier,
+                 std::size_t frontier_count) {
+  std::vector<cudaGraphNode_t> todo(frontier, frontier + frontier_count);
+  std::unordered_set<cudaGraphNode_t> seen;
+  while (!todo.empty()) {
+    cudaGraphNode_t n = todo.back();
+    todo.pop_back();
+    if (!seen.insert(n).second) continue;
+    std::size_t k = 0;
+    if (detail::get_dependencies(n, nullptr, &k) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    std::vector<cudaGraphNode_t> deps(k);
+    if (k != 0 && detail::get_dependencies(n, deps.data(), &k) == cudaSuccess)
+      todo.insert(todo.end(), deps.begin(), deps.begin() + static_cast<std::ptrdiff_t>(k));
+    else
+      (void)cudaGetLastError();
+  }
+  return std::all_of(nodes, nodes + count,
+                     [&](cudaGraphNode_t n) { return seen.contains(n); });
+}
+
+[[noreturn]] void throw_escape(bool legacy, std::size_t nodes) {
+  if (legacy) // the hint (hint_for) names the legacy default stream and the fix
+    throw cuda_error(cudaErrorStreamCaptureImplicit, "cudaStreamEndCapture", std::source_location::current(),
+                     "CUDA refused the launch and invalidated the capture, so no graph was made (work on the legacy "
+                     "stream from another thread during a capture fails the same way: "
+                     "capture_options::catch_default_streams)");
+  throw cuda_error(
+      cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
+      fmt::format("{} node(s) were enqueued on the per-thread default stream (cudaStreamPerThread, which stream 0 "
+                  "means in code compiled with --default-stream per-thread: a kernel launched without a stream "
+                  "argument) while the capture was open: outside a capture that work would have run once, at "
+                  "capture time, and been missing from every replay. Fix: pass the capturing stream to every "
+                  "launch, copy and memset of the captured code; to use the per-thread stream as a branch on "
+                  "purpose, fork and join it (conveyor::fork, conveyor::join)",
+                  nodes));
+}
+
+} // namespace
+
+capture_session::capture_session(const stream& s, capture_options options) : stream_(s.get()) {
   if (stream_ == nullptr)
     throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture(legacy default stream)",
                      std::source_location::current(),
                      "the legacy default stream cannot be captured; make a conveyor::stream");
-  CONVEYOR_CHECK(cudaStreamBeginCapture(stream_, static_cast<cudaStreamCaptureMode>(mode)));
+  CONVEYOR_CHECK(cudaStreamBeginCapture(stream_, static_cast<cudaStreamCaptureMode>(options.mode)));
   open_ = true;
+  begin_checks(options, caller_stack(__builtin_frame_address(0)), s.device());
 }
 
-capture_session::capture_session(graph& target, const stream& s, const node_list& deps, capture_mode mode)
+capture_session::capture_session(graph& target, const stream& s, const node_list& deps, capture_options options)
     : stream_(s.get()), target_(&target) {
   if (!detail::access::all_in(deps, detail::access::state(target).get()))
     throw std::invalid_argument("conveyor::capture_into: a dependency belongs to another graph");
@@ -179,16 +259,71 @@ capture_session::capture_session(graph& target, const stream& s, const node_list
     throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCaptureToGraph(legacy default stream)",
                      std::source_location::current(),
                      "the legacy default stream cannot be captured; make a conveyor::stream");
+  detail::check_not_lost(*detail::access::state(target), "conveyor::capture_into");
+  nodes_before_ = target.node_count();
   const auto handles = deps.handles();
   CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(stream_, target.get(), handles.data(), nullptr, handles.size(),
-                                               static_cast<cudaStreamCaptureMode>(mode)));
+                                               static_cast<cudaStreamCaptureMode>(options.mode)));
   open_ = true;
+  begin_checks(options, caller_stack(__builtin_frame_address(0)), s.device());
+}
+
+void capture_session::begin_checks(const capture_options& options, std::uintptr_t frame, int device) {
+  frame_ = frame;
+  host_memory_ = options.host_memory;
+  if (!options.catch_default_streams || default_stream(stream_)) return;
+  // Not for a conditional body: the check makes CUDA invalidate the capture of a legacy-stream launch, and an
+  // invalidated capture into a conditional body corrupts CUDA 13.0's state (driver 580, H200: destroying the parent
+  // graph, or later calls, crash), which no check may risk.
+  if (target_ != nullptr && detail::access::state(*target_)->conditional_body) return;
+  // The per-thread default stream of the capture's device joins the capture with no dependency: a launch on it
+  // becomes a node of a branch nothing joins, and a launch on the legacy stream (which synchronises with every
+  // blocking stream, the per-thread one included) is refused by CUDA. Not when it already takes part in a capture.
+  const current_device on(device);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (detail::cleared(detail::capture_info(cudaStreamPerThread, &status, nullptr, nullptr, nullptr)) != cudaSuccess ||
+      status != cudaStreamCaptureStatusNone)
+    return;
+  if (detail::cleared(detail::link(stream_, device, cudaStreamPerThread)) != cudaSuccess) return;
+  guard_ = cudaStreamPerThread;
+  guard_device_ = device;
+  if (target_ != nullptr) // the dependencies capture_into starts from are not the branch's
+    (void)detail::cleared(detail::set_capture_dependencies(cudaStreamPerThread, nullptr, 0));
+}
+
+capture_session::escape capture_session::end_guard() noexcept {
+  escape out;
+  if (guard_ == nullptr) return out;
+  const current_device on(guard_device_);
+  out.legacy = cudaPeekAtLastError() == cudaErrorStreamCaptureImplicit;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  std::size_t count = 0;
+  if (detail::cleared(detail::capture_info(guard_, &status, nullptr, &deps, &count)) == cudaSuccess &&
+      status == cudaStreamCaptureStatusActive && count != 0) {
+    const cudaGraphNode_t* frontier = nullptr;
+    std::size_t frontier_count = 0;
+    cudaStreamCaptureStatus origin_status = cudaStreamCaptureStatusNone;
+    if (detail::cleared(detail::capture_info(stream_, &origin_status, nullptr, &frontier, &frontier_count)) !=
+            cudaSuccess ||
+        !joined_into(deps, count, frontier, frontier_count))
+      out.nodes = count;
+  }
+  if (status == cudaStreamCaptureStatusActive) (void)detail::cleared(detail::link(guard_, guard_device_, stream_));
+  guard_ = nullptr;
+  return out;
+}
+
+void capture_session::check_nodes(cudaGraph_t g, detail::graph_state* owner, std::size_t first) const {
+  detail::check_captured_nodes(g, first, owner, owner, detail::frames_below(frame_), host_memory_);
 }
 
 capture_session::~capture_session() {
   if (!open_) return;
+  (void)end_guard();
   auto [g, rc] = detail::end_capture(stream_, nullptr);
   if (rc == cudaSuccess && g != nullptr && target_ == nullptr) (void)cudaGraphDestroy(g);
+  if (target_ != nullptr && rc == cudaErrorStreamCaptureInvalidated) detail::lose(*detail::access::state(*target_));
   (void)cudaGetLastError();
 }
 
@@ -198,14 +333,17 @@ graph capture_session::finish() {
                                                 "existing graph; call finish_into"
                                               : "conveyor::capture_session::finish: the capture already ended");
   open_ = false;
+  const escape escaped = end_guard();
   std::size_t unjoined = 0;
   auto [g, rc] = detail::end_capture(stream_, &unjoined);
-  if (rc == cudaSuccess && unjoined == 0) {
+  if (rc == cudaSuccess && unjoined == 0 && !escaped) {
     graph out = graph::adopt(g);
     detail::note_capture(*detail::access::state(out), stream_);
+    check_nodes(out.get(), detail::access::state(out).get(), 0); // throws: `out` destroys the graph
     return out;
   }
   if (g != nullptr) (void)cudaGraphDestroy(g);
+  if (escaped) throw_escape(escaped.legacy, escaped.nodes);
   if (unjoined != 0)
     throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
                      fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
@@ -222,19 +360,27 @@ std::vector<node> capture_session::finish_into() {
   const cudaGraphNode_t* deps = nullptr;
   std::size_t count = 0;
   CONVEYOR_CHECK(detail::capture_info(stream_, &status, nullptr, &deps, &count));
-  if (status == cudaStreamCaptureStatusInvalidated)
-    throw cuda_error(cudaErrorStreamCaptureInvalidated, "capture_into", std::source_location::current(),
-                     "the capture was invalidated by an illegal call; the nodes captured before it stay in the graph");
-  std::vector<cudaGraphNode_t> frontier(deps, deps + count); // valid until the capture ends
+  std::vector<cudaGraphNode_t> frontier; // valid until the capture ends: copied
+  if (status == cudaStreamCaptureStatusActive && deps != nullptr) frontier.assign(deps, deps + count);
   open_ = false;
+  const escape escaped = end_guard();
   std::size_t unjoined = 0;
   auto [g, rc] = detail::end_capture(stream_, &unjoined);
   (void)g; // the target graph itself
+  if (status == cudaStreamCaptureStatusInvalidated || rc == cudaErrorStreamCaptureInvalidated || escaped.legacy)
+    detail::lose(*detail::access::state(*target_)); // CUDA freed the target's definition
+  if (escaped) throw_escape(escaped.legacy, escaped.nodes);
+  if (status == cudaStreamCaptureStatusInvalidated)
+    throw cuda_error(cudaErrorStreamCaptureInvalidated, "capture_into", std::source_location::current(),
+                     "the capture was invalidated by an illegal call, and CUDA freed the graph it captured into (and "
+                     "the graph holding it, for a conditional body): build or capture it again");
   if (unjoined != 0)
     throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
                      fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
   if (rc != cudaSuccess) throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current());
-  detail::note_capture(*detail::access::state(*target_), stream_);
+  const auto& state = detail::access::state(*target_);
+  detail::note_capture(*state, stream_);
+  check_nodes(target_->get(), state.get(), nodes_before_);
   std::vector<node> nodes;
   nodes.reserve(frontier.size());
   for (auto* handle : frontier) nodes.push_back(target_->wrap(handle));

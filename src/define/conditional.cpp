@@ -88,6 +88,7 @@ conditional_node add_conditional(graph& g, const node_list& deps, conditional_ki
     body_state->owned = false; // CUDA owns body graphs for the node's lifetime
     body_state->conditional_body = true;
     body_state->keep = state.keep; // what body nodes need lives as long as the parent
+    body_state->parent = detail::access::state(g);
     info.bodies.push_back(body_state);
     out.bodies.push_back(detail::access::make_graph(std::move(body_state)));
   }

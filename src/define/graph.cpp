@@ -6,6 +6,7 @@
 #include "kinds/kind.hpp"
 #include "kinds/kinds.hpp"
 #include "kinds/node_name.hpp"
+#include "kinds/walk.hpp"
 #include "define/edges.hpp"
 #include "model/graph_state.hpp"
 
@@ -23,6 +24,7 @@ using detail::access;
 // some kinds), then returns the dependencies' CUDA handles (no copy, no allocation).
 std::span<const cudaGraphNode_t> checked(const detail::graph_state* g, const node_list& deps, node_kind kind,
                                          const char* call) {
+  detail::check_not_lost(*g, call);
   if (!access::all_in(deps, g))
     throw std::invalid_argument(fmt::format("conveyor::graph::{}: a dependency belongs to another graph", call));
   if (deps.typed() && kind != node_kind::kernel)
@@ -48,6 +50,7 @@ graph graph::adopt(cudaGraph_t handle, ownership own) {
   auto state = std::make_shared<detail::graph_state>();
   state->handle = handle;
   state->owned = own == ownership::owned;
+  state->clusters_possible = true; // made elsewhere: anything may be in it
   return graph(std::move(state));
 }
 
@@ -209,6 +212,10 @@ node graph::child(const node_list& deps, const graph& body) {
   // A body without resources needs neither (nor does the parent: its copy of the body points into nothing).
   detail::attach_resources(*body.state_);
   cudaGraphNode_t n = detail::add_child(get(), handles, body.get());
+  for (auto& token : body.state_->held_tokens()) { // the copy holds a reference of each
+    detail::hold(token);
+    state_->copied_tokens.push_back(std::move(token));
+  }
   bool body_has_resources = false;
   {
     std::lock_guard lock(body.state_->keep->mutex);
@@ -252,6 +259,23 @@ node graph::add_node(const node_list& deps, cudaGraphNodeParams& params) {
   return wrap(n);
 }
 
+namespace {
+// Why CUDA refused to clone `g`, when Conveyor can tell, else empty.
+std::string clone_rule(const detail::graph_state& g, cudaError_t rc) {
+  if (rc != cudaErrorNotSupported) return {};
+  try {
+    const auto nodes = detail::graph_nodes(g.handle);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (const node_kind k = detail::kind_of(nodes[i]); k == node_kind::mem_alloc || k == node_kind::mem_free)
+        return fmt::format("CUDA cannot clone a graph that holds memory allocation or free nodes (node {}, {}): "
+                           "build or capture the graph again instead of cloning it",
+                           i, detail::node_name(&g, nodes[i]));
+  } catch (...) {
+  }
+  return {};
+}
+} // namespace
+
 graph graph::clone() const {
   if (has_conditional())
     throw std::invalid_argument("conveyor::graph::clone: the graph holds a conditional node, and CUDA cannot clone "
@@ -259,11 +283,18 @@ graph graph::clone() const {
   cudaGraph_t copy = nullptr;
   {
     std::lock_guard lock(state_->attach_mutex); // the clone copies the user-object references held now
-    CONVEYOR_CHECK(cudaGraphClone(&copy, get()));
+    const cudaError_t rc = cudaGraphClone(&copy, get());
+    if (rc != cudaSuccess) detail::throw_cuda(rc, "cudaGraphClone", clone_rule(*state_, rc));
   }
   graph out = adopt(copy);
   out.state_->keep = state_->keep;
   out.state_->keep_object = state_->keep_object; // the clone holds its own reference to the same user object
+  out.state_->keep_token = state_->keep_token;
+  out.state_->clusters_possible = state_->clusters_possible;
+  out.state_->captured = state_->captured;
+  if (out.state_->keep_object != nullptr) detail::hold(out.state_->keep_token);
+  out.state_->copied_tokens = state_->copied_tokens; // and to those of its child-graph copies
+  for (const auto& token : out.state_->copied_tokens) detail::hold(token);
   for (const auto& [original, text] : state_->labels) {
     cudaGraphNode_t cloned = nullptr;
     if (cudaGraphNodeFindInClone(&cloned, original, copy) == cudaSuccess)

@@ -8,6 +8,7 @@
 #include "conveyor/define/node.hpp"
 #include "conveyor/error.hpp"
 #include "cuda/check.hpp"
+#include "execute/graph_exec_impl.hpp"
 #include "kinds/kinds.hpp"
 #include "kinds/node_name.hpp"
 #include "kinds/walk.hpp"
@@ -247,7 +248,10 @@ void check_device_launchable(const graph& g) {
 }
 
 device_graph::device_graph(const graph& g, const stream& upload, instantiate_flags extra, std::source_location where)
-    : exec_(instantiate_checked(g, upload, extra, where)) {}
+    : exec_(instantiate_checked(g, upload, extra, where)) {
+  // Kernels hold this handle (device_graph_ref): no update may replace the executable graph.
+  detail::exec_access::state(exec_).pinned = true;
+}
 
 device_graph instantiate_for_device(const graph& g, const stream& upload, instantiate_flags extra,
                                     std::source_location where) {

@@ -33,6 +33,44 @@ std::string_view to_string(cudaGraphInstantiateResult r) noexcept {
   return "unknown result";
 }
 
+// The first memory allocation node of `g` (top level), as "node 3 (mem_alloc)", or empty when it has none.
+std::string first_allocation(const detail::graph_state& g) {
+  try {
+    const auto nodes = detail::graph_nodes(g.handle);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (detail::kind_of(nodes[i]) == node_kind::mem_alloc)
+        return fmt::format("node {} ({})", i, detail::node_name(&g, nodes[i]));
+  } catch (...) {
+  }
+  return {};
+}
+
+// Which CUDA rule an instantiation that failed broke, and the fix, when Conveyor can tell ("; ..."), else empty.
+std::string instantiate_rule(const detail::graph_state& g, cudaError_t rc, cudaGraphInstantiateResult result,
+                             cudaGraphNode_t offending) {
+  if (result == cudaGraphInstantiateNodeOperationNotSupported && offending != nullptr) {
+    node_kind kind = node_kind::other;
+    try {
+      kind = detail::kind_of(offending);
+    } catch (...) {
+    }
+    if (kind == node_kind::mem_alloc || kind == node_kind::mem_free)
+      return "; CUDA does not allow memory allocation or free nodes inside a conditional node's body (nor in a "
+             "graph for device launch): a library call captured into the body allocated its workspace there "
+             "(cuBLAS, cuBLASLt, cuSPARSE, CUB) or the body called cudaMallocAsync. Fix: give the library a "
+             "preallocated workspace before capturing the body (cublasSetWorkspace; cusparse*_bufferSize, then a "
+             "buffer allocated ahead), and allocate outside the conditional node";
+  }
+  if (rc == cudaErrorNotSupported)
+    if (const std::string alloc = first_allocation(g); !alloc.empty())
+      return fmt::format("; CUDA allows only one executable graph at a time of a graph that holds memory allocation "
+                         "nodes ({} allocates), and one exists. Fix: destroy (or reset) the other executable graph "
+                         "first, update it in place (graph_exec::update) instead of instantiating again, or build "
+                         "or capture a second graph",
+                         alloc);
+  return {};
+}
+
 } // namespace
 
 namespace detail {
@@ -59,6 +97,14 @@ void read_allocations(exec_state& out) {
                                         detail::node_name(&state, nodes[i]), a.bytes, a.pointer));
   }
   out.allocations_read = true;
+}
+
+void hold_tokens_of(exec_state& state, const graph_state& g) {
+  if (state.held.empty() && g.keep_object == nullptr && g.copied_tokens.empty()) return; // nothing to swap
+  auto next = g.held_tokens();
+  for (const auto& t : next) hold(t);
+  for (const auto& t : state.held) let_go(t);
+  state.held = std::move(next);
 }
 
 void release_owned(exec_state& state) noexcept {
@@ -143,7 +189,10 @@ std::string to_string(instantiate_flags flags) {
   return out.empty() ? "none" : out;
 }
 
-std::size_t reclaim_resources() noexcept { return detail::collect(); }
+std::size_t reclaim_resources(std::chrono::milliseconds timeout) noexcept {
+  const std::size_t not_handed_over = detail::wait_for_releases(timeout);
+  return detail::collect() + not_handed_over;
+}
 
 graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* upload_stream,
                        std::source_location where) {
@@ -153,6 +202,7 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
   (void)detail::collect();
   const auto& state = access::state(g);
   if (!state || state->handle == nullptr) throw std::invalid_argument("conveyor::instantiate: an empty (moved-from) graph");
+  detail::check_not_lost(*state, "conveyor::instantiate");
   detail::attach_resources(*state); // the executable graph holds them until its last launch has finished
   auto made = std::make_unique<detail::exec_state>();
   made->source = state;
@@ -170,9 +220,11 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
     throw cuda_error(rc != cudaSuccess ? rc : cudaErrorInvalidValue,
                      fmt::format("cudaGraphInstantiateWithParams(flags={})", to_string(flags)),
                      std::source_location::current(),
-                     fmt::format("instantiate result: {}; offending node: {}", to_string(params.result_out),
-                                 detail::node_name(state.get(), params.errNode_out)));
+                     fmt::format("instantiate result: {}; offending node: {}{}", to_string(params.result_out),
+                                 detail::node_name(state.get(), params.errNode_out),
+                                 instantiate_rule(*state, rc, params.result_out, params.errNode_out)));
   }
+  detail::hold_tokens_of(*made, *state);
   return graph_exec(exec, std::move(made));
 }
 
@@ -188,7 +240,11 @@ namespace {
 // they hold) and hands what it owns itself to the release queue, behind the fence of its last launch.
 void retire(cudaGraphExec_t handle, detail::exec_state* state) noexcept {
   if (handle != nullptr) (void)cudaGraphExecDestroy(handle);
-  if (state != nullptr) detail::release_owned(*state);
+  if (state != nullptr) {
+    detail::release_owned(*state);
+    for (const auto& t : state->held) detail::let_go(t);
+    state->held.clear();
+  }
   (void)cudaGetLastError();
 }
 } // namespace

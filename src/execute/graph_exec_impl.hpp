@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -66,7 +67,22 @@ struct exec_state {
   // `current` read once (kernel parameters, attributes, edges), kept from the comparison that applied it, so that
   // update_incremental reads only the new graph.
   std::optional<graph_snapshot> snapshot;
+
+  // The user objects the executable graph holds a CUDA reference of: those of the graph it was instantiated from,
+  // then of the graph last applied as a whole (cudaGraphExecUpdate swaps them). Let go when it is destroyed.
+  std::vector<std::shared_ptr<release_token>> held;
+
+  // The handle is held by kernels (a device_graph's device_graph_ref): an update that would re-instantiate is
+  // refused, since the handle would then name a destroyed executable graph.
+  bool pinned = false;
 };
+
+//! Throws std::logic_error when `state` is pinned (a device_graph): re-instantiating it would leave the handle that
+//! kernels hold naming a destroyed executable graph. `why` says why the update could not be made in place.
+void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view call, const std::string& why);
+
+//! `state` now holds the user objects of `g` (instantiation, whole-graph update), no longer those it held.
+void hold_tokens_of(exec_state& state, const graph_state& g);
 
 //! The attorney: the library's one way to a graph_exec's handle and state.
 struct exec_access {

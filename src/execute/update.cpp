@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <stdexcept>
+#include <utility>
 
 namespace conveyor {
 
@@ -102,9 +104,9 @@ namespace {
 void adopt_current(detail::exec_state& state, const graph& g) {
   state.current = access::state(g);
   state.current_exact = true;
-  state.to_origin.clear();
-  state.configs.clear();
-  state.read.clear();
+  if (!state.to_origin.empty()) state.to_origin.clear();
+  if (!state.configs.empty()) state.configs.clear();
+  if (!state.read.empty()) state.read.clear();
   state.patched.clear();
   state.patched_flag.clear();
   state.snapshot.reset();
@@ -113,16 +115,18 @@ void adopt_current(detail::exec_state& state, const graph& g) {
 // After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is
 // released behind the last launch, and memcpy/memset nodes a zero-size setter disabled are enabled again.
 void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
-  detail::release_owned(state);
+  if (!state.owned.empty()) detail::release_owned(state);
   for (cudaGraphNode_t origin : state.zero_disabled) (void)detail::cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
   state.zero_disabled.clear();
 }
 
 // The allocation nodes of `g` must reserve what the executable graph's do (same positions, addresses and sizes):
-// CUDA keeps the executable graph's allocations, and kernels of `g` that use another address would fault.
-std::optional<update_result> refuse_other_allocations(detail::exec_state& state, const graph& g,
-                                                      const std::vector<cudaGraphNode_t>& nodes) {
+// CUDA keeps the executable graph's allocations, and kernels of `g` that use another address would fault. Reads `g`
+// only when the executable graph has allocation nodes.
+std::optional<update_result> refuse_other_allocations(detail::exec_state& state, const graph& g) {
   detail::read_allocations(state);
+  if (state.alloc_positions.empty()) return std::nullopt;
+  const auto nodes = detail::graph_nodes(g.get());
   for (std::size_t k = 0; k < state.alloc_positions.size(); ++k) {
     const std::size_t i = state.alloc_positions[k];
     if (i >= nodes.size() || detail::kind_of(nodes[i]) != node_kind::mem_alloc) return std::nullopt; // CUDA says
@@ -141,28 +145,121 @@ std::optional<update_result> refuse_other_allocations(detail::exec_state& state,
   return std::nullopt;
 }
 
+// The thread-block cluster attributes of `g`'s kernel nodes: none for a graph whose kernels Conveyor added (the
+// builder sets no cluster attribute), from `read` when `g` was read already, else read from the graph.
+std::vector<detail::kernel_attribute> clusters_of(const detail::graph_state& g, const detail::graph_snapshot* read) {
+  if (!g.clusters_possible) return {};
+  if (read != nullptr) return detail::cluster_attributes(*read);
+  return detail::cluster_attributes(detail::graph_nodes(g.handle));
+}
+
+// Refused when the cluster attributes would change: a whole-graph update reports them applied and launches keep the
+// old ones. Sets `next` to `g`'s attributes.
+std::optional<update_result> refuse_cluster_change(detail::exec_state& state, const graph& g,
+                                                   const detail::graph_snapshot* after,
+                                                   std::vector<detail::kernel_attribute>& next) {
+  if (!state.attributes)
+    state.attributes = clusters_of(*state.current, state.current_exact && state.snapshot ? &*state.snapshot : nullptr);
+  next = clusters_of(*access::state(g), after);
+  const auto at = detail::first_attribute_difference(*state.attributes, next);
+  if (!at) return std::nullopt;
+  update_result r;
+  r.method = update_method::refused;
+  r.status = update_status::attributes_changed;
+  const auto nodes = detail::graph_nodes(g.get());
+  r.node = *at < nodes.size() ? nodes[*at] : nullptr;
+  r.node_label = detail::node_name(access::state(g).get(), r.node);
+  r.explanation = fmt::format("node {} has other thread-block cluster attributes; a whole-graph update reports them "
+                              "applied but launches keep the old ones, so it needs a new instantiation",
+                              *at);
+  return r;
+}
+
+// "node 3 (axpy): arguments 1", for update results.
+std::string change_line(const detail::graph_comparison& c, const detail::node_delta& d,
+                        const detail::graph_state* names) {
+  return fmt::format("node {} ({}): {}", d.position, detail::node_name(names, c.after[d.position]), d.diff.what);
+}
+
+// The first few changes by name (naming reads each node again: thousands would cost milliseconds).
+std::string change_lines(const detail::graph_comparison& c, const detail::graph_state* names) {
+  constexpr std::size_t named = 8;
+  std::string out;
+  for (std::size_t k = 0; k < c.changed.size() && k < named; ++k)
+    out += (out.empty() ? "" : "; ") + change_line(c, c.changed[k], names);
+  if (c.changed.size() > named) out += fmt::format("; and {} more", c.changed.size() - named);
+  return out;
+}
+
+// The first change only a whole-graph update (settable false, or no per-node setter) or only a new instantiation
+// (updatable false) can apply; null when every change can be set node by node.
+const detail::node_delta* first_unsettable(const detail::graph_comparison& c, bool instantiation_only) {
+  for (const auto& d : c.changed) {
+    if (instantiation_only ? !d.diff.updatable
+                           : (!d.diff.settable || detail::traits_of(d.kind).copy_to_exec == nullptr))
+      return &d;
+  }
+  return nullptr;
+}
+
 } // namespace
 
-update_result graph_exec::update(const graph& g, std::source_location where) {
-  const detail::api_scope scope("conveyor::graph_exec::update", where);
-  (void)detail::collect();
+bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out) {
   auto& state = *impl_;
-  const auto nodes = detail::graph_nodes(g.get());
-  if (auto refused = refuse_other_allocations(state, g, nodes)) return *refused;
-  // Cluster attributes: refused when they would change (CUDA would report success and keep running the old ones).
-  if (!state.attributes) state.attributes = detail::cluster_attributes(detail::graph_nodes(state.current->handle));
-  auto attributes = detail::cluster_attributes(nodes);
-  if (const auto at = detail::first_attribute_difference(*state.attributes, attributes)) {
-    update_result r;
-    r.method = update_method::refused;
-    r.status = update_status::attributes_changed;
-    r.node = *at < nodes.size() ? nodes[*at] : nullptr;
-    r.node_label = detail::node_name(access::state(g).get(), r.node);
-    r.explanation = fmt::format("node {} has other thread-block cluster attributes; a whole-graph update reports them "
-                                "applied but launches keep the old ones, so it needs a new instantiation",
-                                *at);
-    return r;
+  if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
+  // The changed nodes, then the nodes patched by position (graphed's rebinding), which run other parameters than
+  // the graph compared against: they are set to g's as well, changed or not.
+  std::vector<std::size_t> positions;
+  positions.reserve(c.changed.size() + state.patched.size());
+  std::vector<std::uint8_t> listed(c.after.size(), 0);
+  for (const auto& d : c.changed) {
+    positions.push_back(d.position);
+    listed[d.position] = 1;
   }
+  for (std::size_t p : state.patched)
+    if (p < c.after.size() && listed[p] == 0) positions.push_back(p);
+  std::size_t set = 0;
+  for (std::size_t p : positions) {
+    const cudaGraphNode_t origin = state.origin_nodes.at(p);
+    const node_kind kind = detail::kind_of(c.after[p]);
+    const auto& traits = detail::traits_of(kind);
+    const cudaError_t rc = traits.copy_to_exec == nullptr
+                               ? cudaErrorNotSupported
+                               : detail::cleared(traits.copy_to_exec(handle_, origin, c.after[p]));
+    if (rc != cudaSuccess) {
+      out.explanation = fmt::format("per-node update refused ({}) for node {} ({})", cudaGetErrorName(rc), p,
+                                    detail::node_name(access::state(g).get(), c.after[p]));
+      // Back to the parameters the executable graph held (those of the graph compared against).
+      for (std::size_t k = 0; k < set; ++k) {
+        const std::size_t q = positions[k];
+        const auto& t = detail::traits_of(detail::kind_of(c.before[q]));
+        if (t.copy_to_exec == nullptr ||
+            detail::cleared(t.copy_to_exec(handle_, state.origin_nodes.at(q), c.before[q])) != cudaSuccess)
+          state.current_exact = false;
+      }
+      return false;
+    }
+    ++set;
+    if (kind == node_kind::host) own_for_node(origin, access::state(g)->keep); // it runs a callable of g's
+    if (kind == node_kind::memcpy || kind == node_kind::memset)
+      (void)detail::enable_if_zero_disabled(handle_, state, origin);
+  }
+  out.method = update_method::per_node;
+  out.nodes_set = set;
+  const std::size_t restored = positions.size() - c.changed.size();
+  const std::string changes = change_lines(c, access::state(g).get());
+  out.explanation += (out.explanation.empty() || changes.empty() ? "" : "; ") + changes;
+  if (restored > 0)
+    out.explanation += fmt::format("{}{} patched node(s) set to the new graph's parameters",
+                                   out.explanation.empty() ? "" : "; ", restored);
+  return true;
+}
+
+update_result graph_exec::whole_update(const graph& g, const detail::graph_snapshot* after) {
+  auto& state = *impl_;
+  if (auto refused = refuse_other_allocations(state, g)) return *refused;
+  std::vector<detail::kernel_attribute> attributes;
+  if (auto refused = refuse_cluster_change(state, g, after, attributes)) return *refused;
   detail::attach_resources(*access::state(g)); // CUDA swaps the executable graph's references for g's
   cudaGraphExecUpdateResultInfo info{};
   const cudaError_t rc = cudaGraphExecUpdate(handle_, g.get(), &info);
@@ -172,6 +269,7 @@ update_result graph_exec::update(const graph& g, std::source_location where) {
   result.from_node = info.errorFromNode;
   if (rc == cudaSuccess && result.status == update_status::success) {
     result.method = update_method::whole_graph;
+    detail::hold_tokens_of(state, *access::state(g)); // CUDA swapped the user-object references
     adopt_current(state, g);
     after_whole_update(handle_, state);
     state.attributes = std::move(attributes);
@@ -187,13 +285,58 @@ update_result graph_exec::update(const graph& g, std::source_location where) {
     result.node_label = detail::node_name(access::state(g).get(), info.errorNode);
   else if (info.errorFromNode != nullptr)
     result.node_label = detail::node_name(state.source.get(), info.errorFromNode);
-  return result;
+  if (result.status != update_status::topology_changed || !state.current_exact) return result;
+  // CUDA pairs each node's dependencies by the order they were added: the same DAG with its dependencies added in
+  // another order is refused. Where Conveyor's comparison proves the DAG the same, the change is set node by node.
+  std::optional<detail::graph_snapshot> read;
+  if (after == nullptr) after = &read.emplace(detail::snapshot_graph(g.get()));
+  if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
+  const auto c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), access::state(g).get()});
+  if (!c.same_topology) return result;
+  const detail::node_delta* blocker = first_unsettable(c, false);
+  if (blocker != nullptr) {
+    result.explanation = fmt::format("the DAG is the same with its dependencies added in another order, but {} "
+                                     "cannot be set node by node",
+                                     change_line(c, *blocker, access::state(g).get()));
+    return result;
+  }
+  update_result per_node;
+  per_node.nodes_changed = c.changed.size();
+  per_node.explanation = "CUDA's whole-graph update refused it (topology_changed: CUDA pairs dependencies by the "
+                         "order they were added) and Conveyor's comparison found the same DAG: set node by node";
+  if (!set_changed_nodes(g, c, per_node)) {
+    result.explanation = per_node.explanation;
+    return result;
+  }
+  adopt_current(state, g);
+  state.snapshot = *after;
+  state.attributes = std::move(attributes);
+  return per_node;
 }
+
+update_result graph_exec::update(const graph& g, std::source_location where) {
+  const detail::api_scope scope("conveyor::graph_exec::update", where);
+  (void)detail::collect();
+  return whole_update(g, nullptr);
+}
+
+namespace detail {
+void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view call, const std::string& why) {
+  if (!state.pinned) return;
+  throw std::logic_error(fmt::format(
+      "conveyor::graph_exec::{}: this executable graph belongs to a device_graph, whose handle kernels hold "
+      "(device_graph_ref); it cannot be updated in place ({}), and re-instantiating it would leave that handle naming "
+      "a destroyed executable graph. Nothing was changed. Make a new device_graph from the new graph "
+      "(instantiate_for_device) and give kernels its ref()",
+      call, why));
+}
+} // namespace detail
 
 update_result graph_exec::update_or_reinstantiate(const graph& g, std::source_location where) {
   const detail::api_scope scope("conveyor::graph_exec::update_or_reinstantiate", where);
   update_result result = update(g);
   if (result) return result;
+  detail::refuse_reinstantiation_if_pinned(*impl_, "update_or_reinstantiate", result.reason());
   // Instantiate first: if it throws, this executable graph is unchanged. The old one is then destroyed without
   // waiting; its queued launches keep what they use (CUDA user objects, fences).
   graph_exec fresh = instantiate(g, without(impl_->flags, instantiate_flags::upload));
@@ -202,131 +345,82 @@ update_result graph_exec::update_or_reinstantiate(const graph& g, std::source_lo
   return result;
 }
 
+namespace {
+// What update_incremental does once it has compared the graphs.
+enum class incremental_step { nothing, per_node, whole_graph, reinstantiate };
+} // namespace
+
 update_result graph_exec::update_incremental(const graph& g, bool reinstantiate, std::source_location where) {
   const detail::api_scope scope("conveyor::graph_exec::update_incremental", where);
   (void)detail::collect();
   auto& state = *impl_;
   update_result out;
-  bool try_whole_graph = true;
-  bool partly_applied = false; // some nodes were set to g's parameters before a per-node setter failed
+  // 1. Compare g with the graph whose parameters the executable graph holds (read once, kept from the last update).
+  incremental_step step = incremental_step::whole_graph;
+  std::optional<detail::graph_snapshot> after;
+  std::optional<detail::graph_comparison> c;
   if (!state.current_exact) {
     out.explanation = "parameters were changed by per-node setters since the last update";
   } else {
-    detail::graph_snapshot after = detail::snapshot_graph(g.get());
+    after = detail::snapshot_graph(g.get());
     if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
-    const auto c = detail::compare_snapshots(*state.snapshot, after, {state.current.get(), access::state(g).get()});
-    out.nodes_changed = c.changed.size();
+    c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), access::state(g).get()});
+    out.nodes_changed = c->changed.size();
     const auto* names = access::state(g).get();
-    auto line = [&](const detail::node_delta& d) {
-      return fmt::format("node {} ({}): {}", d.position, detail::node_name(names, c.after[d.position]), d.diff.what);
-    };
-    if (!c.same_topology) {
-      out.explanation = fmt::format("topology changed: {}", c.topology_reason);
+    if (!c->same_topology) {
+      out.explanation = fmt::format("topology changed: {}", c->topology_reason);
       out.status = update_status::topology_changed;
-      try_whole_graph = false; // CUDA refuses a topology change: go straight to a new instantiation
-    } else if (c.changed.empty() && state.patched.empty()) {
-      adopt_current(state, g);
-      state.snapshot = std::move(after);
-      out.method = update_method::none;
-      return out;
+      step = incremental_step::reinstantiate; // CUDA refuses a topology change
+    } else if (c->changed.empty() && state.patched.empty()) {
+      step = incremental_step::nothing;
+    } else if (const auto* d = first_unsettable(*c, true)) {
+      out.explanation = fmt::format("only a new instantiation applies {}", change_line(*c, *d, names));
+      out.status = d->kind == node_kind::kernel ? update_status::attributes_changed : update_status::parameters_changed;
+      out.node = c->after[d->position];
+      out.node_label = detail::node_name(names, out.node);
+      step = incremental_step::reinstantiate;
+    } else if (const auto* b = first_unsettable(*c, false)) {
+      out.explanation = fmt::format("not settable node by node: {}", change_line(*c, *b, names));
     } else {
-      const detail::node_delta* blocker = nullptr;
-      const detail::node_delta* needs_instantiation = nullptr;
-      for (const auto& d : c.changed) {
-        if (blocker == nullptr && (!d.diff.settable || detail::traits_of(d.kind).copy_to_exec == nullptr)) blocker = &d;
-        if (needs_instantiation == nullptr && !d.diff.updatable) needs_instantiation = &d;
-      }
-      if (needs_instantiation != nullptr) {
-        out.explanation = fmt::format("only a new instantiation applies {}", line(*needs_instantiation));
-        out.status = needs_instantiation->kind == node_kind::kernel ? update_status::attributes_changed
-                                                                     : update_status::parameters_changed;
-        out.node = c.after[needs_instantiation->position];
-        out.node_label = detail::node_name(names, out.node);
-        try_whole_graph = false;
-      } else if (blocker != nullptr) {
-        out.explanation = fmt::format("not settable node by node: {}", line(*blocker));
-      } else {
-        if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
-        std::size_t set = 0;
-        cudaError_t failure = cudaSuccess;
-        for (const auto& d : c.changed) {
-          const cudaGraphNode_t origin = state.origin_nodes.at(d.position);
-          failure = detail::cleared(detail::traits_of(d.kind).copy_to_exec(handle_, origin, c.after[d.position]));
-          if (failure != cudaSuccess) {
-            out.explanation = fmt::format("per-node update refused ({}) for {}", cudaGetErrorName(failure), line(d));
-            break;
-          }
-          ++set;
-          if (d.kind == node_kind::host) // the node now runs a callable of g's resources: own them for it
-            own_for_node(origin, access::state(g)->keep);
-          if (d.kind == node_kind::memcpy || d.kind == node_kind::memset)
-            (void)detail::enable_if_zero_disabled(handle_, state, origin);
-        }
-        // Nodes patched by position (graphed's rebinding) run other parameters than the graph compared against:
-        // they are set to g's as well, changed or not.
-        std::size_t restored = 0;
-        if (failure == cudaSuccess && !state.patched.empty()) {
-          std::vector<std::uint8_t> done(c.after.size(), 0);
-          for (const auto& d : c.changed) done[d.position] = 1;
-          for (std::size_t position : state.patched) {
-            if (position >= c.after.size() || done[position] != 0) continue;
-            const auto& traits = detail::traits_of(detail::kind_of(c.after[position]));
-            failure = traits.copy_to_exec == nullptr
-                          ? cudaErrorNotSupported
-                          : detail::cleared(traits.copy_to_exec(handle_, state.origin_nodes.at(position),
-                                                                c.after[position]));
-            if (failure != cudaSuccess) {
-              out.explanation = fmt::format("per-node update refused ({}) for patched node {}",
-                                            cudaGetErrorName(failure), position);
-              break;
-            }
-            ++restored;
-          }
-        }
-        if (failure == cudaSuccess) {
-          adopt_current(state, g);
-          state.snapshot = std::move(after);
-          out.method = update_method::per_node;
-          out.nodes_set = set + restored;
-          // The first few changes by name (naming reads each node again: thousands would cost milliseconds).
-          constexpr std::size_t named = 8;
-          for (std::size_t k = 0; k < c.changed.size() && k < named; ++k)
-            out.explanation += (out.explanation.empty() ? "" : "; ") + line(c.changed[k]);
-          if (c.changed.size() > named) out.explanation += fmt::format("; and {} more", c.changed.size() - named);
-          if (restored > 0)
-            out.explanation += fmt::format("{}{} patched node(s) set to the new graph's parameters",
-                                           out.explanation.empty() ? "" : "; ", restored);
-          return out;
-        }
-        // Some nodes run g's parameters, the others the old ones: the whole-graph update below brings every node
-        // to g; should CUDA refuse it, the old parameters are restored before anything is reported.
-        partly_applied = true;
-      }
+      step = incremental_step::per_node;
     }
   }
-  if (try_whole_graph) {
-    update_result whole = update(g);
+  // 2. Apply.
+  if (step == incremental_step::nothing) {
+    adopt_current(state, g);
+    state.snapshot = std::move(*after);
+    out.method = update_method::none;
+    return out;
+  }
+  if (step == incremental_step::per_node) {
+    if (set_changed_nodes(g, *c, out)) {
+      adopt_current(state, g);
+      state.snapshot = std::move(*after);
+      return out;
+    }
+    step = incremental_step::whole_graph; // a setter failed: the executable graph holds its old parameters again
+  }
+  if (step == incremental_step::whole_graph) {
+    update_result whole = whole_update(g, after ? &*after : nullptr);
     if (whole) {
       whole.nodes_changed = out.nodes_changed;
-      whole.explanation = out.explanation;
+      if (!out.explanation.empty())
+        whole.explanation = whole.explanation.empty() ? out.explanation : out.explanation + "; " + whole.explanation;
       return whole;
     }
     out.status = whole.status;
     out.node = whole.node;
     out.from_node = whole.from_node;
     out.node_label = whole.node_label;
-    if (!whole.explanation.empty()) out.explanation += "; " + whole.explanation;
-    if (partly_applied) { // restore the parameters the executable graph held before
-      cudaGraphExecUpdateResultInfo info{};
-      if (detail::cleared(cudaGraphExecUpdate(handle_, state.current->handle, &info)) != cudaSuccess)
-        state.current_exact = false; // what it runs is now known only node by node: the next update is whole-graph
-    }
+    if (!whole.explanation.empty()) out.explanation += (out.explanation.empty() ? "" : "; ") + whole.explanation;
   }
+  // 3. A new instantiation, the last resort.
   if (!reinstantiate) {
     out.method = update_method::refused;
     if (out.status == update_status::success) out.status = update_status::error;
     return out;
   }
+  detail::refuse_reinstantiation_if_pinned(state, "update_incremental", out.explanation);
   graph_exec fresh = instantiate(g, without(state.flags, instantiate_flags::upload)); // first: exception-safe
   *this = std::move(fresh);
   out.method = update_method::reinstantiated;

@@ -296,6 +296,21 @@ std::vector<kernel_attribute> cluster_attributes(const std::vector<cudaGraphNode
   return out;
 }
 
+void append_cluster_attributes(std::size_t position, const kernel_snapshot& k, std::vector<kernel_attribute>& out) {
+  std::size_t next = 0;
+  bool cluster = false;
+  for (std::size_t a = 0; a < kernel_attribute_slots; ++a) {
+    if ((k.set_attributes & (1U << a)) == 0) continue;
+    const cudaLaunchAttributeValue& v = k.attribute_values[next++];
+    const cudaLaunchAttributeID id = node_attributes[a];
+    if (id == cudaLaunchAttributeClusterDimension) cluster = true;
+    if (cluster && (id == cudaLaunchAttributeClusterDimension ||
+                    id == cudaLaunchAttributeClusterSchedulingPolicyPreference ||
+                    id == cudaLaunchAttributePreferredClusterDimension))
+      out.push_back({position, id, v});
+  }
+}
+
 std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_attribute>& a,
                                                       const std::vector<kernel_attribute>& b) {
   for (std::size_t k = 0; k < a.size() || k < b.size(); ++k) {
@@ -438,8 +453,17 @@ const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(con
   static std::unordered_map<const void*, std::optional<layout>> cache;
   const void* key = p.func != nullptr ? static_cast<const void*>(p.func) : static_cast<const void*>(p.kern);
   if (key == nullptr) return nullptr;
+  // The last function this thread asked for: a graph of thousands of nodes usually runs few kernels, and entries
+  // are never removed (their addresses stay valid), so the answer can be kept without the lock.
+  thread_local const void* last_key = nullptr;
+  thread_local const layout* last = nullptr;
+  if (key == last_key) return last;
   std::lock_guard lock(mutex);
-  if (auto it = cache.find(key); it != cache.end()) return it->second ? &*it->second : nullptr;
+  if (auto it = cache.find(key); it != cache.end()) {
+    last_key = key;
+    last = it->second ? &*it->second : nullptr;
+    return last;
+  }
   layout out;
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0;

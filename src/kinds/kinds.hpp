@@ -9,9 +9,11 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <span>
@@ -46,6 +48,37 @@ inline constexpr std::size_t kernel_attribute_slots = 11;
 #else
 inline constexpr std::size_t kernel_attribute_slots = 10;
 #endif
+//! Bytes held inline up to `inline_capacity` (most kernels' argument blocks), on the heap beyond: a snapshot of
+//! thousands of kernel nodes then allocates nothing per node. Zero-filled when resized.
+class argument_bytes {
+public:
+  static constexpr std::size_t inline_capacity = 96;
+  argument_bytes() = default;
+  void resize(std::size_t n) {
+    size_ = n;
+    if (n > inline_capacity) heap_.assign(n, 0);
+    else {
+      heap_.clear();
+      std::fill(inline_.begin(), inline_.begin() + static_cast<std::ptrdiff_t>(n), 0);
+    }
+  }
+  [[nodiscard]] unsigned char* data() noexcept { return size_ > inline_capacity ? heap_.data() : inline_.data(); }
+  [[nodiscard]] const unsigned char* data() const noexcept {
+    return size_ > inline_capacity ? heap_.data() : inline_.data();
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] std::vector<unsigned char> to_vector() const { return {data(), data() + size_}; }
+  friend bool operator==(const argument_bytes& a, const argument_bytes& b) noexcept {
+    return a.size_ == b.size_ && (a.size_ == 0 || std::memcmp(a.data(), b.data(), a.size_) == 0);
+  }
+
+private:
+  std::size_t size_ = 0;
+  std::array<unsigned char, inline_capacity> inline_{};
+  std::vector<unsigned char> heap_;
+};
+
 //! Everything CUDA launches a kernel node with, read once: the parameter block, the argument bytes and the launch
 //! attributes. Comparisons of whole graphs read each graph's nodes once into these (walk.hpp's graph_snapshot).
 struct kernel_snapshot {
@@ -54,7 +87,7 @@ struct kernel_snapshot {
   bool has_arguments = false;      //!< the node holds kernelParams
   bool has_extra = false;          //!< the node passes its arguments through `extra` (not comparable)
   const std::vector<std::pair<std::size_t, std::size_t>>* layout = nullptr; //!< parameter offsets and sizes
-  std::vector<unsigned char> arguments; //!< the argument bytes at their offsets (when layout is known)
+  argument_bytes arguments; //!< the argument bytes at their offsets (when layout is known)
   //! Bit k: the k-th attribute of kernel.cpp's list holds something other than what a node made without attributes
   //! holds (cluster-only attributes are read only from nodes with clusters). Most nodes: 0, and nothing stored.
   std::uint32_t set_attributes = 0;
@@ -106,6 +139,8 @@ struct kernel_attribute {
 //! after the first launch (H200, driver 580). One read per kernel node without clusters.
 //! \throws cuda_error when a node's type cannot be read.
 std::vector<kernel_attribute> cluster_attributes(const std::vector<cudaGraphNode_t>& nodes);
+//! The same, of kernel node `position` from its snapshot (read with attributes), appended to `out`.
+void append_cluster_attributes(std::size_t position, const kernel_snapshot& k, std::vector<kernel_attribute>& out);
 //! The position of the first node whose attributes differ between `a` and `b`, or nullopt when none does.
 std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_attribute>& a,
                                                       const std::vector<kernel_attribute>& b);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 
@@ -18,9 +19,16 @@ namespace {
 // with their edge data): cudaGraphGetEdges takes about 10 ms for 10,000 edges on driver 580 (H200), growing faster
 // than the edge count, where one query per node stays linear.
 std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& nodes) {
-  std::unordered_map<cudaGraphNode_t, std::size_t> index;
-  index.reserve(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
+  // Node handle -> position, as a sorted array searched by bisection: cheaper to build and to search than a hash map
+  // for the tens of thousands of lookups of a large graph.
+  std::vector<std::pair<cudaGraphNode_t, std::size_t>> sorted(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) sorted[i] = {nodes[i], i};
+  std::sort(sorted.begin(), sorted.end());
+  auto position = [&](cudaGraphNode_t n) {
+    const auto it = std::lower_bound(sorted.begin(), sorted.end(), std::pair<cudaGraphNode_t, std::size_t>{n, 0});
+    if (it == sorted.end() || it->first != n) throw std::out_of_range("a dependency outside the graph");
+    return it->second;
+  };
   std::vector<indexed_edge> out;
   out.reserve(nodes.size());
   constexpr std::size_t first_try = 32;
@@ -38,7 +46,7 @@ std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& node
       if (count > 0) CONVEYOR_CHECK(get_dependencies(nodes[i], deps.data(), data.data(), &count));
     }
     for (std::size_t k = 0; k < count; ++k)
-      out.emplace_back(index.at(deps[k]), i, data[k].from_port, data[k].to_port, data[k].type);
+      out.emplace_back(position(deps[k]), i, data[k].from_port, data[k].to_port, data[k].type);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -77,6 +85,13 @@ graph_snapshot snapshot_graph(cudaGraph_t g) {
   }
   // The type and ports make programmatic and launch-completion edges differ from full dependencies.
   out.edges = indexed_edges(out.nodes);
+  return out;
+}
+
+std::vector<kernel_attribute> cluster_attributes(const graph_snapshot& s) {
+  std::vector<kernel_attribute> out;
+  for (std::size_t i = 0; i < s.kinds.size(); ++i)
+    if (s.kinds[i] == node_kind::kernel) append_cluster_attributes(i, s.kernels[i], out);
   return out;
 }
 

@@ -44,6 +44,9 @@ struct graph_snapshot {
 //! Reads `g` into a snapshot. \throws cuda_error when the graph cannot be read.
 [[nodiscard]] graph_snapshot snapshot_graph(cudaGraph_t g);
 
+//! The thread-block cluster attributes of a snapshot's kernel nodes, as cluster_attributes(nodes) reads them.
+[[nodiscard]] std::vector<kernel_attribute> cluster_attributes(const graph_snapshot& s);
+
 //! Compares two snapshots as compare_graphs does: topology first, then every node (kernel nodes from the snapshots,
 //! others through the kind table). \throws cuda_error when a node cannot be read.
 [[nodiscard]] graph_comparison compare_snapshots(const graph_snapshot& before, const graph_snapshot& after,

@@ -5,6 +5,7 @@
 
 #include "conveyor/define/graph.hpp"
 #include "conveyor/define/node.hpp"
+#include "cuda/lifetime.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -39,6 +40,16 @@ struct conditional_info {
   std::vector<std::shared_ptr<struct graph_state>> bodies;
 };
 
+//! A pageable host buffer a copy node of a graph reads or writes, found when a capture ended
+//! (host_memory_check::pageable): a replay reads or writes it when the copy runs, not when the capturing code ran.
+struct pageable_access {
+  std::size_t node = 0;  //!< position in creation order
+  std::string node_name; //!< label or kind
+  const void* address = nullptr;
+  std::size_t bytes = 0;
+  bool source = true; //!< the copy reads it (else writes it)
+};
+
 //! The CUDA graph handle, node labels and the resources its nodes need. Destroys the handle when the last owner
 //! (the graph, or an executable graph that still refers to its nodes) lets go.
 struct graph_state {
@@ -49,6 +60,14 @@ struct graph_state {
   //! The CUDA user object, owned by `handle`, that holds `keep` (attach_resources), so that executable graphs made
   //! from the graph keep it until their queued launches finish; null until attached.
   cudaUserObject_t keep_object = nullptr;
+  //! Its token (held for the reference `handle` owns), and the tokens of the user objects that the child-graph
+  //! copies and clones inside `handle` hold a reference to (held while `handle` lives): wait_for_releases waits for
+  //! the payloads no Conveyor object references any more.
+  std::shared_ptr<release_token> keep_token;
+  std::vector<std::shared_ptr<release_token>> copied_tokens;
+  //! Every token the CUDA graph holds a reference of (keep_token, if attached, and copied_tokens): what an
+  //! executable graph instantiated from it, or updated to it as a whole, holds.
+  [[nodiscard]] std::vector<std::shared_ptr<release_token>> held_tokens() const;
   std::mutex attach_mutex;
   //! True for the body graph of a conditional node: the builder refuses node kinds CUDA does not allow there.
   bool conditional_body = false;
@@ -61,12 +80,29 @@ struct graph_state {
   //! (created without cudaStreamNonBlocking): for descriptions and the tuning doctor.
   bool captured = false;
   bool captured_on_blocking_stream = false;
+  //! Its kernel nodes may hold thread-block cluster attributes: made or added to by capture, or adopted (the builder
+  //! sets none). Whole-graph updates read those attributes only of such graphs.
+  bool clusters_possible = false;
+  //! A capture into this graph, or into one of its conditional bodies, was invalidated. CUDA 13.0 (driver 580, H200)
+  //! then frees the graph's definition itself: destroying it again returns an error for a graph and crashes for the
+  //! parent of a body. A lost graph is never destroyed or used again (lose() and check_not_lost()).
+  bool lost = false;
+  //! For a conditional body: the graph holding its conditional node (lost with the body).
+  std::weak_ptr<graph_state> parent;
+  //! Pageable host buffers of its copy nodes, when a capture was asked to find them (capture_options::host_memory).
+  std::vector<pageable_access> pageable;
 
   graph_state() = default;
   graph_state(const graph_state&) = delete;
   graph_state& operator=(const graph_state&) = delete;
   ~graph_state();
 };
+
+//! Marks `state` lost (graph_state::lost), with the graphs that hold it as a conditional body. Never throws.
+void lose(graph_state& state) noexcept;
+//! \throws std::logic_error naming `call` when `state` is lost: a capture into the graph was invalidated and CUDA
+//!         freed its definition.
+void check_not_lost(const graph_state& state, const char* call);
 
 //! Ties `state.keep` to `state.handle` with a CUDA user object (once, and only when it holds something: a graph
 //! holding a user object costs every launch about 30 µs of completion tracking in CUDA): every executable graph

@@ -700,9 +700,10 @@ private:
       fix = "shape churn: pass sizes as batch_size and set graphed_options::buckets so that sizes pad to a few "
             "captured shapes; raise max_graphs if graphs are evicted; keep shape arguments stable";
     else
-      fix = "binding churn: keep buffers stable (allocate once and reuse them), let rebinding patch changed pointers "
-            "(rebind_policy::automatic or patch) instead of re-capturing, and wrap arguments the work does not "
-            "depend on in conveyor::unkeyed";
+      fix = "binding churn: keep buffers stable (allocate once and reuse them); declare arguments that only flow "
+            "into node fields (graphed_options::rebind_arguments with rebind_policy::learn or patch) so that their "
+            "changes are patched instead of re-captured; wrap arguments the work does not depend on in "
+            "conveyor::unkeyed";
     add("recapture_churn", rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence),
         std::move(fix));
   }

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
@@ -142,6 +143,24 @@ template <class T>
     }
   if (bad == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << bad << " of " << got.size() << " elements differ:" << first.str();
+}
+
+//! Every float bitwise equal (memcmp: -0 differs from 0, NaNs of the same bits match), against an eager run of the
+//! same calls. Reports the first difference.
+inline ::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs eager " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
+//! A graphed callable's reasons, one a line.
+template <class Step>
+std::string reasons_of(const Step& step) {
+  std::string out;
+  for (const auto& r : step.reasons()) out += r + "\n";
+  return out;
 }
 
 //! Every element within `rel` relative (and absolute, near zero) tolerance of the expected value.

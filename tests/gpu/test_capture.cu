@@ -364,7 +364,10 @@ TEST(Capture, UncheckedIllegalSynchronisationInvalidatesTheCapture) {
 // Observed with CUDA 13.0 and driver 580 (H200): a synchronous cudaMemcpy during a capture of a non-blocking stream
 // is not refused and does not invalidate the capture; it runs at once, on the legacy stream, and is not part of the
 // graph. (error.cpp's hint for cudaErrorStreamCaptureUnsupported lists cudaMemcpy/cudaMemset among refused calls.)
-TEST(Capture, SynchronousMemcpyInsideCaptureRunsAtOnceAndIsNotCaptured) {
+// A synchronous cudaMemcpy inside a capture runs on the legacy default stream: it would run once, at capture time,
+// and never in a replay. The capture refuses it (the per-thread default stream takes part in every capture, so CUDA
+// refuses the implicit dependency); with the check off, it runs at once and is not captured.
+TEST(Capture, SynchronousMemcpyInsideCaptureIsRefusedAndOtherwiseRunsAtOnce) {
   CONVEYOR_REQUIRE_GPU();
   const int n = 256;
   const auto x0 = random_floats(n, 1321);
@@ -372,10 +375,21 @@ TEST(Capture, SynchronousMemcpyInsideCaptureRunsAtOnceAndIsNotCaptured) {
   sync_device();
   conveyor::stream s;
   cudaError_t copy_rc = cudaErrorUnknown;
-  auto g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+  auto body = [&](const conveyor::stream& cs) {
     launch_scale(cs, n, 2.0F, x.get());
     copy_rc = cudaMemcpy(y.get(), x.get(), x.bytes(), cudaMemcpyDeviceToDevice);
-  });
+  };
+  try {
+    (void)conveyor::capture(s, body);
+    ADD_FAILURE() << "a synchronous copy inside a capture was accepted";
+  } catch (const conveyor::cuda_error& e) {
+    EXPECT_EQ(e.code(), cudaErrorStreamCaptureImplicit) << e.what();
+    EXPECT_TRUE(contains(e.what(), "legacy default stream")) << e.what();
+  }
+  EXPECT_EQ(copy_rc, cudaErrorStreamCaptureImplicit) << cudaGetErrorName(copy_rc);
+  conveyor::capture_options unchecked;
+  unchecked.catch_default_streams = false;
+  auto g = conveyor::capture(s, body, unchecked);
   EXPECT_EQ(copy_rc, cudaSuccess) << cudaGetErrorName(copy_rc);
   EXPECT_EQ(g.node_count(), 1U); // only the kernel
   EXPECT_TRUE(all_equal(y.download(), x0)); // copied at capture time, before the captured kernel ever ran

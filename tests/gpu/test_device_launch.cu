@@ -164,6 +164,51 @@ TEST(DeviceLaunch, FireAndForgetFromAKernelRunsTheDeviceGraph) {
   EXPECT_EQ(read_one(out), 43);
 }
 
+// The handle kernels hold stays valid across every update: an update in place keeps it; one that would re-instantiate
+// is refused with the reason and changes nothing (the kernel still launches the graph it had).
+TEST(DeviceLaunch, TheHandleKernelsHoldIsNeverLeftStaleByAnUpdate) {
+  CONVEYOR_REQUIRE_GPU();
+  device_array<int> out(1);
+  device_array<int> status(1);
+  write_one(out, -1);
+  conveyor::stream s;
+  conveyor::graph child;
+  (void)child.kernel(one_thread, store, out.get(), 1);
+  auto d = conveyor::instantiate_for_device(child, s);
+  const cudaGraphExec_t handle = d.get();
+  conveyor::graph parent;
+  (void)parent.kernel(one_thread, launch_child, d.ref(), device::launch_mode::fire_and_forget, status.get());
+  auto parent_exec = conveyor::instantiate(parent);
+  // In place: same topology, another value.
+  conveyor::graph same;
+  (void)same.kernel(one_thread, store, out.get(), 2);
+  const auto r = d.exec().update_incremental(same);
+  EXPECT_EQ(r.method, conveyor::update_method::per_node) << r.reason();
+  EXPECT_EQ(d.get(), handle);
+  d.upload(s);
+  parent_exec.launch(s);
+  s.synchronize();
+  EXPECT_EQ(read_one(out), 2);
+  // Another topology: re-instantiation would replace the handle; refused, for both calls that would do it.
+  conveyor::graph bigger;
+  auto first = bigger.kernel(one_thread, store, out.get(), 3);
+  (void)bigger.kernel({first}, one_thread, store, out.get(), 4);
+  for (int call = 0; call < 2; ++call) {
+    try {
+      (void)(call == 0 ? d.exec().update_incremental(bigger) : d.exec().update_or_reinstantiate(bigger));
+      ADD_FAILURE() << "an update that re-instantiates a device graph was accepted";
+    } catch (const std::logic_error& e) {
+      EXPECT_TRUE(contains(e.what(), "device_graph_ref")) << e.what();
+      EXPECT_TRUE(contains(e.what(), "Nothing was changed")) << e.what();
+    }
+    EXPECT_EQ(d.get(), handle);
+  }
+  parent_exec.launch(s);
+  s.synchronize();
+  EXPECT_EQ(read_one(status), 0);
+  EXPECT_EQ(read_one(out), 2);
+}
+
 TEST(DeviceLaunch, TailLaunchRunsAfterTheWholeLaunchingGraph) {
   CONVEYOR_REQUIRE_GPU();
   device_array<int> x(1);

@@ -150,6 +150,75 @@ TEST_F(FramePipeline, EqualsUnpipelinedAndHostForEveryDepthAndLagSet) {
   }
 }
 
+// One pipeline, many runs: every pushed item is delivered exactly once, in order, for runs of every length after an
+// earlier run of any length (depth 3; 7 then 1 was the case that left the item undelivered).
+TEST_F(FramePipeline, EveryRunLengthAfterEveryEarlierRunDeliversEveryItem) {
+  std::mt19937 rng(31);
+  constexpr std::size_t most = 7;
+  std::vector<std::unique_ptr<item_buffers>> bufs;
+  for (std::size_t i = 0; i < 2 * most; ++i) bufs.push_back(std::make_unique<item_buffers>(rng));
+  compute_stage c;
+  conveyor::stream s;
+  for (const std::size_t depth : {std::size_t{2}, std::size_t{3}}) {
+    auto p = make_pipeline(c, s, depth);
+    for (std::size_t first = 1; first <= most; ++first)
+      for (std::size_t second = 1; second <= most; ++second) {
+        SCOPED_TRACE("depth " + std::to_string(depth) + ": a run of " + std::to_string(second) +
+                     " after a run of " + std::to_string(first));
+        for (const auto [run, base] : {std::pair{first, std::size_t{0}}, std::pair{second, most}}) {
+          // The second run uses other buffers than the first, so a stale pointer shows.
+          for (std::size_t i = 0; i < run; ++i) {
+            std::fill(bufs[base + i]->out0.get(), bufs[base + i]->out0.get() + n, -1.0f);
+            std::fill(bufs[base + i]->out1.get(), bufs[base + i]->out1.get() + n, -1.0f);
+          }
+          std::vector<std::size_t> order;
+          for (std::size_t i = 0; i < run; ++i)
+            if (const auto f = push(*p, *bufs[base + i])) order.push_back(*f);
+          (void)p->drain();
+          for (std::size_t i = order.size(); i < run; ++i) order.push_back(i);
+          ASSERT_EQ(p->completed(), run);
+          p->wait_for(run - 1);
+          for (std::size_t i = 0; i < run; ++i) {
+            EXPECT_EQ(order[i], i);
+            ASSERT_TRUE(bufs[base + i]->correct()) << "item " << i << " of the run was not delivered";
+          }
+        }
+      }
+  }
+}
+
+// A refused push changes nothing, and a pipeline destroyed while an exception unwinds with items in flight waits for
+// them (their host buffers outlive it) and does not crash.
+TEST_F(FramePipeline, ARefusedPushChangesNothingAndAnExceptionLeavesNothingInFlight) {
+  std::mt19937 rng(33);
+  std::vector<std::unique_ptr<item_buffers>> bufs;
+  for (int i = 0; i < 4; ++i) bufs.push_back(std::make_unique<item_buffers>(rng));
+  std::vector<float> pageable(n);
+  compute_stage c;
+  conveyor::stream s;
+  {
+    auto p = make_pipeline(c, s, 3);
+    (void)push(*p, *bufs[0]);
+    EXPECT_THROW((void)p->push({pageable.data(), bufs[1]->in1.get()}, {bufs[1]->out0.get(), bufs[1]->out1.get()}),
+                 std::invalid_argument);
+    EXPECT_EQ(p->pushed(), 1U);
+    (void)push(*p, *bufs[1]);
+    (void)p->drain();
+    p->wait_for(1);
+    EXPECT_TRUE(bufs[0]->correct());
+    EXPECT_TRUE(bufs[1]->correct());
+  }
+  try {
+    auto p = make_pipeline(c, s, 3);
+    (void)push(*p, *bufs[2]);
+    (void)push(*p, *bufs[3]);
+    throw std::runtime_error("the caller fails with two items in flight");
+  } catch (const std::runtime_error&) {
+  }
+  s.synchronize();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 TEST_F(FramePipeline, ResultsArriveInOrderWhileStreaming) {
   std::mt19937 rng(7);
   std::vector<std::unique_ptr<item_buffers>> bufs;

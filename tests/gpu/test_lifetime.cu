@@ -94,6 +94,34 @@ protected:
 
 } // namespace
 
+// reclaim_resources() is the one point at which every resource of finished launches is gone: a host callable's
+// state handed over by a whole-graph update (released by CUDA from its own thread, some time after the launch) is
+// destroyed exactly once by it, every round, with no polling.
+TEST_F(Lifetime, ReclaimResourcesDestroysWhatWholeGraphUpdatesHandedOverExactlyOnce) {
+  pinned_array<double> out(2);
+  conveyor::stream s;
+  for (int round = 0; round < 50; ++round) {
+    auto a = std::make_shared<tracked_state>(300 + round);
+    auto b = std::make_shared<tracked_state>(400 + round);
+    const double want = b->checksum();
+    {
+      conveyor::graph g1;
+      g1.host(writes_checksum(std::move(a), out.get()));
+      auto exec = conveyor::instantiate(g1);
+      exec.launch(s);
+      conveyor::graph g2;
+      g2.host(writes_checksum(std::move(b), out.get() + 1));
+      const auto r = exec.update(g2);
+      ASSERT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+      exec.launch(s);
+    } // graphs and executable graph destroyed while the launches may still run
+    s.synchronize();
+    ASSERT_EQ(conveyor::reclaim_resources(), 0U) << "round " << round;
+    ASSERT_EQ(tracked_state::live.load(), 0) << "round " << round << ": state alive after reclaim_resources()";
+    ASSERT_EQ(out[1], want) << "round " << round;
+  }
+}
+
 TEST_F(Lifetime, DestroyedExecutableGraphKeepsWhatItsQueuedLaunchUses) {
   pinned_array<double> out(1);
   out[0] = 0.0;
@@ -110,7 +138,7 @@ TEST_F(Lifetime, DestroyedExecutableGraphKeepsWhatItsQueuedLaunchUses) {
   } // the graph and the executable graph are destroyed while the launch is still queued
   EXPECT_EQ(cudaStreamQuery(s.get()), cudaErrorNotReady) << "the destructor waited for the launch";
   (void)cudaGetLastError();
-  (void)conveyor::reclaim_resources();
+  (void)conveyor::reclaim_resources(std::chrono::milliseconds(0)); // launches still queued: no wait
   EXPECT_EQ(tracked_state::live.load(), 1) << "the queued launch's callable state was destroyed";
   held.open();
   s.synchronize();
@@ -139,7 +167,7 @@ TEST_F(Lifetime, WholeGraphUpdateKeepsTheOldCallableForQueuedLaunches) {
     ASSERT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
     exec->launch(s); // runs b's callable, queued
   } // both graphs destroyed
-  (void)conveyor::reclaim_resources();
+  (void)conveyor::reclaim_resources(std::chrono::milliseconds(0)); // launches still queued: no wait
   EXPECT_EQ(tracked_state::live.load(), 2);
   held.open();
   s.synchronize();
@@ -178,7 +206,7 @@ TEST_F(Lifetime, PerNodeUpdateOfAHostNodeKeepsTheOldCallableForQueuedLaunches) {
     EXPECT_EQ(r.nodes_set, 1U) << r.reason();
     exec->launch(s);
   }
-  (void)conveyor::reclaim_resources();
+  (void)conveyor::reclaim_resources(std::chrono::milliseconds(0)); // launches still queued: no wait
   EXPECT_EQ(tracked_state::live.load(), 2);
   held.open();
   s.synchronize();
@@ -209,7 +237,7 @@ TEST_F(Lifetime, SetHostReleasesTheReplacedCallableOnlyAfterQueuedLaunches) {
   exec.launch(s);                                                // b
   exec.set_host(h, writes_checksum(std::move(c), out.get() + 2)); // c replaces b, whose launch is still queued
   exec.launch(s);                                                // c
-  (void)conveyor::reclaim_resources();
+  (void)conveyor::reclaim_resources(std::chrono::milliseconds(0)); // launches still queued: no wait
   EXPECT_EQ(tracked_state::live.load(), 3) << "a callable a queued launch uses was released";
   held.open();
   s.synchronize();
@@ -248,7 +276,7 @@ TEST_F(Lifetime, ReinstantiationKeepsWhatTheOldExecutableGraphsQueuedLaunchUses)
     ASSERT_TRUE(r.reinstantiated()) << r.reason();
     exec->launch(s);
   }
-  (void)conveyor::reclaim_resources();
+  (void)conveyor::reclaim_resources(std::chrono::milliseconds(0)); // launches still queued: no wait
   EXPECT_EQ(tracked_state::live.load(), 2);
   held.open();
   s.synchronize();
@@ -275,7 +303,7 @@ TEST_F(Lifetime, FailedReinstantiationLeavesTheExecutableGraphWorking) {
   EXPECT_THROW((void)exec.update_or_reinstantiate(g2), conveyor::cuda_error);
   EXPECT_THROW((void)exec.update_incremental(g2), conveyor::cuda_error);
   EXPECT_EQ(exec.get(), handle_before) << "a failed instantiation replaced the executable graph";
-  (void)conveyor::reclaim_resources();
+  (void)conveyor::reclaim_resources(std::chrono::milliseconds(0)); // launches still queued: no wait
   EXPECT_EQ(tracked_state::live.load(), 1) << "the executable graph's resources were released by the failure";
   conveyor::stream s;
   out[0] = 0.0;

@@ -24,22 +24,10 @@ namespace {
 namespace k = conveyor::test::kernels;
 using conveyor::test::device_array;
 using conveyor::test::random_floats;
+using conveyor::test::reasons_of;
+using conveyor::test::same_bits;
 
 unsigned blocks(int n) { return static_cast<unsigned>((n + 255) / 256); }
-
-::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs eager " << want[i];
-  return ::testing::AssertionSuccess();
-}
-
-std::string reasons_of(const auto& step) {
-  std::string out;
-  for (const auto& r : step.reasons()) out += r + "\n";
-  return out;
-}
 
 bool any_reason(const auto& step, const std::string& text) {
   for (const auto& r : step.reasons())
@@ -48,6 +36,8 @@ bool any_reason(const auto& step, const std::string& text) {
 }
 
 const conveyor::graphed_options eager{.disabled = true};
+// Every argument declared to flow only into node fields: rebinding learns where each sits and patches it.
+constexpr auto learn = conveyor::rebind_policy::learn;
 
 // out = a * in + 0.5 * (in + a): three kernels, each embedding `in`, `out` or `a`.
 void chain(const conveyor::stream& s, int n, float a, const float* in, float* out) {
@@ -81,7 +71,7 @@ TEST(Rebind, PointerPingPongIsPatchedWithoutCaptureAndMatchesEagerBitwise) {
   CONVEYOR_REQUIRE_GPU();
   conveyor::graphed_statistics st;
   std::string log;
-  const auto got = ping_pong({.warmup_calls = 0}, &st, &log);
+  const auto got = ping_pong({.warmup_calls = 0, .rebind = learn}, &st, &log);
   EXPECT_TRUE(same_bits(got, ping_pong(eager)));
   // Call 0 captures; call 1 re-captures and verifies both pointers; call 10 re-captures for the scalar (never
   // changed before); every other call patches.
@@ -137,7 +127,7 @@ TEST(Rebind, PointersAtOffsetsInsideTheArgumentsAllocationFollowIt) {
   CONVEYOR_REQUIRE_GPU();
   conveyor::graphed_statistics st;
   std::string log;
-  EXPECT_TRUE(same_bits(run_offsets({.warmup_calls = 0}, &st, &log), run_offsets(eager, nullptr, nullptr)));
+  EXPECT_TRUE(same_bits(run_offsets({.warmup_calls = 0, .rebind = learn}, &st, &log), run_offsets(eager, nullptr, nullptr)));
   EXPECT_GE(st.rebinds, 8U) << log;
   EXPECT_EQ(st.instantiations, 1U) << log;
 }
@@ -164,7 +154,7 @@ TEST(Rebind, TwoArgumentsMovingTogetherInOneAllocationFallBackToReCapture) {
   };
   conveyor::graphed_statistics st;
   std::string log;
-  EXPECT_TRUE(same_bits(run({.warmup_calls = 0}, &st, &log), run(eager, nullptr, nullptr)));
+  EXPECT_TRUE(same_bits(run({.warmup_calls = 0, .rebind = learn}, &st, &log), run(eager, nullptr, nullptr)));
   EXPECT_EQ(st.rebinds, 0U) << log;
   EXPECT_NE(log.find("in the same bytes"), std::string::npos) << log;
 }
@@ -196,7 +186,7 @@ TEST(Rebind, AScalarScheduleIsPatchedEveryCallAndMatchesEagerBitwise) {
     return x.download();
   };
   conveyor::graphed_statistics st;
-  EXPECT_TRUE(same_bits(run({.warmup_calls = 0}, &st), run(eager, nullptr)));
+  EXPECT_TRUE(same_bits(run({.warmup_calls = 0, .rebind = learn}, &st), run(eager, nullptr)));
   EXPECT_EQ(st.rebinds, 28U);
   EXPECT_EQ(st.nodes_patched, 28U); // the descend node only
 }
@@ -225,7 +215,7 @@ TEST(Rebind, ACoincidentalScalarValueIsNotPatchedIntoTheOtherNode) {
   };
   conveyor::graphed_statistics st;
   std::vector<conveyor::argument_binding> map;
-  EXPECT_TRUE(same_bits(run({.warmup_calls = 0}, &st, &map), run(eager, nullptr, nullptr)));
+  EXPECT_TRUE(same_bits(run({.warmup_calls = 0, .rebind = learn}, &st, &map), run(eager, nullptr, nullptr)));
   EXPECT_EQ(st.rebinds, 5U);
   EXPECT_EQ(st.nodes_patched, 5U); // the scale node only
   ASSERT_EQ(map.size(), 2U);       // a (scalar) and x (pointer)
@@ -265,7 +255,7 @@ TEST(Rebind, APointerTheCallableComputesFromItsArgumentFallsBackToReCapture) {
   };
   conveyor::graphed_statistics st;
   std::string log;
-  EXPECT_TRUE(same_bits(run({.warmup_calls = 0}, &st, &log), run(eager, nullptr, nullptr)));
+  EXPECT_TRUE(same_bits(run({.warmup_calls = 0, .rebind = learn}, &st, &log), run(eager, nullptr, nullptr)));
   EXPECT_EQ(st.rebinds, 0U) << log;
   EXPECT_EQ(st.captures, 8U) << log;
   EXPECT_NE(log.find("argument 0 re-captures from now on"), std::string::npos) << log;
@@ -302,7 +292,7 @@ TEST(Rebind, MemcpyAndMemsetPointersArePatchedToo) {
   };
   conveyor::graphed_statistics st;
   std::string log;
-  EXPECT_TRUE(same_bits(run({.warmup_calls = 0}, &st, &log), run(eager, nullptr, nullptr)));
+  EXPECT_TRUE(same_bits(run({.warmup_calls = 0, .rebind = learn}, &st, &log), run(eager, nullptr, nullptr)));
   EXPECT_GE(st.rebinds, 6U) << log;
   EXPECT_EQ(st.instantiations, 1U) << log;
 }
@@ -330,7 +320,7 @@ TEST(Rebind, APartialBatchSizeIsPatchedIntoTheGraph) {
     return x.download();
   };
   conveyor::graphed_statistics st;
-  auto options = conveyor::graphed_options{.warmup_calls = 0, .buckets = {1024}};
+  auto options = conveyor::graphed_options{.warmup_calls = 0, .buckets = {1024}, .rebind = learn};
   EXPECT_TRUE(same_bits(run(options, &st), run(eager, nullptr)));
   EXPECT_EQ(st.captures, 2U);
   EXPECT_EQ(st.rebinds, 4U);
@@ -341,7 +331,7 @@ TEST(Rebind, TheMappingIsReadableAndExported) {
   const int n = 1000;
   device_array<float> x(random_floats(n, 15)), y(n), z(n);
   conveyor::stream s;
-  conveyor::graphed step(chain, conveyor::graphed_options{.warmup_calls = 0});
+  conveyor::graphed step(chain, conveyor::graphed_options{.warmup_calls = 0, .rebind = learn});
   step(s, n, 0.5F, x.get(), y.get());
   const auto before = step.bindings(); // read before any change: candidates
   ASSERT_EQ(before.size(), 3U);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -465,6 +466,62 @@ TEST(Update, SameTopologyOtherParametersSucceeds) {
   s.synchronize();
   EXPECT_TRUE(all_near(b2.out.download(), pipeline_result(a2, b2.x0, f2)));
   EXPECT_TRUE(all_equal(b1.out.download(), stale1)); // the first graph's buffers are not used any more
+}
+
+// The same 6-node DAG built twice in the same node order, its dependencies added in another order (lists at insertion
+// in one, precede/succeed in the other): CUDA's whole-graph update pairs dependencies by their order and refuses it
+// (topology_changed), Conveyor's comparison proves the DAG the same, and update() applies the change node by node.
+TEST(Update, TheSameDagWithDependenciesAddedInAnotherOrderIsUpdated) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 2000;
+  device_array<float> x0(random_floats(n, 61)), x1(random_floats(n, 62)), x2(random_floats(n, 63));
+  device_array<float> u0(n), u1(n), u2(n), v0(n), v1(n), z(n);
+  auto build = [&](float a0, float a1, float a2, bool lists) {
+    conveyor::graph g;
+    auto c0 = g.kernel(cover(n), copy_plus, n, x0.get(), a0, u0.get());
+    auto c1 = g.kernel(cover(n), copy_plus, n, x1.get(), a1, u1.get());
+    auto c2 = g.kernel(cover(n), copy_plus, n, x2.get(), a2, u2.get());
+    if (lists) {
+      auto s0 = g.kernel({c0, c1}, cover(n), add_vectors, n, u0.get(), u1.get(), v0.get());
+      auto s1 = g.kernel({c1, c2}, cover(n), add_vectors, n, u1.get(), u2.get(), v1.get());
+      (void)g.kernel({s0, s1}, cover(n), add_vectors, n, v0.get(), v1.get(), z.get());
+    } else {
+      auto s0 = g.kernel(cover(n), add_vectors, n, u0.get(), u1.get(), v0.get());
+      auto s1 = g.kernel(cover(n), add_vectors, n, u1.get(), u2.get(), v1.get());
+      auto t = g.kernel(cover(n), add_vectors, n, v0.get(), v1.get(), z.get());
+      // Every node's dependencies and dependents in the other order.
+      c2.precede(s1);
+      c1.precede({s1, s0});
+      c0.precede(s0);
+      t.succeed({s1, s0});
+    }
+    return g;
+  };
+  const conveyor::graph first = build(1.0F, 2.0F, 3.0F, true);
+  const conveyor::graph second = build(-0.5F, 0.25F, 4.0F, false);
+  EXPECT_TRUE(conveyor::diff(first, second).same_topology);
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(first);
+  const auto r = exec.update(second);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.reason();
+  // CUDA applies it as a whole, or refuses it (topology_changed) and Conveyor sets the changed nodes one by one.
+  if (r.method == conveyor::update_method::per_node) {
+    EXPECT_EQ(r.nodes_set, 3U) << r.reason();
+    EXPECT_TRUE(contains(r.reason(), "pairs dependencies by the order they were added")) << r.reason();
+  } else {
+    EXPECT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+  }
+  std::printf("reordered dependencies: %s\n", r.reason().c_str());
+  exec.launch(s);
+  s.synchronize();
+  const auto h0 = x0.download(), h1 = x1.download(), h2 = x2.download();
+  std::vector<float> want(n);
+  for (int i = 0; i < n; ++i)
+    want[i] = ((h0[i] + -0.5F) + (h1[i] + 0.25F)) + ((h1[i] + 0.25F) + (h2[i] + 4.0F));
+  EXPECT_TRUE(all_equal(z.download(), want));
+  // update_incremental agrees, back to the first graph.
+  const auto back = exec.update_incremental(first);
+  EXPECT_EQ(back.method, conveyor::update_method::per_node) << back.reason();
 }
 
 TEST(Update, SettersAcceptNodesOfTheUpdatedGraphAndOfTheSource) {

@@ -21,6 +21,9 @@ using conveyor::detail::node_image;
 using conveyor::detail::rebinder;
 using conveyor::detail::recapture_facts;
 
+// Every argument declared rebind_policy::learn: only flows into node fields (graphed's default is recapture).
+conveyor::detail::rebind_settings learning() { return {rebind_policy::learn, {}, 1}; }
+
 // A kernel node whose parameters are 8-byte words (pointers, sizes) and 4-byte words (floats, ints).
 struct param {
   std::uint64_t value;
@@ -79,7 +82,7 @@ const recapture_facts clean{};
 TEST(Rebind, PointerIsVerifiedByAReCaptureThenPatchedAtItsOneNode) {
   const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000, other = 0x5555;
   graph_image g{{kernel({{other, 8}, {7, 4}}), kernel({{a, 8}, {7, 4}}), kernel({{other, 8}})}};
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(g, pointer_key({a}), ranges);
   std::string why;
   EXPECT_FALSE(rb.can_patch(pointer_key({a}), pointer_key({b}), &why));
@@ -104,12 +107,36 @@ TEST(Rebind, PointerIsVerifiedByAReCaptureThenPatchedAtItsOneNode) {
   EXPECT_EQ(rb.node_bindings(1), std::vector<std::string>{"argument 0 -> kernel parameter 0"});
 }
 
+TEST(Rebind, UndeclaredArgumentsAreNeverPatchedEvenWhenARecaptureWouldExplainThem) {
+  // graphed's default (rebind_policy::recapture for every argument): a callable may branch on any argument, so a
+  // change that a re-capture explains exactly still re-captures the next time, and the map says how to declare it.
+  const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000;
+  auto graph_for = [](std::uint64_t p) { return graph_image{{kernel({{p, 8}, {7, 4}})}}; };
+  rebinder rb(conveyor::detail::rebind_settings{});
+  rb.start(graph_for(a), pointer_key({a}), ranges);
+  (void)rb.learn(graph_for(b), pointer_key({b}), clean, ranges);
+  std::string why;
+  EXPECT_FALSE(rb.can_patch(pointer_key({b}), pointer_key({c}), &why));
+  const auto map = rb.bindings({});
+  ASSERT_EQ(map.size(), 1U);
+  EXPECT_EQ(map[0].state, binding_state::recaptured);
+  EXPECT_NE(map[0].reason.find("the default"), std::string::npos) << map[0].reason;
+  EXPECT_NE(map[0].reason.find("rebind_policy::learn"), std::string::npos) << map[0].reason;
+  // Declared for argument 0 only: that one is learnt.
+  conveyor::detail::rebind_settings one{};
+  one.per_argument = {{0, rebind_policy::learn}};
+  rebinder rd(one);
+  rd.start(graph_for(a), pointer_key({a}), ranges);
+  (void)rd.learn(graph_for(b), pointer_key({b}), clean, ranges);
+  EXPECT_TRUE(rd.can_patch(pointer_key({b}), pointer_key({c}), &why)) << why;
+}
+
 TEST(Rebind, OffsetPointersInsideTheArgumentsAllocationMoveWithIt) {
   const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000;
   auto graph_for = [](std::uint64_t p) {
     return graph_image{{kernel({{p, 8}}), kernel({{p + 4096, 8}}), kernel({{p + 65536, 8}, {p + 8, 8}})}};
   };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(a), pointer_key({a}), ranges);
   (void)rb.learn(graph_for(b), pointer_key({b}), clean, ranges);
   ASSERT_TRUE(rb.can_patch(pointer_key({b}), pointer_key({c})));
@@ -130,7 +157,7 @@ TEST(Rebind, ACoincidentalScalarIsDroppedAndOnlyTheRealSiteIsPatched) {
   auto graph_for = [](float a) {
     return graph_image{{kernel({{float_bits(a), 4}}), kernel({{float_bits(2.0F), 4}})}};
   };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(2.0F), key_for(2.0F), ranges);
   EXPECT_EQ(rb.bindings({})[0].sites.size(), 2U); // both are candidates
   (void)rb.learn(graph_for(3.0F), key_for(3.0F), clean, ranges);
@@ -151,7 +178,7 @@ TEST(Rebind, ATransformedValueSendsTheArgumentToReCapture) {
   };
   // The callable passes a to node 0 and 2a to node 1: node 1 changes in a way no argument explains.
   auto graph_for = [](float a) { return graph_image{{kernel({{float_bits(a), 4}}), kernel({{float_bits(2 * a), 4}})}}; };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(1.5F), key_for(1.5F), ranges);
   const std::string note = rb.learn(graph_for(2.5F), key_for(2.5F), clean, ranges);
   EXPECT_NE(note.find("argument 0 re-captures from now on"), std::string::npos) << note;
@@ -166,7 +193,7 @@ TEST(Rebind, AValueTheCallableChangesBeforeLaunchingIsNotPatched) {
   // The pointer the callable launches with is derived from the argument outside its allocation (a lookup): the
   // candidate does not follow, and the change is unexplained.
   const std::uint64_t a = 0x10000, b = 0x900000;
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_image{{kernel({{a, 8}})}}, pointer_key({a}), ranges);
   const std::string note = rb.learn(graph_image{{kernel({{0x2000010, 8}})}}, pointer_key({b}), clean, ranges);
   EXPECT_NE(note.find("re-captures from now on"), std::string::npos) << note;
@@ -177,7 +204,7 @@ TEST(Rebind, AnArgumentNoNodeHoldsReCaptures) {
   // Used on the host only (say, written into memory the graph reads): the graph does not change with it.
   const std::uint64_t a = 0x10000, b = 0x900000;
   const graph_image g{{kernel({{0x5555, 8}})}};
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(g, pointer_key({a}), ranges);
   const std::string note = rb.learn(g, pointer_key({b}), clean, ranges);
   EXPECT_NE(note.find("no node field holds it"), std::string::npos) << note;
@@ -186,7 +213,7 @@ TEST(Rebind, AnArgumentNoNodeHoldsReCaptures) {
 
 TEST(Rebind, AChangeInANodeRebindCannotPatchIsNotVerified) {
   const std::uint64_t a = 0x10000, b = 0x900000;
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_image{{kernel({{a, 8}}), host_node()}}, pointer_key({a}), ranges);
   recapture_facts facts;
   facts.other_nodes_changed = {1};
@@ -199,7 +226,7 @@ TEST(Rebind, ALaunchShapeThatFollowsTheArgumentIsUnexplained) {
   call_key k1, k2;
   k1.add(100, argument_role::binding, argument_kind::real_size, 0);
   k2.add(200, argument_role::binding, argument_kind::real_size, 0);
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_image{{kernel({{100, 4}}, 1)}}, k1, ranges);
   const std::string note = rb.learn(graph_image{{kernel({{200, 4}}, 2)}}, k2, clean, ranges);
   EXPECT_NE(note.find("launch shape"), std::string::npos) << note;
@@ -212,7 +239,7 @@ TEST(Rebind, ASizeArgumentIsPatchedAsThe32BitParameterTheKernelTakes) {
   k2.add(1500, argument_role::binding, argument_kind::real_size, 0);
   k3.add(999, argument_role::binding, argument_kind::real_size, 0);
   auto graph_for = [](std::uint64_t n) { return graph_image{{kernel({{n, 4}, {0x5555, 8}})}}; };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(1000), k1, ranges);
   (void)rb.learn(graph_for(1500), k2, clean, ranges);
   ASSERT_TRUE(rb.can_patch(k2, k3));
@@ -234,7 +261,7 @@ TEST(Rebind, SwappedPointersInsideAStructArePatchedWordByWord) {
   auto graph_for = [](std::uint64_t in, std::uint64_t out) {
     return graph_image{{kernel({{in, 8}, {out, 8}}), kernel({{out, 8}})}};
   };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(a, b), key_for(a, b), ranges);
   (void)rb.learn(graph_for(b, a), key_for(b, a), clean, ranges);
   ASSERT_TRUE(rb.can_patch(key_for(b, a), key_for(a, b)));
@@ -244,7 +271,7 @@ TEST(Rebind, SwappedPointersInsideAStructArePatchedWordByWord) {
 
 TEST(Rebind, ArgumentsThatAlwaysChangeTogetherUnexplainedGiveUpAfterThreeTries) {
   const std::uint64_t a = 0x10000, b = 0x900000;
-  rebinder rb({});
+  rebinder rb(learning());
   std::uint64_t x = a, y = b;
   // Node 1 holds a value no argument explains (outside every allocation) that changes at every call.
   rb.start(graph_image{{kernel({{x, 8}, {y + 1, 8}}), kernel({{0x7000000, 8}})}}, pointer_key({x, y}), ranges);
@@ -261,7 +288,7 @@ TEST(Rebind, ArgumentsThatAlwaysChangeTogetherUnexplainedGiveUpAfterThreeTries) 
 
 TEST(Rebind, DeclaredPoliciesSkipVerificationOrLearning) {
   const std::uint64_t a = 0x10000, b = 0x900000;
-  conveyor::detail::rebind_settings patch_first;
+  conveyor::detail::rebind_settings patch_first = learning();
   patch_first.per_argument = {{0, rebind_policy::patch}, {1, rebind_policy::recapture}};
   rebinder rb(patch_first);
   rb.start(graph_image{{kernel({{a, 8}}), kernel({{b, 8}})}}, pointer_key({a, b}), ranges);
@@ -276,7 +303,7 @@ TEST(Rebind, DeclaredPoliciesSkipVerificationOrLearning) {
 
 TEST(Rebind, MoreVerificationsWaitForMoreReCaptures) {
   const std::uint64_t p[] = {0x10000, 0x900000, 0x2000000};
-  conveyor::detail::rebind_settings twice;
+  conveyor::detail::rebind_settings twice = learning();
   twice.verifications = 2;
   rebinder rb(twice);
   rb.start(graph_image{{kernel({{p[0], 8}})}}, pointer_key({p[0]}), ranges);
@@ -292,7 +319,7 @@ TEST(Rebind, ReCapturesThatTeachNothingOnlyRefreshTheImageAndCheckTheSites) {
   auto graph_for = [](std::uint64_t p, std::uint64_t q) {
     return graph_image{{kernel({{p, 8}}), kernel({{q + 0x5000000, 8}})}}; // outside q's allocation
   };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(a, b), pointer_key({a, b}), ranges);
   (void)rb.learn(graph_for(b, b), pointer_key({b, b}), clean, ranges); // 0 verified
   (void)rb.learn(graph_for(b, c), pointer_key({b, c}), clean, ranges); // 1 transformed: re-captures
@@ -318,7 +345,7 @@ TEST(Rebind, AnArgumentThatWasZeroIsLookedForAfterItsFirstChange) {
   // not given up); the one after verifies it.
   const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000;
   auto graph_for = [](std::uint64_t p) { return graph_image{{kernel({{p, 8}, {0, 8}})}}; };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(0), pointer_key({0}), ranges);
   const std::string first = rb.learn(graph_for(a), pointer_key({a}), clean, ranges);
   EXPECT_NE(first.find("were 0 before"), std::string::npos) << first;
@@ -333,7 +360,7 @@ TEST(Rebind, AnArgumentThatWasZeroIsLookedForAfterItsFirstChange) {
 
 TEST(Rebind, ATopologyChangeStartsLearningAgain) {
   const std::uint64_t a = 0x10000, b = 0x900000;
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_image{{kernel({{a, 8}})}}, pointer_key({a}), ranges);
   (void)rb.learn(graph_image{{kernel({{b, 8}})}}, pointer_key({b}), clean, ranges);
   ASSERT_TRUE(rb.can_patch(pointer_key({b}), pointer_key({a})));
@@ -367,7 +394,7 @@ TEST(Rebind, AFieldThatStartsHoldingAVerifiedArgumentIsVerifiedAgainBeforeItIsPa
   auto graph_for = [](std::uint64_t p, std::uint64_t q) {
     return graph_image{{kernel({{p, 8}}), kernel({{q != 0 ? q : p, 8}})}};
   };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(a1, b), pointer_key({a1, b}), ranges);
   (void)rb.learn(graph_for(a2, b), pointer_key({a2, b}), clean, ranges); // a verified at node 0
   const std::string note = rb.learn(graph_for(a2, 0), pointer_key({a2, 0}), clean, ranges);
@@ -390,7 +417,7 @@ TEST(Rebind, AFieldThatStartsHoldingAVerifiedArgumentInUnlearntReCapturesIsFound
   auto graph_for = [](std::uint64_t p, std::uint64_t q) {
     return graph_image{{kernel({{p, 8}}), kernel({{q != 0 ? q + 0x5000000 : p, 8}})}};
   };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(a1, b1), pointer_key({a1, b1}), ranges);
   (void)rb.learn(graph_for(a2, b1), pointer_key({a2, b1}), clean, ranges); // a verified
   (void)rb.learn(graph_for(a2, b2), pointer_key({a2, b2}), clean, ranges); // b transformed: re-captures
@@ -415,7 +442,7 @@ TEST(Rebind, AnIntegerAndAWordOfAnotherArgumentInOneFieldAreAmbiguous) {
     return k;
   };
   auto graph_for = [](std::uint64_t n) { return graph_image{{kernel({{n, 8}})}}; };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(0x5000003E8ULL), key_for(0x5000003E8ULL, 5), ranges);
   (void)rb.learn(graph_for(0x6000005DCULL), key_for(0x6000005DCULL, 6), clean, ranges);
   // Argument 1 alone changes: a patch would write 9 into the upper half of argument 0's parameter.
@@ -432,7 +459,7 @@ TEST(Rebind, TwoWordsOfOneStructClaimingTheSameFieldAreAmbiguous) {
   };
   auto graph_for = [](std::uint64_t b, std::uint64_t e) { return graph_image{{kernel({{b + 64, 8}, {e, 8}})}}; };
   const std::uint64_t b1 = 0x10000, b2 = 0x900000, b3 = 0x2000000;
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(b1, b1 + 4096), struct_key(range_of{b1, b1 + 4096}), ranges);
   (void)rb.learn(graph_for(b2, b2 + 4096), struct_key(range_of{b2, b2 + 4096}), clean, ranges);
   const auto from = struct_key(range_of{b2, b2 + 4096});
@@ -461,7 +488,7 @@ TEST(Rebind, AScalarWhoseTypeChangesIsNotPatchedWithTheOldWidth) {
     return k;
   };
   auto graph_for = [](float a) { return graph_image{{kernel({{float_bits(a), 4}})}}; };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(2.0F), float_key(2.0F), ranges);
   (void)rb.learn(graph_for(3.0F), float_key(3.0F), clean, ranges);
   ASSERT_TRUE(rb.can_patch(float_key(3.0F), float_key(5.0F)));
@@ -475,7 +502,7 @@ TEST(Rebind, AScalarWhoseTypeChangesIsNotPatchedWithTheOldWidth) {
     std::uint32_t a, b, c, d;
   };
   auto graph_of = [](std::uint32_t a) { return graph_image{{kernel({{a, 4}, {0x5555, 4}})}}; };
-  rebinder rs({});
+  rebinder rs(learning());
   rs.start(graph_of(11), struct_key(small{11, 1}), ranges);
   (void)rs.learn(graph_of(12), struct_key(small{12, 1}), clean, ranges);
   ASSERT_TRUE(rs.can_patch(struct_key(small{12, 1}), struct_key(small{13, 1})));
@@ -488,7 +515,7 @@ TEST(Rebind, ADeclaredPointerIsNotPatchedIntoAFieldAnotherArgumentHolds) {
   auto graph_for = [](std::uint64_t in, std::uint64_t out) {
     return graph_image{{kernel({{in, 8}}), kernel({{out, 8}})}};
   };
-  conveyor::detail::rebind_settings declared;
+  conveyor::detail::rebind_settings declared = learning();
   declared.per_argument = {{0, rebind_policy::patch}};
   rebinder rb(declared);
   rb.start(graph_for(p, p), pointer_key({p, p}), ranges);
@@ -532,7 +559,7 @@ TEST(Rebind, TheHalvesOfAPointerInsideAStructAreNotLookedForInOtherPointers) {
   };
   const std::uint64_t p1 = 0x7f0000001000, p2 = 0x7e0000001000, weights = 0x7f0010000000;
   auto graph_for = [&](std::uint64_t p) { return graph_image{{kernel({{p, 8}}), kernel({{weights, 8}})}}; };
-  conveyor::detail::rebind_settings declared;
+  conveyor::detail::rebind_settings declared = learning();
   declared.per_argument = {{0, rebind_policy::patch}};
   rebinder rb(declared);
   rb.start(graph_for(p1), struct_key(holder{p1}), far_ranges);
@@ -546,7 +573,7 @@ TEST(Rebind, TheHalvesOfAPointerInsideAStructAreNotLookedForInOtherPointers) {
   };
   const std::uint64_t q1 = 0x7f0010000100, q2 = 0x7e0000080000;
   auto graph_of = [](std::uint64_t in, std::uint64_t out) { return graph_image{{kernel({{in, 8}, {out, 8}})}}; };
-  rebinder ra({});
+  rebinder ra(learning());
   ra.start(graph_of(p1, q1), struct_key(two{p1, q1}), far_ranges);
   const std::string note = ra.learn(graph_of(p2, q2), struct_key(two{p2, q2}), clean, far_ranges);
   EXPECT_EQ(ra.bindings({})[0].state, binding_state::patched) << note;
@@ -569,7 +596,7 @@ TEST(Rebind, ChangesOfAnArgumentThatReCapturesAreNotBlamedOnAnother) {
   auto graph_for = [](std::uint64_t p, float lr) {
     return graph_image{{kernel({{p, 8}}), kernel({{float_bits(-lr), 4}})}};
   };
-  conveyor::detail::rebind_settings settings;
+  conveyor::detail::rebind_settings settings = learning();
   settings.per_argument = {{1, rebind_policy::recapture}};
   rebinder rb(settings);
   const std::uint64_t a = 0x10000, b = 0x900000, c = 0x2000000;
@@ -596,7 +623,7 @@ TEST(Rebind, TwoPointersInOneAllocationMovingApartTogetherAreNotCalledTransforme
   auto graph_for = [](std::uint64_t in, std::uint64_t out) {
     return graph_image{{kernel({{in, 8}, {out, 8}}), kernel({{out, 8}})}};
   };
-  rebinder rb({});
+  rebinder rb(learning());
   rb.start(graph_for(in1, out1), pointer_key({in1, out1}), ranges);
   const std::string note = rb.learn(graph_for(in2, out2), pointer_key({in2, out2}), clean, ranges);
   EXPECT_EQ(note.find("transforms"), std::string::npos) << note;
@@ -618,7 +645,7 @@ TEST(Rebind, ADeclaredRealSizeIsNotPatchedIntoThePaddedSizesFields) {
     return k;
   };
   auto graph_for = [](std::uint64_t real) { return graph_image{{kernel({{real, 4}}), kernel({{128, 4}})}}; };
-  conveyor::detail::rebind_settings all_declared;
+  conveyor::detail::rebind_settings all_declared = learning();
   all_declared.policy = rebind_policy::patch;
   rebinder rb(all_declared);
   rb.start(graph_for(128), key_for(128), ranges);

@@ -5,6 +5,7 @@
 //! Plain logic around graph_exec, usable on its own and testable without a GPU (plan, bucket_for, keys).
 
 #include "conveyor/assembly/graphed_types.hpp"
+#include "conveyor/define/capture.hpp"
 #include "conveyor/define/description.hpp"
 #include "conveyor/define/graph.hpp"
 #include "conveyor/execute/graph_exec.hpp"
@@ -75,6 +76,14 @@ public:
   //! Launches the executable graph plan() matched on `s`. \throws std::logic_error when plan() matched none;
   //! cuda_error from launch.
   void replay(const stream& s);
+  //! The capture options of the callable's captures (mode, default-stream check, host memory check from
+  //! graphed_options::pageable).
+  [[nodiscard]] capture_options capture_settings() const noexcept;
+  //! Checks a new capture `g` of the callable, made with capture_settings(): a copy node reading or writing host
+  //! memory in [`arguments`, `arguments` + `bytes`) — graphed's copy of the call's arguments, gone after the call —
+  //! is refused; other pageable host memory is reported as graphed_options::pageable says.
+  //! \throws std::invalid_argument naming the node, the address and the fix.
+  void inspect(const graph& g, const void* arguments, std::size_t bytes);
   //! Records an eager fallback: argument `position` has size `size`, above the largest bucket.
   void note_fallback(std::size_t position, std::size_t size);
 
@@ -124,6 +133,7 @@ private:
   std::string not_rebound_;                        // why plan() chose recapture over rebind
   bool rebinding_ = true;                          // some argument may be rebound (from the options)
   bool declared_patch_ = false;                    // some argument is declared rebind_policy::patch
+  bool warned_pageable_ = false;                   // the pageable-memory warning went to stderr
   std::uint64_t clock_ = 0;
 };
 

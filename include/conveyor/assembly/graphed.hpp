@@ -89,16 +89,22 @@ void key_argument(call_key& key, const T& value, std::size_t position, const key
 //! trivially copyable) does not compile unless it is wrapped in conveyor::unkeyed or a key function is given.
 //! - a new shape runs eagerly `warmup_calls` times, then is captured and instantiated;
 //! - a known shape with the same binding replays its executable graph (one cudaGraphLaunch);
-//! - a known shape with another binding is *rebound* when graphed knows where the changed values sit in the graph:
-//!   the fields holding them (kernel arguments, copy and memset pointers, memset values) are patched in place with
-//!   per-node setters, without capturing again (see rebind_policy: the mapping is learnt from a re-capture and
-//!   verified before it is trusted);
-//! - otherwise it is captured again and the executable graph updated in place, setting only the nodes that differ
-//!   (graph_exec::update_incremental), falling back to whole-graph update, then to re-instantiation; that re-capture
-//!   also teaches the mapping. The reason of every such call ("argument 1 pointer changed from 0x... to 0x...:
-//!   patched 1 node(s) in place, no capture") is recorded (reasons());
+//! - a known shape with another binding is captured again and the executable graph updated in place, setting only
+//!   the nodes that differ (graph_exec::update_incremental), falling back to whole-graph update, then to
+//!   re-instantiation: the default, right whatever the callable does with the values (it may branch on them);
+//! - for arguments declared to flow only into node fields (rebind_policy::learn or patch, per argument or for the
+//!   callable) a change is instead *rebound* once graphed knows where the values sit: the fields holding them (kernel
+//!   arguments, copy and memset pointers, memset values) are patched in place with per-node setters, without
+//!   capturing again (learn: the mapping is learnt from a re-capture and verified before it is trusted). The reason
+//!   of every such call ("argument 1 pointer changed from 0x... to 0x...: re-captured, updated 1 node(s) in place")
+//!   is recorded (reasons());
 //! - a batch_size above the largest bucket runs eagerly, with the reason recorded.
-//! Arguments are copied for the call. Graphs allocating with cudaMallocAsync draw on the device's graph memory
+//! Arguments are copied for the call. Patching is opt-in (rebind_policy: the callable may branch on a value, and
+//! only the callable's own code knows), and graphed sees only the arguments: state the callable reads otherwise (a
+//! lambda's captured references, globals) is not part of the key, so a replay runs what the capture saw. Every
+//! capture is checked (capture_options): work on a default stream, and copies from host memory that is gone after
+//! the call (the callable's locals, graphed's copy of the arguments), are refused; other pageable host memory in a
+//! copy is reported (pageable_policy). Graphs allocating with cudaMallocAsync draw on the device's graph memory
 //! pool, which all executable graphs share; capture buckets largest first (prepare) so smaller graphs reuse it.
 template <class F, class Key = no_key>
 class graphed {
@@ -234,10 +240,13 @@ private:
         values);
   }
 
+  // Captures the callable with `values` (the call's copy of its arguments, gone after the call: a copy node that
+  // reads it is refused like one that reads the callable's locals), checks the capture, applies the transform.
   template <class Tuple>
   graph record(const stream& s, Tuple& values) {
     graph g = capture(
-        s, [&] { std::apply([&](auto&... v) { f_(s, v...); }, values); }, core_.options().mode);
+        s, [&] { std::apply([&](auto&... v) { f_(s, v...); }, values); }, core_.capture_settings());
+    core_.inspect(g, &values, sizeof(values));
     if (core_.options().transform) core_.options().transform(g);
     return g;
   }

@@ -32,20 +32,52 @@ struct batch_size {
 };
 
 //! How graphed brings an executable graph to a call whose binding (pointers, scalars, struct bytes) changed.
+//!
+//! **The rule.** By default a changed argument re-captures the callable and updates the executable graph in place
+//! (rebind_policy::recapture): sound whatever the callable does with the value, because the new capture runs the
+//! callable's own code for it. Patching a value into node fields without running the callable is right only when
+//! the value does nothing but flow into those fields. A callable may instead choose *what* to enqueue from it —
+//!
+//!     void step(const conveyor::stream& s, float a, float* x) {
+//!       if (a < 0) negate<<<1, n, 0, s.get()>>>(x); // the branch depends on `a`
+//!       axpy<<<1, n, 0, s.get()>>>(a, x);
+//!     }
+//!
+//! — and a patched replay for a = -1 of the graph captured with a = 2 runs the a >= 0 branch: a wrong result, with no
+//! word said. No amount of watching values proves a callable branch-free, so patching is opt-in, argument by
+//! argument (graphed_options::rebind_arguments) or for the whole callable (graphed_options::rebind): you declare that
+//! the argument only flows into node fields (kernel arguments, copy and memset pointers, memset values) — no branch,
+//! node count, launch shape, size, host use or equality test depends on it.
 enum class rebind_policy : std::uint8_t {
-  //! Learn where the argument's value sits in the graph's nodes (kernel arguments, copy and memset pointers, memset
-  //! values) from a re-capture in which it changed, verify that the value moved exactly as predicted there, and from
-  //! then on patch those fields in place with per-node setters, without capturing again. Anything the mapping does not
-  //! explain (a value the callable transforms, uses on the host, or that reaches a child graph) keeps re-capturing.
-  automatic,
-  //! The caller promises the value is embedded as it is (a pointer possibly at fixed offsets inside its allocation):
-  //! patched from the first change on, without a verifying re-capture. Fields that hold the same value by
-  //! coincidence are patched too (other pointers into the same allocation included): use automatic when unsure. Where
-  //! another argument's value explains a field as well (the same pointer passed twice, a real size equal to its
-  //! padded size), the first change re-captures once to tell them apart.
-  patch,
-  //! Always capture again and update (the previous behaviour; for arguments the callable transforms).
+  //! A change re-captures and updates the executable graph in place (graph_exec::update_incremental, falling back to
+  //! whole-graph update, then re-instantiation). The default: computes what an eager call computes.
   recapture,
+  //! Declared: the argument only flows into node fields. Where its value sits in the graph's nodes is learnt from a
+  //! re-capture in which it changed and verified (the value moved exactly as predicted, nothing else changed); from
+  //! then on a change patches those fields in place with per-node setters, without capturing again. Anything the
+  //! mapping does not explain (a value the callable transforms, uses on the host, or that reaches a child graph)
+  //! keeps re-capturing, with the reason in bindings().
+  learn,
+  //! Declared, and trusted from the first change: the value is embedded as it is (a pointer possibly at fixed offsets
+  //! inside its allocation), patched without a verifying re-capture. Fields that hold the same value by coincidence
+  //! are patched too (other pointers into the same allocation included): use learn when unsure. Where another
+  //! argument's value explains a field as well (the same pointer passed twice, a real size equal to its padded
+  //! size), the first change re-captures once to tell them apart.
+  patch,
+};
+
+//! What graphed does with pageable host memory (not page-locked, not managed) that a captured copy node reads or
+//! writes. Host memory in stack frames that returned — the callable's locals and temporaries, graphed's copy of the
+//! call's arguments — is always refused: a replay would read it after it is gone.
+enum class pageable_policy : std::uint8_t {
+  //! Record a reason (reasons(), report()) at each capture that holds such a copy, and write one line to stderr
+  //! the first time: the copy reads or writes the buffer when the replay runs it, so the buffer must outlive the
+  //! graph and must not change between the call and the replay (eager code copies it at the call).
+  warn,
+  //! Refuse the capture (std::invalid_argument naming the node): every host buffer must be page-locked.
+  refuse,
+  //! Say nothing (the caller owns the buffer for as long as the graph).
+  allow,
 };
 
 //! Options of a graphed callable. A plain value.
@@ -69,19 +101,25 @@ struct graphed_options {
   capture_mode mode = capture_mode::thread_local_;
   //! Most recent reasons kept for report().
   std::size_t max_reasons = 64;
-  //! How a changed binding argument reaches the executable graph (see rebind_policy); rebind_policy::recapture
-  //! for every argument turns rebinding off.
-  rebind_policy rebind = rebind_policy::automatic;
-  //! Per-argument overrides of `rebind`: (position, policy), positions 0-based after the stream.
+  //! How a changed binding argument reaches the executable graph, for every argument not named in
+  //! rebind_arguments (see rebind_policy for the rule): re-capture unless declared otherwise.
+  rebind_policy rebind = rebind_policy::recapture;
+  //! Per-argument declarations, overriding `rebind`: (position, policy), positions 0-based after the stream. E.g.
+  //! `{{1, rebind_policy::learn}}`: argument 1 only flows into node fields, so its changes may be patched.
   std::vector<std::pair<std::size_t, rebind_policy>> rebind_arguments;
-  //! Re-captures in which an argument must have changed, each explained exactly by the learned mapping, before
-  //! rebind_policy::automatic patches it (at least 1).
+  //! Re-captures in which an argument declared rebind_policy::learn must have changed, each explained exactly by the
+  //! learned mapping, before it is patched (at least 1).
   int rebind_verifications = 1;
   //! Applied to every captured graph before graphed instantiates it or compares it with an executable graph (to
   //! update it in place), so that every capture of the callable is transformed alike: e.g.
   //! `[&](graph& g) { (void)make_programmatic(g, waiting); }` to make the step's eligible edges programmatic. Empty:
   //! none. It runs on the calling thread; what it throws propagates from the call (the capture is discarded).
   std::function<void(graph&)> transform;
+  //! Refuse captures in which work escaped to the legacy or per-thread default stream (capture_options): such work
+  //! runs once, at capture time, and a replay would miss it.
+  bool catch_default_streams = true;
+  //! Pageable host memory in captured copies (pageable_policy).
+  pageable_policy pageable = pageable_policy::warn;
 };
 
 //! Counts of what a graphed callable did. A plain value.

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -21,60 +22,143 @@ enum class capture_mode {
   relaxed = cudaStreamCaptureModeRelaxed,         //!< not refused (the caller takes responsibility)
 };
 
+//! What a capture checks of the host memory its copy and host nodes use, when it ends. A replay re-reads every
+//! host address a node holds (a copy's source or destination, a host function's data pointer) at every launch, long
+//! after the code that captured it has returned.
+enum class host_memory_check : std::uint8_t {
+  //! Refuse host addresses in stack frames that returned before the capture ended: a local variable or temporary
+  //! of the captured code (`cudaMemcpyAsync(d, &local, ...)`), which a replay would read after it is gone.
+  //! The default. Costs one pass over the graph's nodes when the capture ends.
+  returned_frames,
+  //! As returned_frames, and also record every other pageable host buffer a copy node reads or writes
+  //! (cudaPointerGetAttributes: cudaMemoryTypeUnregistered), on the graph: conveyor::graphed warns of them.
+  pageable,
+  //! As returned_frames, and refuse every other pageable host buffer a copy node reads or writes too.
+  refuse_pageable,
+  //! Check nothing: no node is read when the capture ends.
+  off,
+};
+
+//! Options of a capture. A plain value; converts from a capture_mode (`capture(s, f, capture_mode::global)`).
+struct capture_options {
+  //! Which CUDA calls other threads may make during the capture.
+  capture_mode mode = capture_mode::thread_local_;
+  //! Catch work that escapes the capture on a default stream: a kernel or copy launched on the legacy default
+  //! stream (stream 0, a forgotten stream argument) or the per-thread default stream (stream 0 in code compiled with
+  //! `--default-stream per-thread`) runs once, at capture time, and is missing from every replay. With this on, the
+  //! capturing thread's per-thread default stream takes part in the capture (forked at the start, joined at the end;
+  //! no node is added): a launch on the legacy stream then needs an implicit dependency on a capturing stream, which
+  //! CUDA refuses (cudaErrorStreamCaptureImplicit) and which invalidates the capture; a launch on the per-thread
+  //! stream becomes a node on a branch nothing joins. Either way the capture's end throws a cuda_error naming the
+  //! default stream and the fix. Side effect: while the capture is open, work on the legacy default stream from any
+  //! thread of the process fails the same way (CUDA's legacy-stream rule); turn this off for a capture that must run
+  //! beside such work. Left out for a capture that is itself on a default stream, or while the per-thread stream is
+  //! already part of another open capture of the thread (that capture guards it), and for a capture into a conditional
+  //! node's body: there CUDA 13.0 (driver 580) corrupts its own state when the capture is invalidated (seen on the
+  //! H200: destroying the parent graph, or later calls, crash), so such a launch cannot be refused safely.
+  bool catch_default_streams = true;
+  //! What to check of the host memory the captured nodes use (host_memory_check).
+  host_memory_check host_memory = host_memory_check::returned_frames;
+
+  //! The defaults.
+  capture_options() = default;
+  //! The defaults with capture mode `m`.
+  capture_options(capture_mode m) noexcept : mode(m) {} // NOLINT(google-explicit-constructor): capture_mode converts
+};
+
 //! One capture on one stream, as an RAII object: the constructor begins it (`cudaStreamBeginCapture`, or
 //! `cudaStreamBeginCaptureToGraph` for an existing graph), finish() ends it, and a session destroyed unfinished
 //! (an exception, an early return) ends the capture and discards what it captured, joining the streams forked into
-//! it, so that every stream is usable again. capture() and capture_into() are built on it.
+//! it, so that every stream is usable again. capture() and capture_into() are built on it. When it ends it checks
+//! what capture_options asks: work escaped to a default stream, host memory of frames that returned (those of the
+//! functions called after the session began: capture() and capture_into() run the captured code in a frame of its
+//! own; block-scope locals of the function holding the session itself are not told from its live ones).
 //! Thread safety: use a session from the thread that began it (CUDA's rule for thread_local_ and global modes);
 //! sessions on different streams in different threads are independent.
 class capture_session {
 public:
   //! Begins capturing `s` into a new graph.
-  //! \param s    the stream to capture; make it with cudaStreamNonBlocking (the default for conveyor::stream) so
-  //!             that it does not synchronise with the legacy default stream
-  //! \param mode capture_mode::thread_local_ unless other threads must be allowed unsafe calls
+  //! \param s       the stream to capture; make it with cudaStreamNonBlocking (the default for conveyor::stream) so
+  //!                that it does not synchronise with the legacy default stream
+  //! \param options capture mode (thread_local_ unless other threads must be allowed unsafe calls) and checks
   //! \throws cuda_error when capture cannot begin (the legacy default stream, a stream already capturing).
-  explicit capture_session(const stream& s, capture_mode mode = capture_mode::thread_local_);
+  explicit capture_session(const stream& s, capture_options options = {});
   //! Begins capturing `s` into the existing graph `target`, after `deps` (nodes of `target`).
   //! \throws std::invalid_argument when a dependency belongs to another graph; cuda_error when capture cannot begin.
-  capture_session(graph& target, const stream& s, const node_list& deps = {},
-                  capture_mode mode = capture_mode::thread_local_);
+  capture_session(graph& target, const stream& s, const node_list& deps = {}, capture_options options = {});
   capture_session(const capture_session&) = delete;
   capture_session& operator=(const capture_session&) = delete;
-  //! Ends an unfinished capture and discards it (nodes already added to an existing target graph stay there).
-  //! Never throws.
+  //! Ends an unfinished capture and discards it (nodes already added to an existing target graph stay there, unless
+  //! the capture was invalidated: see finish_into). Never throws.
   ~capture_session();
 
   //! Ends the capture into a new graph and returns it (`cudaStreamEndCapture`). Streams forked into the capture
   //! and not joined are joined first, and the call throws cudaErrorStreamCaptureUnjoined naming how many.
   //! \throws std::logic_error when the session captures into an existing graph or was already finished;
   //!         cuda_error when the capture was invalidated by an illegal call (the message says which calls are
-  //!         illegal and what to use instead), or forked streams were left unjoined.
+  //!         illegal and what to use instead), work was enqueued on a default stream (catch_default_streams), or
+  //!         forked streams were left unjoined; std::invalid_argument when a node uses host memory of a frame that
+  //!         returned (or pageable memory, with host_memory_check::refuse_pageable), naming the node, the address,
+  //!         where it lies and the fix. The graph is destroyed before any of these is thrown.
   [[nodiscard]] graph finish();
   //! Ends the capture into the existing graph and returns the frontier: the captured nodes that later work should
-  //! depend on. \throws std::logic_error when the session captures into a new graph or was already finished;
-  //! cuda_error as finish().
+  //! depend on. When the capture was invalidated (an illegal call, work on the legacy default stream), CUDA 13.0
+  //! frees the target graph's definition — and, for a conditional body, destroying the graph holding it crashes — so
+  //! the target (and that parent) is marked lost: it may only be destroyed, and every other use throws
+  //! std::logic_error saying why.
+  //! \throws std::logic_error when the session captures into a new graph or was already finished; cuda_error and
+  //!         std::invalid_argument as finish() (the nodes captured stay in the graph, unless it was invalidated).
   std::vector<node> finish_into();
 
 private:
+  // Work found on a default stream when the capture ended.
+  struct escape {
+    bool legacy = false;   // a launch on the legacy default stream was refused (cudaErrorStreamCaptureImplicit)
+    std::size_t nodes = 0; // nodes captured on the per-thread default stream and not joined
+    explicit operator bool() const noexcept { return legacy || nodes != 0; }
+  };
+  void begin_checks(const capture_options& options, std::uintptr_t frame, int device);
+  escape end_guard() noexcept;
+  void check_nodes(cudaGraph_t g, detail::graph_state* owner, std::size_t first) const;
+
   cudaStream_t stream_ = nullptr;
   graph* target_ = nullptr;
   bool open_ = false;
+  // The checks (capture_options): the per-thread default stream forked into the capture (null: not guarded) and its
+  // device; where the stack frames that return before the capture ends begin (addresses below it, down to the end
+  // of the thread's stack, are gone after it); what to check of host memory; the number of nodes of the target
+  // graph before the capture (capture_into: only the captured ones are checked).
+  cudaStream_t guard_ = nullptr;
+  int guard_device_ = 0;
+  std::uintptr_t frame_ = 0;
+  host_memory_check host_memory_ = host_memory_check::returned_frames;
+  std::size_t nodes_before_ = 0;
 };
 
-//! Captures the work `f` enqueues on `s` into a new graph. `f` is called as `f(s)` or `f()`. If `f` throws, the
-//! capture is ended, the partial graph destroyed, forked streams released, and the exception propagates: the
-//! stream is usable again.
-//! \throws cuda_error as capture_session and capture_session::finish; whatever `f` throws.
+namespace detail {
+//! Calls the captured code `f` as `f(s)` or `f()`, in a frame of its own (never inlined into the caller): the code's
+//! locals and temporaries then lie in frames that have returned when the capture ends, where the capture's host
+//! memory check finds a copy node that still points at them (host_memory_check::returned_frames).
 template <class F>
-[[nodiscard]] graph capture(const stream& s, F&& f, capture_mode mode = capture_mode::thread_local_,
-                            std::source_location where = std::source_location::current()) {
-  const detail::api_scope scope("conveyor::capture", where);
-  capture_session session(s, mode);
+[[gnu::noinline]] void run_captured(F& f, const stream& s) {
   if constexpr (std::is_invocable_v<F&, const stream&>)
     f(s);
   else
     f();
+}
+} // namespace detail
+
+//! Captures the work `f` enqueues on `s` into a new graph. `f` is called as `f(s)` or `f()`. If `f` throws, the
+//! capture is ended, the partial graph destroyed, forked streams released, and the exception propagates: the
+//! stream is usable again. `options` (or a capture_mode) chooses the mode and the checks made at the end: work
+//! escaped to a default stream and host memory of frames that returned are refused by default.
+//! \throws cuda_error and std::invalid_argument as capture_session and capture_session::finish; whatever `f` throws.
+template <class F>
+[[nodiscard]] graph capture(const stream& s, F&& f, capture_options options = {},
+                            std::source_location where = std::source_location::current()) {
+  const detail::api_scope scope("conveyor::capture", where);
+  capture_session session(s, options);
+  detail::run_captured(f, s);
   return session.finish();
 }
 
@@ -84,14 +168,11 @@ template <class F>
 //! \throws std::invalid_argument when a dependency belongs to another graph; cuda_error as capture().
 template <class F>
 std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list& deps = {},
-                               capture_mode mode = capture_mode::thread_local_,
+                               capture_options options = {},
                                std::source_location where = std::source_location::current()) {
   const detail::api_scope scope("conveyor::capture_into", where);
-  capture_session session(g, s, deps, mode);
-  if constexpr (std::is_invocable_v<F&, const stream&>)
-    f(s);
-  else
-    f();
+  capture_session session(g, s, deps, options);
+  detail::run_captured(f, s);
   return session.finish_into();
 }
 

@@ -118,7 +118,10 @@ public:
   [[nodiscard]] cudaGraphExec_t get() const noexcept { return exec_.get(); }
   //! The handle to pass to kernels.
   [[nodiscard]] device_graph_ref ref() const noexcept { return device_graph_ref{exec_.get()}; }
-  //! The executable graph, for what graph_exec offers (per-node setters: call upload() after them, describe, facts).
+  //! The executable graph, for what graph_exec offers (per-node setters and in-place updates: call upload() after
+  //! them; describe, facts). The handle kernels hold stays valid across every update: an update that cannot be made
+  //! in place (update_or_reinstantiate, update_incremental would re-instantiate) throws std::logic_error saying why,
+  //! and changes nothing; make a new device_graph then. Do not assign another graph_exec to it.
   [[nodiscard]] graph_exec& exec() noexcept { return exec_; }
   //! The executable graph (read-only).
   [[nodiscard]] const graph_exec& exec() const noexcept { return exec_; }

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <functional>
@@ -26,6 +27,8 @@ namespace conveyor {
 namespace detail {
 struct exec_state;  // what an executable graph knows beyond its handle (defined in the library)
 struct exec_access; // the attorney: the library's one way to an executable graph's handle and state
+struct graph_snapshot; // a graph read once for comparisons (kinds layer)
+struct graph_comparison; // two snapshots compared (kinds layer)
 } // namespace detail
 
 //! An executable graph (`cudaGraphExec_t`), move-only; the destructor destroys it (`cudaGraphExecDestroy`) and never
@@ -146,7 +149,8 @@ public:
   //! Tries update(g); when refused, instantiates `g` again with the same flags and replaces this executable graph
   //! (method reinstantiated; the refusal's status and node are kept in the result). Exception-safe: when the new
   //! instantiation throws, this executable graph is unchanged.
-  //! \throws cuda_error when re-instantiation fails.
+  //! \throws cuda_error when re-instantiation fails; std::logic_error, changing nothing, when it would have to
+  //!         re-instantiate a device_graph's executable graph (kernels hold its handle).
   update_result update_or_reinstantiate(const graph& g,
                                         std::source_location where = std::source_location::current());
   //! Brings this executable graph to `g`'s parameters at a cost that scales with what changed: compares `g` with
@@ -155,7 +159,8 @@ public:
   //! nodes, nodes that cannot be compared) or after per-node setters; and, with `reinstantiate` true, instantiates
   //! `g` again when the topology changed or the update was refused. Nodes of `g` may then be passed to the per-node
   //! setters. Exception-safe as update_or_reinstantiate.
-  //! \throws cuda_error when reading the graphs or re-instantiating fails.
+  //! \throws cuda_error when reading the graphs or re-instantiating fails; std::logic_error as update_or_reinstantiate
+  //!         for a device_graph's executable graph.
   update_result update_incremental(const graph& g, bool reinstantiate = true,
                                    std::source_location where = std::source_location::current());
 
@@ -180,6 +185,12 @@ private:
   // The executable graph owns `item` for node `origin` from now on (launches record a fence); what it owned there
   // before is released behind the fence of the last launch, which queued launches may still be using.
   void own_for_node(cudaGraphNode_t origin, std::shared_ptr<void> item);
+  // The phases of the updates (execute/update.cpp): a whole-graph update of `g` (`after`: g read already, or null),
+  // falling back to node-by-node setting when CUDA refuses a topology Conveyor's comparison proves unchanged; and
+  // the node-by-node setting of the positions `c` lists as changed (with the patched ones), restoring the executable
+  // graph's parameters when a setter fails midway.
+  update_result whole_update(const graph& g, const detail::graph_snapshot* after);
+  bool set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out);
 
   cudaGraphExec_t handle_ = nullptr;
   bool tracks_launches_ = false; // true once the executable graph owns callables set node by node
@@ -201,11 +212,17 @@ private:
   return instantiate(g, flags | instantiate_flags::upload, &upload_stream, where);
 }
 
-//! Destroys now the resources (host callables, child graphs' resources, kept buffers) that no queued launch can
-//! use any more, and returns how many items still wait for a launch to finish. Conveyor calls it itself whenever an
-//! executable graph is instantiated, updated or destroyed; call it to release them sooner (after a synchronisation,
-//! say). CUDA hands released resources over asynchronously, from its own thread: just after a synchronisation some
-//! may not have arrived yet. Thread-safe; never throws.
-std::size_t reclaim_resources() noexcept;
+//! The one point at which every resource of finished launches has been destroyed. Resources (host callables, child
+//! graphs' resources, kept buffers) are released once nothing can use them: no graph or executable graph object
+//! refers to them and no queued launch uses them. CUDA hands those tied to user objects over from its own thread,
+//! some time after the last launch finished; reclaim_resources() waits (at most `timeout`) until CUDA has handed
+//! over every such resource that no graph or executable graph object holds any more, then destroys, on the calling
+//! thread, all that no queued launch can use. So after the executable graphs and graphs are destroyed and their
+//! streams synchronised, a call returning 0 has destroyed every one of their resources, exactly once. Returns how
+//! many items still wait: for a launch that has not finished (an unsynchronised stream), or, when the timeout
+//! expired, for CUDA's hand-over. Conveyor destroys released resources itself, without waiting, whenever an
+//! executable graph is instantiated, updated or destroyed. Thread-safe; never throws; never waits longer than
+//! `timeout` (a launch still running is not waited for: it keeps what it uses).
+std::size_t reclaim_resources(std::chrono::milliseconds timeout = std::chrono::seconds(2)) noexcept;
 
 } // namespace conveyor

@@ -1,0 +1,155 @@
+// What a capture checks of host memory when it ends (capture_checks.hpp).
+#include "define/capture_checks.hpp"
+
+#include "cuda/check.hpp"
+#include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
+#include "kinds/node_name.hpp"
+#include "kinds/walk.hpp"
+
+#include <fmt/format.h>
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace conveyor::detail {
+
+namespace {
+
+// The calling thread's stack, [lowest address, highest address); {0, 0} when pthread cannot say.
+std::pair<std::uintptr_t, std::uintptr_t> thread_stack() noexcept {
+  thread_local std::pair<std::uintptr_t, std::uintptr_t> bounds = [] {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return std::pair<std::uintptr_t, std::uintptr_t>{0, 0};
+    void* base = nullptr;
+    std::size_t size = 0;
+    const int rc = pthread_attr_getstack(&attr, &base, &size);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) return std::pair<std::uintptr_t, std::uintptr_t>{0, 0};
+    const auto low = reinterpret_cast<std::uintptr_t>(base);
+    return std::pair{low, low + size};
+  }();
+  return bounds;
+}
+
+// One host address a node holds.
+struct host_use {
+  const void* address = nullptr;
+  std::size_t bytes = 0;
+  std::string_view role; // "source", "destination", "data pointer"
+};
+
+std::string fix_text(bool copy) {
+  return copy ? "copy from (or into) a page-locked buffer that lives as long as the graph (cudaMallocHost; hand "
+                "its owner to the graph with graph::keep_alive), or pass a scalar as a kernel argument instead"
+              : "give the host function data that lives as long as the graph (a heap object kept with "
+                "graph::keep_alive), or add the host node with graph::host, which owns its callable";
+}
+
+[[noreturn]] void refuse_returned(const graph_state* names, cudaGraphNode_t n, std::size_t position,
+                                  const host_use& use, bool copy) {
+  throw std::invalid_argument(fmt::format(
+      "conveyor::capture: node {} ({}) holds host address {} as its {}{}: it lies on the capturing thread's "
+      "stack, in a stack frame that returned before the capture ended (a local variable or temporary of the "
+      "captured code). Every replay would read or write whatever that stack slot holds then, not the value the "
+      "code saw. Fix: {}",
+      position, node_name(names, n), use.address, use.role,
+      use.bytes != 0 ? fmt::format(" ({} B)", use.bytes) : std::string(), fix_text(copy)));
+}
+
+std::size_t copy_bytes(const cudaMemcpy3DParms& p) {
+  return p.extent.width * std::max<std::size_t>(p.extent.height, 1) * std::max<std::size_t>(p.extent.depth, 1);
+}
+
+[[noreturn]] void refuse_in_body(const graph_state* names, cudaGraphNode_t n, std::size_t position, node_kind kind) {
+  const bool memory = kind == node_kind::mem_alloc || kind == node_kind::mem_free;
+  throw std::invalid_argument(fmt::format(
+      "conveyor::capture_into: node {} ({}) was captured into a conditional node's body, and CUDA does not allow "
+      "{} nodes there (instantiation would fail: \"a node's operation is not supported\"). {}",
+      position, node_name(names, n), to_string(kind),
+      memory ? "A library call captured into the body allocated its workspace (cuBLAS, cuBLASLt, cuSPARSE, CUB), or "
+               "the body called cudaMallocAsync/cudaFreeAsync. Fix: give the library a preallocated workspace before "
+               "capturing the body (cublasSetWorkspace; cusparse*_bufferSize, then a buffer allocated ahead; CUB's "
+               "temp-storage query), and allocate outside the conditional node"
+             : "Fix: move that work before or after the conditional node"));
+}
+
+struct walker {
+  const graph_state* names;
+  graph_state* owner;
+  const returned_frames& gone;
+  host_memory_check check;
+  bool body = false; // the graph is a conditional node's body: only kinds CUDA allows there
+
+  void copy_node(cudaGraphNode_t n, std::size_t position) const {
+    cudaMemcpy3DParms p{};
+    check_with(cudaGraphMemcpyNodeGetParams(n, &p), "cudaGraphMemcpyNodeGetParams",
+               [&] { return fmt::format("node {} ({})", position, node_name(names, n)); });
+    const std::size_t bytes = copy_bytes(p);
+    const host_use uses[] = {{p.srcArray == nullptr ? p.srcPtr.ptr : nullptr, bytes, "source"},
+                             {p.dstArray == nullptr ? p.dstPtr.ptr : nullptr, bytes, "destination"}};
+    for (const host_use& u : uses) {
+      if (u.address == nullptr) continue;
+      if (gone.holds(u.address)) refuse_returned(names, n, position, u, true);
+      if (check == host_memory_check::returned_frames) continue;
+      bool pageable = false;
+      if (memory_side(u.address, &pageable) != 'H' || !pageable) continue;
+      if (check == host_memory_check::refuse_pageable)
+        throw std::invalid_argument(fmt::format(
+            "conveyor::capture: node {} ({}) copies {} B with pageable host memory {} as its {}: a replay reads or "
+            "writes it when the copy runs, after the capturing code has moved on, and CUDA copies pageable memory "
+            "through a staging buffer (host_memory_check::refuse_pageable). Fix: {}",
+            position, node_name(names, n), u.bytes, u.address, u.role, fix_text(true)));
+      if (owner != nullptr)
+        owner->pageable.push_back({position, node_name(names, n), u.address, u.bytes, u.role == "source"});
+    }
+  }
+
+  void host_node(cudaGraphNode_t n, std::size_t position) const {
+    cudaHostNodeParams p{};
+    check_with(cudaGraphHostNodeGetParams(n, &p), "cudaGraphHostNodeGetParams",
+               [&] { return fmt::format("node {} ({})", position, node_name(names, n)); });
+    if (p.userData != nullptr && gone.holds(p.userData))
+      refuse_returned(names, n, position, {p.userData, 0, "data pointer"}, false);
+  }
+
+  void walk(cudaGraph_t g, std::size_t first) const {
+    const auto nodes = graph_nodes(g);
+    for (std::size_t i = first; i < nodes.size(); ++i) {
+      const node_kind kind = kind_of(nodes[i]);
+      if (body && !traits_of(kind).allowed_in_body) refuse_in_body(names, nodes[i], i, kind);
+      if (check == host_memory_check::off) continue;
+      switch (kind) {
+      case node_kind::memcpy: copy_node(nodes[i], i); break;
+      case node_kind::host: host_node(nodes[i], i); break;
+      case node_kind::child_graph: {
+        cudaGraph_t child = nullptr;
+        check_with(cudaGraphChildGraphNodeGetGraph(nodes[i], &child), "cudaGraphChildGraphNodeGetGraph",
+                   [&] { return fmt::format("node {}", i); });
+        walker{nullptr, nullptr, gone, check, false}.walk(child, 0); // positions are the child's own
+        break;
+      }
+      default: break;
+      }
+    }
+  }
+};
+
+} // namespace
+
+returned_frames frames_below(std::uintptr_t frame) noexcept {
+  const auto [low, high] = thread_stack();
+  if (low == 0 || frame <= low || frame > high) return {};
+  return {low, frame};
+}
+
+void check_captured_nodes(cudaGraph_t g, std::size_t first, const graph_state* names, graph_state* owner,
+                          const returned_frames& gone, host_memory_check check) {
+  const bool body = owner != nullptr && owner->conditional_body;
+  if (check == host_memory_check::off && !body) return;
+  walker{names, owner, gone, check, body}.walk(g, first);
+}
+
+} // namespace conveyor::detail
