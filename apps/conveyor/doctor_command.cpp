@@ -40,13 +40,15 @@ struct cli_options {
   std::string profile_dir;
   std::string data = conveyor::train::default_data_dir;
   bool data_given = false; // --data on the command line
+  bool verbose = false;    // --verbose: findings in full
 };
 
-//! A session for `workload`: the doctor, a profile of its graph modes, the trace written into `dir` when given.
-conveyor::scenarios::profiling session(const std::string& workload, const std::string& dir, std::size_t warmup) {
+//! A session for `workload`: the doctor, a profile of its graph modes, the trace written into --profile-dir when given.
+conveyor::scenarios::profiling session(const std::string& workload, const cli_options& o, std::size_t warmup) {
   conveyor::scenarios::profiling_settings s;
   s.workload = workload;
-  if (!dir.empty()) s.trace = std::filesystem::path(dir) / (workload + ".json");
+  if (!o.profile_dir.empty()) s.trace = std::filesystem::path(o.profile_dir) / (workload + ".json");
+  s.verbose = o.verbose;
   s.doctor = true;
   s.steps = doctor_steps;
   s.warmup_steps = warmup;
@@ -81,11 +83,11 @@ conveyor::filter::image synthetic_frame(int width, int height) {
   return img;
 }
 
-void doctor_train(const conveyor::train::dataset& data, const std::string& dir) {
+void doctor_train(const conveyor::train::dataset& data, const cli_options& cli) {
   using namespace conveyor::train;
   fmt::print("\n== train: graph mode, 200 training steps of batch 128 (Fashion-MNIST MLP) ==\n");
   std::fflush(stdout);
-  auto p = session("train", dir, doctor_warmup_steps);
+  auto p = session("train", cli, doctor_warmup_steps);
   train_options o;
   o.epochs = 1;
   o.max_steps = 200;
@@ -94,7 +96,7 @@ void doctor_train(const conveyor::train::dataset& data, const std::string& dir) 
   p.finish();
 }
 
-void doctor_cavity(const std::string& dir) {
+void doctor_cavity(const cli_options& cli) {
   using namespace conveyor::cavity;
   cavity_options o;
   o.n = 128;
@@ -105,19 +107,19 @@ void doctor_cavity(const std::string& dir) {
   validate(o);
   fmt::print("\n== cavity: graph mode, {}, 30 graph launches of 100 time steps ==\n", describe(o));
   std::fflush(stdout);
-  auto p = session("cavity", dir, doctor_warmup_steps);
+  auto p = session("cavity", cli, doctor_warmup_steps);
   (void)run_cavity(o, execution_mode::graph, {}, &p);
   p.finish();
 }
 
-void doctor_filter(const std::string& dir) {
+void doctor_filter(const cli_options& cli) {
   using namespace conveyor::filter;
   constexpr int width = 640;
   constexpr int height = 480;
   fmt::print("\n== filter: graph mode, 4 generated {}x{} frames (one pinned slot each), 1 + 6 passes ==\n", width,
              height);
   std::fflush(stdout);
-  auto p = session("filter", dir, doctor_warmup_steps);
+  auto p = session("filter", cli, doctor_warmup_steps);
   const image frame = synthetic_frame(width, height);
   std::vector<frame_slot> slots;
   std::vector<std::string> names;
@@ -132,7 +134,7 @@ void doctor_filter(const std::string& dir) {
   p.finish();
 }
 
-void doctor_solve(const std::string& dir) {
+void doctor_solve(const cli_options& cli) {
   using namespace conveyor::solve;
   constexpr int grid = 64;
   fmt::print("\n== solve: graph-per-iteration and graph-while, Jacobi-preconditioned CG on 2D Poisson {0}x{0}, "
@@ -143,7 +145,7 @@ void doctor_solve(const std::string& dir) {
   const std::vector<double> b = make_rhs(static_cast<std::size_t>(a.rows), rhs_kind::ones);
   cg_solver solver(a, b);
   // No warm-up steps: the solver's constructor ran every kernel once, and graph-while has one step per solve.
-  auto p = session("solve", dir, 0);
+  auto p = session("solve", cli, 0);
   solve_options o;
   o.profiling = &p;
   (void)solver.solve(solve_mode::graph_per_iteration, o);
@@ -175,13 +177,13 @@ void run(const cli_options& o) {
              conveyor::describe_device(0));
   if (selected("train")) {
     if (data)
-      doctor_train(*data, o.profile_dir);
+      doctor_train(*data, o);
     else
       fmt::print("\n== train: skipped: {} (give --data DIR) ==\n", train_skipped);
   }
-  if (selected("cavity")) doctor_cavity(o.profile_dir);
-  if (selected("filter")) doctor_filter(o.profile_dir);
-  if (selected("solve")) doctor_solve(o.profile_dir);
+  if (selected("cavity")) doctor_cavity(o);
+  if (selected("filter")) doctor_filter(o);
+  if (selected("solve")) doctor_solve(o);
   if (!o.profile_dir.empty())
     fmt::print("\ntraces: {}/WORKLOAD.json (open them in https://ui.perfetto.dev), graphs coloured by time: "
                "WORKLOAD.dot / .svg\n",
@@ -203,6 +205,8 @@ void register_doctor_command(CLI::App& app) {
   sub->add_option("--profile-dir", opts->profile_dir,
                   "Also write each workload's profile into DIR (created): WORKLOAD.json (Perfetto), WORKLOAD.dot "
                   "and .svg (the graph coloured by time)");
+  sub->add_flag("--verbose", opts->verbose,
+               "Print each finding in full (every node's full name, the whole evidence) instead of three short lines");
   auto* data = sub->add_option("--data", opts->data, "Folder holding the four Fashion-MNIST IDX .gz files (train)")
                    ->capture_default_str();
   sub->callback([opts, data] {

@@ -161,6 +161,9 @@ void add_profiling_options(CLI::App& sub, profiling_cli& o, std::string_view ste
                            "description, its executable graph's history and a profile of its launches; needs {}) "
                            "and print the findings with their fixes",
                            doctor_modes));
+  sub.add_flag("--verbose-report", o.verbose,
+               "With --profile or --doctor: print node names in full (template arguments, namespaces, parameter "
+               "lists) and each finding whole, instead of short names and three lines a finding");
 }
 
 std::string profile_dot_path(std::string_view trace) {
@@ -173,6 +176,9 @@ void check_profiling_options(const profiling_cli& o, bool has_graph, std::string
   if (o.steps_option != nullptr && o.steps_option->count() > 0 && o.trace.empty() && !o.doctor)
     throw CLI::ValidationError("--profile-steps", "applies to --profile or --doctor only; without them it would be "
                                                   "ignored");
+  if (o.verbose && o.trace.empty() && !o.doctor)
+    throw CLI::ValidationError("--verbose-report", "applies to --profile or --doctor only; without them it would be "
+                                                   "ignored");
   if (o.trace.empty()) return;
   std::string extension = std::filesystem::path(o.trace).extension().string();
   for (auto& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -195,6 +201,7 @@ std::unique_ptr<profiling> make_profiling(const profiling_cli& o, std::string wo
   s.steps = o.steps;
   s.warmup_steps = o.warmup_steps;
   s.graph_tracks_only = o.trace.empty();
+  s.verbose = o.verbose;
   return std::make_unique<profiling>(std::move(s));
 }
 
@@ -339,7 +346,7 @@ void profiling::finish() {
                  settings_.workload, settings_.steps, settings_.warmup_steps);
       if (collected_.steps.empty())
         fmt::print("no step was profiled: each mode ran at most {} step(s) (the warm-up)\n", settings_.warmup_steps);
-      fmt::print("{}", profile::to_text(report));
+      fmt::print("{}", profile::to_text(report, 12, settings_.verbose));
     }
   }
 
@@ -358,7 +365,8 @@ void profiling::finish() {
     if (e.graphed) in.graphed = &*e.graphed;
     if (e.reasons) in.graphed_reasons = &*e.reasons;
     const std::vector<profile::finding> findings = profile::diagnose(in);
-    fmt::print("\n{}", profile::to_text(findings, fmt::format("{} ({})", e.name, settings_.workload)));
+    fmt::print("\n{}", profile::to_text(findings, fmt::format("{} ({})", e.name, settings_.workload),
+                                         settings_.verbose));
   }
   std::fflush(stdout);
 }

@@ -40,6 +40,7 @@ struct profiling_cli {
   std::string trace;                     //!< --profile FILE.json; empty: none
   std::size_t steps = 50;                //!< --profile-steps: steps profiled per execution mode
   bool doctor = false;                   //!< --doctor
+  bool verbose = false;                  //!< --verbose-report: full names and findings in the printed text
   std::size_t warmup_steps = 3;          //!< steps per mode run before the profiled ones (the workload's choice)
   CLI::Option* steps_option = nullptr;   //!< the --profile-steps option (to tell whether it was given)
 };
@@ -67,6 +68,7 @@ struct profiling_settings {
   std::size_t steps = 50;          //!< steps profiled per track (execution mode), >= 1
   std::size_t warmup_steps = 3;    //!< steps per track run before the window opens (not profiled)
   bool print_report = true;        //!< finish() prints profile::to_text(report) when `trace` is set
+  bool verbose = false;            //!< the printed report and findings in full (profile::to_text's `verbose`)
   bool graph_tracks_only = false;  //!< profile only tracks whose name starts with "graph" (the doctor alone needs
                                    //!< no profile of the eager modes)
 };

@@ -1,6 +1,7 @@
 // The tuning doctor: the CUDA Graphs performance checklist as checks over plain values (a graph's description, its
 // executable graph's facts, a profile of its launches, a graphed callable's statistics and reasons). No CUDA call.
 #include "conveyor/profile/doctor.hpp"
+#include "conveyor/profile/readable.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -888,18 +889,40 @@ std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& t
   return doctor(in, thresholds).run();
 }
 
-std::string to_text(const std::vector<finding>& findings, std::string_view name) {
+namespace {
+
+// `text` cut at about `most` characters, at a word, with a pointer to the full view.
+std::string cut(std::string text, std::size_t most) {
+  if (text.size() <= most) return text;
+  std::size_t at = text.rfind(' ', most);
+  if (at == std::string::npos || at < most / 2) at = most;
+  text.resize(at);
+  return text + " … (cut: --verbose or --verbose-report shows all)";
+}
+
+// One finding in three short lines: what and where, what it costs, the fix.
+std::string brief(const finding& f) {
+  std::string out = fmt::format("[{}] {}", to_string(f.level), f.check);
+  if (!f.nodes.empty()) out += ": " + joined(fold_names(f.nodes));
+  return out + fmt::format("\n  cost: {}\n  fix:  {}\n", cut(shorten_names(f.evidence), 300), f.fix);
+}
+
+std::string in_full(const finding& f) {
+  std::string out = fmt::format("[{}] {}\n", to_string(f.level), f.check);
+  if (!f.nodes.empty()) out += fmt::format("  nodes:    {}\n", joined(f.nodes));
+  return out + fmt::format("  evidence: {}\n  fix:      {}\n", f.evidence, f.fix);
+}
+
+} // namespace
+
+std::string to_text(const std::vector<finding>& findings, std::string_view name, bool verbose) {
   const std::string head = name.empty() ? std::string("tuning doctor") : fmt::format("tuning doctor: {}", name);
   if (findings.empty()) return fmt::format("{}: no findings\n", head);
   std::size_t counts[3]{};
   for (const auto& f : findings) ++counts[static_cast<int>(f.level)];
   std::string out = fmt::format("{}: {} ({} critical, {} warning, {} info)\n", head,
                                 plural(findings.size(), "finding", "findings"), counts[2], counts[1], counts[0]);
-  for (const auto& f : findings) {
-    out += fmt::format("\n[{}] {}\n", to_string(f.level), f.check);
-    if (!f.nodes.empty()) out += fmt::format("  nodes:    {}\n", joined(f.nodes));
-    out += fmt::format("  evidence: {}\n  fix:      {}\n", f.evidence, f.fix);
-  }
+  for (const auto& f : findings) out += "\n" + (verbose ? in_full(f) : brief(f));
   return out;
 }
 

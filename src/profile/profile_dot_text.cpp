@@ -1,5 +1,6 @@
 // to_dot(description, report, ...): the graph coloured by each node's share of its track's time; to_text(report):
 // the report as a table.
+#include "conveyor/profile/readable.hpp"
 #include "conveyor/profile/report.hpp"
 
 #include "conveyor/observe/export.hpp"
@@ -142,7 +143,8 @@ std::string to_dot(const graph_description& d, const profile_report& r, std::str
   return out;
 }
 
-std::string to_text(const profile_report& r, std::size_t top) {
+std::string to_text(const profile_report& r, std::size_t top, bool verbose) {
+  const auto name = [&](const std::string& n) { return verbose ? n : short_name(n); };
   std::string out;
   const double coverage =
       r.records > 0 ? 100.0 * static_cast<double>(r.attributed) / static_cast<double>(r.records) : 100.0;
@@ -176,7 +178,7 @@ std::string to_text(const profile_report& r, std::size_t top) {
     if (largest != nullptr && largest->largest_gap.duration_us > 0) {
       const auto& g = largest->largest_gap;
       out += fmt::format("  largest gap: {:.2f} µs after '{}' before '{}' ({} at {:.2f} µs){}\n", g.duration_us,
-                         g.after, g.before,
+                         name(g.after), name(g.before),
                          largest->step != 0 ? fmt::format("step {}", largest->step)
                                             : fmt::format("launch {}", largest->correlation),
                          g.start_us, g.on_critical_path ? ", on the critical path" : "");
@@ -188,12 +190,13 @@ std::string to_text(const profile_report& r, std::size_t top) {
     const std::size_t shown = std::min(top, nodes.size());
     std::size_t width = 4;
     for (std::size_t k = 0; k < shown; ++k)
-      width = std::max(width, std::min<std::size_t>(nodes[k]->ref.label.size(), 60));
+      width = std::max(width, std::min<std::size_t>(name(nodes[k]->ref.label).size(), 60));
     out += fmt::format("  {:<{}}  {:>7}  {:>10}  {:>9}  {:>9}  {:>9}  {:>6}\n", "node", width, "records", "total µs",
                        "median µs", "min µs", "max µs", "share");
     for (std::size_t k = 0; k < shown; ++k) {
       const auto& n = *nodes[k];
-      out += fmt::format("  {:<{}}  {:>7}  {:>10.2f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {:>5.1f}%\n", n.ref.label, width,
+      out += fmt::format("  {:<{}}  {:>7}  {:>10.2f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {:>5.1f}%\n", name(n.ref.label),
+                         width,
                          n.records, n.total_us, n.median_us, n.min_us, n.max_us, n.share * 100);
     }
     if (nodes.size() > shown) out += fmt::format("  ... and {} more nodes\n", nodes.size() - shown);
@@ -203,7 +206,7 @@ std::string to_text(const profile_report& r, std::size_t top) {
     for (const auto& g : r.unattributed) count += g.records;
     out += fmt::format("\nunattributed: {} of {} records\n", count, r.records);
     for (const auto& g : r.unattributed)
-      out += fmt::format("  {} records: {} (e.g. {})\n", g.records, g.reason, g.example);
+      out += fmt::format("  {} records: {} (e.g. {})\n", g.records, g.reason, name(g.example));
   }
   for (const auto& note : r.notes) out += fmt::format("\nnote: {}\n", note);
   return out;

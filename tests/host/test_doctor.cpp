@@ -844,10 +844,10 @@ TEST(Doctor, FindingsAreSortedBySeverityThenCheckOrder) {
   for (std::size_t i = 1; i < f.size(); ++i) EXPECT_GE(f[i - 1].level, f[i].level);
 }
 
-TEST(Doctor, TextHoldsEveryFinding) {
+TEST(Doctor, VerboseTextHoldsEveryFindingWhole) {
   const many m;
   const auto f = diagnose(m.in);
-  const std::string text = to_text(f, "step");
+  const std::string text = to_text(f, "step", true);
   EXPECT_HAS(text, "tuning doctor: step: 5 findings (1 critical, 3 warning, 1 info)");
   for (const auto& x : f) {
     EXPECT_HAS(text, "[" + std::string(to_string(x.level)) + "] " + x.check);
@@ -855,6 +855,55 @@ TEST(Doctor, TextHoldsEveryFinding) {
     EXPECT_HAS(text, x.fix);
     for (const auto& n : x.nodes) EXPECT_HAS(text, n);
   }
+}
+
+// The default text: each finding in three lines (what and where, cost, fix), names shortened, runs folded.
+TEST(Doctor, BriefTextIsThreeLinesAFinding) {
+  const many m;
+  const auto f = diagnose(m.in);
+  const std::string text = to_text(f, "step");
+  EXPECT_HAS(text, "tuning doctor: step: 5 findings (1 critical, 3 warning, 1 info)");
+  for (const auto& x : f) {
+    const std::string head = "[" + std::string(to_string(x.level)) + "] " + x.check;
+    const auto at = text.find(head);
+    ASSERT_NE(at, std::string::npos) << head;
+    const auto block_end = text.find("\n\n", at);
+    const std::string block = text.substr(at, block_end == std::string::npos ? std::string::npos : block_end - at);
+    EXPECT_EQ(std::count(block.begin(), block.end(), '\n'), block_end == std::string::npos ? 3 : 2) << block;
+    EXPECT_HAS(block, "\n  cost: ");
+    EXPECT_HAS(block, "\n  fix:  " + x.fix);
+  }
+}
+
+TEST(Doctor, BriefTextFoldsManyNodesAndShortensKernelNames) {
+  finding x;
+  x.check = "pdl_chains";
+  x.level = severity::info;
+  for (int i = 0; i < 40; ++i) x.nodes.push_back("void ns::stencil<" + std::to_string(i) + ">(float const*, float*)");
+  x.nodes.push_back("reduce");
+  x.evidence = "a chain of 41 kernel nodes: void ns::stencil<0>(float const*, float*), " + std::string(400, 'x');
+  x.fix = "launch with programmatic dependent launch";
+  const std::string brief = to_text({x}, "g");
+  EXPECT_HAS(brief, "[info] pdl_chains: stencil × 40, reduce\n");
+  EXPECT_EQ(brief.find("ns::"), std::string::npos) << brief;
+  EXPECT_EQ(brief.find("float const*"), std::string::npos) << brief;
+  EXPECT_HAS(brief, "cost: a chain of 41 kernel nodes: stencil, ");
+  EXPECT_HAS(brief, "… (cut: --verbose or --verbose-report shows all)");
+  EXPECT_LT(brief.size(), 600u) << brief;
+  const std::string full = to_text({x}, "g", true);
+  EXPECT_HAS(full, x.evidence);
+  EXPECT_HAS(full, "void ns::stencil<39>(float const*, float*)");
+}
+
+// Node labels that differ only in numbers fold into one entry in the brief text.
+TEST(Doctor, BriefTextFoldsNumberedRuns) {
+  finding x;
+  x.check = "few_nodes";
+  x.level = severity::warning;
+  for (int i = 1; i <= 100; ++i) x.nodes.push_back("step " + std::to_string(i) + " (f" + std::to_string(i % 2) + " -> f" + std::to_string((i + 1) % 2) + ")");
+  x.evidence = "e";
+  x.fix = "f";
+  EXPECT_HAS(to_text({x}, "g"), "[warning] few_nodes: step 1 (f1 -> f0) … step 100 (f0 -> f1): 100 nodes\n");
 }
 
 TEST(Doctor, JsonRoundTripsTheFields) {

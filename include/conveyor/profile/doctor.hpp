@@ -78,9 +78,12 @@ struct doctor_thresholds {
 //!         threshold is not finite, negative, min_nodes is 0 or pdl_chain below 2.
 [[nodiscard]] std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds = {});
 
-//! The findings as text: one block per finding (severity, check, nodes, evidence, fix), headed by `name`; "no
-//! findings" when empty.
-[[nodiscard]] std::string to_text(const std::vector<finding>& findings, std::string_view name = {});
+//! The findings as text, headed by `name`; "no findings" when empty. Each finding in three short lines — what (its
+//! severity, check and nodes, folded and shortened: readable.hpp), what it costs (the evidence, names shortened, cut
+//! at about 300 characters), the fix — or, `verbose`, in full (every node's full name, the whole evidence). The
+//! JSON (to_json) always holds everything. Pure; never throws but for std::bad_alloc.
+[[nodiscard]] std::string to_text(const std::vector<finding>& findings, std::string_view name = {},
+                                  bool verbose = false);
 
 //! The findings as a JSON array of {"check", "severity", "nodes", "evidence", "fix"}.
 [[nodiscard]] std::string to_json(const std::vector<finding>& findings, int indent = 2);

@@ -150,7 +150,8 @@ struct perfetto_options {
                                  std::string_view track = {}, std::string_view name = "conveyor");
 
 //! A text report: per track the launches, median wall/busy time, utilisation, gaps and critical path; the `top`
-//! nodes by time with count, total, median, min, max and share; unattributed records with reasons.
-[[nodiscard]] std::string to_text(const profile_report& r, std::size_t top = 12);
+//! nodes by time with count, total, median, min, max and share; unattributed records with reasons. Node names are
+//! shortened (no template arguments, namespaces or parameter lists: readable.hpp's short_name) unless `verbose`.
+[[nodiscard]] std::string to_text(const profile_report& r, std::size_t top = 12, bool verbose = false);
 
 } // namespace conveyor::profile

@@ -1,0 +1,147 @@
+// Readable names for the text reports (profile/readable.hpp): plain C++, host-tested.
+#include "conveyor/profile/readable.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+
+namespace conveyor::profile {
+
+namespace {
+
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// The '>' closing the template argument list that opens at s[i] == '<', or npos where it is not one (a parenthesis
+// comes first, or nothing closes it).
+std::size_t template_end(std::string_view s, std::size_t i) {
+  int depth = 0;
+  for (std::size_t j = i; j < s.size(); ++j) {
+    if (s[j] == '(' || s[j] == ')') return std::string_view::npos;
+    depth += s[j] == '<' ? 1 : s[j] == '>' ? -1 : 0;
+    if (depth == 0) return j;
+  }
+  return std::string_view::npos;
+}
+
+// Whether s[i] opens a template argument list: a '<' right after an identifier, not an operator "<<".
+bool opens_template(std::string_view s, std::size_t i) {
+  return s[i] == '<' && i > 0 && word_char(s[i - 1]) && s.substr(i, 2) != "<<";
+}
+
+// Removes every template argument list that follows an identifier ("name<...>", nested brackets matched).
+std::string drop_templates(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const std::size_t end = opens_template(s, i) ? template_end(s, i) : std::string_view::npos;
+    if (end != std::string_view::npos)
+      i = end;
+    else
+      out += s[i];
+  }
+  return out;
+}
+
+// The transformations that apply anywhere in a text: anonymous namespaces, templates, qualifiers.
+std::string strip_qualifiers(std::string_view s) {
+  static const std::regex anonymous(R"(\(anonymous namespace\)::)");
+  static const std::regex qualifiers(R"(\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~]))");
+  std::string out = std::regex_replace(std::string(s), anonymous, "");
+  out = drop_templates(out);
+  return std::regex_replace(out, qualifiers, "");
+}
+
+// A name with every number replaced by '#': names that differ only in numbers share it.
+std::string shape_of(const std::string& name) {
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (std::isdigit(static_cast<unsigned char>(name[i])) != 0) {
+      out += '#';
+      while (i + 1 < name.size() && std::isdigit(static_cast<unsigned char>(name[i + 1])) != 0) ++i;
+    } else {
+      out += name[i];
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::string short_name(std::string_view name) {
+  static const std::regex void_prefix(R"(^\s*void\s+(?=[A-Za-z_]))");
+  static const std::regex call(R"(^([A-Za-z_]\w*)\()");
+  std::string s = std::regex_replace(strip_qualifiers(name), void_prefix, "");
+  // A kernel's parameter list: from the '(' right after the name to a matching ')' that ends the name.
+  std::smatch m;
+  if (!std::regex_search(s, m, call)) return s;
+  int depth = 0;
+  for (std::size_t j = static_cast<std::size_t>(m.length(0)) - 1; j < s.size(); ++j) {
+    depth += s[j] == '(' ? 1 : s[j] == ')' ? -1 : 0;
+    if (depth == 0) return j + 1 == s.size() ? m[1].str() : s;
+  }
+  return s;
+}
+
+// `s` without the return type "void " of each kernel signature in it and that signature's parameter list.
+std::string drop_signatures(const std::string& s) {
+  static const std::regex signature(R"(\bvoid\s+([A-Za-z_]\w*)\()");
+  std::string out;
+  std::size_t from = 0;
+  for (std::sregex_iterator m(s.begin(), s.end(), signature), end; m != end; ++m) {
+    const auto at = static_cast<std::size_t>(m->position(0));
+    if (at < from) continue; // inside a parameter list already dropped
+    out.append(s, from, at - from);
+    out += (*m)[1].str();
+    std::size_t j = at + static_cast<std::size_t>(m->length(0)); // just after '('
+    for (int depth = 1; j < s.size() && depth > 0; ++j) depth += s[j] == '(' ? 1 : s[j] == ')' ? -1 : 0;
+    from = j;
+  }
+  return out.append(s, std::min(from, s.size()));
+}
+
+std::string shorten_names(std::string_view text) { return drop_signatures(strip_qualifiers(text)); }
+
+namespace {
+
+// The entry for shortened[i, j): one run of names of one shape.
+std::string run_entry(const std::vector<std::string>& shortened, std::size_t i, std::size_t j) {
+  const bool identical = std::all_of(shortened.begin() + static_cast<std::ptrdiff_t>(i),
+                                     shortened.begin() + static_cast<std::ptrdiff_t>(j),
+                                     [&](const std::string& n) { return n == shortened[i]; });
+  if (identical) return fmt::format("{} × {}", shortened[i], j - i);
+  return fmt::format("{} … {}: {} nodes", shortened[i], shortened[j - 1], j - i);
+}
+
+// Whether shortened[i, j) folds into one entry: two or more identical names, or three or more of one shape.
+bool folds(const std::vector<std::string>& shortened, std::size_t i, std::size_t j) {
+  return j - i >= 3 || (j - i == 2 && shortened[i] == shortened[i + 1]);
+}
+
+// The end of the entry that starts at shortened[i]: the end of its run where the run folds, else i + 1.
+std::size_t entry_end(const std::vector<std::string>& shortened, std::size_t i) {
+  const std::string shape = shape_of(shortened[i]);
+  std::size_t j = i + 1;
+  while (j < shortened.size() && shape_of(shortened[j]) == shape) ++j;
+  return folds(shortened, i, j) ? j : i + 1;
+}
+
+} // namespace
+
+std::vector<std::string> fold_names(const std::vector<std::string>& names, std::size_t most) {
+  std::vector<std::string> shortened;
+  shortened.reserve(names.size());
+  for (const auto& n : names) shortened.push_back(short_name(n));
+  std::vector<std::string> out;
+  std::size_t entries = 0;
+  for (std::size_t i = 0; i < shortened.size();) {
+    const std::size_t j = entry_end(shortened, i);
+    if (entries++ < most) out.push_back(j - i > 1 ? run_entry(shortened, i, j) : shortened[i]);
+    i = j;
+  }
+  if (entries > most) out.push_back(fmt::format("and {} more", entries - most));
+  return out;
+}
+
+} // namespace conveyor::profile

@@ -1,0 +1,62 @@
+// Readable names for the text reports (profile/readable.hpp) and the doctor's brief text (issue 28): host only.
+#include "conveyor/profile/readable.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using conveyor::profile::fold_names;
+using conveyor::profile::short_name;
+using conveyor::profile::shorten_names;
+
+TEST(Readable, ShortNameDropsTemplatesNamespacesAndParameters) {
+  EXPECT_EQ(short_name("void cublasLt::splitKreduce_kernel<32, 16, int, float>(float*, int)"), "splitKreduce_kernel");
+  EXPECT_EQ(short_name("conveyor::train::kernels::(anonymous namespace)::relu_forward(float*, int)"), "relu_forward");
+  EXPECT_EQ(short_name("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+                       "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"),
+            "vectorized_elementwise_kernel");
+  EXPECT_EQ(short_name("ns::axpy(const double*, double*, unsigned long)"), "axpy");
+  EXPECT_EQ(short_name("gemv2T_kernel_val<int, int, float, 128, 16>"), "gemv2T_kernel_val");
+}
+
+TEST(Readable, ShortNameLeavesLabelsThatAreNotKernelNames) {
+  EXPECT_EQ(short_name("step 1 (f0 -> f1)"), "step 1 (f0 -> f1)");
+  EXPECT_EQ(short_name("memcpy HtoD 4096 B"), "memcpy HtoD 4096 B");
+  EXPECT_EQ(short_name("a < b > c"), "a < b > c");
+  EXPECT_EQ(short_name(""), "");
+}
+
+TEST(Readable, ShortenNamesInsideASentence) {
+  EXPECT_EQ(shorten_names("'void cub::DeviceReduceKernel<Policy, float*>(float*, int)' takes 80% of the time; "
+                          "'conveyor::solve::(anonymous namespace)::spmv' 10%"),
+            "'DeviceReduceKernel' takes 80% of the time; 'spmv' 10%");
+  EXPECT_EQ(shorten_names("chain: void a<1>(int*), void b(float (*)(int), int) and c"), "chain: a, b and c");
+  EXPECT_EQ(shorten_names("no names here: 3 < 4 and 5 > 2"), "no names here: 3 < 4 and 5 > 2");
+}
+
+TEST(Readable, FoldsRunsThatDifferOnlyInNumbers) {
+  std::vector<std::string> names;
+  for (int i = 1; i <= 100; ++i) names.push_back("step " + std::to_string(i) + " (f" + std::to_string(i % 2) + ")");
+  const auto folded = fold_names(names);
+  ASSERT_EQ(folded.size(), 1u);
+  EXPECT_EQ(folded[0], "step 1 (f1) … step 100 (f0): 100 nodes");
+}
+
+TEST(Readable, KeepsShortRunsAndDistinctNamesAsTheyAre) {
+  EXPECT_EQ(fold_names({"a1", "a2", "b"}), (std::vector<std::string>{"a1", "a2", "b"}));
+  EXPECT_EQ(fold_names({"x", "x", "x"}), (std::vector<std::string>{"x × 3"}));
+  EXPECT_EQ(fold_names({}), std::vector<std::string>{});
+  EXPECT_EQ(fold_names({"void k<1>(int)", "void k<2>(int)", "k2"}), (std::vector<std::string>{"k × 2", "k2"}));
+  EXPECT_EQ(fold_names({"a1", "a1", "a2"}), (std::vector<std::string>{"a1 … a2: 3 nodes"}));
+}
+
+TEST(Readable, CapsTheEntriesAndSaysHowManyMore) {
+  const std::vector<std::string> names{"alpha", "beta", "gamma", "delta", "epsilon", "zeta"};
+  EXPECT_EQ(fold_names(names, 4), (std::vector<std::string>{"alpha", "beta", "gamma", "delta", "and 2 more"}));
+  EXPECT_EQ(fold_names(names, 6), names);
+  std::vector<std::string> mixed{"log"};
+  for (int i = 0; i < 5; ++i) mixed.push_back("copy " + std::to_string(i));
+  mixed.push_back("log");
+  EXPECT_EQ(fold_names(mixed, 2), (std::vector<std::string>{"log", "copy 0 … copy 4: 5 nodes", "and 1 more"}));
+}
