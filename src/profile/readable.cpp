@@ -69,7 +69,10 @@ std::string shape_of(const std::string& name) {
 
 } // namespace
 
-std::string short_name(std::string_view name) {
+namespace {
+
+// short_name without the wrapper rule: qualifiers, templates, "void" and the parameter list dropped.
+std::string bare_name(std::string_view name) {
   static const std::regex void_prefix(R"(^\s*void\s+(?=[A-Za-z_]))");
   static const std::regex call(R"(^([A-Za-z_]\w*)\()");
   std::string s = std::regex_replace(strip_qualifiers(name), void_prefix, "");
@@ -82,6 +85,35 @@ std::string short_name(std::string_view name) {
     if (depth == 0) return j + 1 == s.size() ? m[1].str() : s;
   }
   return s;
+}
+
+// Kernel templates whose name says nothing and whose first template argument names the work (CUTLASS's, as cuBLAS
+// launches them: "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(...)").
+bool is_wrapper(const std::string& bare) {
+  return bare == "Kernel" || bare == "Kernel2" || bare == "device_kernel";
+}
+
+// The first template argument of `bare`'s template argument list in `name`; empty where there is none.
+std::string first_template_argument(std::string_view name, const std::string& bare) {
+  const std::size_t open = name.find(bare + "<");
+  if (open == std::string_view::npos) return {};
+  const std::size_t from = open + bare.size() + 1;
+  int depth = 0;
+  for (std::size_t j = from; j < name.size(); ++j) {
+    depth += name[j] == '<' ? 1 : 0;
+    if (depth == 0 && (name[j] == ',' || name[j] == '>')) return std::string(name.substr(from, j - from));
+    depth -= name[j] == '>' ? 1 : 0;
+  }
+  return {};
+}
+
+} // namespace
+
+std::string short_name(std::string_view name) {
+  std::string bare = bare_name(name);
+  if (!is_wrapper(bare)) return bare;
+  const std::string argument = first_template_argument(name, bare);
+  return argument.empty() ? bare : fmt::format("{}<{}>", bare, short_name(argument));
 }
 
 // `s` without the return type "void " of each kernel signature in it and that signature's parameter list.

@@ -20,6 +20,16 @@ TEST(Readable, ShortNameDropsTemplatesNamespacesAndParameters) {
   EXPECT_EQ(short_name("gemv2T_kernel_val<int, int, float, 128, 16>"), "gemv2T_kernel_val");
 }
 
+TEST(Readable, AWrapperKernelKeepsTheArgumentThatNamesTheWork) {
+  EXPECT_EQ(short_name("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"
+                       "(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)"),
+            "Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>");
+  EXPECT_EQ(short_name("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int>, "
+                       "float>, 3>(cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int>, float>::Params)"),
+            "device_kernel<GemmUniversal>");
+  EXPECT_EQ(short_name("void cutlass::Kernel(int)"), "Kernel");
+}
+
 TEST(Readable, ShortNameLeavesLabelsThatAreNotKernelNames) {
   EXPECT_EQ(short_name("step 1 (f0 -> f1)"), "step 1 (f0 -> f1)");
   EXPECT_EQ(short_name("memcpy HtoD 4096 B"), "memcpy HtoD 4096 B");

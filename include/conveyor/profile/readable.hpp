@@ -16,7 +16,9 @@ namespace conveyor::profile {
 //! template argument lists, a leading `void` and a trailing parameter list of types —
 //! "void cublasLt::splitKreduce_kernel<32, 16, int, float>(float*, int)" → "splitKreduce_kernel",
 //! "conveyor::train::kernels::(anonymous namespace)::relu_forward(float*, int)" → "relu_forward". A label that is
-//! not a kernel name ("step 1 (f0 -> f1)") is left as it is. Pure; never throws but for std::bad_alloc.
+//! not a kernel name ("step 1 (f0 -> f1)") is left as it is. A CUTLASS wrapper (`Kernel`, `Kernel2`,
+//! `device_kernel`) keeps its first template argument, which names the work: "Kernel2<cutlass_80_tensorop_…>".
+//! Pure; never throws but for std::bad_alloc.
 [[nodiscard]] std::string short_name(std::string_view name);
 
 //! `text` with every kernel name in it shortened (for evidence sentences that quote names): namespace and class
