@@ -308,49 +308,41 @@ void profiling::stop() {
   stopped_ = true;
 }
 
-void profiling::finish() {
-  stop();
-  const bool write = !settings_.trace.empty();
-  if (!write && !settings_.doctor) return;
-  std::fflush(stdout);
-  const profile::profile_report report = profile::analyze(collected_);
-
-  if (write) {
-    const std::filesystem::path& trace = settings_.trace;
-    write_file_atomically(trace, profile::to_perfetto(collected_, report));
-    fmt::print(stderr, "wrote the {} profile trace to {} (open it in https://ui.perfetto.dev)\n", settings_.workload,
-               trace.string());
-    std::set<std::string> used;
-    bool first = true;
-    for (const auto& g : collected_.graphs) {
-      if (!launched_in(report, g.name)) continue; // watched, but none of its launches was profiled
-      std::string stem = slug(g.name, '-');
-      for (int k = 2; used.contains(stem); ++k) stem = fmt::format("{}-{}", slug(g.name, '-'), k);
-      used.insert(stem);
-      std::filesystem::path dot = trace;
-      dot.replace_extension(first ? std::string(".dot") : "." + stem + ".dot");
-      first = false;
-      write_file_atomically(dot, profile::to_dot(g.graph, report, g.name, track_of(report, g.name),
-                                                 slug(g.name, '_')));
-      std::filesystem::path svg = dot;
-      svg.replace_extension(".svg");
-      if (const std::string problem = render_svg(dot, svg); problem.empty())
-        fmt::print(stderr, "wrote the graph '{}' coloured by time to {} and {}\n", g.name, dot.string(), svg.string());
-      else
-        fmt::print(stderr, "wrote the graph '{}' coloured by time to {} (no SVG: {})\n", g.name, dot.string(),
-                   problem);
-    }
-    if (settings_.print_report) {
-      fmt::print("\nprofile of `conveyor {}`: up to {} step(s) per mode after {} warm-up step(s); timings of this "
-                 "run include CUPTI's overhead\n",
-                 settings_.workload, settings_.steps, settings_.warmup_steps);
-      if (collected_.steps.empty())
-        fmt::print("no step was profiled: each mode ran at most {} step(s) (the warm-up)\n", settings_.warmup_steps);
-      fmt::print("{}", profile::to_text(report, 12, settings_.verbose));
-    }
+void profiling::write_trace(const profile::profile_report& report) const {
+  const std::filesystem::path& trace = settings_.trace;
+  write_file_atomically(trace, profile::to_perfetto(collected_, report));
+  fmt::print(stderr, "wrote the {} profile trace to {} (open it in https://ui.perfetto.dev)\n", settings_.workload,
+             trace.string());
+  std::set<std::string> used;
+  bool first = true;
+  for (const auto& g : collected_.graphs) {
+    if (!launched_in(report, g.name)) continue; // watched, but none of its launches was profiled
+    std::string stem = slug(g.name, '-');
+    for (int k = 2; used.contains(stem); ++k) stem = fmt::format("{}-{}", slug(g.name, '-'), k);
+    used.insert(stem);
+    std::filesystem::path dot = trace;
+    dot.replace_extension(first ? std::string(".dot") : "." + stem + ".dot");
+    first = false;
+    write_file_atomically(dot, profile::to_dot(g.graph, report, g.name, track_of(report, g.name), slug(g.name, '_')));
+    std::filesystem::path svg = dot;
+    svg.replace_extension(".svg");
+    if (const std::string problem = render_svg(dot, svg); problem.empty())
+      fmt::print(stderr, "wrote the graph '{}' coloured by time to {} and {}\n", g.name, dot.string(), svg.string());
+    else
+      fmt::print(stderr, "wrote the graph '{}' coloured by time to {} (no SVG: {})\n", g.name, dot.string(), problem);
   }
+}
 
-  if (!settings_.doctor) return;
+void profiling::print_report(const profile::profile_report& report) const {
+  fmt::print("\nprofile of `conveyor {}`: up to {} step(s) per mode after {} warm-up step(s); timings of this run "
+             "include CUPTI's overhead\n",
+             settings_.workload, settings_.steps, settings_.warmup_steps);
+  if (collected_.steps.empty())
+    fmt::print("no step was profiled: each mode ran at most {} step(s) (the warm-up)\n", settings_.warmup_steps);
+  fmt::print("{}", profile::to_text(report, 12, settings_.verbose));
+}
+
+void profiling::run_doctor(const profile::profile_report& report) const {
   if (examined_.empty()) fmt::print("\ntuning doctor: {}: no graph was examined\n", settings_.workload);
   for (const auto& e : examined_) {
     profile::doctor_input in;
@@ -368,6 +360,17 @@ void profiling::finish() {
     fmt::print("\n{}", profile::to_text(findings, fmt::format("{} ({})", e.name, settings_.workload),
                                          settings_.verbose));
   }
+}
+
+void profiling::finish() {
+  stop();
+  const bool write = !settings_.trace.empty();
+  if (!write && !settings_.doctor) return;
+  std::fflush(stdout);
+  const profile::profile_report report = profile::analyze(collected_);
+  if (write) write_trace(report);
+  if (write && settings_.print_report) print_report(report);
+  if (settings_.doctor) run_doctor(report);
   std::fflush(stdout);
 }
 

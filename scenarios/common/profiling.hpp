@@ -129,6 +129,10 @@ private:
   void start();
   void merge(profile::trace t);
   [[nodiscard]] bool profiles(std::string_view track) const;
+  // finish()'s phases: the trace and the coloured graphs, the text report, the doctor's findings.
+  void write_trace(const profile::profile_report& report) const;
+  void print_report(const profile::profile_report& report) const;
+  void run_doctor(const profile::profile_report& report) const;
 
   profiling_settings settings_;
   std::optional<profile::profiler> profiler_;

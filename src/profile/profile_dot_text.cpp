@@ -143,64 +143,93 @@ std::string to_dot(const graph_description& d, const profile_report& r, std::str
   return out;
 }
 
-std::string to_text(const profile_report& r, std::size_t top, bool verbose) {
-  const auto name = [&](const std::string& n) { return verbose ? n : short_name(n); };
-  std::string out;
+namespace {
+
+// The text report's parts; `name` gives a node name as the report prints it (short, or in full when verbose).
+using name_fn = std::string (*)(const std::string&);
+
+std::string full_name(const std::string& n) { return n; }
+std::string brief_name(const std::string& n) { return short_name(n); }
+
+// "profile on DEVICE: N records, M attributed (P %)" and the dropped-records warning.
+std::string text_head(const profile_report& r) {
   const double coverage =
       r.records > 0 ? 100.0 * static_cast<double>(r.attributed) / static_cast<double>(r.records) : 100.0;
   const std::string on = r.device_name.empty() ? std::string() : fmt::format(" on {}", r.device_name);
-  if (r.records == 0)
-    out += fmt::format("profile{}: no records (nothing ran while the profiler recorded, or it was paused)\n", on);
-  else
-    out += fmt::format("profile{}: {} records, {} attributed ({:.1f} %)\n", on, r.records, r.attributed, coverage);
+  std::string out =
+      r.records == 0
+          ? fmt::format("profile{}: no records (nothing ran while the profiler recorded, or it was paused)\n", on)
+          : fmt::format("profile{}: {} records, {} attributed ({:.1f} %)\n", on, r.records, r.attributed, coverage);
   if (r.dropped_records > 0)
     out += fmt::format("WARNING: {} records were dropped (CUPTI's buffers full, or beyond max_records): the numbers "
                        "below miss that work\n",
                        r.dropped_records);
-  for (const auto& s : r.tracks) {
-    std::size_t gaps = 0;
-    const launch_profile* largest = nullptr;
-    std::vector<double> api;
-    for (const auto& l : r.launches) {
-      if (l.track != s.track) continue;
-      gaps += l.gap_count;
-      if (largest == nullptr || l.largest_gap.duration_us > largest->largest_gap.duration_us) largest = &l;
-      if (l.api_to_gpu_us >= 0) api.push_back(l.api_to_gpu_us);
-    }
-    out += fmt::format("\ntrack {}: {} launches, median wall {:.2f} µs, median busy {:.2f} µs, utilisation {:.1f} %, "
-                       "span utilisation {:.1f} %\n",
-                       track_name(s.track), s.launches, s.median_wall_us, s.median_busy_us, s.utilisation * 100,
-                       s.span_utilisation * 100);
-    out += fmt::format("  gaps: {} ({:.2f} µs in total); critical path {:.2f} µs of {:.2f} µs wall (medians)",
-                       gaps, s.gap_total_us, s.median_critical_path_us, s.median_wall_us);
-    if (!api.empty()) out += fmt::format("; API call to GPU start {:.2f} µs (median)", median_of(api));
-    out += fmt::format("; node time / busy time {:.2f}\n", s.busy_us > 0 ? s.node_time_us / s.busy_us : 0.0);
-    if (largest != nullptr && largest->largest_gap.duration_us > 0) {
-      const auto& g = largest->largest_gap;
-      out += fmt::format("  largest gap: {:.2f} µs after '{}' before '{}' ({} at {:.2f} µs){}\n", g.duration_us,
-                         name(g.after), name(g.before),
-                         largest->step != 0 ? fmt::format("step {}", largest->step)
-                                            : fmt::format("launch {}", largest->correlation),
-                         g.start_us, g.on_critical_path ? ", on the critical path" : "");
-    }
-    std::vector<const node_profile*> nodes;
-    for (const auto& n : r.nodes)
-      if (n.ref.track == s.track) nodes.push_back(&n);
-    if (nodes.empty()) continue;
-    const std::size_t shown = std::min(top, nodes.size());
-    std::size_t width = 4;
-    for (std::size_t k = 0; k < shown; ++k)
-      width = std::max(width, std::min<std::size_t>(name(nodes[k]->ref.label).size(), 60));
-    out += fmt::format("  {:<{}}  {:>7}  {:>10}  {:>9}  {:>9}  {:>9}  {:>6}\n", "node", width, "records", "total µs",
-                       "median µs", "min µs", "max µs", "share");
-    for (std::size_t k = 0; k < shown; ++k) {
-      const auto& n = *nodes[k];
-      out += fmt::format("  {:<{}}  {:>7}  {:>10.2f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {:>5.1f}%\n", name(n.ref.label),
-                         width,
-                         n.records, n.total_us, n.median_us, n.min_us, n.max_us, n.share * 100);
-    }
-    if (nodes.size() > shown) out += fmt::format("  ... and {} more nodes\n", nodes.size() - shown);
+  return out;
+}
+
+// A track's launches summed: their gaps, the launch with the largest gap, the API-to-GPU times.
+struct track_launches {
+  std::size_t gaps = 0;
+  const launch_profile* largest = nullptr;
+  std::vector<double> api;
+};
+
+track_launches launches_of(const profile_report& r, const track_summary& s) {
+  track_launches t;
+  for (const auto& l : r.launches) {
+    if (l.track != s.track) continue;
+    t.gaps += l.gap_count;
+    if (t.largest == nullptr || l.largest_gap.duration_us > t.largest->largest_gap.duration_us) t.largest = &l;
+    if (l.api_to_gpu_us >= 0) t.api.push_back(l.api_to_gpu_us);
   }
+  return t;
+}
+
+// A track's heading, its gaps and critical path, and its largest gap.
+std::string track_text(const profile_report& r, const track_summary& s, name_fn name) {
+  const track_launches t = launches_of(r, s);
+  std::string out =
+      fmt::format("\ntrack {}: {} launches, median wall {:.2f} µs, median busy {:.2f} µs, utilisation {:.1f} %, "
+                  "span utilisation {:.1f} %\n",
+                  track_name(s.track), s.launches, s.median_wall_us, s.median_busy_us, s.utilisation * 100,
+                  s.span_utilisation * 100);
+  out += fmt::format("  gaps: {} ({:.2f} µs in total); critical path {:.2f} µs of {:.2f} µs wall (medians)", t.gaps,
+                     s.gap_total_us, s.median_critical_path_us, s.median_wall_us);
+  if (!t.api.empty()) out += fmt::format("; API call to GPU start {:.2f} µs (median)", median_of(t.api));
+  out += fmt::format("; node time / busy time {:.2f}\n", s.busy_us > 0 ? s.node_time_us / s.busy_us : 0.0);
+  if (t.largest == nullptr || t.largest->largest_gap.duration_us <= 0) return out;
+  const auto& g = t.largest->largest_gap;
+  return out + fmt::format("  largest gap: {:.2f} µs after '{}' before '{}' ({} at {:.2f} µs){}\n", g.duration_us,
+                           name(g.after), name(g.before),
+                           t.largest->step != 0 ? fmt::format("step {}", t.largest->step)
+                                                : fmt::format("launch {}", t.largest->correlation),
+                           g.start_us, g.on_critical_path ? ", on the critical path" : "");
+}
+
+// The `top` nodes of a track by time, as a table.
+std::string nodes_text(const profile_report& r, const track_summary& s, std::size_t top, name_fn name) {
+  std::vector<const node_profile*> nodes;
+  for (const auto& n : r.nodes)
+    if (n.ref.track == s.track) nodes.push_back(&n);
+  if (nodes.empty()) return {};
+  const std::size_t shown = std::min(top, nodes.size());
+  std::size_t width = 4;
+  for (std::size_t k = 0; k < shown; ++k)
+    width = std::max(width, std::min<std::size_t>(name(nodes[k]->ref.label).size(), 60));
+  std::string out = fmt::format("  {:<{}}  {:>7}  {:>10}  {:>9}  {:>9}  {:>9}  {:>6}\n", "node", width, "records",
+                                "total µs", "median µs", "min µs", "max µs", "share");
+  for (std::size_t k = 0; k < shown; ++k) {
+    const auto& n = *nodes[k];
+    out += fmt::format("  {:<{}}  {:>7}  {:>10.2f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {:>5.1f}%\n", name(n.ref.label),
+                       width, n.records, n.total_us, n.median_us, n.min_us, n.max_us, n.share * 100);
+  }
+  if (nodes.size() > shown) out += fmt::format("  ... and {} more nodes\n", nodes.size() - shown);
+  return out;
+}
+
+// The records no node took, grouped by reason, and the report's notes.
+std::string unattributed_text(const profile_report& r, name_fn name) {
+  std::string out;
   if (!r.unattributed.empty()) {
     std::size_t count = 0;
     for (const auto& g : r.unattributed) count += g.records;
@@ -210,6 +239,15 @@ std::string to_text(const profile_report& r, std::size_t top, bool verbose) {
   }
   for (const auto& note : r.notes) out += fmt::format("\nnote: {}\n", note);
   return out;
+}
+
+} // namespace
+
+std::string to_text(const profile_report& r, std::size_t top, bool verbose) {
+  const name_fn name = verbose ? &full_name : &brief_name;
+  std::string out = text_head(r);
+  for (const auto& s : r.tracks) out += track_text(r, s, name) + nodes_text(r, s, top, name);
+  return out + unattributed_text(r, name);
 }
 
 } // namespace conveyor::profile

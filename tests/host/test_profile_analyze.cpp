@@ -910,6 +910,31 @@ TEST(ProfileExport, TextReportHasTheNumbers) {
   EXPECT_NE(text.find("58.0%"), std::string::npos) << text;
 }
 
+// The text table shortens kernel names (readable.hpp), the verbose one prints them whole.
+TEST(ProfileExport, TextReportShortensKernelNamesUnlessVerbose) {
+  profile_report r;
+  r.records = r.attributed = 2;
+  track_summary t;
+  t.track = "graph";
+  t.launches = 1;
+  r.tracks.push_back(t);
+  const std::string long_name =
+      "void conveyor::cavity::(anonymous namespace)::stream_collide<double, 9>(double const*, double*)";
+  node_profile n;
+  n.ref.track = "graph";
+  n.ref.label = long_name;
+  n.records = 2;
+  n.total_us = 4.5;
+  n.share = 1.0;
+  r.nodes.push_back(n);
+  const std::string brief = to_text(r);
+  EXPECT_NE(brief.find("\n  stream_collide  "), std::string::npos) << brief;
+  EXPECT_EQ(brief.find("anonymous"), std::string::npos) << brief;
+  EXPECT_NE(brief.find("4.50"), std::string::npos) << brief;
+  const std::string full = to_text(r, 12, true);
+  EXPECT_NE(full.find(long_name.substr(0, 60)), std::string::npos) << full;
+}
+
 } // namespace
 
 namespace {
