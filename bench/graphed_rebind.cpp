@@ -186,6 +186,8 @@ std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& s
     conveyor::graphed_options rebinding;
     rebinding.warmup_calls = 0;
     conveyor::graphed_options recapturing = rebinding; // the default: every change re-captures
+    conveyor::graphed_options per_node = recapturing;  // ... and is applied node by node
+    per_node.recapture = conveyor::recapture_update::per_node;
     rebinding.rebind = conveyor::rebind_policy::learn; // declared: the arguments only flow into node fields
     conveyor::graphed_options eager;
     eager.disabled = true;
@@ -208,6 +210,10 @@ std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& s
          &recapturing, 1},
         {"recapture-pointer-all-nodes", "pointer change reaching all N nodes, re-capture (the default)",
          change::pointer_all, &recapturing, n},
+        {"recapture-per-node-pointer-1-node", "pointer change reaching 1 node, re-capture applied node by node",
+         change::pointer_one, &per_node, 1},
+        {"recapture-per-node-pointer-all-nodes", "pointer change reaching all N nodes, re-capture applied node by node",
+         change::pointer_all, &per_node, n},
         {"fallback-pointer-1-node", "pointer the callable transforms, 1 node: re-capture (rebind on, learning)",
          change::pointer_one, &rebinding, 1, true},
     };
@@ -241,6 +247,87 @@ double median_us(std::vector<double>& v) {
 }
 } // namespace
 
+namespace {
+
+// The per-phase samples of measure_recapture_cost, one vector per column.
+struct recapture_samples {
+  std::vector<double> eager, capture, plain, whole_update, whole_launch, read, compare, update, launch;
+  [[nodiscard]] recapture_cost medians(std::size_t n) {
+    recapture_cost row;
+    row.nodes = n;
+    row.eager_us = median_us(eager);
+    row.capture_us = median_us(capture);
+    row.checks_us = row.capture_us - median_us(plain);
+    row.whole_update_us = median_us(whole_update);
+    row.whole_launch_us = median_us(whole_launch);
+    row.read_us = median_us(read);
+    row.compare_us = median_us(compare);
+    row.update_us = median_us(update);
+    row.launch_us = median_us(launch);
+    return row;
+  }
+};
+
+// One re-capture of `body` with `one` changed (node 0), applied both ways; the times go to `out` unless `keep` is
+// false (the first round, whose updates also read the executable graphs' own graphs).
+void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one, conveyor::graph_exec& whole,
+                     conveyor::graph_exec& per_node, std::optional<detail::graph_snapshot>& before,
+                     recapture_samples& out, bool keep) {
+  conveyor::capture_options unchecked;
+  unchecked.catch_default_streams = false;
+  unchecked.host_memory = conveyor::host_memory_check::off;
+  auto record = [&](const conveyor::capture_options& o) {
+    return conveyor::capture(s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }, o);
+  };
+  const auto t0 = clock_type::now();
+  body(s, b.all1.p, 1.0F, one, 2.0F);
+  s.synchronize();
+  const auto t1 = clock_type::now();
+  conveyor::graph g = record({});
+  const auto t2 = clock_type::now();
+  { const conveyor::graph unused = record(unchecked); }
+  const auto t3 = clock_type::now();
+  // The default path: one whole-graph update, then the launch, the replaced graph destroyed while the GPU runs.
+  std::shared_ptr<const void> replaced = detail::current_graph(whole);
+  const auto w = whole.update(g);
+  const auto t4 = clock_type::now();
+  whole.launch(s);
+  replaced.reset();
+  s.synchronize();
+  const auto t5 = clock_type::now();
+  if (w.method != conveyor::update_method::whole_graph)
+    throw std::runtime_error(fmt::format("measure_recapture_cost: N={}: expected a whole-graph update, got {}",
+                                         body.n, w.reason()));
+  // The per-node path, on a capture of its own.
+  conveyor::graph h = record({});
+  const auto t6 = clock_type::now();
+  detail::graph_snapshot next = detail::snapshot_graph(h.get());
+  const auto t7 = clock_type::now();
+  const auto c = detail::compare_snapshots(*before, next, {});
+  const auto t8 = clock_type::now();
+  const auto r = per_node.update_incremental(h);
+  const auto t9 = clock_type::now();
+  per_node.launch(s);
+  s.synchronize();
+  const auto t10 = clock_type::now();
+  if (r.method != conveyor::update_method::per_node || r.nodes_changed != 1 || c.changed.size() != 1)
+    throw std::runtime_error(fmt::format("measure_recapture_cost: N={}: expected 1 node set, got {}", body.n,
+                                         r.reason()));
+  before = std::move(next);
+  if (!keep) return;
+  out.eager.push_back(us(t1 - t0));
+  out.capture.push_back(us(t2 - t1));
+  out.plain.push_back(us(t3 - t2));
+  out.whole_update.push_back(us(t4 - t3));
+  out.whole_launch.push_back(us(t5 - t4));
+  out.read.push_back(us(t7 - t6));
+  out.compare.push_back(us(t8 - t7));
+  out.update.push_back(us(t9 - t8));
+  out.launch.push_back(us(t10 - t9));
+}
+
+} // namespace
+
 std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls) {
   if (sizes.empty() || calls < 1) throw std::invalid_argument("measure_recapture_cost: need sizes and calls >= 1");
   std::vector<recapture_cost> out;
@@ -249,60 +336,14 @@ std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t
     buffers b;
     conveyor::stream s;
     const tiny_chain body{static_cast<int>(n), b.fixed.p};
-    conveyor::capture_options unchecked;
-    unchecked.catch_default_streams = false;
-    unchecked.host_memory = conveyor::host_memory_check::off;
-    auto record = [&](float* one, const conveyor::capture_options& o) {
-      return conveyor::capture(s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }, o);
-    };
-    auto exec = conveyor::instantiate(record(b.one1.p, {}));
-    std::optional<detail::graph_snapshot> before = detail::snapshot_graph(detail::current_graph(exec)->handle);
-    std::vector<double> eager, capture, plain, read, compare, update, launch;
-    for (int k = 0; k < calls + 1; ++k) {
-      float* one = k % 2 == 0 ? b.one2.p : b.one1.p;
-      const auto t0 = clock_type::now();
-      body(s, b.all1.p, 1.0F, one, 2.0F);
-      s.synchronize();
-      const auto t1 = clock_type::now();
-      conveyor::graph g = record(one, {});
-      const auto t2 = clock_type::now();
-      { const conveyor::graph unused = record(one, unchecked); }
-      const auto t3 = clock_type::now();
-      { const conveyor::graph unused = record(one, unchecked); }
-      const auto t4 = clock_type::now();
-      detail::graph_snapshot next = detail::snapshot_graph(g.get());
-      const auto t5 = clock_type::now();
-      const auto c = detail::compare_snapshots(*before, next, {});
-      const auto t6 = clock_type::now();
-      const auto r = exec.update_incremental(g);
-      const auto t7 = clock_type::now();
-      exec.launch(s);
-      s.synchronize();
-      const auto t8 = clock_type::now();
-      if (r.method != conveyor::update_method::per_node || r.nodes_changed != 1 || c.changed.size() != 1)
-        throw std::runtime_error(fmt::format("measure_recapture_cost: N={}: expected 1 node set, got {}", n,
-                                             r.reason()));
-      before = std::move(next);
-      if (k == 0) continue; // the first update also reads the executable graph's own graph
-      eager.push_back(us(t1 - t0));
-      capture.push_back(us(t2 - t1));
-      plain.push_back(us(t4 - t3));
-      (void)t3;
-      read.push_back(us(t5 - t4));
-      compare.push_back(us(t6 - t5));
-      update.push_back(us(t7 - t6));
-      launch.push_back(us(t8 - t7));
-    }
-    recapture_cost row;
-    row.nodes = n;
-    row.eager_us = median_us(eager);
-    row.capture_us = median_us(capture);
-    row.checks_us = row.capture_us - median_us(plain);
-    row.read_us = median_us(read);
-    row.compare_us = median_us(compare);
-    row.update_us = median_us(update);
-    row.launch_us = median_us(launch);
-    out.push_back(row);
+    auto first = [&] { return conveyor::capture(s, [&] { body(s, b.all1.p, 1.0F, b.one1.p, 2.0F); }); };
+    auto whole = conveyor::instantiate(first());
+    auto per_node = conveyor::instantiate(first());
+    std::optional<detail::graph_snapshot> before = detail::snapshot_graph(detail::current_graph(per_node)->handle);
+    recapture_samples samples;
+    for (int k = 0; k < calls + 1; ++k)
+      recapture_round(body, b, s, k % 2 == 0 ? b.one2.p : b.one1.p, whole, per_node, before, samples, k > 0);
+    out.push_back(samples.medians(n));
   }
   return out;
 }

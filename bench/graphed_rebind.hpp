@@ -39,18 +39,23 @@ struct rebind_row {
 
 //! What the re-capture path spends, for each N, phase by phase (host µs, medians of `calls`), when 1 of the N kernel
 //! nodes changed: running the callable eagerly (with the stream synchronisation), capturing it (with the checks of
-//! capture_options, and what those checks cost), reading the captured graph (kernel parameters, launch attributes,
-//! edges), comparing it with the executable graph's own, setting the changed node (update_incremental less the read
-//! and the comparison), and launching it (until finished).
+//! capture_options, and what those checks cost), then the two ways graphed applies a capture
+//! (graphed_options::recapture): the default, one whole-graph update (graph_exec::update: its guards and
+//! cudaGraphExecUpdate) followed by the launch until finished with the replaced definition destroyed while the GPU
+//! runs; and per_node, reading the captured graph (kernel parameters, launch attributes, edges), comparing it with
+//! the executable graph's own, setting the changed node (update_incremental less the read and the comparison, the
+//! replaced definition destroyed there), then the launch until finished.
 struct recapture_cost {
   std::size_t nodes = 0;
   double eager_us = 0;
-  double capture_us = 0;  //!< conveyor::capture with the default checks
-  double checks_us = 0;   //!< of which the checks (capture with them minus capture without them)
-  double read_us = 0;     //!< the snapshot of the captured graph
-  double compare_us = 0;  //!< the comparison with the executable graph's snapshot
-  double update_us = 0;   //!< graph_exec::update_incremental in all (read, compare, set)
-  double launch_us = 0;   //!< cudaGraphLaunch until finished
+  double capture_us = 0;      //!< conveyor::capture with the default checks
+  double checks_us = 0;       //!< of which the checks (capture with them minus capture without them)
+  double whole_update_us = 0; //!< graph_exec::update (the default path)
+  double whole_launch_us = 0; //!< launch, the replaced definition destroyed, until finished (the default path)
+  double read_us = 0;         //!< the snapshot of the captured graph (per_node)
+  double compare_us = 0;      //!< the comparison with the executable graph's snapshot (per_node)
+  double update_us = 0;       //!< graph_exec::update_incremental in all: read, compare, set (per_node)
+  double launch_us = 0;       //!< cudaGraphLaunch until finished (per_node)
 };
 //! Measures recapture_cost on the current device. \throws conveyor::cuda_error; std::invalid_argument as above.
 [[nodiscard]] std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls = 11);

@@ -244,49 +244,64 @@ detail::rebinder& graph_cache::rebinder_of(entry& e) {
   return *e.rebind;
 }
 
+namespace {
+
+// How a re-capture's update went, for its reason ("re-captured, whole-graph update"), counted in `stats`.
+std::string count_update(const update_result& result, graphed_statistics& stats) {
+  switch (result.method) {
+  case update_method::none: ++stats.unchanged_recaptures; return "re-captured, graph unchanged";
+  case update_method::per_node:
+    ++stats.per_node_updates;
+    stats.nodes_set += result.nodes_set;
+    return fmt::format("re-captured, updated {} node(s) in place", result.nodes_set);
+  case update_method::whole_graph:
+    ++stats.whole_graph_updates;
+    return result.explanation.empty() ? std::string("re-captured, whole-graph update")
+                                      : fmt::format("re-captured, whole-graph update ({})", result.explanation);
+  case update_method::reinstantiated:
+    ++stats.instantiations;
+    return fmt::format("re-captured, re-instantiated ({})", result.reason());
+  case update_method::refused: break; // not asked for: both updates re-instantiate here
+  }
+  return "re-captured";
+}
+
+// Reads the graph `exec` runs and its re-capture `g` for learning where rebinding arguments sit: `g`'s image in
+// `next`, and whether nodes changed that no argument explains.
+detail::recapture_facts read_for_learning(const graph_exec& exec, const graph& g, detail::graph_image& next) {
+  const auto& current = detail::current_graph(exec);
+  const auto before = detail::graph_nodes(current->handle);
+  std::vector<cudaGraphNode_t> after;
+  next = detail::image_of(g.get(), after);
+  detail::recapture_facts facts;
+  facts.other_nodes_changed =
+      detail::other_changes(before, after, next, {current.get(), detail::access::state(g).get()});
+  return facts;
+}
+
+} // namespace
+
 void graph_cache::update_and_launch(const call_key& key, graph g, const stream& s) {
   entry& e = matched("update_and_launch");
   ++stats_.captures;
-  const std::string change = key.changes_from(e.key);
   const bool rebinding_on = rebinding_ && !e.rebind_broken;
   if (rebinding_on) ++stats_.rebind_fallbacks;
   // Learning reads both graphs; when every argument that changed re-captures for good it would teach nothing: the
   // rebinder only notes that its image is out of date (refreshed before its next patch).
   const bool learning = rebinding_on && (!e.rebind || e.rebind->can_learn(e.key, key));
+  // The definition the executable graph runs now, destroyed only after the launch is queued: destroying a graph of
+  // N nodes costs about as much as reading it, and then overlaps the GPU's run instead of delaying it.
+  std::shared_ptr<const void> replaced = detail::current_graph(e.exec);
   detail::graph_image next;
   detail::recapture_facts facts;
   if (learning) {
     (void)rebinder_of(e);
-    const auto& current = detail::current_graph(e.exec);
-    const auto before = detail::graph_nodes(current->handle);
-    std::vector<cudaGraphNode_t> after;
-    next = detail::image_of(g.get(), after);
-    facts.other_nodes_changed =
-        detail::other_changes(before, after, next, {current.get(), detail::access::state(g).get()});
+    facts = read_for_learning(e.exec, g, next);
   }
-  const update_result result = e.exec.update_incremental(g);
-  std::string how;
-  switch (result.method) {
-  case update_method::none:
-    ++stats_.unchanged_recaptures;
-    how = "re-captured, graph unchanged";
-    break;
-  case update_method::per_node:
-    ++stats_.per_node_updates;
-    stats_.nodes_set += result.nodes_set;
-    how = fmt::format("re-captured, updated {} node(s) in place", result.nodes_set);
-    break;
-  case update_method::whole_graph:
-    ++stats_.whole_graph_updates;
-    how = fmt::format("re-captured, whole-graph update ({})", result.explanation);
-    break;
-  case update_method::reinstantiated:
-    ++stats_.instantiations;
-    how = fmt::format("re-captured, re-instantiated ({})", result.reason());
-    break;
-  case update_method::refused: break; // not asked for: update_incremental re-instantiates here
-  }
-  std::string line = fmt::format("{}: {}", change, how);
+  const update_result result = learning || options_.recapture == recapture_update::per_node
+                                   ? e.exec.update_incremental(g)
+                                   : e.exec.update_or_reinstantiate(g);
+  std::string line = fmt::format("{}: {}", key.changes_from(e.key), count_update(result, stats_));
   if (rebinding_on && !not_rebound_.empty()) line += fmt::format(" [not patched: {}]", not_rebound_);
   if (learning) {
     facts.clean_update = result.method == update_method::none || result.method == update_method::per_node;
@@ -299,6 +314,7 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
   e.key = key;
   e.exec.launch(s);
   ++stats_.replays;
+  replaced.reset();
 }
 
 bool graph_cache::rebind_and_launch(const call_key& key, const stream& s) {

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -108,13 +109,16 @@ TEST(Graphed, NewShapeGetsItsOwnGraph) {
   EXPECT_EQ(step.cached_graphs(), 2U);
 }
 
+// recapture_update::per_node: the re-capture is compared with the graph the executable graph runs, and only the
+// nodes that differ are set (named in the reason).
 TEST(Graphed, PointerOrScalarChangeUpdatesOnlyTheChangedNodes) {
   CONVEYOR_REQUIRE_GPU();
   const int n = 4096;
   auto hx = random_floats(n, 3);
   device_array<float> x(hx), y(n), z1(n), z2(n);
   conveyor::stream s;
-  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 0});
+  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 0,
+                                                               .recapture = conveyor::recapture_update::per_node});
   step(s, n, 2.0F, x.get(), y.get(), z1.get());
   // Scalar a changes: only the scale kernel embeds it.
   step(s, n, 3.0F, x.get(), y.get(), z1.get());
@@ -137,6 +141,48 @@ TEST(Graphed, PointerOrScalarChangeUpdatesOnlyTheChangedNodes) {
   step(s, n, 3.0F, x.get(), y.get(), z2.get());
   EXPECT_EQ(step.statistics().per_node_updates, 2U);
   EXPECT_EQ(step.statistics().replays, 4U);
+}
+
+// The default (recapture_update::whole_graph): each change re-captures and applies the capture with one
+// cudaGraphExecUpdate; every result equals an eager run of the same calls, bitwise, and a change of the node count
+// (the callable branches on a value) re-instantiates.
+TEST(Graphed, RecaptureByWholeGraphUpdateMatchesEagerBitwise) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 4096;
+  const auto hx = random_floats(n, 31);
+  auto body = [](const conveyor::stream& cs, int count, float a, const float* x, float* y, float* z) {
+    three_step(cs, count, a, x, y, z);
+    if (a < 0) three_step(cs, count, -a, z, y, z); // a branch on the value: another topology
+  };
+  const auto start = random_floats(n, 32); // outputs start equal, and not zero, in both runs
+  device_array<float> x(hx), gy(start), gz1(start), gz2(start), ey(start), ez1(start), ez2(start);
+  conveyor::stream s;
+  conveyor::graphed step(body, conveyor::graphed_options{.warmup_calls = 0});
+  const float scalars[] = {2.0F, 3.0F, 3.0F, -1.5F, -0.5F, 0.25F};
+  for (int call = 0; call < 6; ++call) {
+    const float a = scalars[call];
+    const bool second = call % 3 == 2;
+    step(s, n, a, x.get(), gy.get(), second ? gz2.get() : gz1.get());
+    body(s, n, a, x.get(), ey.get(), second ? ez2.get() : ez1.get());
+    s.synchronize();
+    for (auto [got, want] : {std::pair{&gz1, &ez1}, std::pair{&gz2, &ez2}}) {
+      const auto g = got->download();
+      const auto e = want->download();
+      ASSERT_EQ(std::memcmp(g.data(), e.data(), g.size() * sizeof(float)), 0) << "call " << call << "\n"
+                                                                               << step.report();
+    }
+  }
+  // Calls 1, 2 and 5 re-capture with the node count of the first graph (whole-graph updates); 3 branches into six
+  // kernels (re-instantiated), 4 keeps them (a whole-graph update), 5 goes back to three (re-instantiated).
+  const auto& st = step.statistics();
+  EXPECT_EQ(st.captures, 6U) << step.report();
+  EXPECT_EQ(st.per_node_updates, 0U) << step.report();
+  EXPECT_EQ(st.whole_graph_updates + st.instantiations, 6U) << step.report();
+  EXPECT_EQ(st.instantiations, 3U) << step.report();
+  EXPECT_NE(step.reasons().back().find("re-captured, re-instantiated"), std::string::npos) << step.report();
+  bool whole = false;
+  for (const auto& r : step.reasons()) whole = whole || r.find("re-captured, whole-graph update") != std::string::npos;
+  EXPECT_TRUE(whole) << step.report();
 }
 
 // A struct of two device pointers, swapped between calls (ping-pong buffers): graphed keys it by its bytes, so the
@@ -168,8 +214,8 @@ TEST(Graphed, SwappedStructOfPointersUpdatesTheGraph) {
   const auto got = a.download(); // 6 steps: the last one wrote a
   for (int i = 0; i < n; ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << "element " << i << "\n" << step.report();
   EXPECT_EQ(step.statistics().instantiations, 1U);
-  // Each swap re-captures and updates the one node in place (the struct is not declared: no patching).
-  EXPECT_EQ(step.statistics().per_node_updates, 5U) << step.report();
+  // Each swap re-captures and updates the graph in place (the struct is not declared: no patching).
+  EXPECT_EQ(step.statistics().whole_graph_updates, 5U) << step.report();
   EXPECT_EQ(step.statistics().rebinds, 0U) << step.report();
   EXPECT_NE(step.reasons().back().find("argument 2 value changed"), std::string::npos) << step.report();
 }
@@ -198,7 +244,7 @@ TEST(Graphed, PaddingToABucketMatchesExactEagerRun) {
   }
   // 100 and 77 share the 128 bucket (77 re-captures and updates the real size in place), 128 too; 3 uses bucket 64.
   EXPECT_EQ(sum.statistics().instantiations, 2U);
-  EXPECT_EQ(sum.statistics().per_node_updates, 2U);
+  EXPECT_EQ(sum.statistics().whole_graph_updates, 2U);
   EXPECT_EQ(sum.statistics().rebinds, 0U);
   // Above the largest bucket: eager, with the reason.
   sum(s, conveyor::batch_size{300}, x.get(), padded_sum.get());

@@ -63,8 +63,10 @@ public:
   void add(const call_key& key, graph g);
   //! True when an executable graph for `key`'s shape exists.
   [[nodiscard]] bool has_shape(const call_key& key) const noexcept;
-  //! After recapture: updates the executable graph plan() matched to `g` (graph_exec::update_incremental), then
-  //! launches it on `s`. \throws std::logic_error when plan() matched none; cuda_error from update or launch.
+  //! After recapture: updates the executable graph plan() matched to `g` as graphed_options::recapture says
+  //! (graph_exec::update, re-instantiating when refused; or graph_exec::update_incremental, which is also used while
+  //! rebinding arguments are learnt), launches it on `s`, then destroys the replaced graph definition (while the GPU
+  //! runs). \throws std::logic_error when plan() matched none; cuda_error from update or launch.
   void update_and_launch(const call_key& key, graph g, const stream& s);
   //! After rebind: patches the changed arguments' fields into the executable graph plan() matched (per-node
   //! setters: cuGraphExecKernelNodeSetParams, cudaGraphExecMemcpyNodeSetParams, cudaGraphExecMemsetNodeSetParams),

@@ -89,14 +89,16 @@ void key_argument(call_key& key, const T& value, std::size_t position, const key
 //! trivially copyable) does not compile unless it is wrapped in conveyor::unkeyed or a key function is given.
 //! - a new shape runs eagerly `warmup_calls` times, then is captured and instantiated;
 //! - a known shape with the same binding replays its executable graph (one cudaGraphLaunch);
-//! - a known shape with another binding is captured again and the executable graph updated in place, setting only
-//!   the nodes that differ (graph_exec::update_incremental), falling back to whole-graph update, then to
-//!   re-instantiation: the default, right whatever the callable does with the values (it may branch on them);
+//! - a known shape with another binding is captured again and the executable graph updated in place — one
+//!   whole-graph update (cudaGraphExecUpdate), or with recapture_update::per_node only the nodes that differ
+//!   (graph_exec::update_incremental) — re-instantiating when CUDA cannot update it: the default, right whatever the
+//!   callable does with the values (it may branch on them). The replaced graph definition is destroyed after the
+//!   launch is queued, while the GPU runs;
 //! - for arguments declared to flow only into node fields (rebind_policy::learn or patch, per argument or for the
 //!   callable) a change is instead *rebound* once graphed knows where the values sit: the fields holding them (kernel
 //!   arguments, copy and memset pointers, memset values) are patched in place with per-node setters, without
 //!   capturing again (learn: the mapping is learnt from a re-capture and verified before it is trusted). The reason
-//!   of every such call ("argument 1 pointer changed from 0x... to 0x...: re-captured, updated 1 node(s) in place")
+//!   of every such call ("argument 1 pointer changed from 0x... to 0x...: re-captured, whole-graph update")
 //!   is recorded (reasons());
 //! - a batch_size above the largest bucket runs eagerly, with the reason recorded.
 //! Arguments are copied for the call. Patching is opt-in (rebind_policy: the callable may branch on a value, and

@@ -49,8 +49,9 @@ struct batch_size {
 //! the argument only flows into node fields (kernel arguments, copy and memset pointers, memset values) — no branch,
 //! node count, launch shape, size, host use or equality test depends on it.
 enum class rebind_policy : std::uint8_t {
-  //! A change re-captures and updates the executable graph in place (graph_exec::update_incremental, falling back to
-  //! whole-graph update, then re-instantiation). The default: computes what an eager call computes.
+  //! A change re-captures and updates the executable graph in place (graphed_options::recapture: one whole-graph
+  //! update by default, else node by node), re-instantiating when CUDA cannot update it. The default: computes what
+  //! an eager call computes.
   recapture,
   //! Declared: the argument only flows into node fields. Where its value sits in the graph's nodes is learnt from a
   //! re-capture in which it changed and verified (the value moved exactly as predicted, nothing else changed); from
@@ -64,6 +65,22 @@ enum class rebind_policy : std::uint8_t {
   //! argument's value explains a field as well (the same pointer passed twice, a real size equal to its padded
   //! size), the first change re-captures once to tell them apart.
   patch,
+};
+
+//! How a re-capture (a changed binding that is not patched) brings the new graph into the executable graph. Both
+//! leave the executable graph running exactly the new capture; they differ in cost and in what the reasons say.
+enum class recapture_update : std::uint8_t {
+  //! One cudaGraphExecUpdate: CUDA compares the graphs itself, so Conveyor reads nothing but what guards the update
+  //! (the kernels' cluster attributes, allocation nodes when the executable graph has any). The fastest way for a
+  //! re-captured graph (about 0.2 µs a node on an H200, against about 1 µs a node to read and compare the new graph
+  //! first); the reason says "whole-graph update". Refused (another topology, a cluster or allocation change): a new
+  //! instantiation. The default, but for rebinding arguments still being learnt, which read the graph anyway
+  //! (per_node).
+  whole_graph,
+  //! graph_exec::update_incremental: reads and compares the new graph with the one the executable graph runs, sets
+  //! only the nodes that differ and names them in the reason ("updated 2 node(s) in place"), falling back to
+  //! whole-graph update, then re-instantiation. Slower for large graphs; shows what each re-capture changed.
+  per_node,
 };
 
 //! What graphed does with pageable host memory (not page-locked, not managed) that a captured copy node reads or
@@ -120,6 +137,8 @@ struct graphed_options {
   bool catch_default_streams = true;
   //! Pageable host memory in captured copies (pageable_policy).
   pageable_policy pageable = pageable_policy::warn;
+  //! How a re-capture updates the executable graph (recapture_update).
+  recapture_update recapture = recapture_update::whole_graph;
 };
 
 //! Counts of what a graphed callable did. A plain value.
