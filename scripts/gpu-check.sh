@@ -127,7 +127,7 @@ for tool in $SANITIZERS; do for bin in "${parallel[@]}" "${serial[@]}"; do
 done; done
 if ((${#parallel[@]})); then
   runs_of "${parallel[@]}" |
-    xargs -P "${SANITIZER_JOBS:-6}" -n 2 bash -c 'sanitize "$0" "$1"' >>"$LOG/sanitizers.txt"
+    xargs -r -P "${SANITIZER_JOBS:-6}" -n 2 bash -c 'sanitize "$0" "$1"' >>"$LOG/sanitizers.txt"
 fi
 if ((${#serial[@]})); then
   runs_of "${serial[@]}" | while read -r tool bin; do sanitize "$tool" "$bin" | tee -a "$LOG/sanitizers.txt"; done

@@ -5,7 +5,8 @@
 #               host-only test programs (tests/host/*.cpp) are left out: they run in CI and here;
 #   gpu-carry/  what the GPU machine lacks: shared libraries (Graphviz's cgraph/cdt; Debian's libbenchmark soname,
 #               see ../shared/GPU-MACHINE.md), the Fashion-MNIST files and ../shared/data.
-# Then run scripts/gpu-check.sh there with BUILD_DIR=gpu-build.
+# Then carry gpu-bundle/ (both folders, compressed: see the end), run scripts/gpu-unpack.sh there, then
+# scripts/gpu-check.sh.
 set -euo pipefail
 CONVEYOR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$(cd "${BUILD_DIR:-$CONVEYOR_ROOT/build}" && pwd)
@@ -52,3 +53,12 @@ if [ -d ../shared/data ]; then
   cp -ru ../shared/data/. gpu-carry/shared-data/
 fi
 du -sh "$LEAN" gpu-carry
+# The two folders exceed what the device tool carries (64 MiB): gpu-bundle/ holds them as one xz archive (the
+# programs compress about 5x) beside the Fashion-MNIST files (already gzip). Carry gpu-bundle alone and start the
+# device command with `scripts/gpu-unpack.sh`.
+rm -rf gpu-bundle
+mkdir -p gpu-bundle
+tar -cf - gpu-build gpu-carry/lib $( [ -d gpu-carry/shared-data ] && echo gpu-carry/shared-data) |
+  xz -T0 -6 >gpu-bundle/build.tar.xz
+cp -r gpu-carry/fashion-mnist gpu-bundle/
+du -sh gpu-bundle
