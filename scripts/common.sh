@@ -16,6 +16,12 @@ conveyor_install_missing() {
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
   fi
+  # lizard (PyPI) measures function size and complexity for the Code.* test.
+  if ! python3 -m lizard --version >/dev/null 2>&1; then
+    echo "conveyor: installing lizard (pip) for the function-size test"
+    python3 -m pip install --quiet --disable-pip-version-check lizard >/dev/null 2>&1 ||
+      echo "conveyor: pip could not install lizard: the Code.* tests will fail" >&2
+  fi
   local nvcc="${CUDACXX:-/usr/local/cuda/bin/nvcc}"
   if ! [ -x "$nvcc" ] && ! command -v nvcc >/dev/null; then
     echo "conveyor: the CUDA Toolkit (>= 12.4, nvcc) is required; install it in /usr/local/cuda or set CUDACXX" >&2

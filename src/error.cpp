@@ -37,6 +37,16 @@ std::string_view hint_for(cudaError_t code) noexcept {
   case cudaErrorGraphExecUpdateFailure:
     return "the new graph differs from the executable graph in a way cudaGraphExecUpdate cannot apply: use "
            "graph_exec::update_or_reinstantiate";
+  case cudaErrorIllegalAddress:
+  case cudaErrorLaunchFailure:
+  case cudaErrorAssert:
+  case cudaErrorMisalignedAddress:
+  case cudaErrorIllegalInstruction:
+  case cudaErrorHardwareStackError:
+    return "a kernel faulted, and the error is sticky: this process can make no more CUDA calls. If the kernel ran "
+           "inside a graph, find the node in a fresh process: run the program with CONVEYOR_STEP_THROUGH=1 (every "
+           "graph launch then runs node by node and names the node that fails: conveyor::step_through), and under "
+           "compute-sanitizer --tool memcheck for the faulting access";
   case cudaErrorNoDevice:
     return "no CUDA device is visible: check nvidia-smi and CUDA_VISIBLE_DEVICES";
   case cudaErrorInsufficientDriver:

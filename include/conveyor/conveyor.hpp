@@ -6,6 +6,7 @@
 //! - define:  graph and its builder, node, capture       (conveyor/define/)
 //! - execute: instantiate, graph_exec, update            (conveyor/execute/)
 //! - observe: describe, statistics, DOT/JSON export      (conveyor/observe/)
+//! - debug:   step-through replay, non-finite values     (conveyor/debug/)
 //! - assembly line: graphed callables, hybrid pipelines  (conveyor/assembly/)
 
 #include "conveyor/error.hpp"
@@ -29,6 +30,7 @@
 #include "conveyor/execute/update_result.hpp"
 #include "conveyor/observe/describe.hpp"
 #include "conveyor/observe/export.hpp"
+#include "conveyor/debug/step.hpp"
 #include "conveyor/assembly/graph_cache.hpp"
 #include "conveyor/assembly/graphed.hpp"
 #include "conveyor/assembly/graphed_types.hpp"

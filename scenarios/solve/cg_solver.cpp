@@ -175,7 +175,7 @@ conveyor::graph cg_solver::make_relaunch_graph(const solve_options& options, int
 
 conveyor::graph cg_solver::make_while_graph(const solve_options& options) {
   conveyor::graph g;
-  const conveyor::condition cond = conveyor::make_condition(g, 0, true);
+  const conveyor::condition cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   auto setup = setup_steps();
   setup.push_back(check_step(options, cond.handle, true)); // WHILE tests its condition before the first pass
   const auto frontier = conveyor::capture_into(g, stream_, [&](const conveyor::stream& s) {

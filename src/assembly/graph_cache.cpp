@@ -4,6 +4,7 @@
 #include "assembly/rebind_cuda.hpp"
 #include "execute/graph_exec_impl.hpp"
 #include "kinds/node_name.hpp"
+#include "kinds/kind.hpp"
 #include "kinds/walk.hpp"
 #include "model/graph_state.hpp"
 
@@ -220,7 +221,7 @@ graph_cache::entry& graph_cache::matched(const char* call) {
   return *matched_;
 }
 
-void graph_cache::add(const call_key& key, graph g) { (void)insert(key, std::move(g)); }
+void graph_cache::add(const call_key& key, graph g, const stream& s) { insert(key, std::move(g)).exec.upload(s); }
 
 bool graph_cache::has_shape(const call_key& key) const noexcept {
   return std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e->key.same_shape(key); });
@@ -229,6 +230,7 @@ bool graph_cache::has_shape(const call_key& key) const noexcept {
 void graph_cache::add_and_launch(const call_key& key, graph g, const stream& s) {
   entry& e = insert(key, std::move(g));
   matched_ = &e;
+  detail::exec_access::state(e.exec).launched_at_instantiation = true; // no upload could come ahead of this launch
   e.exec.launch(s);
   ++stats_.replays;
 }
@@ -266,16 +268,18 @@ std::string count_update(const update_result& result, graphed_statistics& stats)
   return "re-captured";
 }
 
-// Reads the graph `exec` runs and its re-capture `g` for learning where rebinding arguments sit: `g`'s image in
-// `next`, and whether nodes changed that no argument explains.
-detail::recapture_facts read_for_learning(const graph_exec& exec, const graph& g, detail::graph_image& next) {
+// Reads the re-capture `g` once, for learning where rebinding arguments sit and for the update: its image in `next`
+// (the fields, moved out of the snapshot), whether nodes changed that no argument explains (compared with the graph
+// `exec` runs), and the snapshot itself in `read`, for update_incremental.
+detail::recapture_facts read_for_learning(const graph_exec& exec, const graph& g, detail::graph_image& next,
+                                          detail::graph_snapshot& read) {
   const auto& current = detail::current_graph(exec);
   const auto before = detail::graph_nodes(current->handle);
-  std::vector<cudaGraphNode_t> after;
-  next = detail::image_of(g.get(), after);
+  read = detail::snapshot_graph(g.get(), true);
+  next = detail::image_of(read);
   detail::recapture_facts facts;
   facts.other_nodes_changed =
-      detail::other_changes(before, after, next, {current.get(), detail::access::state(g).get()});
+      detail::other_changes(before, read.nodes, next, {current.get(), detail::access::state(g).get()});
   return facts;
 }
 
@@ -294,13 +298,14 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
   std::shared_ptr<const void> replaced = detail::current_graph(e.exec);
   detail::graph_image next;
   detail::recapture_facts facts;
+  detail::graph_snapshot read;
   if (learning) {
     (void)rebinder_of(e);
-    facts = read_for_learning(e.exec, g, next);
+    facts = read_for_learning(e.exec, g, next, read);
   }
-  const update_result result = learning || options_.recapture == recapture_update::per_node
-                                   ? e.exec.update_incremental(g)
-                                   : e.exec.update_or_reinstantiate(g);
+  const update_result result = learning ? detail::exec_access::update_incremental(e.exec, g, std::move(read))
+                               : options_.recapture == recapture_update::per_node ? e.exec.update_incremental(g)
+                                                                                  : e.exec.update_or_reinstantiate(g);
   std::string line = fmt::format("{}: {}", key.changes_from(e.key), count_update(result, stats_));
   if (rebinding_on && !not_rebound_.empty()) line += fmt::format(" [not patched: {}]", not_rebound_);
   if (learning) {
@@ -344,6 +349,78 @@ bool graph_cache::rebind_and_launch(const call_key& key, const stream& s) {
   e.exec.launch(s);
   ++stats_.replays;
   return true;
+}
+
+void graph_cache::step(const graph& g, const stream& s) {
+  ++stats_.calls;
+  ++stats_.stepped;
+  (void)conveyor::step_through(g, s, options_.step);
+}
+
+bool graph_cache::audit_due(call_plan plan) noexcept {
+  if (options_.audit_every == 0 || (plan != call_plan::replay && plan != call_plan::rebind)) return false;
+  return ++audit_count_ % options_.audit_every == 0;
+}
+
+namespace {
+
+// What differs between the graph an executable graph ran and a fresh capture, node by node, when the executable
+// graph runs `ran`'s fields for its patchable nodes (rebinding patched them) and the nodes of `current` otherwise.
+std::vector<std::string> patched_differences(const detail::graph_image& ran, const std::vector<cudaGraphNode_t>& current,
+                                             const detail::graph_image& fresh, const std::vector<cudaGraphNode_t>& now,
+                                             const detail::compare_context& ctx) {
+  std::vector<std::string> out;
+  if (ran.nodes.size() != fresh.nodes.size() || current.size() != now.size())
+    return {fmt::format("the capture has {} nodes, the executable graph {}", fresh.nodes.size(), ran.nodes.size())};
+  for (std::size_t i = 0; i < fresh.nodes.size(); ++i) {
+    const auto& a = ran.nodes[i];
+    const auto& b = fresh.nodes[i];
+    const std::string name = detail::node_name(ctx.after, now[i]);
+    if (a.kind != b.kind) out.push_back(fmt::format("node {} ({}): another kind", i, name));
+    else if (a.patchable && b.patchable && (a.fixed != b.fixed || a.bytes != b.bytes))
+      out.push_back(fmt::format("node {} ({}): {}", i, name, a.fixed != b.fixed ? "function, launch shape or sizes"
+                                                                               : "fields (arguments, pointers, values)"));
+    else if (!a.patchable && detail::traits_of(b.kind).compare(current[i], now[i], ctx).differs)
+      out.push_back(fmt::format("node {} ({}): its parameters", i, name));
+  }
+  return out;
+}
+
+std::vector<std::string> graph_differences(const detail::graph_comparison& c, const detail::compare_context& ctx) {
+  if (!c.same_topology) return {fmt::format("the topology: {}", c.topology_reason)};
+  std::vector<std::string> out;
+  for (const auto& d : c.changed)
+    out.push_back(fmt::format("node {} ({}): {}", d.position, detail::node_name(ctx.after, c.after[d.position]),
+                              d.diff.what));
+  return out;
+}
+
+} // namespace
+
+void graph_cache::audit(const graph& fresh) {
+  entry& e = matched("audit");
+  ++stats_.audits;
+  const auto& current = detail::current_graph(e.exec);
+  const detail::compare_context ctx{current.get(), detail::access::state(fresh).get()};
+  std::vector<std::string> differences;
+  if (detail::exec_access::state(e.exec).patched.empty()) {
+    differences = graph_differences(detail::compare_graphs(current->handle, fresh.get(), ctx), ctx);
+  } else {
+    std::vector<cudaGraphNode_t> now;
+    const detail::graph_image image = detail::image_of(fresh.get(), now);
+    differences = patched_differences(e.rebind->image(), detail::graph_nodes(current->handle), image, now, ctx);
+  }
+  if (differences.empty()) return;
+  std::string list;
+  for (std::size_t k = 0; k < differences.size() && k < 4; ++k) list += (k == 0 ? "" : "; ") + differences[k];
+  if (differences.size() > 4) list += fmt::format("; and {} more", differences.size() - 4);
+  throw audit_error(fmt::format(
+      "conveyor::graphed audit: call {}: the executable graph ran other work than a capture of the callable gives "
+      "({}). The call replayed or patched a graph captured for other arguments or state: the callable depends on "
+      "something its key does not see (state it captures by reference, a global), or patching was declared for an "
+      "argument it branches on. Re-capture that argument (rebind_policy::recapture), or pass the state as an "
+      "argument",
+      stats_.calls, list));
 }
 
 graph_cache::entry* graph_cache::most_recent() noexcept {

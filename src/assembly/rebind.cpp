@@ -1,5 +1,6 @@
 // Rebinding's logic over graph images: candidate scan, verification at re-captures, patch plans (see rebind.hpp).
 #include "assembly/rebind.hpp"
+#include "kinds/kind.hpp"
 
 #include <fmt/format.h>
 
@@ -72,12 +73,6 @@ rebind_policy rebind_settings::of(std::size_t position) const noexcept {
 bool rebind_settings::declared(std::size_t position) const noexcept {
   return policy != rebind_policy::recapture ||
          std::any_of(per_argument.begin(), per_argument.end(), [&](const auto& p) { return p.first == position; });
-}
-
-std::uint64_t read_word(const std::vector<unsigned char>& bytes, std::uint32_t offset, std::uint32_t width) noexcept {
-  std::uint64_t v = 0;
-  if (offset + width <= bytes.size()) std::memcpy(&v, bytes.data() + offset, width); // little-endian hosts only
-  return v;
 }
 
 std::uint64_t key_word(const call_key& key, std::size_t entry, std::uint32_t offset, std::uint32_t width) noexcept {
@@ -253,59 +248,64 @@ bool rebinder::same_bytes(const site& x, const site& y) const noexcept {
          static_cast<std::int64_t>(x.offset) - ux.offset == static_cast<std::int64_t>(y.offset) - uy.offset;
 }
 
+bool rebinder::word_lookup::holds(std::uint32_t k, const unit& u, std::uint64_t w, const rebinder& rb,
+                                   const call_key& key, const range_query& ranges) {
+  if (looked[k] == 0) {
+    value[k] = key_word(key, u.entry, u.offset, u.width);
+    looked[k] = value[k] != 0 && rb.looked_for(u, key, ranges) ? 1 : 2;
+    if (looked[k] == 1 && u.pointer && ranges) range[k] = ranges(value[k]);
+  }
+  if (looked[k] != 1) return false;
+  return range[k] ? w >= range[k]->first && w - range[k]->first < range[k]->second : w == value[k];
+}
+
+void rebinder::watch_word(std::uint32_t n, std::uint32_t at, std::uint32_t width, std::uint64_t w, const call_key& key,
+                          const range_query& ranges, word_lookup& lookup, std::vector<std::string>& lines) {
+  for (std::uint32_t k = 0; k < units_.size(); ++k) {
+    unit& u = units_[k];
+    if (u.width != width || !arguments_[u.entry].binding || arguments_[u.entry].state == binding_state::recaptured)
+      continue;
+    if (!lookup.holds(k, u, w, *this, key, ranges)) continue;
+    auto it = std::find_if(sites_.begin(), sites_.end(),
+                           [&](const site& s) { return s.unit == k && s.node == n && s.offset == at; });
+    if (it == sites_.end())
+      it = sites_.insert(sites_.end(), site{n, at, width, static_cast<std::int64_t>(w - lookup.value[k]), k, false});
+    if (it->confirmed || !unit_verified(u)) continue;
+    u.pending = true;
+    u.rounds = 0; // verified again as the first time (rebind_verifications)
+    auto& arg = arguments_[u.entry];
+    if (lines[u.entry].empty())
+      lines[u.entry] = fmt::format("node {} {} holds argument {} since a re-capture in which another argument "
+                                   "changed: verified again at its next change",
+                                   n, field_name(n, at, width), u.position);
+    if (arg.state == binding_state::patched) {
+      arg.state = binding_state::learning;
+      arg.reason = lines[u.entry];
+    }
+  }
+}
+
 std::vector<std::string> rebinder::watch_fields(const graph_image& before, const graph_image& after,
                                                 const call_key& key, const range_query& ranges,
                                                 const std::vector<std::vector<std::uint8_t>>& covered) {
   std::vector<std::string> lines(arguments_.size());
-  // Per unit: 0 not looked at yet, 1 looked for (value, range), 2 not looked for.
-  std::vector<std::uint8_t> looked(units_.size(), 0);
-  std::vector<std::uint64_t> value(units_.size(), 0);
-  std::vector<std::optional<std::pair<std::uint64_t, std::uint64_t>>> range(units_.size());
+  word_lookup lookup{std::vector<std::uint8_t>(units_.size(), 0), std::vector<std::uint64_t>(units_.size(), 0),
+                     std::vector<std::optional<std::pair<std::uint64_t, std::uint64_t>>>(units_.size())};
+  const auto explained = [&](std::uint32_t n, std::uint32_t at, std::uint32_t width) {
+    return n < covered.size() && !covered[n].empty() && at + width <= covered[n].size() &&
+           std::all_of(covered[n].begin() + at, covered[n].begin() + at + width, [](std::uint8_t c) { return c != 0; });
+  };
   for (std::uint32_t n = 0; n < after.nodes.size() && n < before.nodes.size(); ++n) {
     const auto& a = before.nodes[n].bytes;
     const auto& b = after.nodes[n].bytes;
     if (!after.nodes[n].patchable || a == b) continue;
-    const bool has_cover = n < covered.size() && !covered[n].empty();
     for (const auto& [offset, size] : after.nodes[n].fields)
       for (const std::uint32_t width : {std::uint32_t{8}, std::uint32_t{4}})
         for (std::uint32_t o = 0; o + width <= size; o += width) {
           const std::uint32_t at = offset + o;
           const std::uint64_t w = read_word(b, at, width);
-          if (read_word(a, at, width) == w) continue;
-          const auto explained = [](std::uint8_t c) { return c != 0; };
-          if (has_cover && at + width <= covered[n].size() &&
-              std::all_of(covered[n].begin() + at, covered[n].begin() + at + width, explained))
-            continue; // explained by a word that changed
-          for (std::uint32_t k = 0; k < units_.size(); ++k) {
-            unit& u = units_[k];
-            if (u.width != width || !arguments_[u.entry].binding ||
-                arguments_[u.entry].state == binding_state::recaptured)
-              continue;
-            if (looked[k] == 0) {
-              value[k] = key_word(key, u.entry, u.offset, u.width);
-              looked[k] = value[k] != 0 && looked_for(u, key, ranges) ? 1 : 2;
-              if (looked[k] == 1 && u.pointer && ranges) range[k] = ranges(value[k]);
-            }
-            if (looked[k] != 1) continue;
-            const std::uint64_t v = value[k];
-            if (range[k] ? !(w >= range[k]->first && w - range[k]->first < range[k]->second) : w != v) continue;
-            auto it = std::find_if(sites_.begin(), sites_.end(),
-                                   [&](const site& s) { return s.unit == k && s.node == n && s.offset == at; });
-            if (it == sites_.end())
-              it = sites_.insert(sites_.end(), site{n, at, width, static_cast<std::int64_t>(w - v), k, false});
-            if (it->confirmed || !unit_verified(u)) continue;
-            u.pending = true;
-            u.rounds = 0; // verified again as the first time (rebind_verifications)
-            auto& arg = arguments_[u.entry];
-            if (lines[u.entry].empty())
-              lines[u.entry] = fmt::format("node {} {} holds argument {} since a re-capture in which another "
-                                           "argument changed: verified again at its next change",
-                                           n, field_name(n, at, width), u.position);
-            if (arg.state == binding_state::patched) {
-              arg.state = binding_state::learning;
-              arg.reason = lines[u.entry];
-            }
-          }
+          if (read_word(a, at, width) == w || explained(n, at, width)) continue; // unchanged, or a changed word's
+          watch_word(n, at, width, w, key, ranges, lookup, lines);
         }
   }
   std::erase_if(lines, [](const std::string& line) { return line.empty(); });
@@ -333,113 +333,95 @@ std::string rebinder::field_name(std::size_t node, std::uint32_t offset, std::ui
   for (std::size_t p = 0; p < n.fields.size(); ++p) {
     const auto [start, size] = n.fields[p];
     if (offset < start || offset >= start + size) continue;
-    std::string name;
-    switch (n.kind) {
-    case node_kind::memcpy: name = p == 0 ? "memcpy source" : "memcpy destination"; break;
-    case node_kind::memset: name = p == 0 ? "memset destination" : "memset value"; break;
-    default: name = fmt::format("kernel parameter {}", p); break;
-    }
+    const auto field_name = traits_of(n.kind).field_name;
+    std::string name = field_name != nullptr ? field_name(p) : fmt::format("field {}", p);
     if (width != 0 && width < size) name += fmt::format(" bytes {}..{}", offset - start, offset - start + width - 1);
     return name;
   }
   return fmt::format("bytes {}..{}", offset, offset + width - 1);
 }
 
-std::string rebinder::learn(graph_image next, const call_key& key, const recapture_facts& facts,
-                            const range_query& ranges) {
-  if (!started_) {
-    start(std::move(next), key, ranges);
-    return {};
-  }
-  if (!same_structure(next, key)) {
-    const bool layout = same_layout(key, key_);
-    start(std::move(next), key, ranges);
-    return layout ? "the graph's nodes changed: where arguments are embedded is learnt again"
-                  : "an argument's kind or size changed: where arguments are embedded is learnt again";
-  }
+void rebinder::round::add_note(const std::string& text) { note += (note.empty() ? "" : "; ") + text; }
 
-  // What changed: words of arguments, and bytes of nodes.
-  std::vector<bool> unit_changed(units_.size(), false);
+rebinder::round rebinder::compare_round(const graph_image& next, const call_key& key,
+                                         const recapture_facts& facts) const {
+  round r;
+  r.unit_changed.assign(units_.size(), false);
   for (std::size_t k = 0; k < units_.size(); ++k) {
     const unit& u = units_[k];
-    unit_changed[k] = key_word(key_, u.entry, u.offset, u.width) != key_word(key, u.entry, u.offset, u.width);
+    r.unit_changed[k] = key_word(key_, u.entry, u.offset, u.width) != key_word(key, u.entry, u.offset, u.width);
   }
-  std::vector<std::size_t> changed_entries;
   for (std::size_t i = 0; i < key.size(); ++i)
-    if (arguments_[i].binding && entry_changed(key_, key, i)) changed_entries.push_back(i);
-
-  std::vector<std::string> unexplained;
+    if (arguments_[i].binding && entry_changed(key_, key, i)) r.changed_entries.push_back(i);
   if (!facts.clean_update)
-    unexplained.emplace_back("the executable graph needed more than per-node setters (attributes, topology or a "
-                             "kind without a per-node setter changed)");
+    r.unexplained.emplace_back("the executable graph needed more than per-node setters (attributes, topology or a "
+                               "kind without a per-node setter changed)");
   for (std::size_t n : facts.other_nodes_changed)
-    unexplained.push_back(fmt::format("node {} ({}) changed, and rebind cannot patch that kind", n,
-                                      n < next.nodes.size() ? to_string(next.nodes[n].kind) : "?"));
-  std::vector<std::vector<std::uint8_t>> covered(next.nodes.size());
+    r.unexplained.push_back(fmt::format("node {} ({}) changed, and rebind cannot patch that kind", n,
+                                        n < next.nodes.size() ? to_string(next.nodes[n].kind) : "?"));
+  r.covered.resize(next.nodes.size());
   for (std::size_t n = 0; n < next.nodes.size(); ++n) {
     const auto& a = image_.nodes[n];
     const auto& b = next.nodes[n];
     if (a.fixed != b.fixed)
-      unexplained.push_back(fmt::format("node {} ({}): its function, launch shape or sizes changed", n,
-                                        to_string(b.kind)));
+      r.unexplained.push_back(fmt::format("node {} ({}): its function, launch shape or sizes changed", n,
+                                          to_string(b.kind)));
     else if (a.bytes != b.bytes)
-      covered[n].assign(b.bytes.size(), 0);
+      r.covered[n].assign(b.bytes.size(), 0);
   }
+  return r;
+}
 
-  // Every site against the prediction.
-  std::vector<std::pair<std::size_t, std::string>> contradictions;
-  std::vector<std::pair<site, std::uint64_t>> doubtful; // candidates that changed otherwise than predicted, and to what
+void rebinder::check_site(site s, const graph_image& next, const call_key& key, round& r,
+                          std::vector<site>& kept) const {
+  const unit& u = units_[s.unit];
+  const std::uint64_t before = read_word(image_.nodes[s.node].bytes, s.offset, s.width);
+  const std::uint64_t after = read_word(next.nodes[s.node].bytes, s.offset, s.width);
+  const std::uint64_t predicted_before =
+      mask(key_word(key_, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
+  const std::uint64_t predicted_after =
+      mask(key_word(key, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
+  const auto broke = [&](std::string_view how) {
+    if (s.confirmed)
+      r.contradictions.emplace_back(u.entry, fmt::format("node {} {} held argument {} and {}", s.node,
+                                                         field_name(s.node, s.offset, s.width), u.position, how));
+  };
+  if (before != predicted_before) return broke("no longer does"); // a stale candidate (another argument's bytes)
+  if (!r.unit_changed[s.unit]) {
+    if (after == predicted_after) kept.push_back(s);
+    else broke("no longer does");
+    return;
+  }
+  if (after == predicted_after) {
+    s.confirmed = true;
+    if (!r.covered[s.node].empty()) std::fill_n(r.covered[s.node].begin() + s.offset, s.width, std::uint8_t{1});
+    kept.push_back(s);
+  } else if (before == after) {
+    broke("did not follow its change");
+  } else if (s.confirmed) {
+    r.contradictions.emplace_back(
+        u.entry, fmt::format("node {} {} holds {:#x} where argument {} predicts {:#x}: the callable transforms the "
+                             "value",
+                             s.node, field_name(s.node, s.offset, s.width), after, u.position, predicted_after));
+  } else {
+    r.doubtful.emplace_back(s, after);
+  }
+}
+
+void rebinder::check_sites(const graph_image& next, const call_key& key, round& r) {
   std::vector<site> kept;
   kept.reserve(sites_.size());
-  for (site s : sites_) {
-    const unit& u = units_[s.unit];
-    if (arguments_[u.entry].state == binding_state::recaptured) continue;
-    const std::uint64_t before = read_word(image_.nodes[s.node].bytes, s.offset, s.width);
-    const std::uint64_t after = read_word(next.nodes[s.node].bytes, s.offset, s.width);
-    const std::uint64_t predicted_before =
-        mask(key_word(key_, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
-    const std::uint64_t predicted_after =
-        mask(key_word(key, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
-    if (before != predicted_before) { // a stale candidate (its bytes were another argument's)
-      if (s.confirmed)
-        contradictions.emplace_back(u.entry, fmt::format("node {} {} held argument {} and no longer does", s.node,
-                                                         field_name(s.node, s.offset, s.width), u.position));
-      continue;
-    }
-    if (unit_changed[s.unit]) {
-      if (after == predicted_after) {
-        s.confirmed = true;
-        if (!covered[s.node].empty())
-          std::fill_n(covered[s.node].begin() + s.offset, s.width, std::uint8_t{1});
-        kept.push_back(s);
-      } else if (before == after) {
-        if (s.confirmed)
-          contradictions.emplace_back(u.entry, fmt::format("node {} {} held argument {} and did not follow its change",
-                                                           s.node, field_name(s.node, s.offset, s.width), u.position));
-      } else if (s.confirmed) {
-        contradictions.emplace_back(
-            u.entry, fmt::format("node {} {} holds {:#x} where argument {} predicts {:#x}: the callable transforms "
-                                 "the value",
-                                 s.node, field_name(s.node, s.offset, s.width), after, u.position, predicted_after));
-      } else {
-        doubtful.emplace_back(s, after);
-      }
-    } else if (after == predicted_after) {
-      kept.push_back(s);
-    } else if (s.confirmed) {
-      contradictions.emplace_back(u.entry, fmt::format("node {} {} held argument {} and no longer does",
-                                                       s.node, field_name(s.node, s.offset, s.width), u.position));
-    }
-  }
+  for (const site& s : sites_)
+    if (arguments_[units_[s.unit].entry].state != binding_state::recaptured) check_site(s, next, key, r, kept);
   sites_ = std::move(kept);
-  // A candidate whose field changed to another value than predicted transforms the argument, unless every changed
-  // byte of it is explained by another word that changed (another argument in the same allocation, another view of
-  // the same value): then it was that word's field, and is dropped.
-  for (const auto& [s, after] : doubtful) {
+}
+
+void rebinder::check_doubtful(const graph_image& next, const call_key& key, round& r) const {
+  for (const auto& [s, after] : r.doubtful) {
     const unit& u = units_[s.unit];
     const auto& a = image_.nodes[s.node].bytes;
     const auto& b = next.nodes[s.node].bytes;
-    const auto& c = covered[s.node];
+    const auto& c = r.covered[s.node];
     bool explained = !c.empty();
     for (std::size_t j = s.offset; explained && j < s.offset + s.width && j < a.size() && j < b.size() && j < c.size();
          ++j)
@@ -447,100 +429,110 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
     if (explained) continue;
     const std::uint64_t predicted_after =
         mask(key_word(key, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
-    contradictions.emplace_back(
+    r.contradictions.emplace_back(
         u.entry, fmt::format("node {} {} holds {:#x} where argument {} predicts {:#x}: the callable transforms the "
                              "value",
                              s.node, field_name(s.node, s.offset, s.width), after, u.position, predicted_after));
   }
+}
+
+void rebinder::find_uncovered(const graph_image& next, round& r) const {
   for (std::size_t n = 0; n < next.nodes.size(); ++n) {
-    if (covered[n].empty()) continue;
+    if (r.covered[n].empty()) continue;
     const auto& a = image_.nodes[n].bytes;
     const auto& b = next.nodes[n].bytes;
     for (std::size_t j = 0; j < b.size(); ++j)
-      if (a[j] != b[j] && covered[n][j] == 0) {
-        unexplained.push_back(fmt::format("node {} {} changed and no argument's word explains it", n,
-                                          field_name(n, static_cast<std::uint32_t>(j), 0)));
+      if (a[j] != b[j] && r.covered[n][j] == 0) {
+        r.unexplained.push_back(fmt::format("node {} {} changed and no argument's word explains it", n,
+                                            field_name(n, static_cast<std::uint32_t>(j), 0)));
         break;
       }
   }
-  for (auto& [entry, why] : contradictions) give_up(entry, std::move(why));
+}
 
-  std::string note;
-  auto add_note = [&](const std::string& text) { note += (note.empty() ? "" : "; ") + text; };
-  std::vector<std::pair<std::size_t, std::string>> verified_notes; // said once the overlap check below kept them
-  // Entries whose changed words were all 0 before were not looked for (zero is everywhere): their fields show as
-  // unexplained changes this time, and are looked for with their new values below.
-  std::vector<std::size_t> zero_born;
-  for (std::size_t i : changed_entries) {
+std::vector<std::size_t> rebinder::zero_born(const round& r) const {
+  std::vector<std::size_t> out;
+  for (std::size_t i : r.changed_entries) {
     bool all_zero = arguments_[i].state != binding_state::recaptured;
     for (std::size_t k = 0; all_zero && k < units_.size(); ++k)
-      if (units_[k].entry == i && unit_changed[k] && key_word(key_, i, units_[k].offset, units_[k].width) != 0)
+      if (units_[k].entry == i && r.unit_changed[k] && key_word(key_, i, units_[k].offset, units_[k].width) != 0)
         all_zero = false;
-    if (all_zero) zero_born.push_back(i);
+    if (all_zero) out.push_back(i);
   }
-  if (!unexplained.empty() && !zero_born.empty()) {
-    std::string list;
-    for (std::size_t i : zero_born) list += fmt::format("{}{}", list.empty() ? "" : ", ", arguments_[i].position);
-    add_note(fmt::format("not verified: argument(s) {} were 0 before (not looked for); learnt at the next change",
-                         list));
-  } else if (!unexplained.empty()) {
-    // Changed arguments that re-capture (declared so, given up before, or just now) may be what changed: the others
-    // are then not verified this time, but not blamed either.
-    std::vector<std::size_t> live;
-    std::vector<std::size_t> others;
-    for (std::size_t i : changed_entries)
-      (arguments_[i].state != binding_state::recaptured ? live : others).push_back(i);
-    auto positions = [&](const std::vector<std::size_t>& entries) {
-      std::string list;
-      for (std::size_t i : entries) list += fmt::format("{}{}", list.empty() ? "" : ", ", arguments_[i].position);
-      return list;
-    };
-    if (live.size() == 1 && others.empty()) {
-      give_up(live[0], fmt::format("a change of it is not explained by where it is embedded: {}", unexplained[0]));
-    } else if (!live.empty() && !others.empty()) {
-      add_note(fmt::format("not verified: argument(s) {} changed together with argument(s) {}, which re-capture, "
-                           "and {}",
-                           positions(live), positions(others), unexplained[0]));
-    } else if (!live.empty()) {
-      add_note(fmt::format("not verified: arguments {} changed together and {}", positions(live), unexplained[0]));
-      for (std::size_t i : live)
-        if (++unexplained_rounds_[i] >= max_unexplained_rounds)
-          give_up(i, fmt::format("changed together with other arguments {} times without the changes being "
-                                 "explained ({})",
-                                 max_unexplained_rounds, unexplained[0]));
-    }
-  } else {
-    for (std::size_t k = 0; k < units_.size(); ++k)
-      if (unit_changed[k]) {
-        ++units_[k].rounds;
-        units_[k].pending = false; // its fields confirmed or dropped by this re-capture
-      }
-    for (std::size_t i : changed_entries) {
-      auto& a = arguments_[i];
-      if (a.state == binding_state::recaptured) continue;
-      const bool reaches = std::any_of(sites_.begin(), sites_.end(), [&](const site& s) {
-        return s.confirmed && units_[s.unit].entry == i;
-      });
-      if (!reaches) {
-        give_up(i, "it changed but no node field holds it: the callable uses it on the host or transforms it (e.g. "
-                   "writes it into memory the graph reads)");
-        continue;
-      }
-      const bool verified = std::all_of(units_.begin(), units_.end(), [&](const unit& u) {
-        return u.entry != i || !unit_changed[&u - units_.data()] || unit_verified(u);
-      });
-      if (verified && a.state == binding_state::learning) {
-        a.state = binding_state::patched;
-        std::size_t count = 0;
-        for (const auto& s : sites_) count += s.confirmed && units_[s.unit].entry == i ? 1 : 0;
-        a.reason = fmt::format("verified at call with {} {} change: {} site(s)", kind_word(a.kind),
-                               a.kind == argument_kind::bytes ? "value" : "its", count);
-        verified_notes.emplace_back(
-            i, fmt::format("argument {} verified ({} node field(s)): patched in place from now on", a.position, count));
-      }
-    }
-  }
+  return out;
+}
 
+std::string rebinder::positions_of(const std::vector<std::size_t>& entries) const {
+  std::string list;
+  for (std::size_t i : entries) list += fmt::format("{}{}", list.empty() ? "" : ", ", arguments_[i].position);
+  return list;
+}
+
+void rebinder::blame_unexplained(round& r) {
+  // Changed arguments that re-capture (declared so, given up before, or just now) may be what changed: the others
+  // are then not verified this time, but not blamed either.
+  std::vector<std::size_t> live;
+  std::vector<std::size_t> others;
+  for (std::size_t i : r.changed_entries)
+    (arguments_[i].state != binding_state::recaptured ? live : others).push_back(i);
+  const std::string& first = r.unexplained[0];
+  if (live.size() == 1 && others.empty()) {
+    give_up(live[0], fmt::format("a change of it is not explained by where it is embedded: {}", first));
+  } else if (!live.empty() && !others.empty()) {
+    r.add_note(fmt::format("not verified: argument(s) {} changed together with argument(s) {}, which re-capture, and {}",
+                           positions_of(live), positions_of(others), first));
+  } else if (!live.empty()) {
+    r.add_note(fmt::format("not verified: arguments {} changed together and {}", positions_of(live), first));
+    for (std::size_t i : live)
+      if (++unexplained_rounds_[i] >= max_unexplained_rounds)
+        give_up(i, fmt::format("changed together with other arguments {} times without the changes being "
+                               "explained ({})",
+                               max_unexplained_rounds, first));
+  }
+}
+
+void rebinder::verify_changed(round& r) {
+  for (std::size_t k = 0; k < units_.size(); ++k)
+    if (r.unit_changed[k]) {
+      ++units_[k].rounds;
+      units_[k].pending = false; // its fields confirmed or dropped by this re-capture
+    }
+  for (std::size_t i : r.changed_entries) {
+    auto& a = arguments_[i];
+    if (a.state == binding_state::recaptured) continue;
+    const auto confirmed_here = [&](const site& s) { return s.confirmed && units_[s.unit].entry == i; };
+    if (std::none_of(sites_.begin(), sites_.end(), confirmed_here)) {
+      give_up(i, "it changed but no node field holds it: the callable uses it on the host or transforms it (e.g. "
+                 "writes it into memory the graph reads)");
+      continue;
+    }
+    const bool verified = std::all_of(units_.begin(), units_.end(), [&](const unit& u) {
+      return u.entry != i || !r.unit_changed[static_cast<std::size_t>(&u - units_.data())] || unit_verified(u);
+    });
+    if (!verified || a.state != binding_state::learning) continue;
+    a.state = binding_state::patched;
+    const auto count = static_cast<std::size_t>(std::count_if(sites_.begin(), sites_.end(), confirmed_here));
+    a.reason = fmt::format("verified at call with {} {} change: {} site(s)", kind_word(a.kind),
+                           a.kind == argument_kind::bytes ? "value" : "its", count);
+    r.verified.emplace_back(
+        i, fmt::format("argument {} verified ({} node field(s)): patched in place from now on", a.position, count));
+  }
+}
+
+void rebinder::judge(round& r) {
+  const std::vector<std::size_t> zero = zero_born(r);
+  if (!r.unexplained.empty() && !zero.empty())
+    // Entries whose changed words were all 0 before were not looked for (zero is everywhere): their fields show as
+    // unexplained changes this time, and are looked for with their new values (rescan).
+    r.add_note(fmt::format("not verified: argument(s) {} were 0 before (not looked for); learnt at the next change",
+                           positions_of(zero)));
+  else if (!r.unexplained.empty())
+    blame_unexplained(r);
+  else
+    verify_changed(r);
+}
+
+void rebinder::refuse_overlaps() {
   // One field may not hold two arguments, nor two words of one: a patch of one would overwrite the other. Every
   // earlier site that may reach a site's bytes is compared with it (words are at most 8 bytes), not only the one
   // before it: an 8-byte word can overlap a 4-byte one that follows another at its own offset.
@@ -555,24 +547,32 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
       const site& y = *confirmed[k];
       if (x.node != y.node || x.offset + 8 <= y.offset) break;
       if (y.offset >= x.offset + x.width || same_bytes(x, y)) continue;
-      const unit& ux = units_[x.unit];
-      const unit& uy = units_[y.unit];
-      const std::string why =
-          ux.entry != uy.entry
-              ? fmt::format("node {} {} holds arguments {} and {} in the same bytes", x.node,
-                            field_name(x.node, y.offset, y.width), ux.position, uy.position)
-              : fmt::format("node {} {} holds bytes {}..{} and {}..{} of argument {} in the same bytes", x.node,
-                            field_name(x.node, y.offset, y.width), ux.offset, ux.offset + ux.width - 1, uy.offset,
-                            uy.offset + uy.width - 1, ux.position);
-      give_up(ux.entry, why);
-      give_up(uy.entry, why);
+      const std::string why = overlap_reason(x, y);
+      give_up(units_[x.unit].entry, why);
+      give_up(units_[y.unit].entry, why);
     }
-  for (const auto& [i, text] : verified_notes)
-    if (arguments_[i].state != binding_state::recaptured) add_note(text);
-  for (std::size_t i : changed_entries)
-    if (arguments_[i].state == binding_state::recaptured && !arguments_[i].reason.empty())
-      add_note(fmt::format("argument {} re-captures from now on: {}", arguments_[i].position, arguments_[i].reason));
+}
 
+std::string rebinder::overlap_reason(const site& x, const site& y) const {
+  const unit& ux = units_[x.unit];
+  const unit& uy = units_[y.unit];
+  if (ux.entry != uy.entry)
+    return fmt::format("node {} {} holds arguments {} and {} in the same bytes", x.node,
+                       field_name(x.node, y.offset, y.width), ux.position, uy.position);
+  return fmt::format("node {} {} holds bytes {}..{} and {}..{} of argument {} in the same bytes", x.node,
+                     field_name(x.node, y.offset, y.width), ux.offset, ux.offset + ux.width - 1, uy.offset,
+                     uy.offset + uy.width - 1, ux.position);
+}
+
+void rebinder::note_outcome(round& r) const {
+  for (const auto& [i, text] : r.verified)
+    if (arguments_[i].state != binding_state::recaptured) r.add_note(text);
+  for (std::size_t i : r.changed_entries)
+    if (arguments_[i].state == binding_state::recaptured && !arguments_[i].reason.empty())
+      r.add_note(fmt::format("argument {} re-captures from now on: {}", arguments_[i].position, arguments_[i].reason));
+}
+
+void rebinder::adopt(graph_image next, const call_key& key, const range_query& ranges, round& r) {
   // Words without a site (zero before, or never embedded as they were) are looked for again with their new values.
   std::vector<bool> which(units_.size(), false);
   std::vector<bool> has_site(units_.size(), false);
@@ -582,14 +582,41 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
   scan(next, key, ranges, which);
   // Fields that changed without a confirmed site explaining them and now hold a binding argument's word (the
   // callable passes it there on a path another argument chose): not patched until a re-capture confirms them.
-  for (const auto& line : watch_fields(image_, next, key, ranges, covered)) add_note(line);
-
+  for (const auto& line : watch_fields(image_, next, key, ranges, r.covered)) r.add_note(line);
   image_ = std::move(next);
   key_ = key;
   stale_ = false; // `next` is what the executable graph runs now
   touched_flag_.assign(image_.nodes.size(), 0);
   index_sites();
-  return note;
+}
+
+std::string rebinder::learn(graph_image next, const call_key& key, const recapture_facts& facts,
+                            const range_query& ranges) {
+  if (!started_) {
+    start(std::move(next), key, ranges);
+    return {};
+  }
+  if (!same_structure(next, key)) {
+    const bool layout = same_layout(key, key_);
+    start(std::move(next), key, ranges);
+    return layout ? "the graph's nodes changed: where arguments are embedded is learnt again"
+                  : "an argument's kind or size changed: where arguments are embedded is learnt again";
+  }
+  // What changed (words of arguments, bytes of nodes); every site against the prediction; what no site explains.
+  round r = compare_round(next, key, facts);
+  check_sites(next, key, r);
+  // A candidate whose field changed to another value than predicted transforms the argument, unless every changed
+  // byte of it is explained by another word that changed (another argument in the same allocation, another view of
+  // the same value): then it was that word's field, and is dropped.
+  check_doubtful(next, key, r);
+  find_uncovered(next, r);
+  for (auto& [entry, why] : r.contradictions) give_up(entry, std::move(why));
+  // Verify, or blame, the arguments that changed; no field may hold two of them.
+  judge(r);
+  refuse_overlaps();
+  note_outcome(r);
+  adopt(std::move(next), key, ranges, r);
+  return r.note;
 }
 
 bool rebinder::can_learn(const call_key& from, const call_key& to) const {

@@ -20,6 +20,7 @@
 
 #include "conveyor/assembly/graphed_types.hpp"
 #include "conveyor/define/node_kind.hpp"
+#include "kinds/fields.hpp"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -34,26 +35,9 @@
 
 namespace conveyor::detail {
 
-//! What one node of a captured graph holds, as rebind reads and patches it.
-struct node_image {
-  node_kind kind = node_kind::other;
-  //! Kernel (arguments readable), memcpy between addresses or memset: `bytes` can be patched.
-  bool patchable = false;
-  //! Parameters that must stay equal between captures (function, launch shape, sizes), as bytes.
-  std::vector<unsigned char> fixed;
-  //! Patchable bytes: kernel argument bytes at their offsets; memcpy source | destination; memset destination |
-  //! value (4-byte elements only).
-  std::vector<unsigned char> bytes;
-  //! (offset, size) of each parameter inside `bytes` (kernel parameters; memcpy: source, destination; memset:
-  //! destination, value).
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> fields;
-  //! For applying patches: the parameter blocks read from the node (pointers in them are replaced before use).
-  CUDA_KERNEL_NODE_PARAMS kernel{};
-  cudaMemcpy3DParms copy{};
-  cudaMemsetParams fill{};
-  //! Kernel nodes: pointers to each parameter inside `bytes` (filled when a patch is applied).
-  std::vector<void*> argument_pointers;
-};
+//! What one node of a captured graph holds, as rebind reads and patches it: the node's fields as its kind reads
+//! them (kinds/fields.hpp).
+using node_image = node_fields;
 
 //! A graph as rebind sees it: its nodes in creation order.
 struct graph_image {
@@ -170,7 +154,46 @@ private:
   std::vector<std::string> watch_fields(const graph_image& before, const graph_image& after, const call_key& key,
                                         const range_query& ranges,
                                         const std::vector<std::vector<std::uint8_t>>& covered);
+  // watch_fields' per-unit cache: 0 not looked at yet, 1 looked for (value, range), 2 not looked for.
+  struct word_lookup {
+    std::vector<std::uint8_t> looked;
+    std::vector<std::uint64_t> value;
+    std::vector<std::optional<std::pair<std::uint64_t, std::uint64_t>>> range;
+    // The changed word `w` holds unit `k`'s value (or an address in its allocation).
+    bool holds(std::uint32_t k, const unit& u, std::uint64_t w, const rebinder& rb, const call_key& key,
+               const range_query& ranges);
+  };
+  // The changed word `w` at bytes `at`..+`width` of node `n`: a candidate site of every unit it holds.
+  void watch_word(std::uint32_t n, std::uint32_t at, std::uint32_t width, std::uint64_t w, const call_key& key,
+                  const range_query& ranges, word_lookup& lookup, std::vector<std::string>& lines);
   void give_up(std::size_t entry, std::string reason);
+  // learn()'s phases over one re-capture, which share a round: what changed and what explains it.
+  struct round {
+    std::vector<bool> unit_changed;                 // per unit: its word changed between the keys
+    std::vector<std::size_t> changed_entries;       // binding entries that changed
+    std::vector<std::string> unexplained;           // changes of the graph no argument explains
+    std::vector<std::vector<std::uint8_t>> covered; // per node whose bytes changed: the bytes confirmed sites explain
+    std::vector<std::pair<std::size_t, std::string>> contradictions; // (entry, why): a site broke its promise
+    std::vector<std::pair<site, std::uint64_t>> doubtful; // candidates that changed otherwise than predicted, to what
+    std::vector<std::pair<std::size_t, std::string>> verified; // (entry, note): verified in this round
+    std::string note;                               // what learn() returns
+    void add_note(const std::string& text);
+  };
+  [[nodiscard]] round compare_round(const graph_image& next, const call_key& key, const recapture_facts& facts) const;
+  void check_site(site s, const graph_image& next, const call_key& key, round& r, std::vector<site>& kept) const;
+  void check_sites(const graph_image& next, const call_key& key, round& r);
+  void check_doubtful(const graph_image& next, const call_key& key, round& r) const;
+  void find_uncovered(const graph_image& next, round& r) const;
+  // Changed entries whose changed words were all 0 before: not looked for (zero is everywhere).
+  [[nodiscard]] std::vector<std::size_t> zero_born(const round& r) const;
+  [[nodiscard]] std::string positions_of(const std::vector<std::size_t>& entries) const;
+  void blame_unexplained(round& r);
+  void verify_changed(round& r);
+  void judge(round& r);
+  void refuse_overlaps();
+  [[nodiscard]] std::string overlap_reason(const site& x, const site& y) const;
+  void note_outcome(round& r) const;
+  void adopt(graph_image next, const call_key& key, const range_query& ranges, round& r);
   void index_sites();
   // Same nodes (count, kinds, patchable fields) as the image, and a key of the same entries (kinds and sizes).
   [[nodiscard]] bool same_structure(const graph_image& other, const call_key& key) const noexcept;
@@ -191,10 +214,6 @@ private:
   std::vector<std::size_t> touched_;
   std::vector<std::uint8_t> touched_flag_;
 };
-
-//! The word of `width` bytes (at most 8) at `offset` of `bytes`, zero-extended; 0 when it lies past the end.
-[[nodiscard]] std::uint64_t read_word(const std::vector<unsigned char>& bytes, std::uint32_t offset,
-                                      std::uint32_t width) noexcept;
 
 //! The word of `width` bytes at `offset` of entry `entry` of `key` (little-endian), zero-extended.
 [[nodiscard]] std::uint64_t key_word(const call_key& key, std::size_t entry, std::uint32_t offset,

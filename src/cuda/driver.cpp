@@ -57,6 +57,18 @@ CUresult kernel_node_get_attribute(CUgraphNode node, CUlaunchAttributeID id, CUl
   return fn != nullptr ? fn(node, id, value) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult add_kernel_node(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count,
+                         const CUDA_KERNEL_NODE_PARAMS* params) {
+  static auto fn = entry<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                      const CUDA_KERNEL_NODE_PARAMS*)>("cuGraphAddKernelNode");
+  return fn != nullptr ? fn(node, graph, deps, count, params) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult kernel_node_copy_attributes(CUgraphNode dst, CUgraphNode src) {
+  static auto fn = entry<CUresult (*)(CUgraphNode, CUgraphNode)>("cuGraphKernelNodeCopyAttributes");
+  return fn != nullptr ? fn(dst, src) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult graph_node_get_type(CUgraphNode node, CUgraphNodeType* type) {
   static auto fn = entry<CUresult (*)(CUgraphNode, CUgraphNodeType*)>("cuGraphNodeGetType");
   return fn != nullptr ? fn(node, type) : CUDA_ERROR_NOT_SUPPORTED;

@@ -15,6 +15,9 @@ CUresult kernel_get_name(const char** name, CUkernel kernel);
 CUresult func_get_param_info(CUfunction function, size_t index, size_t* offset, size_t* size);
 CUresult kernel_get_param_info(CUkernel kernel, size_t index, size_t* offset, size_t* size);
 CUresult kernel_node_get_attribute(CUgraphNode node, CUlaunchAttributeID id, CUlaunchAttributeValue* value);
+CUresult add_kernel_node(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count,
+                         const CUDA_KERNEL_NODE_PARAMS* params);
+CUresult kernel_node_copy_attributes(CUgraphNode dst, CUgraphNode src);
 CUresult graph_node_get_type(CUgraphNode node, CUgraphNodeType* type);
 CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr pointer);
 // The device of context `ctx` (cuCtxGetDevice_v2, CUDA 13; older drivers: cuCtxPushCurrent, cuCtxGetDevice,

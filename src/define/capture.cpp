@@ -268,13 +268,18 @@ capture_session::capture_session(graph& target, const stream& s, const node_list
   begin_checks(options, caller_stack(__builtin_frame_address(0)), s.device());
 }
 
+namespace detail {
+bool is_conditional_body(const graph& g) noexcept { return access::state(g)->conditional_body; }
+} // namespace detail
+
 void capture_session::begin_checks(const capture_options& options, std::uintptr_t frame, int device) {
   frame_ = frame;
   host_memory_ = options.host_memory;
   if (!options.catch_default_streams || default_stream(stream_)) return;
   // Not for a conditional body: the check makes CUDA invalidate the capture of a legacy-stream launch, and an
   // invalidated capture into a conditional body corrupts CUDA 13.0's state (driver 580, H200: destroying the parent
-  // graph, or later calls, crash), which no check may risk.
+  // graph, or later calls, crash), which no check may risk. capture_into checks a body's callable by a dry run into
+  // a graph of its own first.
   if (target_ != nullptr && detail::access::state(*target_)->conditional_body) return;
   // The per-thread default stream of the capture's device joins the capture with no dependency: a launch on it
   // becomes a node of a branch nothing joins, and a launch on the legacy stream (which synchronises with every

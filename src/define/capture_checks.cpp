@@ -34,13 +34,6 @@ std::pair<std::uintptr_t, std::uintptr_t> thread_stack() noexcept {
   return bounds;
 }
 
-// One host address a node holds.
-struct host_use {
-  const void* address = nullptr;
-  std::size_t bytes = 0;
-  std::string_view role; // "source", "destination", "data pointer"
-};
-
 std::string fix_text(bool copy) {
   return copy ? "copy from (or into) a page-locked buffer that lives as long as the graph (cudaMallocHost; hand "
                 "its owner to the graph with graph::keep_alive), or pass a scalar as a kernel argument instead"
@@ -49,7 +42,7 @@ std::string fix_text(bool copy) {
 }
 
 [[noreturn]] void refuse_returned(const graph_state* names, cudaGraphNode_t n, std::size_t position,
-                                  const host_use& use, bool copy) {
+                                  const host_address& use, bool copy) {
   throw std::invalid_argument(fmt::format(
       "conveyor::capture: node {} ({}) holds host address {} as its {}{}: it lies on the capturing thread's "
       "stack, in a stack frame that returned before the capture ended (a local variable or temporary of the "
@@ -57,10 +50,6 @@ std::string fix_text(bool copy) {
       "code saw. Fix: {}",
       position, node_name(names, n), use.address, use.role,
       use.bytes != 0 ? fmt::format(" ({} B)", use.bytes) : std::string(), fix_text(copy)));
-}
-
-std::size_t copy_bytes(const cudaMemcpy3DParms& p) {
-  return p.extent.width * std::max<std::size_t>(p.extent.height, 1) * std::max<std::size_t>(p.extent.depth, 1);
 }
 
 [[noreturn]] void refuse_in_body(const graph_state* names, cudaGraphNode_t n, std::size_t position, node_kind kind) {
@@ -83,56 +72,46 @@ struct walker {
   host_memory_check check;
   bool body = false; // the graph is a conditional node's body: only kinds CUDA allows there
 
-  void copy_node(cudaGraphNode_t n, std::size_t position) const {
-    cudaMemcpy3DParms p{};
-    check_with(cudaGraphMemcpyNodeGetParams(n, &p), "cudaGraphMemcpyNodeGetParams",
-               [&] { return fmt::format("node {} ({})", position, node_name(names, n)); });
-    const std::size_t bytes = copy_bytes(p);
-    const host_use uses[] = {{p.srcArray == nullptr ? p.srcPtr.ptr : nullptr, bytes, "source"},
-                             {p.dstArray == nullptr ? p.dstPtr.ptr : nullptr, bytes, "destination"}};
-    for (const host_use& u : uses) {
-      if (u.address == nullptr) continue;
-      if (gone.holds(u.address)) refuse_returned(names, n, position, u, true);
-      if (check == host_memory_check::returned_frames) continue;
-      bool pageable = false;
-      if (memory_side(u.address, &pageable) != 'H' || !pageable) continue;
-      if (check == host_memory_check::refuse_pageable)
-        throw std::invalid_argument(fmt::format(
-            "conveyor::capture: node {} ({}) copies {} B with pageable host memory {} as its {}: a replay reads or "
-            "writes it when the copy runs, after the capturing code has moved on, and CUDA copies pageable memory "
-            "through a staging buffer (host_memory_check::refuse_pageable). Fix: {}",
-            position, node_name(names, n), u.bytes, u.address, u.role, fix_text(true)));
-      if (owner != nullptr)
-        owner->pageable.push_back({position, node_name(names, n), u.address, u.bytes, u.role == "source"});
-    }
+  // A host address node `n` holds: refused when it lies in a returned stack frame; a pageable copy side is refused
+  // or recorded as the check asks.
+  void check_host_address(cudaGraphNode_t n, std::size_t position, const host_address& u) const {
+    if (gone.holds(u.address)) refuse_returned(names, n, position, u, u.copied);
+    if (!u.copied || check == host_memory_check::returned_frames) return;
+    bool pageable = false;
+    if (memory_side(u.address, &pageable) != 'H' || !pageable) return;
+    if (check == host_memory_check::refuse_pageable)
+      throw std::invalid_argument(fmt::format(
+          "conveyor::capture: node {} ({}) copies {} B with pageable host memory {} as its {}: a replay reads or "
+          "writes it when the copy runs, after the capturing code has moved on, and CUDA copies pageable memory "
+          "through a staging buffer (host_memory_check::refuse_pageable). Fix: {}",
+          position, node_name(names, n), u.bytes, u.address, u.role, fix_text(true)));
+    if (owner != nullptr)
+      owner->pageable.push_back({position, node_name(names, n), u.address, u.bytes, u.role == "source"});
   }
 
-  void host_node(cudaGraphNode_t n, std::size_t position) const {
-    cudaHostNodeParams p{};
-    check_with(cudaGraphHostNodeGetParams(n, &p), "cudaGraphHostNodeGetParams",
-               [&] { return fmt::format("node {} ({})", position, node_name(names, n)); });
-    if (p.userData != nullptr && gone.holds(p.userData))
-      refuse_returned(names, n, position, {p.userData, 0, "data pointer"}, false);
+  // The host addresses of node `n` (its kind's host_addresses), and the graph it embeds (walked with positions of
+  // its own).
+  void check_node(cudaGraphNode_t n, std::size_t position, const kind_traits& traits) const {
+    const auto where = [&] { return fmt::format("node {} ({})", position, node_name(names, n)); };
+    if (traits.host_addresses != nullptr) {
+      std::vector<host_address> uses;
+      check_with(traits.host_addresses(n, uses), "reading a node's host addresses", where);
+      for (const host_address& u : uses) check_host_address(n, position, u);
+    }
+    if (traits.embedded_graph != nullptr) {
+      cudaGraph_t child = nullptr;
+      check_with(traits.embedded_graph(n, &child), "reading a node's embedded graph", where);
+      walker{nullptr, nullptr, gone, check, false}.walk(child, 0);
+    }
   }
 
   void walk(cudaGraph_t g, std::size_t first) const {
     const auto nodes = graph_nodes(g);
     for (std::size_t i = first; i < nodes.size(); ++i) {
       const node_kind kind = kind_of(nodes[i]);
-      if (body && !traits_of(kind).allowed_in_body) refuse_in_body(names, nodes[i], i, kind);
-      if (check == host_memory_check::off) continue;
-      switch (kind) {
-      case node_kind::memcpy: copy_node(nodes[i], i); break;
-      case node_kind::host: host_node(nodes[i], i); break;
-      case node_kind::child_graph: {
-        cudaGraph_t child = nullptr;
-        check_with(cudaGraphChildGraphNodeGetGraph(nodes[i], &child), "cudaGraphChildGraphNodeGetGraph",
-                   [&] { return fmt::format("node {}", i); });
-        walker{nullptr, nullptr, gone, check, false}.walk(child, 0); // positions are the child's own
-        break;
-      }
-      default: break;
-      }
+      const kind_traits& traits = traits_of(kind);
+      if (body && !traits.allowed_in_body) refuse_in_body(names, nodes[i], i, kind);
+      if (check != host_memory_check::off) check_node(nodes[i], i, traits);
     }
   }
 };

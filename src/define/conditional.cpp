@@ -43,8 +43,9 @@ int required_cuda_version(conditional_kind kind) noexcept {
   return kind == conditional_kind::if_then || kind == conditional_kind::while_loop ? 12040 : 12080;
 }
 
-condition make_condition(graph& g, unsigned default_value, bool reset_each_launch) {
+condition make_condition(graph& g, unsigned default_value, condition_reset reset) {
   require_version(12040, "cudaGraphConditionalHandleCreate");
+  const bool reset_each_launch = reset == condition_reset::each_launch;
   condition c;
   c.default_value = default_value;
   c.reset_each_launch = reset_each_launch;
@@ -81,7 +82,7 @@ conditional_node add_conditional(graph& g, const node_list& deps, conditional_ki
   }
   auto [n, body_handles] = detail::add_conditional(g.get(), deps.handles(), cond.handle, type, size);
   conditional_node out{g.wrap(n), cond, {}};
-  detail::conditional_info info{cond.handle, type, size, {}};
+  detail::conditional_info info{cond.handle, type, size, {}, cond.default_value, cond.reset_each_launch};
   for (cudaGraph_t body : body_handles) {
     auto body_state = std::make_shared<detail::graph_state>();
     body_state->handle = body;

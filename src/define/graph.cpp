@@ -171,6 +171,14 @@ node graph::memcpy_2d(const node_list& deps, void* dst, std::size_t dst_pitch, c
   return wrap(detail::add_memcpy_2d(get(), handles, dst, dst_pitch, src, src_pitch, width_bytes, height, kind));
 }
 
+void graph::throw_wide_memset(std::size_t bytes) {
+  throw std::invalid_argument(fmt::format(
+      "conveyor::graph::memset: CUDA's memset nodes set elements of 1, 2 or 4 bytes, and this {}-byte value's two "
+      "4-byte halves differ, so no 4-byte pattern writes it; set it with a kernel, or copy it from a buffer filled "
+      "once",
+      bytes));
+}
+
 node graph::memset_2d(const node_list& deps, void* dst, std::size_t pitch, unsigned value, unsigned element_size,
                       std::size_t width, std::size_t height) {
   if (element_size != 1 && element_size != 2 && element_size != 4)

@@ -9,6 +9,7 @@
 #include "conveyor/error.hpp"
 #include "cuda/check.hpp"
 #include "execute/graph_exec_impl.hpp"
+#include "kinds/kind.hpp"
 #include "kinds/kinds.hpp"
 #include "kinds/node_name.hpp"
 #include "kinds/walk.hpp"
@@ -25,6 +26,7 @@ namespace conveyor {
 namespace {
 
 using detail::access;
+using detail::traits_of;
 
 // ---- rules over a description ----------------------------------------------------------------------------------
 
@@ -40,61 +42,11 @@ std::string node_path(const std::string& parent, const node_description& n) {
   return parent.empty() ? name : fmt::format("{} > {}", parent, name);
 }
 
-//! Why a node of `kind` cannot be in a device graph, and what to do instead; {"", ""} for the kinds allowed
-//! (kernel, memcpy, memset, child graph). A switch without default: a new kind must say where it stands.
-std::pair<std::string_view, std::string_view> kind_rule(node_kind kind) {
-  switch (kind) {
-  case node_kind::kernel:
-  case node_kind::memcpy:
-  case node_kind::memset:
-  case node_kind::child_graph: return {};
-  case node_kind::host:
-    return {"a host node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph nodes; "
-            "a host node runs on a CPU thread)",
-            "do the host work in a host graph launched before or after the device graph, or in a kernel"};
-  case node_kind::empty:
-    return {"an empty node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph "
-            "nodes); Conveyor's builder also adds one for a copy or memset of size 0",
-            "join with direct edges instead of an empty node, and give copies and memsets a non-zero size"};
-  case node_kind::event_wait:
-  case node_kind::event_record:
-    return {"an event node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph "
-            "nodes)",
-            "order the work with edges inside the graph; record or wait for events on the stream around the host "
-            "launch that starts the device work"};
-  case node_kind::ext_semaphore_signal:
-  case node_kind::ext_semaphore_wait:
-    return {"an external semaphore node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
-            "child-graph nodes)",
-            "signal or wait for the semaphore in a host graph, or on the stream around the launch"};
-  case node_kind::mem_alloc:
-  case node_kind::mem_free:
-    return {"a memory allocation or free node cannot be in a device graph (CUDA allows only kernel, memcpy, memset "
-            "and child-graph nodes)",
-            "allocate before instantiating (cudaMalloc, or cudaMallocAsync outside the graph) and pass the pointer; "
-            "free after the last launch"};
-  case node_kind::batch_mem_op:
-    return {"a batch memory operation node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
-            "child-graph nodes)",
-            "do the memory operations in a kernel (atomics, volatile stores) or in a host graph"};
-  case node_kind::conditional:
-    return {"a conditional node (IF / WHILE / SWITCH) cannot be in a device graph (CUDA allows only kernel, memcpy, "
-            "memset and child-graph nodes)",
-            "decide on the device with launches of other device graphs instead (conveyor::device::launch_graph, "
-            "tail_launch; a loop: conveyor::device::add_relaunch), or keep the conditional node in a host graph"};
-  case node_kind::other:
-    return {"a node of a kind this version of Conveyor does not know cannot be checked, and CUDA allows only kernel, "
-            "memcpy, memset and child-graph nodes in a device graph",
-            "replace it by kernel, memcpy, memset or child-graph nodes"};
-  }
-  return {"an unknown node kind", "replace it by kernel, memcpy, memset or child-graph nodes"};
-}
-
-//! Kernel, memcpy and memset nodes in `d`, child graphs included.
+//! Work nodes (kernel, memcpy, memset: kind_traits::work) in `d`, child graphs included.
 std::size_t work_nodes(const graph_description& d) {
   std::size_t count = 0;
   for (const auto& n : d.nodes) {
-    if (n.kind == node_kind::kernel || n.kind == node_kind::memcpy || n.kind == node_kind::memset) ++count;
+    if (traits_of(n.kind).work) ++count;
     if (n.kind == node_kind::child_graph)
       for (const auto& body : n.bodies) count += work_nodes(body);
   }
@@ -104,8 +56,8 @@ std::size_t work_nodes(const graph_description& d) {
 void check_nodes(const graph_description& d, const std::string& parent, std::vector<device_launch_violation>& out) {
   for (const auto& n : d.nodes) {
     const std::string where = node_path(parent, n);
-    if (auto [rule, fix] = kind_rule(n.kind); !rule.empty())
-      out.push_back({where, n.kind, std::string(rule), std::string(fix)});
+    if (const auto& rule = traits_of(n.kind).device_launch; !rule.refusal.empty())
+      out.push_back({where, n.kind, std::string(rule.refusal), std::string(rule.fix)});
     if (n.kind == node_kind::memcpy && n.pageable_host)
       out.push_back({where, n.kind,
                      fmt::format("a copy in a device graph may involve only device memory and pinned, device-mapped "

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -150,25 +152,11 @@ cudaError_t patch_node(graph_exec& e, std::size_t position, Setter set) {
 }
 } // namespace
 
-cudaError_t patch_kernel(graph_exec& e, std::size_t position, const CUDA_KERNEL_NODE_PARAMS& params) {
-  return patch_node(e, position, [&](cudaGraphExec_t exec, cudaGraphNode_t origin) {
-    return driver::exec_kernel_node_set_params(reinterpret_cast<CUgraphExec>(exec),
-                                               reinterpret_cast<CUgraphNode>(origin), &params) == CUDA_SUCCESS
-               ? cudaSuccess
-               : cudaErrorInvalidValue;
-  });
-}
-
-cudaError_t patch_memcpy(graph_exec& e, std::size_t position, const cudaMemcpy3DParms& params) {
-  return patch_node(e, position, [&](cudaGraphExec_t exec, cudaGraphNode_t origin) {
-    return cleared(cudaGraphExecMemcpyNodeSetParams(exec, origin, &params));
-  });
-}
-
-cudaError_t patch_memset(graph_exec& e, std::size_t position, const cudaMemsetParams& params) {
-  return patch_node(e, position, [&](cudaGraphExec_t exec, cudaGraphNode_t origin) {
-    return cleared(cudaGraphExecMemsetNodeSetParams(exec, origin, &params));
-  });
+cudaError_t patch_fields(graph_exec& e, std::size_t position, node_fields& fields) {
+  const auto set = traits_of(fields.kind).set_fields;
+  if (set == nullptr || !fields.patchable) return cudaErrorInvalidValue;
+  return patch_node(e, position,
+                    [&](cudaGraphExec_t exec, cudaGraphNode_t origin) { return set(exec, origin, fields); });
 }
 
 const std::shared_ptr<graph_state>& current_graph(const graph_exec& e) noexcept {
@@ -229,11 +217,23 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
 }
 
 graph_exec::graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_state> state) noexcept
-    : handle_(handle), impl_(std::move(state)) {}
+    : handle_(handle), step_launches_(detail::step_through_requested()), impl_(std::move(state)) {}
 
 graph_exec::graph_exec(graph_exec&& other) noexcept
     : handle_(std::exchange(other.handle_, nullptr)), tracks_launches_(std::exchange(other.tracks_launches_, false)),
-      launched_(std::exchange(other.launched_, false)), impl_(std::move(other.impl_)) {}
+      launched_(std::exchange(other.launched_, false)), step_launches_(std::exchange(other.step_launches_, false)),
+      impl_(std::move(other.impl_)) {}
+
+namespace detail {
+bool step_through_requested() noexcept {
+  static const bool requested = [] {
+    const char* v = std::getenv("CONVEYOR_STEP_THROUGH");
+    return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+  }();
+  return requested;
+}
+bool step_through_env() noexcept { return step_through_requested(); }
+} // namespace detail
 
 namespace {
 // Destroys `handle` without waiting (CUDA finishes its queued launches and then releases the user-object references
@@ -255,10 +255,27 @@ graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
     handle_ = std::exchange(other.handle_, nullptr);
     tracks_launches_ = std::exchange(other.tracks_launches_, false);
     launched_ = std::exchange(other.launched_, false);
+    step_launches_ = std::exchange(other.step_launches_, false);
     impl_ = std::move(other.impl_);
     (void)detail::collect();
   }
   return *this;
+}
+
+void graph_exec::require_graph(const char* call) const {
+  if (!impl_)
+    throw std::logic_error(fmt::format("conveyor::graph_exec::{}: this executable graph is empty (default-constructed, "
+                                       "moved from or reset): assign the result of instantiate() to it first",
+                                       call));
+}
+
+void graph_exec::reset() noexcept {
+  retire(handle_, impl_.get());
+  handle_ = nullptr;
+  tracks_launches_ = false;
+  launched_ = false;
+  impl_.reset();
+  (void)detail::collect();
 }
 
 graph_exec::~graph_exec() {
@@ -281,6 +298,7 @@ const std::vector<std::string>& graph_exec::unfreed_allocations() const noexcept
 }
 
 void graph_exec::upload(const stream& s, std::source_location where) const {
+  require_graph("upload");
   const detail::api_scope scope("conveyor::graph_exec::upload", where);
   CONVEYOR_CHECK(cudaGraphUpload(handle_, s.get()));
   if (impl_) impl_->uploaded = true;
@@ -298,12 +316,17 @@ exec_facts graph_exec::facts() const {
   f.launched_on_legacy_stream = impl_->legacy_launch;
   f.unfreed_allocations = unfreed_allocations();
   f.allocations_read = impl_->allocations_read;
+  if (impl_->launch_error != cudaSuccess) f.launch_error = cudaGetErrorName(impl_->launch_error);
+  f.step_through = step_launches_;
+  f.launched_at_instantiation = impl_->launched_at_instantiation;
   return f;
 }
 
 void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source_location& where) const {
   const detail::api_scope scope("conveyor::graph_exec::launch", where);
+  require_graph("launch");
   if (rc != cudaSuccess) {
+    impl_->launch_error = rc;
     std::string context;
     if (rc == cudaErrorInvalidValue && !unfreed_allocations().empty()) {
       context = "the graph allocates memory it never frees, and a graph cannot be launched again while the memory "
@@ -351,6 +374,7 @@ void check_node(cudaError_t rc, std::string_view call, const node& n,
 } // namespace
 
 void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments) {
+  require_graph("set_kernel");
   const cudaGraphNode_t origin = origin_of(*impl_, n);
   check_node(detail::set_exec_kernel(handle_, origin, cfg, function, arguments), "cudaGraphExecKernelNodeSetParams", n);
   impl_->current_exact = false;
@@ -358,6 +382,7 @@ void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const v
 }
 
 void graph_exec::set_kernel_args_raw(const node& n, const void* function, void** arguments) {
+  require_graph("set_kernel_args");
   auto& state = *impl_;
   const cudaGraphNode_t origin = origin_of(state, n);
   // set_kernel's, else the handle's own (graph::kernel made it), else the node's, read once (from the graph it
@@ -381,6 +406,7 @@ void graph_exec::set_kernel_args_raw(const node& n, const void* function, void**
 }
 
 void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  require_graph("set_memcpy");
   const cudaGraphNode_t origin = origin_of(*impl_, n);
   impl_->current_exact = false;
   if (bytes == 0) { // CUDA has no zero-size copy: the copy does nothing
@@ -395,6 +421,7 @@ void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size
 
 void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsigned element_size,
                                 std::size_t count) {
+  require_graph("set_memset");
   if (element_size != 1 && element_size != 2 && element_size != 4)
     throw std::invalid_argument(fmt::format(
         "conveyor::graph_exec::set_memset: element size {} B; CUDA memset nodes take 1, 2 or 4", element_size));
@@ -411,6 +438,7 @@ void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsign
 }
 
 void graph_exec::set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable) {
+  require_graph("set_host");
   const cudaGraphNode_t origin = origin_of(*impl_, n);
   check_node(detail::set_exec_host(handle_, origin, callable.get()), "cudaGraphExecHostNodeSetParams", n);
   impl_->current_exact = false;
@@ -418,6 +446,7 @@ void graph_exec::set_host_raw(const node& n, std::shared_ptr<std::function<void(
 }
 
 void graph_exec::set_enabled(const node& n, bool enabled) {
+  require_graph("set_enabled");
   const cudaGraphNode_t origin = origin_of(*impl_, n);
   check_node(cudaGraphNodeSetEnabled(handle_, origin, enabled ? 1U : 0U), "cudaGraphNodeSetEnabled", n);
   impl_->zero_disabled.erase(origin); // the user's choice now

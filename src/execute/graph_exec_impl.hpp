@@ -31,6 +31,8 @@ struct exec_state {
   bool launched = false;
   bool first_launch_before_upload = false;
   bool legacy_launch = false;
+  cudaError_t launch_error = cudaSuccess; // the last launch call that failed
+  bool launched_at_instantiation = false;  // graphed made and launched it in one call (exec_facts)
 
   // Kernel settings for set_kernel_args: set_kernel's (by origin node), and those read from nodes without their own.
   std::unordered_map<cudaGraphNode_t, kernel_setting> configs;
@@ -77,6 +79,10 @@ struct exec_state {
   bool pinned = false;
 };
 
+//! True when the environment variable CONVEYOR_STEP_THROUGH asks for step-through launches (set, and not "0"): read
+//! once per process. New executable graphs then launch step by step (graph_exec::step_through_launches).
+[[nodiscard]] bool step_through_requested() noexcept;
+
 //! Throws std::logic_error when `state` is pinned (a device_graph): re-instantiating it would leave the handle that
 //! kernels hold naming a destroyed executable graph. `why` says why the update could not be made in place.
 void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view call, const std::string& why);
@@ -87,18 +93,23 @@ void hold_tokens_of(exec_state& state, const graph_state& g);
 //! The attorney: the library's one way to a graph_exec's handle and state.
 struct exec_access {
   static cudaGraphExec_t handle(const graph_exec& e) noexcept { return e.handle_; }
+  //! graph_exec::update_incremental with `g` read already into `after` (consumed: one read of a re-capture shared by
+  //! rebinding and the update). \throws as update_incremental.
+  static update_result update_incremental(graph_exec& e, const graph& g, graph_snapshot&& after) {
+    return e.incremental_update(g, &after, true);
+  }
   static exec_state& state(graph_exec& e) noexcept { return *e.impl_; }
   static const exec_state& state(const graph_exec& e) noexcept { return *e.impl_; }
 };
 
-//! Sets node `position` (creation order of the graph `e` was instantiated from) of `e` to a kernel parameter block
-//! (cuGraphExecKernelNodeSetParams), a memcpy (cudaGraphExecMemcpyNodeSetParams) or a memset
-//! (cudaGraphExecMemsetNodeSetParams), and remembers that the node no longer runs the current graph's parameters
-//! (update_incremental sets it again). Reads nothing else: a replay loop pays the setter alone. Returns CUDA's error
-//! (the node is then left as it was, and not marked). Never throws, but for std::bad_alloc at the first use.
-cudaError_t patch_kernel(graph_exec& e, std::size_t position, const CUDA_KERNEL_NODE_PARAMS& params);
-cudaError_t patch_memcpy(graph_exec& e, std::size_t position, const cudaMemcpy3DParms& params);
-cudaError_t patch_memset(graph_exec& e, std::size_t position, const cudaMemsetParams& params);
+//! Sets node `position` (creation order of the graph `e` was instantiated from) of `e` to `fields` (read from a node
+//! of the same kind by its kind's read_fields, `bytes` patched) through its kind's set_fields
+//! (cuGraphExecKernelNodeSetParams, cudaGraphExecMemcpyNodeSetParams, cudaGraphExecMemsetNodeSetParams), and
+//! remembers that the node no longer runs the current graph's parameters (update_incremental sets it again). Reads
+//! nothing else: a replay loop pays the setter alone. Returns CUDA's error (the node is then left as it was, and not
+//! marked); cudaErrorInvalidValue for fields that are not patchable. Never throws, but for std::bad_alloc at the
+//! first use.
+cudaError_t patch_fields(graph_exec& e, std::size_t position, node_fields& fields);
 
 //! The CUDA graph whose parameters `e` holds (but for patched nodes) and its state.
 [[nodiscard]] const std::shared_ptr<graph_state>& current_graph(const graph_exec& e) noexcept;

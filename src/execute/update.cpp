@@ -315,6 +315,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
 }
 
 update_result graph_exec::update(const graph& g, std::source_location where) {
+  require_graph("update");
   const detail::api_scope scope("conveyor::graph_exec::update", where);
   (void)detail::collect();
   return whole_update(g, nullptr);
@@ -333,6 +334,7 @@ void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view 
 } // namespace detail
 
 update_result graph_exec::update_or_reinstantiate(const graph& g, std::source_location where) {
+  require_graph("update_or_reinstantiate");
   const detail::api_scope scope("conveyor::graph_exec::update_or_reinstantiate", where);
   update_result result = update(g);
   if (result) return result;
@@ -340,6 +342,7 @@ update_result graph_exec::update_or_reinstantiate(const graph& g, std::source_lo
   // Instantiate first: if it throws, this executable graph is unchanged. The old one is then destroyed without
   // waiting; its queued launches keep what they use (CUDA user objects, fences).
   graph_exec fresh = instantiate(g, without(impl_->flags, instantiate_flags::upload));
+  fresh.step_launches_ = step_launches_;
   *this = std::move(fresh);
   result.method = update_method::reinstantiated;
   return result;
@@ -351,7 +354,12 @@ enum class incremental_step { nothing, per_node, whole_graph, reinstantiate };
 } // namespace
 
 update_result graph_exec::update_incremental(const graph& g, bool reinstantiate, std::source_location where) {
+  require_graph("update_incremental");
   const detail::api_scope scope("conveyor::graph_exec::update_incremental", where);
+  return incremental_update(g, nullptr, reinstantiate);
+}
+
+update_result graph_exec::incremental_update(const graph& g, detail::graph_snapshot* read, bool reinstantiate) {
   (void)detail::collect();
   auto& state = *impl_;
   update_result out;
@@ -362,7 +370,8 @@ update_result graph_exec::update_incremental(const graph& g, bool reinstantiate,
   if (!state.current_exact) {
     out.explanation = "parameters were changed by per-node setters since the last update";
   } else {
-    after = detail::snapshot_graph(g.get());
+    after = read != nullptr ? std::move(*read) : detail::snapshot_graph(g.get());
+    after->fields.clear(); // kept with the executable graph: the comparison needs no fields
     if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
     c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), access::state(g).get()});
     out.nodes_changed = c->changed.size();
@@ -422,6 +431,7 @@ update_result graph_exec::update_incremental(const graph& g, bool reinstantiate,
   }
   detail::refuse_reinstantiation_if_pinned(state, "update_incremental", out.explanation);
   graph_exec fresh = instantiate(g, without(state.flags, instantiate_flags::upload)); // first: exception-safe
+  fresh.step_launches_ = step_launches_;
   *this = std::move(fresh);
   out.method = update_method::reinstantiated;
   return out;

@@ -12,6 +12,17 @@ param_diff compare(cudaGraphNode_t, cudaGraphNode_t, const compare_context&) {
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-extern const kind_traits batch_mem_op_kind{node_kind::batch_mem_op, "batch_mem_op", false, false, false, &compare, nullptr, &describe};
+extern const kind_traits batch_mem_op_kind{
+    .kind = node_kind::batch_mem_op,
+    .name = "batch_mem_op",
+    .allowed_in_body = false,
+    .has_builder = false,
+    .comparable = false,
+    .device_launch = {.refusal = "a batch memory operation node cannot be in a device graph (CUDA allows only kernel, memcpy, "
+                    "memset and child-graph nodes)",
+                      .fix = "do the memory operations in a kernel (atomics, volatile stores) or in a host graph"},
+    .compare = &compare,
+    .describe = &describe,
+};
 
 } // namespace conveyor::detail

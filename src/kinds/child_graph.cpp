@@ -59,9 +59,22 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) 
     if (auto it = owner->child_bodies.find(n); it != owner->child_bodies.end()) apply_labels(d.bodies.back(), *it->second);
 }
 
+cudaError_t embedded_graph(cudaGraphNode_t n, cudaGraph_t* out) { return cudaGraphChildGraphNodeGetGraph(n, out); }
+
 } // namespace
 
-extern const kind_traits child_graph_kind{node_kind::child_graph, "child_graph", true, true, true, &compare, &copy_to_exec, &describe};
+extern const kind_traits child_graph_kind{
+    .kind = node_kind::child_graph,
+    .name = "child_graph",
+    .allowed_in_body = true,
+    .has_builder = true,
+    .comparable = true,
+    .dot_colour = "#d9d2e9",
+    .compare = &compare,
+    .copy_to_exec = &copy_to_exec,
+    .describe = &describe,
+    .embedded_graph = &embedded_graph,
+};
 
 cudaGraphNode_t add_child(cudaGraph_t g, node_handles deps, cudaGraph_t body) {
   cudaGraphNode_t n = nullptr;

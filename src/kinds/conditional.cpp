@@ -61,7 +61,20 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) 
 
 } // namespace
 
-extern const kind_traits conditional_kind_traits{node_kind::conditional, "conditional", true, true, true, &compare, nullptr, &describe};
+extern const kind_traits conditional_kind_traits{
+    .kind = node_kind::conditional,
+    .name = "conditional",
+    .allowed_in_body = true,
+    .has_builder = true,
+    .comparable = true,
+    .dot_colour = "#d9d2e9",
+    .device_launch = {.refusal = "a conditional node (IF / WHILE / SWITCH) cannot be in a device graph (CUDA allows only kernel, "
+                    "memcpy, memset and child-graph nodes)",
+                      .fix = "decide on the device with launches of other device graphs instead (conveyor::device::launch_graph, "
+               "tail_launch; a loop: conveyor::device::add_relaunch), or keep the conditional node in a host graph"},
+    .compare = &compare,
+    .describe = &describe,
+};
 
 std::pair<cudaGraphNode_t, std::vector<cudaGraph_t>> add_conditional(cudaGraph_t g, node_handles deps,
                                                                      cudaGraphConditionalHandle handle,

@@ -12,7 +12,26 @@ cudaError_t copy_to_exec(cudaGraphExec_t, cudaGraphNode_t, cudaGraphNode_t) { re
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-extern const kind_traits empty_kind{node_kind::empty, "empty", true, true, true, &compare, &copy_to_exec, &describe};
+namespace {
+cudaError_t add_copy(cudaGraphNode_t, cudaGraph_t target, cudaGraphNode_t* out) {
+  return cudaGraphAddEmptyNode(out, target, nullptr, 0);
+}
+} // namespace
+
+extern const kind_traits empty_kind{
+    .kind = node_kind::empty,
+    .name = "empty",
+    .allowed_in_body = true,
+    .has_builder = true,
+    .comparable = true,
+    .device_launch = {.refusal = "an empty node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph "
+                    "nodes); Conveyor's builder also adds one for a copy or memset of size 0",
+                      .fix = "join with direct edges instead of an empty node, and give copies and memsets a non-zero size"},
+    .compare = &compare,
+    .copy_to_exec = &copy_to_exec,
+    .describe = &describe,
+    .add_copy = &add_copy,
+};
 
 cudaGraphNode_t add_empty(cudaGraph_t g, node_handles deps) {
   cudaGraphNode_t n = nullptr;

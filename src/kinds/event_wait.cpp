@@ -22,7 +22,29 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-extern const kind_traits event_wait_kind{node_kind::event_wait, "event_wait", false, true, true, &compare, &copy_to_exec, &describe};
+namespace {
+cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) {
+  cudaEvent_t e = nullptr;
+  const cudaError_t rc = cudaGraphEventWaitNodeGetEvent(n, &e);
+  return rc != cudaSuccess ? rc : cudaGraphAddEventWaitNode(out, target, nullptr, 0, e);
+}
+} // namespace
+
+extern const kind_traits event_wait_kind{
+    .kind = node_kind::event_wait,
+    .name = "event_wait",
+    .allowed_in_body = false,
+    .has_builder = true,
+    .comparable = true,
+    .device_launch = {.refusal = "an event wait node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
+                    "child-graph nodes)",
+                      .fix = "order the work with edges inside the graph; wait for events on the stream before the host launch "
+               "that starts the device work"},
+    .compare = &compare,
+    .copy_to_exec = &copy_to_exec,
+    .describe = &describe,
+    .add_copy = &add_copy,
+};
 
 cudaGraphNode_t add_event_wait(cudaGraph_t g, node_handles deps, cudaEvent_t e) {
   cudaGraphNode_t n = nullptr;

@@ -35,6 +35,27 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-extern const kind_traits ext_semaphore_signal_kind{node_kind::ext_semaphore_signal, "ext_semaphore_signal", false, false, true, &compare, &copy_to_exec, &describe};
+namespace {
+cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) {
+  cudaExternalSemaphoreSignalNodeParams p{};
+  const cudaError_t rc = cudaGraphExternalSemaphoresSignalNodeGetParams(n, &p);
+  return rc != cudaSuccess ? rc : cudaGraphAddExternalSemaphoresSignalNode(out, target, nullptr, 0, &p);
+}
+} // namespace
+
+extern const kind_traits ext_semaphore_signal_kind{
+    .kind = node_kind::ext_semaphore_signal,
+    .name = "ext_semaphore_signal",
+    .allowed_in_body = false,
+    .has_builder = false,
+    .comparable = true,
+    .device_launch = {.refusal = "an external semaphore signal node cannot be in a device graph (CUDA allows only kernel, memcpy, "
+                    "memset and child-graph nodes)",
+                      .fix = "signal the semaphore in a host graph, or on the stream after the launch"},
+    .compare = &compare,
+    .copy_to_exec = &copy_to_exec,
+    .describe = &describe,
+    .add_copy = &add_copy,
+};
 
 } // namespace conveyor::detail

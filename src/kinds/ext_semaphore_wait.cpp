@@ -36,6 +36,27 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-extern const kind_traits ext_semaphore_wait_kind{node_kind::ext_semaphore_wait, "ext_semaphore_wait", false, false, true, &compare, &copy_to_exec, &describe};
+namespace {
+cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) {
+  cudaExternalSemaphoreWaitNodeParams p{};
+  const cudaError_t rc = cudaGraphExternalSemaphoresWaitNodeGetParams(n, &p);
+  return rc != cudaSuccess ? rc : cudaGraphAddExternalSemaphoresWaitNode(out, target, nullptr, 0, &p);
+}
+} // namespace
+
+extern const kind_traits ext_semaphore_wait_kind{
+    .kind = node_kind::ext_semaphore_wait,
+    .name = "ext_semaphore_wait",
+    .allowed_in_body = false,
+    .has_builder = false,
+    .comparable = true,
+    .device_launch = {.refusal = "an external semaphore wait node cannot be in a device graph (CUDA allows only kernel, memcpy, "
+                    "memset and child-graph nodes)",
+                      .fix = "wait for the semaphore in a host graph, or on the stream before the launch"},
+    .compare = &compare,
+    .copy_to_exec = &copy_to_exec,
+    .describe = &describe,
+    .add_copy = &add_copy,
+};
 
 } // namespace conveyor::detail

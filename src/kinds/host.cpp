@@ -26,9 +26,40 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
 
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 
+// The data pointer CUDA passes to the host function: captured code may point it at its own locals.
+cudaError_t host_addresses(cudaGraphNode_t n, std::vector<host_address>& out) {
+  cudaHostNodeParams p{};
+  if (const cudaError_t rc = cudaGraphHostNodeGetParams(n, &p); rc != cudaSuccess) return rc;
+  if (p.userData != nullptr) out.push_back({p.userData, 0, "data pointer", false});
+  return cudaSuccess;
+}
+
 } // namespace
 
-extern const kind_traits host_kind{node_kind::host, "host", false, true, true, &compare, &copy_to_exec, &describe};
+namespace {
+cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) {
+  cudaHostNodeParams p{};
+  const cudaError_t rc = cudaGraphHostNodeGetParams(n, &p);
+  return rc != cudaSuccess ? rc : cudaGraphAddHostNode(out, target, nullptr, 0, &p);
+}
+} // namespace
+
+extern const kind_traits host_kind{
+    .kind = node_kind::host,
+    .name = "host",
+    .allowed_in_body = false,
+    .has_builder = true,
+    .comparable = true,
+    .dot_colour = "#f4cccc",
+    .device_launch = {.refusal = "a host node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph nodes; "
+                    "a host node runs on a CPU thread)",
+                      .fix = "do the host work in a host graph launched before or after the device graph, or in a kernel"},
+    .compare = &compare,
+    .copy_to_exec = &copy_to_exec,
+    .describe = &describe,
+    .host_addresses = &host_addresses,
+    .add_copy = &add_copy,
+};
 
 cudaGraphNode_t add_host(cudaGraph_t g, node_handles deps, std::function<void()>* callable) {
   cudaHostNodeParams p{};

@@ -322,7 +322,73 @@ std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_a
   return std::nullopt;
 }
 
-extern const kind_traits kernel_kind{node_kind::kernel, "kernel", true, true, true, &compare, &copy_to_exec, &describe};
+void kernel_fields(const kernel_snapshot& k, node_fields& out) {
+  if (!k.readable || k.has_extra || !k.has_arguments || k.layout == nullptr) return;
+  out.kernel = k.params;
+  out.bytes = k.arguments.to_vector();
+  out.fields.reserve(k.layout->size());
+  for (const auto& [offset, bytes] : *k.layout)
+    out.fields.emplace_back(static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(bytes));
+  const auto& p = k.params;
+  append_word(out.fixed, p.func);
+  append_word(out.fixed, p.kern);
+  append_word(out.fixed, p.ctx);
+  for (unsigned v : {p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ, p.sharedMemBytes})
+    append_word(out.fixed, v);
+  out.patchable = true;
+}
+
+namespace {
+
+void read_fields(cudaGraphNode_t n, node_fields& out) { kernel_fields(read_kernel_snapshot(n, false), out); }
+
+cudaError_t set_fields(cudaGraphExec_t exec, cudaGraphNode_t origin, node_fields& f) {
+  f.argument_pointers.resize(f.fields.size());
+  for (std::size_t k = 0; k < f.fields.size(); ++k) f.argument_pointers[k] = f.bytes.data() + f.fields[k].first;
+  CUDA_KERNEL_NODE_PARAMS p = f.kernel;
+  p.kernelParams = f.argument_pointers.data();
+  p.extra = nullptr;
+  return driver::exec_kernel_node_set_params(reinterpret_cast<CUgraphExec>(exec), reinterpret_cast<CUgraphNode>(origin),
+                                             &p) == CUDA_SUCCESS
+             ? cudaSuccess
+             : cudaErrorInvalidValue;
+}
+
+std::string field_name(std::size_t k) { return fmt::format("kernel parameter {}", k); }
+
+} // namespace
+
+namespace {
+// A copy through the driver (library kernels are driver functions), with the node's launch attributes.
+cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) {
+  CUDA_KERNEL_NODE_PARAMS p{};
+  if (driver::kernel_node_get_params(reinterpret_cast<CUgraphNode>(n), &p) != CUDA_SUCCESS) return cudaErrorInvalidValue;
+  CUgraphNode made = nullptr;
+  if (driver::add_kernel_node(&made, reinterpret_cast<CUgraph>(target), nullptr, 0, &p) != CUDA_SUCCESS)
+    return cudaErrorInvalidValue;
+  *out = reinterpret_cast<cudaGraphNode_t>(made);
+  return driver::kernel_node_copy_attributes(made, reinterpret_cast<CUgraphNode>(n)) == CUDA_SUCCESS
+             ? cudaSuccess
+             : cudaErrorInvalidValue;
+}
+} // namespace
+
+extern const kind_traits kernel_kind{
+    .kind = node_kind::kernel,
+    .name = "kernel",
+    .allowed_in_body = true,
+    .has_builder = true,
+    .comparable = true,
+    .work = true,
+    .dot_colour = "#cfe2f3",
+    .compare = &compare,
+    .copy_to_exec = &copy_to_exec,
+    .describe = &describe,
+    .read_fields = &read_fields,
+    .set_fields = &set_fields,
+    .field_name = &field_name,
+    .add_copy = &add_copy,
+};
 
 kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node, bool attributes) {
   kernel_snapshot s;
@@ -371,59 +437,80 @@ std::array<attribute_read, kernel_attribute_slots> attribute_reads(const kernel_
 }
 } // namespace
 
-param_diff compare_kernel_snapshots(const kernel_snapshot& a, const kernel_snapshot& b) {
-  if (!a.readable || !b.readable) return param_diff::unknown("kernel parameters unreadable (not comparable)");
-  const auto& pa = a.params;
-  const auto& pb = b.params;
+namespace {
+
+// compare_kernel_snapshots' findings: what differs, and whether per-node setters and whole-graph updates apply it.
+struct kernel_changes {
   std::vector<std::string> what;
   bool settable = true;
   bool comparable = true;
   bool updatable = true;
+};
+
+bool same_shape(const CUDA_KERNEL_NODE_PARAMS& a, const CUDA_KERNEL_NODE_PARAMS& b) {
+  return a.gridDimX == b.gridDimX && a.gridDimY == b.gridDimY && a.gridDimZ == b.gridDimZ &&
+         a.blockDimX == b.blockDimX && a.blockDimY == b.blockDimY && a.blockDimZ == b.blockDimZ;
+}
+
+// Context, function, launch shape and dynamic shared memory.
+void compare_launch(const CUDA_KERNEL_NODE_PARAMS& pa, const CUDA_KERNEL_NODE_PARAMS& pb, kernel_changes& c) {
   if (pa.ctx != pb.ctx) {
-    what.emplace_back("context (device)");
-    settable = false; // CUDA: the owning context of a kernel node cannot change
+    c.what.emplace_back("context (device)");
+    c.settable = false; // CUDA: the owning context of a kernel node cannot change
   }
-  const bool same_function = pa.func == pb.func && pa.kern == pb.kern;
-  if (!same_function) what.push_back(fmt::format("function {} -> {}", kernel_name(pa), kernel_name(pb)));
-  if (pa.gridDimX != pb.gridDimX || pa.gridDimY != pb.gridDimY || pa.gridDimZ != pb.gridDimZ ||
-      pa.blockDimX != pb.blockDimX || pa.blockDimY != pb.blockDimY || pa.blockDimZ != pb.blockDimZ)
-    what.push_back(fmt::format("launch shape {} -> {}", shape_text(pa), shape_text(pb)));
+  if (pa.func != pb.func || pa.kern != pb.kern)
+    c.what.push_back(fmt::format("function {} -> {}", kernel_name(pa), kernel_name(pb)));
+  if (!same_shape(pa, pb)) c.what.push_back(fmt::format("launch shape {} -> {}", shape_text(pa), shape_text(pb)));
   if (pa.sharedMemBytes != pb.sharedMemBytes)
-    what.push_back(fmt::format("dynamic shared memory {} -> {} B", pa.sharedMemBytes, pb.sharedMemBytes));
+    c.what.push_back(fmt::format("dynamic shared memory {} -> {} B", pa.sharedMemBytes, pb.sharedMemBytes));
+}
+
+// The argument bytes, parameter by parameter through the layout ("arguments 0, 2").
+void compare_arguments(const kernel_snapshot& a, const kernel_snapshot& b, kernel_changes& c) {
+  const bool same_function = a.params.func == b.params.func && a.params.kern == b.params.kern;
   if (a.has_extra || b.has_extra || !a.has_arguments || !b.has_arguments) {
-    what.emplace_back("arguments passed through 'extra' (not comparable)");
-    comparable = false;
-  } else if (same_function) {
-    if (a.layout == nullptr || b.layout == nullptr) {
-      what.emplace_back("arguments (layout unknown: not comparable)");
-      comparable = false;
-    } else if (a.arguments != b.arguments) {
-      std::string args;
-      for (std::size_t i = 0; i < a.layout->size(); ++i) {
-        const auto [offset, size] = (*a.layout)[i];
-        if (std::memcmp(a.arguments.data() + offset, b.arguments.data() + offset, size) != 0)
-          args += fmt::format("{}{}", args.empty() ? "" : ", ", i);
-      }
-      what.push_back("arguments " + args);
+    c.what.emplace_back("arguments passed through 'extra' (not comparable)");
+    c.comparable = false;
+  } else if (!same_function) {
+    c.what.emplace_back("arguments"); // another function: its arguments are set with it
+  } else if (a.layout == nullptr || b.layout == nullptr) {
+    c.what.emplace_back("arguments (layout unknown: not comparable)");
+    c.comparable = false;
+  } else if (a.arguments != b.arguments) {
+    std::string args;
+    for (std::size_t i = 0; i < a.layout->size(); ++i) {
+      const auto [offset, size] = (*a.layout)[i];
+      if (std::memcmp(a.arguments.data() + offset, b.arguments.data() + offset, size) != 0)
+        args += fmt::format("{}{}", args.empty() ? "" : ", ", i);
     }
-  } else {
-    what.emplace_back("arguments"); // another function: its arguments are set with it
+    c.what.push_back("arguments " + args);
   }
-  std::string attributes;
-  if (a.set_attributes != 0 || b.set_attributes != 0)
-    attributes = attribute_changes(attribute_reads(a), attribute_reads(b));
-  if (!attributes.empty()) {
-    what.push_back(std::move(attributes));
-    // Per-node kernel setters keep the executable node's attributes, and a whole-graph update does not reliably
-    // apply them either (seen on the H200, driver 580: after the first launch, cudaGraphExecUpdate reports success
-    // for new cluster dimensions and the replays keep the old ones): only a new instantiation is safe.
-    settable = false;
-    updatable = false;
-  }
-  if (what.empty()) return param_diff::same();
+}
+
+// The launch attributes. Per-node kernel setters keep the executable node's attributes, and a whole-graph update
+// does not reliably apply them either (seen on the H200, driver 580: after the first launch, cudaGraphExecUpdate
+// reports success for new cluster dimensions and the replays keep the old ones): only a new instantiation is safe.
+void compare_attributes(const kernel_snapshot& a, const kernel_snapshot& b, kernel_changes& c) {
+  if (a.set_attributes == 0 && b.set_attributes == 0) return;
+  std::string attributes = attribute_changes(attribute_reads(a), attribute_reads(b));
+  if (attributes.empty()) return;
+  c.what.push_back(std::move(attributes));
+  c.settable = false;
+  c.updatable = false;
+}
+
+} // namespace
+
+param_diff compare_kernel_snapshots(const kernel_snapshot& a, const kernel_snapshot& b) {
+  if (!a.readable || !b.readable) return param_diff::unknown("kernel parameters unreadable (not comparable)");
+  kernel_changes c;
+  compare_launch(a.params, b.params, c);
+  compare_arguments(a, b, c);
+  compare_attributes(a, b, c);
+  if (c.what.empty()) return param_diff::same();
   std::string text;
-  for (const auto& w : what) text += (text.empty() ? "" : "; ") + w;
-  return {true, comparable, settable && comparable, updatable, std::move(text)};
+  for (const auto& w : c.what) text += (text.empty() ? "" : "; ") + w;
+  return {true, c.comparable, c.settable && c.comparable, c.updatable, std::move(text)};
 }
 
 std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node) {

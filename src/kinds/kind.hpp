@@ -1,17 +1,20 @@
 #pragma once
 // Internal (kinds layer): everything Conveyor knows about each node kind, one table entry per node_kind, each
-// defined in one file (kinds/<kind>.cpp): its name, whether a conditional body may hold it, how to compare two
-// nodes of it, how to set it on an executable graph, and how to describe it. The builder and setter calls of each
+// defined in one file (kinds/<kind>.cpp): its name, whether a conditional body or a device-launched graph may hold
+// it, how to compare two nodes of it, set it on an executable graph, describe and draw it, read and patch the
+// fields rebinding uses, and the host memory it holds. The builder and setter calls of each
 // kind live in the same file (declared in kinds/kinds.hpp). docs/architecture.md has the map.
 
 #include "conveyor/define/description.hpp"
 #include "conveyor/define/node_kind.hpp"
+#include "kinds/fields.hpp"
 #include "model/graph_state.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace conveyor::detail {
 
@@ -38,7 +41,23 @@ struct compare_context {
   const graph_state* after = nullptr;
 };
 
-//! One node kind's table entry.
+//! Whether CUDA allows a kind in a graph launched from the device (instantiate_for_device), and if not, why and what
+//! to do instead. Both empty: allowed.
+struct device_launch_rule {
+  std::string_view refusal; //!< the rule the kind breaks, for the violation's text
+  std::string_view fix;     //!< what to do instead
+};
+
+//! One host address a node holds: a copy's host side, a host function's data pointer (the capture checks).
+struct host_address {
+  const void* address = nullptr;
+  std::size_t bytes = 0;  //!< bytes the node moves through it (0: unknown, a host function's data)
+  std::string_view role;  //!< "source", "destination", "data pointer"
+  bool copied = false;    //!< a copy moves bytes through it (pageable memory matters)
+};
+
+//! One node kind's table entry: everything Conveyor knows about the kind, defined in the kind's own file
+//! (kinds/<kind>.cpp) with designated initialisers. Optional facets are null where the kind has nothing to say.
 struct kind_traits {
   node_kind kind;
   std::string_view name;
@@ -48,14 +67,40 @@ struct kind_traits {
   bool has_builder;
   //! compare reads and compares every parameter (false: it always answers "not comparable").
   bool comparable;
+  //! Work the GPU does (kernel, copy, memset): what a graph launched from the device may hold besides child graphs,
+  //! what "work nodes" counts.
+  bool work = false;
+  //! Fill colour of the kind's nodes in DOT exports ("#rrggbb").
+  std::string_view dot_colour = "#eeeeee";
+  //! Why CUDA refuses the kind in a device-launched graph, and the fix (empty: allowed).
+  device_launch_rule device_launch{};
   //! Compares the parameters CUDA runs two nodes of this kind with, every field of them.
-  param_diff (*compare)(cudaGraphNode_t before, cudaGraphNode_t after, const compare_context& ctx);
+  param_diff (*compare)(cudaGraphNode_t before, cudaGraphNode_t after, const compare_context& ctx) = nullptr;
   //! Sets node `target` of `exec` to the parameters of `source` (a node of this kind in another graph), returning
   //! CUDA's error; null when CUDA has no per-node setter for the kind (then only a whole-graph update applies it).
-  cudaError_t (*copy_to_exec)(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source);
+  cudaError_t (*copy_to_exec)(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) = nullptr;
   //! Fills the kind's fields of `d` (kernel name, shape and attributes; sizes; nested graphs). `owner` is the state
   //! of the graph holding `n`, or null.
-  void (*describe)(cudaGraphNode_t n, node_description& d, const graph_state* owner);
+  void (*describe)(cudaGraphNode_t n, node_description& d, const graph_state* owner) = nullptr;
+  //! Reads the node's patchable fields (kinds/fields.hpp: kernel arguments, copy and memset pointers, a memset value)
+  //! into `out`; `out.patchable` stays false when they cannot be read. Null: the kind holds none.
+  void (*read_fields)(cudaGraphNode_t n, node_fields& out) = nullptr;
+  //! Sets node `origin` of `exec` to `f` (read by read_fields, its `bytes` patched), returning CUDA's error
+  //! (cuGraphExecKernelNodeSetParams, cudaGraphExecMemcpyNodeSetParams, cudaGraphExecMemsetNodeSetParams).
+  cudaError_t (*set_fields)(cudaGraphExec_t exec, cudaGraphNode_t origin, node_fields& f) = nullptr;
+  //! The name of field `k` of a node of the kind: "kernel parameter 2", "memcpy source", ...
+  std::string (*field_name)(std::size_t k) = nullptr;
+  //! Appends the host addresses the node holds (the capture checks: memory of returned stack frames, pageable
+  //! memory); returns CUDA's error when the node cannot be read. Null: none.
+  cudaError_t (*host_addresses)(cudaGraphNode_t n, std::vector<host_address>& out) = nullptr;
+  //! The graph embedded in the node that the capture checks walk as well (a child graph's copy); CUDA's error when
+  //! it cannot be read. Null: none.
+  cudaError_t (*embedded_graph)(cudaGraphNode_t n, cudaGraph_t* out) = nullptr;
+  //! Adds a node with `n`'s parameters (kernel attributes included) to `target`, without dependencies, into `*out`
+  //! (step-through runs each node as a graph of its own); CUDA's error when it cannot. Null: the kind cannot run
+  //! apart from its graph (allocation nodes, whose addresses are the executable graph's; conditional and
+  //! child-graph nodes, which step-through steps into).
+  cudaError_t (*add_copy)(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) = nullptr;
 };
 
 //! The table entry of `kind` (a switch over every node_kind without a default: the compiler names a missing kind).

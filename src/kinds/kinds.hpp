@@ -112,6 +112,11 @@ void add_kernel_buffers(node_description& d, const kernel_snapshot& s);
 //! Reads `node`: one parameter read, and with `attributes` one per launch attribute (without, set_attributes stays
 //! 0: for readers that need the arguments only). Never throws but for std::bad_alloc.
 kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node, bool attributes = true);
+//! Rebinding's fields of a kernel node read so (kinds/fields.hpp): its argument bytes, one field per parameter, and
+//! what must stay fixed (function, context, launch shape); `out.patchable` stays false when the arguments are not
+//! readable. Reads nothing more from the driver.
+struct node_fields;
+void kernel_fields(const kernel_snapshot& k, node_fields& out);
 struct param_diff;
 //! What differs between two kernel nodes read so (the kernel kind's compare).
 param_diff compare_kernel_snapshots(const kernel_snapshot& a, const kernel_snapshot& b);

@@ -41,7 +41,20 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
 void describe(cudaGraphNode_t n, node_description& d, const graph_state*) { d.bytes = read_mem_alloc(n).bytes; }
 } // namespace
 
-extern const kind_traits mem_alloc_kind{node_kind::mem_alloc, "mem_alloc", false, true, true, &compare, nullptr, &describe};
+extern const kind_traits mem_alloc_kind{
+    .kind = node_kind::mem_alloc,
+    .name = "mem_alloc",
+    .allowed_in_body = false,
+    .has_builder = true,
+    .comparable = true,
+    .dot_colour = "#fce5cd",
+    .device_launch = {.refusal = "a memory allocation node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
+                    "child-graph nodes)",
+                      .fix = "allocate before instantiating (cudaMalloc, or cudaMallocAsync outside the graph) and pass the "
+               "pointer; free after the last launch"},
+    .compare = &compare,
+    .describe = &describe,
+};
 
 std::pair<cudaGraphNode_t, void*> add_mem_alloc(cudaGraph_t g, node_handles deps, std::size_t bytes, int device) {
   cudaMemAllocNodeParams p{};

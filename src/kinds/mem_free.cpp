@@ -17,7 +17,19 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-extern const kind_traits mem_free_kind{node_kind::mem_free, "mem_free", false, true, true, &compare, nullptr, &describe};
+extern const kind_traits mem_free_kind{
+    .kind = node_kind::mem_free,
+    .name = "mem_free",
+    .allowed_in_body = false,
+    .has_builder = true,
+    .comparable = true,
+    .dot_colour = "#fce5cd",
+    .device_launch = {.refusal = "a memory free node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
+                    "child-graph nodes)",
+                      .fix = "free after the last launch, outside the graph (cudaFree, or cudaFreeAsync on the stream)"},
+    .compare = &compare,
+    .describe = &describe,
+};
 
 cudaGraphNode_t add_mem_free(cudaGraph_t g, node_handles deps, void* pointer) {
   cudaGraphNode_t n = nullptr;

@@ -4,6 +4,7 @@
 #include "kinds/kinds.hpp"
 
 #include "conveyor/error.hpp"
+#include "cuda/check.hpp"
 
 #include <fmt/format.h>
 
@@ -79,9 +80,69 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   add_buffer(d, p.dstPtr.ptr);
 }
 
+// Rebinding's fields of a copy between addresses: source and destination; the positions, pitches, extent and kind
+// must stay fixed.
+void read_fields(cudaGraphNode_t n, node_fields& out) {
+  cudaMemcpy3DParms p{};
+  if (cleared(cudaGraphMemcpyNodeGetParams(n, &p)) != cudaSuccess) return;
+  if (p.srcArray != nullptr || p.dstArray != nullptr) return;
+  out.copy = p;
+  append_word(out.bytes, reinterpret_cast<std::uint64_t>(p.srcPtr.ptr));
+  append_word(out.bytes, reinterpret_cast<std::uint64_t>(p.dstPtr.ptr));
+  out.fields = {{0U, 8U}, {8U, 8U}};
+  for (std::size_t v : {p.srcPos.x, p.srcPos.y, p.srcPos.z, p.srcPtr.pitch, p.srcPtr.xsize, p.srcPtr.ysize,
+                        p.dstPos.x, p.dstPos.y, p.dstPos.z, p.dstPtr.pitch, p.dstPtr.xsize, p.dstPtr.ysize,
+                        p.extent.width, p.extent.height, p.extent.depth})
+    append_word(out.fixed, v);
+  append_word(out.fixed, static_cast<int>(p.kind));
+  out.patchable = true;
+}
+
+cudaError_t set_fields(cudaGraphExec_t exec, cudaGraphNode_t origin, node_fields& f) {
+  cudaMemcpy3DParms p = f.copy;
+  p.srcPtr.ptr = reinterpret_cast<void*>(read_word(f.bytes, 0, 8));
+  p.dstPtr.ptr = reinterpret_cast<void*>(read_word(f.bytes, 8, 8));
+  return cleared(cudaGraphExecMemcpyNodeSetParams(exec, origin, &p));
+}
+
+std::string field_name(std::size_t k) { return k == 0 ? "memcpy source" : "memcpy destination"; }
+
+cudaError_t host_addresses(cudaGraphNode_t n, std::vector<host_address>& out) {
+  cudaMemcpy3DParms p{};
+  if (const cudaError_t rc = cudaGraphMemcpyNodeGetParams(n, &p); rc != cudaSuccess) return rc;
+  const std::size_t bytes = bytes_of(p);
+  if (p.srcArray == nullptr && p.srcPtr.ptr != nullptr) out.push_back({p.srcPtr.ptr, bytes, "source", true});
+  if (p.dstArray == nullptr && p.dstPtr.ptr != nullptr) out.push_back({p.dstPtr.ptr, bytes, "destination", true});
+  return cudaSuccess;
+}
+
 } // namespace
 
-extern const kind_traits memcpy_kind{node_kind::memcpy, "memcpy", true, true, true, &compare, &copy_to_exec, &describe};
+namespace {
+cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) {
+  cudaMemcpy3DParms p{};
+  const cudaError_t rc = cudaGraphMemcpyNodeGetParams(n, &p);
+  return rc != cudaSuccess ? rc : cudaGraphAddMemcpyNode(out, target, nullptr, 0, &p);
+}
+} // namespace
+
+extern const kind_traits memcpy_kind{
+    .kind = node_kind::memcpy,
+    .name = "memcpy",
+    .allowed_in_body = true,
+    .has_builder = true,
+    .comparable = true,
+    .work = true,
+    .dot_colour = "#d9ead3",
+    .compare = &compare,
+    .copy_to_exec = &copy_to_exec,
+    .describe = &describe,
+    .read_fields = &read_fields,
+    .set_fields = &set_fields,
+    .field_name = &field_name,
+    .host_addresses = &host_addresses,
+    .add_copy = &add_copy,
+};
 
 cudaGraphNode_t add_memcpy_1d(cudaGraph_t g, node_handles deps, void* dst, const void* src, std::size_t bytes,
                               cudaMemcpyKind kind) {

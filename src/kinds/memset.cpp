@@ -4,6 +4,7 @@
 #include "kinds/kinds.hpp"
 
 #include "conveyor/error.hpp"
+#include "cuda/check.hpp"
 
 #include <fmt/format.h>
 
@@ -49,9 +50,60 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   add_buffer(d, p.dst);
 }
 
+// Rebinding's fields of a memset: its destination, and its value for 4-byte elements; the shape and element size
+// (and a value of other element sizes) must stay fixed.
+void read_fields(cudaGraphNode_t n, node_fields& out) {
+  cudaMemsetParams p{};
+  if (cleared(cudaGraphMemsetNodeGetParams(n, &p)) != cudaSuccess) return;
+  out.fill = p;
+  append_word(out.bytes, reinterpret_cast<std::uint64_t>(p.dst));
+  out.fields = {{0U, 8U}};
+  if (p.elementSize == 4) {
+    append_word(out.bytes, p.value);
+    out.fields.emplace_back(8U, 4U);
+  } else {
+    append_word(out.fixed, p.value);
+  }
+  for (std::size_t v : {p.pitch, p.width, p.height}) append_word(out.fixed, v);
+  append_word(out.fixed, p.elementSize);
+  out.patchable = true;
+}
+
+cudaError_t set_fields(cudaGraphExec_t exec, cudaGraphNode_t origin, node_fields& f) {
+  cudaMemsetParams p = f.fill;
+  p.dst = reinterpret_cast<void*>(read_word(f.bytes, 0, 8));
+  if (f.fields.size() > 1) p.value = static_cast<unsigned>(read_word(f.bytes, 8, 4));
+  return cleared(cudaGraphExecMemsetNodeSetParams(exec, origin, &p));
+}
+
+std::string field_name(std::size_t k) { return k == 0 ? "memset destination" : "memset value"; }
+
 } // namespace
 
-extern const kind_traits memset_kind{node_kind::memset, "memset", true, true, true, &compare, &copy_to_exec, &describe};
+namespace {
+cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) {
+  cudaMemsetParams p{};
+  const cudaError_t rc = cudaGraphMemsetNodeGetParams(n, &p);
+  return rc != cudaSuccess ? rc : cudaGraphAddMemsetNode(out, target, nullptr, 0, &p);
+}
+} // namespace
+
+extern const kind_traits memset_kind{
+    .kind = node_kind::memset,
+    .name = "memset",
+    .allowed_in_body = true,
+    .has_builder = true,
+    .comparable = true,
+    .work = true,
+    .dot_colour = "#fff2cc",
+    .compare = &compare,
+    .copy_to_exec = &copy_to_exec,
+    .describe = &describe,
+    .read_fields = &read_fields,
+    .set_fields = &set_fields,
+    .field_name = &field_name,
+    .add_copy = &add_copy,
+};
 
 cudaGraphNode_t add_memset(cudaGraph_t g, node_handles deps, void* dst, std::size_t pitch, unsigned value,
                            unsigned element_size, std::size_t width, std::size_t height) {

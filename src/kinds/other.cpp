@@ -10,6 +10,17 @@ param_diff compare(cudaGraphNode_t, cudaGraphNode_t, const compare_context&) {
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
-extern const kind_traits other_kind{node_kind::other, "other", false, false, false, &compare, nullptr, &describe};
+extern const kind_traits other_kind{
+    .kind = node_kind::other,
+    .name = "other",
+    .allowed_in_body = false,
+    .has_builder = false,
+    .comparable = false,
+    .device_launch = {.refusal = "a node of a kind this version of Conveyor does not know cannot be checked, and CUDA allows only "
+                    "kernel, memcpy, memset and child-graph nodes in a device graph",
+                      .fix = "replace it by kernel, memcpy, memset or child-graph nodes"},
+    .compare = &compare,
+    .describe = &describe,
+};
 
 } // namespace conveyor::detail

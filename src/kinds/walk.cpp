@@ -74,14 +74,22 @@ std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g) {
   return nodes;
 }
 
-graph_snapshot snapshot_graph(cudaGraph_t g) {
+graph_snapshot snapshot_graph(cudaGraph_t g, bool with_fields) {
   graph_snapshot out;
   out.nodes = graph_nodes(g);
   out.kinds.resize(out.nodes.size());
   out.kernels.resize(out.nodes.size());
+  if (with_fields) out.fields.resize(out.nodes.size());
   for (std::size_t i = 0; i < out.nodes.size(); ++i) {
-    out.kinds[i] = kind_of(out.nodes[i]);
-    if (out.kinds[i] == node_kind::kernel) out.kernels[i] = read_kernel_snapshot(out.nodes[i]);
+    const node_kind kind = kind_of(out.nodes[i]);
+    out.kinds[i] = kind;
+    if (kind == node_kind::kernel) out.kernels[i] = read_kernel_snapshot(out.nodes[i]);
+    if (!with_fields) continue;
+    out.fields[i].kind = kind;
+    if (kind == node_kind::kernel)
+      kernel_fields(out.kernels[i], out.fields[i]);
+    else if (const auto read = traits_of(kind).read_fields)
+      read(out.nodes[i], out.fields[i]);
   }
   // The type and ports make programmatic and launch-completion edges differ from full dependencies.
   out.edges = indexed_edges(out.nodes);

@@ -31,18 +31,22 @@ struct graph_comparison {
 //! An edge as (from index, to index, from port, to port, dependency type), sorted in a snapshot.
 using indexed_edge = std::tuple<std::size_t, std::size_t, int, int, int>;
 
-//! A graph read once for comparisons: nodes in creation order with their kinds, edges by index, and every kernel
-//! node's parameters and attributes (other kinds are compared through their handles, which stay valid while the
-//! graph does).
+//! A graph read once, for comparisons (diff, the updates) and for rebinding: nodes in creation order with their
+//! kinds, edges by index, every kernel node's parameters and attributes (other kinds are compared through their
+//! handles, which stay valid while the graph does), and, when asked for, every node's patchable fields.
 struct graph_snapshot {
   std::vector<cudaGraphNode_t> nodes;
   std::vector<node_kind> kinds;
   std::vector<indexed_edge> edges;
   std::vector<kernel_snapshot> kernels; //!< by position; unread (readable false) for other kinds
+  //! By position, read with `with_fields` (kernel fields from `kernels`, no second read): what rebinding learns
+  //! from and patches (kind_traits::read_fields); empty otherwise. A reader may move them out.
+  std::vector<node_fields> fields;
 };
 
-//! Reads `g` into a snapshot. \throws cuda_error when the graph cannot be read.
-[[nodiscard]] graph_snapshot snapshot_graph(cudaGraph_t g);
+//! Reads `g` into a snapshot, with every node's patchable fields when `with_fields`. \throws cuda_error when the
+//! graph cannot be read.
+[[nodiscard]] graph_snapshot snapshot_graph(cudaGraph_t g, bool with_fields = false);
 
 //! The thread-block cluster attributes of a snapshot's kernel nodes, as cluster_attributes(nodes) reads them.
 [[nodiscard]] std::vector<kernel_attribute> cluster_attributes(const graph_snapshot& s);

@@ -38,6 +38,8 @@ struct conditional_info {
   cudaGraphConditionalNodeType type = cudaGraphCondTypeIf;
   unsigned size = 0;
   std::vector<std::shared_ptr<struct graph_state>> bodies;
+  unsigned default_value = 0; //!< the condition's value at a launch's start (with reset)
+  bool reset = true;          //!< cudaGraphCondAssignDefault: reset at every launch
 };
 
 //! A pageable host buffer a copy node of a graph reads or writes, found when a capture ended

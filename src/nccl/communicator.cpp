@@ -307,11 +307,15 @@ communicator communicator::init_rank(int nranks, int rank, const unique_id& id, 
   return communicator(std::move(state));
 }
 
-std::vector<communicator> communicator::init_all(std::span<const int> devices, const comm_options& options) {
-  constexpr std::string_view call = "conveyor::nccl::communicator::init_all";
+namespace {
+
+using comm_states = std::vector<std::unique_ptr<comm_state>>;
+
+// init_all's checks before NCCL is called: devices given, none twice, each one usable.
+void check_init_devices(std::span<const int> devices, std::string_view call) {
   if (devices.empty())
     throw detail::make_error(nullptr, ncclInvalidArgument, call, "no devices given: name at least one", false);
-  for (std::size_t i = 0; i < devices.size(); ++i) {
+  for (std::size_t i = 0; i < devices.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (devices[j] == devices[i])
         throw detail::make_error(nullptr, ncclInvalidArgument, call,
@@ -319,23 +323,25 @@ std::vector<communicator> communicator::init_all(std::span<const int> devices, c
                                              "one device as two ranks of a communicator",
                                              devices[i], j, i),
                                  false);
-  }
   for (std::size_t i = 0; i < devices.size(); ++i) check_device(devices[i], call, static_cast<int>(i));
-  const int n = static_cast<int>(devices.size());
-  const unique_id id = unique_id::create();
-  std::vector<std::unique_ptr<comm_state>> states;
-  for (int i = 0; i < n; ++i) {
-    auto state = std::make_unique<comm_state>();
-    state->rank = i;
-    state->size = n;
-    state->device = devices[static_cast<std::size_t>(i)];
-    state->options = options;
-    states.push_back(std::move(state));
-  }
-  auto abort_all = [&]() noexcept {
-    for (auto& s : states) detail::abort_state(*s);
-  };
+}
 
+void abort_all(comm_states& states) noexcept {
+  for (auto& s : states) detail::abort_state(*s);
+}
+
+// Aborts every communicator and throws `info` (rank and device from `st`, marked aborted).
+[[noreturn]] void fail_init(comm_states& states, const comm_state& st, nccl_error_info info) {
+  info.rank = st.rank;
+  info.device = st.device;
+  abort_all(states);
+  info.aborted = true;
+  throw nccl_error(std::move(info));
+}
+
+// Starts every rank's initialisation in one group (ncclCommInitRankConfig, nonblocking); on a refusal, aborts all.
+void start_init(comm_states& states, std::span<const int> devices, const unique_id& id) {
+  const int n = static_cast<int>(states.size());
   ncclResult_t first_error = ncclSuccess;
   int failed_rank = -1;
   {
@@ -343,19 +349,18 @@ std::vector<communicator> communicator::init_all(std::span<const int> devices, c
     const ncclResult_t start = ncclGroupStart();
     if (start != ncclSuccess)
       throw detail::make_error(nullptr, start, "ncclGroupStart", "before initialising the communicators");
-    for (int i = 0; i < n; ++i) {
-      const cudaError_t set = cudaSetDevice(states[static_cast<std::size_t>(i)]->device);
+    for (int i = 0; i < n && first_error == ncclSuccess; ++i) {
+      comm_state& st = *states[static_cast<std::size_t>(i)];
       ncclResult_t r = ncclUnhandledCudaError;
-      if (set == cudaSuccess) {
+      if (cudaSetDevice(st.device) == cudaSuccess) {
         ncclConfig_t config = nonblocking_config();
-        r = ncclCommInitRankConfig(&states[static_cast<std::size_t>(i)]->comm, n, id.id, i, &config);
+        r = ncclCommInitRankConfig(&st.comm, n, id.id, i, &config);
       } else {
         (void)cudaGetLastError();
       }
       if (r != ncclSuccess && r != ncclInProgress) {
         first_error = r;
         failed_rank = i;
-        break;
       }
     }
     const ncclResult_t end = ncclGroupEnd();
@@ -364,76 +369,86 @@ std::vector<communicator> communicator::init_all(std::span<const int> devices, c
       failed_rank = 0;
     }
   }
-  if (first_error != ncclSuccess) {
-    comm_state& st = *states[static_cast<std::size_t>(failed_rank)];
-    nccl_error_info info;
-    info.result = first_error;
-    info.call = "ncclCommInitRankConfig";
-    info.rank = st.rank;
-    info.device = st.device;
-    info.last_error = detail::last_error_text(nullptr);
-    info.detail = fmt::format("initialising {} communicators in one group", n);
-    abort_all();
-    info.aborted = true;
-    throw nccl_error(std::move(info));
-  }
-  // Poll every communicator until all are ready (or one fails, or the deadline passes: then all are aborted).
+  if (first_error == ncclSuccess) return;
+  nccl_error_info info;
+  info.result = first_error;
+  info.call = "ncclCommInitRankConfig";
+  info.last_error = detail::last_error_text(nullptr);
+  info.detail = fmt::format("initialising {} communicators in one group", n);
+  fail_init(states, *states[static_cast<std::size_t>(failed_rank)], std::move(info));
+}
+
+// True once communicator `st` is ready; false while it initialises; aborts all and throws when it failed.
+bool init_finished(comm_states& states, const comm_state& st) {
+  ncclResult_t async = ncclSuccess;
+  const ncclResult_t r = ncclCommGetAsyncError(st.comm, &async);
+  const ncclResult_t bad = r != ncclSuccess ? r : async;
+  if (bad == ncclSuccess) return true;
+  if (bad == ncclInProgress) return false;
+  nccl_error_info info;
+  info.result = bad;
+  info.call = "ncclCommInitRankConfig";
+  info.async_result = async;
+  info.last_error = detail::last_error_text(st.comm);
+  info.detail = fmt::format("the initialisation of {} communicators in one process failed", states.size());
+  fail_init(states, st, std::move(info));
+}
+
+// The deadline passed with the communicators not `ready` still initialising: aborts all and throws, naming them.
+[[noreturn]] void init_timed_out(comm_states& states, const std::vector<bool>& ready, const comm_options& options,
+                                 std::string_view call) {
+  std::string waiting;
+  const comm_state* first_waiting = nullptr;
+  for (std::size_t i = 0; i < states.size(); ++i)
+    if (!ready[i]) {
+      if (first_waiting == nullptr) first_waiting = states[i].get();
+      waiting += fmt::format("{}rank {} (device {})", waiting.empty() ? "" : ", ", states[i]->rank, states[i]->device);
+    }
+  nccl_error_info info;
+  info.result = ncclInProgress;
+  info.call = std::string(call);
+  info.timed_out = true;
+  info.detail = fmt::format("the initialisation of {} communicators did not finish within {} ms (still "
+                            "initialising: {})",
+                            states.size(), options.timeout.count(), waiting);
+  fail_init(states, *first_waiting, std::move(info)); // the first rank still initialising; the detail names each
+}
+
+// Polls every communicator until all are ready (or one fails, or the deadline passes: then all are aborted).
+void wait_for_init(comm_states& states, const comm_options& options, std::string_view call) {
   const auto deadline = detail::deadline_after(options.timeout);
   std::vector<bool> ready(states.size(), false);
   detail::backoff pause;
   for (;;) {
     bool all = true;
     for (std::size_t i = 0; i < states.size(); ++i) {
-      if (ready[i]) continue;
-      comm_state& st = *states[i];
-      ncclResult_t async = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(st.comm, &async);
-      const ncclResult_t bad = r != ncclSuccess ? r : async;
-      if (bad == ncclSuccess) {
-        ready[i] = true;
-        continue;
-      }
-      if (bad != ncclInProgress) {
-        nccl_error_info info;
-        info.result = bad;
-        info.call = "ncclCommInitRankConfig";
-        info.rank = st.rank;
-        info.device = st.device;
-        info.async_result = async;
-        info.last_error = detail::last_error_text(st.comm);
-        info.detail = fmt::format("the initialisation of {} communicators in one process failed", n);
-        abort_all();
-        info.aborted = true;
-        throw nccl_error(std::move(info));
-      }
-      all = false;
+      if (!ready[i]) ready[i] = init_finished(states, *states[i]);
+      all = all && ready[i];
     }
-    if (all) break;
-    if (detail::clock::now() > deadline) {
-      std::string waiting;
-      const comm_state* first_waiting = nullptr;
-      for (std::size_t i = 0; i < states.size(); ++i)
-        if (!ready[i]) {
-          if (first_waiting == nullptr) first_waiting = states[i].get();
-          waiting += fmt::format("{}rank {} (device {})", waiting.empty() ? "" : ", ", states[i]->rank,
-                                 states[i]->device);
-        }
-      nccl_error_info info;
-      info.result = ncclInProgress;
-      info.call = std::string(call);
-      info.timed_out = true;
-      // The first rank still initialising; the detail names every one.
-      info.rank = first_waiting != nullptr ? first_waiting->rank : -1;
-      info.device = first_waiting != nullptr ? first_waiting->device : -1;
-      info.detail = fmt::format("the initialisation of {} communicators did not finish within {} ms (still "
-                                "initialising: {})",
-                                n, options.timeout.count(), waiting);
-      abort_all();
-      info.aborted = true;
-      throw nccl_error(std::move(info));
-    }
+    if (all) return;
+    if (detail::clock::now() > deadline) init_timed_out(states, ready, options, call);
     pause.wait();
   }
+}
+
+} // namespace
+
+std::vector<communicator> communicator::init_all(std::span<const int> devices, const comm_options& options) {
+  constexpr std::string_view call = "conveyor::nccl::communicator::init_all";
+  check_init_devices(devices, call);
+  const int n = static_cast<int>(devices.size());
+  const unique_id id = unique_id::create();
+  comm_states states;
+  for (int i = 0; i < n; ++i) {
+    auto state = std::make_unique<comm_state>();
+    state->rank = i;
+    state->size = n;
+    state->device = devices[static_cast<std::size_t>(i)];
+    state->options = options;
+    states.push_back(std::move(state));
+  }
+  start_init(states, devices, id);
+  wait_for_init(states, options, call);
   std::vector<communicator> out;
   out.reserve(states.size());
   for (auto& s : states) out.push_back(communicator(std::move(s)));

@@ -1,6 +1,7 @@
 #include "conveyor/observe/export.hpp"
 
 #include "conveyor/define/graph.hpp"
+#include "kinds/kind.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -27,26 +28,6 @@ std::string dot_quoted(std::string_view text) {
   return out + "\"";
 }
 
-std::string_view fill_colour(node_kind kind) {
-  switch (kind) {
-  case node_kind::kernel: return "#cfe2f3";
-  case node_kind::memcpy: return "#d9ead3";
-  case node_kind::memset: return "#fff2cc";
-  case node_kind::host: return "#f4cccc";
-  case node_kind::child_graph:
-  case node_kind::conditional: return "#d9d2e9";
-  case node_kind::mem_alloc:
-  case node_kind::mem_free: return "#fce5cd";
-  case node_kind::empty:
-  case node_kind::event_wait:
-  case node_kind::event_record:
-  case node_kind::ext_semaphore_signal:
-  case node_kind::ext_semaphore_wait:
-  case node_kind::batch_mem_op:
-  case node_kind::other: return "#eeeeee";
-  }
-  return "#eeeeee";
-}
 
 std::string size_text(std::size_t bytes) {
   if (bytes >= (1U << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1U << 20));
@@ -69,6 +50,7 @@ std::string node_text(const node_description& n) {
     text += fmt::format("\npeer copy device {} -> device {}", n.source_device, n.device);
   if (n.kind == node_kind::memset || n.kind == node_kind::mem_alloc) text += fmt::format(" {}", size_text(n.bytes));
   for (const auto& b : n.bindings) text += fmt::format("\nbinds {}", b);
+  if (!n.fault.empty()) text += fmt::format("\nFAULT: {}", n.fault);
   return text;
 }
 
@@ -110,8 +92,9 @@ void write_dot_node(std::string& out, const node_description& n, const std::stri
   const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
   {
     const std::string id = fmt::format("{}{}", prefix, n.id);
-    out += fmt::format("{}{} [label={}, fillcolor={}];\n", indent, id, dot_quoted(node_text(n)),
-                       dot_quoted(fill_colour(n.kind)));
+    out += fmt::format("{}{} [label={}, fillcolor={}{}];\n", indent, id, dot_quoted(node_text(n)),
+                       dot_quoted(detail::traits_of(n.kind).dot_colour),
+                       n.fault.empty() ? "" : ", color=\"#cc0000\", penwidth=3");
     for (std::size_t b = 0; b < n.bodies.size(); ++b) {
       const std::string body_prefix = fmt::format("{}_{}_", id, b);
       out += fmt::format("{}subgraph cluster_{}_{} {{\n{}  label={}; style=dashed;\n", indent, id, b, indent,
@@ -142,6 +125,7 @@ nlohmann::json to_json_value(const graph_description& d) {
     if (n.device >= 0) j["device"] = n.device;
     if (n.source_device >= 0) j["source_device"] = n.source_device;
     if (!n.bindings.empty()) j["bindings"] = n.bindings;
+    if (!n.fault.empty()) j["fault"] = n.fault;
     if (!n.bodies.empty()) {
       j["bodies"] = nlohmann::json::array();
       for (const auto& body : n.bodies) j["bodies"].push_back(to_json_value(body));

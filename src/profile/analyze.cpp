@@ -7,6 +7,7 @@
 // correlation); eager work outside steps forms one unit, of track "".
 #include "conveyor/profile/report.hpp"
 
+#include "util/median.hpp"
 #include "profile/analysis.hpp"
 
 #include <fmt/format.h>
@@ -197,10 +198,11 @@ bool fits(const activity& a, const flat_graph* g, std::size_t top, const launch_
   return true;
 }
 
-// Assigns conditional-body work (correlation 0) to a graph launch of its executable graph, and graph work outside
-// steps to the step of its launch.
-void resolve_launches(const trace& t, analysis& an) {
-  std::map<std::pair<std::uint32_t, std::uint32_t>, launch_window> launches;
+using launch_key = std::pair<std::uint32_t, std::uint32_t>; // (exec_id, correlation)
+
+// Every graph launch's correlated records: its window and per top-level node its span.
+std::map<launch_key, launch_window> launch_windows(const trace& t, const analysis& an) {
+  std::map<launch_key, launch_window> launches;
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
     const auto& a = t.activities[i];
     if (a.exec_id == 0 || a.correlation == 0) continue;
@@ -210,12 +212,18 @@ void resolve_launches(const trace& t, analysis& an) {
     w.end = std::max(w.end, a.end_ns);
     if (w.step == 0) w.step = a.step;
     const auto& info = an.activities[i];
-    if (info.flat != npos) {
-      const auto top = info.graph->nodes[info.flat].top;
-      auto [it, fresh] = w.tops.try_emplace(top, a.start_ns, a.end_ns);
-      if (!fresh) it->second = {std::min(it->second.first, a.start_ns), std::max(it->second.second, a.end_ns)};
-    }
+    if (info.flat == npos) continue;
+    const auto top = info.graph->nodes[info.flat].top;
+    auto [it, fresh] = w.tops.try_emplace(top, a.start_ns, a.end_ns);
+    if (!fresh) it->second = {std::min(it->second.first, a.start_ns), std::max(it->second.second, a.end_ns)};
   }
+  return launches;
+}
+
+// Each launch's host start (its earliest cudaGraphLaunch) and step from the host calls; the launches of each
+// executable graph by GPU start.
+std::unordered_map<std::uint32_t, std::vector<const launch_window*>>
+launches_by_exec(const trace& t, std::map<launch_key, launch_window>& launches) {
   std::unordered_map<std::uint32_t, const host_call*> calls;
   for (const auto& c : t.host_calls) {
     auto [it, fresh] = calls.try_emplace(c.correlation, &c);
@@ -231,35 +239,43 @@ void resolve_launches(const trace& t, analysis& an) {
   }
   for (auto& [exec, list] : by_exec)
     std::sort(list.begin(), list.end(), [](const auto* x, const auto* y) { return x->start < y->start; });
+  return by_exec;
+}
 
+// The launch (of `list`, by start) that a conditional body's record `a` belongs to: the one whose window holds it,
+// else the latest launch before it or the first after it that it fits (fits), else the nearest.
+const launch_window* launch_of(const activity& a, const activity_info& info,
+                               const std::vector<const launch_window*>& list, relatives_cache& cache) {
+  const auto next = std::upper_bound(list.begin(), list.end(), a.start_ns,
+                                     [](std::uint64_t s, const launch_window* w) { return s < w->start; });
+  const launch_window* before = next == list.begin() ? nullptr : *(next - 1);
+  const launch_window* after = next == list.end() ? nullptr : *next;
+  if (before != nullptr && a.start_ns <= before->end) return before; // launches of one executable graph never overlap
+  const std::size_t top = info.flat == npos ? npos : info.graph->nodes[info.flat].top;
+  if (before != nullptr && fits(a, info.graph, top, *before, cache)) return before;
+  if (after != nullptr && fits(a, info.graph, top, *after, cache)) return after;
+  return before != nullptr ? before : after;
+}
+
+// Assigns conditional-body work (correlation 0) to a graph launch of its executable graph, and graph work outside
+// steps to the step of its launch.
+void resolve_launches(const trace& t, analysis& an) {
+  auto launches = launch_windows(t, an);
+  const auto by_exec = launches_by_exec(t, launches);
   relatives_cache cache;
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
     const auto& a = t.activities[i];
     auto& info = an.activities[i];
     if (a.exec_id == 0) continue;
-    if (a.correlation == 0) {
-      const auto found = by_exec.find(a.exec_id);
-      if (found == by_exec.end()) continue;
-      const auto& list = found->second;
-      // The first launch that started after it; the one before is the latest that started before it.
-      const auto next = std::upper_bound(list.begin(), list.end(), a.start_ns,
-                                         [](std::uint64_t s, const launch_window* w) { return s < w->start; });
-      const launch_window* chosen = nullptr;
-      const launch_window* before = next == list.begin() ? nullptr : *(next - 1);
-      const launch_window* after = next == list.end() ? nullptr : *next;
-      if (before != nullptr && a.start_ns <= before->end) {
-        chosen = before; // inside its window: launches of one executable graph never overlap
-      } else {
-        const std::size_t top = info.flat == npos ? npos : info.graph->nodes[info.flat].top;
-        if (before != nullptr && fits(a, info.graph, top, *before, cache)) chosen = before;
-        else if (after != nullptr && fits(a, info.graph, top, *after, cache)) chosen = after;
-        else chosen = before != nullptr ? before : after;
-      }
-      info.correlation = chosen->correlation;
-      if (info.step == 0) info.step = chosen->step;
-    } else if (info.step == 0) {
-      info.step = launches[{a.exec_id, a.correlation}].step;
+    if (a.correlation != 0) {
+      if (info.step == 0) info.step = launches[{a.exec_id, a.correlation}].step;
+      continue;
     }
+    const auto found = by_exec.find(a.exec_id);
+    if (found == by_exec.end()) continue;
+    const launch_window* chosen = launch_of(a, info, found->second, cache);
+    info.correlation = chosen->correlation;
+    if (info.step == 0) info.step = chosen->step;
   }
 }
 
@@ -341,115 +357,141 @@ void form_units(const trace& t, analysis& an, const analyze_options& options) {
 // start order): exact while no activity in the unit is longer than the stretch this covers, bounded always.
 constexpr std::size_t scan_limit = 4096;
 
-std::vector<std::size_t> critical_path(const trace& t, const analysis& an, const unit& u) {
-  const auto& m = u.members; // by start time
-  if (m.empty()) return {};
-  std::size_t last = 0;
-  std::uint64_t max_duration = 0;
-  for (std::size_t k = 0; k < m.size(); ++k) {
-    const auto& a = t.activities[m[k]];
-    const auto& l = t.activities[m[last]];
-    if (a.end_ns > l.end_ns || (a.end_ns == l.end_ns && a.start_ns > l.start_ns)) last = k;
-    max_duration = std::max(max_duration, a.end_ns - std::min(a.start_ns, a.end_ns));
+// The walk back from a unit's last activity along the activities each one waited for (critical_path).
+class critical_walk {
+public:
+  critical_walk(const trace& t, const analysis& an, const unit& u) : t_(t), an_(an), m_(u.members) {
+    for (std::size_t k = 0; k < m_.size(); ++k) {
+      const auto& a = t_.activities[m_[k]];
+      const auto& l = t_.activities[m_[last_]];
+      if (a.end_ns > l.end_ns || (a.end_ns == l.end_ns && a.start_ns > l.start_ns)) last_ = k;
+      max_duration_ = std::max(max_duration_, a.end_ns - std::min(a.start_ns, a.end_ns));
+    }
+    // Per graph launch in the unit: which flat nodes ran (themselves or in their bodies).
+    for (auto j : m_) {
+      const auto& info = an_.activities[j];
+      if (info.flat == npos) continue;
+      auto& flags = active_[{t_.activities[j].exec_id, info.correlation}];
+      flags.resize(info.graph->nodes.size(), false);
+      for (auto f = info.flat; f != npos; f = info.graph->nodes[f].owner) flags[f] = true;
+    }
+    visited_.assign(m_.size(), false);
   }
-  // Per graph launch in the unit: which flat nodes ran (themselves or in their bodies).
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<bool>> active;
-  for (auto j : m) {
-    const auto& info = an.activities[j];
-    if (info.flat == npos) continue;
-    auto& flags = active[{t.activities[j].exec_id, info.correlation}];
-    flags.resize(info.graph->nodes.size(), false);
-    for (auto f = info.flat; f != npos; f = info.graph->nodes[f].owner) flags[f] = true;
+
+  std::vector<std::size_t> run() {
+    visited_[last_] = true;
+    std::vector<std::size_t> path{m_[last_]};
+    for (std::size_t cur = last_;;) {
+      const std::size_t best = gate_of(cur);
+      if (best == npos) break;
+      path.push_back(m_[best]);
+      visited_[best] = true;
+      cur = best;
+    }
+    std::reverse(path.begin(), path.end());
+    return path;
   }
-  std::vector<bool> visited(m.size(), false);
-  visited[last] = true;
-  std::vector<std::size_t> path{m[last]};
+
+private:
   // The member that ended last before `cur` started (within the tolerance) among those `accept` takes; members
   // `overlap` takes (programmatic predecessors) may also end after `cur` started, as long as before it ended. Scans
   // back from the last member that started in time and stops when no earlier one can end later than the best so far.
-  auto latest_before = [&](std::size_t cur, auto&& accept, auto&& overlap) {
-    const auto limit = t.activities[m[cur]].start_ns + tolerance_ns;
-    const auto overlap_limit = t.activities[m[cur]].end_ns + tolerance_ns;
+  template <class Accept, class Overlap>
+  std::size_t latest_before(std::size_t cur, Accept&& accept, Overlap&& overlap) const {
+    const auto limit = t_.activities[m_[cur]].start_ns + tolerance_ns;
+    const auto overlap_limit = t_.activities[m_[cur]].end_ns + tolerance_ns;
     const auto hi = static_cast<std::size_t>(
-        std::upper_bound(m.begin(), m.end(), limit,
-                         [&](std::uint64_t v, std::size_t j) { return v < t.activities[j].start_ns; }) -
-        m.begin());
+        std::upper_bound(m_.begin(), m_.end(), limit,
+                         [&](std::uint64_t v, std::size_t j) { return v < t_.activities[j].start_ns; }) -
+        m_.begin());
     std::size_t best = npos;
     std::uint64_t best_end = 0;
     std::size_t scanned_past = 0; // members looked at after the first candidate: bounded (one long activity would
                                   // otherwise defeat the duration bound and make the walk quadratic)
     for (std::size_t k = hi; k-- > 0;) {
-      const auto& a = t.activities[m[k]];
-      if (best != npos && (a.start_ns + max_duration < best_end || ++scanned_past > scan_limit)) break;
-      if (visited[k] || !accept(m[k])) continue;
-      if (a.end_ns > limit && (a.end_ns > overlap_limit || !overlap(m[k]))) continue;
+      const auto& a = t_.activities[m_[k]];
+      if (best != npos && (a.start_ns + max_duration_ < best_end || ++scanned_past > scan_limit)) break;
+      if (visited_[k] || !accept(m_[k])) continue;
+      if (a.end_ns > limit && (a.end_ns > overlap_limit || !overlap(m_[k]))) continue;
       if (best == npos || a.end_ns > best_end) {
         best = k;
         best_end = a.end_ns;
       }
     }
     return best;
-  };
-  const auto no_overlap = [](std::size_t) { return false; };
-  for (std::size_t cur = last;;) {
-    const auto& ca = t.activities[m[cur]];
-    const auto& ci = an.activities[m[cur]];
-    auto same_launch = [&](std::size_t j) {
-      return t.activities[j].exec_id == ca.exec_id && an.activities[j].correlation == ci.correlation;
-    };
-    std::size_t best = npos;
-    if (ci.flat != npos) {
-      // Graph work: records of the DAG predecessors of its top-level node (walking through nodes that did not run)
-      // and earlier records under that same node (nested bodies).
-      const auto& g = *ci.graph;
-      const auto top = g.nodes[ci.flat].top;
-      std::vector<bool> candidate(g.nodes.size(), false);
-      candidate[top] = true;
-      for (auto p : active_predecessors(g, top, active.at({ca.exec_id, ci.correlation}))) candidate[p] = true;
-      // Programmatic predecessors (of the node itself, within its body, or of its top-level node) may overlap it.
-      std::vector<bool> programmatic(g.nodes.size(), false);
-      for (auto p : g.nodes[ci.flat].programmatic_preds) programmatic[p] = true;
-      for (auto p : g.nodes[top].programmatic_preds) programmatic[p] = true;
-      best = latest_before(
-          cur,
-          [&](std::size_t j) {
-            const auto& info = an.activities[j];
-            return info.flat != npos && same_launch(j) && candidate[g.nodes[info.flat].top];
-          },
-          [&](std::size_t j) {
-            const auto f = an.activities[j].flat;
-            return programmatic[f] || programmatic[g.nodes[f].top];
-          });
-    } else if (ca.exec_id == 0) {
-      // Eager work: stream order, and graph launches enqueued before it (the stream waits for all of a launch,
-      // whose nodes run on the graph's own streams: a copy after a WHILE loop waits for the loop's last body work).
-      best = latest_before(
-          cur,
-          [&](std::size_t j) {
-            const auto& a = t.activities[j];
-            if (a.device == ca.device && a.stream == ca.stream) return true;
-            const auto launched = an.activities[j].correlation;
-            return a.exec_id != 0 && launched != 0 && ca.correlation != 0 && launched < ca.correlation;
-          },
-          no_overlap);
-    }
-    // Else (a root node, eager work first on its stream, unattributed work): any other work of the unit.
-    if (best == npos)
-      best = latest_before(cur, [&](std::size_t j) { return ci.flat == npos || !same_launch(j); }, no_overlap);
-    if (best == npos) break;
-    path.push_back(m[best]);
-    visited[best] = true;
-    cur = best;
   }
-  std::reverse(path.begin(), path.end());
-  return path;
-}
 
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const auto n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  bool same_launch(std::size_t j, std::size_t cur) const {
+    return t_.activities[j].exec_id == t_.activities[m_[cur]].exec_id &&
+           an_.activities[j].correlation == an_.activities[m_[cur]].correlation;
+  }
+
+  // Graph work: records of the DAG predecessors of its top-level node (walking through nodes that did not run) and
+  // earlier records under that same node (nested bodies); programmatic predecessors (of the node itself, within its
+  // body, or of its top-level node) may overlap it.
+  std::size_t graph_gate(std::size_t cur) const {
+    const auto& ca = t_.activities[m_[cur]];
+    const auto& ci = an_.activities[m_[cur]];
+    const auto& g = *ci.graph;
+    const auto top = g.nodes[ci.flat].top;
+    std::vector<bool> candidate(g.nodes.size(), false);
+    candidate[top] = true;
+    for (auto p : active_predecessors(g, top, active_.at({ca.exec_id, ci.correlation}))) candidate[p] = true;
+    std::vector<bool> programmatic(g.nodes.size(), false);
+    for (auto p : g.nodes[ci.flat].programmatic_preds) programmatic[p] = true;
+    for (auto p : g.nodes[top].programmatic_preds) programmatic[p] = true;
+    return latest_before(
+        cur,
+        [&](std::size_t j) {
+          const auto& info = an_.activities[j];
+          return info.flat != npos && same_launch(j, cur) && candidate[g.nodes[info.flat].top];
+        },
+        [&](std::size_t j) {
+          const auto f = an_.activities[j].flat;
+          return programmatic[f] || programmatic[g.nodes[f].top];
+        });
+  }
+
+  // Eager work: stream order, and graph launches enqueued before it (the stream waits for all of a launch, whose
+  // nodes run on the graph's own streams: a copy after a WHILE loop waits for the loop's last body work).
+  std::size_t eager_gate(std::size_t cur) const {
+    const auto& ca = t_.activities[m_[cur]];
+    return latest_before(
+        cur,
+        [&](std::size_t j) {
+          const auto& a = t_.activities[j];
+          if (a.device == ca.device && a.stream == ca.stream) return true;
+          const auto launched = an_.activities[j].correlation;
+          return a.exec_id != 0 && launched != 0 && ca.correlation != 0 && launched < ca.correlation;
+        },
+        no_overlap);
+  }
+
+  std::size_t gate_of(std::size_t cur) const {
+    const auto& ca = t_.activities[m_[cur]];
+    const auto& ci = an_.activities[m_[cur]];
+    std::size_t best = npos;
+    if (ci.flat != npos) best = graph_gate(cur);
+    else if (ca.exec_id == 0) best = eager_gate(cur);
+    if (best != npos) return best;
+    // Else (a root node, eager work first on its stream, unattributed work): any other work of the unit.
+    return latest_before(cur, [&](std::size_t j) { return ci.flat == npos || !same_launch(j, cur); }, no_overlap);
+  }
+
+  static bool no_overlap(std::size_t) { return false; }
+
+  const trace& t_;
+  const analysis& an_;
+  const std::vector<std::size_t>& m_; // by start time
+  std::size_t last_ = 0;
+  std::uint64_t max_duration_ = 0;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<bool>> active_;
+  std::vector<bool> visited_;
+};
+
+std::vector<std::size_t> critical_path(const trace& t, const analysis& an, const unit& u) {
+  if (u.members.empty()) return {};
+  return critical_walk(t, an, u).run();
 }
 
 // The earliest host start of the API calls of each step and of each correlation id.
@@ -469,21 +511,11 @@ struct call_starts {
   }
 };
 
-launch_profile measure(const trace& t, const analysis& an, const unit& u, const call_starts& calls) {
-  launch_profile lp;
-  lp.track = u.track;
-  lp.graph = u.graph;
-  lp.step = u.step;
-  lp.correlation = u.correlation;
-  lp.start_ns = u.start_ns;
-  lp.end_ns = u.end_ns;
-  lp.wall_us = to_us(u.start_ns, u.end_ns);
-  lp.activities = u.members.size();
-  const auto& m = u.members;
-  if (m.empty()) return lp;
-
+// The critical path's labels and time in `lp`; returns, per activity on it, the one it waited on (npos: the first).
+std::unordered_map<std::size_t, std::size_t> add_critical_path(const trace& t, const analysis& an, const unit& u,
+                                                               launch_profile& lp) {
   const auto path = critical_path(t, an, u);
-  std::unordered_map<std::size_t, std::size_t> path_pred; // on the path -> the one it waited on (npos: first)
+  std::unordered_map<std::size_t, std::size_t> path_pred;
   for (std::size_t k = 0; k < path.size(); ++k) {
     const auto& a = t.activities[path[k]];
     path_pred[path[k]] = k == 0 ? npos : path[k - 1];
@@ -495,67 +527,118 @@ launch_profile measure(const trace& t, const analysis& an, const unit& u, const 
     if (k > 0 && a.start_ns > t.activities[path[k - 1]].end_ns)
       lp.critical_gaps_us += to_us(t.activities[path[k - 1]].end_ns, a.start_ns);
   }
+  return path_pred;
+}
 
-  // Union of the intervals (members are in start order) and the idle gaps between its pieces.
-  std::uint64_t piece_start = t.activities[m.front()].start_ns;
-  std::uint64_t piece_end = t.activities[m.front()].end_ns;
-  std::vector<std::size_t> ending{m.front()}; // members of the piece that end at piece_end
-  std::uint64_t busy_ns = 0;
-  for (std::size_t k = 1; k <= m.size(); ++k) {
-    if (k < m.size() && t.activities[m[k]].start_ns <= piece_end) {
-      const auto& a = t.activities[m[k]];
-      if (a.end_ns > piece_end) {
-        piece_end = a.end_ns;
-        ending.clear();
+// The busy pieces of a unit (the union of its members' intervals, members in start order) and the idle gaps between
+// them, each gap named by the activities around it.
+class gap_scan {
+public:
+  gap_scan(const trace& t, const analysis& an, const unit& u,
+           const std::unordered_map<std::size_t, std::size_t>& path_pred)
+      : t_(t), an_(an), u_(u), m_(u.members), path_pred_(path_pred) {}
+
+  void run(launch_profile& lp) {
+    std::uint64_t piece_start = t_.activities[m_.front()].start_ns;
+    std::uint64_t piece_end = t_.activities[m_.front()].end_ns;
+    std::vector<std::size_t> ending{m_.front()}; // members of the piece that end at piece_end
+    std::uint64_t busy_ns = 0;
+    for (std::size_t k = 1; k <= m_.size(); ++k) {
+      if (k < m_.size() && t_.activities[m_[k]].start_ns <= piece_end) {
+        extend(m_[k], piece_end, ending);
+        continue;
       }
-      if (a.end_ns == piece_end) ending.push_back(m[k]);
-      continue;
+      busy_ns += piece_end - piece_start;
+      if (k == m_.size()) break;
+      add_gap(lp, gap_at(k, piece_end, ending));
+      piece_start = t_.activities[m_[k]].start_ns;
+      piece_end = t_.activities[m_[k]].end_ns;
+      ending = {m_[k]};
     }
-    busy_ns += piece_end - piece_start;
-    if (k == m.size()) break;
-    // A gap from piece_end to the start of m[k]: "before" prefers an activity on the critical path, "after" the one
-    // it waited on.
-    const auto gap_end = t.activities[m[k]].start_ns;
-    std::size_t before = m[k];
-    for (std::size_t j = k; j < m.size() && t.activities[m[j]].start_ns == gap_end; ++j)
-      if (path_pred.count(m[j]) != 0) {
-        before = m[j];
+    lp.busy_us = to_us(busy_ns);
+    lp.utilisation = lp.wall_us > 0 ? lp.busy_us / lp.wall_us : 0;
+  }
+
+private:
+  void extend(std::size_t i, std::uint64_t& piece_end, std::vector<std::size_t>& ending) const {
+    const auto& a = t_.activities[i];
+    if (a.end_ns > piece_end) {
+      piece_end = a.end_ns;
+      ending.clear();
+    }
+    if (a.end_ns == piece_end) ending.push_back(i);
+  }
+
+  // The gap from piece_end to the start of member k: "before" prefers an activity on the critical path, "after" the
+  // one it waited on.
+  idle_gap gap_at(std::size_t k, std::uint64_t piece_end, const std::vector<std::size_t>& ending) const {
+    const auto gap_end = t_.activities[m_[k]].start_ns;
+    std::size_t before = m_[k];
+    for (std::size_t j = k; j < m_.size() && t_.activities[m_[j]].start_ns == gap_end; ++j)
+      if (path_pred_.count(m_[j]) != 0) {
+        before = m_[j];
         break;
       }
     std::size_t after = ending.front();
     bool on_path = false;
-    if (auto p = path_pred.find(before); p != path_pred.end())
+    if (auto p = path_pred_.find(before); p != path_pred_.end())
       for (auto e : ending)
         if (e == p->second) {
           after = e;
           on_path = true;
         }
     idle_gap gap;
-    gap.start_us = to_us(u.start_ns, piece_end);
+    gap.start_us = to_us(u_.start_ns, piece_end);
     gap.duration_us = to_us(piece_end, gap_end);
-    gap.after = an.activities[after].label;
-    gap.before = an.activities[before].label;
+    gap.after = an_.activities[after].label;
+    gap.before = an_.activities[before].label;
     gap.on_critical_path = on_path;
+    return gap;
+  }
+
+  static void add_gap(launch_profile& lp, idle_gap gap) {
     ++lp.gap_count;
     lp.gap_total_us += gap.duration_us;
-    if (gap.duration_us > lp.largest_gap.duration_us) lp.largest_gap = gap;
-    piece_start = gap_end;
-    piece_end = t.activities[m[k]].end_ns;
-    ending = {m[k]};
+    if (gap.duration_us > lp.largest_gap.duration_us) lp.largest_gap = std::move(gap);
   }
-  lp.busy_us = to_us(busy_ns);
-  lp.utilisation = lp.wall_us > 0 ? lp.busy_us / lp.wall_us : 0;
 
-  // The first enqueuing API call: the step's earliest, else the earliest of its records' correlations.
+  const trace& t_;
+  const analysis& an_;
+  const unit& u_;
+  const std::vector<std::size_t>& m_;
+  const std::unordered_map<std::size_t, std::size_t>& path_pred_;
+};
+
+// The first enqueuing API call of a unit: the step's earliest, else the earliest of its records' correlations; max
+// when none is known.
+std::uint64_t first_api_call(const analysis& an, const unit& u, const call_starts& calls) {
   auto host = std::numeric_limits<std::uint64_t>::max();
   if (u.kind == unit::type::step)
     if (auto c = calls.by_step.find(u.step); c != calls.by_step.end()) host = c->second;
-  if (host == std::numeric_limits<std::uint64_t>::max())
-    for (auto j : m)
-      if (auto c = calls.by_correlation.find(an.activities[j].correlation);
-          an.activities[j].correlation != 0 && c != calls.by_correlation.end())
-        host = std::min(host, c->second);
-  if (host != std::numeric_limits<std::uint64_t>::max()) lp.api_to_gpu_us = to_us(host, u.start_ns);
+  if (host != std::numeric_limits<std::uint64_t>::max()) return host;
+  for (auto j : u.members) {
+    const auto correlation = an.activities[j].correlation;
+    if (auto c = calls.by_correlation.find(correlation); correlation != 0 && c != calls.by_correlation.end())
+      host = std::min(host, c->second);
+  }
+  return host;
+}
+
+launch_profile measure(const trace& t, const analysis& an, const unit& u, const call_starts& calls) {
+  launch_profile lp;
+  lp.track = u.track;
+  lp.graph = u.graph;
+  lp.step = u.step;
+  lp.correlation = u.correlation;
+  lp.start_ns = u.start_ns;
+  lp.end_ns = u.end_ns;
+  lp.wall_us = to_us(u.start_ns, u.end_ns);
+  lp.activities = u.members.size();
+  if (u.members.empty()) return lp;
+  const auto path_pred = add_critical_path(t, an, u, lp);
+  gap_scan(t, an, u, path_pred).run(lp);
+  if (const auto host = first_api_call(an, u, calls); host != std::numeric_limits<std::uint64_t>::max())
+    lp.api_to_gpu_us = to_us(host, u.start_ns);
   return lp;
 }
 
@@ -671,8 +754,12 @@ analysis analyse(const trace& t, const analyze_options& options) {
 
 } // namespace detail
 
-profile_report analyze(const trace& t, const analyze_options& options) {
-  profile_report notes_holder;
+namespace {
+
+using detail::npos;
+
+// Graphs with WHILE bodies instantiated before the first profiler started: CUPTI then records one iteration.
+std::vector<std::string> while_notes(const trace& t) {
   const auto has_while = [](const auto& self, const graph_description& g) -> bool {
     for (const auto& n : g.nodes) {
       if (n.conditional_type == "while") return true;
@@ -681,112 +768,135 @@ profile_report analyze(const trace& t, const analyze_options& options) {
     }
     return false;
   };
+  std::vector<std::string> notes;
+  if (t.step_through)
+    notes.emplace_back("CONVEYOR_STEP_THROUGH was set: graph launches ran node by node (each node a graph of its own, "
+                       "followed by a synchronisation), so these are a debugging run's timings; unset it to profile");
   for (const auto& w : t.graphs)
     if (w.instantiated_before_profiling && has_while(has_while, w.graph))
-      notes_holder.notes.push_back(fmt::format(
+      notes.push_back(fmt::format(
           "graph '{}' was instantiated before the first profiler of the process started: CUPTI then records only the "
           "first iteration of its WHILE bodies in each launch (CUDA 13.0, H200); instantiate it after a profiler "
           "has started to see every iteration", w.name));
+  return notes;
+}
 
-  using detail::npos;
-  const auto an = detail::analyse(t, options);
-  profile_report r;
-  r.dropped_records = t.dropped_records;
-  r.device_name = t.device_name;
-  r.notes = std::move(notes_holder.notes);
+// The records of the kept units, node by node (graph nodes by path, eager work by label) and track by track, and
+// the unattributed ones by reason.
+class node_table {
+public:
+  node_table(const trace& t, const detail::analysis& an) : t_(t), an_(an) {}
 
-  std::vector<std::string> tracks; // in order of first appearance
-  std::unordered_map<std::string, std::size_t> track_index;
+  // Adds the records of unit `k`, its launch measured into `r`.
+  void add_unit(std::size_t k, profile_report& r, const detail::call_starts& calls) {
+    const auto& u = an_.units[k];
+    auto [tr, fresh_track] = track_index_.try_emplace(u.track, tracks_.size());
+    if (fresh_track) tracks_.push_back(u.track);
+    r.launches.push_back(detail::measure(t_, an_, u, calls));
+    for (auto i : u.members) {
+      ++r.records;
+      if (an_.activities[i].attributed) {
+        ++r.attributed;
+        add_record(k, i, tr->second);
+      } else {
+        const auto& info = an_.activities[i];
+        auto [g, fresh] = group_index_.try_emplace(info.reason, groups_.size());
+        if (fresh) groups_.push_back({0, info.reason, info.example});
+        ++groups_[g->second].records;
+      }
+    }
+  }
+
+  // The node profiles, by track, then by total time, with their shares; the track summaries; the unattributed
+  // groups, largest first.
+  void finish(profile_report& r) {
+    std::vector<double> track_time(tracks_.size(), 0);
+    for (auto& acc : nodes_) {
+      summarise(acc);
+      track_time[acc.track] += acc.profile.total_us;
+    }
+    std::stable_sort(nodes_.begin(), nodes_.end(), [](const accumulator& x, const accumulator& y) {
+      if (x.track != y.track) return x.track < y.track;
+      return x.profile.total_us > y.profile.total_us;
+    });
+    for (auto& acc : nodes_) {
+      acc.profile.share = track_time[acc.track] > 0 ? acc.profile.total_us / track_time[acc.track] : 0;
+      r.nodes.push_back(std::move(acc.profile));
+    }
+    for (std::size_t k = 0; k < tracks_.size(); ++k) r.tracks.push_back(track_of(tracks_[k], track_time[k], r));
+    std::stable_sort(groups_.begin(), groups_.end(),
+                     [](const unattributed_group& x, const unattributed_group& y) { return x.records > y.records; });
+    r.unattributed = std::move(groups_);
+  }
+
+private:
   struct accumulator {
     node_profile profile;
     std::size_t track = 0;
     std::vector<double> durations;
     std::set<std::size_t> units;
   };
-  std::vector<accumulator> nodes;
-  std::map<std::string, std::size_t> node_index;
-  std::vector<unattributed_group> groups;
-  std::unordered_map<std::string, std::size_t> group_index;
 
-  const detail::call_starts calls(t);
-  for (std::size_t k = 0; k < an.units.size(); ++k) {
-    const auto& u = an.units[k];
-    if (!u.kept) continue;
-    auto [tr, fresh_track] = track_index.try_emplace(u.track, tracks.size());
-    if (fresh_track) tracks.push_back(u.track);
-    r.launches.push_back(detail::measure(t, an, u, calls));
-    for (auto i : u.members) {
-      const auto& a = t.activities[i];
-      const auto& info = an.activities[i];
-      ++r.records;
-      if (!info.attributed) {
-        auto [g, fresh] = group_index.try_emplace(info.reason, groups.size());
-        if (fresh) groups.push_back({0, info.reason, info.example});
-        ++groups[g->second].records;
-        continue;
-      }
-      ++r.attributed;
-      node_ref ref;
-      ref.track = u.track;
-      std::string key;
-      if (info.flat != npos) {
-        const auto& f = info.graph->nodes[info.flat];
-        ref.graph = info.graph->watched->name;
-        ref.path = f.path;
-        ref.label = f.label;
-        key = fmt::format("{}\x1fg{}\x1f{}", u.track, ref.graph, fmt::join(f.path, ","));
-      } else {
-        ref.ordinal = info.ordinal;
-        ref.label = info.label;
-        key = fmt::format("{}\x1f"
-                          "e{}",
-                          u.track, ref.label);
-      }
-      auto [n, fresh] = node_index.try_emplace(key, nodes.size());
-      if (fresh) {
-        accumulator acc;
-        acc.track = tr->second;
-        acc.profile.ref = std::move(ref);
-        if (info.flat != npos) {
-          const auto& d = *info.graph->nodes[info.flat].node;
-          acc.profile.kind = d.kind;
-          acc.profile.kernel_name = d.kernel_name.empty() && a.kind == activity_kind::kernel ? a.name : d.kernel_name;
-        } else {
-          acc.profile.kind = detail::node_kind_of(a.kind);
-          if (a.kind == activity_kind::kernel) acc.profile.kernel_name = a.name;
-        }
-        nodes.push_back(std::move(acc));
-      }
-      auto& acc = nodes[n->second];
-      acc.durations.push_back(detail::to_us(a.start_ns, a.end_ns));
-      acc.units.insert(k);
+  // The node an attributed record `i` of unit `k` belongs to, and its key.
+  std::pair<node_ref, std::string> node_of(std::size_t k, std::size_t i) const {
+    const auto& u = an_.units[k];
+    const auto& info = an_.activities[i];
+    node_ref ref;
+    ref.track = u.track;
+    if (info.flat != npos) {
+      const auto& f = info.graph->nodes[info.flat];
+      ref.graph = info.graph->watched->name;
+      ref.path = f.path;
+      ref.label = f.label;
+      return {ref, fmt::format("{}\x1fg{}\x1f{}", u.track, ref.graph, fmt::join(f.path, ","))};
     }
+    ref.ordinal = info.ordinal;
+    ref.label = info.label;
+    return {ref, fmt::format("{}\x1f"
+                             "e{}",
+                             u.track, ref.label)};
   }
 
-  std::vector<double> track_time(tracks.size(), 0);
-  for (auto& acc : nodes) {
+  accumulator new_node(node_ref ref, std::size_t track, std::size_t i) const {
+    const auto& a = t_.activities[i];
+    const auto& info = an_.activities[i];
+    accumulator acc;
+    acc.track = track;
+    acc.profile.ref = std::move(ref);
+    if (info.flat != npos) {
+      const auto& d = *info.graph->nodes[info.flat].node;
+      acc.profile.kind = d.kind;
+      acc.profile.kernel_name = d.kernel_name.empty() && a.kind == activity_kind::kernel ? a.name : d.kernel_name;
+    } else {
+      acc.profile.kind = detail::node_kind_of(a.kind);
+      if (a.kind == activity_kind::kernel) acc.profile.kernel_name = a.name;
+    }
+    return acc;
+  }
+
+  void add_record(std::size_t k, std::size_t i, std::size_t track) {
+    auto [ref, key] = node_of(k, i);
+    auto [n, fresh] = node_index_.try_emplace(key, nodes_.size());
+    if (fresh) nodes_.push_back(new_node(std::move(ref), track, i));
+    auto& acc = nodes_[n->second];
+    acc.durations.push_back(detail::to_us(t_.activities[i].start_ns, t_.activities[i].end_ns));
+    acc.units.insert(k);
+  }
+
+  static void summarise(accumulator& acc) {
     auto& p = acc.profile;
     p.records = acc.durations.size();
     p.launches = acc.units.size();
     for (auto d : acc.durations) p.total_us += d;
     p.min_us = *std::min_element(acc.durations.begin(), acc.durations.end());
     p.max_us = *std::max_element(acc.durations.begin(), acc.durations.end());
-    p.median_us = detail::median_of(acc.durations);
-    track_time[acc.track] += p.total_us;
-  }
-  std::stable_sort(nodes.begin(), nodes.end(), [](const accumulator& x, const accumulator& y) {
-    if (x.track != y.track) return x.track < y.track;
-    return x.profile.total_us > y.profile.total_us;
-  });
-  for (auto& acc : nodes) {
-    acc.profile.share = track_time[acc.track] > 0 ? acc.profile.total_us / track_time[acc.track] : 0;
-    r.nodes.push_back(std::move(acc.profile));
+    p.median_us = conveyor::detail::median(acc.durations);
   }
 
-  for (std::size_t k = 0; k < tracks.size(); ++k) {
+  static track_summary track_of(const std::string& track, double node_time, const profile_report& r) {
     track_summary s;
-    s.track = tracks[k];
-    s.node_time_us = track_time[k];
+    s.track = track;
+    s.node_time_us = node_time;
     std::vector<double> walls;
     std::vector<double> busys;
     std::vector<double> critical;
@@ -805,17 +915,38 @@ profile_report analyze(const trace& t, const analyze_options& options) {
       first = std::min(first, lp.start_ns);
       last = std::max(last, lp.end_ns);
     }
-    s.median_wall_us = detail::median_of(walls);
-    s.median_busy_us = detail::median_of(busys);
-    s.median_critical_path_us = detail::median_of(critical);
+    s.median_wall_us = conveyor::detail::median(walls);
+    s.median_busy_us = conveyor::detail::median(busys);
+    s.median_critical_path_us = conveyor::detail::median(critical);
     s.utilisation = wall_sum > 0 ? s.busy_us / wall_sum : 0;
     s.span_utilisation = last > first ? s.busy_us / detail::to_us(first, last) : 0;
-    r.tracks.push_back(std::move(s));
+    return s;
   }
 
-  std::stable_sort(groups.begin(), groups.end(),
-                   [](const unattributed_group& x, const unattributed_group& y) { return x.records > y.records; });
-  r.unattributed = std::move(groups);
+  const trace& t_;
+  const detail::analysis& an_;
+  std::vector<std::string> tracks_; // in order of first appearance
+  std::unordered_map<std::string, std::size_t> track_index_;
+  std::vector<accumulator> nodes_;
+  std::map<std::string, std::size_t> node_index_;
+  std::vector<unattributed_group> groups_;
+  std::unordered_map<std::string, std::size_t> group_index_;
+};
+
+} // namespace
+
+profile_report analyze(const trace& t, const analyze_options& options) {
+  std::vector<std::string> notes = while_notes(t);
+  const auto an = detail::analyse(t, options);
+  profile_report r;
+  r.dropped_records = t.dropped_records;
+  r.device_name = t.device_name;
+  r.notes = std::move(notes);
+  node_table table(t, an);
+  const detail::call_starts calls(t);
+  for (std::size_t k = 0; k < an.units.size(); ++k)
+    if (an.units[k].kept) table.add_unit(k, r, calls);
+  table.finish(r);
   return r;
 }
 

@@ -2,6 +2,8 @@
 // executable graph's facts, a profile of its launches, a graphed callable's statistics and reasons). No CUDA call.
 #include "conveyor/profile/doctor.hpp"
 #include "conveyor/profile/readable.hpp"
+#include "kinds/kind.hpp"
+#include "util/median.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -27,14 +29,6 @@ const char* to_string(severity s) noexcept {
   case severity::critical: return "critical";
   }
   return "info";
-}
-
-const std::vector<std::string>& doctor_checks() {
-  static const std::vector<std::string> ids{
-      "few_nodes",          "short_kernels",     "critical_path_gaps", "pdl_chains",        "host_on_critical_path",
-      "removable_copies",   "missing_upload",    "unfreed_allocations", "recapture_churn",  "update_fallbacks",
-      "serialised_branches", "tiny_loop_body",   "legacy_stream"};
-  return ids;
 }
 
 namespace {
@@ -63,14 +57,9 @@ std::string plural(std::size_t n, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
+using conveyor::detail::median;
 
-bool is_work(node_kind k) { return k == node_kind::kernel || k == node_kind::memcpy || k == node_kind::memset; }
+bool is_work(node_kind k) { return conveyor::detail::traits_of(k).work; }
 
 bool has_programmatic_attribute(const node_description& n) {
   return std::any_of(n.attributes.begin(), n.attributes.end(), [](const std::string& a) {
@@ -285,25 +274,21 @@ public:
     }
   }
 
+  // The checks, in the order their findings sort among equal severities: each id written once, here.
+  struct check_entry {
+    const char* id;
+    void (doctor::*run)();
+  };
+  static const check_entry checks[15];
+
   std::vector<finding> run() {
-    few_nodes();
-    short_kernels();
-    critical_path_gaps();
-    pdl_chains();
-    host_on_critical_path();
-    removable_copies();
-    missing_upload();
-    unfreed_allocations();
-    recapture_churn();
-    update_fallbacks();
-    serialised_branches();
-    tiny_loop_body();
-    legacy_stream();
+    for (const auto& c : checks) (this->*c.run)();
     const auto& ids = doctor_checks();
     const auto order = [&](const finding& f) {
       return static_cast<std::size_t>(std::find(ids.begin(), ids.end(), f.check) - ids.begin());
     };
     std::stable_sort(out_.begin(), out_.end(), [&](const finding& a, const finding& b) {
+      if (a.applies != b.applies) return a.applies; // checks that did not apply last
       if (a.level != b.level) return a.level > b.level;
       return order(a) < order(b);
     });
@@ -319,6 +304,10 @@ private:
 
   void add(std::string check, severity s, std::vector<std::string> nodes, std::string evidence, std::string fix) {
     out_.push_back({std::move(check), s, std::move(nodes), std::move(evidence), std::move(fix)});
+  }
+  // A check that saw its pattern but cannot apply here: why, for --verbose and the JSON.
+  void not_applicable(std::string check, std::vector<std::string> nodes, std::string why) {
+    out_.push_back({std::move(check), severity::info, std::move(nodes), std::move(why), {}, false});
   }
 
   [[nodiscard]] bool profiled() const { return !p_.launches.empty(); }
@@ -479,6 +468,23 @@ private:
       std::set<std::pair<std::size_t, std::size_t>> programmatic_links;
       for (std::size_t e = 0; e < l.g->edges.size(); ++e)
         if (l.g->edge_type_of(e) != edge_type::full) programmatic_links.insert(l.g->edges[e]);
+      // A graph that already has programmatic links was made programmatic where its kernels wait for their
+      // dependencies (make_programmatic, or programmatic launches): the full links left lead into kernels that do
+      // not wait (library kernels), where a programmatic edge would let them read unfinished data.
+      if (!programmatic_links.empty()) {
+        std::size_t left = 0;
+        for (std::size_t e = 0; e < l.g->edges.size(); ++e) {
+          const auto [u, v] = l.g->edges[e];
+          left += l.g->edge_type_of(e) == edge_type::full && ok(u) && ok(v) ? 1 : 0;
+        }
+        if (left > 0)
+          not_applicable("pdl_chains", {},
+                         fmt::format("{} has {} programmatic link(s); its {} full link(s) between kernels lead into "
+                                     "kernels the programmatic pass left alone (kernels that do not wait for their "
+                                     "dependencies, such as cuBLAS's and cuSPARSE's): no chain to make programmatic",
+                                     li == 0 ? std::string("the graph") : fmt::format("body {}", l.prefix), programmatic_links.size(), left));
+        continue;
+      }
       std::vector<std::optional<std::size_t>> next(l.size());
       std::vector<bool> linked_in(l.size(), false);
       for (std::size_t u = 0; u < l.size(); ++u)
@@ -594,6 +600,11 @@ private:
   // 7. The first launch paid for the upload.
   void missing_upload() {
     if (in_.exec == nullptr || !in_.exec->first_launch_before_upload) return;
+    if (in_.exec->launched_at_instantiation)
+      return not_applicable("missing_upload", {},
+                            "the first launch came before any upload, but graphed made and launched the executable "
+                            "graph in one call: an upload there would not be ahead of the launch (graphed::prepare "
+                            "instantiates and uploads every bucket ahead)");
     add("missing_upload", severity::warning, {},
         fmt::format("the first launch came before any upload (uploaded since: {}): it paid for the upload of the "
                     "executable graph to the device",
@@ -856,6 +867,25 @@ private:
   }
 
   // 13. The legacy default stream.
+  // 0. A launch that failed: the fault is in one of the nodes, which a step-through run names.
+  void failed_launch() {
+    if (in_.exec == nullptr || in_.exec->launch_error.empty()) return;
+    add("failed_launch", severity::critical, {},
+        fmt::format("the last failed launch of the executable graph returned {}", in_.exec->launch_error),
+        "run the graph node by node to find the node: conveyor::step_through(exec, stream), or the unchanged "
+        "program with CONVEYOR_STEP_THROUGH=1 (a sticky error such as an illegal address needs a fresh process; "
+        "compute-sanitizer --tool memcheck names the faulting access)");
+  }
+
+  // 14. Launches that ran node by node: their timings are a debugging run's.
+  void step_through() {
+    if (in_.exec == nullptr || !in_.exec->step_through) return;
+    add("step_through", severity::info, {},
+        "the executable graph launches step by step (CONVEYOR_STEP_THROUGH or step_through_launches): every node is "
+        "a launch of its own followed by a synchronisation, so the timings are a debugging run's, not a replay's",
+        "unset CONVEYOR_STEP_THROUGH (or call step_through_launches(false)) to measure");
+  }
+
   void legacy_stream() {
     if (in_.graph != nullptr && in_.graph->captured_on_blocking_stream)
       add("legacy_stream", severity::warning, {},
@@ -870,7 +900,34 @@ private:
   }
 };
 
+const doctor::check_entry doctor::checks[15] = {
+    {"failed_launch", &doctor::failed_launch},
+    {"few_nodes", &doctor::few_nodes},
+    {"short_kernels", &doctor::short_kernels},
+    {"critical_path_gaps", &doctor::critical_path_gaps},
+    {"pdl_chains", &doctor::pdl_chains},
+    {"host_on_critical_path", &doctor::host_on_critical_path},
+    {"removable_copies", &doctor::removable_copies},
+    {"missing_upload", &doctor::missing_upload},
+    {"unfreed_allocations", &doctor::unfreed_allocations},
+    {"recapture_churn", &doctor::recapture_churn},
+    {"update_fallbacks", &doctor::update_fallbacks},
+    {"serialised_branches", &doctor::serialised_branches},
+    {"tiny_loop_body", &doctor::tiny_loop_body},
+    {"legacy_stream", &doctor::legacy_stream},
+    {"step_through", &doctor::step_through},
+};
+
 } // namespace
+
+const std::vector<std::string>& doctor_checks() {
+  static const std::vector<std::string> ids = [] {
+    std::vector<std::string> out;
+    for (const auto& c : doctor::checks) out.emplace_back(c.id);
+    return out;
+  }();
+  return ids;
+}
 
 std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds) {
   const auto check = [](double v, const char* name) {
@@ -917,12 +974,22 @@ std::string in_full(const finding& f) {
 
 std::string to_text(const std::vector<finding>& findings, std::string_view name, bool verbose) {
   const std::string head = name.empty() ? std::string("tuning doctor") : fmt::format("tuning doctor: {}", name);
-  if (findings.empty()) return fmt::format("{}: no findings\n", head);
   std::size_t counts[3]{};
-  for (const auto& f : findings) ++counts[static_cast<int>(f.level)];
-  std::string out = fmt::format("{}: {} ({} critical, {} warning, {} info)\n", head,
-                                plural(findings.size(), "finding", "findings"), counts[2], counts[1], counts[0]);
-  for (const auto& f : findings) out += "\n" + (verbose ? in_full(f) : brief(f));
+  std::size_t applying = 0;
+  for (const auto& f : findings)
+    if (f.applies) {
+      ++counts[static_cast<int>(f.level)];
+      ++applying;
+    }
+  std::string out = applying == 0 ? fmt::format("{}: no findings\n", head)
+                                  : fmt::format("{}: {} ({} critical, {} warning, {} info)\n", head,
+                                                plural(applying, "finding", "findings"), counts[2], counts[1],
+                                                counts[0]);
+  for (const auto& f : findings)
+    if (f.applies) out += "\n" + (verbose ? in_full(f) : brief(f));
+  if (!verbose) return out;
+  for (const auto& f : findings)
+    if (!f.applies) out += fmt::format("\n[does not apply] {}: {}\n", f.check, f.evidence);
   return out;
 }
 
@@ -933,7 +1000,8 @@ std::string to_json(const std::vector<finding>& findings, int indent) {
                    {"severity", to_string(f.level)},
                    {"nodes", f.nodes},
                    {"evidence", f.evidence},
-                   {"fix", f.fix}});
+                   {"fix", f.fix},
+                   {"applies", f.applies}});
   return out.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 

@@ -5,6 +5,7 @@
 
 #include "conveyor/observe/export.hpp"
 
+#include "util/median.hpp"
 #include "profile/analysis.hpp"
 
 #include <fmt/format.h>
@@ -103,12 +104,6 @@ std::string track_name(const std::string& track) {
   return track.empty() ? std::string("(outside steps)") : fmt::format("\"{}\"", track);
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 } // namespace
 
 std::string to_dot(const graph_description& d, const profile_report& r, std::string_view graph, std::string_view track,
@@ -195,7 +190,7 @@ std::string track_text(const profile_report& r, const track_summary& s, name_fn 
                   s.span_utilisation * 100);
   out += fmt::format("  gaps: {} ({:.2f} µs in total); critical path {:.2f} µs of {:.2f} µs wall (medians)", t.gaps,
                      s.gap_total_us, s.median_critical_path_us, s.median_wall_us);
-  if (!t.api.empty()) out += fmt::format("; API call to GPU start {:.2f} µs (median)", median_of(t.api));
+  if (!t.api.empty()) out += fmt::format("; API call to GPU start {:.2f} µs (median)", conveyor::detail::median(t.api));
   out += fmt::format("; node time / busy time {:.2f}\n", s.busy_us > 0 ? s.node_time_us / s.busy_us : 0.0);
   if (t.largest == nullptr || t.largest->largest_gap.duration_us <= 0) return out;
   const auto& g = t.largest->largest_gap;

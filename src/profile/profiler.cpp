@@ -6,6 +6,7 @@
 
 #include "conveyor/error.hpp"
 #include "conveyor/execute/graph_exec.hpp"
+#include "execute/graph_exec_impl.hpp"
 #include "kinds/kinds.hpp"
 
 #include <cupti.h>
@@ -416,6 +417,7 @@ trace profiler::collect() {
     t.device_name = prop.name;
   else
     (void)cudaGetLastError();
+  t.step_through = conveyor::detail::step_through_requested();
   return t;
 }
 

@@ -233,6 +233,45 @@ TEST(Builder, MemsetUint8OneByte) {
   check_memset<std::uint8_t>(0xA5, 8191, 1, 8000, 304);
 }
 
+// 8-byte values whose halves are equal (0.0, -1) are set as twice as many 4-byte elements; 1.0 is refused with
+// the reason. An allocation's typed view is its pointer.
+TEST(Builder, MemsetOfEightByteValuesWithEqualHalves) {
+  CONVEYOR_REQUIRE_GPU();
+  const std::size_t size = 2001;
+  std::vector<double> doubles(size);
+  std::vector<std::int64_t> longs(size);
+  const auto r = random_floats(size, 305);
+  for (std::size_t i = 0; i < size; ++i) {
+    doubles[i] = 1.0 + r[i];
+    longs[i] = static_cast<std::int64_t>(i) * 977;
+  }
+  device_array<double> d(doubles);
+  device_array<std::int64_t> l(longs);
+  sync_device();
+  conveyor::graph g;
+  (void)g.memset(d.get() + 3, 0.0, 1000);
+  (void)g.memset(l.get() + 5, std::int64_t{-1}, 700);
+  try {
+    (void)g.memset(d.get(), 1.0, 10);
+    FAIL() << "a double with different halves was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("halves differ"), std::string::npos) << e.what();
+  }
+  const auto a = g.mem_alloc(64);
+  EXPECT_EQ(static_cast<void*>(a.as<float>()), a.pointer);
+  (void)g.mem_free({a.node}, a.pointer);
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  const auto gd = d.download();
+  const auto gl = l.download();
+  for (std::size_t i = 0; i < size; ++i) {
+    ASSERT_EQ(gd[i], i >= 3 && i < 1003 ? 0.0 : doubles[i]) << i;
+    ASSERT_EQ(gl[i], i >= 5 && i < 705 ? std::int64_t{-1} : longs[i]) << i;
+  }
+}
+
 TEST(Builder, Memset2DSetsOnlyTheSubRectangle) {
   CONVEYOR_REQUIRE_GPU();
   const std::size_t w = 90, h = 30;              // buffer, in uint16 elements

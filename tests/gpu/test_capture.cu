@@ -721,7 +721,7 @@ TEST(Capture, ForkFromAConditionalBodyOntoAStreamCapturingAnotherGraphThrowsAndB
   conveyor::stream body_stream, outer_stream;
   std::string message;
   conveyor::graph body_owner;
-  auto cond = conveyor::make_condition(body_owner, 1, true);
+  auto cond = conveyor::make_condition(body_owner, 1, conveyor::condition_reset::each_launch);
   auto c = conveyor::add_conditional(body_owner, {}, conveyor::conditional_kind::if_then, cond);
   // The outer capture goes on after the failed fork: its graph must be valid and run.
   conveyor::graph outer = conveyor::capture(outer_stream, [&](const conveyor::stream& os) {

@@ -68,7 +68,7 @@ TEST(Conditional, WhileCountsUpToALimitReadFromDeviceMemory) {
   device_array<int> counter(1);
   device_array<int> limit(1);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g); // default 0, reset at each launch
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch); // default 0, reset at each launch
   const auto zero = g.memset(counter.get(), 0, 1).label("counter = 0");
   const auto init = g.kernel({zero}, one_thread, set_below_limit, cond.handle, counter.get(), limit.get());
   auto loop = conveyor::add_conditional(g, {init}, conditional_kind::while_loop, cond);
@@ -98,7 +98,7 @@ TEST(Conditional, WhileBodyBuiltByCaptureInto) {
   device_array<int> scratch(4);
   conveyor::stream s;
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   const auto zero = g.memset(counter.get(), 0, 1);
   const auto init = g.kernel({zero}, one_thread, set_below_limit, cond.handle, counter.get(), limit.get());
   auto loop = conveyor::add_conditional(g, {init}, conditional_kind::while_loop, cond);
@@ -125,14 +125,14 @@ TEST(Conditional, NestedIfInsideAWhileBody) {
   device_array<int> limit(1);
   device_array<int> evens(1);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   const auto zero = g.memset(counter.get(), 0, 1);
   const auto zero_evens = g.memset(evens.get(), 0, 1);
   const auto init = g.kernel({zero, zero_evens}, one_thread, set_below_limit, cond.handle, counter.get(), limit.get());
   auto loop = conveyor::add_conditional(g, {init}, conditional_kind::while_loop, cond);
   conveyor::graph& body = loop.bodies[0];
   const auto step = body.kernel(one_thread, count_up, cond.handle, counter.get(), limit.get());
-  const auto inner = conveyor::make_condition(body);
+  const auto inner = conveyor::make_condition(body, 0, conveyor::condition_reset::each_launch);
   const auto test = body.kernel({step}, one_thread, set_if_even, inner.handle, counter.get());
   auto branch = conveyor::add_conditional(body, {test}, conditional_kind::if_then, inner);
   (void)branch.bodies[0].kernel(one_thread, add_one, evens.get());
@@ -158,7 +158,7 @@ TEST(Conditional, IfRunsItsBodyOnlyWhenTheDeviceValueIsNonZero) {
   device_array<int> value(1);
   device_array<int> out(1);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   const auto clear = g.memset(out.get(), -1, 1);
   const auto set = g.kernel({clear}, one_thread, set_from_value, cond.handle, value.get());
   auto branch = conveyor::add_conditional(g, {set}, conditional_kind::if_then, cond);
@@ -182,7 +182,7 @@ TEST(Conditional, IfBodyBuiltByCaptureInto) {
   device_array<int> out(1);
   conveyor::stream s;
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   const auto clear = g.memset(out.get(), 0, 1);
   const auto set = g.kernel({clear}, one_thread, set_from_value, cond.handle, value.get());
   auto branch = conveyor::add_conditional(g, {set}, conditional_kind::if_then, cond);
@@ -206,7 +206,7 @@ TEST(Conditional, IfElseRunsTheRightBody) {
   device_array<int> value(1);
   device_array<int> out(1);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   const auto clear = g.memset(out.get(), -1, 1);
   const auto set = g.kernel({clear}, one_thread, set_from_value, cond.handle, value.get());
   auto branch = conveyor::add_conditional(g, {set}, conditional_kind::if_then_else, cond);
@@ -230,7 +230,7 @@ TEST(Conditional, SwitchPicksOneOfThreeBodiesAndNoneOutOfRange) {
   device_array<int> value(1);
   device_array<int> out(1);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   const auto clear = g.memset(out.get(), -1, 1);
   const auto set = g.kernel({clear}, one_thread, set_from_value, cond.handle, value.get());
   auto choice = conveyor::add_conditional(g, {set}, conditional_kind::switch_case, cond, 3);
@@ -256,7 +256,8 @@ std::vector<int> run_twice(bool reset_each_launch) {
   device_array<int> runs(1);
   write_one(runs, 0);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g, 1, reset_each_launch);
+  const auto cond = conveyor::make_condition(
+      g, 1, reset_each_launch ? conveyor::condition_reset::each_launch : conveyor::condition_reset::never);
   EXPECT_EQ(cond.default_value, 1U);
   EXPECT_EQ(cond.reset_each_launch, reset_each_launch);
   const auto set = g.kernel(one_thread, set_if_flag, cond.handle, flag.get(), 0U);
@@ -290,7 +291,7 @@ TEST(ConditionalErrors, BodiesRefuseHostEventAndMemoryNodes) {
   CONVEYOR_REQUIRE_GPU();
   REQUIRE_CONDITIONAL(conditional_kind::while_loop);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   auto loop = conveyor::add_conditional(g, {}, conditional_kind::while_loop, cond);
   conveyor::graph& body = loop.bodies[0];
   try {
@@ -313,7 +314,7 @@ TEST(ConditionalErrors, CloneAndChildAreRefused) {
   CONVEYOR_REQUIRE_GPU();
   REQUIRE_CONDITIONAL(conditional_kind::if_then);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   auto branch = conveyor::add_conditional(g, {}, conditional_kind::if_then, cond);
   (void)branch.bodies[0].empty();
   EXPECT_TRUE(g.has_conditional());
@@ -341,7 +342,7 @@ TEST(ConditionalErrors, BadArgumentsToAddConditional) {
   CONVEYOR_REQUIRE_GPU();
   REQUIRE_CONDITIONAL(conditional_kind::switch_case);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   EXPECT_THROW((void)conveyor::add_conditional(g, {}, conditional_kind::switch_case, cond, 0), std::invalid_argument);
   conveyor::graph other;
   const auto foreign = other.empty();
@@ -357,7 +358,7 @@ TEST(ConditionalExport, DescribeAndJsonNestTheBodies) {
   device_array<int> value(1);
   device_array<int> out(1);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   const auto set = g.kernel(one_thread, set_from_value, cond.handle, value.get()).label("set condition");
   auto branch = conveyor::add_conditional(g, {set}, conditional_kind::if_then_else, cond);
   branch.node.label("if value");

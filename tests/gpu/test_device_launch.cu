@@ -552,7 +552,7 @@ TEST(DeviceGraphRules, EveryGraphCudaRefusesIsRefusedBeforehand) {
   }
   if (driver >= conveyor::required_cuda_version(conveyor::conditional_kind::while_loop)) {
     auto& g = add_case("WHILE conditional node");
-    const auto cond = conveyor::make_condition(g);
+    const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
     auto loop = conveyor::add_conditional(g, {}, conveyor::conditional_kind::while_loop, cond);
     (void)loop.bodies[0].kernel(one_thread, add_one, counter.get());
   }

@@ -265,7 +265,7 @@ TEST(Diff, ConditionalBodiesAreComparedRecursively) {
   device_array<int> out(1);
   auto build = [&](int value) {
     conveyor::graph g;
-    const auto cond = conveyor::make_condition(g, 1, true); // the IF body runs at every launch
+    const auto cond = conveyor::make_condition(g, 1, conveyor::condition_reset::each_launch); // the IF body runs at every launch
     auto c = conveyor::add_conditional(g, {}, conveyor::conditional_kind::if_then, cond);
     c.bodies[0].kernel({dim3(1), dim3(1)}, fill_int, 1, value, out.get()).label("store");
     return g;

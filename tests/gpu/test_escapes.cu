@@ -350,24 +350,35 @@ TEST(Soundness, AnEscapeIsRefusedInGraphed) {
   EXPECT_THROW(step(s, 2.0F), conveyor::cuda_error);
 }
 
-// A capture into a conditional body is not guarded: an invalidated capture into a body corrupts CUDA 13.0's state
-// (destroying the parent, or later calls, crash: seen on the H200), so the escaping launch runs at capture time, as
-// without the check, and the process goes on working.
-TEST(Soundness, ACaptureIntoAConditionalBodyIsNotGuardedAndStaysUsable) {
+// Into a conditional body, capture_into catches the escape by a dry run into a graph of its own (an invalidated
+// capture into a body corrupts CUDA 13.0's state: seen on the H200): the escaping launch never runs, the body stays
+// empty, the parent is destroyed cleanly and the process goes on working. A body without an escape is captured.
+TEST(Soundness, AnEscapeIntoAConditionalBodyIsRefusedByADryRun) {
   CONVEYOR_REQUIRE_GPU();
-  device_array<float> x(random_floats(256, 29));
+  const auto start = random_floats(256, 29);
+  device_array<float> x(start);
   conveyor::stream s;
   {
     conveyor::graph parent;
-    const auto cond = conveyor::make_condition(parent, 1);
+    const auto cond = conveyor::make_condition(parent, 1, conveyor::condition_reset::each_launch);
     auto branch = conveyor::add_conditional(parent, {}, conveyor::conditional_kind::if_then, cond);
-    (void)conveyor::capture_into(branch.bodies[0], s, [&] { forgetful{x.get()}(s, 2.0F); });
+    try {
+      (void)conveyor::capture_into(branch.bodies[0], s, [&] { forgetful{x.get()}(s, 2.0F); });
+      FAIL() << "the escape into the body was not refused";
+    } catch (const conveyor::cuda_error& e) {
+      EXPECT_NE(std::string(e.what()).find("default stream"), std::string::npos) << e.what();
+    }
     CONVEYOR_CHECK(cudaDeviceSynchronize());
-    EXPECT_EQ(branch.bodies[0].node_count(), 1U); // the scale kernel; the legacy launch ran at capture time
+    EXPECT_EQ(branch.bodies[0].node_count(), 0U);
+    (void)conveyor::capture_into(branch.bodies[0], s, [&] { k::add_scalar<<<1, 256, 0, s.get()>>>(256, 1.0F, x.get()); });
+    EXPECT_EQ(branch.bodies[0].node_count(), 1U);
     auto exec = conveyor::instantiate(parent);
     exec.launch(s);
     s.synchronize();
   }
+  // Nothing ran but the body's add: the escaping kernel (it doubles x) never did.
+  const auto after = x.download();
+  for (std::size_t i = 0; i < after.size(); ++i) ASSERT_EQ(after[i], start[i] + 1.0F) << i;
   const conveyor::graph ok = conveyor::capture(s, [&] { k::add_scalar<<<1, 256, 0, s.get()>>>(256, 1.0F, x.get()); });
   EXPECT_EQ(ok.node_count(), 1U);
 }
@@ -520,7 +531,7 @@ TEST(Soundness, CudasRulesForAllocationGraphsAreNamed) {
   }
   // A body that allocates (what a library's workspace allocation captures into) is refused at capture.
   conveyor::graph parent;
-  const auto cond = conveyor::make_condition(parent, 1);
+  const auto cond = conveyor::make_condition(parent, 1, conveyor::condition_reset::each_launch);
   auto branch = conveyor::add_conditional(parent, {}, conveyor::conditional_kind::if_then, cond);
   conveyor::stream s;
   try {

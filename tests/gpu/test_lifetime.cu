@@ -298,7 +298,7 @@ TEST_F(Lifetime, FailedReinstantiationLeavesTheExecutableGraphWorking) {
   conveyor::graph g2;
   auto e = g2.empty();
   g2.empty({e});
-  (void)conveyor::make_condition(g2);
+  (void)conveyor::make_condition(g2, 0, conveyor::condition_reset::each_launch);
   const auto handle_before = exec.get();
   EXPECT_THROW((void)exec.update_or_reinstantiate(g2), conveyor::cuda_error);
   EXPECT_THROW((void)exec.update_incremental(g2), conveyor::cuda_error);

@@ -1,4 +1,4 @@
-// GPU tests of graphs whose nodes run on several devices (issue 16): builder nodes added inside a device_guard run on
+// GPU tests of graphs whose nodes run on several devices: builder nodes added inside a device_guard run on
 // that device, peer copies join them, capture forks onto a stream of another device and joins back; describe, DOT
 // and JSON name each node's device. The peer-access helper and the device-count checks. Tests that need two devices
 // skip with the reason on a machine with one; the one-device tests check the device field everywhere.

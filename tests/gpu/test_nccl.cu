@@ -1,4 +1,4 @@
-// GPU tests of the NCCL layer (issue 16) with one process driving every visible GPU (communicator::init_all; one GPU
+// GPU tests of the NCCL layer with one process driving every visible GPU (communicator::init_all; one GPU
 // is a communicator of one rank, which NCCL supports, so a single GPU runs these too): all-reduce, broadcast,
 // reduce-scatter, all-gather and send/recv eager and captured into graphs, against double-precision CPU references
 // on seeded random data; the checks before NCCL (wrong-device stream, ranks out of range, null buffers, invalidated

@@ -83,7 +83,7 @@ conveyor::graph nested_graph(nested_buffers& b) {
   (void)body.kernel(cover(b.n), kernels::scale, b.n, 0.5F, b.y.get()).label("halve");
   const auto child = g.child({ax}, body).label("child");
   const auto reset = g.memset({child}, b.counter.get(), 0, 1).label("counter = 0");
-  const auto cond = conveyor::make_condition(g);
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
   const auto init = g.kernel({reset}, one_thread, kernels::set_below_limit, cond.handle, b.counter.get(),
                              b.limit.get()).label("init");
   auto loop = conveyor::add_conditional(g, {init}, conveyor::conditional_kind::while_loop, cond);

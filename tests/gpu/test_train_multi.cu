@@ -1,4 +1,4 @@
-// Tests of data-parallel training (scenarios/train/data_parallel.hpp, issue 16): the shard arithmetic and option
+// Tests of data-parallel training (scenarios/train/data_parallel.hpp): the shard arithmetic and option
 // checks (no GPU); on one GPU the data-parallel path with a one-rank NCCL communicator against the one-GPU trainer and
 // across the three modes; on two GPUs (skipped with fewer) the losses against one GPU with the same global batch
 // (1e-5 relative over 100 steps), bitwise agreement of the modes, identical replicas and the accuracy target.

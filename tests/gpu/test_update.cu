@@ -975,3 +975,42 @@ TEST(Instantiate, RelaunchOfAGraphThatNeverFreesNamesTheAllocationAndTheFix) {
   freed.mem_free({a2.node}, a2.pointer);
   EXPECT_TRUE(conveyor::instantiate(freed).unfreed_allocations().empty());
 }
+
+namespace {
+
+// An executable graph made later: empty until assigned, refused with the reason, and reset() destroys it at once
+// (for graphs CUDA allows one executable graph of at a time, such as those with conditional nodes).
+TEST(GraphExec, AnEmptyOneIsRefusedUntilAssignedAndResetFreesItsSlot) {
+  CONVEYOR_REQUIRE_GPU();
+  conveyor::graph_exec exec;
+  EXPECT_TRUE(exec.empty());
+  conveyor::stream s;
+  try {
+    exec.launch(s);
+    FAIL() << "an empty executable graph launched";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("graph_exec::launch: this executable graph is empty"), std::string::npos);
+  }
+  EXPECT_THROW(exec.upload(s), std::logic_error);
+  conveyor::test::device_array<int> counter(1);
+  conveyor::graph g;
+  const auto cond = conveyor::make_condition(g, 1, conveyor::condition_reset::each_launch);
+  auto branch = conveyor::add_conditional(g, {}, conveyor::conditional_kind::if_then, cond);
+  (void)branch.bodies[0].memset(counter.get(), 7, 1);
+  exec = conveyor::instantiate(g);
+  EXPECT_FALSE(exec.empty());
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_EQ(counter.download()[0], 7);
+  // A second executable graph of a graph with a conditional node while the first lives: CUDA refuses it; after
+  // reset() the slot is free.
+  exec.reset();
+  EXPECT_TRUE(exec.empty());
+  exec = conveyor::instantiate(g);
+  counter.upload({0});
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_EQ(counter.download()[0], 7);
+}
+
+} // namespace

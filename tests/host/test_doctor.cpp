@@ -119,12 +119,12 @@ std::vector<finding> run(const doctor_input& in, const std::string& check) { ret
 
 // ---- the list, empty input, validation -------------------------------------------------------------------------
 
-TEST(Doctor, ChecksListsThirteenIdsInOrder) {
-  const std::vector<std::string> expected{"few_nodes",         "short_kernels",       "critical_path_gaps",
-                                          "pdl_chains",        "host_on_critical_path", "removable_copies",
-                                          "missing_upload",    "unfreed_allocations", "recapture_churn",
-                                          "update_fallbacks",  "serialised_branches", "tiny_loop_body",
-                                          "legacy_stream"};
+TEST(Doctor, ChecksListsFifteenIdsInOrder) {
+  const std::vector<std::string> expected{"failed_launch",     "few_nodes",           "short_kernels",
+                                          "critical_path_gaps", "pdl_chains",         "host_on_critical_path",
+                                          "removable_copies",  "missing_upload",      "unfreed_allocations",
+                                          "recapture_churn",   "update_fallbacks",    "serialised_branches",
+                                          "tiny_loop_body",    "legacy_stream",       "step_through"};
   EXPECT_EQ(doctor_checks(), expected);
   EXPECT_STREQ(to_string(severity::info), "info");
   EXPECT_STREQ(to_string(severity::warning), "warning");
@@ -979,6 +979,87 @@ TEST(Doctor, RefusesBadThresholdsAndIgnoresImpossibleLaunches) {
     EXPECT_EQ(f.evidence.find("nan"), std::string::npos) << f.check << ": " << f.evidence;
     EXPECT_EQ(f.evidence.find("-5"), std::string::npos) << f.check << ": " << f.evidence;
   }
+}
+
+} // namespace
+
+namespace {
+
+// A launch that failed: the doctor names the error and points at step-through.
+TEST(Doctor, AFailedLaunchSuggestsStepThrough) {
+  conveyor::exec_facts facts;
+  facts.launched = true;
+  facts.launch_error = "cudaErrorIllegalAddress";
+  doctor_input in;
+  in.exec = &facts;
+  const auto found = run(in, "failed_launch");
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_EQ(found[0].level, conveyor::profile::severity::critical);
+  EXPECT_HAS(found[0].evidence, "cudaErrorIllegalAddress");
+  EXPECT_HAS(found[0].fix, "CONVEYOR_STEP_THROUGH=1");
+  facts.launch_error.clear();
+  EXPECT_TRUE(run(in, "failed_launch").empty());
+}
+
+// Launches that ran node by node are a debugging run: the doctor says the timings are not a replay's.
+TEST(Doctor, StepThroughLaunchesAreNamed) {
+  conveyor::exec_facts facts;
+  facts.step_through = true;
+  doctor_input in;
+  in.exec = &facts;
+  const auto found = run(in, "step_through");
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_HAS(found[0].evidence, "debugging run");
+  facts.step_through = false;
+  EXPECT_TRUE(run(in, "step_through").empty());
+}
+
+} // namespace
+
+namespace {
+
+// A graph already made programmatic where its kernels wait: the full links left (into library kernels) are no chain
+// to fix; the check says so only in the verbose text and the JSON.
+TEST(Doctor, PdlChainsDoesNotApplyToLinksTheProgrammaticPassLeft) {
+  graph_description d;
+  for (std::size_t i = 0; i < 5; ++i) {
+    node_description n;
+    n.id = i;
+    n.kind = node_kind::kernel;
+    n.kernel_name = i == 2 || i == 3 ? "cublas_gemm" : "own_kernel";
+    d.nodes.push_back(n);
+  }
+  d.edges = {{0, 1}, {1, 2}, {2, 3}, {3, 4}};
+  doctor_input in;
+  in.graph = &d;
+  ASSERT_EQ(run(in, "pdl_chains").size(), 1U); // a chain of 5, nothing programmatic yet
+  EXPECT_TRUE(run(in, "pdl_chains")[0].applies);
+  d.edge_types = {conveyor::edge_type::programmatic, conveyor::edge_type::full, conveyor::edge_type::full,
+                  conveyor::edge_type::programmatic};
+  const auto found = run(in, "pdl_chains");
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_FALSE(found[0].applies);
+  EXPECT_HAS(found[0].evidence, "2 full link(s) between kernels lead into kernels the programmatic pass left alone");
+  const auto all = diagnose(in);
+  EXPECT_HAS(to_text(all, "g"), "no findings");
+  EXPECT_HAS(to_text(all, "g", true), "[does not apply] pdl_chains");
+  EXPECT_HAS(to_json(all), "\"applies\": false");
+}
+
+// graphed instantiated and launched the graph in one call: an upload could not have been ahead of it.
+TEST(Doctor, MissingUploadDoesNotApplyToAGraphedFirstCall) {
+  exec_facts facts;
+  facts.launched = true;
+  facts.first_launch_before_upload = true;
+  doctor_input in;
+  in.exec = &facts;
+  ASSERT_EQ(run(in, "missing_upload").size(), 1U);
+  EXPECT_TRUE(run(in, "missing_upload")[0].applies);
+  facts.launched_at_instantiation = true;
+  const auto found = run(in, "missing_upload");
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_FALSE(found[0].applies);
+  EXPECT_HAS(found[0].evidence, "graphed::prepare");
 }
 
 } // namespace

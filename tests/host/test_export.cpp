@@ -149,7 +149,7 @@ TEST(Export, EdgeTypesAreDrawnAndListed) {
   for (const auto& t : plain.at("edge_types")) EXPECT_EQ(t, "full");
 }
 
-// Issue 16: a graph whose nodes run on two devices gets a DOT cluster per device and the device in JSON; nodes on no
+// A graph whose nodes run on two devices gets a DOT cluster per device and the device in JSON; nodes on no
 // device stay outside the clusters; a graph on one device gets no cluster.
 TEST(Dot, MultiDeviceGraphGetsOneClusterPerDevice) {
   graph_description d;

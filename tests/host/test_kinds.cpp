@@ -1,6 +1,8 @@
 // Host-only tests of the node-kind table: every node_kind has its own entry (the table is complete), kinds are
-// CUDA's values, and what each kind supports is what the library does with it.
+// CUDA's values, and every facet of every entry agrees with CUDA's rules for the kind.
 #include <conveyor/define/node_kind.hpp>
+
+#include "kinds/kind.hpp"
 
 #include <gtest/gtest.h>
 
@@ -36,40 +38,71 @@ TEST(NodeKinds, ValuesAreCudasOwnAndConvertBothWays) {
   EXPECT_EQ(conveyor::support_of(static_cast<node_kind>(99)).kind, node_kind::other);
 }
 
-TEST(NodeKinds, SupportMatchesWhatCudaAllows) {
-  struct expected {
-    node_kind kind;
-    bool builder, comparable, settable, in_body;
-  };
-  // Per-node setters exist for kernel, memcpy, memset, host, child-graph, event and external-semaphore nodes
-  // (cudaGraphExec*SetParams); memory, conditional and batch-memory-operation nodes change only through a
-  // whole-graph update or a new instantiation. Conditional bodies allow kernel, memcpy, memset, empty, child-graph
-  // and conditional nodes.
-  const expected table[] = {
-      {node_kind::kernel, true, true, true, true},
-      {node_kind::memcpy, true, true, true, true},
-      {node_kind::memset, true, true, true, true},
-      {node_kind::host, true, true, true, false},
-      {node_kind::child_graph, true, true, true, true},
-      {node_kind::empty, true, true, true, true},
-      {node_kind::event_wait, true, true, true, false},
-      {node_kind::event_record, true, true, true, false},
-      {node_kind::ext_semaphore_signal, false, true, true, false},
-      {node_kind::ext_semaphore_wait, false, true, true, false},
-      {node_kind::mem_alloc, true, true, false, false},
-      {node_kind::mem_free, true, true, false, false},
-      {node_kind::batch_mem_op, false, false, false, false},
-      {node_kind::conditional, true, true, false, true},
-      {node_kind::other, false, false, false, false},
-  };
-  ASSERT_EQ(std::size(table), conveyor::all_node_kinds.size());
-  for (const auto& e : table) {
-    const auto s = conveyor::support_of(e.kind);
-    SCOPED_TRACE(std::string(s.name));
-    EXPECT_EQ(s.builder, e.builder);
-    EXPECT_EQ(s.comparable, e.comparable);
-    EXPECT_EQ(s.settable_per_node, e.settable);
-    EXPECT_EQ(s.allowed_in_conditional_body, e.in_body);
+// CUDA's rules for each kind (CUDA Runtime API reference, "Graph Management"; CUDA Programming Guide, "Conditional
+// Graph Nodes" and "Device Graph Launch"), as sets of kinds: the facts the kind table must agree with.
+struct cuda_rules {
+  // cudaGraphExec*NodeSetParams exist (empty: nothing to set); memory, conditional and batch-memory-operation nodes
+  // change only through a whole-graph update or a new instantiation.
+  std::set<node_kind> per_node_setter{node_kind::kernel,     node_kind::memcpy,      node_kind::memset,
+                                      node_kind::host,       node_kind::child_graph, node_kind::empty,
+                                      node_kind::event_wait, node_kind::event_record, node_kind::ext_semaphore_signal,
+                                      node_kind::ext_semaphore_wait};
+  std::set<node_kind> in_conditional_body{node_kind::kernel, node_kind::memcpy,      node_kind::memset,
+                                          node_kind::empty,  node_kind::child_graph, node_kind::conditional};
+  std::set<node_kind> in_device_graph{node_kind::kernel, node_kind::memcpy, node_kind::memset, node_kind::child_graph};
+  std::set<node_kind> work{node_kind::kernel, node_kind::memcpy, node_kind::memset};
+  // Conveyor's own choices: typed builder calls, full comparisons, the fields rebinding patches, host memory the
+  // capture checks look at, and graphs they walk into.
+  std::set<node_kind> no_builder{node_kind::ext_semaphore_signal, node_kind::ext_semaphore_wait,
+                                 node_kind::batch_mem_op, node_kind::other};
+  std::set<node_kind> not_comparable{node_kind::batch_mem_op, node_kind::other};
+  std::set<node_kind> patchable{node_kind::kernel, node_kind::memcpy, node_kind::memset};
+  std::set<node_kind> holds_host_memory{node_kind::memcpy, node_kind::host};
+  std::set<node_kind> embeds_a_graph{node_kind::child_graph};
+  // Step-through runs these as graphs of their own; it steps into child graphs and conditional bodies, and cannot
+  // run allocation nodes apart from their executable graph (CUDA reserves their addresses at instantiation).
+  std::set<node_kind> runs_alone{node_kind::kernel,       node_kind::memcpy,     node_kind::memset,
+                                 node_kind::host,         node_kind::empty,      node_kind::event_record,
+                                 node_kind::event_wait,   node_kind::ext_semaphore_signal,
+                                 node_kind::ext_semaphore_wait};
+};
+
+// Every entry of the kind table, facet by facet, against CUDA's rules.
+TEST(NodeKinds, EveryEntryOfTheTableAgreesWithCudasRules) {
+  const cuda_rules rules;
+  for (node_kind k : conveyor::all_node_kinds) {
+    const conveyor::detail::kind_traits& t = conveyor::detail::traits_of(k);
+    SCOPED_TRACE(std::string(t.name));
+    const auto in = [&](const std::set<node_kind>& s) { return s.contains(k); };
+    EXPECT_EQ(t.kind, k);
+    EXPECT_EQ(t.copy_to_exec != nullptr, in(rules.per_node_setter));
+    EXPECT_EQ(t.allowed_in_body, in(rules.in_conditional_body));
+    EXPECT_EQ(t.device_launch.refusal.empty(), in(rules.in_device_graph));
+    EXPECT_EQ(t.device_launch.fix.empty(), t.device_launch.refusal.empty()) << "a refusal without its fix";
+    EXPECT_EQ(t.work, in(rules.work));
+    EXPECT_EQ(t.has_builder, !in(rules.no_builder));
+    EXPECT_EQ(t.comparable, !in(rules.not_comparable));
+    EXPECT_NE(t.compare, nullptr);
+    EXPECT_NE(t.describe, nullptr);
+    EXPECT_EQ(t.read_fields != nullptr, in(rules.patchable));
+    EXPECT_EQ(t.set_fields != nullptr, in(rules.patchable));
+    EXPECT_EQ(t.field_name != nullptr, in(rules.patchable));
+    if (t.field_name != nullptr) {
+      EXPECT_FALSE(t.field_name(0).empty());
+      EXPECT_NE(t.field_name(0), t.field_name(1));
+    }
+    EXPECT_EQ(t.host_addresses != nullptr, in(rules.holds_host_memory));
+    EXPECT_EQ(t.embedded_graph != nullptr, in(rules.embeds_a_graph));
+    EXPECT_EQ(t.add_copy != nullptr, in(rules.runs_alone));
+    ASSERT_EQ(t.dot_colour.size(), 7U);
+    EXPECT_EQ(t.dot_colour[0], '#');
+    EXPECT_EQ(t.dot_colour.find_first_not_of("0123456789abcdef", 1), std::string_view::npos) << t.dot_colour;
+    // The public view is the same entry.
+    const auto s = conveyor::support_of(k);
+    EXPECT_EQ(s.builder, t.has_builder);
+    EXPECT_EQ(s.comparable, t.comparable);
+    EXPECT_EQ(s.settable_per_node, t.copy_to_exec != nullptr);
+    EXPECT_EQ(s.allowed_in_conditional_body, t.allowed_in_body);
   }
 }
 

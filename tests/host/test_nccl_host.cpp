@@ -1,4 +1,4 @@
-// Host tests of the NCCL layer (issue 16): nccl_error's message, result names and hints, the element type and
+// Host tests of the NCCL layer: nccl_error's message, result names and hints, the element type and
 // reduction mappings, and the argument checks that need no GPU (empty communicators, bad device lists, span sizes).
 #include <conveyor/nccl.hpp>
 #include <conveyor/runtime/device.hpp>

@@ -1,4 +1,4 @@
-// Readable names for the text reports (profile/readable.hpp) and the doctor's brief text (issue 28): host only.
+// Readable names for the text reports (profile/readable.hpp) and the doctor's brief text: host only.
 #include "conveyor/profile/readable.hpp"
 
 #include <gtest/gtest.h>

@@ -59,8 +59,9 @@ public:
   //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap, without waiting
   //! for its launches), then launches it on `s`. \throws cuda_error from instantiate or launch.
   void add_and_launch(const call_key& key, graph g, const stream& s);
-  //! Instantiates `g` for `key` without launching it (prepare). \throws cuda_error from instantiate.
-  void add(const call_key& key, graph g);
+  //! Instantiates `g` for `key` and uploads it on `s` (cudaGraphUpload), without launching it (prepare): its first
+  //! launch then pays no upload. \throws cuda_error from instantiate or upload.
+  void add(const call_key& key, graph g, const stream& s);
   //! True when an executable graph for `key`'s shape exists.
   [[nodiscard]] bool has_shape(const call_key& key) const noexcept;
   //! After recapture: updates the executable graph plan() matched to `g` as graphed_options::recapture says
@@ -75,6 +76,16 @@ public:
   //! learnt (that argument re-captures from then on): the caller re-captures (update_and_launch).
   //! \throws std::logic_error when plan() matched none; cuda_error from launch.
   [[nodiscard]] bool rebind_and_launch(const call_key& key, const stream& s);
+  //! Step-through mode (graphed_options::step_through): runs the capture `g` node by node on `s` with the options'
+  //! step settings (conveyor::step_through), counting the call. \throws as conveyor::step_through.
+  void step(const graph& g, const stream& s);
+  //! True when the call just planned as `plan` is to be audited (graphed_options::audit_every: every n-th call that
+  //! replayed or patched).
+  [[nodiscard]] bool audit_due(call_plan plan) noexcept;
+  //! Compares `fresh`, a capture of the call just made, with what the executable graph plan() matched ran: its
+  //! graph, and the node fields rebinding patched. \throws audit_error naming the nodes that differ; cuda_error when
+  //! a graph cannot be read.
+  void audit(const graph& fresh);
   //! Launches the executable graph plan() matched on `s`. \throws std::logic_error when plan() matched none;
   //! cuda_error from launch.
   void replay(const stream& s);
@@ -136,6 +147,7 @@ private:
   bool rebinding_ = true;                          // some argument may be rebound (from the options)
   bool declared_patch_ = false;                    // some argument is declared rebind_policy::patch
   bool warned_pageable_ = false;                   // the pageable-memory warning went to stderr
+  std::size_t audit_count_ = 0;                    // calls that could be audited so far
   std::uint64_t clock_ = 0;
 };
 

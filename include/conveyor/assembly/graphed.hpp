@@ -124,7 +124,10 @@ public:
   //! so callables in different threads capture and update concurrently).
   //! \throws std::invalid_argument when a static argument changed or more than 16 values are keyed (a batch_size
   //!         counts twice); cuda_error from capture, instantiate, update
-  //!         or launch; whatever `f` throws (a capture it throws from is ended and discarded).
+  //!         or launch; whatever `f` throws (a capture it throws from is ended and discarded); with
+  //!         graphed_options::step_through, step_failure or nonfinite_error naming the node; with
+  //!         graphed_options::audit_every, audit_error at an audited call whose executable graph ran other work than
+  //!         the callable's capture.
   template <class... Args>
   void operator()(const stream& s, Args&&... args) {
     std::tuple<std::decay_t<Args>...> values(std::forward<Args>(args)...);
@@ -137,22 +140,20 @@ public:
       std::apply([&](auto&... v) { f_(s, v...); }, values);
       return;
     }
-    const call_key key = make_key(values);
-    switch (core_.plan(key)) {
-    case call_plan::replay: core_.replay(s); return;
-    case call_plan::eager_warmup:
-    case call_plan::eager_fallback: std::apply([&](auto&... v) { f_(s, v...); }, values); return;
-    case call_plan::capture_new: core_.add_and_launch(key, record(s, values), s); return;
-    case call_plan::recapture: core_.update_and_launch(key, record(s, values), s); return;
-    case call_plan::rebind:
-      if (core_.rebind_and_launch(key, s)) return;
-      core_.update_and_launch(key, record(s, values), s); // CUDA refused a patch: capture after all
+    if (core_.options().step_through) {
+      graph g = record(s, values);
+      core_.step(g, s);
       return;
     }
+    const call_key key = make_key(values);
+    const call_plan plan = core_.plan(key);
+    run(plan, key, s, values);
+    if (core_.audit_due(plan)) core_.audit(record(s, values));
   }
 
-  //! Prepares every bucket before use, largest first: runs the warm-up calls at the largest bucket, then captures
-  //! and instantiates each bucket (without running it). `args` are those of a normal call; each batch_size among
+  //! Prepares every bucket before use, largest first: runs the warm-up calls at the largest bucket, then captures,
+  //! instantiates and uploads each bucket on `s` (without running it), so that no first call of a bucket pays for
+  //! capture, instantiation or upload. `args` are those of a normal call; each batch_size among
   //! them is replaced by {bucket, bucket}.
   //! \throws as operator().
   template <class... Args>
@@ -167,7 +168,7 @@ public:
       for (int i = 0; first && i < core_.options().warmup_calls; ++i)
         std::apply([&](auto&... v) { (*this)(s, v...); }, values);
       first = false;
-      if (!core_.has_shape(key)) core_.add(key, record(s, values));
+      if (!core_.has_shape(key)) core_.add(key, record(s, values), s);
     }
   }
 
@@ -240,6 +241,22 @@ private:
               ...);
         },
         values);
+  }
+
+  // Carries out `plan` for the call with `key` and `values`.
+  template <class Tuple>
+  void run(call_plan plan, const call_key& key, const stream& s, Tuple& values) {
+    switch (plan) {
+    case call_plan::replay: core_.replay(s); return;
+    case call_plan::eager_warmup:
+    case call_plan::eager_fallback: std::apply([&](auto&... v) { f_(s, v...); }, values); return;
+    case call_plan::capture_new: core_.add_and_launch(key, record(s, values), s); return;
+    case call_plan::recapture: core_.update_and_launch(key, record(s, values), s); return;
+    case call_plan::rebind:
+      if (core_.rebind_and_launch(key, s)) return;
+      core_.update_and_launch(key, record(s, values), s); // CUDA refused a patch: capture after all
+      return;
+    }
   }
 
   // Captures the callable with `values` (the call's copy of its arguments, gone after the call: a copy node that

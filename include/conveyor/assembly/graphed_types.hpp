@@ -3,10 +3,12 @@
 //! The options, statistics, argument keys and padded sizes of the assembly line (conveyor::graphed).
 
 #include "conveyor/define/capture.hpp"
+#include "conveyor/debug/step.hpp"
 #include "conveyor/execute/instantiate_flags.hpp"
 
 #include <array>
 #include <functional>
+#include <stdexcept>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -97,6 +99,11 @@ enum class pageable_policy : std::uint8_t {
   allow,
 };
 
+namespace detail {
+//! True when the environment variable CONVEYOR_STEP_THROUGH is set and not "0" (read once per process).
+[[nodiscard]] bool step_through_env() noexcept;
+} // namespace detail
+
 //! Options of a graphed callable. A plain value.
 struct graphed_options {
   //! Eager calls per new shape before capturing (warm-up on the capture stream: lazy library initialisation,
@@ -139,6 +146,25 @@ struct graphed_options {
   pageable_policy pageable = pageable_policy::warn;
   //! How a re-capture updates the executable graph (recapture_update).
   recapture_update recapture = recapture_update::whole_graph;
+  //! Debugging: every call captures the callable and runs the capture step by step (conveyor::step_through with
+  //! `step`), each node its own launch followed by a synchronisation, instead of replaying: the node that fails, or
+  //! after which a watched buffer stops being finite, is named (step_failure, nonfinite_error). No executable graph
+  //! is made. On by default when the environment variable CONVEYOR_STEP_THROUGH is set (and not "0").
+  bool step_through = detail::step_through_env();
+  //! The watched buffers and callback of step_through.
+  step_options step;
+  //! Testing: every `audit_every` calls that replay or patch (0: never), graphed also captures the callable and
+  //! compares the capture with what the executable graph ran (its graph, with the patched node fields), and throws
+  //! audit_error at the first call where they differ: a fast path that ran something else than the callable's own
+  //! code would have. Costs a capture and a comparison per audited call.
+  std::size_t audit_every = 0;
+};
+
+//! Thrown by a graphed call whose audit (graphed_options::audit_every) found that the executable graph ran other
+//! work than a capture of the callable gives. what() names the call, the nodes and what differs.
+class audit_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
 };
 
 //! Counts of what a graphed callable did. A plain value.
@@ -157,6 +183,8 @@ struct graphed_statistics {
   std::size_t rebinds = 0;             //!< calls whose changed arguments were patched in place, without capture
   std::size_t nodes_patched = 0;       //!< nodes set by those calls
   std::size_t rebind_fallbacks = 0;    //!< calls that changed an argument rebind cannot patch (yet): re-captured
+  std::size_t stepped = 0;             //!< calls run step by step (graphed_options::step_through)
+  std::size_t audits = 0;              //!< calls audited against a re-capture (graphed_options::audit_every)
 };
 
 //! A graphed argument the key must not look at: its value does not change what the captured work does (a logger,

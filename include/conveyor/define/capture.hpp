@@ -146,6 +146,8 @@ template <class F>
   else
     f();
 }
+//! True when `g` is a conditional node's body (conditional.hpp). Never throws.
+[[nodiscard]] bool is_conditional_body(const graph& g) noexcept;
 } // namespace detail
 
 //! Captures the work `f` enqueues on `s` into a new graph. `f` is called as `f(s)` or `f()`. If `f` throws, the
@@ -164,13 +166,23 @@ template <class F>
 
 //! Captures the work `f` enqueues on `s` into the existing graph `g`, after `deps`. Returns the frontier: the
 //! captured nodes that later work should depend on. Exception-safe as capture(); nodes already added to `g` by a
-//! capture that throws stay in `g`.
+//! capture that throws stay in `g`. Into a conditional node's body, work escaping to a default stream is caught by
+//! a dry run first: `f` is captured into a graph of its own with the check (an invalidated capture into a body
+//! corrupts CUDA 13.0's state, so the body's own capture cannot be the one that fails), then into the body; `f` is
+//! then called twice.
 //! \throws std::invalid_argument when a dependency belongs to another graph; cuda_error as capture().
 template <class F>
 std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list& deps = {},
                                capture_options options = {},
                                std::source_location where = std::source_location::current()) {
   const detail::api_scope scope("conveyor::capture_into", where);
+  if (options.catch_default_streams && detail::is_conditional_body(g)) {
+    capture_options dry = options;
+    dry.host_memory = host_memory_check::off;
+    capture_session check(s, dry);
+    detail::run_captured(f, s);
+    (void)check.finish(); // throws when work escaped; the dry graph is destroyed either way
+  }
   capture_session session(g, s, deps, options);
   detail::run_captured(f, s);
   return session.finish_into();

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace conveyor {
@@ -20,18 +21,33 @@ enum class conditional_kind {
   switch_case,  //!< n bodies: body [c] runs when the condition equals c, none when c >= n (CUDA 12.8+)
 };
 
+//! Whether a launch starts a condition at its default value (the choice CUDA leaves to cudaGraphConditionalHandleCreate's
+//! flags, made explicit in every make_condition call).
+enum class condition_reset : std::uint8_t {
+  //! cudaGraphCondAssignDefault: every launch starts with the default value.
+  each_launch,
+  //! CUDA's default (flags 0): a launch sets no value; the condition holds what a kernel last set, and a kernel of the
+  //! graph must set it before a conditional node reads it (CUDA promises no value before that).
+  never,
+};
+
 //! The condition value of a conditional node, set from device code with `conveyor::set_condition(handle, value)`
 //! (`cudaGraphSetConditional`). A plain value.
 struct condition {
   cudaGraphConditionalHandle handle = 0; //!< pass this to kernels by value
   cudaGraph_t graph = nullptr;           //!< the graph the handle was made for
-  unsigned default_value = 0;            //!< the value at each launch when reset_each_launch is true
-  bool reset_each_launch = true;         //!< cudaGraphCondAssignDefault: the value is reset at every launch
+  unsigned default_value = 0;            //!< the value at the start of each launch, with condition_reset::each_launch
+  bool reset_each_launch = true;         //!< condition_reset::each_launch (cudaGraphCondAssignDefault)
 };
 
 //! A conditional node, its condition, and its body graphs (owned by the node; build them with the same builder or
-//! capture into them with capture_into). Bodies may hold kernel, memcpy, memset, empty, child-graph and conditional
-//! nodes only; the builder refuses other kinds in a body with std::invalid_argument. Thread safety: the bodies are
+//! capture into them with capture_into). What a body may hold (CUDA's rules, cudaConditionalNodeParams):
+//! - kernel, memcpy, memset, empty, child-graph and conditional nodes only — no host, event, external-semaphore or
+//!   memory allocation/free nodes; the builder refuses them with std::invalid_argument, and capture_into refuses a
+//!   capture that made one (a library that allocates its workspace while captured: give it a preallocated one);
+//! - copies between device memory, or with pinned host memory (no pageable host memory, no CUDA arrays in copies
+//!   of a body that device-side launch will run);
+//! - kernels of the one device context of the parent graph, at any depth. Thread safety: the bodies are
 //! parts of the parent graph: build them from the thread that builds the parent.
 struct conditional_node {
   conveyor::node node;      //!< the cudaGraphNodeTypeConditional node
@@ -41,10 +57,11 @@ struct conditional_node {
 
 //! Creates a condition handle for `g` (`cudaGraphConditionalHandleCreate`).
 //! \param g the graph that will hold the conditional node using the handle
-//! \param default_value the value at each launch (with reset_each_launch) and before any kernel sets it
-//! \param reset_each_launch apply default_value at the start of every launch (cudaGraphCondAssignDefault)
+//! \param default_value the value every launch starts with, with condition_reset::each_launch; ignored with never
+//! \param reset condition_reset::each_launch (cudaGraphCondAssignDefault: each launch starts at default_value) or
+//!        never (CUDA's default: a kernel must set the value before a conditional node reads it)
 //! \throws cuda_error when the runtime or driver lacks conditional nodes (CUDA < 12.4) or creation fails.
-[[nodiscard]] condition make_condition(graph& g, unsigned default_value = 0, bool reset_each_launch = true);
+[[nodiscard]] condition make_condition(graph& g, unsigned default_value, condition_reset reset);
 
 //! Adds a conditional node of `kind` controlled by `cond` (a handle made for this graph) to `g` (`cudaGraphAddNode`
 //! with cudaConditionalNodeParams). `cases` is the number of bodies of a switch_case (ignored otherwise).

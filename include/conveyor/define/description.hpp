@@ -48,6 +48,9 @@ struct node_description {
   int device = -1;
   //! memcpy nodes between the memory of two devices (peer copies): the source's device; -1 otherwise.
   int source_device = -1;
+  //! Set by the caller (conveyor::mark_fault, from a step-through run): what went wrong at this node. DOT draws the
+  //! node red with the text, JSON gives it as "fault". Empty: none.
+  std::string fault;
 
   //! The label if given, else the kernel name, else the kind's name: the name exports print first.
   [[nodiscard]] std::string display_name() const;

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -25,6 +26,11 @@ namespace conveyor {
 struct allocation {
   conveyor::node node; //!< the cudaGraphNodeTypeMemAlloc node
   void* pointer;       //!< the virtual address reserved for the allocation
+  //! The address as a `T*` (e.g. `a.as<float>()`), for kernel arguments and copies of typed data.
+  template <class T>
+  [[nodiscard]] T* as() const noexcept {
+    return static_cast<T*>(pointer);
+  }
 };
 
 //! A CUDA graph definition (`cudaGraph_t`), move-only, with an explicit builder for every node kind.
@@ -107,14 +113,24 @@ public:
                  std::size_t height, cudaMemcpyKind kind = cudaMemcpyDefault) {
     return memcpy_2d(node_list{}, dst, dst_pitch, src, src_pitch, width_bytes, height, kind);
   }
-  //! Adds a memset of `count` elements of T (1, 2 or 4 bytes) to `value` (`cudaGraphAddMemsetNode`). A memset of
-  //! 0 elements adds an empty node (as for memcpy).
-  //! \throws cuda_error when CUDA rejects the pointer.
+  //! Adds a memset of `count` elements of T to `value` (`cudaGraphAddMemsetNode`). A memset of 0 elements adds an
+  //! empty node (as for memcpy). CUDA's memset nodes set elements of 1, 2 or 4 bytes; an 8-byte T (double,
+  //! std::int64_t, a pointer) is set as 2 × `count` 4-byte elements when both halves of `value` are equal (0.0, 0,
+  //! nullptr, -1, ...).
+  //! \throws std::invalid_argument for an 8-byte value whose halves differ (say 1.0: use a kernel, or copy from a
+  //!         filled buffer); cuda_error when CUDA rejects the pointer.
   template <class T>
   node memset(const node_list& deps, T* dst, std::type_identity_t<T> value, std::size_t count) {
-    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4,
-                  "conveyor: memset elements must be 1, 2 or 4 bytes wide");
-    return memset_2d(deps, dst, 0, bit_pattern(value), sizeof(T), count, 1);
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                  "conveyor: memset elements must be 1, 2, 4 or 8 bytes wide");
+    if constexpr (sizeof(T) == 8) {
+      std::uint32_t halves[2];
+      std::memcpy(halves, &value, sizeof value);
+      if (halves[0] != halves[1]) throw_wide_memset(sizeof(T));
+      return memset_2d(deps, dst, 0, halves[0], 4, count * 2, 1);
+    } else {
+      return memset_2d(deps, dst, 0, bit_pattern(value), sizeof(T), count, 1);
+    }
   }
   //! As above, with no dependencies (a root node).
   template <class T>
@@ -227,6 +243,7 @@ private:
   friend struct detail::access;
   explicit graph(std::shared_ptr<detail::graph_state> state) noexcept : state_(std::move(state)) {}
   node add_host(const node_list& deps, std::shared_ptr<std::function<void()>> callable);
+  [[noreturn]] static void throw_wide_memset(std::size_t bytes);
   template <class T>
   static unsigned bit_pattern(T value) noexcept {
     unsigned bits = 0;

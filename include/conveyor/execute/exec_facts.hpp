@@ -21,6 +21,11 @@ struct exec_facts {
                                            //!< cudaStreamLegacy), which serialises it with all blocking streams
   std::vector<std::string> unfreed_allocations; //!< graph_exec::unfreed_allocations() when already read, else empty
   bool allocations_read = false;           //!< true when unfreed_allocations was read (it is complete)
+  std::string launch_error;                //!< the CUDA error name of the last launch call that failed, or empty
+  bool step_through = false;               //!< launches run node by node (graph_exec::step_through_launches)
+  //! graphed made and launched it in one call (the first call of a shape): no upload could have been done ahead
+  //! (graphed::prepare instantiates and uploads ahead).
+  bool launched_at_instantiation = false;
 };
 
 } // namespace conveyor

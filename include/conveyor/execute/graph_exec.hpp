@@ -49,6 +49,9 @@ struct graph_comparison; // two snapshots compared (kinds layer)
 //! threads.
 class graph_exec {
 public:
+  //! An empty executable graph (no CUDA handle), for code that instantiates later: assign the result of
+  //! instantiate() to it. Launching, uploading or updating it throws std::logic_error.
+  graph_exec() noexcept = default;
   //! Takes over `other`'s executable graph; `other` is left empty (get() == nullptr) and may only be destroyed or
   //! assigned to.
   graph_exec(graph_exec&& other) noexcept;
@@ -60,8 +63,15 @@ public:
   //! have finished. Never throws.
   ~graph_exec();
 
-  //! The CUDA handle.
+  //! The CUDA handle (null when empty).
   [[nodiscard]] cudaGraphExec_t get() const noexcept { return handle_; }
+  //! True when it holds no executable graph (default-constructed, moved from, or reset).
+  [[nodiscard]] bool empty() const noexcept { return handle_ == nullptr; }
+  //! Destroys the executable graph now, as the destructor does (without waiting for queued launches), leaving this
+  //! one empty. For graphs CUDA allows one executable graph of at a time (graphs with allocation or conditional
+  //! nodes): `exec.reset(); exec = instantiate(g);` — an assignment alone makes the new one before the old one is
+  //! destroyed, which CUDA refuses for them. Never throws.
+  void reset() noexcept;
   //! The flags it was instantiated with.
   [[nodiscard]] instantiate_flags flags() const noexcept;
 
@@ -74,10 +84,21 @@ public:
   //! \throws cuda_error when the launch fails; for a graph that allocates memory it never frees, launched again
   //! while the previous allocation is live, the message names the allocation node and the fix.
   void launch(const stream& s, std::source_location where = std::source_location::current()) const {
+    if (step_launches_) [[unlikely]]
+      return launch_stepping(s, where);
     const cudaError_t rc = cudaGraphLaunch(handle_, s.get());
     if (rc != cudaSuccess || tracks_launches_ || !launched_ || s.get() == nullptr || s.get() == cudaStreamLegacy)
       after_launch(rc, s, where);
   }
+
+  //! Makes every later launch a step-through run (conveyor::step_through, debug/step.hpp): each node of the graph as
+  //! a launch of its own followed by a synchronisation, so that a failing node is named (step_failure). Launches
+  //! are then synchronous. Also on from instantiation when the environment variable CONVEYOR_STEP_THROUGH is set to
+  //! anything but "0" or "" (an unchanged program run step by step). Off costs the replay path one predicted branch.
+  //! Thread safety: as launch.
+  void step_through_launches(bool on) noexcept { step_launches_ = on; }
+  //! True when launches run step by step (step_through_launches).
+  [[nodiscard]] bool steps_through_launches() const noexcept { return step_launches_; }
 
   // ---- per-node setters (the node is one of the source graph's, or of the graph last applied by an update) -------
   //! Sets a kernel node's function, launch configuration and arguments for later launches
@@ -181,6 +202,10 @@ private:
   friend struct detail::exec_access;
   graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_state> state) noexcept;
   void after_launch(cudaError_t rc, const stream& s, const std::source_location& where) const;
+  // Throws std::logic_error naming `call` when this executable graph is empty.
+  void require_graph(const char* call) const;
+  // launch() when step_launches_ (src/debug/step.cpp): conveyor::step_through of the graph this one runs.
+  void launch_stepping(const stream& s, const std::source_location& where) const;
   void set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable);
   // The executable graph owns `item` for node `origin` from now on (launches record a fence); what it owned there
   // before is released behind the fence of the last launch, which queued launches may still be using.
@@ -190,11 +215,14 @@ private:
   // the node-by-node setting of the positions `c` lists as changed (with the patched ones), restoring the executable
   // graph's parameters when a setter fails midway.
   update_result whole_update(const graph& g, const detail::graph_snapshot* after);
+  // update_incremental's work, with `g` read already into `after` (consumed), or read here when null.
+  update_result incremental_update(const graph& g, detail::graph_snapshot* after, bool reinstantiate);
   bool set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out);
 
   cudaGraphExec_t handle_ = nullptr;
   bool tracks_launches_ = false; // true once the executable graph owns callables set node by node
   mutable bool launched_ = false; // the first launch was recorded (exec_facts)
+  bool step_launches_ = false;    // launches run step by step (step_through_launches)
   std::unique_ptr<detail::exec_state> impl_;
 };
 

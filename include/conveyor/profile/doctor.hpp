@@ -35,6 +35,10 @@ struct finding {
   std::vector<std::string> nodes;  //!< the nodes concerned (display names or profile labels); may be empty
   std::string evidence;            //!< the numbers behind it, e.g. "12 of 14 kernels run < 2 µs; launch gap 1.1 µs"
   std::string fix;                 //!< what to change, e.g. "fuse axpy and scale into one kernel"
+  //! False for a check that saw its pattern but cannot apply here, with `evidence` saying why (e.g. a chain whose
+  //! kernels cannot wait for their dependencies): not counted among the findings, shown by to_text only when
+  //! verbose and by to_json with "applies": false.
+  bool applies = true;
 };
 
 //! What the doctor looks at. Every part is optional: a check runs when what it needs is there (a null pointer, or
@@ -48,6 +52,7 @@ struct doctor_input {
   std::string profile_graph;                          //!< watched graph name of this graph in `profile`
   std::string profile_track;                          //!< track of its launches in `profile` ("" any)
   const graphed_statistics* graphed = nullptr;        //!< a graphed callable's statistics
+
   const std::deque<std::string>* graphed_reasons = nullptr; //!< and its reasons (graphed::reasons())
 };
 
@@ -78,7 +83,8 @@ struct doctor_thresholds {
 //!         threshold is not finite, negative, min_nodes is 0 or pdl_chain below 2.
 [[nodiscard]] std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds = {});
 
-//! The findings as text, headed by `name`; "no findings" when empty. Each finding in three short lines — what (its
+//! The findings as text, headed by `name`; "no findings" when none applies (checks that did not apply are listed,
+//! with why, only when `verbose`). Each finding in three short lines — what (its
 //! severity, check and nodes, folded and shortened: readable.hpp), what it costs (the evidence, names shortened, cut
 //! at about 300 characters), the fix — or, `verbose`, in full (every node's full name, the whole evidence). The
 //! JSON (to_json) always holds everything. Pure; never throws but for std::bad_alloc.

@@ -1,0 +1,439 @@
+// The step-through runner (step_runner.hpp): walks of graphs, one launch per node, conditions followed through probe
+// graphs, the watch of named buffers.
+#include "debug/step_runner.hpp"
+
+#include "conveyor/error.hpp"
+#include "conveyor/runtime/device.hpp"
+#include "cuda/check.hpp"
+#include "cuda/driver.hpp"
+#include "kinds/kinds.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+
+namespace conveyor::detail {
+
+namespace {
+
+// ---- buffers ---------------------------------------------------------------------------------------------------
+
+std::size_t element_bytes(element_type t) noexcept {
+  switch (t) {
+  case element_type::f32: return 4;
+  case element_type::f64: return 8;
+  case element_type::f16:
+  case element_type::bf16: return 2;
+  }
+  return 4;
+}
+
+double half_value(std::uint16_t h) {
+  const int sign = (h >> 15) != 0 ? -1 : 1;
+  const int exponent = (h >> 10) & 0x1F;
+  const int mantissa = h & 0x3FF;
+  if (exponent == 0) return sign * std::ldexp(mantissa, -24);
+  if (exponent == 31) return mantissa == 0 ? sign * std::numeric_limits<double>::infinity()
+                                           : std::numeric_limits<double>::quiet_NaN();
+  return sign * std::ldexp(1024 + mantissa, exponent - 25);
+}
+
+double bfloat16_value(std::uint16_t b) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+  float f = 0;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+double value_at(const unsigned char* p, element_type t) {
+  switch (t) {
+  case element_type::f32: {
+    float f = 0;
+    std::memcpy(&f, p, sizeof f);
+    return f;
+  }
+  case element_type::f64: {
+    double d = 0;
+    std::memcpy(&d, p, sizeof d);
+    return d;
+  }
+  case element_type::f16:
+  case element_type::bf16: {
+    std::uint16_t h = 0;
+    std::memcpy(&h, p, sizeof h);
+    return t == element_type::f16 ? half_value(h) : bfloat16_value(h);
+  }
+  }
+  return 0;
+}
+
+// ---- walks -----------------------------------------------------------------------------------------------------
+
+std::vector<std::size_t> topological_order(const std::vector<std::vector<std::size_t>>& preds) {
+  const std::size_t n = preds.size();
+  std::vector<std::size_t> missing(n, 0);
+  std::vector<std::vector<std::size_t>> succs(n);
+  for (std::size_t v = 0; v < n; ++v) {
+    missing[v] = preds[v].size();
+    for (std::size_t u : preds[v]) succs[u].push_back(v);
+  }
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
+  for (std::size_t v = 0; v < n; ++v)
+    if (missing[v] == 0) ready.push(v);
+  std::vector<std::size_t> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    const std::size_t u = ready.top();
+    ready.pop();
+    order.push_back(u);
+    for (std::size_t v : succs[u])
+      if (--missing[v] == 0) ready.push(v);
+  }
+  return order; // a graph is a DAG: every node is in it
+}
+
+std::string node_words(const node_description& d, std::size_t i) {
+  return d.label.empty() ? fmt::format("node {} ({})", i, to_string(d.kind))
+                         : fmt::format("node {} '{}' ({})", i, d.label, to_string(d.kind));
+}
+
+// "0: 0x7f3a00000000 (8 B), 1: 0x40000000 (4 B)": each parameter's bytes as a little-endian number.
+std::string argument_text(const kernel_snapshot& k) {
+  if (!k.readable || k.layout == nullptr || !k.has_arguments) return {};
+  std::string out;
+  for (std::size_t p = 0; p < k.layout->size(); ++p) {
+    const auto [offset, size] = (*k.layout)[p];
+    std::string value;
+    if (size <= 8) {
+      std::uint64_t v = 0;
+      std::memcpy(&v, k.arguments.data() + offset, size);
+      value = fmt::format("{:#x}", v);
+    } else {
+      value = fmt::format("({} bytes)", size);
+    }
+    out += fmt::format("{}{}: {} ({} B)", out.empty() ? "" : ", ", p, value, size);
+  }
+  return out;
+}
+
+// A graph of one node, destroyed on scope exit.
+struct one_graph {
+  cudaGraph_t handle = nullptr;
+  one_graph() { CONVEYOR_CHECK(cudaGraphCreate(&handle, 0)); }
+  one_graph(const one_graph&) = delete;
+  one_graph& operator=(const one_graph&) = delete;
+  ~one_graph() { (void)cudaGraphDestroy(handle); }
+};
+
+// Device words a probe graph's conditional bodies write, freed on scope exit.
+struct probe_words {
+  unsigned* data = nullptr;
+  explicit probe_words(std::size_t n) { CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), n * sizeof(unsigned))); }
+  probe_words(const probe_words&) = delete;
+  probe_words& operator=(const probe_words&) = delete;
+  ~probe_words() { (void)cudaFree(data); }
+};
+
+} // namespace
+
+std::vector<double> read_values(const watched_buffer& b) {
+  const std::size_t width = element_bytes(b.type);
+  std::vector<unsigned char> bytes(b.count * width);
+  CONVEYOR_CHECK(cudaMemcpy(bytes.data(), b.data, bytes.size(), cudaMemcpyDefault));
+  std::vector<double> out(b.count);
+  for (std::size_t i = 0; i < b.count; ++i) out[i] = value_at(bytes.data() + i * width, b.type);
+  return out;
+}
+
+buffer_watch::buffer_watch(const std::vector<watched_buffer>& buffers) : buffers_(buffers) {
+  for (const auto& b : buffers_) {
+    if (b.data == nullptr || b.count == 0)
+      throw std::invalid_argument(fmt::format("conveyor::step_through: watched buffer '{}' has no data or no "
+                                              "elements",
+                                              b.name));
+    values_.push_back(read_values(b));
+  }
+}
+
+void buffer_watch::check(const step_node& node) {
+  for (std::size_t k = 0; k < buffers_.size(); ++k) {
+    std::vector<double> now = read_values(buffers_[k]);
+    const auto& before = values_[k];
+    for (std::size_t i = 0; i < now.size(); ++i)
+      if (!std::isfinite(now[i]) && std::isfinite(before[i]))
+        throw nonfinite_error(node, buffers_[k].name, i, before[i], now[i]);
+    values_[k] = std::move(now);
+  }
+}
+
+graph_walk walk_of(cudaGraph_t g, const graph_state* owner, std::string prefix, std::vector<std::size_t> position) {
+  graph_walk w;
+  w.handle = g;
+  w.owner = owner;
+  w.prefix = std::move(prefix);
+  w.position = std::move(position);
+  w.snapshot = snapshot_graph(g);
+  w.description = describe_graph(g, owner);
+  w.predecessors.resize(w.snapshot.nodes.size());
+  for (const auto& e : w.snapshot.edges) w.predecessors[std::get<1>(e)].push_back(std::get<0>(e));
+  for (auto& p : w.predecessors) {
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+  }
+  w.order = topological_order(w.predecessors);
+  return w;
+}
+
+step_node describe_step(const graph_walk& w, std::size_t i, std::size_t order) {
+  const node_description& d = w.description.nodes[i];
+  step_node s;
+  s.order = order;
+  s.path = w.prefix + node_words(d, i);
+  s.position = w.position;
+  s.position.push_back(i);
+  s.kind = d.kind;
+  s.label = d.label;
+  s.kernel_name = d.kernel_name;
+  s.grid = d.grid;
+  s.block = d.block;
+  s.shared_bytes = d.shared_bytes;
+  s.device = d.device;
+  if (d.kind == node_kind::kernel) s.arguments = argument_text(w.snapshot.kernels[i]);
+  for (std::size_t p : w.predecessors[i]) s.dependencies.push_back(node_words(w.description.nodes[p], p));
+  return s;
+}
+
+void check_runnable(const graph_walk& w) {
+  for (std::size_t i = 0; i < w.snapshot.nodes.size(); ++i) {
+    const node_kind kind = w.snapshot.kinds[i];
+    const auto& traits = traits_of(kind);
+    const std::string where = w.prefix + node_words(w.description.nodes[i], i);
+    if (traits.add_copy != nullptr) continue;
+    if (kind == node_kind::child_graph) {
+      cudaGraph_t child = nullptr;
+      CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(w.snapshot.nodes[i], &child));
+      check_runnable(walk_of(child, nullptr, where + " > ", {}));
+      continue;
+    }
+    if (kind == node_kind::conditional) {
+      const conditional_info* info = nullptr;
+      if (w.owner != nullptr)
+        if (const auto it = w.owner->conditionals.find(w.snapshot.nodes[i]); it != w.owner->conditionals.end())
+          info = &it->second;
+      if (info == nullptr)
+        throw std::invalid_argument(fmt::format(
+            "conveyor::step_through: {} is a conditional node Conveyor did not build (inside a child graph, or "
+            "adopted from elsewhere): its condition and bodies are unknown, so it cannot be stepped into. Build it "
+            "with conveyor::add_conditional in the graph itself",
+            where));
+      for (std::size_t b = 0; b < info->bodies.size(); ++b)
+        check_runnable(walk_of(info->bodies[b]->handle, info->bodies[b].get(), fmt::format("{} > body {} > ", where, b),
+                               {}));
+      continue;
+    }
+    throw std::invalid_argument(fmt::format(
+        "conveyor::step_through: {} cannot run apart from its executable graph ({}). Step through a graph without "
+        "it: allocate outside the graph (cudaMalloc, or cudaMallocAsync before the launch) while debugging",
+        where,
+        kind == node_kind::mem_alloc || kind == node_kind::mem_free
+            ? "CUDA reserves the addresses of graph allocations at instantiation, and the nodes after it use them"
+            : "a kind step-through does not run"));
+  }
+}
+
+std::vector<step_node> list_steps(const graph_state& g) {
+  std::vector<step_node> out;
+  std::function<void(const graph_walk&)> list = [&](const graph_walk& w) {
+    for (std::size_t i : w.order) {
+      const node_kind kind = w.snapshot.kinds[i];
+      step_node s = describe_step(w, i, out.size());
+      if (kind == node_kind::child_graph) {
+        cudaGraph_t child = nullptr;
+        CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(w.snapshot.nodes[i], &child));
+        std::vector<std::size_t> position = s.position;
+        position.push_back(0);
+        list(walk_of(child, nullptr, s.path + " > ", std::move(position)));
+      } else if (kind == node_kind::conditional && w.owner != nullptr) {
+        const auto& info = w.owner->conditionals.at(w.snapshot.nodes[i]);
+        for (std::size_t b = 0; b < info.bodies.size(); ++b) {
+          std::vector<std::size_t> position = s.position;
+          position.push_back(b);
+          list(walk_of(info.bodies[b]->handle, info.bodies[b].get(), fmt::format("{} > body {} > ", s.path, b),
+                       std::move(position)));
+        }
+      } else {
+        out.push_back(std::move(s));
+      }
+    }
+  };
+  const graph_walk top = walk_of(g.handle, &g, "", {});
+  check_runnable(top);
+  list(top);
+  return out;
+}
+
+// ---- step_runner ---------------------------------------------------------------------------------------------
+
+step_runner::step_runner(const stream& s, const step_options& options)
+    : stream_(s), options_(options), watch_((s.synchronize(), options.nonfinite)) {}
+
+void step_runner::track_conditions(const graph_state& g) {
+  for (const auto& [node, info] : g.conditionals) {
+    values_[info.handle] = info.default_value;
+    conditions_[info.handle] = &info;
+    for (const auto& body : info.bodies) track_conditions(*body);
+  }
+}
+
+step_report step_runner::run(const graph_state& g) {
+  const graph_walk top = walk_of(g.handle, &g, "", {});
+  check_runnable(top);
+  track_conditions(g);
+  run_graph(top);
+  return report_;
+}
+
+void step_runner::run_graph(const graph_walk& w) {
+  for (std::size_t i : w.order) run_node(w, i);
+}
+
+void step_runner::run_node(const graph_walk& w, std::size_t i) {
+  const cudaGraphNode_t n = w.snapshot.nodes[i];
+  const node_kind kind = w.snapshot.kinds[i];
+  const step_node info = describe_step(w, i, report_.steps);
+  if (kind == node_kind::child_graph) {
+    cudaGraph_t child = nullptr;
+    CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(n, &child));
+    std::vector<std::size_t> position = info.position;
+    position.push_back(0); // the child graph: the node's one body in descriptions
+    run_graph(walk_of(child, nullptr, info.path + " > ", std::move(position)));
+    return;
+  }
+  if (kind == node_kind::conditional) return run_conditional(w, i, info);
+  if (kind == node_kind::kernel && !conditions_.empty()) {
+    const kernel_snapshot& k = w.snapshot.kernels[i];
+    bool sets = false;
+    if (k.readable && k.layout != nullptr)
+      for (const auto& [offset, size] : *k.layout) {
+        std::uint64_t word = 0;
+        if (size == sizeof word) std::memcpy(&word, k.arguments.data() + offset, size);
+        sets = sets || (size == sizeof word && conditions_.contains(word));
+      }
+    if (sets) return run_probe(n, info, k);
+  }
+  one_graph one;
+  cudaGraphNode_t copy = nullptr;
+  if (const cudaError_t rc = traits_of(kind).add_copy(n, one.handle, &copy); rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw step_failure(info, rc, "adding the node to a graph of its own");
+  }
+  launch_alone(one.handle, info);
+}
+
+void step_runner::run_conditional(const graph_walk& w, std::size_t i, const step_node& info) {
+  const conditional_info& c = w.owner->conditionals.at(w.snapshot.nodes[i]);
+  const unsigned value = values_.at(c.handle);
+  switch (c.type) {
+  case cudaGraphCondTypeIf:
+    if (value != 0) run_body(c, 0, info, info.path + " > body 0 (condition non-zero) > ");
+    else if (c.bodies.size() > 1) run_body(c, 1, info, info.path + " > body 1 (condition zero) > ");
+    return;
+  case cudaGraphCondTypeWhile:
+    for (std::size_t iteration = 1; values_.at(c.handle) != 0; ++iteration)
+      run_body(c, 0, info, fmt::format("{} > iteration {} > ", info.path, iteration));
+    return;
+  case cudaGraphCondTypeSwitch:
+    if (value < c.bodies.size()) run_body(c, value, info, fmt::format("{} > case {} > ", info.path, value));
+    return;
+  }
+}
+
+void step_runner::run_body(const conditional_info& c, std::size_t b, const step_node& info, const std::string& what) {
+  ++report_.iterations;
+  std::vector<std::size_t> position = info.position;
+  position.push_back(b);
+  run_graph(walk_of(c.bodies[b]->handle, c.bodies[b].get(), what, std::move(position)));
+}
+
+void step_runner::run_probe(cudaGraphNode_t n, const step_node& info, const kernel_snapshot& k) {
+  // The kernel with each tracked condition handle it takes replaced by a handle of the probe graph (starting at the
+  // condition's current value), followed by one conditional node per handle whose bodies write which way it went.
+  one_graph probe;
+  std::optional<device_guard> on_device;
+  if (info.device >= 0) on_device.emplace(info.device);
+  std::vector<unsigned char> bytes = k.arguments.to_vector();
+  std::vector<std::pair<cudaGraphConditionalHandle, cudaGraphConditionalHandle>> handles; // (tracked, probe's)
+  for (const auto& [offset, size] : *k.layout) {
+    std::uint64_t word = 0;
+    if (size != sizeof word) continue;
+    std::memcpy(&word, bytes.data() + offset, size);
+    if (!conditions_.contains(word)) continue;
+    cudaGraphConditionalHandle mine = 0;
+    CONVEYOR_CHECK(cudaGraphConditionalHandleCreate(&mine, probe.handle, values_.at(word), cudaGraphCondAssignDefault));
+    std::memcpy(bytes.data() + offset, &mine, size);
+    handles.emplace_back(word, mine);
+  }
+  std::vector<void*> pointers;
+  for (const auto& [offset, size] : *k.layout) pointers.push_back(bytes.data() + offset);
+  CUDA_KERNEL_NODE_PARAMS params = k.params;
+  params.kernelParams = pointers.data();
+  params.extra = nullptr;
+  CUgraphNode kernel = nullptr;
+  if (driver::add_kernel_node(&kernel, reinterpret_cast<CUgraph>(probe.handle), nullptr, 0, &params) != CUDA_SUCCESS ||
+      driver::kernel_node_copy_attributes(kernel, reinterpret_cast<CUgraphNode>(n)) != CUDA_SUCCESS)
+    throw step_failure(info, cudaErrorInvalidValue, "adding the kernel to a graph of its own (cuGraphAddKernelNode)");
+  probe_words words(handles.size());
+  CONVEYOR_CHECK(cudaMemsetAsync(words.data, 0, handles.size() * sizeof(unsigned), stream_.get()));
+  for (std::size_t j = 0; j < handles.size(); ++j) {
+    const conditional_info& c = *conditions_.at(handles[j].first);
+    const bool switch_case = c.type == cudaGraphCondTypeSwitch;
+    const auto kernel_node = reinterpret_cast<cudaGraphNode_t>(kernel);
+    auto [cond, bodies] = add_conditional(probe.handle, node_handles(&kernel_node, 1), handles[j].second,
+                                          switch_case ? cudaGraphCondTypeSwitch : cudaGraphCondTypeIf,
+                                          switch_case ? c.size : 1U);
+    for (std::size_t b = 0; b < bodies.size(); ++b)
+      (void)add_memset(bodies[b], {}, words.data + j, sizeof(unsigned), static_cast<unsigned>(b + 1), 4, 1, 1);
+  }
+  launch_alone(probe.handle, info);
+  std::vector<unsigned> seen(handles.size());
+  CONVEYOR_CHECK(cudaMemcpy(seen.data(), words.data, seen.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  for (std::size_t j = 0; j < handles.size(); ++j) {
+    const conditional_info& c = *conditions_.at(handles[j].first);
+    // IF and WHILE read zero or not; a SWITCH its case, or no body for a value at or above its case count.
+    values_[handles[j].first] =
+        c.type == cudaGraphCondTypeSwitch ? (seen[j] == 0 ? c.size : seen[j] - 1) : seen[j];
+  }
+}
+
+void step_runner::launch_alone(cudaGraph_t one, const step_node& info) {
+  cudaGraphExec_t exec = nullptr;
+  if (const cudaError_t rc = cudaGraphInstantiate(&exec, one, 0); rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw step_failure(info, rc, "cudaGraphInstantiate");
+  }
+  cudaError_t rc = cudaGraphLaunch(exec, stream_.get());
+  const char* call = "cudaGraphLaunch";
+  if (rc == cudaSuccess) {
+    rc = cudaStreamSynchronize(stream_.get());
+    call = "cudaStreamSynchronize";
+  }
+  (void)cudaGraphExecDestroy(exec);
+  if (rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw step_failure(info, rc, call);
+  }
+  after_step(info);
+}
+
+void step_runner::after_step(const step_node& info) {
+  ++report_.steps;
+  if (!watch_.empty()) watch_.check(info);
+  if (options_.on_step) options_.on_step(info);
+}
+
+} // namespace conveyor::detail

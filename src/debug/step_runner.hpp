@@ -1,0 +1,92 @@
+#pragma once
+// Internal (debug layer): the step-through runner behind conveyor::step_through, and the watch of named buffers
+// after each step.
+
+#include "conveyor/debug/step.hpp"
+
+#include "kinds/kind.hpp"
+#include "kinds/walk.hpp"
+#include "model/graph_state.hpp"
+
+#include <cstddef>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace conveyor::detail {
+
+//! The elements of a watched buffer as doubles (half and bfloat16 widened exactly). \throws cuda_error.
+[[nodiscard]] std::vector<double> read_values(const watched_buffer& b);
+
+//! The watched buffers' last values on the host, and the check after each step: the first element that is not
+//! finite now and was finite before.
+class buffer_watch {
+public:
+  //! Reads every buffer once (the values before the first step). \throws std::invalid_argument for a buffer
+  //! without data or elements; cuda_error when a buffer cannot be read.
+  explicit buffer_watch(const std::vector<watched_buffer>& buffers);
+  //! Reads every buffer again after `node` ran. \throws nonfinite_error at a value that became non-finite.
+  void check(const step_node& node);
+  //! True when nothing is watched.
+  [[nodiscard]] bool empty() const noexcept { return buffers_.empty(); }
+
+private:
+  std::vector<watched_buffer> buffers_;
+  std::vector<std::vector<double>> values_;
+};
+
+//! One graph of a step-through run (the top-level graph, a child graph, a conditional body): its nodes read once,
+//! described, ordered.
+struct graph_walk {
+  cudaGraph_t handle = nullptr;
+  const graph_state* owner = nullptr;  //!< Conveyor's state of it (labels, conditionals), or null
+  std::string prefix;                  //!< the path of the node holding it, with " > ", or empty at the top
+  std::vector<std::size_t> position;   //!< (node index, body index) pairs down to it: step_node::position
+  graph_snapshot snapshot;             //!< nodes, kinds, edges, kernel parameters
+  graph_description description;       //!< labels, kernel names, shapes, devices
+  std::vector<std::vector<std::size_t>> predecessors;
+  std::vector<std::size_t> order;      //!< a topological order: creation order among the nodes ready
+};
+
+//! Reads `g` into a walk. \throws cuda_error when the graph cannot be read.
+[[nodiscard]] graph_walk walk_of(cudaGraph_t g, const graph_state* owner, std::string prefix,
+                                 std::vector<std::size_t> position);
+
+//! Refuses, before anything runs, graphs that step-through cannot run: allocation and free nodes (their addresses
+//! are the executable graph's), batch memory operations and unknown kinds, conditional nodes Conveyor did not build.
+//! \throws std::invalid_argument naming the node.
+void check_runnable(const graph_walk& w);
+
+//! The step order of `g` without running it (every conditional body listed once).
+[[nodiscard]] std::vector<step_node> list_steps(const graph_state& g);
+
+//! Runs graphs node by node on one stream.
+class step_runner {
+public:
+  step_runner(const stream& s, const step_options& options);
+  //! Runs `g` (checked first), every condition starting at its default value. \throws as conveyor::step_through.
+  step_report run(const graph_state& g);
+
+private:
+  void run_graph(const graph_walk& w);
+  void run_node(const graph_walk& w, std::size_t i);
+  void run_conditional(const graph_walk& w, std::size_t i, const step_node& info);
+  void run_body(const conditional_info& c, std::size_t b, const step_node& info, const std::string& what);
+  // A kernel that sets tracked conditions: run in a probe graph that reads back the values it sets.
+  void run_probe(cudaGraphNode_t n, const step_node& info, const kernel_snapshot& k);
+  void launch_alone(cudaGraph_t one, const step_node& info);
+  void after_step(const step_node& info);
+  void track_conditions(const graph_state& g);
+
+  const stream& stream_;
+  const step_options& options_;
+  buffer_watch watch_;
+  step_report report_;
+  std::unordered_map<cudaGraphConditionalHandle, unsigned> values_;
+  std::unordered_map<cudaGraphConditionalHandle, const conditional_info*> conditions_;
+};
+
+//! The step_node of node `i` of `w` (its path, description, arguments and dependencies), numbered `order`.
+[[nodiscard]] step_node describe_step(const graph_walk& w, std::size_t i, std::size_t order);
+
+} // namespace conveyor::detail
