@@ -11,7 +11,8 @@
 #include "bench/faster.hpp"
 #include "bench/profile_overhead.hpp"
 #include "bench/plan.hpp"
-#include "bench/report.hpp"
+#include "bench/report_json.hpp"
+#include "bench/report_markdown.hpp"
 #include "bench/update_growth.hpp"
 #include "bench/workloads.hpp"
 

@@ -3,6 +3,7 @@
 
 #include "bench/faster_kernels.hpp"
 #include "bench/kernels.hpp"
+#include "bench/statistics.hpp"
 
 #include <conveyor/define/graph.hpp>
 #include <conveyor/define/programmatic.hpp>
@@ -27,12 +28,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 constexpr std::size_t chunk_count = 5; // chunk 0: the chain, fork/join heads and joins; 1-4: the branches
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 != 0 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 template <class T>
 struct device_memory {

@@ -5,7 +5,11 @@
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed_rebind.hpp"
 #include "bench/profile_overhead.hpp"
+#include "bench/markdown.hpp"
 #include "bench/report.hpp"
+#include "bench/report_json.hpp"
+#include "bench/report_markdown.hpp"
+#include "bench/statistics.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -755,3 +759,16 @@ TEST(Collect, StatisticsMinAndMax) {
 }
 
 } // namespace
+
+TEST(Statistics, MedianIsTheMiddleOrTheMeanOfTheTwoMiddles) {
+  EXPECT_DOUBLE_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_DOUBLE_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_DOUBLE_EQ(median({7.0}), 7.0);
+  EXPECT_TRUE(std::isnan(median({})));
+}
+
+TEST(Statistics, SummariseGivesMedianMinAndMax) {
+  EXPECT_EQ(summarise({5.0, 1.0, 3.0, 9.0}), (summary{4.0, 1.0, 9.0}));
+  const summary none = summarise({});
+  EXPECT_TRUE(std::isnan(none.median) && std::isnan(none.min) && std::isnan(none.max));
+}
