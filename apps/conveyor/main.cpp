@@ -1,7 +1,7 @@
 // The `conveyor` program: CUDA Graph workloads, each a subcommand, each runnable in sync, stream and graph modes.
-#include "bench/allreduce.hpp"
 #include "bench/bench_command.hpp"
 #include "cavity/cavity_command.hpp"
+#include "commands/allreduce_command.hpp"
 #include "doctor_command.hpp"
 #include "filter/filter_command.hpp"
 #include "solve/solve_command.hpp"
