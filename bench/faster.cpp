@@ -165,4 +165,10 @@ std::vector<faster_row> measure_faster(const std::vector<std::size_t>& sizes, in
   return rows;
 }
 
+std::vector<faster_row> measure_faster_study(const study_args& args) {
+  const std::vector<std::size_t> sizes = args.quick ? std::vector<std::size_t>{120, 10002}
+                                                    : std::vector<std::size_t>{12, 120, 1002, 10002};
+  return measure_faster(sizes, args.quick ? 5 : 9);
+}
+
 } // namespace conveyor::bench

@@ -73,4 +73,8 @@ graphed_overhead_result measure_graphed_overhead(int calls, int repetitions) {
 }
 
 
+graphed_overhead_result measure_graphed_overhead_study(const study_args& /*args*/) {
+  return measure_graphed_overhead();
+}
+
 } // namespace conveyor::bench

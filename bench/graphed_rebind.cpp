@@ -369,4 +369,14 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
   return out;
 }
 
+graphed_study_result measure_graphed_study(const study_args& args) {
+  const std::vector<std::size_t> sizes = args.quick ? std::vector<std::size_t>{10, 1000, 10000}
+                                                    : std::vector<std::size_t>{10, 100, 1000, 10000};
+  graphed_study_result result;
+  result.rebind = measure_graphed_rebind(sizes, args.quick ? 11 : 21);
+  result.recapture = measure_recapture_cost(sizes, args.quick ? 5 : 11);
+  result.prepare = measure_prepare_cost({8, 16, 32, 64});
+  return result;
+}
+
 } // namespace conveyor::bench

@@ -68,4 +68,9 @@ std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {
                      markdown_table({"buckets", "N", "prepare ms", "ms per bucket"}, body, "rrrr"));
 }
 
+std::string format_graphed_study(const graphed_study_result& result) {
+  return format_graphed_rebind(result.rebind) + "\n" + format_recapture_cost(result.recapture) + "\n" +
+         format_prepare_cost(result.prepare);
+}
+
 } // namespace conveyor::bench

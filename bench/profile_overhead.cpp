@@ -137,4 +137,10 @@ std::vector<profile_overhead_row> measure_profile_overhead(const std::vector<std
   return rows;
 }
 
+std::vector<profile_overhead_row> measure_profile_overhead_study(const study_args& args) {
+  const std::vector<std::size_t> sizes = args.quick ? std::vector<std::size_t>{100, 10000}
+                                                    : std::vector<std::size_t>{10, 100, 1000, 10000};
+  return measure_profile_overhead(sizes, args.quick ? 4 : 8, 50);
+}
+
 } // namespace conveyor::bench

@@ -152,7 +152,7 @@ void header_section(std::string& out, const bench_report& report) {
                                      : std::string(),
                      s.filter.empty() ? std::string() : fmt::format(", filter {}", markdown_code(s.filter)),
                      s.elapsed_s, markdown_text(e.started_utc), markdown_text(e.conveyor_version));
-  out += fmt::format("- **Command**: `conveyor bench{}{}`\n", s.quick ? " --quick" : "",
+  out += fmt::format("- **Command**: `conveyor bench suite{}{}`\n", s.quick ? " --quick" : "",
                      s.filter.empty() ? std::string() : fmt::format(" --filter '{}'", s.filter));
   out += "- Cells: **median [min–max]** over the repetitions; — where a benchmark did not run (filtered out or "
          "failed) or did not record that measurement.\n";
