@@ -5,28 +5,31 @@
 
 #include "allreduce/allreduce.hpp"
 
+#include "common/numeric_options.hpp"
+
 #include <cstddef>
 #include <memory>
 
 void register_allreduce_command(CLI::App& app) {
+  using conveyor::scenarios::integer_in;
   auto options = std::make_shared<conveyor::allreduce::options>();
   CLI::App* cmd = app.add_subcommand("allreduce", "NCCL all-reduce on every GPU: eager calls against the same calls "
                                                   "captured into a graph (microseconds per call, bandwidth)");
   cmd->add_option("--min-bytes", options->min_bytes, "smallest size in bytes, a multiple of 4 (default 4)")
-      ->check(CLI::Range(std::size_t{4}, std::size_t{1} << 30));
+      ->check(integer_in(std::size_t{4}, std::size_t{1} << 30));
   cmd->add_option("--max-bytes", options->max_bytes, "largest size in bytes (default 67108864 = 64 MiB)")
-      ->check(CLI::Range(std::size_t{4}, std::size_t{1} << 30));
+      ->check(integer_in(std::size_t{4}, std::size_t{1} << 30));
   cmd->add_option("--factor", options->factor, "each size is the previous one times this (default 4)")
-      ->check(CLI::Range(std::size_t{2}, std::size_t{1024}));
+      ->check(integer_in(std::size_t{2}, std::size_t{1024}));
   auto* gpus = cmd->add_option("--gpus", options->gpus, "use the first N GPUs (default: every visible GPU)")
-                   ->check(CLI::Range(1, 1024));
+                   ->check(integer_in(1, 1024));
   cmd->add_option("--calls-per-graph", options->calls_per_graph, "all-reduces captured into one graph (default 20)")
-      ->check(CLI::Range(1, 1000));
+      ->check(integer_in(1, 1000));
   cmd->add_option("--trials", options->trials, "timed trials per size and mode; the median is reported (default 5)")
-      ->check(CLI::Range(1, 100));
+      ->check(integer_in(1, 100));
   cmd->add_option("--timeout-ms", options->timeout_ms,
                   "the communicators' timeout: a wait longer than this aborts them with an error (default 60000)")
-      ->check(CLI::Range(100LL, 3600000LL));
+      ->check(integer_in(100LL, 3600000LL));
   cmd->add_option("--json", options->json, "also write the rows to FILE (schema conveyor-allreduce/1)");
   auto* with_blocking = cmd->add_flag("--blocking-baseline", options->blocking_baseline,
                                      "also under --distributed, measure the plain blocking NCCL communicators' eager "
