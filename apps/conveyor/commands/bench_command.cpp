@@ -202,6 +202,9 @@ void register_bench_command(CLI::App& app) {
   add_list_command(*bench);
   add_render_command(*bench);
   for (const study& s : studies()) add_study_command(*bench, s);
+  // Each subcommand's help ends as `conveyor bench --help` does (the program sets that footer after registration).
+  for (CLI::App* sub : bench->get_subcommands([](CLI::App*) { return true; }))
+    sub->footer([bench] { return bench->get_footer(); });
   bench->require_subcommand(0, 1);
   bench->callback([bench] {
     if (!bench->get_subcommands().empty()) return;
