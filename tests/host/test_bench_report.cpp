@@ -396,7 +396,7 @@ TEST(Json, SchemaProblemsAreFound) {
   EXPECT_THROW((void)report_from_json(json::object()), std::invalid_argument);
 }
 
-// Issue 13, item 11: a saved report is read back only when it holds what a GPU and a run can report.
+// A saved report is read back only when it holds what a GPU and a run can report.
 TEST(Json, SchemaRefusesWhatNoGpuOrRunReports) {
   const json good = to_json(sample_report());
   ASSERT_TRUE(schema_problems(good).empty());
