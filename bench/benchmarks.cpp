@@ -268,98 +268,123 @@ void first_launch_body(benchmark::State& state, const bench_case& c, bench_conte
 
 // ---- 4: update costs ---------------------------------------------------------------------------------------------
 
+// The executable graph an update benchmark changes, built through Conveyor or raw, and the two versions of the chain
+// it moves between: A (b = axpb_b everywhere) and B (axpb_b_changed at the changed nodes).
+class update_subject {
+public:
+  update_subject(const bench_case& c, bench_context& ctx, const set_rotation& rot, std::vector<std::size_t> changed)
+      : ctx_(ctx), rot_(rot), n_(c.id.nodes), changed_(std::move(changed)), conveyor_api_(c.id.api == "conveyor"),
+        method_(c.id.variant) {
+    const std::vector<float> b_a = b_values(n_);
+    const std::vector<float> b_b = b_values(n_, changed_);
+    const conveyor::stream& main = ctx.main_stream();
+    if (conveyor_api_) {
+      conveyor_a_.emplace(build_conveyor(ctx, 1, n_, rot.base, b_a));
+      conveyor_b_.emplace(build_conveyor(ctx, 1, n_, rot.base, b_b));
+      conveyor_exec_.emplace(conveyor::instantiate(conveyor_a_->graph));
+      conveyor_exec_->upload(main);
+    } else {
+      raw_a_ = build_raw(ctx, 1, n_, rot.base, b_a);
+      raw_b_ = build_raw(ctx, 1, n_, rot.base, b_b);
+      raw_exec_ = instantiate_raw(raw_a_.graph.get());
+      CONVEYOR_CHECK(cudaGraphUpload(raw_exec_.get(), main.get()));
+    }
+    main.synchronize();
+  }
+
+  // Applies the change (A -> B or B -> A); returns the seconds the update itself took. Re-instantiation destroys the
+  // old executable graph after the timed part.
+  double apply() {
+    const bool to_b = !at_b_;
+    double elapsed = 0.0;
+    if (method_ == "setters")
+      elapsed = set_nodes(to_b ? axpb_b_changed : axpb_b);
+    else if (method_ == "whole")
+      elapsed = conveyor_api_ ? update_conveyor(to_b) : update_raw(to_b);
+    else
+      elapsed = conveyor_api_ ? reinstantiate_conveyor(to_b) : reinstantiate_raw(to_b);
+    at_b_ = to_b;
+    return elapsed;
+  }
+
+  // The launch after the change, until finished; seconds.
+  double launch_after() {
+    const conveyor::stream& main = ctx_.main_stream();
+    const auto t0 = clock_type::now();
+    if (conveyor_api_)
+      conveyor_exec_->launch(main);
+    else
+      CONVEYOR_CHECK(cudaGraphLaunch(raw_exec_.get(), main.get()));
+    main.synchronize();
+    return seconds(t0, clock_type::now());
+  }
+
+private:
+  double set_nodes(float value) {
+    return conveyor_api_ ? set_b_conveyor(ctx_, *conveyor_exec_, conveyor_a_->nodes, changed_, n_, rot_.base, value)
+                         : set_b_raw(ctx_, raw_exec_.get(), raw_a_.nodes, changed_, n_, rot_.base, value);
+  }
+  double update_conveyor(bool to_b) {
+    const auto t0 = clock_type::now();
+    const conveyor::update_result r = conveyor_exec_->update(to_b ? conveyor_b_->graph : conveyor_a_->graph);
+    const double elapsed = seconds(t0, clock_type::now());
+    if (!r) throw std::runtime_error(r.reason());
+    return elapsed;
+  }
+  double update_raw(bool to_b) {
+    cudaGraphExecUpdateResultInfo info{};
+    const auto t0 = clock_type::now();
+    const cudaError_t rc = cudaGraphExecUpdate(raw_exec_.get(), (to_b ? raw_b_ : raw_a_).graph.get(), &info);
+    const double elapsed = seconds(t0, clock_type::now());
+    conveyor::check(rc, "cudaGraphExecUpdate");
+    return elapsed;
+  }
+  double reinstantiate_conveyor(bool to_b) {
+    const auto t0 = clock_type::now();
+    conveyor::graph_exec fresh = conveyor::instantiate(to_b ? conveyor_b_->graph : conveyor_a_->graph);
+    const double elapsed = seconds(t0, clock_type::now());
+    *conveyor_exec_ = std::move(fresh);
+    return elapsed;
+  }
+  double reinstantiate_raw(bool to_b) {
+    const auto t0 = clock_type::now();
+    raw_graph_exec fresh = instantiate_raw((to_b ? raw_b_ : raw_a_).graph.get());
+    const double elapsed = seconds(t0, clock_type::now());
+    raw_exec_ = std::move(fresh);
+    return elapsed;
+  }
+
+  bench_context& ctx_;
+  const set_rotation& rot_;
+  std::size_t n_;
+  std::vector<std::size_t> changed_;
+  bool conveyor_api_;
+  std::string method_;
+  std::optional<conveyor_built> conveyor_a_;
+  std::optional<conveyor_built> conveyor_b_;
+  std::optional<conveyor::graph_exec> conveyor_exec_;
+  raw_built raw_a_;
+  raw_built raw_b_;
+  raw_graph_exec raw_exec_;
+  bool at_b_ = false;
+};
+
 void update_body(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
   const std::size_t n = c.id.nodes;
   const std::size_t k = c.id.changed;
-  const std::vector<std::size_t> changed = changed_indices(n, k);
+  std::vector<std::size_t> changed = changed_indices(n, k);
   if (changed.empty()) throw std::invalid_argument("update benchmark without changed nodes");
-  const std::vector<float> b_a = b_values(n);
-  const std::vector<float> b_b = b_values(n, changed);
-  const conveyor::stream& main = ctx.main_stream();
-  const bool conveyor_api = c.id.api == "conveyor";
-  const std::string& method = c.id.variant;
-
-  // Two versions of the chain: A (b = axpb_b everywhere) and B (axpb_b_changed at the changed nodes). Each
-  // iteration moves the executable graph from one to the other.
-  std::optional<conveyor_built> conveyor_a;
-  std::optional<conveyor_built> conveyor_b;
-  std::optional<conveyor::graph_exec> conveyor_exec;
-  raw_built raw_a;
-  raw_built raw_b;
-  raw_graph_exec raw_exec;
-  if (conveyor_api) {
-    conveyor_a.emplace(build_conveyor(ctx, 1, n, rot.base, b_a));
-    conveyor_b.emplace(build_conveyor(ctx, 1, n, rot.base, b_b));
-    conveyor_exec.emplace(conveyor::instantiate(conveyor_a->graph));
-    conveyor_exec->upload(main);
-  } else {
-    raw_a = build_raw(ctx, 1, n, rot.base, b_a);
-    raw_b = build_raw(ctx, 1, n, rot.base, b_b);
-    raw_exec = instantiate_raw(raw_a.graph.get());
-    CONVEYOR_CHECK(cudaGraphUpload(raw_exec.get(), main.get()));
-  }
-  main.synchronize();
-
-
-  bool at_b = false;
-  // Applies the change (A -> B or B -> A); returns the seconds the update itself took.
-  auto apply = [&]() -> double {
-    const bool to_b = !at_b;
-    const float value = to_b ? axpb_b_changed : axpb_b;
-    double elapsed = 0.0;
-    if (method == "setters") {
-      elapsed = conveyor_api ? set_b_conveyor(ctx, *conveyor_exec, conveyor_a->nodes, changed, n, rot.base, value)
-                             : set_b_raw(ctx, raw_exec.get(), raw_a.nodes, changed, n, rot.base, value);
-    } else if (method == "whole") {
-      if (conveyor_api) {
-        const auto t0 = clock_type::now();
-        const conveyor::update_result r = conveyor_exec->update(to_b ? conveyor_b->graph : conveyor_a->graph);
-        elapsed = seconds(t0, clock_type::now());
-        if (!r) throw std::runtime_error(r.reason());
-      } else {
-        cudaGraphExecUpdateResultInfo info{};
-        const auto t0 = clock_type::now();
-        const cudaError_t rc = cudaGraphExecUpdate(raw_exec.get(), (to_b ? raw_b : raw_a).graph.get(), &info);
-        elapsed = seconds(t0, clock_type::now());
-        conveyor::check(rc, "cudaGraphExecUpdate");
-      }
-    } else { // reinstantiate; the old executable graph is destroyed after the timed part
-      if (conveyor_api) {
-        const auto t0 = clock_type::now();
-        conveyor::graph_exec fresh = conveyor::instantiate(to_b ? conveyor_b->graph : conveyor_a->graph);
-        elapsed = seconds(t0, clock_type::now());
-        *conveyor_exec = std::move(fresh);
-      } else {
-        const auto t0 = clock_type::now();
-        raw_graph_exec fresh = instantiate_raw((to_b ? raw_b : raw_a).graph.get());
-        elapsed = seconds(t0, clock_type::now());
-        raw_exec = std::move(fresh);
-      }
-    }
-    at_b = to_b;
-    return elapsed;
-  };
-  // The launch after the change, until finished; seconds.
-  auto launch_after = [&]() -> double {
-    const auto t0 = clock_type::now();
-    if (conveyor_api)
-      conveyor_exec->launch(main);
-    else
-      CONVEYOR_CHECK(cudaGraphLaunch(raw_exec.get(), main.get()));
-    main.synchronize();
-    return seconds(t0, clock_type::now());
-  };
-
+  update_subject subject(c, ctx, rot, std::move(changed));
   warm_up(c, [&](std::size_t) {
-    (void)apply();
-    (void)launch_after();
+    (void)subject.apply();
+    (void)subject.launch_after();
   });
   double update = 0.0;
   double after = 0.0;
   std::size_t done = 0;
   for (auto _ : state) {
-    const double u = apply();
-    after += launch_after();
+    const double u = subject.apply();
+    after += subject.launch_after();
     state.SetIterationTime(u);
     update += u;
     ++done;

@@ -2,6 +2,7 @@
 //! Google Benchmark runs to result records.
 
 #include "bench/collect.hpp"
+#include "bench/statistics.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,13 +20,6 @@ double to_microseconds(double value, benchmark::TimeUnit unit) {
   case benchmark::kSecond: return value * 1e6;
   }
   return value;
-}
-
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  if (n == 0) return 0.0;
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 bool shown(const gbench_run& run) {
@@ -110,7 +104,7 @@ std::vector<result_record> summarise_runs(const std::vector<gbench_run>& runs,
         for (const auto& [metric, value] : run_metrics(*run)) samples[metric].push_back(value);
       for (const auto& [metric, values] : samples) {
         if (values.size() != good.size()) continue; // a metric some repetitions lack
-        rec.metrics[metric] = {median_of(values), statistic_min(values), statistic_max(values)};
+        rec.metrics[metric] = summarise(values);
       }
     }
     if (rec.metrics.empty() && rec.error.empty()) rec.error = "no measurement was reported";

@@ -4,12 +4,16 @@
 #include "bench/environment.hpp"
 
 #include <conveyor/error.hpp>
+#include <conveyor/runtime/device.hpp>
+
+#include <fmt/format.h>
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
 #include <array>
 #include <ctime>
+#include <stdexcept>
 
 #ifndef CONVEYOR_VERSION
 #define CONVEYOR_VERSION "unknown"
@@ -34,6 +38,14 @@ F symbol(void* library, const char* name) noexcept {
 }
 
 } // namespace
+
+void use_device(int device, std::string_view command, std::string_view hint) {
+  if (!conveyor::has_device()) throw std::runtime_error(fmt::format("no CUDA device: `{}` needs a GPU{}", command, hint));
+  if (device >= conveyor::device_count())
+    throw std::runtime_error(
+        fmt::format("--device {}: only {} CUDA device(s) visible", device, conveyor::device_count()));
+  CONVEYOR_CHECK(cudaSetDevice(device));
+}
 
 struct nvml_probe::api {
   void* library = nullptr;

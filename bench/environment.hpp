@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace conveyor::bench {
 
@@ -16,6 +17,12 @@ namespace conveyor::bench {
 //! left for nvml_probe and the benchmark reporter to fill in.
 //! \throws cuda_error when the device cannot be queried.
 [[nodiscard]] environment query_environment(int ordinal);
+
+//! Makes CUDA device `device` current for a measurement run by `command` (e.g. "conveyor bench pdl").
+//! \throws std::runtime_error "no CUDA device: `command` needs a GPU" followed by `hint` where there is none, or
+//!         naming how many are visible when `device` is not one of them; conveyor::cuda_error when
+//!         cudaSetDevice fails.
+void use_device(int device, std::string_view command, std::string_view hint = {});
 
 //! The current time, ISO 8601 UTC ("2026-11-30T12:34:56Z").
 [[nodiscard]] std::string utc_now();

@@ -3,6 +3,7 @@
 
 #include "bench/faster_kernels.hpp"
 #include "bench/kernels.hpp"
+#include "bench/statistics.hpp"
 
 #include <conveyor/define/graph.hpp>
 #include <conveyor/define/programmatic.hpp>
@@ -27,12 +28,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 constexpr std::size_t chunk_count = 5; // chunk 0: the chain, fork/join heads and joins; 1-4: the branches
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 != 0 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 template <class T>
 struct device_memory {
@@ -168,6 +163,12 @@ std::vector<faster_row> measure_faster(const std::vector<std::size_t>& sizes, in
     }
   }
   return rows;
+}
+
+std::vector<faster_row> measure_faster_study(const study_args& args) {
+  const std::vector<std::size_t> sizes = args.quick ? std::vector<std::size_t>{120, 10002}
+                                                    : std::vector<std::size_t>{12, 120, 1002, 10002};
+  return measure_faster(sizes, args.quick ? 5 : 9);
 }
 
 } // namespace conveyor::bench

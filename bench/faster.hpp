@@ -1,9 +1,9 @@
 #pragma once
 //! \file faster.hpp
-//! The `faster/` group of `conveyor bench` (`--pdl`): what programmatic dependent launch and device-side relaunch
-//! save against a plain graph. Shapes: a chain of N tiny kernels each updating the same chunk (every edge a real
-//! data dependency), and fork/join stages (one kernel, four parallel kernels, one join: 6 nodes a stage). Variants,
-//! timed in alternating blocks of one run:
+//! The `pdl` study of `conveyor bench` (the `faster/` group): what programmatic dependent launch and device-side
+//! relaunch save against a plain graph. Shapes: a chain of N tiny kernels each updating the same chunk (every edge a
+//! real data dependency), and fork/join stages (one kernel, four parallel kernels, one join: 6 nodes a stage).
+//! Variants, timed in alternating blocks of one run:
 //! - plain graph: full edges, the host launches the executable graph once per step;
 //! - programmatic: the same graph after conveyor::make_programmatic (every edge between the benchmark's waiting
 //!   kernels programmatic), launched the same way;
@@ -11,6 +11,8 @@
 //!   has run the block's steps (conveyor::device::add_relaunch with count_to), launched once per block from the host;
 //! - programmatic + relaunch: both.
 //! Each variant's result is checked (every kernel adds 1 to its chunk: exact in float) before it is timed.
+
+#include "bench/study.hpp"
 
 #include <cstddef>
 #include <string>
@@ -35,6 +37,10 @@ struct faster_row {
 //! \throws std::invalid_argument for empty sizes or an N below 6 for fork/join or below 1; std::runtime_error when a
 //!         variant's result is wrong (the message names it); conveyor::cuda_error.
 [[nodiscard]] std::vector<faster_row> measure_faster(const std::vector<std::size_t>& sizes, int blocks = 7);
+
+//! `conveyor bench pdl`: measure_faster at N = 12, 120, 1002, 10002 with 9 blocks, or with `args.quick` at
+//! N = 120, 10002 with 5.
+[[nodiscard]] std::vector<faster_row> measure_faster_study(const study_args& args);
 
 //! A Markdown table of the rows, with each variant's ratio to the plain graph (host-only, tested without a GPU).
 [[nodiscard]] std::string format_faster(const std::vector<faster_row>& rows);

@@ -1,6 +1,7 @@
 #include "bench/graphed_overhead.hpp"
 
 #include "bench/kernels.hpp"
+#include "bench/statistics.hpp"
 
 #include <conveyor/assembly/graphed.hpp>
 #include <conveyor/define/capture.hpp>
@@ -20,15 +21,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 void step(const conveyor::stream& s, float* y, float a, float b) { launch_axpb(s.get(), y, a, b); }
-
-struct stats {
-  double median = 0, min = 0, max = 0;
-};
-stats summarise(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return {n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
-}
 
 } // namespace
 
@@ -75,10 +67,14 @@ graphed_overhead_result measure_graphed_overhead(int calls, int repetitions) {
   const auto& st = run.statistics();
   if (st.instantiations != 1 || st.captures != 1 || st.rebinds != 0)
     throw std::logic_error("measure_graphed_overhead: graphed left its replay path:\n" + run.report());
-  const stats b = summarise(bare);
-  const stats gr = summarise(graphed);
+  const summary b = summarise(bare);
+  const summary gr = summarise(graphed);
   return {calls, repetitions, b.median, b.min, b.max, gr.median, gr.min, gr.max};
 }
 
+
+graphed_overhead_result measure_graphed_overhead_study(const study_args& /*args*/) {
+  return measure_graphed_overhead();
+}
 
 } // namespace conveyor::bench

@@ -1,7 +1,9 @@
 #pragma once
 //! \file graphed_overhead.hpp
-//! The per-call host cost of conveyor::graphed on its replay path, against a bare graph_exec::launch of the same
-//! executable graph (issue: "under 1 microsecond of host time").
+//! The `graphed-overhead` study of `conveyor bench`: the per-call host cost of conveyor::graphed on its replay path,
+//! against a bare graph_exec::launch of the same executable graph (the aim: under 1 µs of host time per call).
+
+#include "bench/study.hpp"
 
 #include <string>
 
@@ -26,6 +28,9 @@ struct graphed_overhead_result {
 //! timing), after warm-up.
 //! \throws conveyor::cuda_error when a CUDA call fails; std::invalid_argument for calls or repetitions below 1.
 [[nodiscard]] graphed_overhead_result measure_graphed_overhead(int calls = 1000, int repetitions = 21);
+
+//! `conveyor bench graphed-overhead`: measure_graphed_overhead with its defaults (1000 calls, 21 repetitions).
+[[nodiscard]] graphed_overhead_result measure_graphed_overhead_study(const study_args& args);
 
 //! A Markdown table of the result (host-only, tested without a GPU).
 [[nodiscard]] std::string format_graphed_overhead(const graphed_overhead_result& r);

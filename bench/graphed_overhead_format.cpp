@@ -1,7 +1,7 @@
 // Host-only half of graphed_overhead.hpp: the Markdown table (in conveyor_bench_report, tested without a GPU).
 #include "bench/graphed_overhead.hpp"
 
-#include "bench/report.hpp"
+#include "bench/markdown.hpp"
 
 #include <fmt/format.h>
 

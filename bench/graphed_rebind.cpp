@@ -2,6 +2,7 @@
 #include "bench/graphed_rebind.hpp"
 
 #include "bench/kernels.hpp"
+#include "bench/statistics.hpp"
 
 #include <conveyor/assembly/graphed.hpp>
 #include <conveyor/define/capture.hpp>
@@ -131,10 +132,8 @@ timing run_case(std::size_t n, change c, const conveyor::graphed_options& option
     in_call.push_back(us(t1 - t0));
   }
   const auto after = step.statistics();
-  std::sort(times.begin(), times.end());
-  std::sort(in_call.begin(), in_call.end());
-  return {times[times.size() / 2], times.front(), in_call[in_call.size() / 2], after.captures - before.captures,
-          after.rebinds - before.rebinds};
+  const summary total = summarise(times);
+  return {total.median, total.min, median(in_call), after.captures - before.captures, after.rebinds - before.rebinds};
 }
 
 // Six calls changing every argument in turn, graphed (rebinding) against eager, bitwise.
@@ -241,13 +240,6 @@ std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& s
 }
 
 namespace {
-double median_us(std::vector<double>& v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-} // namespace
-
-namespace {
 
 // The per-phase samples of measure_recapture_cost, one vector per column.
 struct recapture_samples {
@@ -255,15 +247,15 @@ struct recapture_samples {
   [[nodiscard]] recapture_cost medians(std::size_t n) {
     recapture_cost row;
     row.nodes = n;
-    row.eager_us = median_us(eager);
-    row.capture_us = median_us(capture);
-    row.checks_us = row.capture_us - median_us(plain);
-    row.whole_update_us = median_us(whole_update);
-    row.whole_launch_us = median_us(whole_launch);
-    row.read_us = median_us(read);
-    row.compare_us = median_us(compare);
-    row.update_us = median_us(update);
-    row.launch_us = median_us(launch);
+    row.eager_us = median(eager);
+    row.capture_us = median(capture);
+    row.checks_us = row.capture_us - median(plain);
+    row.whole_update_us = median(whole_update);
+    row.whole_launch_us = median(whole_launch);
+    row.read_us = median(read);
+    row.compare_us = median(compare);
+    row.update_us = median(update);
+    row.launch_us = median(launch);
     return row;
   }
 };
@@ -375,6 +367,16 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
     out.push_back({count, nodes, times[times.size() / 2]});
   }
   return out;
+}
+
+graphed_study_result measure_graphed_study(const study_args& args) {
+  const std::vector<std::size_t> sizes = args.quick ? std::vector<std::size_t>{10, 1000, 10000}
+                                                    : std::vector<std::size_t>{10, 100, 1000, 10000};
+  graphed_study_result result;
+  result.rebind = measure_graphed_rebind(sizes, args.quick ? 11 : 21);
+  result.recapture = measure_recapture_cost(sizes, args.quick ? 5 : 11);
+  result.prepare = measure_prepare_cost({8, 16, 32, 64});
+  return result;
 }
 
 } // namespace conveyor::bench

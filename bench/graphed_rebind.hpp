@@ -1,9 +1,11 @@
 #pragma once
 //! \file graphed_rebind.hpp
-//! The `graphed/` group of `conveyor bench`: what a conveyor::graphed call costs when its arguments change, against
-//! replay, against full re-capture (rebinding off) and against eager execution. The callable enqueues N tiny kernels
-//! (1 block of 32 threads) that all read one pointer and one scalar argument; node 0 also reads a second pointer and
-//! a second scalar. Changing the first pair reaches all N nodes, the second pair 1 node.
+//! The `graphed` study of `conveyor bench` (the `graphed/` group): what a conveyor::graphed call costs when its
+//! arguments change, against replay, against full re-capture (rebinding off) and against eager execution. The callable
+//! enqueues N tiny kernels (1 block of 32 threads) that all read one pointer and one scalar argument; node 0 also reads
+//! a second pointer and a second scalar. Changing the first pair reaches all N nodes, the second pair 1 node.
+
+#include "bench/study.hpp"
 
 #include <cstddef>
 #include <string>
@@ -74,5 +76,18 @@ struct prepare_cost {
                                                              std::size_t nodes = 100, int calls = 3);
 //! A Markdown table of them (host-only).
 [[nodiscard]] std::string format_prepare_cost(const std::vector<prepare_cost>& rows);
+
+//! What `conveyor bench graphed` measures: its three tables' rows.
+struct graphed_study_result {
+  std::vector<rebind_row> rebind;         //!< measure_graphed_rebind
+  std::vector<recapture_cost> recapture;  //!< measure_recapture_cost
+  std::vector<prepare_cost> prepare;      //!< measure_prepare_cost
+};
+//! `conveyor bench graphed`: at N = 10, 100, 1000, 10000 measure_graphed_rebind (21 calls) and
+//! measure_recapture_cost (11), or with `args.quick` at N = 10, 1000, 10000 (11 and 5); then measure_prepare_cost
+//! over 8, 16, 32 and 64 buckets.
+[[nodiscard]] graphed_study_result measure_graphed_study(const study_args& args);
+//! The three tables, one after the other (host-only).
+[[nodiscard]] std::string format_graphed_study(const graphed_study_result& result);
 
 } // namespace conveyor::bench

@@ -1,7 +1,7 @@
 // Host-only half of graphed_rebind.hpp: the Markdown table (in conveyor_bench_report, tested without a GPU).
 #include "bench/graphed_rebind.hpp"
 
-#include "bench/report.hpp"
+#include "bench/markdown.hpp"
 
 #include <fmt/format.h>
 
@@ -66,6 +66,11 @@ std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {
                      "N tiny kernels over B batch-size buckets (one warm-up, then each bucket captured and "
                      "instantiated, largest first).\n\n{}",
                      markdown_table({"buckets", "N", "prepare ms", "ms per bucket"}, body, "rrrr"));
+}
+
+std::string format_graphed_study(const graphed_study_result& result) {
+  return format_graphed_rebind(result.rebind) + "\n" + format_recapture_cost(result.recapture) + "\n" +
+         format_prepare_cost(result.prepare);
 }
 
 } // namespace conveyor::bench

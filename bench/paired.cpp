@@ -5,6 +5,7 @@
 
 #include "bench/body_support.hpp"
 #include "bench/kernels.hpp"
+#include "bench/statistics.hpp"
 
 #include <conveyor/error.hpp>
 #include <conveyor/execute/graph_exec.hpp>
@@ -22,16 +23,6 @@
 namespace conveyor::bench {
 
 namespace {
-
-// Median of `values` (reordered); NaN when empty.
-double median_of(std::vector<double>& values) {
-  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
-  const std::size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-  const double upper = values[mid];
-  if (values.size() % 2 == 1) return upper;
-  return 0.5 * (upper + *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid)));
-}
 
 // Per-side sums and per-pair ratios of one quantity.
 struct paired_series {
@@ -116,10 +107,10 @@ void replay_pairs(benchmark::State& state, const bench_case& c, bench_context& c
   const double per_call = us_per_s / static_cast<double>(done);
   state.counters["conveyor_wall_us_per_kernel"] = wall.conveyor_s * per_kernel;
   state.counters["raw_wall_us_per_kernel"] = wall.raw_s * per_kernel;
-  state.counters["wall_ratio"] = median_of(wall.ratios);
+  state.counters["wall_ratio"] = median(wall.ratios);
   state.counters["conveyor_host_us_per_call"] = host.conveyor_s * per_call;
   state.counters["raw_host_us_per_call"] = host.raw_s * per_call;
-  state.counters["host_ratio"] = median_of(host.ratios);
+  state.counters["host_ratio"] = median(host.ratios);
 }
 
 void build_pairs(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
@@ -160,9 +151,9 @@ void build_pairs(benchmark::State& state, const bench_case& c, bench_context& ct
   const double per_node = us_per_s / static_cast<double>(done) / static_cast<double>(n);
   state.counters["conveyor_us_per_node"] = total.conveyor_s * per_node;
   state.counters["raw_us_per_node"] = total.raw_s * per_node;
-  state.counters["ratio"] = median_of(total.ratios);
-  state.counters["build_ratio"] = median_of(construction.ratios);
-  state.counters["instantiate_ratio"] = median_of(instantiation.ratios);
+  state.counters["ratio"] = median(total.ratios);
+  state.counters["build_ratio"] = median(construction.ratios);
+  state.counters["instantiate_ratio"] = median(instantiation.ratios);
 }
 
 // Runs `conveyor_side` and `raw_side` (each returns the seconds of its timed update) as one pair per iteration,
@@ -195,7 +186,7 @@ void measure_update_pairs(benchmark::State& state, const bench_case& c, Conveyor
   const double per_update = us_per_s / static_cast<double>(done);
   state.counters["conveyor_update_us"] = update.conveyor_s * per_update;
   state.counters["raw_update_us"] = update.raw_s * per_update;
-  state.counters["ratio"] = median_of(update.ratios);
+  state.counters["ratio"] = median(update.ratios);
 }
 
 void setter_pairs(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {

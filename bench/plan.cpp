@@ -17,11 +17,15 @@ constexpr std::int64_t max_iterations = 100000;
 
 bool graph_launch(const bench_id& id) { return id.group == "launch" && id.variant == "graph"; }
 
+// Paired benchmarks that replay or update an executable graph (rather than build one).
+bool paired_replay(const bench_id& id) {
+  return id.group == "paired" && (id.variant == "replay" || id.variant == "setters" || id.variant == "whole");
+}
+
 double setup_us(const bench_id& id, std::size_t rotation_sets) {
   const auto n = static_cast<double>(id.nodes);
   if (graph_launch(id)) return static_cast<double>(rotation_sets) * (5.0 * n + 50.0);
-  if (id.group == "paired" && (id.variant == "replay" || id.variant == "setters" || id.variant == "whole"))
-    return 10.0 * n + 100.0;
+  if (paired_replay(id)) return 10.0 * n + 100.0;
   if (id.group == "update") return 8.0 * n + 100.0;
   if (id.group == "memory") return 6.0 * n + 100.0;
   return 50.0;
@@ -33,12 +37,105 @@ std::int64_t warmup_for(const bench_id& id, std::int64_t iterations, std::size_t
     return graph_launch(id) ? std::max<std::int64_t>(static_cast<std::int64_t>(rotation_sets), tenth) : tenth;
   }
   if (id.group == "update") return std::max<std::int64_t>(2, iterations / 10);
-  if (id.group == "paired")
-    return id.variant == "replay" || id.variant == "setters" || id.variant == "whole"
-               ? std::max<std::int64_t>(2, iterations / 10)
-               : 2;
+  if (id.group == "paired") return paired_replay(id) ? std::max<std::int64_t>(2, iterations / 10) : 2;
   if (id.group == "memory") return 0; // the benchmark instantiates and uploads once before measuring
   return 1;
+}
+
+void check_plan_options(const plan_options& options) {
+  if (options.sizes.empty()) throw std::invalid_argument("conveyor bench: no sizes to measure");
+  for (std::size_t n : options.sizes)
+    if (n == 0) throw std::invalid_argument("conveyor bench: N must be at least 1");
+  if (!(options.target_ms > 0.0)) throw std::invalid_argument("conveyor bench: the target time must be positive");
+  if (options.rotation_sets == 0) throw std::invalid_argument("conveyor bench: at least one buffer set is needed");
+  if (options.repetitions < 1) throw std::invalid_argument("conveyor bench: at least one repetition is needed");
+  if (options.min_pairs < 1) throw std::invalid_argument("conveyor bench: at least one pair is needed");
+}
+
+// Timed iterations per repetition: about options.target_ms of work; a paired benchmark an even number of pairs
+// (each order equally often), at least options.min_pairs; the memory benchmark one.
+std::int64_t iterations_for(const bench_id& id, double iteration_us, const plan_options& options) {
+  if (id.group == "memory") return 1;
+  const double target_us = options.target_ms * 1000.0;
+  if (id.group == "paired") {
+    const std::int64_t pairs = std::clamp<std::int64_t>(std::llround(target_us / iteration_us),
+                                                        static_cast<std::int64_t>(options.min_pairs), max_iterations);
+    return pairs + pairs % 2;
+  }
+  return std::clamp<std::int64_t>(std::llround(target_us / iteration_us), 1, max_iterations);
+}
+
+bench_case make_case(bench_id id, const plan_options& options) {
+  bench_case c;
+  c.name = bench_name(id);
+  c.estimated_iteration_us = estimate_iteration_us(id);
+  c.estimated_setup_us = setup_us(id, options.rotation_sets);
+  c.iterations = iterations_for(id, c.estimated_iteration_us, options);
+  c.warmup = warmup_for(id, c.iterations, options.rotation_sets);
+  if (id.group == "launch" || id.group == "update" || paired_replay(id)) c.warmup_ms = options.warmup_ms;
+  c.id = std::move(id);
+  return c;
+}
+
+const std::vector<std::string> topologies{"chain", "fork_join"};
+
+std::vector<bench_id> launch_ids(const std::vector<std::size_t>& sizes) {
+  std::vector<bench_id> ids;
+  for (const auto& t : topologies)
+    for (std::size_t n : sizes) {
+      ids.push_back({"launch", t, "sync", "cuda", n, 0});
+      ids.push_back({"launch", t, "stream", "cuda", n, 0});
+      ids.push_back({"launch", t, "graph", "conveyor", n, 0});
+      ids.push_back({"launch", t, "graph", "raw", n, 0});
+    }
+  return ids;
+}
+
+std::vector<bench_id> build_ids(const std::vector<std::size_t>& sizes) {
+  std::vector<bench_id> ids;
+  for (const auto& t : topologies)
+    for (std::size_t n : sizes)
+      for (const char* method : {"capture", "explicit"})
+        for (const char* api : {"conveyor", "raw"}) ids.push_back({"build", t, method, api, n, 0});
+  return ids;
+}
+
+std::vector<bench_id> paired_ids(const std::vector<std::size_t>& sizes) {
+  std::vector<bench_id> ids;
+  for (const auto& t : topologies)
+    for (std::size_t n : sizes)
+      for (const char* variant : {"replay", "capture", "explicit"})
+        ids.push_back({"paired", t, variant, "conveyor_vs_raw", n, 0});
+  for (std::size_t n : sizes)
+    for (std::size_t k : changed_counts(n))
+      for (const char* variant : {"setters", "whole"})
+        ids.push_back({"paired", "chain", variant, "conveyor_vs_raw", n, k});
+  return ids;
+}
+
+std::vector<bench_id> first_launch_ids(const std::vector<std::size_t>& sizes) {
+  std::vector<bench_id> ids;
+  for (const auto& t : topologies)
+    for (std::size_t n : sizes)
+      for (const char* variant : {"no_upload", "upload"})
+        ids.push_back({"first_launch", t, variant, "conveyor", n, 0});
+  return ids;
+}
+
+std::vector<bench_id> update_ids(const std::vector<std::size_t>& sizes) {
+  std::vector<bench_id> ids;
+  for (std::size_t n : sizes)
+    for (std::size_t k : changed_counts(n))
+      for (const char* method : {"setters", "whole", "reinstantiate"})
+        for (const char* api : {"conveyor", "raw"}) ids.push_back({"update", "chain", method, api, n, k});
+  return ids;
+}
+
+std::vector<bench_id> memory_ids(const std::vector<std::size_t>& sizes) {
+  std::vector<bench_id> ids;
+  for (const auto& t : topologies)
+    for (std::size_t n : sizes) ids.push_back({"memory", t, "instantiate_upload", "conveyor", n, 0});
+  return ids;
 }
 
 } // namespace
@@ -102,69 +199,11 @@ double estimate_iteration_us(const bench_id& id) {
 }
 
 std::vector<bench_case> plan_cases(const plan_options& options) {
-  if (options.sizes.empty()) throw std::invalid_argument("conveyor bench: no sizes to measure");
-  for (std::size_t n : options.sizes)
-    if (n == 0) throw std::invalid_argument("conveyor bench: N must be at least 1");
-  if (!(options.target_ms > 0.0)) throw std::invalid_argument("conveyor bench: the target time must be positive");
-  if (options.rotation_sets == 0) throw std::invalid_argument("conveyor bench: at least one buffer set is needed");
-  if (options.repetitions < 1) throw std::invalid_argument("conveyor bench: at least one repetition is needed");
-  if (options.min_pairs < 1) throw std::invalid_argument("conveyor bench: at least one pair is needed");
-
+  check_plan_options(options);
   std::vector<bench_case> cases;
-  auto add = [&](bench_id id) {
-    bench_case c;
-    c.name = bench_name(id);
-    c.estimated_iteration_us = estimate_iteration_us(id);
-    c.estimated_setup_us = setup_us(id, options.rotation_sets);
-    if (id.group == "memory") {
-      c.iterations = 1;
-    } else if (id.group == "paired") {
-      // An even number of pairs (each order equally often), at least options.min_pairs.
-      const double target_us = options.target_ms * 1000.0;
-      const std::int64_t pairs = std::clamp<std::int64_t>(std::llround(target_us / c.estimated_iteration_us),
-                                                          static_cast<std::int64_t>(options.min_pairs),
-                                                          max_iterations);
-      c.iterations = pairs + pairs % 2;
-    } else {
-      const double target_us = options.target_ms * 1000.0;
-      c.iterations = std::clamp<std::int64_t>(std::llround(target_us / c.estimated_iteration_us), 1, max_iterations);
-    }
-    c.warmup = warmup_for(id, c.iterations, options.rotation_sets);
-    if (id.group == "launch" || id.group == "update" ||
-        (id.group == "paired" && (id.variant == "replay" || id.variant == "setters" || id.variant == "whole")))
-      c.warmup_ms = options.warmup_ms;
-    c.id = std::move(id);
-    cases.push_back(std::move(c));
-  };
-  const std::vector<std::string> topologies{"chain", "fork_join"};
-
-  for (const auto& t : topologies)
-    for (std::size_t n : options.sizes) {
-      add({"launch", t, "sync", "cuda", n, 0});
-      add({"launch", t, "stream", "cuda", n, 0});
-      add({"launch", t, "graph", "conveyor", n, 0});
-      add({"launch", t, "graph", "raw", n, 0});
-    }
-  for (const auto& t : topologies)
-    for (std::size_t n : options.sizes)
-      for (const char* method : {"capture", "explicit"})
-        for (const char* api : {"conveyor", "raw"}) add({"build", t, method, api, n, 0});
-  for (const auto& t : topologies)
-    for (std::size_t n : options.sizes)
-      for (const char* variant : {"replay", "capture", "explicit"})
-        add({"paired", t, variant, "conveyor_vs_raw", n, 0});
-  for (std::size_t n : options.sizes)
-    for (std::size_t k : changed_counts(n))
-      for (const char* variant : {"setters", "whole"}) add({"paired", "chain", variant, "conveyor_vs_raw", n, k});
-  for (const auto& t : topologies)
-    for (std::size_t n : options.sizes)
-      for (const char* variant : {"no_upload", "upload"}) add({"first_launch", t, variant, "conveyor", n, 0});
-  for (std::size_t n : options.sizes)
-    for (std::size_t k : changed_counts(n))
-      for (const char* method : {"setters", "whole", "reinstantiate"})
-        for (const char* api : {"conveyor", "raw"}) add({"update", "chain", method, api, n, k});
-  for (const auto& t : topologies)
-    for (std::size_t n : options.sizes) add({"memory", t, "instantiate_upload", "conveyor", n, 0});
+  for (std::vector<bench_id> (*group)(const std::vector<std::size_t>&) :
+       {launch_ids, build_ids, paired_ids, first_launch_ids, update_ids, memory_ids})
+    for (bench_id& id : group(options.sizes)) cases.push_back(make_case(std::move(id), options));
   return cases;
 }
 

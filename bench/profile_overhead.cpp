@@ -2,6 +2,7 @@
 #include "bench/profile_overhead.hpp"
 
 #include "bench/kernels.hpp"
+#include "bench/statistics.hpp"
 
 #include <conveyor/define/graph.hpp>
 #include <conveyor/error.hpp>
@@ -24,12 +25,6 @@ namespace conveyor::bench {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 != 0 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 struct chunks {
   float* p = nullptr;
@@ -140,6 +135,12 @@ std::vector<profile_overhead_row> measure_profile_overhead(const std::vector<std
     }
   }
   return rows;
+}
+
+std::vector<profile_overhead_row> measure_profile_overhead_study(const study_args& args) {
+  const std::vector<std::size_t> sizes = args.quick ? std::vector<std::size_t>{100, 10000}
+                                                    : std::vector<std::size_t>{10, 100, 1000, 10000};
+  return measure_profile_overhead(sizes, args.quick ? 4 : 8, 50);
 }
 
 } // namespace conveyor::bench

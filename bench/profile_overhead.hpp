@@ -1,10 +1,12 @@
 #pragma once
 //! \file profile_overhead.hpp
-//! The `profile/` group of `conveyor bench`: what the profiler (conveyor/profile/profiler.hpp) costs. The same
-//! executable graph (a chain, or four parallel chains, of N tiny kernels) and the same eager stream of N kernels are
-//! timed with no profiler and with one recording, in alternating blocks of one run: wall µs per step (launches and
-//! the stream synchronisation), the ratio on/off, the same with one step in 10 recorded (profiler::pause/resume),
-//! and what the profile found (records per step, utilisation).
+//! The `profile` study of `conveyor bench` (the `profile/` group): what the profiler (conveyor/profile/profiler.hpp)
+//! costs. The same executable graph (a chain, or four parallel chains, of N tiny kernels) and the same eager stream of
+//! N kernels are timed with no profiler and with one recording, in alternating blocks of one run: wall µs per step
+//! (launches and the stream synchronisation), the ratio on/off, the same with one step in 10 recorded
+//! (profiler::pause/resume), and what the profile found (records per step, utilisation).
+
+#include "bench/study.hpp"
 
 #include <cstddef>
 #include <string>
@@ -36,6 +38,10 @@ struct profile_overhead_row {
 //!         is incomplete.
 [[nodiscard]] std::vector<profile_overhead_row> measure_profile_overhead(const std::vector<std::size_t>& sizes,
                                                                         int blocks = 6, int steps = 50);
+
+//! `conveyor bench profile`: measure_profile_overhead at N = 10, 100, 1000, 10000 with 8 blocks of 50 steps, or
+//! with `args.quick` at N = 100, 10000 with 4.
+[[nodiscard]] std::vector<profile_overhead_row> measure_profile_overhead_study(const study_args& args);
 
 //! A Markdown table of the rows (host-only, tested without a GPU).
 [[nodiscard]] std::string format_profile_overhead(const std::vector<profile_overhead_row>& rows);

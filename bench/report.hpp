@@ -1,9 +1,7 @@
 #pragma once
 //! \file report.hpp
-//! The result records of `conveyor bench` and their two written forms: JSON (schema "conveyor-bench/1") and a
-//! Markdown report with one table per measurement. Host-only (no CUDA): the writers take hand-made records in tests.
-
-#include <nlohmann/json.hpp>
+//! The result records of `conveyor bench`: what each benchmark measured, on which machine, with which settings.
+//! Their written forms: JSON (report_json.hpp) and the Markdown report (report_markdown.hpp). Host-only (no CUDA).
 
 #include <cstddef>
 #include <cstdint>
@@ -13,9 +11,6 @@
 #include <vector>
 
 namespace conveyor::bench {
-
-//! The JSON schema identifier written as "schema" at the top of every report.
-inline constexpr std::string_view schema_id = "conveyor-bench/1";
 
 //! One metric over the repetitions of a benchmark: median and range, in the metric's unit (see metric_unit).
 struct summary {
@@ -142,54 +137,8 @@ struct bench_report {
 //! "13.0" for 13000: a CUDA version number (1000 * major + 10 * minor) as text.
 [[nodiscard]] std::string cuda_version_string(int version);
 
-//! The report as JSON (schema "conveyor-bench/1"): {"schema", "environment": {"gpu", "driver", "runtime",
-//! "clocks", "host", "conveyor_version", "started_utc"}, "settings": {...}, "results": [{"name", "group",
-//! "topology", "variant", "api", "nodes", "changed", "iterations", "repetitions", "metrics": {name: {"unit",
-//! "median", "min", "max"}}, "error"}]}. Metrics whose values are not finite are left out.
-[[nodiscard]] nlohmann::json to_json(const bench_report& report);
-
-//! Reads a report written by to_json.
-//! \throws std::invalid_argument naming the first problem when `j` does not follow the schema.
-[[nodiscard]] bench_report report_from_json(const nlohmann::json& j);
-
-//! Every way in which `j` departs from the schema, one readable line each (empty when it conforms): missing or
-//! mistyped fields, unknown groups or APIs, units that do not match metric names, min <= median <= max violated,
-//! a result without error and without metrics, duplicate names; strings with control characters (line breaks,
-//! tabs, ...; only an error message may hold line breaks and tabs), topologies, variants and metric names that are
-//! not plain words (letters, digits, '_', '-'), a compute capability other than "major.minor" of 1 or 2 digits
-//! each, clocks above 100000 MHz, temperatures outside [-1, 200] °C, counts beyond the integer type they are read
-//! into, negative times, ratios, counts, target_ms <= 0 or elapsed_s < 0 (bytes may be negative: a memory
-//! difference).
-[[nodiscard]] std::vector<std::string> schema_problems(const nlohmann::json& j);
-
-//! `text` for running Markdown text (a list item, a heading): control characters (line breaks, tabs, ...) become
-//! spaces, and the characters Markdown or HTML would act on (\\ ` * _ [ ] < > | ~ &) are backslash-escaped, so
-//! that "<b>A|B</b>\\nnext" reads as written, on one line.
-[[nodiscard]] std::string markdown_text(std::string_view text);
-//! `text` as a Markdown code span: fenced by one more backtick than its longest run of backticks (padded with a
-//! space where it starts or ends with one), control characters as spaces, e.g. "`^a|b`" or "`` a`b ``".
-[[nodiscard]] std::string markdown_code(std::string_view text);
-
-//! A number for a table: 3 decimals below 1, 2 below 10, 1 below 100, none above; "0" for zero, "—" when not
-//! finite.
-[[nodiscard]] std::string format_number(double value);
-//! "median [min–max]" with format_number, e.g. "9.01 [8.95–9.20]".
-[[nodiscard]] std::string format_summary(const summary& s);
-//! A byte count with a binary unit: "512 B", "1.5 KiB", "12.0 MiB", "2.0 GiB"; "—" when not finite.
-[[nodiscard]] std::string format_bytes(double bytes);
-
-//! A Markdown table: header row, alignment row (`---:` right, `:---` left) and rows, cells padded so that columns
-//! line up in a monospace font (width counted in UTF-8 code points). '|' and '\\' in a cell are escaped, control
-//! characters (line breaks, tabs, ...) become spaces. `align` holds one character per column, 'l' or 'r'.
-//! \throws std::invalid_argument when a row or `align` has a different number of columns from `header`, or
-//!         `align` holds another character.
-[[nodiscard]] std::string markdown_table(const std::vector<std::string>& header,
-                                         const std::vector<std::vector<std::string>>& rows, std::string_view align);
-
-//! The Markdown report: machine and settings, then one section per measurement (launch cost per kernel; Conveyor vs
-//! raw graph replay; build costs and first launch; update costs; device memory), each a table over N. Cells show
-//! "median [min–max]" over the repetitions; "—" where a benchmark did not run (filtered out or failed). Failed
-//! benchmarks are listed at the end with their errors.
-[[nodiscard]] std::string to_markdown(const bench_report& report);
+//! Reads a compute capability written "major.minor", each 1 or 2 decimal digits (e.g. "9.0", "12.1"), into `major`
+//! and `minor`; false (the outputs unspecified) for anything else.
+[[nodiscard]] bool parse_compute_capability(std::string_view text, int& major, int& minor);
 
 } // namespace conveyor::bench

@@ -107,13 +107,8 @@ std::vector<growth_row> measure_update_growth(std::size_t steps, std::size_t che
   return rows;
 }
 
-std::string format_update_growth(const std::vector<growth_row>& rows) {
-  std::string out = "| updates | resident MiB | callable states alive | build µs/step | update µs | launch µs |\n"
-                    "|---:|---:|---:|---:|---:|---:|\n";
-  for (const auto& r : rows)
-    out += fmt::format("| {} | {:.1f} | {} | {:.2f} | {:.2f} | {:.2f} |\n", r.steps, r.resident_mib, r.live_states,
-                       r.build_us, r.update_us, r.launch_us);
-  return out;
+std::vector<growth_row> measure_update_growth_study(const study_args& args) {
+  return measure_update_growth(args.steps);
 }
 
 } // namespace conveyor::bench

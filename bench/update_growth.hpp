@@ -1,10 +1,11 @@
 #pragma once
 //! \file update_growth.hpp
-//! The seed's update loop, run for many steps: each step rebuilds the graph definition (a kernel whose pointer
-//! alternates, and a host callable holding 4 KiB of state), updates the executable graph as a whole
-//! (graph_exec::update) and launches it. Reports resident memory, callable states alive and host time per step at
-//! checkpoints, so that growth in memory or time shows (issue: "memory flat over 1,000,000 updates, time per update
-//! flat").
+//! The `update-growth` study of `conveyor bench`: an update loop run for many steps. Each step rebuilds the graph
+//! definition (a kernel whose pointer alternates, and a host callable holding 4 KiB of state), updates the
+//! executable graph as a whole (graph_exec::update) and launches it. Reports resident memory, callable states alive
+//! and host time per step at checkpoints, so that growth in memory or time shows: both should stay flat.
+
+#include "bench/study.hpp"
 
 #include <cstddef>
 #include <string>
@@ -28,7 +29,10 @@ struct growth_row {
 //!         std::runtime_error when an update is refused or the callables did not all run.
 [[nodiscard]] std::vector<growth_row> measure_update_growth(std::size_t steps, std::size_t checkpoints = 10);
 
-//! A Markdown table of the rows.
+//! `conveyor bench update-growth --steps N`: measure_update_growth(N) with 10 checkpoints.
+[[nodiscard]] std::vector<growth_row> measure_update_growth_study(const study_args& args);
+
+//! A Markdown table of the rows (host-only, tested without a GPU).
 [[nodiscard]] std::string format_update_growth(const std::vector<growth_row>& rows);
 
 } // namespace conveyor::bench

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots the JSON report of `conveyor bench` (schema conveyor-bench/1) as SVG files.
+"""Plots the JSON report of `conveyor bench suite` (schema conveyor-bench/1) as SVG files.
 
 Usage: scripts/plot_bench.py BENCH.json OUTDIR
 
@@ -239,7 +239,7 @@ def plot_memory(report, results, outdir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("report", help="JSON written by `conveyor bench --json`")
+    parser.add_argument("report", help="JSON written by `conveyor bench suite --json`")
     parser.add_argument("outdir", help="folder for the SVG files")
     args = parser.parse_args()
     report = load(args.report)

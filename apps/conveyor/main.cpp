@@ -1,7 +1,7 @@
 // The `conveyor` program: CUDA Graph workloads, each a subcommand, each runnable in sync, stream and graph modes.
-#include "bench/allreduce.hpp"
-#include "bench/bench_command.hpp"
 #include "cavity/cavity_command.hpp"
+#include "commands/allreduce_command.hpp"
+#include "commands/bench_command.hpp"
 #include "doctor_command.hpp"
 #include "filter/filter_command.hpp"
 #include "solve/solve_command.hpp"
@@ -19,7 +19,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"Conveyor: CUDA Graph workloads in three execution modes (sync, stream, graph)"};
-  // Needs no GPU (as --help, `bench --list` and `bench --from-json`); the workloads stop with "no CUDA device".
+  // Needs no GPU (as --help, `bench list` and `bench render`); the workloads stop with "no CUDA device".
   app.set_version_flag("--version", fmt::format("conveyor {} (library {}), built with CUDA runtime {}.{} for GPU "
                                                 "architectures {}; Apache License 2.0",
                                                 CONVEYOR_VERSION_STRING, conveyor::version(), CUDART_VERSION / 1000,

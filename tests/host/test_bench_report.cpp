@@ -1,17 +1,26 @@
 // Host-only tests of `conveyor bench`'s reports: the JSON schema, the Markdown tables and number formats, the plan,
 // and the summary of Google Benchmark runs, all on hand-made records (no GPU needed).
 #include "bench/collect.hpp"
-#include "bench/plan.hpp"
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed_rebind.hpp"
+#include "bench/markdown.hpp"
+#include "bench/plan.hpp"
 #include "bench/profile_overhead.hpp"
 #include "bench/report.hpp"
+#include "bench/report_json.hpp"
+#include "bench/report_markdown.hpp"
+#include "bench/saved_report.hpp"
+#include "bench/statistics.hpp"
+#include "bench/study.hpp"
+#include "bench/update_growth.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -387,7 +396,7 @@ TEST(Json, SchemaProblemsAreFound) {
   EXPECT_THROW((void)report_from_json(json::object()), std::invalid_argument);
 }
 
-// Issue 13, item 11: a saved report is read back only when it holds what a GPU and a run can report.
+// A saved report is read back only when it holds what a GPU and a run can report.
 TEST(Json, SchemaRefusesWhatNoGpuOrRunReports) {
   const json good = to_json(sample_report());
   ASSERT_TRUE(schema_problems(good).empty());
@@ -517,6 +526,7 @@ TEST(MarkdownReport, ShowsMachineAndEverySection) {
   EXPECT_NE(md.find("NVIDIA Test GPU (sm_90, 132 SMs"), std::string::npos);
   EXPECT_NE(md.find("CUDA 13.0 (release 580.00.00)"), std::string::npos);
   EXPECT_NE(md.find("SM 1755–1980 MHz over 12 samples"), std::string::npos);
+  EXPECT_NE(md.find("- **Command**: `conveyor bench suite --quick`\n"), std::string::npos) << md;
   for (const char* heading :
        {"## 1. Launch cost per kernel", "### chain: wall time per kernel (µs)", "### chain: host time per launch call",
         "## 2. Graph replay: Conveyor against the raw CUDA Runtime API", "### Replay, paired", "## 3. Build costs",
@@ -755,3 +765,89 @@ TEST(Collect, StatisticsMinAndMax) {
 }
 
 } // namespace
+
+TEST(Statistics, MedianIsTheMiddleOrTheMeanOfTheTwoMiddles) {
+  EXPECT_DOUBLE_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_DOUBLE_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_DOUBLE_EQ(median({7.0}), 7.0);
+  EXPECT_TRUE(std::isnan(median({})));
+}
+
+TEST(Statistics, SummariseGivesMedianMinAndMax) {
+  EXPECT_EQ(summarise({5.0, 1.0, 3.0, 9.0}), (summary{4.0, 1.0, 9.0}));
+  const summary none = summarise({});
+  EXPECT_TRUE(std::isnan(none.median) && std::isnan(none.min) && std::isnan(none.max));
+}
+
+// ---- studies -------------------------------------------------------------------------------------------------------
+
+TEST(Study, CommandLineNamesTheStudyAndItsOwnOptions) {
+  const study pdl{"pdl", "help", {{study_option::kind::quick, "fewer"}}, ": caption", nullptr};
+  EXPECT_EQ(study_command(pdl, {true, 0}), "conveyor bench pdl --quick");
+  EXPECT_EQ(study_command(pdl, {false, 0}), "conveyor bench pdl");
+  const study growth{"update-growth", "help", {{study_option::kind::steps, "steps", 10, 100}}, "", nullptr};
+  EXPECT_EQ(study_command(growth, {false, 1000}), "conveyor bench update-growth --steps 1000");
+  const study plain{"graphed-overhead", "help", {}, "", nullptr};
+  EXPECT_EQ(study_command(plain, {true, 7}), "conveyor bench graphed-overhead");
+}
+
+TEST(Study, ReportIsTheDeviceThenTheCommandWithItsCaptionThenTheBody) {
+  const study pdl{"pdl", "help", {{study_option::kind::quick, "fewer"}}, ": wall µs per node.", nullptr};
+  EXPECT_EQ(study_report(pdl, {true, 0}, "GPU 0: H200", "| a |\n"),
+            "GPU 0: H200\n\n`conveyor bench pdl --quick`: wall µs per node.\n\n| a |\n");
+}
+
+TEST(Study, MeasuredFormatsWhatItMeasured) {
+  const auto run = measured([](const study_args& a) { return static_cast<int>(a.steps) * 2; },
+                            [](int v) { return fmt::format("<{}>", v); });
+  EXPECT_EQ(run({false, 21}), "<42>");
+}
+
+TEST(Format, UpdateGrowthTableHasOneRowPerCheckpoint) {
+  const std::string table = format_update_growth({{100, 290.6, 1, 3.2, 5.82, 14.2}, {200, 290.6, 1, 2.75, 5.39, 15.45}});
+  EXPECT_EQ(table, "| updates | resident MiB | callable states alive | build µs/step | update µs | launch µs |\n"
+                   "|---:|---:|---:|---:|---:|---:|\n"
+                   "| 100 | 290.6 | 1 | 3.20 | 5.82 | 14.20 |\n"
+                   "| 200 | 290.6 | 1 | 2.75 | 5.39 | 15.45 |\n");
+}
+
+// ---- saved reports -------------------------------------------------------------------------------------------------
+
+namespace {
+
+std::string saved(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("conveyor-test-saved-" + name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+std::string render_error(const std::string& path) {
+  try {
+    (void)render_saved_report(path);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+} // namespace
+
+TEST(SavedReport, RendersWhatToJsonWrote) {
+  const bench_report report = sample_report();
+  const std::string path = saved("report.json", to_json(report).dump(2));
+  EXPECT_EQ(render_saved_report(path), to_markdown(report));
+  std::filesystem::remove(path);
+}
+
+TEST(SavedReport, NamesTheFileAndTheProblem) {
+  EXPECT_EQ(render_error("/dev/zero"), "report '/dev/zero': not a regular file (a device or a pipe)");
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  EXPECT_EQ(render_error(folder), fmt::format("report '{}': is a folder, not a JSON file", folder));
+  const std::string nul = saved("nul.json", std::string("{\0}", 3));
+  EXPECT_EQ(render_error(nul), fmt::format("report '{}': not JSON: a NUL byte at offset 1", nul));
+  const std::string broken = saved("broken.json", "{\"schema\": 1}");
+  EXPECT_NE(render_error(broken).find(fmt::format("report '{}': does not follow the schema: $.schema", broken)),
+            std::string::npos)
+      << render_error(broken);
+  for (const auto& p : {nul, broken}) std::filesystem::remove(p);
+}

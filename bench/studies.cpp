@@ -1,0 +1,63 @@
+//! \file studies.cpp
+//! The study table: a new study is one entry here, beside its own files (study.hpp says what an entry holds).
+
+#include "bench/studies.hpp"
+
+#include "bench/faster.hpp"
+#include "bench/graphed_overhead.hpp"
+#include "bench/graphed_rebind.hpp"
+#include "bench/profile_overhead.hpp"
+#include "bench/update_growth.hpp"
+
+namespace conveyor::bench {
+
+namespace {
+
+study_option quick(std::string_view help) { return {study_option::kind::quick, help}; }
+
+study_option steps(std::string_view help, std::size_t min, std::size_t max) {
+  return {study_option::kind::steps, help, min, max};
+}
+
+} // namespace
+
+const std::vector<study>& studies() {
+  static const std::vector<study> table{
+      {"graphed",
+       "A graphed call whose pointer or scalar arguments change (reaching 1 or all N nodes): patched in place "
+       "(rebind) against replay, full re-capture and eager, N = 10..10000; where a re-capture's time goes; "
+       "graphed::prepare over many shapes",
+       {quick("N = 10, 1000, 10000 and 11 timed calls (default N = 10, 100, 1000, 10000 and 21)")},
+       "",
+       measured(measure_graphed_study, format_graphed_study)},
+      {"pdl",
+       "A chain and fork/join stages of N tiny kernels as a plain graph, with programmatic edges, relaunched from the "
+       "device, and both (µs per node), N = 12..10002",
+       {quick("N = 120, 10002 and 5 blocks (default N = 12, 120, 1002, 10002 and 9)")},
+       ": wall µs per kernel node (a block of steps, host launches and the final synchronisation included, divided "
+       "by steps × N; median of blocks alternating between the variants). Every variant's result was checked first.",
+       measured(measure_faster_study, format_faster)},
+      {"profile",
+       "The profiler's cost on a chain, four parallel chains and an eager stream of N tiny kernels (wall time per "
+       "step off and on), N = 10..10000",
+       {quick("N = 100, 10000 and 4 blocks (default N = 10, 100, 1000, 10000 and 8)")},
+       ": wall µs per step (launches and the stream synchronisation, median of alternating blocks of 50 steps) "
+       "without and with a conveyor::profile::profiler recording.",
+       measured(measure_profile_overhead_study, format_profile_overhead)},
+      {"update-growth",
+       "The update loop for N steps (rebuild, graph_exec::update, launch): memory, callable states alive and time "
+       "per step at 10 checkpoints",
+       {steps("Updates to run (10 checkpoints)", 10, 100'000'000)},
+       ": each step rebuilds the graph (a kernel whose pointer alternates, a host callable holding 4 KiB), calls "
+       "graph_exec::update and launches it.",
+       measured(measure_update_growth_study, format_update_growth)},
+      {"graphed-overhead",
+       "The per-call host overhead of conveyor::graphed over a bare graph_exec::launch",
+       {},
+       "",
+       measured(measure_graphed_overhead_study, format_graphed_overhead)},
+  };
+  return table;
+}
+
+} // namespace conveyor::bench
