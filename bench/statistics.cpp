@@ -3,16 +3,16 @@
 
 #include "bench/statistics.hpp"
 
+#include "util/median.hpp"
+
 #include <algorithm>
 #include <limits>
 
 namespace conveyor::bench {
 
 double median(std::vector<double> values) {
-  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+  // The project's one median (src/util/median.hpp); a report shows NaN, not 0, for a measurement without samples.
+  return values.empty() ? std::numeric_limits<double>::quiet_NaN() : conveyor::detail::median(std::move(values));
 }
 
 summary summarise(std::vector<double> values) {
