@@ -3,6 +3,7 @@
 #include "conveyor/profile/doctor.hpp"
 #include "conveyor/profile/readable.hpp"
 #include "kinds/kind.hpp"
+#include "util/byte_size.hpp"
 #include "util/median.hpp"
 
 #include <fmt/format.h>
@@ -37,11 +38,7 @@ namespace {
 
 std::string us(double v) { return v < 10 ? fmt::format("{:.2f} µs", v) : fmt::format("{:.1f} µs", v); }
 std::string percent(double share) { return fmt::format("{:.0f}%", share * 100); }
-std::string human_bytes(std::size_t b) {
-  if (b >= (std::size_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
-  if (b >= (std::size_t{1} << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / (1 << 10));
-  return fmt::format("{} B", b);
-}
+std::string human_bytes(std::size_t b) { return conveyor::detail::byte_size(static_cast<double>(b)); }
 std::string bytes_text(std::size_t b) {
   return b >= 1024 ? fmt::format("{} B ({})", b, human_bytes(b)) : fmt::format("{} B", b);
 }
