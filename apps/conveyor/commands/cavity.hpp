@@ -1,5 +1,5 @@
 #pragma once
-//! \file cavity_command.hpp
+//! \file cavity.hpp
 //! The `conveyor cavity` subcommand.
 
 #include <CLI/CLI.hpp>

@@ -1,5 +1,5 @@
 #pragma once
-//! \file solve_command.hpp
+//! \file solve.hpp
 //! The `conveyor solve` subcommand.
 
 #include <CLI/CLI.hpp>

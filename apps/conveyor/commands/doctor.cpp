@@ -1,7 +1,7 @@
-//! \file doctor_command.cpp
+//! \file doctor.cpp
 //! `conveyor doctor`: the tuning doctor on the four workloads in graph mode, small and fast.
 
-#include "doctor_command.hpp"
+#include "commands/doctor.hpp"
 
 #include "cavity/parameters.hpp"
 #include "cavity/solver.hpp"

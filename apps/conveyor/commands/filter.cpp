@@ -1,7 +1,7 @@
-//! \file filter_command.cpp
+//! \file filter.cpp
 //! `conveyor filter`: options, reading and resizing the images, the benchmark per size, verification, outputs.
 
-#include "filter/filter_command.hpp"
+#include "commands/filter.hpp"
 
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"

@@ -1,7 +1,7 @@
-//! \file solve_command.cpp
+//! \file solve.cpp
 //! `conveyor solve`: options, problem set-up, result table.
 
-#include "solve/solve_command.hpp"
+#include "commands/solve.hpp"
 
 #include "common/file_output.hpp"
 #include "common/numeric_options.hpp"

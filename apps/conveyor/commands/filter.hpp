@@ -1,5 +1,5 @@
 #pragma once
-//! \file filter_command.hpp
+//! \file filter.hpp
 //! The `conveyor filter` subcommand.
 
 #include <CLI/CLI.hpp>

@@ -1,7 +1,7 @@
-//! \file train_command.cpp
+//! \file train.cpp
 //! `conveyor train`: options, progress display, result table.
 
-#include "train/train_command.hpp"
+#include "commands/train.hpp"
 
 #include "common/file_output.hpp"
 #include "common/numeric_options.hpp"

@@ -1,7 +1,7 @@
-//! \file cavity_command.cpp
+//! \file cavity.cpp
 //! `conveyor cavity`: options, progress, result tables, outputs.
 
-#include "cavity/cavity_command.hpp"
+#include "commands/cavity.hpp"
 
 #include "common/file_output.hpp"
 #include "common/numeric_options.hpp"

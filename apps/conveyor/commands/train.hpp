@@ -1,5 +1,5 @@
 #pragma once
-//! \file train_command.hpp
+//! \file train.hpp
 //! The `conveyor train` subcommand.
 
 #include <CLI/CLI.hpp>
