@@ -207,6 +207,12 @@ TEST(TrainOptions, EveryCheckOfTheRunIsMadeBeforeTheGpu) {
   o.epochs = 1000000; // 3000 steps per epoch: 3e9 steps would not fit the int step counter
   EXPECT_EQ(invalid_argument_message([&] { conveyor::train::check_options(o, data); }),
             "3000000000 steps in all (1000000 epoch(s) of 1-sample batches) are more than the 2147483647 a run holds; "
+            "fewer epochs, a larger batch or max_steps");
+  // A command names its options.
+  EXPECT_EQ(invalid_argument_message([&] {
+              conveyor::train::check_options(o, data, {"--epochs", "--batch", "--max-steps"});
+            }),
+            "3000000000 steps in all (1000000 epoch(s) of 1-sample batches) are more than the 2147483647 a run holds; "
             "fewer --epochs, a larger --batch or --max-steps");
   o.max_steps = 1000; // capped: fine
   EXPECT_NO_THROW(conveyor::train::check_options(o, data));
