@@ -197,7 +197,7 @@ TEST_F(OutputPaths, TwoOptionsNamingOneFileAreRefused) {
   EXPECT_NO_THROW(check_distinct_outputs({{"--json", a}, {"--markdown", ""}, {"--gbench-json", a + ".g"}}));
 }
 
-// ---- input checks before the GPU (issue 13, item 10) -----------------------------------------------------------
+// ---- input checks before the GPU -------------------------------------------------------------------------------
 
 TEST(TrainOptions, EveryCheckOfTheRunIsMadeBeforeTheGpu) {
   // `conveyor train` calls check_options before it looks for a GPU; run_training made these checks only on one.
