@@ -463,7 +463,8 @@ run_result run_cavity(const checked_options& checked, execution_mode mode,
   result.seconds = timing.seconds;
   if (result.steps > 0 && result.seconds > 0.0) {
     result.ms_per_step = result.seconds * 1000.0 / static_cast<double>(result.steps);
-    result.mlups = static_cast<double>(run.program().cells()) * static_cast<double>(result.steps) / result.seconds / 1e6;
+    result.mlups =
+        static_cast<double>(run.program().cells()) * static_cast<double>(result.steps) / result.seconds / 1e6;
   }
   result.populations = run.program().download();
   return result;

@@ -67,8 +67,9 @@ class frames_run final : public scenarios::workload {
 public:
   frames_run(filter_chain& chain, const std::vector<frame_slot>& slots, const std::vector<std::string>& names,
              execution_mode mode, const timing_options& o, size_report& report)
-      : chain_(chain), slots_(slots), names_(names), mode_(mode), passes_(static_cast<std::size_t>(o.warmup + o.repeat)),
-        warmup_(static_cast<std::size_t>(o.warmup)), report_(report) {}
+      : chain_(chain), slots_(slots), names_(names), mode_(mode),
+        passes_(static_cast<std::size_t>(o.warmup + o.repeat)), warmup_(static_cast<std::size_t>(o.warmup)),
+        report_(report) {}
 
   [[nodiscard]] cudaStream_t stream() const override { return nullptr; } // the chain's own streams
   void reset() override {}

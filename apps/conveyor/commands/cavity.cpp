@@ -242,8 +242,9 @@ void print_state_checks(const std::vector<run_result>& results) {
       fmt::print("state {} vs {}: DIFFER, {} vs {} steps\n", mode_label(a), mode_label(b), a.steps, b.steps);
       continue;
     }
-    const bool equal = a.populations.size() == b.populations.size() &&
-                       std::memcmp(a.populations.data(), b.populations.data(), a.populations.size() * sizeof(float)) == 0;
+    const bool equal =
+        a.populations.size() == b.populations.size() &&
+        std::memcmp(a.populations.data(), b.populations.data(), a.populations.size() * sizeof(float)) == 0;
     double worst = 0.0;
     for (std::size_t k = 0; !equal && k < std::min(a.populations.size(), b.populations.size()); ++k)
       worst = std::max(worst, std::fabs(double{a.populations[k]} - double{b.populations[k]}));

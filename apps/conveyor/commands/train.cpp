@@ -132,7 +132,11 @@ std::string mode_label(const train_result& r) { return conveyor::scenarios::mode
 void print_table(const std::vector<train_result>& results, const std::vector<std::string>& devices) {
   using table = conveyor::scenarios::results_table;
   for (const auto& d : devices) fmt::print("{}\n", d);
-  table t({{"mode", 9, true}, {"ms/step (median)", 16}, {"steps/s", 9}, table::speedup_column(), {"test accuracy", 13}});
+  table t({{"mode", 9, true},
+           {"ms/step (median)", 16},
+           {"steps/s", 9},
+           table::speedup_column(),
+           {"test accuracy", 13}});
   for (const auto& r : results)
     t.add_row(r.mode, r.ms_per_step,
               {mode_label(r), fmt::format("{:.4f}", r.ms_per_step), fmt::format("{:.1f}", r.steps_per_second),
