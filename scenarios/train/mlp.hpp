@@ -102,6 +102,8 @@ public:
   //! Device pointer to the first float of the gradient tail (gradient_buffer() + layout.total).
   [[nodiscard]] float* gradient_tail() noexcept { return grads_.data() + layout.total; }
 
+  //! Device pointer to every parameter, in the layout (layout.total floats): for the non-finite watch.
+  [[nodiscard]] const float* parameter_buffer() const noexcept { return params_.data(); }
   //! Device pointer to weights[l] (out x in, row-major).
   [[nodiscard]] const float* weights(int l) const noexcept { return params_.data() + layout.weight_offset[l]; }
   //! Device pointer to biases[l].

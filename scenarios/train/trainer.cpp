@@ -113,6 +113,21 @@ public:
     kernels::advance_step(counters.data(), ctx);
   }
 
+  //! The buffers --debug-nonfinite watches, the loss first: a NaN reaches the loss last, so the report names the
+  //! node where the first non-finite value of any of them appeared.
+  [[nodiscard]] std::vector<conveyor::watched_buffer> watched_buffers() {
+    const auto f32 = conveyor::element_type::f32;
+    const auto rows = static_cast<std::size_t>(batch_);
+    return {{"loss history", loss_history.data(), f32, loss_history.size()},
+            {"row losses", act.row_loss.data(), f32, rows},
+            {"logits", act.logits.data(), f32, rows * num_classes},
+            {"layer 1 activations", act.a1.data(), f32, rows * 256},
+            {"layer 2 activations", act.a2.data(), f32, rows * 128},
+            {"dLoss/dlogits", act.d_logits.data(), f32, rows * num_classes},
+            {"gradients", model.gradient_buffer(), f32, mlp::layout.total},
+            {"parameters", model.parameter_buffer(), f32, mlp::layout.total}};
+  }
+
   //! Back to the initial state: parameters `init`, zero gradients and optimizer state, counters and loss history.
   void reset(const host_parameters& init, cudaStream_t s) {
     counters.zero_async(s);
@@ -276,6 +291,11 @@ conveyor::graphed_options graphed_step::options() {
   if (run_.options().programmatic) {
     for (const void* f : kernels::waiting_kernel_functions()) waiting_.add_function(f);
     o.transform = [this](conveyor::graph& g) { last_report_ = conveyor::make_programmatic(g, waiting_); };
+  }
+  // --debug-nonfinite: every call steps through its capture, the step's buffers watched after each node.
+  if (run_.options().debug_nonfinite) {
+    o.step_through = true;
+    o.step.nonfinite = run_.program().watched_buffers();
   }
   return o;
 }

@@ -77,6 +77,11 @@ struct train_options {
   //! partial last batch's update) is made programmatic before graphed instantiates or updates with it. The
   //! arithmetic is unchanged: losses stay bitwise identical.
   bool programmatic = false;
+  //! `--debug-nonfinite` (graph mode only): every step runs node by node (graphed_options::step_through), with the
+  //! logits, per-row losses, loss history, parameters, gradients and activations watched after each node: the first
+  //! node after which one holds a NaN or an infinity throws conveyor::nonfinite_error naming it. A debugging run:
+  //! slow, and its timings mean nothing.
+  bool debug_nonfinite = false;
 };
 
 //! What one run produced.

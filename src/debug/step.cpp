@@ -108,11 +108,17 @@ step_report step_through(const graph_exec& e, const stream& s, const step_option
     throw std::logic_error("conveyor::step_through: the executable graph is empty (default-constructed, moved from or "
                            "reset)");
   const auto& state = detail::exec_access::state(e);
+  detail::step_runner runner(s, options);
+  if (state.shadow && state.patched.empty()) { // per-node setters ran with step-through launches on: their copy
+    runner.skip(&state.shadow_disabled);
+    return runner.run(*state.shadow);
+  }
   if (!state.current_exact || !state.patched.empty())
     throw std::logic_error("conveyor::step_through: per-node setters changed this executable graph since its last "
-                           "update, so it runs parameters its graph does not hold; update it to the graph to step "
-                           "through (graph_exec::update), or step through that graph");
-  detail::step_runner runner(s, options);
+                           "update (with step-through launches off), so it runs parameters its graph does not hold; "
+                           "update it to the graph to step through (graph_exec::update), step through that graph, or "
+                           "turn step_through_launches on before the setters run (CONVEYOR_STEP_THROUGH=1 does from "
+                           "the start)");
   return runner.run(*state.current);
 }
 

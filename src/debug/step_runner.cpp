@@ -304,6 +304,7 @@ void step_runner::run_graph(const graph_walk& w) {
 
 void step_runner::run_node(const graph_walk& w, std::size_t i) {
   const cudaGraphNode_t n = w.snapshot.nodes[i];
+  if (disabled_ != nullptr && w.position.empty() && disabled_->contains(n)) return; // disabled on the executable graph
   const node_kind kind = w.snapshot.kinds[i];
   const step_node info = describe_step(w, i, report_.steps);
   if (kind == node_kind::child_graph) {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace conveyor::detail {
@@ -66,6 +67,8 @@ public:
   step_runner(const stream& s, const step_options& options);
   //! Runs `g` (checked first), every condition starting at its default value. \throws as conveyor::step_through.
   step_report run(const graph_state& g);
+  //! Leaves out the top-level nodes in `disabled` (nodes a per-node setter disabled). Not owned.
+  void skip(const std::unordered_set<cudaGraphNode_t>* disabled) noexcept { disabled_ = disabled; }
 
 private:
   void run_graph(const graph_walk& w);
@@ -84,6 +87,7 @@ private:
   step_report report_;
   std::unordered_map<cudaGraphConditionalHandle, unsigned> values_;
   std::unordered_map<cudaGraphConditionalHandle, const conditional_info*> conditions_;
+  const std::unordered_set<cudaGraphNode_t>* disabled_ = nullptr;
 };
 
 //! The step_node of node `i` of `w` (its path, description, arguments and dependencies), numbered `order`.

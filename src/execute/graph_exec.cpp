@@ -375,12 +375,53 @@ void check_node(cudaError_t rc, std::string_view call, const node& n,
 
 } // namespace
 
+namespace {
+
+// The step-through shadow's node standing for `origin` (a node of the graph the executable graph was instantiated
+// from): the shadow, a clone of the graph the executable graph holds, made at the first per-node change.
+cudaGraphNode_t shadow_node(detail::exec_state& state, cudaGraphNode_t origin) {
+  if (!state.shadow) {
+    auto shadow = std::make_shared<detail::graph_state>();
+    detail::check_with(cudaGraphClone(&shadow->handle, state.current->handle), "cudaGraphClone",
+               [] { return std::string("a step-through copy of an executable graph changed by per-node setters"); });
+    shadow->keep = state.current->keep;
+    for (const auto& [node, label] : state.current->labels) {
+      cudaGraphNode_t copy = nullptr;
+      if (cudaGraphNodeFindInClone(&copy, node, shadow->handle) == cudaSuccess) shadow->labels.emplace(copy, label);
+    }
+    state.shadow = std::move(shadow);
+  }
+  if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
+  const auto at = std::find(state.origin_nodes.begin(), state.origin_nodes.end(), origin);
+  const auto current = detail::graph_nodes(state.current->handle);
+  const auto position = static_cast<std::size_t>(at - state.origin_nodes.begin());
+  if (position >= current.size()) throw std::logic_error("conveyor::graph_exec: a node outside the executable graph");
+  cudaGraphNode_t copy = nullptr;
+  CONVEYOR_CHECK(cudaGraphNodeFindInClone(&copy, current[position], state.shadow->handle));
+  return copy;
+}
+
+} // namespace
+
+void graph_exec::shadow_change(cudaGraphNode_t origin, const std::function<cudaError_t(cudaGraphNode_t)>& set,
+                               bool enabled) {
+  if (!step_launches_) return;
+  const cudaGraphNode_t copy = shadow_node(*impl_, origin);
+  if (!enabled) {
+    impl_->shadow_disabled.insert(copy);
+    return;
+  }
+  impl_->shadow_disabled.erase(copy);
+  if (set) CONVEYOR_CHECK(set(copy));
+}
+
 void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments) {
   require_graph("set_kernel");
   const cudaGraphNode_t origin = origin_of(*impl_, n);
   check_node(detail::set_exec_kernel(handle_, origin, cfg, function, arguments), "cudaGraphExecKernelNodeSetParams", n);
   impl_->current_exact = false;
   impl_->configs.insert_or_assign(origin, detail::kernel_setting{function, cfg});
+  shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_kernel(c, cfg, function, arguments); });
 }
 
 void graph_exec::set_kernel_args_raw(const node& n, const void* function, void** arguments) {
@@ -405,6 +446,7 @@ void graph_exec::set_kernel_args_raw(const node& n, const void* function, void**
   check_node(detail::set_exec_kernel(handle_, origin, now.config, function, arguments),
              "cudaGraphExecKernelNodeSetParams", n);
   state.current_exact = false;
+  shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_kernel(c, now.config, function, arguments); });
 }
 
 void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
@@ -414,11 +456,13 @@ void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size
   if (bytes == 0) { // CUDA has no zero-size copy: the copy does nothing
     check_node(cudaGraphNodeSetEnabled(handle_, origin, 0U), "cudaGraphNodeSetEnabled(memcpy of 0 bytes)", n);
     impl_->zero_disabled.insert(origin);
+    shadow_change(origin, {}, false);
     return;
   }
   check_node(detail::set_exec_memcpy_1d(handle_, origin, dst, src, bytes, kind), "cudaGraphExecMemcpyNodeSetParams1D",
              n);
   check_node(detail::enable_if_zero_disabled(handle_, *impl_, origin), "cudaGraphNodeSetEnabled", n);
+  shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_memcpy_1d(c, dst, src, bytes, kind); });
 }
 
 void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsigned element_size,
@@ -432,11 +476,14 @@ void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsign
   if (count == 0) {
     check_node(cudaGraphNodeSetEnabled(handle_, origin, 0U), "cudaGraphNodeSetEnabled(memset of 0 elements)", n);
     impl_->zero_disabled.insert(origin);
+    shadow_change(origin, {}, false);
     return;
   }
   check_node(detail::set_exec_memset(handle_, origin, dst, value, element_size, count),
              "cudaGraphExecMemsetNodeSetParams", n);
   check_node(detail::enable_if_zero_disabled(handle_, *impl_, origin), "cudaGraphNodeSetEnabled", n);
+  shadow_change(origin,
+                [&](cudaGraphNode_t c) { return detail::set_graph_memset(c, dst, value, element_size, count); });
 }
 
 void graph_exec::set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable) {
@@ -444,6 +491,7 @@ void graph_exec::set_host_raw(const node& n, std::shared_ptr<std::function<void(
   const cudaGraphNode_t origin = origin_of(*impl_, n);
   check_node(detail::set_exec_host(handle_, origin, callable.get()), "cudaGraphExecHostNodeSetParams", n);
   impl_->current_exact = false;
+  shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_host(c, callable.get()); });
   own_for_node(origin, std::move(callable));
 }
 
@@ -452,6 +500,7 @@ void graph_exec::set_enabled(const node& n, bool enabled) {
   const cudaGraphNode_t origin = origin_of(*impl_, n);
   check_node(cudaGraphNodeSetEnabled(handle_, origin, enabled ? 1U : 0U), "cudaGraphNodeSetEnabled", n);
   impl_->zero_disabled.erase(origin); // the user's choice now
+  shadow_change(origin, {}, enabled);
 }
 
 } // namespace conveyor

@@ -77,6 +77,12 @@ struct exec_state {
   // The handle is held by kernels (a device_graph's device_graph_ref): an update that would re-instantiate is
   // refused, since the handle would then name a destroyed executable graph.
   bool pinned = false;
+
+  // Step-through launches of an executable graph changed by per-node setters (graph_exec::step_through_launches on
+  // when they ran): a clone of `current` that takes the same changes, which a step-through run steps through, and
+  // its nodes disabled (a zero size, set_enabled(false)). Dropped when a whole graph is applied.
+  std::shared_ptr<graph_state> shadow;
+  std::unordered_set<cudaGraphNode_t> shadow_disabled;
 };
 
 //! True when the environment variable CONVEYOR_STEP_THROUGH asks for step-through launches (set, and not "0"): read

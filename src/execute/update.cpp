@@ -110,6 +110,8 @@ void adopt_current(detail::exec_state& state, const graph& g) {
   state.patched.clear();
   state.patched_flag.clear();
   state.snapshot.reset();
+  state.shadow.reset();
+  state.shadow_disabled.clear();
 }
 
 // After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is

@@ -77,4 +77,11 @@ cudaError_t set_exec_host(cudaGraphExec_t exec, cudaGraphNode_t node, std::funct
   return cudaGraphExecHostNodeSetParams(exec, node, &p);
 }
 
+cudaError_t set_graph_host(cudaGraphNode_t node, std::function<void()>* callable) noexcept {
+  cudaHostNodeParams p{};
+  p.fn = &invoke_host_callable;
+  p.userData = callable;
+  return cudaGraphHostNodeSetParams(node, &p);
+}
+
 } // namespace conveyor::detail

@@ -609,4 +609,15 @@ cudaError_t set_exec_kernel(cudaGraphExec_t exec, cudaGraphNode_t node, const la
   return cudaGraphExecKernelNodeSetParams(exec, node, &p);
 }
 
+cudaError_t set_graph_kernel(cudaGraphNode_t node, const launch_config& cfg, const void* function,
+                             void** arguments) noexcept {
+  cudaKernelNodeParams p{};
+  p.func = const_cast<void*>(function);
+  p.gridDim = cfg.grid;
+  p.blockDim = cfg.block;
+  p.sharedMemBytes = static_cast<unsigned>(cfg.shared_bytes);
+  p.kernelParams = arguments;
+  return cudaGraphKernelNodeSetParams(node, &p);
+}
+
 } // namespace conveyor::detail

@@ -168,6 +168,18 @@ cudaError_t set_exec_memset(cudaGraphExec_t exec, cudaGraphNode_t node, void* ds
 // ---- host (kinds/host.cpp): the callable is a std::function<void()> the caller keeps alive ----
 cudaGraphNode_t add_host(cudaGraph_t g, node_handles deps, std::function<void()>* callable);
 cudaError_t set_exec_host(cudaGraphExec_t exec, cudaGraphNode_t node, std::function<void()>* callable) noexcept;
+// ---- the same changes on a graph's own nodes (the step-through shadow of an executable graph) ----
+//! cudaGraphKernelNodeSetParams, as set_exec_kernel on an executable graph.
+cudaError_t set_graph_kernel(cudaGraphNode_t node, const launch_config& cfg, const void* function,
+                             void** arguments) noexcept;
+//! cudaGraphMemcpyNodeSetParams1D, as set_exec_memcpy_1d.
+cudaError_t set_graph_memcpy_1d(cudaGraphNode_t node, void* dst, const void* src, std::size_t bytes,
+                                cudaMemcpyKind kind) noexcept;
+//! cudaGraphMemsetNodeSetParams, as set_exec_memset.
+cudaError_t set_graph_memset(cudaGraphNode_t node, void* dst, unsigned value, unsigned element_size,
+                             std::size_t count) noexcept;
+//! cudaGraphHostNodeSetParams, as set_exec_host.
+cudaError_t set_graph_host(cudaGraphNode_t node, std::function<void()>* callable) noexcept;
 
 // ---- child graph, empty, events (kinds/child_graph.cpp, empty.cpp, event_record.cpp, event_wait.cpp) ----
 cudaGraphNode_t add_child(cudaGraph_t g, node_handles deps, cudaGraph_t body);

@@ -171,4 +171,9 @@ cudaError_t set_exec_memcpy_1d(cudaGraphExec_t exec, cudaGraphNode_t node, void*
   return cudaGraphExecMemcpyNodeSetParams1D(exec, node, dst, src, bytes, kind);
 }
 
+cudaError_t set_graph_memcpy_1d(cudaGraphNode_t node, void* dst, const void* src, std::size_t bytes,
+                                cudaMemcpyKind kind) noexcept {
+  return cudaGraphMemcpyNodeSetParams1D(node, dst, src, bytes, kind);
+}
+
 } // namespace conveyor::detail

@@ -132,4 +132,16 @@ cudaError_t set_exec_memset(cudaGraphExec_t exec, cudaGraphNode_t node, void* ds
   return cudaGraphExecMemsetNodeSetParams(exec, node, &p);
 }
 
+cudaError_t set_graph_memset(cudaGraphNode_t node, void* dst, unsigned value, unsigned element_size,
+                             std::size_t count) noexcept {
+  cudaMemsetParams p{};
+  p.dst = dst;
+  p.value = value;
+  p.elementSize = element_size;
+  p.width = count;
+  p.height = 1;
+  p.pitch = count * element_size;
+  return cudaGraphMemsetNodeSetParams(node, &p);
+}
+
 } // namespace conveyor::detail

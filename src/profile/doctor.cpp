@@ -445,11 +445,22 @@ private:
       if (!largest->after.empty()) nodes.push_back(largest->after);
       if (!largest->before.empty()) nodes.push_back(largest->before);
     }
+    std::string fix = "shorten the waits between dependent nodes: programmatic dependent launch on the critical "
+                      "chain (the consumer starts while its producer drains), fewer dependencies (only the edges the "
+                      "data needs), and fusion of short dependent kernels";
+    if (largest != nullptr && copies_data(largest->after))
+      fix += "; the largest gap follows a copy, so the GPU waits for its data: keep several items in flight, one's "
+             "copies beside another's compute (conveyor::frame_pipeline; conveyor filter --pipeline 3)";
     add("critical_path_gaps", share > 0.3 ? severity::critical : severity::warning, std::move(nodes),
-        std::move(evidence),
-        "shorten the waits between dependent nodes: programmatic dependent launch on the critical chain (the "
-        "consumer starts while its producer drains), fewer dependencies (only the edges the data needs), and fusion "
-        "of short dependent kernels");
+        std::move(evidence), std::move(fix));
+  }
+
+  // True when the node the profile calls `name` is a copy between the host and the device.
+  [[nodiscard]] bool copies_data(const std::string& name) const {
+    if (!view_ || name.empty()) return false;
+    for (const flat_node& f : view_->nodes)
+      if (f.name == name) return f.d->kind == node_kind::memcpy && f.d->copy_kind != "DtoD";
+    return false;
   }
 
   // 4. Kernel chains that programmatic dependent launch could overlap.

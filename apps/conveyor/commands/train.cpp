@@ -66,6 +66,7 @@ struct cli_options {
   int chunk = 50;
   bool momentum_given = false; // --momentum on the command line (it applies to --optimizer sgd only)
   bool pdl = false;            // --pdl
+  bool debug_nonfinite = false; // --debug-nonfinite
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
   int gpus = 1;                // --gpus: data-parallel over this many GPUs of this process
   bool distributed = false;    // --distributed: data-parallel, one process per GPU (mpirun)
@@ -171,9 +172,22 @@ void print_table(const std::vector<train_result>& results, const std::vector<std
 //! that would be ignored, output files, with --gpus N a batch of at least N rows. How many devices are visible is
 //! checked later, after the data (run_multi_gpu, run_distributed): every check that needs no GPU comes first.
 //! \throws usage_error naming the option; std::invalid_argument for an output path.
+//! --debug-nonfinite steps graph mode alone, on one GPU. \throws usage_error naming the option.
+void check_debug_nonfinite(const cli_options& o, bool data_parallel) {
+  if (!o.debug_nonfinite) return;
+  if (!o.mode.is_only(execution_mode::graph))
+    throw option_error("--debug-nonfinite", fmt::format("runs graph mode node by node: give --mode graph (with --mode "
+                                                        "{} the other modes would run unwatched)",
+                                                        o.mode.text));
+  if (data_parallel)
+    throw option_error("--debug-nonfinite", "applies to the one-GPU run; with --gpus N or --distributed it would be "
+                                            "ignored");
+}
+
 std::vector<execution_mode> check_cli(const cli_options& o) {
   const bool has_graph = o.mode.selects_graph();
   const bool data_parallel = o.gpus > 1 || o.distributed;
+  check_debug_nonfinite(o, data_parallel);
   if (!o.dot.empty() && !has_graph) throw option_error("--dot", "needs " + o.mode.graph_modes());
   if (o.pdl && !has_graph)
     throw option_error("--pdl", fmt::format("applies to graph mode (programmatic edges in the captured step); with "
@@ -187,6 +201,7 @@ std::vector<execution_mode> check_cli(const cli_options& o) {
   if (data_parallel && o.pdl)
     throw option_error("--pdl", fmt::format("applies to the one-GPU run; with {} it would be ignored",
                                             data_parallel_flag));
+
   if (data_parallel && (!o.profile.trace.empty() || o.profile.doctor))
     throw option_error(o.profile.doctor ? "--doctor" : "--profile",
                        fmt::format("applies to the one-GPU run; with {} it would be ignored", data_parallel_flag));
@@ -228,6 +243,7 @@ train_options make_options(const cli_options& o) {
   options.chunk_steps = o.chunk;
   options.on_progress = progress_printer{};
   options.programmatic = o.pdl;
+  options.debug_nonfinite = o.debug_nonfinite;
   return options;
 }
 
@@ -265,6 +281,10 @@ void run_one_gpu(const cli_options& o, const std::vector<execution_mode>& modes)
   print_table(results, {"device: " + conveyor::describe_device(0)});
   for (const auto& r : results)
     if (r.mode == execution_mode::graph) fmt::print("\n{}", r.graphed_report);
+  if (o.debug_nonfinite)
+    fmt::print("\ndebug-nonfinite: no watched buffer (loss history, row losses, logits, activations, gradients, "
+               "parameters) held a NaN or an infinity after any node of {} step(s) run node by node\n",
+               results.empty() ? 0 : results.front().steps);
   write_dot(o, results);
   if (profiling) profiling->finish();
 }
@@ -619,6 +639,10 @@ void register_train_command(CLI::App& app) {
                 "Graph mode: programmatic dependent launch on every edge into our own kernels (they wait for their "
                 "predecessors first), cuBLAS GEMM -> our kernel included; edges into cuBLAS stay full. Prints the "
                 "pass's report; losses stay bitwise identical");
+  sub->add_flag("--debug-nonfinite", opts->debug_nonfinite,
+                "With --mode graph: run every step node by node (each node its own launch and synchronisation), "
+                "watching the losses, logits, activations, gradients and parameters after each node, and stop at the "
+                "first node after which one holds a NaN or an infinity, naming it (docs/debugging.md). Slow");
   sub->add_option("--chunk", opts->chunk, "Steps per timed chunk (the median over chunks is reported)")
       ->check(integer_in(1, 1000000))
       ->capture_default_str();

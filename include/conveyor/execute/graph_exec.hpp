@@ -204,6 +204,9 @@ private:
   void after_launch(cudaError_t rc, const stream& s, const std::source_location& where) const;
   // Throws std::logic_error naming `call` when this executable graph is empty.
   void require_graph(const char* call) const;
+  // With step-through launches: makes the same per-node change on the shadow graph a step-through run steps through
+  // (`set` on its node standing for `origin`), or disables that node there (`enabled` false).
+  void shadow_change(cudaGraphNode_t origin, const std::function<cudaError_t(cudaGraphNode_t)>& set, bool enabled = true);
   // launch() when step_launches_ (src/debug/step.cpp): conveyor::step_through of the graph this one runs.
   void launch_stepping(const stream& s, const std::source_location& where) const;
   void set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable);
