@@ -51,9 +51,16 @@ int launch_fault() {
   float* x = device_floats(1.0F);
   conveyor::graph g;
   auto a = g.kernel(cfg, scale, n, 2.0F, x).label("scale x");
+  // A node CUDA accepts when it is added and refuses when it runs: `shift` may use 100 KiB of dynamic shared memory
+  // while the node is added, and the allowance is taken back before the graph runs.
   conveyor::launch_config big = cfg;
-  big.shared_bytes = 1U << 20; // 1 MiB of dynamic shared memory: more than any GPU has
+  big.shared_bytes = 100U << 10;
+  cudaFuncAttributes attributes{};
+  CONVEYOR_CHECK(cudaFuncGetAttributes(&attributes, shift));
+  CONVEYOR_CHECK(cudaFuncSetAttribute(shift, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10));
   (void)g.kernel({a}, big, shift, n, 1.0F, x).label("shift x");
+  CONVEYOR_CHECK(cudaFuncSetAttribute(shift, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      attributes.maxDynamicSharedSizeBytes));
   conveyor::stream s;
   try {
     (void)conveyor::step_through(g, s);

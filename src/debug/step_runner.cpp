@@ -102,6 +102,13 @@ std::string node_words(const node_description& d, std::size_t i) {
                          : fmt::format("node {} '{}' ({})", i, d.label, to_string(d.kind));
 }
 
+// The description of the child graph of node `i` of `w`: its parent's description holds it with the labels of the
+// graph it was copied from (describe applies them by position); null when it does not.
+const graph_description* child_description(const graph_walk& w, std::size_t i) {
+  const auto& bodies = w.description.nodes[i].bodies;
+  return bodies.size() == 1 ? &bodies[0] : nullptr;
+}
+
 // "0: 0x7f3a00000000 (8 B), 1: 0x40000000 (4 B)": each parameter's bytes as a little-endian number.
 std::string argument_text(const kernel_snapshot& k) {
   if (!k.readable || k.layout == nullptr || !k.has_arguments) return {};
@@ -171,14 +178,15 @@ void buffer_watch::check(const step_node& node) {
   }
 }
 
-graph_walk walk_of(cudaGraph_t g, const graph_state* owner, std::string prefix, std::vector<std::size_t> position) {
+graph_walk walk_of(cudaGraph_t g, const graph_state* owner, std::string prefix, std::vector<std::size_t> position,
+                   const graph_description* described) {
   graph_walk w;
   w.handle = g;
   w.owner = owner;
   w.prefix = std::move(prefix);
   w.position = std::move(position);
   w.snapshot = snapshot_graph(g);
-  w.description = describe_graph(g, owner);
+  w.description = described != nullptr ? *described : describe_graph(g, owner);
   w.predecessors.resize(w.snapshot.nodes.size());
   for (const auto& e : w.snapshot.edges) w.predecessors[std::get<1>(e)].push_back(std::get<0>(e));
   for (auto& p : w.predecessors) {
@@ -217,7 +225,7 @@ void check_runnable(const graph_walk& w) {
     if (kind == node_kind::child_graph) {
       cudaGraph_t child = nullptr;
       CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(w.snapshot.nodes[i], &child));
-      check_runnable(walk_of(child, nullptr, where + " > ", {}));
+      check_runnable(walk_of(child, nullptr, where + " > ", {}, child_description(w, i)));
       continue;
     }
     if (kind == node_kind::conditional) {
@@ -257,7 +265,7 @@ std::vector<step_node> list_steps(const graph_state& g) {
         CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(w.snapshot.nodes[i], &child));
         std::vector<std::size_t> position = s.position;
         position.push_back(0);
-        list(walk_of(child, nullptr, s.path + " > ", std::move(position)));
+        list(walk_of(child, nullptr, s.path + " > ", std::move(position), child_description(w, i)));
       } else if (kind == node_kind::conditional && w.owner != nullptr) {
         const auto& info = w.owner->conditionals.at(w.snapshot.nodes[i]);
         for (std::size_t b = 0; b < info.bodies.size(); ++b) {
@@ -312,7 +320,7 @@ void step_runner::run_node(const graph_walk& w, std::size_t i) {
     CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(n, &child));
     std::vector<std::size_t> position = info.position;
     position.push_back(0); // the child graph: the node's one body in descriptions
-    run_graph(walk_of(child, nullptr, info.path + " > ", std::move(position)));
+    run_graph(walk_of(child, nullptr, info.path + " > ", std::move(position), child_description(w, i)));
     return;
   }
   if (kind == node_kind::conditional) return run_conditional(w, i, info);

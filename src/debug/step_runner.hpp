@@ -49,9 +49,11 @@ struct graph_walk {
   std::vector<std::size_t> order;      //!< a topological order: creation order among the nodes ready
 };
 
-//! Reads `g` into a walk. \throws cuda_error when the graph cannot be read.
+//! Reads `g` into a walk; `described`, when given, is `g`'s description already made (a child graph's, with the
+//! labels its parent's description gave it), else `g` is described here. \throws cuda_error when the graph cannot
+//! be read.
 [[nodiscard]] graph_walk walk_of(cudaGraph_t g, const graph_state* owner, std::string prefix,
-                                 std::vector<std::size_t> position);
+                                 std::vector<std::size_t> position, const graph_description* described = nullptr);
 
 //! Refuses, before anything runs, graphs that step-through cannot run: allocation and free nodes (their addresses
 //! are the executable graph's), batch memory operations and unknown kinds, conditional nodes Conveyor did not build.

@@ -203,6 +203,9 @@ device_graph::device_graph(const graph& g, const stream& upload, instantiate_fla
     : exec_(instantiate_checked(g, upload, extra, where)) {
   // Kernels hold this handle (device_graph_ref): no update may replace the executable graph.
   detail::exec_access::state(exec_).pinned = true;
+  // Its launches from the device cannot be run node by node: host launches of it run whole too, so that both see
+  // the same graph (CONVEYOR_STEP_THROUGH does not apply to device graphs).
+  exec_.step_through_launches(false);
 }
 
 device_graph instantiate_for_device(const graph& g, const stream& upload, instantiate_flags extra,

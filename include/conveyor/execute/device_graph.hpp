@@ -100,6 +100,9 @@ struct device_graph_ref {
 //! of the executable graph take effect from the device only after upload() (CUDA Programming Guide, "Device Graph
 //! Launch").
 //!
+//! Step-through (CONVEYOR_STEP_THROUGH, graph_exec::step_through_launches) does not apply: a launch from the device
+//! cannot be run node by node, so host launches of a device graph run it whole as well.
+//!
 //! Thread safety: as graph_exec (one thread at a time per device_graph; different ones in parallel).
 class device_graph {
 public:
