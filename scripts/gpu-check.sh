@@ -27,7 +27,9 @@ export NCCL_NVLS_ENABLE=0
 EPOCHS=${CONVEYOR_CHECK_EPOCHS:-10}
 SANITIZERS=${SANITIZERS-memcheck racecheck synccheck} # set but empty: no sanitizer run
 export SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-${MEMCHECK_TIMEOUT:-240}}
-export SANITIZER_EXCLUDE=${SANITIZER_EXCLUDE:-${MEMCHECK_EXCLUDE:-Train.GraphModeReachesAccuracyTarget:CavityGpu.Re100ProfilesMatchGhia:CavityGpu.ConvergenceStopsEveryModeAtTheSameStep:Solve.Poisson3dOnes:Lifetime.MemoryStaysBoundedOverManyWholeGraphUpdates:Soundness.ABufferReallocatedWithCudaMallocAt*}}
+export SANITIZER_EXCLUDE=${SANITIZER_EXCLUDE:-${MEMCHECK_EXCLUDE:-Train.GraphModeReachesAccuracyTarget:CavityGpu.Re100ProfilesMatchGhia:CavityGpu.ConvergenceStopsEveryModeAtTheSameStep:Solve.Poisson3dOnes:Lifetime.MemoryStaysBoundedOverManyWholeGraphUpdates:Soundness.ABufferReallocatedWithCudaMallocAt*:StepThroughDeathTest.*}}
+# StepThroughDeathTest.*: makes an illegal address on purpose in a child process, which hangs under a sanitizer
+# (H200, 2026-12-02: the 240 s timeout, no report); it runs in (1).
 # Soundness.ABufferReallocatedWithCudaMallocAt*: passes alone and in the suite, but under compute-sanitizer (any tool)
 # the process dies (rc 11) right after the test has passed, with no report (H200, 2026-12-01; not found yet).
 # racecheck is slowest: these long tests run under the other tools only (their kernels are raced-checked by the

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -109,22 +110,24 @@ const graph_description* child_description(const graph_walk& w, std::size_t i) {
   return bodies.size() == 1 ? &bodies[0] : nullptr;
 }
 
-// "0: 0x7f3a00000000 (8 B), 1: 0x40000000 (4 B)": each parameter's bytes as a little-endian number.
+// "0: 0x7f3a00000000 (8 B), 1: 0x40000000 (4 B)": each parameter's bytes as a little-endian number, a parameter
+// over 8 bytes by its size alone ("0: a 60 B struct"); the first 8 parameters, then how many there are.
 std::string argument_text(const kernel_snapshot& k) {
   if (!k.readable || k.layout == nullptr || !k.has_arguments) return {};
+  constexpr std::size_t shown = 8;
   std::string out;
-  for (std::size_t p = 0; p < k.layout->size(); ++p) {
+  for (std::size_t p = 0; p < std::min(k.layout->size(), shown); ++p) {
     const auto [offset, size] = (*k.layout)[p];
-    std::string value;
-    if (size <= 8) {
-      std::uint64_t v = 0;
-      std::memcpy(&v, k.arguments.data() + offset, size);
-      value = fmt::format("{:#x}", v);
-    } else {
-      value = fmt::format("({} bytes)", size);
+    if (!out.empty()) out += ", ";
+    if (size > 8) {
+      out += fmt::format("{}: a {} B struct", p, size);
+      continue;
     }
-    out += fmt::format("{}{}: {} ({} B)", out.empty() ? "" : ", ", p, value, size);
+    std::uint64_t v = 0;
+    std::memcpy(&v, k.arguments.data() + offset, size);
+    out += fmt::format("{}: {:#x} ({} B)", p, v, size);
   }
+  if (k.layout->size() > shown) out += fmt::format(", … ({} parameters)", k.layout->size());
   return out;
 }
 

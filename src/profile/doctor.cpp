@@ -988,8 +988,8 @@ std::string cut(std::string text, std::size_t most) {
 std::string brief(const finding& f) {
   std::string out = fmt::format("[{}] {}", to_string(f.level), f.check);
   if (!f.nodes.empty()) out += ": " + joined(fold_names(f.nodes));
-  return out + fmt::format("\n  cost: {}\n  fix:  {}\n", cut(shorten_names(f.evidence), 300),
-                           cut(shorten_names(f.fix), 400));
+  const auto readable = [&](const std::string& text) { return shorten_names(shorten_paths(text, f.nodes)); };
+  return out + fmt::format("\n  cost: {}\n  fix:  {}\n", cut(readable(f.evidence), 300), cut(readable(f.fix), 400));
 }
 
 std::string in_full(const finding& f) {

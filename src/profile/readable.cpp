@@ -137,6 +137,71 @@ std::string shorten_names(std::string_view text) { return drop_signatures(strip_
 
 namespace {
 
+constexpr std::string_view body_mark = "/body ";
+
+// A conditional node's label in a path, cut to its first word and "…" where it is longer than 12 characters.
+std::string short_label(std::string_view label) {
+  if (label.size() <= 12) return std::string(label);
+  const std::size_t space = label.find(' ');
+  return std::string(label.substr(0, std::min<std::size_t>(space == std::string_view::npos ? 12 : space, 12))) + "…";
+}
+
+// The end of the path part of `name` ("while x/body 0/" and deeper): just after the last "/body N/", or 0.
+std::size_t path_end(std::string_view name) {
+  const std::size_t at = name.rfind(body_mark);
+  if (at == std::string_view::npos) return 0;
+  const std::size_t slash = name.find('/', at + body_mark.size());
+  return slash == std::string_view::npos ? 0 : slash + 1;
+}
+
+} // namespace
+
+std::string short_path_prefix(std::string_view prefix) {
+  std::string out;
+  std::size_t from = 0;
+  for (std::size_t at = prefix.find(body_mark); at != std::string_view::npos; at = prefix.find(body_mark, from)) {
+    const std::size_t slash = prefix.find('/', at + body_mark.size());
+    if (slash == std::string_view::npos) break;
+    out += short_label(prefix.substr(from, at - from));
+    out += prefix.substr(at, slash + 1 - at);
+    from = slash + 1;
+  }
+  return out.append(prefix.substr(from));
+}
+
+std::string short_path(std::string_view name) {
+  const std::size_t end = path_end(name);
+  if (end == 0) return short_name(name);
+  return short_path_prefix(name.substr(0, end)) + short_name(name.substr(end));
+}
+
+namespace {
+
+// `text` with every occurrence of `from` replaced by `to`.
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  if (from.empty() || from == to) return text;
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+} // namespace
+
+std::string shorten_paths(std::string text, const std::vector<std::string>& names) {
+  std::vector<std::string> longest_first = names;
+  std::sort(longest_first.begin(), longest_first.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (const auto& n : longest_first) {
+    const std::size_t end = path_end(n);
+    if (end == 0) continue;
+    text = replace_all(std::move(text), n, short_path(n));
+    text = replace_all(std::move(text), n.substr(0, end), short_path_prefix(n.substr(0, end)));
+  }
+  return text;
+}
+
+namespace {
+
 // The entry for shortened[i, j): one run of names of one shape.
 std::string run_entry(const std::vector<std::string>& shortened, std::size_t i, std::size_t j) {
   const bool identical = std::all_of(shortened.begin() + static_cast<std::ptrdiff_t>(i),
@@ -164,7 +229,7 @@ std::size_t entry_end(const std::vector<std::string>& shortened, std::size_t i) 
 std::vector<std::string> fold_names(const std::vector<std::string>& names, std::size_t most) {
   std::vector<std::string> shortened;
   shortened.reserve(names.size());
-  for (const auto& n : names) shortened.push_back(short_name(n));
+  for (const auto& n : names) shortened.push_back(short_path(n));
   std::vector<std::string> out;
   std::size_t entries = 0;
   for (std::size_t i = 0; i < shortened.size();) {

@@ -70,3 +70,28 @@ TEST(Readable, CapsTheEntriesAndSaysHowManyMore) {
   mixed.push_back("log");
   EXPECT_EQ(fold_names(mixed, 2), (std::vector<std::string>{"log", "copy 0 … copy 4: 5 nodes", "and 1 more"}));
 }
+
+namespace {
+
+// Node paths inside conditional bodies, as the doctor names them: each long label cut to its first word, the node's
+// own name shortened; names outside bodies as short_name gives them.
+TEST(Readable, ANodePathInsideConditionalBodiesIsShortened) {
+  using conveyor::profile::short_path;
+  EXPECT_EQ(short_path("while rel_res > tol && iterations < max_iter/body 0/void vector_scalar_multiply_kernel"),
+            "while…/body 0/vector_scalar_multiply_kernel");
+  EXPECT_EQ(short_path("loop/body 1/ns::axpy(double*, int)"), "loop/body 1/axpy");
+  EXPECT_EQ(short_path("switch on the mode/body 2/inner while loop/body 0/step 3"), "switch…/body 2/inner…/body 0/step 3");
+  EXPECT_EQ(short_path("void ns::relu(float*)"), "relu");
+  EXPECT_EQ(short_path("rgb8 to float"), "rgb8 to float");
+}
+
+TEST(Readable, ASentenceQuotingNodePathsGetsTheirShortForms) {
+  const std::vector<std::string> nodes{"while rel_res > tol && iterations < max_iter/body 0/void scale_kernel",
+                                       "cg_check"};
+  const std::string text = "gap 24.8 µs after cg_check before while rel_res > tol && iterations < max_iter/body 0/void "
+                           "scale_kernel; while rel_res > tol && iterations < max_iter/body 0/cg_alpha 1.0 µs";
+  EXPECT_EQ(conveyor::profile::shorten_paths(text, nodes),
+            "gap 24.8 µs after cg_check before while…/body 0/scale_kernel; while…/body 0/cg_alpha 1.0 µs");
+}
+
+} // namespace
