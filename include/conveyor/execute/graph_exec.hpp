@@ -51,7 +51,7 @@ class graph_exec {
 public:
   //! An empty executable graph (no CUDA handle), for code that instantiates later: assign the result of
   //! instantiate() to it. Launching, uploading or updating it throws std::logic_error.
-  graph_exec() noexcept = default;
+  graph_exec() noexcept;
   //! Takes over `other`'s executable graph; `other` is left empty (get() == nullptr) and may only be destroyed or
   //! assigned to.
   graph_exec(graph_exec&& other) noexcept;
