@@ -15,6 +15,7 @@
 #include "conveyor/runtime/launch.hpp"
 #include "conveyor/runtime/stream.hpp"
 #include "conveyor/define/capture.hpp"
+#include "conveyor/define/capture_nodes.hpp"
 #include "conveyor/define/conditional.hpp"
 #include "conveyor/define/description.hpp"
 #include "conveyor/define/edge_type.hpp"

@@ -8,6 +8,7 @@
 #include <conveyor/assembly/pipeline_schedule.hpp>
 #include <conveyor/assembly/frame_pipeline.hpp>
 #include <conveyor/define/capture.hpp>
+#include <conveyor/define/capture_nodes.hpp>
 #include <conveyor/define/conditional.hpp>
 #include <conveyor/define/description.hpp>
 #include <conveyor/define/edge_type.hpp>
