@@ -29,7 +29,8 @@ struct rebind_row {
   std::size_t rebinds = 0;  //!< calls patched without capture during the timed calls
 };
 
-//! Measures the group on the current device for each N in `sizes`, `calls` timed calls per case (after warm-up and
+//! Measures the group on the current device for each N in `sizes`, `calls` timed calls per case, the cases of one N
+//! interleaved call by call (after warm-up and
 //! the re-capture that verifies the mapping). Checks the final buffers against an eager run of the same calls.
 //! \throws conveyor::cuda_error when a CUDA call fails; std::invalid_argument for an empty `sizes`, an N of 0 or
 //!         calls below 1; std::runtime_error when a graphed result differs from the eager one.

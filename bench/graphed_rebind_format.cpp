@@ -24,7 +24,8 @@ std::string format_graphed_rebind(const std::vector<rebind_row>& rows) {
                     fmt::format("{}", r.rebinds)});
   }
   return fmt::format("### graphed/: changed arguments — rebind vs re-capture vs eager\n\nMedians over the timed "
-                     "calls. \"µs/call\" includes `cudaStreamSynchronize` (the GPU's work); \"host µs in call\" is "
+                     "calls; the cases of one N run interleaved, one call each in turn, so that all meet the machine "
+                     "alike. \"µs/call\" includes `cudaStreamSynchronize` (the GPU's work); \"host µs in call\" is "
                      "the call alone (key, patch or capture and update, launch) and \"above replay\" compares it with "
                      "the replay's. \"÷ eager\" (µs/call) below 1 is faster than running the callable eagerly.\n\n{}",
                      markdown_table(header, body, "lrlrrrrrrrr"));

@@ -3,6 +3,8 @@
 
 #include "bench/markdown.hpp"
 
+#include "util/byte_size.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -86,13 +88,8 @@ std::string format_summary(const summary& s) {
 
 std::string format_bytes(double bytes) {
   if (!std::isfinite(bytes)) return std::string(missing);
-  const double a = std::fabs(bytes);
-  constexpr double kib = 1024.0;
-  if (a < 0.5) return "0 B";
-  if (a < kib) return fmt::format("{:.0f} B", bytes);
-  if (a < kib * kib) return fmt::format("{:.1f} KiB", bytes / kib);
-  if (a < kib * kib * kib) return fmt::format("{:.1f} MiB", bytes / (kib * kib));
-  return fmt::format("{:.1f} GiB", bytes / (kib * kib * kib));
+  if (std::fabs(bytes) < 0.5) return "0 B";
+  return conveyor::detail::byte_size(bytes); // the project's one byte formatter (src/util/byte_size.hpp)
 }
 
 std::string markdown_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,

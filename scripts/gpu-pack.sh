@@ -36,7 +36,7 @@ sed -i '/Consumer\./d' "$LEAN/tests/CTestTestfile.cmake"
 # out by scripts/gpu-check.sh (ctest -E).
 sed -i '/Docs\./d' "$LEAN/tests/CTestTestfile.cmake"
 sed -i '/Code\./d' "$LEAN/tests/CTestTestfile.cmake"
-(cd "$BUILD" && find bin tests -maxdepth 1 -type f -perm -u+x ! -name '*.sh') |
+(cd "$BUILD" && find bin tests examples -maxdepth 1 -type f -perm -u+x ! -name '*.sh' 2>/dev/null) |
   while read -r f; do
     case " $host_only " in *" $(basename "$f") "*) continue ;; esac
     mkdir -p "$LEAN/$(dirname "$f")"

@@ -1,11 +1,11 @@
 // The `conveyor` program: CUDA Graph workloads, each a subcommand, each runnable in sync, stream and graph modes.
-#include "cavity/cavity_command.hpp"
 #include "commands/allreduce_command.hpp"
 #include "commands/bench_command.hpp"
-#include "doctor_command.hpp"
-#include "filter/filter_command.hpp"
-#include "solve/solve_command.hpp"
-#include "train/train_command.hpp"
+#include "commands/cavity.hpp"
+#include "commands/doctor.hpp"
+#include "commands/filter.hpp"
+#include "commands/solve.hpp"
+#include "commands/train.hpp"
 
 #include "common/usage_error.hpp"
 

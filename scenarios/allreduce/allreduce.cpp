@@ -4,6 +4,8 @@
 
 #include "allreduce/allreduce.hpp"
 
+#include "util/median.hpp"
+
 #include "allreduce/allreduce_report.hpp"
 
 #include "common/file_output.hpp"
@@ -48,11 +50,8 @@ constexpr const char* no_nccl = "conveyor allreduce: this build has no NCCL (con
 
 #if CONVEYOR_ALLREDUCE_NCCL
 
-// The median of the trials: the middle one, the upper of the two middle ones for an even number.
-double median_of_trials(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? -1 : v[v.size() / 2];
-}
+// The median of the trials (the project's one median, src/util/median.hpp); -1 for none.
+double median_of_trials(std::vector<double> v) { return v.empty() ? -1 : conveyor::detail::median(std::move(v)); }
 
 namespace nccl = conveyor::nccl;
 

@@ -51,6 +51,62 @@ bool parse_number(std::string_view text, T& out) {
   return ec == std::errc{} && end == text.data() + text.size();
 }
 
+//! The next line of `text` from `pos` (a line ends at LF, CRLF or a lone CR); `pos` moves past its end, past the
+//! text's end (text.size() + 1) after the last line.
+std::string_view next_line(std::string_view text, std::size_t& pos) {
+  const std::size_t eol = text.find_first_of("\r\n", pos);
+  const std::string_view raw = text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
+  if (eol == std::string_view::npos)
+    pos = text.size() + 1;
+  else
+    pos = eol + (text[eol] == '\r' && eol + 1 < text.size() && text[eol + 1] == '\n' ? 2 : 1);
+  return raw;
+}
+
+//! The header's fields into `t`: the coordinate's name (lower case) and one Reynolds number per column.
+//! \throws ghia_error naming the source and line.
+void parse_header(const std::vector<std::string_view>& fields, ghia_table& t, std::string_view source,
+                  std::size_t line_no) {
+  if (fields.size() < 2)
+    throw ghia_error(fmt::format("{}:{}: header needs a coordinate and at least one Re column", source, line_no));
+  t.coordinate.clear();
+  for (const char c : fields[0]) t.coordinate.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (std::size_t k = 1; k < fields.size(); ++k) {
+    const std::string_view f = fields[k];
+    int re = 0;
+    if (f.size() < 3 || (f[0] != 'R' && f[0] != 'r') || (f[1] != 'e' && f[1] != 'E') ||
+        !parse_number(f.substr(2), re) || re <= 0)
+      throw ghia_error(fmt::format("{}:{}: column header '{}' is not Re<positive integer>", source, line_no,
+                                   printable(f)));
+    t.reynolds.push_back(re);
+  }
+  t.values.resize(t.reynolds.size());
+}
+
+//! A data row's fields into `t`: its coordinate (in [0, 1], above the previous row's) and one value per column.
+//! \throws ghia_error naming the source and line.
+void parse_row(const std::vector<std::string_view>& fields, ghia_table& t, std::string_view source,
+               std::size_t line_no) {
+  if (fields.size() != t.reynolds.size() + 1)
+    throw ghia_error(fmt::format("{}:{}: {} fields, expected {}", source, line_no, fields.size(),
+                                 t.reynolds.size() + 1));
+  double coordinate = 0.0;
+  if (!parse_number(fields[0], coordinate))
+    throw ghia_error(fmt::format("{}:{}: '{}' is not a number", source, line_no, printable(fields[0])));
+  if (!(coordinate >= 0.0 && coordinate <= 1.0))
+    throw ghia_error(fmt::format("{}:{}: coordinate {} outside [0, 1]", source, line_no, coordinate));
+  if (!t.position.empty() && !(coordinate > t.position.back()))
+    throw ghia_error(fmt::format("{}:{}: coordinate {} not above the previous row's {} (rows must ascend)", source,
+                                 line_no, coordinate, t.position.back()));
+  t.position.push_back(coordinate);
+  for (std::size_t k = 1; k < fields.size(); ++k) {
+    double v = 0.0;
+    if (!parse_number(fields[k], v) || !std::isfinite(v))
+      throw ghia_error(fmt::format("{}:{}: '{}' is not a number", source, line_no, printable(fields[k])));
+    t.values[k - 1].push_back(v);
+  }
+}
+
 } // namespace
 
 ghia_table parse_ghia_csv(std::string_view text, std::string_view source) {
@@ -59,55 +115,18 @@ ghia_table parse_ghia_csv(std::string_view text, std::string_view source) {
   bool header = true;
   std::size_t pos = text.starts_with("\xEF\xBB\xBF") ? 3 : 0; // a UTF-8 byte-order mark
   while (pos <= text.size()) {
-    // A line ends at LF, CRLF or a lone CR.
-    const std::size_t eol = text.find_first_of("\r\n", pos);
-    const std::string_view raw = text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
-    if (eol == std::string_view::npos)
-      pos = text.size() + 1;
-    else
-      pos = eol + (text[eol] == '\r' && eol + 1 < text.size() && text[eol + 1] == '\n' ? 2 : 1);
+    const std::string_view raw = next_line(text, pos);
     ++line_no;
     if (const std::size_t nul = raw.find('\0'); nul != std::string_view::npos)
       throw ghia_error(fmt::format("{}:{}: a NUL byte at column {}: binary data, not CSV text", source, line_no,
                                    nul + 1));
     const std::string_view line = trim(raw);
     if (line.empty()) continue;
-    const std::vector<std::string_view> fields = split(line);
     if (header) {
-      if (fields.size() < 2)
-        throw ghia_error(fmt::format("{}:{}: header needs a coordinate and at least one Re column", source, line_no));
-      t.coordinate.clear();
-      for (const char c : fields[0]) t.coordinate.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-      for (std::size_t k = 1; k < fields.size(); ++k) {
-        const std::string_view f = fields[k];
-        int re = 0;
-        if (f.size() < 3 || (f[0] != 'R' && f[0] != 'r') || (f[1] != 'e' && f[1] != 'E') ||
-            !parse_number(f.substr(2), re) || re <= 0)
-          throw ghia_error(fmt::format("{}:{}: column header '{}' is not Re<positive integer>", source, line_no,
-                                       printable(f)));
-        t.reynolds.push_back(re);
-      }
-      t.values.resize(t.reynolds.size());
+      parse_header(split(line), t, source, line_no);
       header = false;
-      continue;
-    }
-    if (fields.size() != t.reynolds.size() + 1)
-      throw ghia_error(fmt::format("{}:{}: {} fields, expected {}", source, line_no, fields.size(),
-                                   t.reynolds.size() + 1));
-    double coordinate = 0.0;
-    if (!parse_number(fields[0], coordinate))
-      throw ghia_error(fmt::format("{}:{}: '{}' is not a number", source, line_no, printable(fields[0])));
-    if (!(coordinate >= 0.0 && coordinate <= 1.0))
-      throw ghia_error(fmt::format("{}:{}: coordinate {} outside [0, 1]", source, line_no, coordinate));
-    if (!t.position.empty() && !(coordinate > t.position.back()))
-      throw ghia_error(fmt::format("{}:{}: coordinate {} not above the previous row's {} (rows must ascend)", source,
-                                   line_no, coordinate, t.position.back()));
-    t.position.push_back(coordinate);
-    for (std::size_t k = 1; k < fields.size(); ++k) {
-      double v = 0.0;
-      if (!parse_number(fields[k], v) || !std::isfinite(v))
-        throw ghia_error(fmt::format("{}:{}: '{}' is not a number", source, line_no, printable(fields[k])));
-      t.values[k - 1].push_back(v);
+    } else {
+      parse_row(split(line), t, source, line_no);
     }
   }
   if (header) throw ghia_error(fmt::format("{}: empty (no header)", source));

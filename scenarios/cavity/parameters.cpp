@@ -2,15 +2,12 @@
 //! Validation and derived constants of the cavity run.
 
 #include "cavity/parameters.hpp"
-#include "common/usage_error.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
-
-using conveyor::scenarios::usage_error;
 
 namespace conveyor::cavity {
 
@@ -29,67 +26,93 @@ std::pair<double, double> valid_reynolds_range(int n, double lid_speed) noexcept
   return {lid_speed * static_cast<double>(n) / max_viscosity, max_cell_reynolds * static_cast<double>(n)};
 }
 
-void validate(const cavity_options& o) {
+invalid_options::invalid_options(const std::string& what) : std::invalid_argument(what) {}
+
+namespace {
+
+//! n, the lid speed and Re, alone and together (the relaxation time they give).
+void validate_lattice(const cavity_options& o, const option_names& names) {
   if (o.n < min_cells || o.n > max_cells)
-    throw usage_error(fmt::format(
-        "lattice size --n {} is outside [{}, {}]: fewer cells cannot resolve the primary vortex and its wall layers; "
+    throw invalid_options(fmt::format(
+        "lattice size {} {} is outside [{}, {}]: fewer cells cannot resolve the primary vortex and its wall layers; "
         "more would take hours of time steps to converge and {:.1f} GiB or more of device memory (72 bytes per cell)",
-        o.n, min_cells, max_cells, 72.0 * max_cells * max_cells / (1ULL << 30)));
+        names.n, o.n, min_cells, max_cells, 72.0 * max_cells * max_cells / (1ULL << 30)));
   if (!(o.lid_speed >= min_lid_speed && o.lid_speed <= max_lid_speed))
-    throw usage_error(fmt::format(
-        "lid speed --lid-speed {} is outside [{:g}, {}] (lattice units): the lattice Boltzmann method is accurate "
-        "only at low Mach number, Ma = U sqrt(3) <= {:.2f}, and a slower lid needs more than n / {:g} time steps to "
-        "cross the cavity once",
-        o.lid_speed, min_lid_speed, max_lid_speed, max_lid_speed * std::sqrt(3.0), min_lid_speed));
+    throw invalid_options(fmt::format(
+        "lid speed {} {} is outside [{:g}, {}] (lattice units): the lattice Boltzmann method is accurate only at low "
+        "Mach number, Ma = U sqrt(3) <= {:.2f}, and a slower lid needs more than n / {:g} time steps to cross the "
+        "cavity once",
+        names.lid_speed, o.lid_speed, min_lid_speed, max_lid_speed, max_lid_speed * std::sqrt(3.0), min_lid_speed));
   const auto [re_min, re_max] = valid_reynolds_range(o.n, o.lid_speed);
   if (!std::isfinite(o.re) || o.re <= 0.0)
-    throw usage_error(fmt::format("Reynolds number --re {} must be a positive finite number (valid for "
-                                            "{} cells at lid speed {}: [{:g}, {:g}])",
-                                            o.re, o.n, o.lid_speed, re_min, re_max));
+    throw invalid_options(fmt::format("Reynolds number {} {} must be a positive finite number (valid for {} cells at "
+                                      "lid speed {}: [{:g}, {:g}])",
+                                      names.re, o.re, o.n, o.lid_speed, re_min, re_max));
   const lattice_constants c = derive(o);
   if (o.re > re_max)
-    throw usage_error(fmt::format(
-        "Reynolds number --re {:g} is too high for {} cells: nu = U n / Re = {:.4g} gives the relaxation time "
+    throw invalid_options(fmt::format(
+        "Reynolds number {} {:g} is too high for {} cells: nu = U n / Re = {:.4g} gives the relaxation time "
         "tau = 3 nu + 1/2 = {:.5f}, too close to 1/2 (cell Reynolds number Re / n = {:.3g} > {:g}), so the run would "
         "be unstable and under-resolved. Valid for {} cells at lid speed {}: Re in [{:g}, {:g}]; {}",
-        o.re, o.n, c.nu, c.tau, c.cell_reynolds, max_cell_reynolds, o.n, o.lid_speed, re_min, re_max,
+        names.re, o.re, o.n, c.nu, c.tau, c.cell_reynolds, max_cell_reynolds, o.n, o.lid_speed, re_min, re_max,
         std::ceil(o.re / max_cell_reynolds) <= max_cells
-            ? fmt::format("for Re {:g} use --n >= {}", o.re,
+            ? fmt::format("for Re {:g} use {} >= {}", o.re, names.n,
                           static_cast<long long>(std::ceil(o.re / max_cell_reynolds)))
             : fmt::format("Re {:g} would need more than the largest lattice, {} cells (at most Re {:g})", o.re,
                           max_cells, max_cell_reynolds * max_cells)));
   if (o.re < re_min)
-    throw usage_error(fmt::format(
-        "Reynolds number --re {:g} is too low for {} cells at lid speed {}: nu = U n / Re = {:.4g} > {:g} gives the "
+    throw invalid_options(fmt::format(
+        "Reynolds number {} {:g} is too low for {} cells at lid speed {}: nu = U n / Re = {:.4g} > {:g} gives the "
         "relaxation time tau = 3 nu + 1/2 = {:.4g} > {:g}, outside the hydrodynamic regime the method is accurate "
-        "in. Valid for these settings: Re in [{:g}, {:g}]; for Re {:g} lower --lid-speed to <= {:.4g} or use fewer "
-        "cells",
-        o.re, o.n, o.lid_speed, c.nu, max_viscosity, c.tau, 3.0 * max_viscosity + 0.5, re_min, re_max, o.re,
-        o.re * max_viscosity / static_cast<double>(o.n)));
+        "in. Valid for these settings: Re in [{:g}, {:g}]; for Re {:g} lower {} to <= {:.4g} or use fewer cells",
+        names.re, o.re, o.n, o.lid_speed, c.nu, max_viscosity, c.tau, 3.0 * max_viscosity + 0.5, re_min, re_max, o.re,
+        names.lid_speed, o.re * max_viscosity / static_cast<double>(o.n)));
+}
+
+//! K, the step cap and the tolerance.
+void validate_run_length(const cavity_options& o, const option_names& names) {
   if (o.steps_per_graph < 2 || o.steps_per_graph > max_steps_per_graph || o.steps_per_graph % 2 != 0)
-    throw usage_error(fmt::format(
-        "--steps-per-graph {} must be even and in [2, {}]: each time step swaps the two population arrays, so an "
-        "even K leaves the current state in the same array after every graph",
-        o.steps_per_graph, max_steps_per_graph));
+    throw invalid_options(fmt::format(
+        "{} {} must be even and in [2, {}]: each time step swaps the two population arrays, so an even K leaves the "
+        "current state in the same array after every graph",
+        names.steps_per_graph, o.steps_per_graph, max_steps_per_graph));
   if (o.steps > max_run_steps)
-    throw usage_error(fmt::format("--steps {} is more than the {} accepted", o.steps, max_run_steps));
+    throw invalid_options(fmt::format("{} {} is more than the {} accepted", names.steps, o.steps, max_run_steps));
   if (o.steps < 0 || o.steps % o.steps_per_graph != 0)
-    throw usage_error(fmt::format(
-        "--steps {} must be a non-negative multiple of --steps-per-graph {} (time steps run in whole graphs of K "
-        "steps); e.g. {}",
-        o.steps, o.steps_per_graph,
+    throw invalid_options(fmt::format(
+        "{} {} must be a non-negative multiple of {} {} (time steps run in whole graphs of K steps); e.g. {}",
+        names.steps, o.steps, names.steps_per_graph, o.steps_per_graph,
         o.steps < 0 ? std::int64_t{0} : (o.steps / o.steps_per_graph + 1) * o.steps_per_graph));
   if (!std::isfinite(o.tol) || o.tol < 0.0)
-    throw usage_error(fmt::format("--tol {} must be finite and >= 0 (0: run exactly --steps)", o.tol));
+    throw invalid_options(
+        fmt::format("{} {} must be finite and >= 0 (0: run exactly {})", names.tol, o.tol, names.steps));
   if (o.tol == 0.0 && o.steps == 0)
-    throw usage_error("--tol 0 (no convergence stop) needs --steps > 0");
+    throw invalid_options(
+        fmt::format("{} 0 (no convergence stop) needs {} > 0", names.tol, names.steps));
+}
+
+//! The slabs' devices and the halo copy.
+void validate_slabs(const cavity_options& o, const option_names& names) {
   if (o.devices.empty() || o.devices.size() > static_cast<std::size_t>(max_slabs))
-    throw usage_error(fmt::format(
-        "--gpus / --devices: {} slab(s); give 1 to {} devices, one per slab of rows", o.devices.size(), max_slabs));
+    throw invalid_options(fmt::format("{}: {} slab(s); give 1 to {} devices, one per slab of rows", names.devices,
+                                      o.devices.size(), max_slabs));
   for (const int d : o.devices)
-    if (d < 0) throw usage_error(fmt::format("--devices: device {} is not a CUDA device ordinal (>= 0)", d));
+    if (d < 0)
+      throw invalid_options(fmt::format("{}: device {} is not a CUDA device ordinal (>= 0)", names.devices, d));
   if (o.halo_copy != "2d" && o.halo_copy != "1d")
-    throw usage_error(fmt::format("--halo-copy '{}': must be 2d or 1d", o.halo_copy));
+    throw invalid_options(fmt::format("{} '{}': must be 2d or 1d", names.halo_copy, o.halo_copy));
+}
+
+} // namespace
+
+void validate(const cavity_options& o, const option_names& names) {
+  validate_lattice(o, names);
+  validate_run_length(o, names);
+  validate_slabs(o, names);
+}
+
+checked_options::checked_options(const cavity_options& o, const option_names& names) : options_(o) {
+  validate(options_, names);
 }
 
 std::vector<int> distinct_devices(const std::vector<int>& devices) {
@@ -118,8 +141,8 @@ slab make_slab(int n, int count, int index) noexcept {
   return s;
 }
 
-lattice_params make_lattice_params(const cavity_options& o) {
-  validate(o);
+lattice_params make_lattice_params(const checked_options& checked) {
+  const cavity_options& o = *checked;
   const lattice_constants c = derive(o);
   lattice_params p;
   p.n = o.n;

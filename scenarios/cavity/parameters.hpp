@@ -9,7 +9,9 @@
 #include "cavity/lattice.hpp"
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -92,13 +94,50 @@ inline constexpr double trt_magic = 0.25;
 //! [U n / max_viscosity, max_cell_reynolds * n].
 [[nodiscard]] std::pair<double, double> valid_reynolds_range(int n, double lid_speed) noexcept;
 
-//! Checks every option and throws std::invalid_argument with a message naming the option, its valid range and
-//! why (e.g. "tau = 3 nu + 1/2 = 0.5012 is too close to 1/2 ..."). Checks: n in [min_cells, max_cells];
-//! lid_speed in [min_lid_speed, max_lid_speed]; Re finite and in valid_reynolds_range(); steps_per_graph even and
-//! in [2, max_steps_per_graph]; steps in [0, max_run_steps] and a multiple of steps_per_graph; tol finite and
-//! >= 0; tol = 0 needs steps > 0; devices: 1 to max_slabs entries, none negative (whether they exist is checked
-//! where the run starts); halo_copy "2d" or "1d".
-void validate(const cavity_options& o);
+//! How validate() names the options in its messages: by default the fields of cavity_options; a command gives its
+//! option names ("--re", ...).
+struct option_names {
+  std::string_view re = "re";                           //!< cavity_options::re
+  std::string_view n = "n";                             //!< cavity_options::n
+  std::string_view lid_speed = "lid_speed";             //!< cavity_options::lid_speed
+  std::string_view steps = "steps";                     //!< cavity_options::steps
+  std::string_view tol = "tol";                         //!< cavity_options::tol
+  std::string_view steps_per_graph = "steps_per_graph"; //!< cavity_options::steps_per_graph
+  std::string_view devices = "devices";                 //!< cavity_options::devices
+  std::string_view halo_copy = "halo_copy";             //!< cavity_options::halo_copy
+};
+
+//! Options validate() refuses: what() names the option (as option_names says), its valid range and why. Thread
+//! safety: an immutable value once thrown.
+class invalid_options : public std::invalid_argument {
+public:
+  //! An error with the message `what`.
+  explicit invalid_options(const std::string& what);
+};
+
+//! Checks every option and throws invalid_options with a message naming the option, its valid range and why (e.g.
+//! "tau = 3 nu + 1/2 = 0.5012 is too close to 1/2 ..."). Checks: n in [min_cells, max_cells]; lid_speed in
+//! [min_lid_speed, max_lid_speed]; Re finite and in valid_reynolds_range(); steps_per_graph even and in [2,
+//! max_steps_per_graph]; steps in [0, max_run_steps] and a multiple of steps_per_graph; tol finite and >= 0; tol =
+//! 0 needs steps > 0; devices: 1 to max_slabs entries, none negative (whether they exist is checked where the run
+//! starts); halo_copy "2d" or "1d". Thread-safe.
+void validate(const cavity_options& o, const option_names& names = {});
+
+//! Options that passed validate(): what the run and make_lattice_params take, so that they check nothing again. A
+//! cavity_options converts to it implicitly by being validated. A plain value; thread-safe to read.
+class checked_options {
+public:
+  //! Validates `o` (validate(o, names)) and keeps a copy. Implicit: a cavity_options is checked where one is needed.
+  //! \throws invalid_options as validate().
+  checked_options(const cavity_options& o, const option_names& names = {}); // NOLINT(google-explicit-constructor)
+  //! The options.
+  [[nodiscard]] const cavity_options& operator*() const noexcept { return options_; }
+  //! The options' members.
+  [[nodiscard]] const cavity_options* operator->() const noexcept { return &options_; }
+
+private:
+  cavity_options options_;
+};
 
 //! Rows [first, second) of slab `index` of `count` of an n-row lattice: n rows split as evenly as possible (slab
 //! sizes differ by at most one row), slab 0 at the bottom (y = 0). Needs 1 <= count <= n and 0 <= index < count.
@@ -111,9 +150,9 @@ void validate(const cavity_options& o);
 //! The distinct devices of `devices` (cavity_options::devices), ascending.
 [[nodiscard]] std::vector<int> distinct_devices(const std::vector<int>& devices);
 
-//! The step kernel's parameters for `o` (float32 relaxation rates, lid speed).
-//! \throws std::invalid_argument as validate().
-[[nodiscard]] lattice_params make_lattice_params(const cavity_options& o);
+//! The step kernel's parameters for `o` (float32 relaxation rates, lid speed). Never throws once `o` is checked
+//! (a cavity_options given here is validated first: invalid_options as validate()).
+[[nodiscard]] lattice_params make_lattice_params(const checked_options& o);
 
 //! The run length used when `o.steps` is 0: default_convective_times * n / U, rounded up to a multiple of K.
 [[nodiscard]] std::int64_t auto_steps(const cavity_options& o) noexcept;

@@ -1,5 +1,6 @@
 //! \file solver.cpp
-//! The cavity run in three execution modes, on one slab or several (one per listed device).
+//! The cavity run in three execution modes through the mode runner, on one slab or several (one per listed
+//! device): the block plan enqueued on the slabs' streams, or built into one graph with the explicit builder.
 
 #include "cavity/solver.hpp"
 
@@ -7,6 +8,7 @@
 #include "cavity/kernels.hpp"
 #include "common/device_buffer.hpp"
 #include "common/launch.hpp"
+#include "common/mode_runner.hpp"
 #include "common/profiling.hpp"
 
 #include <conveyor/define/graph.hpp>
@@ -20,7 +22,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -304,126 +305,168 @@ private:
   std::vector<std::ptrdiff_t> events_; // per task: its event in its slab (slab_memory::event), or -1
 };
 
-} // namespace
+//! Graph mode's step: the block built once into one graph with the explicit builder (cavity_program::build_block),
+//! instantiated and uploaded, launched once per block on the first slab's stream.
+class block_graph final : public scenarios::graph_step {
+public:
+  block_graph(const cavity_program& program, bool programmatic, int k, run_result& result)
+      : program_(program), k_(k), result_(result), graph_(program.build_block(programmatic)),
+        exec_(conveyor::instantiate(graph_)), name_(fmt::format("cavity {} steps", k)) {
+    exec_.upload(program.main_stream());
+  }
+  void launch(std::size_t) override { exec_.launch(program_.main_stream()); }
+  void watch(scenarios::profiling& p) override { p.watch(exec_, name_); }
+  //! The graph's shape and DOT into the result (after the timed set-up and rounds).
+  void after_rounds() override {
+    result_.graph_nodes = graph_.node_count();
+    result_.graph_edges = graph_.edge_count();
+    result_.graph_copies = program_.copies();
+    for (const auto& [from, to] : graph_.edges())
+      if (graph_.edge_type_between(from, to) == conveyor::edge_type::programmatic) ++result_.programmatic_edges;
+    result_.graph_dot = conveyor::to_dot(graph_, fmt::format("cavity_{}_steps", k_));
+  }
+  void examine(scenarios::profiling& p) override { p.examine(exec_, name_); }
 
-run_result run_cavity(const cavity_options& o, execution_mode mode,
-                      const std::function<void(const run_progress&)>& on_progress, scenarios::profiling* profiling) {
-  const lattice_params p = make_lattice_params(o); // validates
-  const int k = o.steps_per_graph;
-  const std::int64_t cap = max_steps(o);
-  const std::int64_t blocks_max = cap / k;
-  // Change per step, relative to the lid speed, from a block's published max |u - u_prev|.
-  const double per_step = 1.0 / (static_cast<double>(k) * o.lid_speed);
-  const int visible = conveyor::device_count(); // none: the first CUDA call below says so (cuda_error)
+private:
+  const cavity_program& program_;
+  int k_;
+  run_result& result_;
+  conveyor::graph graph_;
+  conveyor::graph_exec exec_;
+  std::string name_;
+};
+
+//! One cavity run as a workload of the mode runner: one round of up to max_steps / K blocks. After launching block
+//! b the host records an event and reads block b - 1's published change (it waits only for that block), so the check
+//! never stalls the GPU; the last block's change is read after the round.
+class cavity_run final : public scenarios::workload {
+public:
+  cavity_run(const cavity_options& o, const lattice_params& p, bool programmatic, run_result& result,
+             const std::function<void(const run_progress&)>& on_progress)
+      : o_(o), result_(result), on_progress_(on_progress), programmatic_(programmatic), k_(o.steps_per_graph),
+        cap_(max_steps(o)), per_step_(1.0 / (static_cast<double>(k_) * o.lid_speed)),
+        program_(p, k_, o.devices, o.halo_copy == "1d") {}
+
+  [[nodiscard]] cudaStream_t stream() const override { return program_.main_stream().get(); }
+  void reset() override { program_.reset(); }
+  //! One eager block (loads the kernels), neither synchronised per kernel nor programmatic, in every mode.
+  void warm_up(const launch_ctx&) override {
+    program_.enqueue_block(false, false);
+    program_.synchronize();
+  }
+  [[nodiscard]] std::unique_ptr<scenarios::graph_step> make_graph() override {
+    return std::make_unique<block_graph>(program_, programmatic_, k_, result_);
+  }
+  void synchronize() override { program_.synchronize(); }
+  [[nodiscard]] std::size_t begin_round(std::size_t round) override {
+    return round == 0 ? static_cast<std::size_t>(cap_ / k_) : 0;
+  }
+  void enqueue(const launch_ctx& ctx, std::size_t) override { program_.enqueue_block(ctx.sync_each, ctx.programmatic); }
+  //! Records block `b`'s end and reads block b - 1's change (waiting for it); true when the run should stop.
+  bool after_step(std::size_t b) override {
+    done_[b % 2].record(program_.main_stream());
+    return b >= 1 && check(static_cast<std::int64_t>(b) - 1);
+  }
+  //! Reads the last block's change (keeping the first convergence); the units are time steps.
+  [[nodiscard]] std::size_t end_round(std::size_t blocks) override {
+    if (blocks > 0) {
+      const bool was_converged = result_.converged;
+      const std::int64_t at = result_.converged_at;
+      (void)check(static_cast<std::int64_t>(blocks) - 1);
+      if (was_converged) { // keep the first convergence, report the last block's change
+        result_.converged = true;
+        result_.converged_at = at;
+      }
+    }
+    return blocks * static_cast<std::size_t>(k_);
+  }
+
+  [[nodiscard]] cavity_program& program() noexcept { return program_; }
+
+private:
+  //! Reads block `b`'s change (waiting for it); true when it fell below the tolerance.
+  //! \throws diverged when it is not finite (after letting the queued work finish).
+  bool check(std::int64_t b) {
+    done_[static_cast<std::size_t>(b % 2)].synchronize();
+    const double change = static_cast<double>(program_.published(b)) * per_step_;
+    result_.final_change = change;
+    if (on_progress_) on_progress_(run_progress{result_.mode, (b + 1) * k_, cap_, change});
+    if (!std::isfinite(change)) {
+      program_.drain(); // let the queued work finish before the memory goes
+      throw diverged((b + 1) * k_, change, describe(o_));
+    }
+    if (o_.tol > 0.0 && change < o_.tol) {
+      result_.converged = true;
+      result_.converged_at = (b + 1) * k_;
+      return true;
+    }
+    return false;
+  }
+
+  const cavity_options& o_;
+  run_result& result_;
+  const std::function<void(const run_progress&)>& on_progress_;
+  bool programmatic_;
+  int k_;
+  std::int64_t cap_;
+  double per_step_; // change per step, relative to the lid speed, from a block's published max |u - u_prev|
+  cavity_program program_;
+  std::array<conveyor::event, 2> done_{conveyor::event(cudaEventDisableTiming),
+                                       conveyor::event(cudaEventDisableTiming)};
+};
+
+//! The run's devices: each visible; profiling with one slab only; peer access between the distinct devices enabled
+//! (what it found into result.peer_access).
+void prepare_devices(const cavity_options& o, scenarios::profiling* profiling, run_result& result) {
+  const int visible = conveyor::device_count(); // none: the first CUDA call of the run says so (cuda_error)
   for (const int d : o.devices)
     if (visible > 0 && d >= visible)
-      throw std::invalid_argument(fmt::format("--gpus / --devices: device {} asked for, but {} CUDA device(s) are "
-                                              "visible",
-                                              d, visible));
+      throw std::invalid_argument(
+          fmt::format("devices: device {} asked for, but {} CUDA device(s) are visible", d, visible));
   if (profiling != nullptr && o.devices.size() > 1)
-    throw std::invalid_argument("--profile / --doctor: with one slab only (one device, --gpus 1)");
-
-  run_result result;
-  result.mode = mode;
+    throw std::invalid_argument("profiling: with one slab only (one device)");
   result.devices = o.devices;
   const std::vector<int> distinct = distinct_devices(o.devices);
   if (distinct.size() > 1)
     for (const conveyor::peer_access& a : conveyor::enable_peer_access(std::span<const int>(distinct)))
       result.peer_access.push_back(fmt::format("device {} -> {}: {}", a.device, a.peer, a.reason));
+}
 
+} // namespace
+
+diverged::diverged(std::int64_t step, double change, const std::string& run)
+    : std::runtime_error(fmt::format("the run diverged by step {} (velocity change {}): {}; try a lower lid speed, a "
+                                     "lower Reynolds number or a larger lattice",
+                                     step, change, run)),
+      step_(step), change_(change), run_(run) {}
+
+run_result run_cavity(const checked_options& checked, execution_mode mode,
+                      const std::function<void(const run_progress&)>& on_progress, scenarios::profiling* profiling) {
+  const cavity_options& o = *checked;
+  const lattice_params p = make_lattice_params(checked);
+  run_result result;
+  result.mode = mode;
+  prepare_devices(o, profiling, result);
   // Everything of the run's own (its check events, the graph's instantiation and launches) on the first slab's
   // device; the slabs switch to theirs where they need to.
   const conveyor::device_guard on_first(o.devices.front());
   // --pdl: programmatic launches in stream and graph modes (the sync mode waits for every kernel anyway).
-  const bool programmatic = o.programmatic && mode != execution_mode::sync;
-  result.programmatic = programmatic;
-  const bool sync_each = mode == execution_mode::sync;
-  cavity_program program(p, k, o.devices, o.halo_copy == "1d");
-  const conveyor::stream& s = program.main_stream();
-
-  // Warm-up block, eager (loads the kernels), then the graph (graph mode), then back to rest.
-  program.reset();
-  program.enqueue_block(false, false);
-  program.synchronize();
-  std::optional<conveyor::graph_exec> exec;
-  if (mode == execution_mode::graph) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const conveyor::graph g = program.build_block(programmatic);
-    exec.emplace(conveyor::instantiate(g));
-    exec->upload(s);
-    s.synchronize();
-    result.setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    result.graph_nodes = g.node_count();
-    result.graph_edges = g.edge_count();
-    result.graph_copies = program.copies();
-    for (const auto& [from, to] : g.edges())
-      if (g.edge_type_between(from, to) == conveyor::edge_type::programmatic) ++result.programmatic_edges;
-    result.graph_dot = conveyor::to_dot(g, fmt::format("cavity_{}_steps", k));
-    if (profiling != nullptr) profiling->watch(*exec, fmt::format("cavity {} steps", k));
-  }
-  program.reset();
-  program.synchronize();
-
-  std::array<conveyor::event, 2> done{conveyor::event(cudaEventDisableTiming),
-                                      conveyor::event(cudaEventDisableTiming)};
-  // Reads block b's change (waiting for it); true when the run should stop after the blocks already enqueued.
-  auto check = [&](std::int64_t b) {
-    done[static_cast<std::size_t>(b % 2)].synchronize();
-    const double change = static_cast<double>(program.published(b)) * per_step;
-    result.final_change = change;
-    if (on_progress) on_progress(run_progress{mode, (b + 1) * k, cap, change});
-    if (!std::isfinite(change)) {
-      program.drain(); // let the queued work finish before the memory goes
-      throw std::runtime_error(fmt::format(
-          "the run diverged by step {} (velocity change {}): {}; try a lower --lid-speed, a lower --re or a larger "
-          "--n",
-          (b + 1) * k, change, describe(o)));
-    }
-    if (o.tol > 0.0 && change < o.tol) {
-      result.converged = true;
-      result.converged_at = (b + 1) * k;
-      return true;
-    }
-    return false;
-  };
-
-  const auto t0 = std::chrono::steady_clock::now();
-  std::int64_t blocks = 0;
-  bool stop = false;
-  while (blocks < blocks_max && !stop) {
-    {
-      const auto profiled = scenarios::profile_step(profiling, mode); // one block of K steps
-      if (exec)
-        exec->launch(s);
-      else
-        program.enqueue_block(sync_each, programmatic);
-    }
-    done[static_cast<std::size_t>(blocks % 2)].record(s);
-    ++blocks;
-    if (blocks >= 2) stop = check(blocks - 2); // block b-1's value, while block b runs
-  }
-  s.synchronize(); // the first slab's stream follows every other slab's work (graph launch, or the block's end)
-  const auto t1 = std::chrono::steady_clock::now();
-  // The last block's value was not read in the loop.
-  const std::int64_t last = blocks - 1;
-  if (last >= 0) {
-    const bool was_converged = result.converged;
-    const std::int64_t at = result.converged_at;
-    (void)check(last);
-    if (was_converged) { // keep the first convergence, report the last block's change
-      result.converged = true;
-      result.converged_at = at;
-    }
-  }
-
-  if (exec && profiling != nullptr) profiling->examine(*exec, fmt::format("cavity {} steps", k));
-  result.steps = blocks * k;
-  result.seconds = std::chrono::duration<double>(t1 - t0).count();
+  result.programmatic = o.programmatic && mode != execution_mode::sync;
+  cavity_run run(o, p, result.programmatic, result, on_progress);
+  scenarios::run_settings settings;
+  settings.mode = mode;
+  settings.programmatic = result.programmatic;
+  settings.profiling = profiling;
+  const scenarios::mode_timing timing = scenarios::run_workload(run, settings);
+  result.setup_ms = timing.setup_ms;
+  result.steps = static_cast<std::int64_t>(timing.units);
+  result.seconds = timing.seconds;
   if (result.steps > 0 && result.seconds > 0.0) {
     result.ms_per_step = result.seconds * 1000.0 / static_cast<double>(result.steps);
-    result.mlups = static_cast<double>(program.cells()) * static_cast<double>(result.steps) / result.seconds / 1e6;
+    result.mlups =
+        static_cast<double>(run.program().cells()) * static_cast<double>(result.steps) / result.seconds / 1e6;
   }
-  result.populations = program.download();
+  result.populations = run.program().download();
   return result;
 }
 

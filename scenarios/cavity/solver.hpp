@@ -5,8 +5,8 @@
 //!
 //! - `sync`: every kernel launched, then waited for (cudaStreamSynchronize);
 //! - `stream`: every kernel launched asynchronously on one stream;
-//! - `graph`: one block of K time steps plus the convergence check, built once into a CUDA graph (explicit builder),
-//!   instantiated and uploaded once, then launched once per block.
+//! - `graph`: one block of K time steps plus the convergence check, built once into a CUDA graph with the explicit
+//!   builder (the scenarios' showcase of it), instantiated and uploaded once, then launched once per block.
 //!
 //! Several slabs (cavity_options::devices, `--gpus`): the lattice is split into horizontal slabs of rows, one per
 //! listed device (devices may repeat), each with a halo row on each side that has a neighbour. A block is then, for
@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,19 +90,39 @@ struct run_result {
   std::vector<float> populations;  //!< the final state (deviations g_i = f_i - w_i), n * n * 9 floats, lattice.hpp
 };
 
-//! Runs the cavity described by `o` from rest in `mode`: validates `o`, allocates the fields, runs one untimed
-//! warm-up block (it loads the kernels; graph mode builds its graph after it), resets to rest, then runs blocks of
-//! K = o.steps_per_graph steps until a block's change falls below o.tol (when o.tol > 0) or max_steps(o) steps have
-//! run, and downloads the final state.
+//! The run diverged: a block's velocity change is not finite. what() says when and for which run, and what to
+//! change. Thread safety: an immutable value once thrown.
+class diverged : public std::runtime_error {
+public:
+  //! The run `run` (describe()) diverged by time step `step` with the change `change`.
+  diverged(std::int64_t step, double change, const std::string& run);
+  //! Time steps run at the end of the block that diverged.
+  [[nodiscard]] std::int64_t step() const noexcept { return step_; }
+  //! Its velocity change per step / U (not finite).
+  [[nodiscard]] double change() const noexcept { return change_; }
+  //! The run, as describe() gives it.
+  [[nodiscard]] const std::string& run() const noexcept { return run_; }
+
+private:
+  std::int64_t step_;
+  double change_;
+  std::string run_;
+};
+
+//! Runs the cavity described by `o` from rest in `mode` through the scenarios' mode runner (common/mode_runner.hpp;
+//! one timed round of blocks): allocates the fields, runs one untimed warm-up block (it loads the kernels; graph mode
+//! then builds its graph with the explicit builder, one node per task of the block plan), resets to rest, then runs
+//! blocks of K = o->steps_per_graph steps until a block's change falls below o->tol (when o->tol > 0) or
+//! max_steps(*o) steps have run, and downloads the final state. A cavity_options given here is validated first.
 //! With several distinct devices it first enables peer access between every pair (conveyor::enable_peer_access;
 //! run_result::peer_access says what it found). The calling thread's current device is restored on return.
 //! `profiling` (optional, --profile / --doctor): every block (K time steps and the check: one graph launch in graph
 //! mode) is a profiled step of track to_string(mode); graph mode watches its executable graph ("cavity K steps")
 //! and hands it to the doctor after the run. One slab only.
-//! \throws std::invalid_argument as validate(), when a device of o.devices is not visible, or with `profiling` and
-//!         several slabs; std::runtime_error when the run diverges (the velocity change is not finite);
-//!         conveyor::cuda_error when a CUDA call fails (no device, out of memory, ...).
-[[nodiscard]] run_result run_cavity(const cavity_options& o, execution_mode mode,
+//! \throws invalid_options as validate(); std::invalid_argument when a device of o->devices is not visible, or
+//!         with `profiling` and several slabs; diverged when the run diverges; conveyor::cuda_error when a CUDA call
+//!         fails (no device, out of memory, ...).
+[[nodiscard]] run_result run_cavity(const checked_options& o, execution_mode mode,
                                     const std::function<void(const run_progress&)>& on_progress = {},
                                     scenarios::profiling* profiling = nullptr);
 

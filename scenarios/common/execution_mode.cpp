@@ -21,4 +21,10 @@ execution_mode parse_execution_mode(std::string_view text) {
   throw std::invalid_argument(fmt::format("unknown execution mode '{}' (expected sync, stream or graph)", text));
 }
 
+std::string to_string(const run_mode& m) {
+  std::string name(to_string(m.kind));
+  if (!m.graph.empty()) name.append("-").append(m.graph);
+  return name;
+}
+
 } // namespace conveyor::scenarios

@@ -172,20 +172,18 @@ std::string profile_dot_path(std::string_view trace) {
 }
 
 void check_profiling_options(const profiling_cli& o, bool has_graph, std::string_view doctor_modes) {
-  if (o.doctor && !has_graph) throw CLI::ValidationError("--doctor", fmt::format("needs {}", doctor_modes));
+  if (o.doctor && !has_graph) throw option_error("--doctor", fmt::format("needs {}", doctor_modes));
   if (o.steps_option != nullptr && o.steps_option->count() > 0 && o.trace.empty() && !o.doctor)
-    throw CLI::ValidationError("--profile-steps", "applies to --profile or --doctor only; without them it would be "
-                                                  "ignored");
+    throw option_error("--profile-steps", "applies to --profile or --doctor only; without them it would be ignored");
   if (o.verbose && o.trace.empty() && !o.doctor)
-    throw CLI::ValidationError("--verbose-report", "applies to --profile or --doctor only; without them it would be "
-                                                   "ignored");
+    throw option_error("--verbose-report", "applies to --profile or --doctor only; without them it would be ignored");
   if (o.trace.empty()) return;
   std::string extension = std::filesystem::path(o.trace).extension().string();
   for (auto& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (extension != ".json")
-    throw usage_error(fmt::format("--profile '{}': give a file name ending in .json (the graph is written "
-                                            "next to it, as .dot and .svg)",
-                                            o.trace));
+    throw usage_error(fmt::format("--profile '{}': give a file name ending in .json (the graph is written next to it, "
+                                  "as .dot and .svg)",
+                                  o.trace));
   check_output_file("--profile", o.trace);
   const std::string dot = profile_dot_path(o.trace);
   check_output_file("--profile (its DOT file)", dot);

@@ -1,12 +1,12 @@
 #pragma once
 //! \file profiling.hpp
 //! The workloads' `--profile FILE.json`, `--profile-steps N` and `--doctor` options, and the profiling session
-//! behind them (conveyor/profile): each workload marks its natural step (profile_step), watches the executable
-//! graphs it launches and hands them to the doctor after the run (profiling::examine); the session profiles a
-//! bounded window of steps per execution mode, then writes the Perfetto trace, the coloured DOT (and SVG) and
-//! prints the report and the findings.
+//! behind them (conveyor/profile): the mode runner (mode_runner.hpp) marks every step of a workload (profiling::step),
+//! has its graph step watch the executable graphs it launches and hand them to the doctor after the run
+//! (profiling::examine); the session profiles a bounded window of steps per execution mode, then writes the Perfetto
+//! trace, the coloured DOT (and SVG) and prints the report and the findings.
 //!
-//! Without --profile and --doctor no session exists: profile_step returns an empty optional and nothing else runs.
+//! Without --profile and --doctor no session exists: no step is marked and nothing else runs.
 //! With one, CUPTI records only from a window's first step (or a watched graph's set-up) to the window's end: the
 //! rest of the run runs without a profiler.
 
@@ -25,7 +25,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -54,7 +53,8 @@ void add_profiling_options(CLI::App& sub, profiling_cli& o, std::string_view ste
 //! Checks the options together, before any work: --doctor needs a graph mode (`has_graph`), --profile-steps needs
 //! --profile or --doctor, and the --profile file must end in ".json" and be writable atomically (check_output_file)
 //! as must the DOT and SVG files written next to it (profile_dot_path).
-//! \throws CLI::ValidationError for the combinations, naming `doctor_modes`; std::invalid_argument for the paths.
+//! \throws usage_error for the combinations and the file name, naming `doctor_modes`; std::invalid_argument for the
+//!         paths.
 void check_profiling_options(const profiling_cli& o, bool has_graph, std::string_view doctor_modes);
 
 //! The DOT file written next to a --profile trace: FILE.json -> FILE.dot; empty for an empty path.
@@ -142,16 +142,6 @@ private:
   std::vector<examined> examined_;
   bool stopped_ = false;
 };
-
-//! `p->step(to_string(mode))`, or an empty optional when `p` is null (no --profile, no --doctor: nothing else
-//! happens, to_string is not even called). `Mode` is an execution mode enumeration with a to_string found by ADL.
-//! \throws as profiling::step().
-template <class Mode>
-  requires std::is_enum_v<Mode>
-[[nodiscard]] std::optional<profile::step_scope> profile_step(profiling* p, Mode mode) {
-  if (p == nullptr) return std::nullopt;
-  return p->step(to_string(mode));
-}
 
 //! The session the options ask for, or nullptr when neither --profile nor --doctor was given. With --doctor alone
 //! only the graph modes are profiled.

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace conveyor::scenarios {
 
@@ -15,6 +16,12 @@ public:
   //! An error with the message `what`.
   explicit usage_error(const std::string& what) : std::invalid_argument(what) {}
 };
+
+//! The usage error "OPTION: PROBLEM", e.g. option_error("--dot", "needs --mode graph or --mode all").
+//! \throws std::bad_alloc only.
+[[nodiscard]] inline usage_error option_error(std::string_view option, std::string_view problem) {
+  return usage_error(std::string(option).append(": ").append(problem));
+}
 
 //! Exit status for a usage error (bad option, value or combination).
 inline constexpr int exit_usage = 2;

@@ -52,8 +52,9 @@ struct size_report {
 //! outputs of the whole batch.
 [[nodiscard]] std::uint64_t batch_output_hash(const std::vector<frame_slot>& slots) noexcept;
 
-//! Runs `modes` in order over `slots` (all of the chain's size; `names` labels them in the graph log): for each
-//! mode `o.warmup` untimed passes then `o.repeat` timed ones. Afterwards the slots hold the last mode's outputs.
+//! Runs `modes` in order over `slots` (all of the chain's size; `names` labels them in the graph log) through the
+//! scenarios' mode runner (common/mode_runner.hpp): for each mode `o.warmup` untimed passes then `o.repeat` timed
+//! ones, a pass being a round. Afterwards the slots hold the last mode's outputs.
 //! `profiling` (optional, --profile / --doctor): every frame is a profiled step of track to_string(mode); graph
 //! mode watches the chain's executable graph (named as frame_graph_name) and hands it to the doctor after the run.
 //! \throws std::invalid_argument for empty slots, mismatched names or bad options; conveyor::cuda_error when a
@@ -62,9 +63,6 @@ struct size_report {
                                         const std::vector<std::string>& names,
                                         const std::vector<execution_mode>& modes, const timing_options& o,
                                         scenarios::profiling* profiling = nullptr);
-
-//! The median of `values` (the mean of the middle two for an even count); 0 for none. Never throws.
-[[nodiscard]] double median(std::vector<double> values) noexcept;
 
 //! The name the profile and the doctor give the graph of `width` x `height` frames: "filter frame WxH".
 [[nodiscard]] std::string frame_graph_name(int width, int height);

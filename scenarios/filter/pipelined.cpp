@@ -1,5 +1,8 @@
 //! \file pipelined.cpp
+//! The pipelined mode and its bound, each stage timed alone.
 #include "filter/pipelined.hpp"
+
+#include "common/statistics.hpp"
 
 #include <conveyor/runtime/stream.hpp>
 
@@ -26,7 +29,7 @@ double time_passes(const timing_options& o, std::size_t frames, const stream& s,
     if (i >= o.warmup)
       ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count() / static_cast<double>(frames));
   }
-  return median(ms);
+  return scenarios::median(ms);
 }
 
 } // namespace

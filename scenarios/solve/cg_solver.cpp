@@ -1,8 +1,10 @@
 //! \file cg_solver.cpp
-//! The five execution modes of the CG solver.
+//! The CG solver's modes through the mode runner: sync and stream, and three graph modes (one iteration per launch,
+//! the loop in a WHILE node, a device graph relaunching itself).
 
 #include "solve/cg_solver.hpp"
 
+#include "common/mode_runner.hpp"
 #include "common/profiling.hpp"
 #include "solve/cg_relaunch.hpp"
 
@@ -15,19 +17,16 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 
 namespace conveyor::solve {
 
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-double ms_since(clock_type::time_point start) {
-  return std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
-}
 
 // Checks the inputs before anything is allocated; returns n.
 int validated_size(const csr_matrix& a, std::span<const double> b) {
@@ -61,16 +60,18 @@ std::size_t count_nodes(const conveyor::graph& g) {
 
 } // namespace
 
-std::string_view to_string(solve_mode mode) noexcept {
+scenarios::run_mode as_run_mode(solve_mode mode) noexcept {
   switch (mode) {
-  case solve_mode::sync: return "sync";
-  case solve_mode::stream: return "stream";
-  case solve_mode::graph_per_iteration: return "graph-per-iteration";
-  case solve_mode::graph_while: return "graph-while";
-  case solve_mode::graph_relaunch: return "graph-relaunch";
+  case solve_mode::sync: return scenarios::execution_mode::sync;
+  case solve_mode::stream: return scenarios::execution_mode::stream;
+  case solve_mode::graph_per_iteration: return {scenarios::execution_mode::graph, "per-iteration"};
+  case solve_mode::graph_while: return {scenarios::execution_mode::graph, "while"};
+  case solve_mode::graph_relaunch: return {scenarios::execution_mode::graph, "relaunch"};
   }
-  return "unknown";
+  return {};
 }
+
+std::string to_string(solve_mode mode) { return scenarios::to_string(as_run_mode(mode)); }
 
 solve_mode parse_solve_mode(std::string_view text) {
   for (solve_mode m : all_solve_modes)
@@ -192,126 +193,203 @@ conveyor::graph cg_solver::make_while_graph(const solve_options& options) {
   return g;
 }
 
+//! One solve as a workload of the mode runner: one round, from x = 0 to convergence. Eager modes and
+//! graph-per-iteration run the set-up and read the scalars in the round's prologue, then one iteration and one
+//! read-back per step until the check kernel clears `proceed`; graph-while and graph-relaunch are one step, the whole
+//! loop on the GPU.
+class cg_run final : public scenarios::workload {
+public:
+  cg_run(cg_solver& solver, solve_mode mode, const solve_options& o) : solver_(solver), mode_(mode), o_(o) {
+    // The read-back (solve_options::read_back): the check kernels of the steps made below write the scalars to
+    // pinned host memory too, or a copy follows each iteration. graph-while and graph-relaunch read once, at the
+    // end, by copy (graph-relaunch also once after the set-up).
+    const bool one_launch = mode == solve_mode::graph_while || mode == solve_mode::graph_relaunch;
+    solver.st_.mirror =
+        o.read_back == solve_options::readback::mapped && !one_launch ? solver.host_scalars_.data() : nullptr;
+    setup_ = solver.setup_steps();
+    setup_.push_back(solver.check_step(o, 0, false));
+    iteration_ = solver.iteration_steps();
+    iteration_.push_back(solver.check_step(o, 0, false));
+  }
+
+  [[nodiscard]] cudaStream_t stream() const override { return solver_.stream_.get(); }
+  void reset() override {}
+  [[nodiscard]] std::unique_ptr<scenarios::graph_step> make_graph() override;
+  void synchronize() override { solver_.stream_.synchronize(); }
+  [[nodiscard]] std::size_t begin_round(std::size_t round) override {
+    if (round > 0) return 0;
+    const bool one_launch = mode_ == solve_mode::graph_while || mode_ == solve_mode::graph_relaunch;
+    return one_launch ? 1 : std::numeric_limits<std::size_t>::max();
+  }
+  bool prologue(const scenarios::launch_ctx& ctx) override { return set_up(ctx.sync_each); }
+  void enqueue(const scenarios::launch_ctx& ctx, std::size_t) override {
+    solver_.run_eager(iteration_, ctx.sync_each);
+    read_back();
+  }
+  bool after_step(std::size_t) override { return !proceed_; }
+  //! The units are iterations (at least one, as solve_result::us_per_iteration counts them).
+  [[nodiscard]] std::size_t end_round(std::size_t) override {
+    return static_cast<std::size_t>(std::max(solver_.host_scalars_.data()[0].iterations, 1));
+  }
+
+  //! The set-up kernels and their check, then the scalars read; true when CG must iterate.
+  bool set_up(bool sync_each) {
+    solver_.run_eager(setup_, sync_each);
+    return read_back();
+  }
+  //! Reads the scalars back; returns (and keeps) whether CG must go on.
+  bool read_back() {
+    proceed_ = solver_.read_scalars().proceed != 0;
+    return proceed_;
+  }
+  //! The solver's stream: graph launches, read-backs.
+  [[nodiscard]] const conveyor::stream& solver_stream() const noexcept { return solver_.stream_; }
+  //! The programmatic pass on `g` with --pdl (its report into graph_report).
+  void apply_programmatic(conveyor::graph& g) { solver_.apply_programmatic(g, o_, &graph_report); }
+  //! What the graph modes report: the programmatic pass, the graph's nodes, the relaunch's device-side status.
+  solve_result graph_report;
+  int relaunch_status = 0;
+
+private:
+  cg_solver& solver_;
+  solve_mode mode_;
+  const solve_options& o_;
+  std::vector<cg_solver::step> setup_;
+  std::vector<cg_solver::step> iteration_;
+  bool proceed_ = true;
+};
+
+namespace {
+
+//! What the three graph modes share: the graph (the programmatic pass applied to it with --pdl), its name for the
+//! profile and the doctor, its nodes counted after the run.
+class cg_graph_step : public scenarios::graph_step {
+public:
+  cg_graph_step(cg_run& run, conveyor::graph g, std::string name)
+      : run_(run), graph_(std::move(g)), name_(std::move(name)) {
+    run.apply_programmatic(graph_);
+  }
+  void watch(scenarios::profiling& p) override { p.watch(exec(), name_); }
+  void after_rounds() override { run_.graph_report.graph_nodes = count_nodes(graph_); }
+  void examine(scenarios::profiling& p) override { p.examine(exec(), name_); }
+
+protected:
+  [[nodiscard]] virtual const conveyor::graph_exec& exec() const = 0;
+  cg_run& run_;
+  conveyor::graph graph_;
+
+private:
+  std::string name_;
+};
+
+//! graph-per-iteration: one iteration and its check captured, launched once per iteration, the scalars read back
+//! after each; the set-up eager in the prologue.
+class per_iteration_step final : public cg_graph_step {
+public:
+  per_iteration_step(cg_run& run, conveyor::graph g) : cg_graph_step(run, std::move(g), "CG iteration") {
+    exec_.emplace(conveyor::instantiate(graph_));
+    exec_->upload(run.solver_stream());
+  }
+  bool prologue() override { return run_.set_up(false); }
+  void launch(std::size_t) override {
+    exec_->launch(run_.solver_stream());
+    (void)run_.read_back();
+  }
+
+private:
+  [[nodiscard]] const conveyor::graph_exec& exec() const override { return *exec_; }
+  std::optional<conveyor::graph_exec> exec_;
+};
+
+//! graph-while: the whole solve in one launch: the set-up kernels, the check setting the condition, a WHILE node
+//! whose body is one iteration and the check (the scenarios' showcase of conditional nodes).
+class while_loop_step final : public cg_graph_step {
+public:
+  while_loop_step(cg_run& run, conveyor::graph g) : cg_graph_step(run, std::move(g), "CG while loop") {
+    exec_.emplace(conveyor::instantiate(graph_));
+    exec_->upload(run.solver_stream());
+  }
+  void launch(std::size_t) override {
+    exec_->launch(run_.solver_stream());
+    (void)run_.read_back();
+  }
+
+private:
+  [[nodiscard]] const conveyor::graph_exec& exec() const override { return *exec_; }
+  std::optional<conveyor::graph_exec> exec_;
+};
+
+//! graph-relaunch: the loop's body runs at least once per launch (the launch is its first pass), while WHILE tests
+//! first: the set-up kernels and their check run eagerly and the host reads `proceed` once before launching the
+//! device graph, which tail-launches itself until the check clears `proceed`.
+class relaunch_step final : public cg_graph_step {
+public:
+  relaunch_step(cg_run& run, conveyor::graph g, device_buffer<int> status)
+      : cg_graph_step(run, std::move(g), "CG relaunch loop"), status_(std::move(status)),
+        loop_(conveyor::instantiate_for_device(graph_, run.solver_stream())) {}
+  void launch(std::size_t) override {
+    if (run_.set_up(false)) {
+      loop_.launch(run_.solver_stream()); // the stream's next work waits for every relaunch
+      (void)run_.read_back();
+    }
+  }
+  //! The controller's status: a failed device-side relaunch's CUDA error, else 0.
+  void after_rounds() override {
+    cg_graph_step::after_rounds();
+    run_.relaunch_status = status_.download(1, run_.solver_stream().get()).at(0);
+  }
+
+private:
+  [[nodiscard]] const conveyor::graph_exec& exec() const override { return loop_.exec(); }
+  device_buffer<int> status_;
+  conveyor::device_graph loop_;
+};
+
+} // namespace
+
+std::unique_ptr<scenarios::graph_step> cg_run::make_graph() {
+  solve_options plain = o_;
+  plain.programmatic = false; // the pass runs once, on the whole graph (cg_graph_step)
+  switch (mode_) {
+  case solve_mode::graph_per_iteration:
+    return std::make_unique<per_iteration_step>(
+        *this, conveyor::capture(solver_.stream_, [&](const conveyor::stream& s) {
+          for (const auto& f : iteration_) f(s.get());
+        }));
+  case solve_mode::graph_while: return std::make_unique<while_loop_step>(*this, solver_.make_while_graph(plain));
+  case solve_mode::graph_relaunch: {
+    device_buffer<int> status(1);
+    status.zero_async(solver_.stream_.get());
+    conveyor::graph g = solver_.make_relaunch_graph(plain, status.data());
+    return std::make_unique<relaunch_step>(*this, std::move(g), std::move(status));
+  }
+  case solve_mode::sync:
+  case solve_mode::stream: break;
+  }
+  return nullptr;
+}
+
 solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
   if (!(o.tol > 0.0)) throw std::invalid_argument(fmt::format("cg_solver::solve: tol must be > 0, got {}", o.tol));
   if (o.max_iter < 0)
     throw std::invalid_argument(fmt::format("cg_solver::solve: max_iter must be >= 0, got {}", o.max_iter));
   stream_.synchronize();
-  // The read-back (solve_options::read_back): the check kernels of the steps made below write the scalars to
-  // pinned host memory too, or a copy follows each iteration. graph-while and graph-relaunch read once, at the end,
-  // by copy (graph-relaunch also once after the set-up).
-  st_.mirror = o.read_back == solve_options::readback::mapped && mode != solve_mode::graph_while &&
-                       mode != solve_mode::graph_relaunch
-                   ? host_scalars_.data()
-                   : nullptr;
-  solve_result out;
-  auto setup = setup_steps();
-  setup.push_back(check_step(o, 0, false));
-  auto iteration = iteration_steps();
-  iteration.push_back(check_step(o, 0, false));
-
-  switch (mode) {
-  case solve_mode::sync:
-  case solve_mode::stream: {
-    const bool sync_each = mode == solve_mode::sync;
-    const auto start = clock_type::now();
-    run_eager(setup, sync_each);
-    for (cg_scalars s = read_scalars(); s.proceed != 0;) {
-      const auto profiled = scenarios::profile_step(o.profiling, mode); // one iteration + read-back
-      run_eager(iteration, sync_each);
-      s = read_scalars();
-    }
-    out = finish(mode, o, ms_since(start));
-    break;
-  }
-  case solve_mode::graph_per_iteration: {
-    const auto setup_start = clock_type::now();
-    conveyor::graph g = conveyor::capture(stream_, [&](const conveyor::stream& s) {
-      for (const auto& f : iteration) f(s.get());
-    });
-    solve_result pdl;
-    apply_programmatic(g, o, &pdl);
-    conveyor::graph_exec exec = conveyor::instantiate(g);
-    exec.upload(stream_);
-    stream_.synchronize();
-    const double setup_ms = ms_since(setup_start);
-    if (o.profiling != nullptr) o.profiling->watch(exec, "CG iteration");
-    const auto start = clock_type::now();
-    run_eager(setup, false);
-    for (cg_scalars s = read_scalars(); s.proceed != 0;) {
-      const auto profiled = scenarios::profile_step(o.profiling, mode); // one launch + read-back
-      exec.launch(stream_);
-      s = read_scalars();
-    }
-    out = finish(mode, o, ms_since(start));
-    if (o.profiling != nullptr) o.profiling->examine(exec, "CG iteration");
-    out.setup_ms = setup_ms;
-    out.graph_nodes = count_nodes(g);
-    take_programmatic(out, pdl);
-    break;
-  }
-  case solve_mode::graph_while: {
-    const auto setup_start = clock_type::now();
-    solve_options plain = o;
-    plain.programmatic = false;
-    conveyor::graph g = make_while_graph(plain);
-    solve_result pdl;
-    apply_programmatic(g, o, &pdl);
-    conveyor::graph_exec exec = conveyor::instantiate(g);
-    exec.upload(stream_);
-    stream_.synchronize();
-    const double setup_ms = ms_since(setup_start);
-    if (o.profiling != nullptr) o.profiling->watch(exec, "CG while loop");
-    const auto start = clock_type::now();
-    {
-      const auto profiled = scenarios::profile_step(o.profiling, mode); // the whole solve: one launch
-      exec.launch(stream_);
-      (void)read_scalars();
-    }
-    out = finish(mode, o, ms_since(start));
-    if (o.profiling != nullptr) o.profiling->examine(exec, "CG while loop");
-    out.setup_ms = setup_ms;
-    out.graph_nodes = count_nodes(g);
-    take_programmatic(out, pdl);
-    break;
-  }
-  case solve_mode::graph_relaunch: {
-    // The loop's body runs at least once per launch (the launch is its first pass), while WHILE tests first: the
-    // set-up kernels and their check run eagerly and the host reads `proceed` once before launching the loop.
-    const auto setup_start = clock_type::now();
-    device_buffer<int> status(1);
-    status.zero_async(stream_.get());
-    solve_options plain = o;
-    plain.programmatic = false;
-    conveyor::graph g = make_relaunch_graph(plain, status.data());
-    solve_result pdl;
-    apply_programmatic(g, o, &pdl);
-    const conveyor::device_graph loop = conveyor::instantiate_for_device(g, stream_);
-    stream_.synchronize();
-    const double setup_ms = ms_since(setup_start);
-    if (o.profiling != nullptr) o.profiling->watch(loop.exec(), "CG relaunch loop");
-    const auto start = clock_type::now();
-    {
-      const auto profiled = scenarios::profile_step(o.profiling, mode); // the whole solve
-      run_eager(setup, false);
-      if (read_scalars().proceed != 0) {
-        loop.launch(stream_); // the stream's next work waits for every relaunch
-        (void)read_scalars();
-      }
-    }
-    out = finish(mode, o, ms_since(start));
-    if (o.profiling != nullptr) o.profiling->examine(loop.exec(), "CG relaunch loop");
-    const std::vector<int> failed = status.download(1, stream_.get());
-    if (failed.at(0) != 0)
-      throw std::runtime_error(fmt::format("cg_solver: graph-relaunch: the device-side relaunch failed after {} "
-                                           "iterations: {} ({})",
-                                           out.iterations, cudaGetErrorName(static_cast<cudaError_t>(failed[0])),
-                                           cudaGetErrorString(static_cast<cudaError_t>(failed[0]))));
-    out.setup_ms = setup_ms;
-    out.graph_nodes = count_nodes(g);
-    take_programmatic(out, pdl);
-    break;
-  }
+  cg_run run(*this, mode, o);
+  scenarios::run_settings settings;
+  settings.mode = as_run_mode(mode);
+  settings.programmatic = o.programmatic && is_graph_mode(mode);
+  settings.profiling = o.profiling;
+  const scenarios::mode_timing timing = scenarios::run_workload(run, settings);
+  solve_result out = finish(mode, o, timing.seconds * 1000.0);
+  if (run.relaunch_status != 0)
+    throw std::runtime_error(fmt::format("cg_solver: graph-relaunch: the device-side relaunch failed after {} "
+                                         "iterations: {} ({})",
+                                         out.iterations, cudaGetErrorName(static_cast<cudaError_t>(run.relaunch_status)),
+                                         cudaGetErrorString(static_cast<cudaError_t>(run.relaunch_status))));
+  if (is_graph_mode(mode)) {
+    out.setup_ms = timing.setup_ms;
+    out.graph_nodes = run.graph_report.graph_nodes;
+    take_programmatic(out, run.graph_report);
   }
   return out;
 }

@@ -1,14 +1,17 @@
 #pragma once
 //! \file cg_solver.hpp
-//! Jacobi-preconditioned conjugate gradients on the GPU in five execution modes that run the same kernels:
-//! sync, stream, graph-per-iteration, graph-while (the whole loop in one graph launch, a WHILE conditional node
-//! whose condition a kernel sets from the residual) and graph-relaunch (the iteration as a device graph whose last
-//! kernel tail-launches it again while the check kernel's flag says so). With solve_options::programmatic (`--pdl`)
-//! the graph modes' edges into the CG kernels become programmatic (conveyor::make_programmatic).
+//! Jacobi-preconditioned conjugate gradients on the GPU in the scenarios' run modes (common/execution_mode.hpp),
+//! all running the same kernels through the mode runner (common/mode_runner.hpp): sync, stream, and three graph
+//! modes — graph-per-iteration, graph-while (the whole loop in one graph launch, a WHILE conditional node whose
+//! condition a kernel sets from the residual: the scenarios' showcase of conditional nodes) and graph-relaunch (the
+//! iteration as a device graph whose last kernel tail-launches it again while the check kernel's flag says so). With
+//! solve_options::programmatic (`--pdl`) the graph modes' edges into the CG kernels become programmatic
+//! (conveyor::make_programmatic).
 
+#include "common/device_buffer.hpp"
+#include "common/execution_mode.hpp"
 #include "solve/cg_kernels.hpp"
 #include "solve/csr.hpp"
-#include "common/device_buffer.hpp"
 #include "solve/spmv.hpp"
 
 #include <conveyor/define/graph.hpp>
@@ -31,7 +34,8 @@ namespace conveyor::solve {
 using scenarios::device_buffer;
 using scenarios::pinned_buffer;
 
-//! How the host drives the CG loop.
+//! How the host drives the CG loop: the solver's run modes, each a scenarios::run_mode (as_run_mode), which gives
+//! its name.
 enum class solve_mode {
   sync,                //!< every kernel followed by cudaStreamSynchronize; the host checks the residual each iteration
   stream,              //!< kernels enqueued asynchronously; one read-back of the residual per iteration
@@ -55,8 +59,11 @@ inline constexpr std::array<solve_mode, 5> all_solve_modes{solve_mode::sync, sol
          mode == solve_mode::graph_relaunch;
 }
 
-//! The mode's command-line name: "sync", "stream", "graph-per-iteration", "graph-while", "graph-relaunch".
-[[nodiscard]] std::string_view to_string(solve_mode mode) noexcept;
+//! The run mode `mode` is: sync, stream, or graph with the graph named "per-iteration", "while" or "relaunch".
+[[nodiscard]] scenarios::run_mode as_run_mode(solve_mode mode) noexcept;
+//! The mode's name (to_string of its run mode): "sync", "stream", "graph-per-iteration", "graph-while",
+//! "graph-relaunch". \throws std::bad_alloc only.
+[[nodiscard]] std::string to_string(solve_mode mode);
 //! Parses a command-line name.
 //! \throws std::invalid_argument for an unknown name.
 [[nodiscard]] solve_mode parse_solve_mode(std::string_view text);
@@ -72,8 +79,8 @@ struct solve_options {
   scenarios::profiling* profiling = nullptr;
   //! How the host reads the scalars (residual, continue flag) after each iteration in the sync, stream and
   //! graph-per-iteration modes: `mapped` (the check kernel also writes them to pinned host memory: no copy), or
-  //! `copy` (a cudaMemcpyAsync after the iteration, the way before the tuning doctor pointed at it: docs/observe.md).
-  //! The numbers are the same either way.
+  //! `copy` (a cudaMemcpyAsync after the iteration, which the tuning doctor points at: docs/observe.md). The numbers
+  //! are the same either way.
   enum class readback { mapped, copy } read_back = readback::mapped;
   //! `--pdl`: in the graph modes, make_programmatic turns every edge from a kernel into a CG kernel (all of which
   //! wait for their predecessors first: cg_kernels.hpp) into a programmatic edge, the WHILE body's included; edges
@@ -100,6 +107,8 @@ struct solve_result {
   std::size_t programmatic_left = 0;    //!< edges into kernel nodes it left full (into cuSPARSE, from non-kernels)
   std::vector<std::string> programmatic_lines; //!< its report, one line per edge (programmatic_report::lines)
 };
+
+class cg_run;
 
 //! A CG solver for one SPD matrix and right-hand side, resident on the current device. Not thread-safe.
 class cg_solver {
@@ -134,6 +143,7 @@ public:
   [[nodiscard]] int size() const noexcept { return n_; }
 
 private:
+  friend class cg_run; // one solve as a workload of the mode runner (cg_solver.cpp)
   using step = std::function<void(cudaStream_t)>;
   [[nodiscard]] std::vector<step> setup_steps() const;
   [[nodiscard]] std::vector<step> iteration_steps() const;

@@ -1,8 +1,11 @@
 //! \file data_parallel.cpp
-//! Data-parallel training over NCCL (data_parallel.hpp): replicas, the step, and the run in three modes.
+//! Data-parallel training over NCCL (data_parallel.hpp): replicas, the step, and the run in three modes through
+//! the mode runner (common/mode_runner.hpp).
 
 #include "train/data_parallel.hpp"
 
+#include "common/hash.hpp"
+#include "common/mode_runner.hpp"
 #include "train/cublas.hpp"
 #include "train/device_data.hpp"
 #include "train/kernels.hpp"
@@ -18,7 +21,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -44,28 +46,20 @@ shard_rows shard_of(int batch, int rank, int world_size) {
   return {first, end - first};
 }
 
-void check_data_parallel_options(const train_options& o, const dataset& data, int world_size) {
-  check_options(o, data);
+void check_data_parallel_options(const train_options& o, const dataset& data, int world_size,
+                                 const option_names& names) {
+  check_options(o, data, names);
   (void)shard_of(o.batch, 0, world_size); // world_size >= 1, batch >= world_size
   if (o.profiling != nullptr)
-    throw std::invalid_argument("profiling (--profile, --doctor) applies to the one-GPU run, not to data-parallel "
-                                "training");
+    throw std::invalid_argument("profiling applies to the one-GPU run, not to data-parallel training");
   if (o.programmatic)
-    throw std::invalid_argument("--pdl applies to the one-GPU run, not to data-parallel training");
+    throw std::invalid_argument("programmatic dependent launch applies to the one-GPU run, not to data-parallel "
+                                "training");
 }
 
 std::uint64_t parameters_hash(const host_parameters& p) {
   const std::vector<float> flat = pack(p);
-  std::uint64_t h = 0xCBF29CE484222325ULL;
-  for (const float v : flat) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &v, sizeof bits);
-    for (int i = 0; i < 4; ++i) {
-      h ^= (bits >> (8 * i)) & 0xFFU;
-      h *= 0x100000001B3ULL;
-    }
-  }
-  return h;
+  return scenarios::fnv1a_of(std::span<const float>(flat));
 }
 
 namespace {
@@ -242,6 +236,123 @@ int check_communicators(std::span<const nccl::communicator> comms) {
   return size;
 }
 
+//! The step captured by hand (one cross-device graph: fork/join across the replicas' streams, NCCL inside),
+//! instantiated and launched once before the reset (it uploads the graph and runs its collectives outside the
+//! timing); launched on replica 0's stream. Destroyed by the mode runner before the run returns or throws, so the
+//! communicators may then be finalised or aborted (NCCL waits for the graphs that captured them to go).
+class data_parallel_graph final : public scenarios::graph_step {
+public:
+  data_parallel_graph(data_parallel_program& program, train_result& result) : program_(program) {
+    replica& first = program.front();
+    const conveyor::graph g = program.capture_step();
+    result.graph_nodes = g.node_count();
+    result.graph_edges = g.edge_count();
+    result.graph_dot = conveyor::to_dot(g, "train_step_data_parallel");
+    const device_guard on(first.device);
+    exec_.emplace(conveyor::instantiate(g));
+    exec_->launch(first.stream);
+  }
+  void launch(std::size_t) override { exec_->launch(program_.front().stream); }
+
+private:
+  data_parallel_program& program_;
+  std::optional<conveyor::graph_exec> exec_;
+};
+
+//! One data-parallel run as a workload of the mode runner: as the one-GPU run (a round is a timed chunk, each epoch
+//! begun untimed before its first chunk), on every replica. The eager warm-up step (every mode) also makes NCCL's
+//! connections outside any capture; every rank then agrees on capturing or not (nccl::agree_on_capture).
+class data_parallel_run final : public scenarios::workload {
+public:
+  data_parallel_run(std::span<const nccl::communicator> comms, const train_options& o, const dataset& data,
+                    execution_mode mode, train_result& result)
+      : options_(o), mode_(mode), result_(result), length_(detail::length_of(o, data.train_images.count)),
+        program_(comms, data, o.batch, o.optimizer, length_.steps), init_(he_init(o.seed)),
+        order_(data.train_images.count), chunks_(length_, o.chunk_steps) {
+    result_.mode = mode;
+    result_.steps_per_epoch = length_.steps_per_epoch;
+    result_.steps = length_.steps;
+    result_.epochs = length_.epochs;
+  }
+
+  [[nodiscard]] cudaStream_t stream() const override { return program_.front().stream.get(); }
+  void reset() override { program_.reset(init_); }
+  void warm_up(const launch_ctx&) override {
+    begin_epoch(0);
+    program_.enqueue_step(false);
+    program_.synchronize();
+    program_.agree_on_capture(mode_ == execution_mode::graph);
+  }
+  [[nodiscard]] std::unique_ptr<scenarios::graph_step> make_graph() override {
+    return std::make_unique<data_parallel_graph>(program_, result_);
+  }
+  void synchronize() override { program_.synchronize(); }
+  [[nodiscard]] std::size_t begin_round(std::size_t) override {
+    return chunks_.next([&](int epoch) {
+      begin_epoch(epoch);
+      program_.synchronize(); // keep the uploads out of the first chunk's time
+    });
+  }
+  void enqueue(const launch_ctx& ctx, std::size_t) override { program_.enqueue_step(ctx.sync_each); }
+  [[nodiscard]] std::size_t end_round(std::size_t steps) override {
+    chunks_.finish_chunk();
+    if (options_.on_progress) {
+      replica& first = program_.front();
+      const device_guard on(first.device);
+      options_.on_progress(train_progress{mode_, chunks_.epoch(), length_.epochs, chunks_.done(), length_.steps,
+                                          length_.steps_per_epoch,
+                                          detail::read_loss(first.loss_history, chunks_.done() - 1,
+                                                            first.stream.get())});
+    }
+    return steps;
+  }
+
+  //! The results after the run: replica 0's losses and parameters, their hash, whether every replica ended bitwise
+  //! equal to replica 0, the test accuracy of replica 0's parameters.
+  void collect(const dataset& data);
+
+private:
+  void begin_epoch(int epoch) {
+    program_.synchronize(); // the previous uploads from the pinned order have completed
+    program_.begin_epoch(order_.fill(options_.seed, epoch));
+  }
+
+  const train_options& options_;
+  execution_mode mode_;
+  train_result& result_;
+  detail::run_length length_;
+  data_parallel_program program_;
+  host_parameters init_;
+  detail::epoch_order order_;
+  detail::chunk_schedule chunks_;
+};
+
+void data_parallel_run::collect(const dataset& data) {
+  replica& first = program_.front();
+  const std::size_t total = length_.steps;
+  {
+    const device_guard on(first.device);
+    result_.losses = first.loss_history.download(total, first.stream.get());
+    result_.final_parameters = first.model.parameters(first.stream.get());
+  }
+  result_.parameters_hash = parameters_hash(result_.final_parameters);
+  const std::vector<float> reference = pack(result_.final_parameters);
+  for (std::size_t i = 1; i < program_.replicas().size(); ++i) {
+    replica& r = *program_.replicas()[i];
+    const device_guard on(r.device);
+    const std::vector<float> losses = r.loss_history.download(total, r.stream.get());
+    const std::vector<float> params = pack(r.model.parameters(r.stream.get()));
+    // Bitwise: compared as bytes, so that -0 against +0 or NaN payloads count as differences.
+    const bool same = losses.size() == result_.losses.size() && params.size() == reference.size() &&
+                      std::memcmp(losses.data(), result_.losses.data(), losses.size() * sizeof(float)) == 0 &&
+                      std::memcmp(params.data(), reference.data(), params.size() * sizeof(float)) == 0;
+    result_.replicas_identical = result_.replicas_identical && same;
+  }
+  const device_guard on(first.device);
+  const device_split test = detail::upload_split(data.test_images, data.test_labels, first.stream.get());
+  result_.test_accuracy = detail::evaluate(first.model, first.blas, test, data.test_labels, first.stream.get());
+}
+
 } // namespace
 
 train_result run_data_parallel(const train_options& options, const dataset& data, execution_mode mode,
@@ -249,114 +360,17 @@ train_result run_data_parallel(const train_options& options, const dataset& data
   const int world = check_communicators(comms);
   check_data_parallel_options(options, data, world);
   train_result result;
-  result.mode = mode;
   result.world_size = world;
   result.local_replicas = static_cast<int>(comms.size());
   for (const nccl::communicator& c : comms) result.devices.push_back(c.device());
-  result.steps_per_epoch = steps_per_epoch(data.train_images.count, options.batch);
-  const std::size_t spe = result.steps_per_epoch;
-  std::size_t total = spe * static_cast<std::size_t>(options.epochs);
-  if (options.max_steps > 0) total = std::min(total, options.max_steps);
-  result.steps = total;
-  result.epochs = static_cast<int>((total + spe - 1) / spe);
-
-  data_parallel_program program(comms, data, options.batch, options.optimizer, total);
-  replica& first = program.front();
-  const host_parameters init = he_init(options.seed);
-  program.reset(init);
-
-  pinned_buffer<int> perm_host(data.train_images.count);
-  auto begin_epoch = [&](int epoch) {
-    program.synchronize(); // the previous uploads from perm_host have completed
-    const std::vector<int> perm = epoch_permutation(options.seed, epoch, perm_host.size());
-    std::copy(perm.begin(), perm.end(), perm_host.data());
-    program.begin_epoch(perm_host.data());
-  };
-
-  // Warm-up step, eager on every mode (it also makes NCCL's connections outside any capture); graph mode then
-  // captures, instantiates and launches the step once; then everything is reset, so that every mode trains from the
-  // same state.
-  begin_epoch(0);
-  program.enqueue_step(false);
-  program.synchronize();
-  const bool graph_mode = mode == execution_mode::graph;
-  program.agree_on_capture(graph_mode);
-  // The graph that captured NCCL's all-reduce and its executable graph hold NCCL's resources for it: they go before
-  // the communicators, also when a step or a wait throws (the caller then finalises or aborts the communicators,
-  // and NCCL's abort and finalisation wait for the graphs that captured the communicator to be destroyed). The
-  // captured graph lives in the capture's block only; the executable graph is reset on every way out of the steps.
-  std::optional<conveyor::graph_exec> step_exec;
-  try {
-    if (graph_mode) {
-      const conveyor::graph g = program.capture_step();
-      result.graph_nodes = g.node_count();
-      result.graph_edges = g.edge_count();
-      result.graph_dot = conveyor::to_dot(g, "train_step_data_parallel");
-      const device_guard on(first.device);
-      step_exec.emplace(conveyor::instantiate(g));
-      step_exec->launch(first.stream); // once before the reset: uploads it and runs its collectives outside the timing
-    }
-    program.synchronize();
-    program.reset(init);
-
-    using clock = std::chrono::steady_clock;
-    std::size_t done = 0;
-    for (int epoch = 0; epoch < result.epochs; ++epoch) {
-      begin_epoch(epoch);
-      program.synchronize(); // keep the uploads out of the first chunk's time
-      const std::size_t in_epoch = std::min(spe, total - done);
-      for (std::size_t c = 0; c < in_epoch; c += static_cast<std::size_t>(options.chunk_steps)) {
-        const std::size_t n = std::min(static_cast<std::size_t>(options.chunk_steps), in_epoch - c);
-        const auto t0 = clock::now();
-        for (std::size_t k = 0; k < n; ++k) {
-          if (step_exec)
-            step_exec->launch(first.stream);
-          else
-            program.enqueue_step(mode == execution_mode::sync);
-        }
-        program.synchronize();
-        const auto t1 = clock::now();
-        result.chunk_ms_per_step.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count() /
-                                           static_cast<double>(n));
-        done += n;
-        if (options.on_progress) {
-          const device_guard on(first.device);
-          options.on_progress(train_progress{mode, epoch, result.epochs, done, total, spe,
-                                             detail::read_loss(first.loss_history, done - 1, first.stream.get())});
-        }
-      }
-    }
-  } catch (...) {
-    step_exec.reset();
-    throw;
-  }
-  step_exec.reset(); // before the communicators can go: it holds NCCL's resources for the captured all-reduce
-
-  result.ms_per_step = detail::median(result.chunk_ms_per_step);
+  data_parallel_run run(comms, options, data, mode, result);
+  scenarios::run_settings settings;
+  settings.mode = mode;
+  const scenarios::mode_timing timing = scenarios::run_workload(run, settings);
+  result.chunk_ms_per_step = timing.ms_per_unit;
+  result.ms_per_step = timing.median_ms_per_unit;
   result.steps_per_second = result.ms_per_step > 0.0 ? 1000.0 / result.ms_per_step : 0.0;
-  {
-    const device_guard on(first.device);
-    result.losses = first.loss_history.download(total, first.stream.get());
-    result.final_parameters = first.model.parameters(first.stream.get());
-  }
-  result.parameters_hash = parameters_hash(result.final_parameters);
-  const std::vector<float> reference = pack(result.final_parameters);
-  for (std::size_t i = 1; i < program.replicas().size(); ++i) {
-    replica& r = *program.replicas()[i];
-    const device_guard on(r.device);
-    const std::vector<float> losses = r.loss_history.download(total, r.stream.get());
-    const std::vector<float> params = pack(r.model.parameters(r.stream.get()));
-    // Bitwise: compared as bytes, so that -0 against +0 or NaN payloads count as differences.
-    const bool same = losses.size() == result.losses.size() && params.size() == reference.size() &&
-                      std::memcmp(losses.data(), result.losses.data(), losses.size() * sizeof(float)) == 0 &&
-                      std::memcmp(params.data(), reference.data(), params.size() * sizeof(float)) == 0;
-    result.replicas_identical = result.replicas_identical && same;
-  }
-  {
-    const device_guard on(first.device);
-    const device_split test = detail::upload_split(data.test_images, data.test_labels, first.stream.get());
-    result.test_accuracy = detail::evaluate(first.model, first.blas, test, data.test_labels, first.stream.get());
-  }
+  run.collect(data);
   return result;
 }
 

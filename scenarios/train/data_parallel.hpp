@@ -57,10 +57,12 @@ struct shard_rows {
 //!         shard would be empty).
 [[nodiscard]] shard_rows shard_of(int batch, int rank, int world_size);
 
-//! check_options, and what data-parallel training needs on top: world_size >= 1, a batch of at least world_size
-//! rows (every GPU gets at least one row of each batch), no profiling and no `--pdl` (one-GPU features).
+//! check_options (its messages naming the options as `names` says), and what data-parallel training needs on top:
+//! world_size >= 1, a batch of at least world_size rows (every GPU gets at least one row of each batch), no
+//! profiling and no programmatic launch (one-GPU features).
 //! \throws std::invalid_argument naming the problem.
-void check_data_parallel_options(const train_options& options, const dataset& data, int world_size);
+void check_data_parallel_options(const train_options& options, const dataset& data, int world_size,
+                                 const option_names& names = {});
 
 //! FNV-1a (64 bits) of the bytes of `p` packed in the device layout (pack()): equal for bitwise equal parameters, to
 //! compare replicas across processes.

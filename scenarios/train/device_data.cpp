@@ -1,5 +1,6 @@
 //! \file device_data.cpp
-//! Data splits on the device, evaluation, loss read-back and the median (device_data.hpp).
+//! Data splits on the device, evaluation, loss read-back, the run's length and the epochs' orders
+//! (device_data.hpp).
 
 #include "train/device_data.hpp"
 
@@ -36,11 +37,19 @@ device_split upload_split(std::span<const float> x, std::span<const int> labels,
   return d;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+run_length length_of(const train_options& o, std::size_t train_count) {
+  run_length r;
+  r.steps_per_epoch = steps_per_epoch(train_count, o.batch);
+  r.steps = r.steps_per_epoch * static_cast<std::size_t>(o.epochs);
+  if (o.max_steps > 0) r.steps = std::min(r.steps, o.max_steps);
+  r.epochs = static_cast<int>((r.steps + r.steps_per_epoch - 1) / r.steps_per_epoch);
+  return r;
+}
+
+const int* epoch_order::fill(std::uint64_t seed, int epoch) {
+  const std::vector<int> perm = epoch_permutation(seed, epoch, order_.size());
+  std::copy(perm.begin(), perm.end(), order_.data());
+  return order_.data();
 }
 
 double evaluate(const mlp& model, cublas_handle& blas, const device_split& test, const idx_labels& labels,

@@ -1,10 +1,12 @@
 //! \file trainer.cpp
-//! The training loop in three execution modes.
+//! The training run as a workload of the mode runner (common/mode_runner.hpp); graph mode through
+//! conveyor::graphed.
 
 #include "train/trainer.hpp"
 
 #include "train/cublas.hpp"
 #include "common/device_buffer.hpp"
+#include "common/mode_runner.hpp"
 #include "common/profiling.hpp"
 #include "train/device_data.hpp"
 #include "train/kernels.hpp"
@@ -13,17 +15,16 @@
 #include <conveyor/define/capture.hpp>
 #include <conveyor/define/programmatic.hpp>
 #include <conveyor/execute/graph_exec.hpp>
+#include <conveyor/observe/describe.hpp>
 #include <conveyor/observe/export.hpp>
 #include <conveyor/runtime/stream.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
-#include <map>
+#include <memory>
 #include <numeric>
-#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -31,7 +32,6 @@ namespace conveyor::train {
 
 using detail::device_split;
 using detail::evaluate;
-using detail::median;
 using detail::read_loss;
 using detail::upload_split;
 
@@ -65,7 +65,7 @@ std::vector<int> epoch_permutation(std::uint64_t seed, int epoch, std::size_t n)
   return perm;
 }
 
-void check_options(const train_options& o, const dataset& data) {
+void check_options(const train_options& o, const dataset& data, const option_names& names) {
   validate(data);
   if (o.epochs < 1) throw std::invalid_argument("epochs must be at least 1");
   if (o.batch < 1 || static_cast<std::size_t>(o.batch) > data.train_images.count)
@@ -79,8 +79,9 @@ void check_options(const train_options& o, const dataset& data) {
   if (o.max_steps > 0) total = std::min(total, o.max_steps);
   if (total > static_cast<std::size_t>(INT_MAX))
     throw std::invalid_argument(fmt::format("{} steps in all ({} epoch(s) of {}-sample batches) are more than the {} a "
-                                            "run holds; fewer --epochs, a larger --batch or --max-steps",
-                                            total, o.epochs, o.batch, INT_MAX));
+                                            "run holds; fewer {}, a larger {} or {}",
+                                            total, o.epochs, o.batch, INT_MAX, names.epochs, names.batch,
+                                            names.max_steps));
 }
 
 namespace {
@@ -142,123 +143,246 @@ public:
   device_buffer<float> loss_history; // one loss per step
 };
 
+//! The step graphed: one call enqueues the step over `rows.real` samples on the capture stream.
+struct graphed_body {
+  step_program* program;
+  void operator()(const conveyor::stream& cs, conveyor::batch_size rows) const {
+    program->enqueue(launch_ctx{cs.get(), false}, static_cast<int>(rows.real));
+  }
+};
+
+class training_run;
+
+//! Graph mode: the step through conveyor::graphed, one executable graph for the batch-size bucket, replayed per
+//! batch; the partial last batch of an epoch (fewer real rows, a kernel argument) patches the few nodes that embed
+//! the row count, and the next full batch patches them back.
+class graphed_step final : public scenarios::graph_step {
+public:
+  explicit graphed_step(training_run& run);
+  void launch(std::size_t step) override;
+  void watch(scenarios::profiling& p) override {
+    for (const conveyor::graph_exec* e : step_.executables()) p.watch(*e, "train step");
+  }
+  void after_rounds() override;
+  void examine(scenarios::profiling& p) override {
+    if (const auto executables = step_.executables(); !executables.empty())
+      p.examine(*executables.front(), "train step", &step_.statistics(), &step_.reasons());
+  }
+
+private:
+  [[nodiscard]] conveyor::graphed_options options();
+  void describe_step();
+
+  training_run& run_;
+  conveyor::waiting_kernels waiting_;
+  conveyor::programmatic_report last_report_;
+  conveyor::graphed<graphed_body> step_;
+};
+
+//! One training run (run_training) as a workload of the mode runner: a round is a timed chunk of steps; each epoch
+//! begins (its order uploaded) before its first chunk, untimed; the eager warm-up step runs on the stream graph mode
+//! captures on (graph mode: graphed's own warm-up call).
+class training_run final : public scenarios::workload {
+public:
+  training_run(const train_options& o, const dataset& data, execution_mode mode, train_result& result)
+      : options_(o), data_(data), mode_(mode), result_(result),
+        length_(detail::length_of(o, data.train_images.count)),
+        train_(upload_split(data.train_images, data.train_labels, stream_.get())),
+        test_(upload_split(data.test_images, data.test_labels, stream_.get())), init_(he_init(o.seed)), program_(train_, o.batch, o.optimizer, length_.steps, stream_.get()),
+        order_(data.train_images.count), chunks_(length_, o.chunk_steps) {
+    result_.mode = mode;
+    result_.steps_per_epoch = length_.steps_per_epoch;
+    result_.steps = length_.steps;
+    result_.epochs = length_.epochs;
+  }
+
+  [[nodiscard]] cudaStream_t stream() const override { return stream_.get(); }
+  void reset() override { program_.reset(init_, stream_.get()); }
+  void warm_up(const launch_ctx& ctx) override {
+    begin_epoch(0);
+    if (mode_ != execution_mode::graph) program_.enqueue(ctx, options_.batch);
+  }
+  [[nodiscard]] std::unique_ptr<scenarios::graph_step> make_graph() override {
+    return std::make_unique<graphed_step>(*this);
+  }
+  void synchronize() override { stream_.synchronize(); }
+  [[nodiscard]] std::size_t begin_round(std::size_t) override {
+    return chunks_.next([&](int epoch) {
+      begin_epoch(epoch);
+      stream_.synchronize(); // keep the upload out of the first chunk's time
+    });
+  }
+  void enqueue(const launch_ctx& ctx, std::size_t step) override { program_.enqueue(ctx, rows(step)); }
+  [[nodiscard]] std::size_t end_round(std::size_t steps) override {
+    chunks_.finish_chunk();
+    if (options_.on_progress)
+      options_.on_progress(train_progress{mode_, chunks_.epoch(), length_.epochs, chunks_.done(), length_.steps,
+                                          length_.steps_per_epoch,
+                                          read_loss(program_.loss_history, chunks_.done() - 1, stream_.get())});
+    return steps;
+  }
+
+  //! The real rows of step `step` of the current chunk.
+  [[nodiscard]] int rows(std::size_t step) const {
+    return rows_in_step(data_.train_images.count, options_.batch, chunks_.step_in_epoch(step));
+  }
+  //! The results after the run: losses, parameters, test accuracy.
+  void collect() {
+    result_.losses = program_.loss_history.download(length_.steps, stream_.get());
+    result_.final_parameters = program_.model.parameters(stream_.get());
+    result_.test_accuracy = evaluate(program_.model, program_.blas, test_, data_.test_labels, stream_.get());
+  }
+
+  [[nodiscard]] const train_options& options() const noexcept { return options_; }
+  [[nodiscard]] const conveyor::stream& graph_stream() const noexcept { return stream_; }
+  [[nodiscard]] step_program& program() noexcept { return program_; }
+  [[nodiscard]] train_result& result() noexcept { return result_; }
+
+private:
+  void begin_epoch(int epoch) {
+    stream_.synchronize(); // the previous upload from the pinned order has completed
+    program_.begin_epoch(order_.fill(options_.seed, epoch), stream_.get());
+  }
+
+  const train_options& options_;
+  const dataset& data_;
+  execution_mode mode_;
+  train_result& result_;
+  detail::run_length length_;
+  conveyor::stream stream_;
+  device_split train_;
+  device_split test_;
+  host_parameters init_;
+  step_program program_;
+  detail::epoch_order order_;
+  detail::chunk_schedule chunks_;
+};
+
+graphed_step::graphed_step(training_run& run) : run_(run), step_(graphed_body{&run.program()}, options()) {
+  // Warm-up call (eager, on the stream graph mode captures on) and capture of the full batch.
+  step_.prepare(run_.graph_stream(), conveyor::batch_size{static_cast<std::size_t>(run_.options().batch)});
+  describe_step();
+}
+
+conveyor::graphed_options graphed_step::options() {
+  conveyor::graphed_options o;
+  o.warmup_calls = 1;
+  o.buckets = {static_cast<std::size_t>(run_.options().batch)};
+  // The real row count only flows into kernel arguments (the loss mask and mean): declared, so the partial batch
+  // patches those fields instead of re-capturing the step (after one verifying re-capture).
+  o.rebind_arguments = {{0, conveyor::rebind_policy::learn}};
+  // --pdl: every capture of the step goes through the programmatic pass before graphed instantiates or updates with
+  // it (graphed_options::transform), so replay, rebinding and in-place updates work as without it.
+  if (run_.options().programmatic) {
+    for (const void* f : kernels::waiting_kernel_functions()) waiting_.add_function(f);
+    o.transform = [this](conveyor::graph& g) { last_report_ = conveyor::make_programmatic(g, waiting_); };
+  }
+  return o;
+}
+
+//! The captured step's shape, DOT and programmatic report into the result, from the executable graph graphed made.
+void graphed_step::describe_step() {
+  train_result& r = run_.result();
+  r.programmatic = run_.options().programmatic;
+  if (r.programmatic) {
+    r.programmatic_changed = last_report_.changed.size();
+    r.programmatic_left = last_report_.left.size();
+    r.programmatic_edges_before = last_report_.already;
+    r.programmatic_lines = last_report_.lines();
+  }
+  const auto executables = step_.executables();
+  if (executables.empty()) throw std::logic_error("train: graphed made no executable graph at prepare");
+  const conveyor::graph_description d = conveyor::describe(*executables.front());
+  r.graph_nodes = d.nodes.size();
+  r.graph_edges = d.edges.size();
+  r.graph_dot = conveyor::to_dot(d, "train_step");
+}
+
+void graphed_step::launch(std::size_t step) {
+  step_(run_.graph_stream(), conveyor::batch_size{static_cast<std::size_t>(run_.rows(step))});
+}
+
+void graphed_step::after_rounds() {
+  train_result& r = run_.result();
+  r.graphed = step_.statistics();
+  r.graphed_report = step_.report(r.programmatic ? "train step (conveyor::graphed, programmatic edges)"
+                                                 : "train step (conveyor::graphed)");
+}
+
+//! One step on exactly the given samples (compute_step_gradients) as a workload of the mode runner: one round of
+//! one step; reset() loads `p` and the identity order; graph mode captures the step (after an eager warm-up step)
+//! and instantiates it.
+class gradient_step final : public scenarios::workload {
+public:
+  gradient_step(const host_parameters& p, std::span<const float> x, std::span<const int> labels, execution_mode mode)
+      : p_(p), mode_(mode), rows_(static_cast<int>(labels.size())), batch_(upload_split(x, labels, stream_.get())),
+        program_(batch_, rows_, optimizer_config{}, 1, stream_.get()), identity_(labels.size()) {
+    std::iota(identity_.data(), identity_.data() + labels.size(), 0);
+  }
+
+  [[nodiscard]] cudaStream_t stream() const override { return stream_.get(); }
+  void reset() override {
+    program_.reset(p_, stream_.get());
+    program_.begin_epoch(identity_.data(), stream_.get());
+  }
+  void warm_up(const launch_ctx& ctx) override {
+    if (mode_ == execution_mode::graph) program_.enqueue(launch_ctx{ctx.stream, false}, rows_);
+  }
+  [[nodiscard]] std::unique_ptr<scenarios::graph_step> make_graph() override;
+  void synchronize() override { stream_.synchronize(); }
+  [[nodiscard]] std::size_t begin_round(std::size_t round) override { return round == 0 ? 1 : 0; }
+  void enqueue(const launch_ctx& ctx, std::size_t) override { program_.enqueue(ctx, rows_); }
+
+  //! The step's loss and gradients, after the run.
+  [[nodiscard]] step_gradients collect() {
+    step_gradients out;
+    out.loss = read_loss(program_.loss_history, 0, stream_.get());
+    out.gradients = program_.model.gradients(stream_.get());
+    return out;
+  }
+
+private:
+  const host_parameters& p_;
+  execution_mode mode_;
+  int rows_;
+  conveyor::stream stream_;
+  device_split batch_;
+  step_program program_;
+  pinned_buffer<int> identity_;
+};
+
+//! A captured and instantiated step, launched on `stream`.
+class captured_step final : public scenarios::graph_step {
+public:
+  captured_step(const conveyor::graph& g, const conveyor::stream& s) : exec_(conveyor::instantiate(g)), stream_(s) {}
+  void launch(std::size_t) override { exec_.launch(stream_); }
+
+private:
+  conveyor::graph_exec exec_;
+  const conveyor::stream& stream_;
+};
+
+std::unique_ptr<scenarios::graph_step> gradient_step::make_graph() {
+  const conveyor::graph g = conveyor::capture(
+      stream_, [&](const conveyor::stream& cs) { program_.enqueue(launch_ctx{cs.get(), false}, rows_); });
+  return std::make_unique<captured_step>(g, stream_);
+}
+
 } // namespace
 
 train_result run_training(const train_options& options, const dataset& data, execution_mode mode) {
   check_options(options, data);
   train_result result;
-  result.mode = mode;
-  result.steps_per_epoch = steps_per_epoch(data.train_images.count, options.batch);
-  const std::size_t spe = result.steps_per_epoch;
-  std::size_t total = spe * static_cast<std::size_t>(options.epochs);
-  if (options.max_steps > 0) total = std::min(total, options.max_steps);
-  result.steps = total;
-  result.epochs = static_cast<int>((total + spe - 1) / spe);
-
-  conveyor::stream s;
-  const launch_ctx ctx{s.get(), mode == execution_mode::sync};
-  const device_split train = upload_split(data.train_images, data.train_labels, s.get());
-  const device_split test = upload_split(data.test_images, data.test_labels, s.get());
-  const host_parameters init = he_init(options.seed);
-  step_program program(train, options.batch, options.optimizer, total, s.get());
-  program.reset(init, s.get());
-
-  pinned_buffer<int> perm_host(data.train_images.count);
-  auto begin_epoch = [&](int epoch) {
-    s.synchronize(); // the previous upload from perm_host has completed
-    const std::vector<int> perm = epoch_permutation(options.seed, epoch, perm_host.size());
-    std::copy(perm.begin(), perm.end(), perm_host.data());
-    program.begin_epoch(perm_host.data(), s.get());
-  };
-
-  // Graph mode runs the step through conveyor::graphed: one executable graph for the batch-size bucket, replayed
-  // per batch; the partial last batch of an epoch (fewer real rows, a kernel argument) patches the few nodes that
-  // embed the row count, and the next full batch patches them back.
-  auto step_body = [&](const conveyor::stream& cs, conveyor::batch_size rows) {
-    program.enqueue(launch_ctx{cs.get(), false}, static_cast<int>(rows.real));
-  };
-  conveyor::graphed_options step_options;
-  step_options.warmup_calls = 1;
-  step_options.buckets = {static_cast<std::size_t>(options.batch)};
-  // The real row count only flows into kernel arguments (the loss mask and mean): declared, so the partial batch
-  // patches those fields instead of re-capturing the step (after one verifying re-capture).
-  step_options.rebind_arguments = {{0, conveyor::rebind_policy::learn}};
-  // --pdl: every capture of the step goes through the programmatic pass before graphed instantiates or updates
-  // with it (graphed_options::transform), so replay, rebinding and in-place updates work as without it.
-  const bool pdl = mode == execution_mode::graph && options.programmatic;
-  result.programmatic = pdl;
-  conveyor::waiting_kernels waiting;
-  for (const void* f : kernels::waiting_kernel_functions()) waiting.add_function(f);
-  conveyor::programmatic_report last_report;
-  if (pdl) step_options.transform = [&](conveyor::graph& g) { last_report = conveyor::make_programmatic(g, waiting); };
-  conveyor::graphed step(step_body, step_options);
-  // Warm-up step, eager, on the stream that graph mode captures on; then capture (graph mode); then reset, so
-  // that every mode trains from the same state.
-  begin_epoch(0);
-  if (mode == execution_mode::graph) {
-    step.prepare(s, conveyor::batch_size{static_cast<std::size_t>(options.batch)}); // warm-up + capture
-    if (pdl) {
-      result.programmatic_changed = last_report.changed.size();
-      result.programmatic_left = last_report.left.size();
-      result.programmatic_edges_before = last_report.already;
-      result.programmatic_lines = last_report.lines();
-    }
-    conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
-      step_body(cs, conveyor::batch_size{static_cast<std::size_t>(options.batch)});
-    }); // captured once more, for the export only
-    if (pdl) (void)conveyor::make_programmatic(g, waiting);
-    result.graph_nodes = g.node_count();
-    result.graph_edges = g.edge_count();
-    result.graph_dot = conveyor::to_dot(g, "train_step");
-    if (options.profiling != nullptr)
-      for (const conveyor::graph_exec* e : step.executables()) options.profiling->watch(*e, "train step");
-  } else {
-    program.enqueue(ctx, options.batch);
-  }
-  s.synchronize();
-  program.reset(init, s.get());
-
-  using clock = std::chrono::steady_clock;
-  std::size_t done = 0;
-  for (int epoch = 0; epoch < result.epochs; ++epoch) {
-    begin_epoch(epoch);
-    s.synchronize(); // keep the upload out of the first chunk's time
-    const std::size_t in_epoch = std::min(spe, total - done);
-    for (std::size_t c = 0; c < in_epoch; c += static_cast<std::size_t>(options.chunk_steps)) {
-      const std::size_t n = std::min(static_cast<std::size_t>(options.chunk_steps), in_epoch - c);
-      const auto t0 = clock::now();
-      for (std::size_t k = 0; k < n; ++k) {
-        const int real = rows_in_step(data.train_images.count, options.batch, c + k);
-        const auto profiled = scenarios::profile_step(options.profiling, mode); // one training step
-        if (mode == execution_mode::graph)
-          step(s, conveyor::batch_size{static_cast<std::size_t>(real)});
-        else
-          program.enqueue(ctx, real);
-      }
-      s.synchronize();
-      const auto t1 = clock::now();
-      result.chunk_ms_per_step.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count() /
-                                         static_cast<double>(n));
-      done += n;
-      if (options.on_progress)
-        options.on_progress(train_progress{mode, epoch, result.epochs, done, total, spe,
-                                           read_loss(program.loss_history, done - 1, s.get())});
-    }
-  }
-
-  if (mode == execution_mode::graph) {
-    if (options.profiling != nullptr)
-      if (const auto executables = step.executables(); !executables.empty())
-        options.profiling->examine(*executables.front(), "train step", &step.statistics(), &step.reasons());
-    result.graphed = step.statistics();
-    result.graphed_report = step.report(pdl ? "train step (conveyor::graphed, programmatic edges)"
-                                            : "train step (conveyor::graphed)");
-  }
-  result.ms_per_step = median(result.chunk_ms_per_step);
+  training_run run(options, data, mode, result);
+  scenarios::run_settings settings;
+  settings.mode = mode;
+  settings.programmatic = mode == execution_mode::graph && options.programmatic;
+  settings.profiling = options.profiling;
+  const scenarios::mode_timing timing = scenarios::run_workload(run, settings);
+  result.chunk_ms_per_step = timing.ms_per_unit;
+  result.ms_per_step = timing.median_ms_per_unit;
   result.steps_per_second = result.ms_per_step > 0.0 ? 1000.0 / result.ms_per_step : 0.0;
-  result.losses = program.loss_history.download(total, s.get());
-  result.final_parameters = program.model.parameters(s.get());
-  result.test_accuracy = evaluate(program.model, program.blas, test, data.test_labels, s.get());
+  run.collect();
   return result;
 }
 
@@ -284,32 +408,11 @@ step_gradients compute_step_gradients(const host_parameters& p, std::span<const 
     if (labels[i] < 0 || labels[i] >= num_classes)
       throw std::invalid_argument(fmt::format("compute_step_gradients: label {} at index {} outside [0, 10)",
                                               labels[i], i));
-  conveyor::stream s;
-  const device_split batch = upload_split(x, labels, s.get());
-  step_program program(batch, static_cast<int>(rows), optimizer_config{}, 1, s.get());
-  program.reset(p, s.get());
-  pinned_buffer<int> identity(rows);
-  std::iota(identity.data(), identity.data() + rows, 0);
-  program.begin_epoch(identity.data(), s.get());
-  if (mode == execution_mode::graph) {
-    // As in run_training: an eager warm-up step before capture, then back to the initial state.
-    program.enqueue(launch_ctx{s.get(), false}, static_cast<int>(rows));
-    s.synchronize();
-    const conveyor::graph g = conveyor::capture(
-        s, [&](const conveyor::stream& cs) { program.enqueue(launch_ctx{cs.get(), false}, static_cast<int>(rows)); });
-    const conveyor::graph_exec exec = conveyor::instantiate(g);
-    program.reset(p, s.get());
-    program.begin_epoch(identity.data(), s.get());
-    exec.launch(s);
-    s.synchronize();
-  } else {
-    program.enqueue(launch_ctx{s.get(), mode == execution_mode::sync}, static_cast<int>(rows));
-    s.synchronize();
-  }
-  step_gradients out;
-  out.loss = read_loss(program.loss_history, 0, s.get());
-  out.gradients = program.model.gradients(s.get());
-  return out;
+  gradient_step step(p, x, labels, mode);
+  scenarios::run_settings settings;
+  settings.mode = mode;
+  (void)scenarios::run_workload(step, settings);
+  return step.collect();
 }
 
 } // namespace conveyor::train

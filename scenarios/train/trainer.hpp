@@ -2,7 +2,8 @@
 //! \file trainer.hpp
 //! Training the perceptron on Fashion-MNIST in one of three execution modes that enqueue the same kernels and
 //! cuBLAS calls and differ only in how: `sync` (wait after every call), `stream` (asynchronous, one stream) and
-//! `graph` (one step captured once into a CUDA graph, replayed per batch).
+//! `graph` (the step run through conveyor::graphed: captured once, replayed per batch). Every mode runs through the
+//! scenarios' mode runner (common/mode_runner.hpp): a timed round is a chunk of steps.
 //!
 //! Batch selection without re-capture: the training set stays on the device; before each epoch the host uploads
 //! that epoch's permutation (epoch_permutation) and zeroes a device batch counter, outside any graph. The first
@@ -121,10 +122,18 @@ struct train_result {
 //! std::mt19937_64 seeded from (seed, epoch) alone, so the same seed gives the same orders in every mode.
 [[nodiscard]] std::vector<int> epoch_permutation(std::uint64_t seed, int epoch, std::size_t n);
 
+//! How the checks of check_options name the options they refuse (a command gives its option names).
+struct option_names {
+  std::string_view epochs = "epochs";       //!< train_options::epochs
+  std::string_view batch = "batch";         //!< train_options::batch
+  std::string_view max_steps = "max_steps"; //!< train_options::max_steps
+};
+
 //! Every check run_training makes of its options and data, for callers to make before the GPU is needed: the data
-//! (validate()), epochs, batch (at most the training set), chunk_steps >= 1, and the steps in all (at most INT_MAX).
+//! (validate()), epochs, batch (at most the training set), chunk_steps >= 1, and the steps in all (at most INT_MAX;
+//! the message names the options to change as `names` says).
 //! \throws std::invalid_argument naming the problem.
-void check_options(const train_options& options, const dataset& data);
+void check_options(const train_options& options, const dataset& data, const option_names& names = {});
 
 //! Trains a freshly initialised network (he_init(options.seed)) on `data` in `mode` and evaluates it on the test
 //! split. Uploads the data to the device, runs the warm-up step and the reset described in the file comment,

@@ -318,7 +318,7 @@ void step_runner::run_node(const graph_walk& w, std::size_t i) {
   if (kind == node_kind::kernel && !conditions_.empty()) {
     const kernel_snapshot& k = w.snapshot.kernels[i];
     bool sets = false;
-    if (k.readable && k.layout != nullptr)
+    if (k.readable && k.has_arguments && !k.has_extra && k.layout != nullptr)
       for (const auto& [offset, size] : *k.layout) {
         std::uint64_t word = 0;
         if (size == sizeof word) std::memcpy(&word, k.arguments.data() + offset, size);

@@ -216,8 +216,6 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
   return graph_exec(exec, std::move(made));
 }
 
-// Out of line: the members' destructors (impl_'s needs the complete exec_state) are potentially invoked by a
-// constructor, and nvcc's front end instantiates them where an inline default constructor is used.
 graph_exec::graph_exec() noexcept = default;
 
 graph_exec::graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_state> state) noexcept

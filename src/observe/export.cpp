@@ -2,6 +2,7 @@
 
 #include "conveyor/define/graph.hpp"
 #include "kinds/kind.hpp"
+#include "util/byte_size.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -29,11 +30,7 @@ std::string dot_quoted(std::string_view text) {
 }
 
 
-std::string size_text(std::size_t bytes) {
-  if (bytes >= (1U << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1U << 20));
-  if (bytes >= (1U << 10)) return fmt::format("{:.2f} KiB", static_cast<double>(bytes) / (1U << 10));
-  return fmt::format("{} B", bytes);
-}
+std::string size_text(std::size_t bytes) { return detail::byte_size(static_cast<double>(bytes), 2); }
 
 std::string node_text(const node_description& n) {
   std::string text = n.display_name();

@@ -3,6 +3,7 @@
 #include "conveyor/profile/doctor.hpp"
 #include "conveyor/profile/readable.hpp"
 #include "kinds/kind.hpp"
+#include "util/byte_size.hpp"
 #include "util/median.hpp"
 
 #include <fmt/format.h>
@@ -37,11 +38,7 @@ namespace {
 
 std::string us(double v) { return v < 10 ? fmt::format("{:.2f} µs", v) : fmt::format("{:.1f} µs", v); }
 std::string percent(double share) { return fmt::format("{:.0f}%", share * 100); }
-std::string human_bytes(std::size_t b) {
-  if (b >= (std::size_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
-  if (b >= (std::size_t{1} << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / (1 << 10));
-  return fmt::format("{} B", b);
-}
+std::string human_bytes(std::size_t b) { return conveyor::detail::byte_size(static_cast<double>(b)); }
 std::string bytes_text(std::size_t b) {
   return b >= 1024 ? fmt::format("{} B ({})", b, human_bytes(b)) : fmt::format("{} B", b);
 }
@@ -458,70 +455,89 @@ private:
   // 4. Kernel chains that programmatic dependent launch could overlap.
   void pdl_chains() {
     if (!view_) return;
-    for (std::size_t li = 0; li < view_->levels.size(); ++li) {
-      level& l = view_->levels[li];
-      const auto ok = [&](std::size_t i) {
-        const node_description& d = l.g->nodes[i];
-        return d.kind == node_kind::kernel && !has_programmatic_attribute(d);
-      };
-      // Links already programmatic (or launch-completion) are not a gap to close.
-      std::set<std::pair<std::size_t, std::size_t>> programmatic_links;
-      for (std::size_t e = 0; e < l.g->edges.size(); ++e)
-        if (l.g->edge_type_of(e) != edge_type::full) programmatic_links.insert(l.g->edges[e]);
-      // A graph that already has programmatic links was made programmatic where its kernels wait for their
-      // dependencies (make_programmatic, or programmatic launches): the full links left lead into kernels that do
-      // not wait (library kernels), where a programmatic edge would let them read unfinished data.
-      if (!programmatic_links.empty()) {
-        std::size_t left = 0;
-        for (std::size_t e = 0; e < l.g->edges.size(); ++e) {
-          const auto [u, v] = l.g->edges[e];
-          left += l.g->edge_type_of(e) == edge_type::full && ok(u) && ok(v) ? 1 : 0;
-        }
-        if (left > 0)
-          not_applicable("pdl_chains", {},
-                         fmt::format("{} has {} programmatic link(s); its {} full link(s) between kernels lead into "
-                                     "kernels the programmatic pass left alone (kernels that do not wait for their "
-                                     "dependencies, such as cuBLAS's and cuSPARSE's): no chain to make programmatic",
-                                     li == 0 ? std::string("the graph") : fmt::format("body {}", l.prefix), programmatic_links.size(), left));
-        continue;
-      }
-      std::vector<std::optional<std::size_t>> next(l.size());
-      std::vector<bool> linked_in(l.size(), false);
-      for (std::size_t u = 0; u < l.size(); ++u)
-        if (ok(u) && l.succs[u].size() == 1) {
-          const std::size_t v = l.succs[u][0];
-          if (ok(v) && l.preds[v].size() == 1 && !programmatic_links.contains({u, v})) {
-            next[u] = v;
-            linked_in[v] = true;
-          }
-        }
-      for (std::size_t s = 0; s < l.size(); ++s) {
-        if (linked_in[s] || !next[s]) continue;
-        std::vector<std::size_t> chain{s};
-        for (auto v = next[s]; v; v = next[*v]) chain.push_back(*v);
-        if (chain.size() < t_.pdl_chain) continue;
-        std::vector<std::string> names;
-        for (std::size_t i : chain) names.push_back(view_->at(li, i).name);
-        std::string evidence = fmt::format("a chain of {} kernel nodes, each the only successor of the one before: {}",
-                                           chain.size(), joined(names, " → "));
-        severity s_level = severity::info;
-        if (profiled() && p_.typical_gap > 0) {
-          const double idle = p_.typical_gap * static_cast<double>(chain.size() - 1);
-          evidence += fmt::format("; about {} of idle time per launch between them ({} × the typical gap {}), {} of "
-                                  "the median wall time {}",
-                                  us(idle), chain.size() - 1, us(p_.typical_gap),
-                                  percent(p_.median_wall > 0 ? idle / p_.median_wall : 0), us(p_.median_wall));
-          if (p_.median_wall > 0 && idle > t_.gap_share * p_.median_wall) s_level = severity::warning;
-        }
-        add("pdl_chains", s_level, std::move(names), std::move(evidence),
-            "use programmatic dependent launch along the chain: call conveyor::device::wait_for_dependencies() "
-            "(cudaGridDependencySynchronize) in each consumer before it reads the producer's output, then make the "
-            "edges programmatic — conveyor::make_programmatic(graph, waiting_kernels) on the built or captured "
-            "graph, programmatic(producer) dependencies in the builder, or conveyor::launch with "
-            "launch_config::programmatic when capturing (cudaLaunchAttributeProgrammaticStreamSerialization); "
-            "optionally conveyor::device::launch_dependents() in the producer once its output is written");
-      }
+    for (std::size_t li = 0; li < view_->levels.size(); ++li) pdl_chains_of(li);
+  }
+
+  // A kernel node without a programmatic launch attribute of its own.
+  [[nodiscard]] static bool plain_kernel(const level& l, std::size_t i) {
+    const node_description& d = l.g->nodes[i];
+    return d.kind == node_kind::kernel && !has_programmatic_attribute(d);
+  }
+
+  // Links already programmatic (or launch-completion) in level `l`: not a gap to close.
+  [[nodiscard]] static std::set<std::pair<std::size_t, std::size_t>> programmatic_links_of(const level& l) {
+    std::set<std::pair<std::size_t, std::size_t>> out;
+    for (std::size_t e = 0; e < l.g->edges.size(); ++e)
+      if (l.g->edge_type_of(e) != edge_type::full) out.insert(l.g->edges[e]);
+    return out;
+  }
+
+  // A level that already has programmatic links was made programmatic where its kernels wait for their dependencies
+  // (make_programmatic, or programmatic launches): the full links left lead into kernels that do not wait (library
+  // kernels), where a programmatic edge would let them read unfinished data. Said only in the verbose text.
+  void pdl_already_applied(std::size_t li, std::size_t programmatic) {
+    const level& l = view_->levels[li];
+    std::size_t left = 0;
+    for (std::size_t e = 0; e < l.g->edges.size(); ++e) {
+      const auto [u, v] = l.g->edges[e];
+      left += l.g->edge_type_of(e) == edge_type::full && plain_kernel(l, u) && plain_kernel(l, v) ? 1 : 0;
     }
+    if (left == 0) return;
+    not_applicable("pdl_chains", {},
+                   fmt::format("{} has {} programmatic link(s); its {} full link(s) between kernels lead into kernels "
+                               "the programmatic pass left alone (kernels that do not wait for their dependencies, "
+                               "such as cuBLAS's and cuSPARSE's): no chain to make programmatic",
+                               li == 0 ? std::string("the graph") : fmt::format("body {}", l.prefix), programmatic,
+                               left));
+  }
+
+  // Each node's one successor along a chain of plain kernels (each the only successor and predecessor).
+  [[nodiscard]] static std::vector<std::optional<std::size_t>> chain_links(const level& l) {
+    std::vector<std::optional<std::size_t>> next(l.size());
+    for (std::size_t u = 0; u < l.size(); ++u) {
+      if (!plain_kernel(l, u) || l.succs[u].size() != 1) continue;
+      const std::size_t v = l.succs[u][0];
+      if (plain_kernel(l, v) && l.preds[v].size() == 1) next[u] = v;
+    }
+    return next;
+  }
+
+  void pdl_chains_of(std::size_t li) {
+    const level& l = view_->levels[li];
+    if (const auto links = programmatic_links_of(l); !links.empty()) return pdl_already_applied(li, links.size());
+    const auto next = chain_links(l);
+    std::vector<bool> linked_in(l.size(), false);
+    for (const auto& v : next)
+      if (v) linked_in[*v] = true;
+    for (std::size_t s = 0; s < l.size(); ++s) {
+      if (linked_in[s] || !next[s]) continue;
+      std::vector<std::size_t> chain{s};
+      for (auto v = next[s]; v; v = next[*v]) chain.push_back(*v);
+      if (chain.size() >= t_.pdl_chain) report_pdl_chain(li, chain);
+    }
+  }
+
+  void report_pdl_chain(std::size_t li, const std::vector<std::size_t>& chain) {
+    std::vector<std::string> names;
+    for (std::size_t i : chain) names.push_back(view_->at(li, i).name);
+    std::string evidence = fmt::format("a chain of {} kernel nodes, each the only successor of the one before: {}",
+                                       chain.size(), joined(names, " → "));
+    severity s_level = severity::info;
+    if (profiled() && p_.typical_gap > 0) {
+      const double idle = p_.typical_gap * static_cast<double>(chain.size() - 1);
+      evidence += fmt::format("; about {} of idle time per launch between them ({} × the typical gap {}), {} of the "
+                              "median wall time {}",
+                              us(idle), chain.size() - 1, us(p_.typical_gap),
+                              percent(p_.median_wall > 0 ? idle / p_.median_wall : 0), us(p_.median_wall));
+      if (p_.median_wall > 0 && idle > t_.gap_share * p_.median_wall) s_level = severity::warning;
+    }
+    add("pdl_chains", s_level, std::move(names), std::move(evidence),
+        "use programmatic dependent launch along the chain: call conveyor::device::wait_for_dependencies() "
+        "(cudaGridDependencySynchronize) in each consumer before it reads the producer's output, then make the edges "
+        "programmatic — conveyor::make_programmatic(graph, waiting_kernels) on the built or captured graph, "
+        "programmatic(producer) dependencies in the builder, or conveyor::launch with launch_config::programmatic "
+        "when capturing (cudaLaunchAttributeProgrammaticStreamSerialization); optionally "
+        "conveyor::device::launch_dependents() in the producer once its output is written");
   }
 
   // 5. Host work and pageable copies that block the GPU.

@@ -197,7 +197,7 @@ TEST_F(OutputPaths, TwoOptionsNamingOneFileAreRefused) {
   EXPECT_NO_THROW(check_distinct_outputs({{"--json", a}, {"--markdown", ""}, {"--gbench-json", a + ".g"}}));
 }
 
-// ---- input checks before the GPU (issue 13, item 10) -----------------------------------------------------------
+// ---- input checks before the GPU -------------------------------------------------------------------------------
 
 TEST(TrainOptions, EveryCheckOfTheRunIsMadeBeforeTheGpu) {
   // `conveyor train` calls check_options before it looks for a GPU; run_training made these checks only on one.
@@ -206,6 +206,12 @@ TEST(TrainOptions, EveryCheckOfTheRunIsMadeBeforeTheGpu) {
   o.batch = 1;
   o.epochs = 1000000; // 3000 steps per epoch: 3e9 steps would not fit the int step counter
   EXPECT_EQ(invalid_argument_message([&] { conveyor::train::check_options(o, data); }),
+            "3000000000 steps in all (1000000 epoch(s) of 1-sample batches) are more than the 2147483647 a run holds; "
+            "fewer epochs, a larger batch or max_steps");
+  // A command names its options.
+  EXPECT_EQ(invalid_argument_message([&] {
+              conveyor::train::check_options(o, data, {"--epochs", "--batch", "--max-steps"});
+            }),
             "3000000000 steps in all (1000000 epoch(s) of 1-sample batches) are more than the 2147483647 a run holds; "
             "fewer --epochs, a larger --batch or --max-steps");
   o.max_steps = 1000; // capped: fine

@@ -1,12 +1,13 @@
-//! \file doctor_command.cpp
+//! \file doctor.cpp
 //! `conveyor doctor`: the tuning doctor on the four workloads in graph mode, small and fast.
 
-#include "doctor_command.hpp"
+#include "commands/doctor.hpp"
 
 #include "cavity/parameters.hpp"
 #include "cavity/solver.hpp"
 #include "common/output_paths.hpp"
 #include "common/profiling.hpp"
+#include "common/usage_error.hpp"
 #include "filter/benchmark.hpp"
 #include "filter/chain.hpp"
 #include "filter/image.hpp"
@@ -104,11 +105,11 @@ void doctor_cavity(const cli_options& cli) {
   o.steps_per_graph = 100;
   o.steps = 30 * 100;
   o.tol = 0.0;
-  validate(o);
+  const checked_options checked(o);
   fmt::print("\n== cavity: graph mode, {}, 30 graph launches of 100 time steps ==\n", describe(o));
   std::fflush(stdout);
   auto p = session("cavity", cli, doctor_warmup_steps);
-  (void)run_cavity(o, execution_mode::graph, {}, &p);
+  (void)run_cavity(checked, execution_mode::graph, {}, &p);
   p.finish();
 }
 
@@ -161,7 +162,7 @@ void run(const cli_options& o) {
   std::optional<conveyor::train::dataset> data;
   std::string train_skipped;
   if (o.data_given && !selected("train"))
-    throw CLI::ValidationError("--data", "is read by the train workload only (--workload train or all)");
+    throw conveyor::scenarios::option_error("--data", "is read by the train workload only (--workload train or all)");
   if (selected("train")) {
     try {
       data = conveyor::train::load_fashion_mnist(o.data);

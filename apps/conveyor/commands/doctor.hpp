@@ -1,5 +1,5 @@
 #pragma once
-//! \file doctor_command.hpp
+//! \file doctor.hpp
 //! The `conveyor doctor` subcommand.
 
 #include <CLI/CLI.hpp>

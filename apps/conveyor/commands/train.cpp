@@ -1,12 +1,15 @@
-//! \file train_command.cpp
-//! `conveyor train`: options, progress display, result table.
+//! \file train.cpp
+//! `conveyor train`: options, progress display, result table; the data-parallel runs (--gpus N, --distributed) and
+//! their checks.
 
-#include "train/train_command.hpp"
+#include "commands/train.hpp"
 
 #include "common/file_output.hpp"
+#include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
 #include "common/profiling.hpp"
+#include "common/results_table.hpp"
 #include "common/usage_error.hpp"
 
 #include "train/dataset.hpp"
@@ -42,6 +45,7 @@
 #include <string>
 #include <vector>
 
+using conveyor::scenarios::option_error;
 using conveyor::scenarios::usage_error;
 
 namespace {
@@ -49,7 +53,7 @@ namespace {
 using namespace conveyor::train;
 
 struct cli_options {
-  std::string mode = "all";
+  conveyor::scenarios::mode_option mode; // --mode
   int epochs = 10;
   int batch = 128;
   double lr = 1e-3;
@@ -76,6 +80,9 @@ constexpr std::size_t reference_steps = 100;
 constexpr double reference_tolerance = 1e-5;
 //! Test accuracy the default 10-epoch run reaches on one GPU (docs/train.md), required of N GPUs too.
 constexpr double accuracy_target = 0.88;
+
+//! The option names of the checks of train_options (check_options).
+constexpr option_names train_names{"--epochs", "--batch", "--max-steps"};
 
 //! Progress on stderr: a bar redrawn in place on a terminal, otherwise one line per epoch.
 class progress_printer {
@@ -119,24 +126,22 @@ std::pair<double, std::size_t> max_relative_difference(const std::vector<float>&
 }
 
 //! "graph", or "graph+pdl" for graph mode with --pdl.
-std::string mode_label(const train_result& r) {
-  return r.programmatic ? fmt::format("{}+pdl", to_string(r.mode)) : std::string(to_string(r.mode));
-}
+std::string mode_label(const train_result& r) { return conveyor::scenarios::mode_label(r.mode, r.programmatic); }
 
+//! The devices, the results table, the captured step's shape and programmatic report, the losses compared.
 void print_table(const std::vector<train_result>& results, const std::vector<std::string>& devices) {
-  const train_result* sync = nullptr;
-  for (const auto& r : results)
-    if (r.mode == execution_mode::sync) sync = &r;
+  using table = conveyor::scenarios::results_table;
   for (const auto& d : devices) fmt::print("{}\n", d);
-  fmt::print("{:<9} | {:>16} | {:>9} | {:>15} | {:>13}\n", "mode", "ms/step (median)", "steps/s", "speedup vs sync",
-             "test accuracy");
-  fmt::print("{:-<9}-+-{:-<16}-+-{:-<9}-+-{:-<15}-+-{:-<13}\n", "", "", "", "", "");
-  for (const auto& r : results) {
-    const std::string speedup =
-        sync != nullptr && r.ms_per_step > 0.0 ? fmt::format("{:.2f}x", sync->ms_per_step / r.ms_per_step) : "n/a";
-    fmt::print("{:<9} | {:>16.4f} | {:>9.1f} | {:>15} | {:>12.2f}%\n", mode_label(r), r.ms_per_step,
-               r.steps_per_second, speedup, 100.0 * r.test_accuracy);
-  }
+  table t({{"mode", 9, true},
+           {"ms/step (median)", 16},
+           {"steps/s", 9},
+           table::speedup_column(),
+           {"test accuracy", 13}});
+  for (const auto& r : results)
+    t.add_row(r.mode, r.ms_per_step,
+              {mode_label(r), fmt::format("{:.4f}", r.ms_per_step), fmt::format("{:.1f}", r.steps_per_second),
+               fmt::format("{:.2f}%", 100.0 * r.test_accuracy)});
+  fmt::print("{}", t.text());
   for (const auto& r : results) {
     if (r.mode == execution_mode::graph && r.devices.empty())
       fmt::print("{}: one captured step = {} nodes, {} edges\n", mode_label(r), r.graph_nodes, r.graph_edges);
@@ -165,54 +170,49 @@ void print_table(const std::vector<train_result>& results, const std::vector<std
 //! The modes --mode names, after every check of the options that needs neither data, MPI nor a GPU: combinations
 //! that would be ignored, output files, with --gpus N a batch of at least N rows. How many devices are visible is
 //! checked later, after the data (run_multi_gpu, run_distributed): every check that needs no GPU comes first.
-//! \throws CLI::ValidationError naming the option.
+//! \throws usage_error naming the option; std::invalid_argument for an output path.
 std::vector<execution_mode> check_cli(const cli_options& o) {
-  std::vector<execution_mode> modes;
-  if (o.mode == "all")
-    modes.assign(all_execution_modes.begin(), all_execution_modes.end());
-  else
-    modes.push_back(parse_execution_mode(o.mode));
-  const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
+  const bool has_graph = o.mode.selects_graph();
   const bool data_parallel = o.gpus > 1 || o.distributed;
-  if (!o.dot.empty() && !has_graph) throw CLI::ValidationError("--dot", "needs --mode graph or --mode all");
+  if (!o.dot.empty() && !has_graph) throw option_error("--dot", "needs " + o.mode.graph_modes());
   if (o.pdl && !has_graph)
-    throw CLI::ValidationError("--pdl", fmt::format("applies to graph mode (programmatic edges in the captured step); "
-                                                    "with --mode {} it would be ignored: use --mode graph or all",
-                                                    o.mode));
+    throw option_error("--pdl", fmt::format("applies to graph mode (programmatic edges in the captured step); with "
+                                            "--mode {} it would be ignored: use --mode graph or all",
+                                            o.mode.text));
   if (o.momentum_given && o.optimizer != "sgd")
-    throw CLI::ValidationError("--momentum", fmt::format("applies to --optimizer sgd only; with --optimizer {} it "
-                                                         "would be ignored",
-                                                         o.optimizer));
+    throw option_error("--momentum",
+                       fmt::format("applies to --optimizer sgd only; with --optimizer {} it would be ignored",
+                                   o.optimizer));
   const char* data_parallel_flag = o.distributed ? "--distributed" : "--gpus";
   if (data_parallel && o.pdl)
-    throw CLI::ValidationError("--pdl", fmt::format("applies to the one-GPU run; with {} it would be ignored",
-                                                    data_parallel_flag));
+    throw option_error("--pdl", fmt::format("applies to the one-GPU run; with {} it would be ignored",
+                                            data_parallel_flag));
   if (data_parallel && (!o.profile.trace.empty() || o.profile.doctor))
-    throw CLI::ValidationError(o.profile.doctor ? "--doctor" : "--profile",
-                               fmt::format("applies to the one-GPU run; with {} it would be ignored",
-                                           data_parallel_flag));
-  if (o.world_size > 0 && !o.distributed)
-    throw CLI::ValidationError("--world-size", "applies to --distributed only");
+    throw option_error(o.profile.doctor ? "--doctor" : "--profile",
+                       fmt::format("applies to the one-GPU run; with {} it would be ignored", data_parallel_flag));
+  if (o.world_size > 0 && !o.distributed) throw option_error("--world-size", "applies to --distributed only");
   if (o.nccl_timeout_given && !data_parallel)
-    throw CLI::ValidationError("--nccl-timeout-ms", "applies to --gpus N (N > 1) and --distributed only");
+    throw option_error("--nccl-timeout-ms", "applies to --gpus N (N > 1) and --distributed only");
 #ifndef CONVEYOR_TRAIN_DATA_PARALLEL
   if (data_parallel)
-    throw CLI::ValidationError(data_parallel_flag, "this build has no NCCL (conveyor::nccl was not built: nccl.h and "
-                                                   "libnccl were not found beside the CUDA toolkit or in NCCL_HOME)");
+    throw option_error(data_parallel_flag, "this build has no NCCL (conveyor::nccl was not built: nccl.h and libnccl "
+                                           "were not found beside the CUDA toolkit or in NCCL_HOME)");
 #endif
 #ifndef CONVEYOR_TRAIN_DISTRIBUTED
   if (o.distributed)
-    throw CLI::ValidationError("--distributed", "this build has no MPI (conveyor::nccl_mpi was not built); use "
-                                                "--gpus N for several GPUs in one process");
+    throw option_error("--distributed", "this build has no MPI (conveyor::nccl_mpi was not built); use --gpus N for "
+                                        "several GPUs in one process");
 #endif
   conveyor::scenarios::check_output_file("--dot", o.dot);
-  conveyor::scenarios::check_profiling_options(o.profile, has_graph, "--mode graph or --mode all");
+  conveyor::scenarios::check_profiling_options(o.profile, has_graph, o.mode.graph_modes());
   conveyor::scenarios::check_distinct_outputs(
       {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
   if (o.gpus > 1 && o.batch < o.gpus)
-    throw CLI::ValidationError("--batch", fmt::format("batch size {} is smaller than the {} GPUs it is split over "
-                                                      "(--gpus {}): every GPU needs at least one row of each batch",
-                                                      o.batch, o.gpus, o.gpus));
+    throw option_error("--batch", fmt::format("batch size {} is smaller than the {} GPUs it is split over (--gpus {}): "
+                                              "every GPU needs at least one row of each batch",
+                                              o.batch, o.gpus, o.gpus));
+  std::vector<execution_mode> modes;
+  for (const auto& m : o.mode.selected()) modes.push_back(m.kind);
   return modes;
 }
 
@@ -254,7 +254,7 @@ void write_dot(const cli_options& o, const std::vector<train_result>& results) {
 void run_one_gpu(const cli_options& o, const std::vector<execution_mode>& modes) {
   train_options options = make_options(o);
   const dataset data = load_fashion_mnist(o.data); // file errors first: they need no GPU to report
-  check_options(options, data);                     // and every other input check
+  check_options(options, data, train_names);        // and every other input check
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
   print_header(o, options, steps_per_epoch(data.train_images.count, o.batch));
 
@@ -309,12 +309,8 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-//! Prints the checks of a data-parallel run (after the table) and returns whether all passed: the modes bitwise
-//! equal (losses and parameters), the replicas identical (`ranks_identical`: across processes, when known), the
-//! losses within reference_tolerance of the one-GPU run (`reference`, when run), the accuracy target for the
-//! default 10-epoch run.
-bool report_data_parallel(const cli_options& o, const std::vector<train_result>& results,
-                          const train_result* reference, std::optional<bool> ranks_identical) {
+//! Check: the modes give bitwise equal losses and final parameters. Prints a line per failing pair, or one "pass".
+bool check_modes_bitwise(const std::vector<train_result>& results) {
   bool ok = true;
   const train_result& first = results.front();
   const int n = first.world_size;
@@ -330,42 +326,67 @@ bool report_data_parallel(const cli_options& o, const std::vector<train_result>&
   if (results.size() > 1 && ok)
     fmt::print("check: the {} modes give bitwise identical losses and final parameters on {} GPUs: pass\n",
                results.size(), n);
+  return ok;
+}
+
+//! Check: every replica ended bitwise equal to replica 0 in every mode (and across processes, `ranks_identical`,
+//! when known).
+bool check_replicas(const std::vector<train_result>& results, std::optional<bool> ranks_identical) {
   bool replicas = true;
   for (const auto& r : results) replicas = replicas && r.replicas_identical;
   if (ranks_identical) replicas = replicas && *ranks_identical;
-  fmt::print("check: parameters and losses bitwise identical on all {} GPUs after every mode{}: {}\n", n,
-             ranks_identical ? " (hashes compared across the ranks)" : "", replicas ? "pass" : "FAIL");
-  ok = ok && replicas;
-  if (reference != nullptr) {
-    double worst = 0.0;
-    std::size_t at = 0;
-    const train_result* worst_run = &first;
-    for (const auto& r : results) {
-      const std::size_t k = std::min(reference->losses.size(), r.losses.size());
-      const std::vector<float> head(r.losses.begin(), r.losses.begin() + static_cast<std::ptrdiff_t>(k));
-      const auto [d, where] = max_relative_difference(reference->losses, head);
-      if (d > worst || std::isnan(d)) {
-        worst = d;
-        at = where;
-        worst_run = &r;
-      }
+  fmt::print("check: parameters and losses bitwise identical on all {} GPUs after every mode{}: {}\n",
+             results.front().world_size, ranks_identical ? " (hashes compared across the ranks)" : "",
+             replicas ? "pass" : "FAIL");
+  return replicas;
+}
+
+//! Check: every mode's losses within reference_tolerance of the one-GPU run's over its steps.
+bool check_against_one_gpu(const cli_options& o, const std::vector<train_result>& results,
+                           const train_result& reference) {
+  double worst = 0.0;
+  std::size_t at = 0;
+  const train_result* worst_run = &results.front();
+  for (const auto& r : results) {
+    const std::size_t k = std::min(reference.losses.size(), r.losses.size());
+    const std::vector<float> head(r.losses.begin(), r.losses.begin() + static_cast<std::ptrdiff_t>(k));
+    const auto [d, where] = max_relative_difference(reference.losses, head);
+    if (d > worst || std::isnan(d)) {
+      worst = d;
+      at = where;
+      worst_run = &r;
     }
-    const bool pass = worst <= reference_tolerance;
-    fmt::print("check: losses on {} GPUs vs 1 GPU (same global batch {}, first {} steps): max relative difference "
-               "{:.3g}{} (limit {:g}): {}\n",
-               n, o.batch, reference->losses.size(), worst,
-               worst > 0.0 ? fmt::format(" at step {} ({})", at, mode_label(*worst_run)) : std::string(" (bitwise)"),
-               reference_tolerance, pass ? "pass" : "FAIL");
-    ok = ok && pass;
   }
-  if (o.epochs >= 10 && o.max_steps == 0 && o.batch == 128 && o.optimizer == "adam" && o.lr == 1e-3) {
-    double lowest = 1.0;
-    for (const auto& r : results) lowest = std::min(lowest, r.test_accuracy);
-    const bool pass = lowest >= accuracy_target;
-    fmt::print("check: test accuracy after {} epochs on {} GPUs at least {:.0f}%: lowest {:.2f}%: {}\n", o.epochs, n,
-               100.0 * accuracy_target, 100.0 * lowest, pass ? "pass" : "FAIL");
-    ok = ok && pass;
-  }
+  const bool pass = worst <= reference_tolerance;
+  fmt::print("check: losses on {} GPUs vs 1 GPU (same global batch {}, first {} steps): max relative difference "
+             "{:.3g}{} (limit {:g}): {}\n",
+             results.front().world_size, o.batch, reference.losses.size(), worst,
+             worst > 0.0 ? fmt::format(" at step {} ({})", at, mode_label(*worst_run)) : std::string(" (bitwise)"),
+             reference_tolerance, pass ? "pass" : "FAIL");
+  return pass;
+}
+
+//! Check, for the default 10-epoch recipe only: every mode's test accuracy at least accuracy_target.
+bool check_accuracy(const cli_options& o, const std::vector<train_result>& results) {
+  if (!(o.epochs >= 10 && o.max_steps == 0 && o.batch == 128 && o.optimizer == "adam" && o.lr == 1e-3)) return true;
+  double lowest = 1.0;
+  for (const auto& r : results) lowest = std::min(lowest, r.test_accuracy);
+  const bool pass = lowest >= accuracy_target;
+  fmt::print("check: test accuracy after {} epochs on {} GPUs at least {:.0f}%: lowest {:.2f}%: {}\n", o.epochs,
+             results.front().world_size, 100.0 * accuracy_target, 100.0 * lowest, pass ? "pass" : "FAIL");
+  return pass;
+}
+
+//! Prints the checks of a data-parallel run (after the table) and returns whether all passed: the modes bitwise
+//! equal (losses and parameters), the replicas identical (`ranks_identical`: across processes, when known), the
+//! losses within reference_tolerance of the one-GPU run (`reference`, when run), the accuracy target for the
+//! default 10-epoch run.
+bool report_data_parallel(const cli_options& o, const std::vector<train_result>& results,
+                          const train_result* reference, std::optional<bool> ranks_identical) {
+  bool ok = check_modes_bitwise(results);
+  ok = check_replicas(results, ranks_identical) && ok;
+  if (reference != nullptr) ok = check_against_one_gpu(o, results, *reference) && ok;
+  ok = check_accuracy(o, results) && ok;
   fmt::print("data-parallel checks: {}\n", ok ? "pass" : "FAIL");
   return ok;
 }
@@ -376,7 +397,7 @@ bool report_data_parallel(const cli_options& o, const std::vector<train_result>&
 void run_multi_gpu(const cli_options& o, const std::vector<execution_mode>& modes) {
   const train_options options = make_options(o);
   const dataset data = load_fashion_mnist(o.data);
-  check_data_parallel_options(options, data, o.gpus);
+  check_data_parallel_options(options, data, o.gpus, train_names);
   std::vector<int> devices;
   try {
     devices = conveyor::first_devices(o.gpus); // counts the devices; starts no GPU work
@@ -478,7 +499,7 @@ void run_distributed(const cli_options& o, const std::vector<execution_mode>& mo
                                       "every rank needs at least one row of each batch",
                                       o.batch, world));
       data.emplace(load_fashion_mnist(o.data));
-      check_data_parallel_options(options, *data, world);
+      check_data_parallel_options(options, *data, world, train_names);
     });
     const int local = mpi.local_rank();
     agree_on_checks(rank, world, [&] {
@@ -566,9 +587,7 @@ void register_train_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "train", "Train a 784-256-128-10 perceptron on Fashion-MNIST (cuBLAS + own kernels) in sync, stream and graph "
                "modes; report ms/step, speedup and test accuracy");
-  sub->add_option("--mode", opts->mode, "Execution mode")
-      ->check(CLI::IsMember({"sync", "stream", "graph", "all"}))
-      ->capture_default_str();
+  opts->mode.add_to(*sub);
   using conveyor::scenarios::integer_in;
   using conveyor::scenarios::real_in;
   sub->add_option("--epochs", opts->epochs, "Passes over the training set")
@@ -604,7 +623,7 @@ void register_train_command(CLI::App& app) {
       ->check(integer_in(1, 1000000))
       ->capture_default_str();
   conveyor::scenarios::add_profiling_options(*sub, opts->profile, "one training step (one graph launch in graph mode)",
-                                             "--mode graph or --mode all");
+                                             opts->mode.graph_modes());
   CLI::Option* gpus =
       sub->add_option("--gpus", opts->gpus,
                       "Data-parallel training over this many GPUs of this process (devices 0..N-1, NCCL); the global "

@@ -1,5 +1,5 @@
 #pragma once
-//! \file train_command.hpp
+//! \file train.hpp
 //! The `conveyor train` subcommand.
 
 #include <CLI/CLI.hpp>
@@ -15,10 +15,11 @@
 //! --nccl-timeout-ms (60000: the longest NCCL wait before the run ends in an error naming the rank and device).
 //! With N > 1 GPUs it also runs one GPU for 100 steps and prints the data-parallel checks (modes bitwise, replicas
 //! identical, losses within 1e-5 of one GPU, the accuracy target of the default run), failing when one fails.
-//! Arguments are validated by CLI11 (a CLI::ParseError on bad input).
-//! When the subcommand runs it throws CLI::ValidationError for inconsistent options (--dot or --doctor without graph
-//! mode; --gpus N with fewer than N devices visible; options that apply to one GPU only with several),
-//! conveyor::train::idx_error for unreadable data, std::runtime_error when no CUDA device is present, the DOT
-//! file cannot be written or a data-parallel check fails, conveyor::nccl::nccl_error when NCCL fails or times out,
-//! and conveyor::cuda_error / cublas_error when a CUDA call fails.
+//! Arguments are validated by CLI11 (a CLI::ParseError on bad input). Thread safety: call while building the app.
+//! When the subcommand runs it throws scenarios::usage_error for inconsistent options (--dot or --doctor without a
+//! graph mode; options that apply to one GPU only with several), std::invalid_argument for options the data refuses
+//! and for --gpus N with fewer than N devices visible, conveyor::train::idx_error for unreadable data,
+//! std::runtime_error when no CUDA device is present, the DOT file cannot be written or a data-parallel check fails,
+//! conveyor::nccl::nccl_error when NCCL fails or times out, and conveyor::cuda_error / cublas_error when a CUDA call
+//! fails.
 void register_train_command(CLI::App& app);

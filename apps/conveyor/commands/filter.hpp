@@ -1,5 +1,5 @@
 #pragma once
-//! \file filter_command.hpp
+//! \file filter.hpp
 //! The `conveyor filter` subcommand.
 
 #include <CLI/CLI.hpp>
@@ -14,7 +14,7 @@
 //! (10), --limit N (first N images), --dot FILE (graph of the first size), --verify (compare the first frame of
 //! each size with the CPU reference), --profile FILE.json / --profile-steps N (50) / --doctor
 //! (scenarios/common/profiling.hpp; a step is one frame of the first size).
-//! When the subcommand runs it throws CLI::ValidationError for inconsistent options, conveyor::filter::image_error
+//! When the subcommand runs it throws scenarios::usage_error for inconsistent options, conveyor::filter::image_error
 //! for an unreadable, truncated or unsupported image (before any GPU work or output), std::runtime_error when no
 //! CUDA device is present or verification fails, and conveyor::cuda_error when a CUDA call fails.
 void register_filter_command(CLI::App& app);

@@ -1,12 +1,15 @@
-//! \file solve_command.cpp
+//! \file solve.cpp
 //! `conveyor solve`: options, problem set-up, result table.
 
-#include "solve/solve_command.hpp"
+#include "commands/solve.hpp"
 
 #include "common/file_output.hpp"
+#include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
 #include "common/profiling.hpp"
+#include "common/results_table.hpp"
+#include "common/usage_error.hpp"
 
 #include "solve/cg_solver.hpp"
 #include "solve/matrix_market.hpp"
@@ -29,9 +32,26 @@
 #include <string>
 #include <vector>
 
+using conveyor::scenarios::option_error;
+
 namespace {
 
 using namespace conveyor::solve;
+
+//! The solver's modes as the --mode option offers them, in --mode all order.
+std::vector<conveyor::scenarios::run_mode> solver_modes() {
+  std::vector<conveyor::scenarios::run_mode> modes;
+  for (const solve_mode m : all_solve_modes) modes.push_back(as_run_mode(m));
+  return modes;
+}
+
+//! The solver's mode that is the run mode `m`.
+//! \throws std::invalid_argument for a run mode the solver does not have.
+solve_mode solver_mode(const conveyor::scenarios::run_mode& m) {
+  for (const solve_mode s : all_solve_modes)
+    if (as_run_mode(s) == m) return s;
+  throw std::invalid_argument("conveyor solve: no mode " + conveyor::scenarios::to_string(m));
+}
 
 struct cli_options {
   std::string matrix;
@@ -41,7 +61,7 @@ struct cli_options {
   std::uint64_t seed = 1;
   double tol = 1e-8;
   int max_iter = 0;
-  std::string mode = "all";
+  conveyor::scenarios::mode_option mode{solver_modes()}; // --mode
   std::string dot;
   bool seed_given = false; // --seed on the command line (it applies to --rhs random only)
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
@@ -56,19 +76,19 @@ struct problem {
 
 //! Refuses a generated problem whose CSR matrix (about 16 bytes per nonzero with the solver's vectors and the
 //! host copies) would not fit in this machine's memory, before generating it.
-//! \throws CLI::ValidationError naming the option, the estimate and the memory found.
+//! \throws usage_error naming the option, the estimate and the memory found.
 void check_fits(const char* option, double unknowns, double nonzeros_per_row) {
   const double bytes = unknowns * (nonzeros_per_row * 12.0 + 8.0 * 10.0);
   const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   if (physical > 0 && bytes > 0.5 * physical)
-    throw CLI::ValidationError(option, fmt::format("{:g} unknowns need about {:.1f} GiB of host memory for the matrix "
-                                                   "and vectors, more than half of this machine's {:.1f} GiB",
-                                                   unknowns, bytes / (1ULL << 30), physical / (1ULL << 30)));
+    throw option_error(option, fmt::format("{:g} unknowns need about {:.1f} GiB of host memory for the matrix and "
+                                           "vectors, more than half of this machine's {:.1f} GiB",
+                                           unknowns, bytes / (1ULL << 30), physical / (1ULL << 30)));
 }
 
 problem load_problem(const cli_options& o) {
   const int given = (o.matrix.empty() ? 0 : 1) + (o.poisson > 0 ? 1 : 0) + (o.poisson3d > 0 ? 1 : 0);
-  if (given != 1) throw CLI::ValidationError("--matrix/--poisson/--poisson3d", "give exactly one of them");
+  if (given != 1) throw option_error("--matrix/--poisson/--poisson3d", "give exactly one of them");
   if (o.poisson > 0) check_fits("--poisson", static_cast<double>(o.poisson) * o.poisson, 5.0);
   if (o.poisson3d > 0) check_fits("--poisson3d", static_cast<double>(o.poisson3d) * o.poisson3d * o.poisson3d, 7.0);
   if (o.poisson > 0) return {fmt::format("poisson2d {0}x{0}", o.poisson), poisson_2d(o.poisson)};
@@ -111,42 +131,27 @@ void check_system(const problem& p) {
 
 //! "graph-while", or "graph-while+pdl" when the programmatic pass ran on its graph.
 std::string mode_label(const solve_result& r) {
-  return r.programmatic ? fmt::format("{}+pdl", to_string(r.mode)) : std::string(to_string(r.mode));
+  return conveyor::scenarios::mode_label(as_run_mode(r.mode), r.programmatic);
 }
 
-void print_table(const std::vector<solve_result>& results, double tol) {
-  const solve_result* sync = nullptr;
-  for (const auto& r : results)
-    if (r.mode == solve_mode::sync) sync = &r;
-  fmt::print("{:<19} | {:>7} | {:>14} | {:>14} | {:>9} | {:>10} | {:>9} | {:>15} | {:>5}\n", "mode", "iters",
-             "solver rel.res", "true rel.res", "setup ms", "solve ms", "us/iter", "speedup vs sync", "nodes");
-  fmt::print("{:-<19}-+-{:-<7}-+-{:-<14}-+-{:-<14}-+-{:-<9}-+-{:-<10}-+-{:-<9}-+-{:-<15}-+-{:-<5}\n", "", "", "", "", "",
-             "", "", "", "");
-  // (mode names up to 19 characters; "graph-relaunch+pdl" is 18)
-  for (const auto& r : results) {
-    const std::string speedup = sync != nullptr && r.us_per_iteration > 0.0
-                                    ? fmt::format("{:.2f}x", sync->us_per_iteration / r.us_per_iteration)
-                                    : "n/a";
-    const std::string nodes = r.graph_nodes > 0 ? fmt::format("{}", r.graph_nodes) : "-";
-    fmt::print("{:<19} | {:>7} | {:>14.3e} | {:>14.3e} | {:>9.3f} | {:>10.3f} | {:>9.2f} | {:>15} | {:>5}{}\n",
-               mode_label(r), r.iterations, r.solver_residual, r.true_residual, r.setup_ms, r.solve_ms,
-               r.us_per_iteration, speedup, nodes,
-               r.converged ? "" : (r.breakdown ? "  BREAKDOWN" : "  NOT CONVERGED"));
-  }
-  if (results.size() > 1) {
-    const auto [lo, hi] = std::minmax_element(results.begin(), results.end(), [](const auto& a, const auto& b) {
-      return a.iterations < b.iterations;
-    });
-    if (hi->iterations - lo->iterations <= 1)
-      fmt::print("iterations agree across modes ({}{})\n", lo->iterations,
-                 hi->iterations != lo->iterations ? fmt::format("..{}", hi->iterations) : "");
-    else
-      fmt::print("iterations DIFFER across modes: {} ({}) .. {} ({})\n", lo->iterations, mode_label(*lo),
-                 hi->iterations, mode_label(*hi));
-    bool bitwise = true;
-    for (const auto& r : results) bitwise = bitwise && r.x == results.front().x;
-    fmt::print("solutions {} across modes\n", bitwise ? "bitwise identical" : "DIFFER bitwise");
-  }
+//! Whether the modes took the same iterations (within one) and gave bitwise the same solution.
+void print_agreement(const std::vector<solve_result>& results) {
+  const auto [lo, hi] = std::minmax_element(results.begin(), results.end(), [](const auto& a, const auto& b) {
+    return a.iterations < b.iterations;
+  });
+  if (hi->iterations - lo->iterations <= 1)
+    fmt::print("iterations agree across modes ({}{})\n", lo->iterations,
+               hi->iterations != lo->iterations ? fmt::format("..{}", hi->iterations) : "");
+  else
+    fmt::print("iterations DIFFER across modes: {} ({}) .. {} ({})\n", lo->iterations, mode_label(*lo),
+               hi->iterations, mode_label(*hi));
+  bool bitwise = true;
+  for (const auto& r : results) bitwise = bitwise && r.x == results.front().x;
+  fmt::print("solutions {} across modes\n", bitwise ? "bitwise identical" : "DIFFER bitwise");
+}
+
+//! What the programmatic pass did in each graph mode, and its edges (the same kernels in every mode: one listing).
+void print_programmatic(const std::vector<solve_result>& results) {
   for (const auto& r : results)
     if (r.programmatic)
       fmt::print("{}: make_programmatic made {} edge(s) programmatic, left {} full (edges into cuSPARSE's kernels or "
@@ -156,32 +161,47 @@ void print_table(const std::vector<solve_result>& results, double tol) {
   for (const auto& r : results)
     if (r.programmatic) {
       for (const auto& line : r.programmatic_lines) fmt::print("  {}\n", line);
-      break; // the same kernels in every graph mode: one listing
+      break;
     }
+}
+
+void print_table(const std::vector<solve_result>& results, double tol) {
+  // (mode names up to 19 characters; "graph-relaunch+pdl" is 18)
+  using table = conveyor::scenarios::results_table;
+  table t({{"mode", 19, true}, {"iters", 7}, {"solver rel.res", 14}, {"true rel.res", 14}, {"setup ms", 9},
+           {"solve ms", 10}, {"us/iter", 9}, table::speedup_column(), {"nodes", 5}});
+  for (const auto& r : results)
+    t.add_row(as_run_mode(r.mode), r.us_per_iteration,
+              {mode_label(r), fmt::format("{}", r.iterations), fmt::format("{:.3e}", r.solver_residual),
+               fmt::format("{:.3e}", r.true_residual), fmt::format("{:.3f}", r.setup_ms),
+               fmt::format("{:.3f}", r.solve_ms), fmt::format("{:.2f}", r.us_per_iteration),
+               r.graph_nodes > 0 ? fmt::format("{}", r.graph_nodes) : "-"},
+              r.converged ? "" : (r.breakdown ? "  BREAKDOWN" : "  NOT CONVERGED"));
+  fmt::print("{}", t.text());
+  if (results.size() > 1) print_agreement(results);
+  print_programmatic(results);
   fmt::print("speedup vs sync = sync's us/iter / the mode's us/iter; tol {:g}\n", tol);
 }
 
-void run(const cli_options& o) {
-  std::vector<solve_mode> modes;
-  if (o.mode == "all")
-    modes.assign(all_solve_modes.begin(), all_solve_modes.end());
-  else
-    modes.push_back(parse_solve_mode(o.mode));
-  const rhs_kind rhs = parse_rhs_kind(o.rhs);
+//! Every check of the options that needs neither the matrix nor a GPU.
+//! \throws usage_error naming the option; std::invalid_argument for an output path.
+void check_cli(const cli_options& o, rhs_kind rhs) {
   if (o.seed_given && rhs != rhs_kind::random)
-    throw CLI::ValidationError("--seed", fmt::format("applies to --rhs random only; with --rhs {} it would be ignored",
-                                                     o.rhs));
-  const bool has_graph = std::any_of(modes.begin(), modes.end(), [](solve_mode m) { return is_graph_mode(m); });
-  conveyor::scenarios::check_profiling_options(o.profile, has_graph,
-                                               "--mode graph-per-iteration, graph-while, graph-relaunch or all");
+    throw option_error("--seed", fmt::format("applies to --rhs random only; with --rhs {} it would be ignored", o.rhs));
+  const bool has_graph = o.mode.selects_graph();
+  conveyor::scenarios::check_profiling_options(o.profile, has_graph, o.mode.graph_modes());
   if (o.pdl && !has_graph)
-    throw CLI::ValidationError("--pdl", fmt::format("applies to the graph modes (programmatic edges); with --mode {} "
-                                                    "it would be ignored: use --mode graph-per-iteration, graph-while, "
-                                                    "graph-relaunch or all",
-                                                    o.mode));
+    throw option_error("--pdl", fmt::format("applies to the graph modes (programmatic edges); with --mode {} it would "
+                                            "be ignored: use {}",
+                                            o.mode.text, o.mode.graph_modes()));
   conveyor::scenarios::check_output_file("--dot", o.dot);
   conveyor::scenarios::check_distinct_outputs(
       {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
+}
+
+void run(const cli_options& o) {
+  const rhs_kind rhs = parse_rhs_kind(o.rhs);
+  check_cli(o, rhs);
   // Every input check before the GPU is needed: a bad matrix is reported on any machine.
   const problem p = load_problem(o);
   check_system(p);
@@ -203,9 +223,7 @@ void run(const cli_options& o) {
   std::fflush(stdout);
 
   std::vector<solve_result> results;
-  for (const solve_mode m : modes) {
-    results.push_back(solver.solve(m, options));
-  }
+  for (const auto& m : o.mode.selected()) results.push_back(solver.solve(solver_mode(m), options));
   print_table(results, o.tol);
   for (auto& r : results) {
     r.x.clear();
@@ -257,9 +275,7 @@ void register_solve_command(CLI::App& app) {
   sub->add_option("--max-iter", opts->max_iter, "Iteration cap (0: 10 x unknowns, at most 2e9)")
       ->check(integer_in(0, 2'000'000'000))
       ->capture_default_str();
-  sub->add_option("--mode", opts->mode, "Execution mode")
-      ->check(CLI::IsMember({"sync", "stream", "graph-per-iteration", "graph-while", "graph-relaunch", "all"}))
-      ->capture_default_str();
+  opts->mode.add_to(*sub);
   sub->add_flag("--pdl", opts->pdl,
                 "Programmatic dependent launch in the graph modes: edges into the CG kernels (which wait for their "
                 "predecessors first) become programmatic, the WHILE body's and the relaunch loop's included; edges "
@@ -274,7 +290,7 @@ void register_solve_command(CLI::App& app) {
       *sub, opts->profile,
       "one CG iteration with its residual read-back (one graph launch in graph-per-iteration), and in graph-while "
       "the whole solve (its one launch; not bounded by --profile-steps)",
-      "--mode graph-per-iteration, graph-while, graph-relaunch or all",
+      opts->mode.graph_modes(),
       0); // no warm-up steps: the solver's constructor ran every kernel once, and graph-while has one step a solve
   sub->callback([opts, sub] {
     opts->seed_given = sub->count("--seed") > 0;

@@ -1,5 +1,5 @@
 #pragma once
-//! \file solve_command.hpp
+//! \file solve.hpp
 //! The `conveyor solve` subcommand.
 
 #include <CLI/CLI.hpp>
@@ -12,7 +12,7 @@
 //! residual, set-up and solve time, µs per iteration and speedup per iteration against sync. --dot FILE writes the
 //! graph-while graph (WHILE body nested) as Graphviz DOT. --profile FILE.json / --profile-steps N (50) / --doctor
 //! (scenarios/common/profiling.hpp): a step is one CG iteration with its read-back, in graph-while the whole solve.
-//! When the subcommand runs it throws CLI::ValidationError for inconsistent options,
+//! When the subcommand runs it throws scenarios::usage_error for inconsistent options,
 //! conveyor::solve::matrix_market_error for a malformed or non-symmetric file, std::invalid_argument for a matrix
 //! the solver cannot take (non-positive diagonal), std::runtime_error when no CUDA device is present, the DOT file
 //! cannot be written or a mode did not converge, and conveyor::cuda_error / cusparse_error when a call fails.

@@ -1,11 +1,15 @@
-//! \file filter_command.cpp
+//! \file filter.cpp
 //! `conveyor filter`: options, reading and resizing the images, the benchmark per size, verification, outputs.
 
-#include "filter/filter_command.hpp"
+#include "commands/filter.hpp"
 
+#include "common/file_output.hpp"
+#include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
 #include "common/profiling.hpp"
+#include "common/results_table.hpp"
+#include "common/usage_error.hpp"
 
 #include "filter/benchmark.hpp"
 #include "filter/chain.hpp"
@@ -29,6 +33,8 @@
 #include <utility>
 #include <vector>
 
+using conveyor::scenarios::option_error;
+
 namespace {
 
 using namespace conveyor::filter;
@@ -40,7 +46,7 @@ constexpr double verify_margin = 0.05;
 struct cli_options {
   std::string input;
   std::string out;
-  std::string mode = "all";
+  conveyor::scenarios::mode_option mode; // --mode
   std::vector<std::string> sizes{"512x512", "1920x1080", "3840x2160"};
   filter_params params;
   int warmup = 1;
@@ -76,10 +82,10 @@ frame_size parse_size(const std::string& text) {
     h = std::stoi(text.substr(x + 1), &used_h);
     if (used_w != x || used_h != text.size() - x - 1) throw std::invalid_argument("trailing text");
   } catch (const std::exception&) {
-    throw CLI::ValidationError("--sizes", "expected WIDTHxHEIGHT (e.g. 1920x1080) or native, got '" + text + "'");
+    throw option_error("--sizes", "expected WIDTHxHEIGHT (e.g. 1920x1080) or native, got '" + text + "'");
   }
   if (w < 3 || h < 3 || w > max_image_side || h > max_image_side)
-    throw CLI::ValidationError("--sizes", "each side must be 3 to 32768 pixels, got '" + text + "'");
+    throw option_error("--sizes", "each side must be 3 to 32768 pixels, got '" + text + "'");
   return {w, h};
 }
 
@@ -151,37 +157,33 @@ void print_bound_table(const std::vector<size_report>& reports,
              "graphs/nodes: executable graphs made, copy nodes given new host pointers)\n");
 }
 
+//! The results table: per size, a row per mode (and the pipelined mode's), the speedup against that size's sync.
 void print_table(const std::vector<size_report>& reports,
                  const std::vector<std::optional<pipelined_report>>& pipelined, const std::string& device) {
   fmt::print("\ndevice: {}\n", device);
-  fmt::print("{:<10} | {:<6} | {:>6} | {:>17} | {:>9} | {:>15} | {:>19}\n", "size", "mode", "frames",
-             "ms/frame (median)", "frames/s", "speedup vs sync", "nodes updated/frame");
-  fmt::print("{:-<10}-+-{:-<6}-+-{:-<6}-+-{:-<17}-+-{:-<9}-+-{:-<15}-+-{:-<19}\n", "", "", "", "", "", "", "");
+  using table = conveyor::scenarios::results_table;
+  table t({{"size", 10, true}, {"mode", 6, true}, {"frames", 6}, {"ms/frame (median)", 17}, {"frames/s", 9},
+           table::speedup_column(), {"nodes updated/frame", 19}});
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const size_report& r = reports[i];
-    const mode_timing* sync = nullptr;
-    for (const auto& m : r.modes)
-      if (m.mode == execution_mode::sync) sync = &m;
+    t.new_group();
     for (const auto& m : r.modes) {
-      const std::string speedup =
-          sync != nullptr && m.ms_per_frame > 0.0 ? fmt::format("{:.2f}x", sync->ms_per_frame / m.ms_per_frame) : "n/a";
-      const std::string updated = m.mode == execution_mode::graph
-                                      ? fmt::format("{:.2f} of {}", m.nodes_updated_per_frame,
-                                                    r.stats ? r.stats->nodes : 0)
-                                      : "-";
-      fmt::print("{:<10} | {:<6} | {:>6} | {:>17.4f} | {:>9.1f} | {:>15} | {:>19}\n", size_text(r.width, r.height),
-                 to_string(m.mode), r.frames, m.ms_per_frame, m.frames_per_second, speedup, updated);
+      const std::string updated =
+          m.mode == execution_mode::graph
+              ? fmt::format("{:.2f} of {}", m.nodes_updated_per_frame, r.stats ? r.stats->nodes : 0)
+              : "-";
+      t.add_row(m.mode, m.ms_per_frame,
+                {size_text(r.width, r.height), std::string(to_string(m.mode)), fmt::format("{}", r.frames),
+                 fmt::format("{:.4f}", m.ms_per_frame), fmt::format("{:.1f}", m.frames_per_second), updated});
     }
     if (i < pipelined.size() && pipelined[i]) {
       const pipelined_report& p = *pipelined[i];
-      const std::string speedup = sync != nullptr && p.ms_per_frame > 0.0
-                                      ? fmt::format("{:.2f}x", sync->ms_per_frame / p.ms_per_frame)
-                                      : "n/a";
-      fmt::print("{:<10} | {:<6} | {:>6} | {:>17.4f} | {:>9.1f} | {:>15} | {:>19}\n", size_text(r.width, r.height),
-                 pipelined_mode_name(p.depth), p.frames_per_pass, p.ms_per_frame, p.frames_per_second, speedup,
-                 "-");
+      t.add_row(execution_mode::graph, p.ms_per_frame,
+                {size_text(r.width, r.height), pipelined_mode_name(p.depth), fmt::format("{}", p.frames_per_pass),
+                 fmt::format("{:.4f}", p.ms_per_frame), fmt::format("{:.1f}", p.frames_per_second), "-"});
     }
   }
+  fmt::print("{}", t.text());
 }
 
 void print_graph(const size_report& r) {
@@ -197,32 +199,31 @@ void print_graph(const size_report& r) {
   for (const auto& line : r.graph_log) fmt::print("  {}\n", line);
 }
 
-void run(const cli_options& o) {
-  std::vector<execution_mode> modes;
-  if (o.mode == "all")
-    modes.assign(all_execution_modes.begin(), all_execution_modes.end());
-  else
-    modes.push_back(parse_execution_mode(o.mode));
-  const bool has_graph = std::find(modes.begin(), modes.end(), execution_mode::graph) != modes.end();
-  if (!o.dot.empty() && !has_graph) throw CLI::ValidationError("--dot", "needs --mode graph or --mode all");
+//! Every check of the options that needs neither the images nor a GPU.
+//! \throws usage_error naming the option; std::invalid_argument for an output path.
+void check_cli(const cli_options& o) {
+  const bool has_graph = o.mode.selects_graph();
+  if (!o.dot.empty() && !has_graph) throw option_error("--dot", "needs " + o.mode.graph_modes());
   try {
     validate(o.params);
   } catch (const std::invalid_argument& e) {
-    throw CLI::ValidationError("parameters", e.what());
+    throw option_error("parameters", e.what());
   }
   const bool native = o.sizes.size() == 1 && o.sizes[0] == "native";
   if (!native)
     for (const auto& s : o.sizes) (void)parse_size(s);
-
   if (o.pipeline_frames_given && o.pipeline == 0)
-    throw CLI::ValidationError("--pipeline-frames", "applies to --pipeline only; without it it would be ignored");
-  conveyor::scenarios::check_profiling_options(o.profile, has_graph, "--mode graph or --mode all");
+    throw option_error("--pipeline-frames", "applies to --pipeline only; without it it would be ignored");
+  conveyor::scenarios::check_profiling_options(o.profile, has_graph, o.mode.graph_modes());
   conveyor::scenarios::check_output_file("--dot", o.dot);
   conveyor::scenarios::check_output_folder("--out", o.out);
   conveyor::scenarios::check_distinct_outputs(
       {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
+}
 
-  // Read everything first: a bad image stops the run before any GPU work or output.
+//! Every image of --input (the first --limit), read before any GPU work or output: a bad one stops the run.
+//! \throws image_error naming the file.
+std::vector<named_image> read_images(const cli_options& o) {
   std::vector<std::filesystem::path> files = list_images(o.input);
   if (o.limit > 0 && files.size() > o.limit) files.resize(o.limit);
   std::vector<named_image> images;
@@ -230,73 +231,108 @@ void run(const cli_options& o) {
     images.push_back({f.stem().string(), read_image(f)});
     fmt::print("read {} ({}x{})\n", f.string(), images.back().img.width, images.back().img.height);
   }
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor filter` needs a GPU");
-  const std::filesystem::path out_dir = o.out;
-  if (!o.out.empty()) std::filesystem::create_directories(out_dir);
+  return images;
+}
 
+//! One frame size's batch: a pinned slot per image (resized unless native) and the images' names.
+struct size_batch {
+  int width = 0;
+  int height = 0;
+  std::vector<frame_slot> slots;
+  std::vector<std::string> names;
+  image first_frame; // the first frame as loaded, for --verify
+};
+
+size_batch load_batch(const cli_options& o, frame_size size, const std::vector<std::size_t>& members,
+                      const std::vector<named_image>& images) {
+  const bool native = o.sizes.size() == 1 && o.sizes[0] == "native";
+  size_batch b;
+  b.width = size.width;
+  b.height = size.height;
+  b.slots.reserve(members.size());
+  for (const std::size_t i : members) {
+    image frame = native ? images[i].img : resize_bilinear(images[i].img, size.width, size.height);
+    b.slots.emplace_back(size.width, size.height);
+    b.slots.back().load(frame);
+    b.names.push_back(images[i].name);
+    if (b.slots.size() == 1) b.first_frame = std::move(frame);
+  }
+  return b;
+}
+
+//! The pipelined mode of one size (--pipeline) and its check against the other modes' outputs.
+std::optional<pipelined_report> run_pipelined_mode(const cli_options& o, filter_chain& chain, const size_batch& b,
+                                                   const size_report& r, const timing_options& timing,
+                                                   std::vector<std::string>& failures) {
+  if (o.pipeline == 0) return std::nullopt;
+  pipelined_report piped = run_pipelined(chain, b.slots, {o.pipeline, o.pipeline_frames}, timing);
+  const bool same = piped.output_hash == r.modes.front().output_hash;
+  fmt::print("{}: pipelined (depth {}, {} frames per pass) outputs bitwise identical to {} mode: {}\n",
+             size_text(b.width, b.height), piped.depth, piped.frames_per_pass, to_string(r.modes.front().mode),
+             same ? "yes" : "NO");
+  if (!same) failures.push_back(size_text(b.width, b.height) + ": the pipelined outputs differ from the other modes'");
+  return piped;
+}
+
+//! --verify (the first frame against the CPU reference) and the files of one size (--out, --dot for the first).
+void check_and_write(const cli_options& o, const size_batch& b, const size_report& r, bool& dot_written,
+                     std::vector<std::string>& failures) {
+  const std::string size = size_text(b.width, b.height);
+  if (o.verify) {
+    const chain_reference ref = run_reference(b.first_frame, o.params);
+    const output_check c =
+        check_outputs(b.slots[0].edges_image(), b.slots[0].sharp_image(), ref, o.params.threshold, verify_margin);
+    fmt::print("{}: verify {} against the CPU reference (double): {}\n", size, b.names[0], c.summary());
+    if (!c.ok()) failures.push_back(size + ": verification failed: " + c.summary());
+  }
+  if (!o.out.empty()) {
+    const std::filesystem::path out_dir = o.out;
+    for (std::size_t i = 0; i < b.slots.size(); ++i) {
+      const std::string stem = b.names[i] + "_" + size;
+      write_png(out_dir / (stem + "_edges.png"), b.slots[i].edges_image());
+      write_png(out_dir / (stem + "_sharp.png"), b.slots[i].sharp_image());
+    }
+    fmt::print("{}: wrote {} edges and {} sharpened PNGs to {}\n", size, b.slots.size(), b.slots.size(),
+               out_dir.string());
+  }
+  if (!o.dot.empty() && !dot_written && !r.dot.empty()) {
+    write_file_atomically(o.dot, r.dot);
+    dot_written = true;
+    fmt::print("wrote the {} graph to {}\n", size, o.dot);
+  }
+}
+
+void run(const cli_options& o) {
+  check_cli(o);
+  const std::vector<named_image> images = read_images(o);
+  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor filter` needs a GPU");
+  if (!o.out.empty()) std::filesystem::create_directories(o.out);
   fmt::print("chain: grey, Gaussian sigma {} (radius {}), Sobel x | Sobel y, magnitude, threshold {}; unsharp "
              "sigma {} amount {}; modes: {}; {} warm-up + {} timed pass(es)\n",
              o.params.sigma, gaussian_radius(o.params.sigma), o.params.threshold, o.params.unsharp_sigma,
-             o.params.unsharp_amount, o.mode, o.warmup, o.repeat);
+             o.params.unsharp_amount, o.mode.text, o.warmup, o.repeat);
   std::fflush(stdout);
 
   // Profiled and examined: the first frame size only (one graph; the tracks compare the same frames).
   const auto profiling = conveyor::scenarios::make_profiling(o.profile, "filter");
   const timing_options timing{o.warmup, o.repeat};
+  std::vector<execution_mode> modes;
+  for (const auto& m : o.mode.selected()) modes.push_back(m.kind);
   std::vector<size_report> reports;
   std::vector<std::optional<pipelined_report>> pipelined;
   std::vector<std::string> failures;
   bool dot_written = false;
   for (const auto& [size, members] : make_batches(o.sizes, images)) {
-    const auto [w, h] = size;
-    std::vector<frame_slot> slots;
-    std::vector<std::string> names;
-    slots.reserve(members.size());
-    image first_frame;
-    for (const std::size_t i : members) {
-      image frame = native ? images[i].img : resize_bilinear(images[i].img, w, h);
-      slots.emplace_back(w, h);
-      slots.back().load(frame);
-      names.push_back(images[i].name);
-      if (slots.size() == 1) first_frame = std::move(frame);
-    }
-    filter_chain chain(w, h, o.params);
-    size_report r = run_benchmark(chain, slots, names, modes, timing, profiling.get());
+    const size_batch b = load_batch(o, size, members, images);
+    filter_chain chain(b.width, b.height, o.params);
+    size_report r = run_benchmark(chain, b.slots, b.names, modes, timing, profiling.get());
     if (profiling) profiling->stop(); // the first size only
     print_graph(r);
-    if (!r.modes_agree()) failures.push_back(size_text(w, h) + ": the modes' outputs differ");
-    fmt::print("{}: outputs of {} bitwise identical across modes: {}\n", size_text(w, h), r.frames,
+    if (!r.modes_agree()) failures.push_back(size_text(b.width, b.height) + ": the modes' outputs differ");
+    fmt::print("{}: outputs of {} bitwise identical across modes: {}\n", size_text(b.width, b.height), r.frames,
                r.modes_agree() ? "yes" : "NO");
-    std::optional<pipelined_report> piped;
-    if (o.pipeline > 0) {
-      piped = run_pipelined(chain, slots, {o.pipeline, o.pipeline_frames}, timing);
-      const bool same = piped->output_hash == r.modes.front().output_hash;
-      fmt::print("{}: pipelined (depth {}, {} frames per pass) outputs bitwise identical to {} mode: {}\n",
-                 size_text(w, h), piped->depth, piped->frames_per_pass, to_string(r.modes.front().mode),
-                 same ? "yes" : "NO");
-      if (!same) failures.push_back(size_text(w, h) + ": the pipelined outputs differ from the other modes'");
-    }
-    if (o.verify) {
-      const chain_reference ref = run_reference(first_frame, o.params);
-      const output_check c = check_outputs(slots[0].edges_image(), slots[0].sharp_image(), ref, o.params.threshold,
-                                           verify_margin);
-      fmt::print("{}: verify {} against the CPU reference (double): {}\n", size_text(w, h), names[0], c.summary());
-      if (!c.ok()) failures.push_back(size_text(w, h) + ": verification failed: " + c.summary());
-    }
-    if (!o.out.empty()) {
-      for (std::size_t i = 0; i < slots.size(); ++i) {
-        const std::string stem = names[i] + "_" + size_text(w, h);
-        write_png(out_dir / (stem + "_edges.png"), slots[i].edges_image());
-        write_png(out_dir / (stem + "_sharp.png"), slots[i].sharp_image());
-      }
-      fmt::print("{}: wrote {} edges and {} sharpened PNGs to {}\n", size_text(w, h), slots.size(), slots.size(),
-                 out_dir.string());
-    }
-    if (!o.dot.empty() && !dot_written && !r.dot.empty()) {
-      write_file_atomically(o.dot, r.dot);
-      dot_written = true;
-      fmt::print("wrote the {} graph to {}\n", size_text(w, h), o.dot);
-    }
+    std::optional<pipelined_report> piped = run_pipelined_mode(o, chain, b, r, timing, failures);
+    check_and_write(o, b, r, dot_written, failures);
     std::fflush(stdout);
     reports.push_back(std::move(r));
     pipelined.push_back(std::move(piped));
@@ -320,9 +356,7 @@ void register_filter_command(CLI::App& app) {
                 "a multi-stream graph, in sync, stream and graph modes; report ms/frame, frames/s, speedup");
   sub->add_option("--input,-i", o->input, "A PNG or JPEG file, or a folder of them")->required();
   sub->add_option("--out,-o", o->out, "Folder for the edges and sharpened PNGs (created; nothing written without it)");
-  sub->add_option("--mode", o->mode, "Execution mode")
-      ->check(CLI::IsMember({"sync", "stream", "graph", "all"}))
-      ->capture_default_str();
+  o->mode.add_to(*sub);
   sub->add_option("--sizes", o->sizes, "Frame sizes WIDTHxHEIGHT, comma-separated, or native (each image's own)")
       ->delimiter(',')
       ->capture_default_str();
@@ -365,7 +399,7 @@ void register_filter_command(CLI::App& app) {
   sub->add_flag("--verify", o->verify, "Compare the first frame of each size with the CPU reference (double)");
   conveyor::scenarios::add_profiling_options(
       *sub, o->profile, "one frame (upload, chain, downloads; one graph launch in graph mode) of the first size",
-      "--mode graph or --mode all");
+      o->mode.graph_modes());
   sub->callback([o, sub] {
     o->pipeline_frames_given = sub->count("--pipeline-frames") > 0;
     run(*o);
