@@ -276,7 +276,7 @@ public:
     const char* id;
     void (doctor::*run)();
   };
-  static const check_entry checks[15];
+  static const check_entry checks[16];
 
   std::vector<finding> run() {
     for (const auto& c : checks) (this->*c.run)();
@@ -680,6 +680,7 @@ private:
     for (const std::string& r : *in_.graphed_reasons) {
       std::string text = std::regex_replace(r, call_prefix, "");
       if (text.starts_with("[") || text.find("no capture") != std::string::npos) continue; // rebinds: no capture
+      if (text.starts_with("churn guard")) continue;                                        // the guard's own notes
       text = std::regex_replace(text, change_values, " changed");
       text = std::regex_replace(text, shape_values, " for a new shape");
       text = std::regex_replace(text, node_count, "");
@@ -725,8 +726,9 @@ private:
                             plural(binding, "re-capture", "re-captures"));
     std::string fix;
     if (shape >= binding)
-      fix = "shape churn: pass sizes as batch_size and set graphed_options::buckets so that sizes pad to a few "
-            "captured shapes; raise max_graphs if graphs are evicted; keep shape arguments stable";
+      fix = "shape churn: pass sizes as batch_size and set graphed_options::buckets (or a padding_rule per dimension, "
+            "graphed_options::dimensions) so that sizes pad to a few captured shapes; raise max_graphs if graphs are "
+            "evicted; keep shape arguments stable; graphed_options::churn runs the callable eagerly while it churns";
     else
       fix = "binding churn: keep buffers stable (allocate once and reuse them); declare arguments that only flow "
             "into node fields (graphed_options::rebind_arguments with rebind_policy::learn or patch) so that their "
@@ -734,6 +736,30 @@ private:
             "conveyor::unkeyed";
     add("recapture_churn", rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence),
         std::move(fix));
+  }
+
+  // 9b. The churn guard ran calls eagerly: the callable re-recorded more often than its cap allows.
+  void churn_guard() {
+    const graphed_statistics* g = in_.graphed;
+    if (g == nullptr || g->guard_trips == 0) return;
+    const double share = g->calls == 0 ? 0 : static_cast<double>(g->guarded_calls) / static_cast<double>(g->calls);
+    std::string evidence = fmt::format(
+        "the churn guard ran {} of {} calls eagerly ({}): it engaged {} when the callable made more than {} captures "
+        "and re-captures within {} calls, and resumed graphing {} after the arguments settled{}",
+        g->guarded_calls, g->calls, percent(share), plural(g->guard_trips, "time", "times"), g->churn_max_records,
+        g->churn_window, plural(g->guard_resumes, "time", "times"), g->guard_engaged ? "; it runs eagerly now" : "");
+    const auto groups = churn_reasons();
+    std::vector<std::string> top;
+    for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
+      top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
+    if (!top.empty()) evidence += fmt::format("; what re-recorded: {}", joined(top, "; "));
+    add("churn_guard", share > 0.5 || g->guard_engaged ? severity::critical : severity::warning, {},
+        std::move(evidence),
+        "the shapes or arguments change faster than graphs pay back: pad sizes to a few shapes (batch_size with "
+        "graphed_options::buckets, or a padding_rule per dimension in graphed_options::dimensions: buckets, multiple, "
+        "power_of_two, limit), keep buffers stable or declare arguments that only flow into node fields "
+        "(rebind_arguments); if the shapes are meant to change this often, run the callable eagerly "
+        "(graphed_options::disabled)");
   }
 
   // 10. Updates that fell back to slower paths.
@@ -916,7 +942,7 @@ private:
   }
 };
 
-const doctor::check_entry doctor::checks[15] = {
+const doctor::check_entry doctor::checks[16] = {
     {"failed_launch", &doctor::failed_launch},
     {"few_nodes", &doctor::few_nodes},
     {"short_kernels", &doctor::short_kernels},
@@ -927,6 +953,7 @@ const doctor::check_entry doctor::checks[15] = {
     {"missing_upload", &doctor::missing_upload},
     {"unfreed_allocations", &doctor::unfreed_allocations},
     {"recapture_churn", &doctor::recapture_churn},
+    {"churn_guard", &doctor::churn_guard},
     {"update_fallbacks", &doctor::update_fallbacks},
     {"serialised_branches", &doctor::serialised_branches},
     {"tiny_loop_body", &doctor::tiny_loop_body},

@@ -119,12 +119,13 @@ std::vector<finding> run(const doctor_input& in, const std::string& check) { ret
 
 // ---- the list, empty input, validation -------------------------------------------------------------------------
 
-TEST(Doctor, ChecksListsFifteenIdsInOrder) {
+TEST(Doctor, ChecksListsSixteenIdsInOrder) {
   const std::vector<std::string> expected{"failed_launch",     "few_nodes",           "short_kernels",
                                           "critical_path_gaps", "pdl_chains",         "host_on_critical_path",
                                           "removable_copies",  "missing_upload",      "unfreed_allocations",
-                                          "recapture_churn",   "update_fallbacks",    "serialised_branches",
-                                          "tiny_loop_body",    "legacy_stream",       "step_through"};
+                                          "recapture_churn",   "churn_guard",         "update_fallbacks",
+                                          "serialised_branches", "tiny_loop_body",    "legacy_stream",
+                                          "step_through"};
   EXPECT_EQ(doctor_checks(), expected);
   EXPECT_STREQ(to_string(severity::info), "info");
   EXPECT_STREQ(to_string(severity::warning), "warning");
@@ -367,7 +368,10 @@ TEST(Doctor, PdlChainsNearMisses) {
   EXPECT_TRUE(run(with_graph(linked), "pdl_chains").empty());
   graph_description half = chain(4); // one of three links programmatic: the rest, two nodes, is too short
   half.edge_types = {conveyor::edge_type::full, conveyor::edge_type::programmatic, conveyor::edge_type::full};
-  EXPECT_TRUE(run(with_graph(half), "pdl_chains").empty());
+  const auto half_findings = run(with_graph(half), "pdl_chains");
+  ASSERT_EQ(half_findings.size(), 1u); // said (for --verbose and the JSON), not counted among the findings
+  EXPECT_FALSE(half_findings[0].applies);
+  EXPECT_HAS(half_findings[0].evidence, "1 programmatic link(s)");
 
   graph_description already = chain(3); // k1 already launched with programmatic dependent launch
   already.nodes[1].attributes.push_back("programmatic stream serialization");
@@ -557,6 +561,49 @@ TEST(Doctor, UnfreedAllocationsNearMisses) {
 }
 
 // ---- 9. recapture_churn ----------------------------------------------------------------------------------------
+
+TEST(Doctor, ChurnGuardNamesTheEagerCallsAndWhatReRecorded) {
+  graphed_statistics s;
+  s.calls = 40;
+  s.captures = 6;
+  s.instantiations = 6;
+  s.guard_trips = 1;
+  s.guard_resumes = 1;
+  s.guarded_calls = 12;
+  s.churn_max_records = 4;
+  s.churn_window = 20;
+  std::deque<std::string> reasons;
+  for (int i = 0; i < 5; ++i)
+    reasons.push_back("call " + std::to_string(i + 1) + ": captured and instantiated a graph of 3 nodes for shape (0=" +
+                      std::to_string(i) + ")");
+  reasons.push_back("call 5: churn guard: 5 captures and re-captures in the last 20 calls, more than 4: running "
+                    "eagerly until the arguments settle (10 steady calls in a row)");
+  reasons.push_back("call 17: churn guard: 10 steady calls in a row: graphing again");
+  doctor_input in;
+  in.graphed = &s;
+  in.graphed_reasons = &reasons;
+  const auto f = run(in, "churn_guard");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].level, severity::warning);
+  EXPECT_HAS(f[0].evidence, "the churn guard ran 12 of 40 calls eagerly (30%)");
+  EXPECT_HAS(f[0].evidence, "engaged 1 time when the callable made more than 4 captures and re-captures within 20 "
+                            "calls, and resumed graphing 1 time");
+  EXPECT_HAS(f[0].evidence, "what re-recorded: \"captured and instantiated a graph for a new shape\" ×5");
+  EXPECT_LACKS(f[0].evidence, "runs eagerly now");
+  EXPECT_HAS(f[0].fix, "graphed_options::dimensions");
+  // The guard's own notes are not counted as shape churn.
+  const auto churn = run(in, "recapture_churn");
+  ASSERT_EQ(churn.size(), 1u);
+  EXPECT_HAS(churn[0].evidence, "5 events for new shapes");
+  // Engaged now: critical. Never engaged: no finding.
+  s.guard_engaged = true;
+  ASSERT_EQ(run(in, "churn_guard").size(), 1u);
+  EXPECT_EQ(run(in, "churn_guard")[0].level, severity::critical);
+  EXPECT_HAS(run(in, "churn_guard")[0].evidence, "it runs eagerly now");
+  s.guard_trips = 0;
+  s.guard_engaged = false;
+  EXPECT_TRUE(run(in, "churn_guard").empty());
+}
 
 TEST(Doctor, RecaptureChurnFromBindings) {
   graphed_statistics s;
@@ -914,7 +961,8 @@ TEST(Doctor, JsonRoundTripsTheFields) {
     ASSERT_TRUE(j.is_array());
     ASSERT_EQ(j.size(), f.size());
     for (std::size_t i = 0; i < f.size(); ++i) {
-      EXPECT_EQ(j[i].size(), 5u);
+      EXPECT_EQ(j[i].size(), 6u);
+      EXPECT_EQ(j[i].at("applies").get<bool>(), f[i].applies);
       EXPECT_EQ(j[i].at("check").get<std::string>(), f[i].check);
       EXPECT_EQ(j[i].at("severity").get<std::string>(), to_string(f[i].level));
       EXPECT_EQ(j[i].at("nodes").get<std::vector<std::string>>(), f[i].nodes);
@@ -930,6 +978,7 @@ TEST(Doctor, JsonRoundTripsTheFields) {
   EXPECT_LT(at("severity"), at("nodes"));
   EXPECT_LT(at("nodes"), at("evidence"));
   EXPECT_LT(at("evidence"), at("fix"));
+  EXPECT_LT(at("fix"), at("applies"));
 }
 
 } // namespace

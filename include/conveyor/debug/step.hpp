@@ -55,11 +55,11 @@ struct step_node {
   //! conditional body, (node index, body index) pairs down to its graph and then its index there: the path through
   //! graph_description's nodes and bodies (mark_fault).
   std::vector<std::size_t> position;
-  node_kind kind = node_kind::other;
+  node_kind kind = node_kind::other; //!< the node's kind
   std::string label;       //!< the node's label, or empty
   std::string kernel_name; //!< kernels: the demangled name
   std::array<unsigned, 3> grid{0, 0, 0};  //!< kernels: the launch shape
-  std::array<unsigned, 3> block{0, 0, 0};
+  std::array<unsigned, 3> block{0, 0, 0}; //!< kernels: threads per block
   std::size_t shared_bytes = 0;           //!< kernels: dynamic shared memory, bytes
   std::string arguments;   //!< kernels: each parameter's bytes, "0: 0x7f3a00000000 (8 B), 1: 0x40000000 (4 B)"
   std::vector<std::string> dependencies; //!< the nodes it depends on in its own graph, as "node 1 'label' (kind)"
