@@ -12,6 +12,7 @@
 #include "conveyor/error.hpp"
 #include "conveyor/runtime/device.hpp"
 #include "conveyor/runtime/event.hpp"
+#include "conveyor/runtime/graph_memory.hpp"
 #include "conveyor/runtime/launch.hpp"
 #include "conveyor/runtime/stream.hpp"
 #include "conveyor/define/capture.hpp"

@@ -5,8 +5,13 @@
 #include "execute/graph_exec_impl.hpp"
 #include "kinds/node_name.hpp"
 #include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
 #include "kinds/walk.hpp"
 #include "model/graph_state.hpp"
+#include "util/byte_size.hpp"
+
+#include "conveyor/runtime/device.hpp"
+#include "conveyor/runtime/graph_memory.hpp"
 
 #include <fmt/format.h>
 
@@ -325,6 +330,7 @@ call_plan graph_cache::plan_cached(const call_key& key) {
             key[i].position, e->key[i].bits, key[i].bits));
     matched_ = e.get();
     matched_->last_used = ++clock_;
+    matched_->last_call = stats_.calls;
     if (e->key.same_binding(key)) return call_plan::replay;
     not_rebound_.clear();
     if (!rebinding_ || e->rebind_broken) return call_plan::recapture;
@@ -343,22 +349,92 @@ call_plan graph_cache::plan_cached(const call_key& key) {
   return call_plan::capture_new;
 }
 
-graph_cache::entry& graph_cache::insert(const call_key& key, graph g) {
-  if (entries_.size() >= options_.max_graphs) {
-    auto victim = std::min_element(entries_.begin(), entries_.end(),
-                                   [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
-    note(fmt::format("evicted the least recently used graph (cache holds {})", options_.max_graphs));
-    // Destroyed at once: its queued launches keep what they use until they finish (graph_exec's lifetimes).
-    entries_.erase(victim);
-    ++stats_.evictions;
+namespace {
+
+// What a graph holds: its nodes, and its allocation nodes with their sizes (read from each node: kinds/mem_alloc).
+struct holding {
+  std::size_t nodes = 0;
+  std::size_t allocations = 0;
+  std::size_t bytes = 0;
+};
+
+holding holding_of(const graph& g) {
+  holding h;
+  const auto nodes = detail::graph_nodes(g.get());
+  h.nodes = nodes.size();
+  for (cudaGraphNode_t n : nodes)
+    if (detail::kind_of(n) == node_kind::mem_alloc) {
+      ++h.allocations;
+      h.bytes += detail::read_mem_alloc(n).bytes;
+    }
+  return h;
+}
+
+} // namespace
+
+void graph_cache::evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why) {
+  const entry& e = **victim;
+  note(fmt::format("evicted the least recently used graph{} ({})",
+                   e.bytes != 0 ? fmt::format(" holding {} of graph allocations", detail::byte_size(e.bytes)) : "",
+                   why));
+  if (matched_ == victim->get()) matched_ = nullptr;
+  // Destroyed at once: its queued launches keep what they use until they finish (graph_exec's lifetimes).
+  entries_.erase(victim);
+  ++stats_.evictions;
+}
+
+// Evicts least recently used graphs (never `keep`) until one more graph fits the count cap (when `keep` is null: a
+// graph is about to be added) and `incoming` more bytes fit the byte budget.
+void graph_cache::make_room(std::size_t incoming, const entry* keep) {
+  bool freed_bytes = false;
+  for (;;) {
+    std::size_t held = 0;
+    for (const auto& e : entries_) held += e->bytes;
+    const bool over_count = keep == nullptr && entries_.size() >= options_.max_graphs;
+    const bool over_bytes = options_.max_bytes != 0 && held + incoming > options_.max_bytes;
+    auto victim = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->get() != keep && (victim == entries_.end() || (*it)->last_used < (*victim)->last_used)) victim = it;
+    if ((!over_count && !over_bytes) || victim == entries_.end()) break;
+    if (over_count) {
+      evict(victim, fmt::format("cache holds {}", options_.max_graphs).c_str());
+      continue;
+    }
+    evict(victim, fmt::format("byte budget {}: {} held, {} more wanted", detail::byte_size(options_.max_bytes),
+                              detail::byte_size(held), detail::byte_size(incoming))
+                      .c_str());
+    ++stats_.budget_evictions;
+    freed_bytes = true;
   }
-  note(fmt::format("captured and instantiated a graph of {} nodes for shape ({})", g.node_count(), key.shape_text()));
+  if (freed_bytes && options_.trim_on_evict) trim_graph_memory(current_device());
+}
+
+graph_cache::entry& graph_cache::insert(const call_key& key, graph g) {
+  const holding h = holding_of(g);
+  make_room(h.bytes, nullptr);
+  if (options_.max_bytes != 0 && h.bytes > options_.max_bytes)
+    note(fmt::format("the new graph holds {} of graph allocations, above the byte budget {}: cached alone",
+                     detail::byte_size(h.bytes), detail::byte_size(options_.max_bytes)));
+  note(fmt::format("captured and instantiated a graph of {} nodes for shape ({})", h.nodes, key.shape_text()));
   auto exec = instantiate(g, options_.flags);
-  entries_.push_back(std::make_unique<entry>(entry{key, std::move(exec), ++clock_, nullptr, false}));
+  entries_.push_back(std::make_unique<entry>(
+      entry{key, std::move(exec), ++clock_, nullptr, false, h.nodes, h.allocations, h.bytes, stats_.calls}));
   ++stats_.captures;
   ++stats_.instantiations;
   std::erase_if(warmups_, [&](auto& w) { return w.first.same_shape(key); });
+  stats_.held_bytes = 0;
+  for (const auto& e : entries_) stats_.held_bytes += e->bytes;
   return *entries_.back();
+}
+
+std::vector<cached_graph> graph_cache::cached() const {
+  std::vector<const entry*> order;
+  for (const auto& e : entries_) order.push_back(e.get());
+  std::sort(order.begin(), order.end(), [](const entry* a, const entry* b) { return a->last_used > b->last_used; });
+  std::vector<cached_graph> out;
+  for (const entry* e : order)
+    out.push_back({e->key.shape_text(), e->nodes, e->allocations, e->bytes, e->last_call});
+  return out;
 }
 
 graph_cache::entry& graph_cache::matched(const char* call) {
@@ -453,6 +529,15 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
                                : options_.recapture == recapture_update::per_node ? e.exec.update_incremental(g)
                                                                                   : e.exec.update_or_reinstantiate(g);
   std::string line = fmt::format("{}: {}", key.changes_from(e.key), count_update(result, stats_));
+  if (result.method == update_method::reinstantiated) { // another graph now: what it holds, within the budget
+    const holding h = holding_of(g);
+    e.nodes = h.nodes;
+    e.allocations = h.allocations;
+    e.bytes = h.bytes;
+    make_room(0, &e);
+    stats_.held_bytes = 0;
+    for (const auto& other : entries_) stats_.held_bytes += other->bytes;
+  }
   if (rebinding_on && !not_rebound_.empty()) line += fmt::format(" [not patched: {}]", not_rebound_);
   if (learning) {
     facts.clean_update = result.method == update_method::none || result.method == update_method::per_node;
@@ -673,6 +758,20 @@ std::string graph_cache::report(std::string_view name) const {
                        "resumed {} time(s); {}\n",
                        options_.churn.max_records, options_.churn.window, s.guard_trips, s.guarded_calls,
                        s.guard_resumes, s.guard_engaged ? "running eagerly now" : "graphing now");
+  std::size_t held = 0;
+  for (const cached_graph& c : cached()) {
+    held += c.allocation_bytes;
+    out += fmt::format("  graph for shape ({}): {} nodes, {} graph allocation(s) of {}, last used at call {}\n",
+                       c.shape, c.nodes, c.allocations, detail::byte_size(static_cast<double>(c.allocation_bytes)),
+                       c.last_call);
+  }
+  if (held != 0 || options_.max_bytes != 0)
+    out += fmt::format("  the cached graphs hold {} of graph allocations{}; {} evicted for the budget\n",
+                       detail::byte_size(static_cast<double>(held)),
+                       options_.max_bytes != 0
+                           ? fmt::format(" (budget {})", detail::byte_size(static_cast<double>(options_.max_bytes)))
+                           : std::string(),
+                       s.budget_evictions);
   for (const auto& r : reasons_) out += fmt::format("  {}\n", r);
   return out;
 }

@@ -31,6 +31,7 @@
 #include <conveyor/profile/report.hpp>
 #include <conveyor/profile/trace.hpp>
 #include <conveyor/runtime/device.hpp>
+#include <conveyor/runtime/graph_memory.hpp>
 #include <conveyor/runtime/event.hpp>
 #include <conveyor/runtime/launch.hpp>
 #include <conveyor/runtime/stream.hpp>

@@ -125,6 +125,9 @@ public:
   [[nodiscard]] const graphed_options& options() const noexcept { return options_; }
   //! Executable graphs cached now.
   [[nodiscard]] std::size_t cached_graphs() const noexcept { return entries_.size(); }
+  //! What each cached executable graph holds (nodes, graph allocations and their bytes, last use), most recently
+  //! used first. Never throws but for std::bad_alloc.
+  [[nodiscard]] std::vector<cached_graph> cached() const;
   //! A readable table of the statistics and the most recent reasons, headed by `name`.
   [[nodiscard]] std::string report(std::string_view name) const;
   //! The rebinding map of the most recently used executable graph: for each binding argument, its state and the
@@ -147,11 +150,17 @@ private:
     std::uint64_t last_used = 0;
     std::shared_ptr<detail::rebinder> rebind; // null until a binding changes (or rebinding is off)
     bool rebind_broken = false;               // CUDA refused a patch: re-capture from now on
+    std::size_t nodes = 0;                    // what its graph holds (cached_graph)
+    std::size_t allocations = 0;
+    std::size_t bytes = 0;
+    std::size_t last_call = 0;
   };
   void note(std::string reason);
   detail::rebinder& rebinder_of(entry& e);
   entry* most_recent() noexcept;
   entry& insert(const call_key& key, graph g);
+  void make_room(std::size_t incoming, const entry* keep);
+  void evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why);
   entry& matched(const char* call);
   call_plan plan_cached(const call_key& key);
   bool churning(const call_key& key);

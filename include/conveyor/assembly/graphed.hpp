@@ -183,6 +183,9 @@ public:
   [[nodiscard]] const std::deque<std::string>& reasons() const noexcept { return core_.reasons(); }
   //! Executable graphs cached now.
   [[nodiscard]] std::size_t cached_graphs() const noexcept { return core_.cached_graphs(); }
+  //! What each cached executable graph holds — nodes, graph allocations and their bytes, last use — most recently
+  //! used first (graph_cache::cached; the byte budget is graphed_options::max_bytes).
+  [[nodiscard]] std::vector<cached_graph> cached() const { return core_.cached(); }
   //! A readable table of statistics and recent reasons, headed by `name`.
   [[nodiscard]] std::string report(std::string_view name = "graphed") const { return core_.report(name); }
   //! Where each binding argument sits in the most recently used executable graph, and whether a change of it is

@@ -141,6 +141,16 @@ struct graphed_options {
   //! Most executable graphs kept; the least recently used is evicted beyond this (destroyed at once, without
   //! waiting: its queued launches keep what they use until they finish).
   std::size_t max_graphs = 16;
+  //! Most bytes of graph allocations the cached executable graphs may hold together (each graph's mem_alloc nodes —
+  //! cudaMallocAsync calls in the capture — summed, as cached_graph::allocation_bytes); beyond it the least recently
+  //! used graphs are evicted until the new one fits (a graph above the budget by itself is cached alone). What
+  //! graphs of one device may map at once, an upper bound of what they take from the device's graph memory pool
+  //! (graphs that do not run at the same time can share pages: graph_memory.hpp). 0: no budget.
+  std::size_t max_bytes = 0;
+  //! After evicting graphs for the byte budget, give the device's graph memory that no launch uses back to the
+  //! system (trim_graph_memory on the current device): evicted graphs' allocations otherwise stay reserved in the
+  //! pool for later graphs.
+  bool trim_on_evict = false;
   //! Captured sizes for batch_size arguments, any order; empty: no padding (every size its own graph). All
   //! batch_size arguments without a rule of their own (`dimensions`) pad by these, as one dimension (prepare captures
   //! them with the same bucket).
@@ -230,6 +240,17 @@ struct graphed_statistics {
   bool guard_engaged = false;          //!< the churn guard runs the calls eagerly now
   std::size_t churn_max_records = 0;   //!< the guard's cap (graphed_options::churn), for readers of the numbers
   std::size_t churn_window = 0;        //!< and its window, in calls
+  std::size_t budget_evictions = 0;    //!< evictions to stay within graphed_options::max_bytes (counted in evictions)
+  std::size_t held_bytes = 0;          //!< bytes of graph allocations the cached executable graphs hold now
+};
+
+//! What one cached executable graph holds (graph_cache::cached, graphed::cached). A plain value.
+struct cached_graph {
+  std::string shape;                 //!< the shape it was captured for, "0=128, 1=512"
+  std::size_t nodes = 0;             //!< nodes of its graph (top level)
+  std::size_t allocations = 0;       //!< its graph allocation (mem_alloc) nodes
+  std::size_t allocation_bytes = 0;  //!< their sizes summed: what the graph maps from the graph memory pool at most
+  std::size_t last_call = 0;         //!< the call (1-based count of calls) that last used it
 };
 
 //! A graphed argument the key must not look at: its value does not change what the captured work does (a logger,
