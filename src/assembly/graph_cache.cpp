@@ -70,7 +70,8 @@ std::optional<std::size_t> padded_by(const padding_rule& rule, std::size_t n) no
 std::string rule_bound(const padding_rule& rule) {
   if (rule.limit != 0 && (rule.buckets.empty() || rule.limit < rule.buckets.back()))
     return fmt::format("the limit {}", rule.limit);
-  return rule.buckets.empty() ? std::string("what its rule pads") : fmt::format("the largest bucket {}", rule.buckets.back());
+  return rule.buckets.empty() ? std::string("what its rule pads")
+                              : fmt::format("the largest bucket {}", rule.buckets.back());
 }
 
 // Checks and sorts a padding rule (`what` names it in the message).
@@ -194,7 +195,8 @@ graph_cache::graph_cache(graphed_options options) : options_(std::move(options))
     throw std::invalid_argument("conveyor::graphed: a bucket of size 0");
   default_rule_.buckets = options_.buckets;
   for (std::size_t i = 0; i < options_.dimensions.size(); ++i) {
-    check_rule(options_.dimensions[i].second, fmt::format("the padding rule of argument {}", options_.dimensions[i].first));
+    check_rule(options_.dimensions[i].second,
+               fmt::format("the padding rule of argument {}", options_.dimensions[i].first));
     for (std::size_t j = 0; j < i; ++j)
       if (options_.dimensions[i].first == options_.dimensions[j].first)
         throw std::invalid_argument(fmt::format("conveyor::graphed: dimensions names argument {} twice",

@@ -13,6 +13,7 @@
 #include "define/conditional_record.hpp"
 #include "kinds/kind.hpp"
 #include "kinds/kinds.hpp"
+#include "kinds/walk.hpp"
 #include "model/graph_state.hpp"
 
 #include <fmt/format.h>
@@ -178,6 +179,39 @@ const stream& side_stream(const stream& s) {
 } // namespace conveyor::detail
 
 namespace conveyor {
+
+void capture_keep_alive(const stream& s, std::shared_ptr<void> item) {
+  detail::keep_for(detail::point_of(s, "conveyor::capture_keep_alive"), std::move(item));
+}
+
+capture_scope::capture_scope(const stream& s, std::string call) : call_(std::move(call)) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t g = nullptr;
+  if (detail::cleared(detail::capture_point(s.get(), &status, nullptr, &g, nullptr, nullptr, nullptr)) !=
+          cudaSuccess ||
+      status != cudaStreamCaptureStatusActive || !detail::captured_state(g))
+    return;
+  std::size_t count = 0;
+  if (detail::cleared(cudaGraphGetNodes(g, nullptr, &count)) != cudaSuccess) return;
+  graph_ = g;
+  before_ = count;
+}
+
+capture_scope::~capture_scope() {
+  if (graph_ == nullptr) return;
+  try {
+    const auto state = detail::captured_state(graph_); // null once the capture ended
+    if (!state) return;
+    const auto nodes = detail::graph_nodes(graph_);
+    for (std::size_t i = before_; i < nodes.size(); ++i) {
+      const node_kind kind = detail::kind_of(nodes[i]);
+      if (kind == node_kind::mem_alloc) state->labels[nodes[i]] = call_ + ": allocation";
+      if (kind == node_kind::mem_free) state->labels[nodes[i]] = call_ + ": free";
+    }
+  } catch (...) { // a node that cannot be read: left unlabelled
+    (void)cudaGetLastError();
+  }
+}
 
 condition capture_condition(const stream& s, unsigned default_value, condition_reset reset) {
   constexpr const char* call = "conveyor::capture_condition";

@@ -276,7 +276,7 @@ public:
     const char* id;
     void (doctor::*run)();
   };
-  static const check_entry checks[16];
+  static const check_entry checks[17];
 
   std::vector<finding> run() {
     for (const auto& c : checks) (this->*c.run)();
@@ -662,6 +662,41 @@ private:
         fix);
   }
 
+  // 8b. Allocation nodes in a captured graph: a library call (or the captured code) allocated its scratch memory
+  // inside the capture. Named by the call when a capture_scope labelled them (conveyor/libraries does).
+  void captured_allocations() {
+    if (!view_ || in_.graph == nullptr || !in_.graph->captured) return;
+    std::vector<std::string> nodes;
+    std::vector<std::pair<std::string, std::size_t>> calls; // the call that made them, and how many
+    std::size_t bytes = 0;
+    for (const flat_node& f : view_->nodes) {
+      if (f.d->kind != node_kind::mem_alloc) continue;
+      nodes.push_back(f.name);
+      bytes += f.d->bytes;
+      const std::string suffix = ": allocation";
+      const std::string& label = f.d->label;
+      const std::string call = label.size() > suffix.size() && label.ends_with(suffix)
+                                   ? label.substr(0, label.size() - suffix.size())
+                                   : std::string("an unnamed call (a library's workspace, or cudaMallocAsync)");
+      auto it = std::find_if(calls.begin(), calls.end(), [&](const auto& c) { return c.first == call; });
+      if (it == calls.end()) calls.emplace_back(call, 1);
+      else ++it->second;
+    }
+    if (nodes.empty()) return;
+    std::vector<std::string> made_by;
+    for (const auto& [call, count] : calls) made_by.push_back(fmt::format("{} ×{}", call, count));
+    const bool named =
+        std::any_of(calls.begin(), calls.end(), [](const auto& c) { return !c.first.starts_with("an "); });
+    add("captured_allocations", named ? severity::warning : severity::info, nodes,
+        fmt::format("{} in a captured graph ({} in all), made by {}: a conditional node's body cannot hold them "
+                    "(instantiation fails), and every launch maps them from the graph memory pool",
+                    plural(nodes.size(), "allocation node", "allocation nodes"), bytes_text(bytes),
+                    joined(made_by, ", ")),
+        "give the library a workspace allocated before capturing and bound to the capture stream "
+        "(conveyor/libraries: cublas_handle, cublaslt_handle, cusparse_spmv, cufft_plan, cub_temp, "
+        "thrust_workspace_allocator; docs/libraries.md), or allocate once outside the graph and pass the pointer");
+  }
+
   // The graphed reasons that cost a capture, grouped: the text after "call N: ", values left out.
   struct reason_group {
     std::string text;
@@ -942,7 +977,7 @@ private:
   }
 };
 
-const doctor::check_entry doctor::checks[16] = {
+const doctor::check_entry doctor::checks[17] = {
     {"failed_launch", &doctor::failed_launch},
     {"few_nodes", &doctor::few_nodes},
     {"short_kernels", &doctor::short_kernels},
@@ -952,6 +987,7 @@ const doctor::check_entry doctor::checks[16] = {
     {"removable_copies", &doctor::removable_copies},
     {"missing_upload", &doctor::missing_upload},
     {"unfreed_allocations", &doctor::unfreed_allocations},
+    {"captured_allocations", &doctor::captured_allocations},
     {"recapture_churn", &doctor::recapture_churn},
     {"churn_guard", &doctor::churn_guard},
     {"update_fallbacks", &doctor::update_fallbacks},

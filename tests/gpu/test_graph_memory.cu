@@ -30,7 +30,8 @@ __global__ void stamp(int n, int seed, int* out) {
 }
 
 // A graph that allocates `bytes`, stamps its first 256 ints, copies them to `out` and frees the allocation.
-conveyor::graph allocating_graph(std::size_t bytes, int seed, int* out, const conveyor::allocation_options& where = {}) {
+conveyor::graph allocating_graph(std::size_t bytes, int seed, int* out,
+                                 const conveyor::allocation_options& where = {}) {
   conveyor::graph g;
   const auto a = g.mem_alloc({}, bytes, where);
   const auto k = g.kernel({a.node}, {dim3(1), dim3(256)}, stamp, 256, seed, a.as<int>());

@@ -119,11 +119,12 @@ std::vector<finding> run(const doctor_input& in, const std::string& check) { ret
 
 // ---- the list, empty input, validation -------------------------------------------------------------------------
 
-TEST(Doctor, ChecksListsSixteenIdsInOrder) {
+TEST(Doctor, ChecksListsSeventeenIdsInOrder) {
   const std::vector<std::string> expected{"failed_launch",     "few_nodes",           "short_kernels",
                                           "critical_path_gaps", "pdl_chains",         "host_on_critical_path",
                                           "removable_copies",  "missing_upload",      "unfreed_allocations",
-                                          "recapture_churn",   "churn_guard",         "update_fallbacks",
+                                          "captured_allocations", "recapture_churn",  "churn_guard",
+                                          "update_fallbacks",
                                           "serialised_branches", "tiny_loop_body",    "legacy_stream",
                                           "step_through"};
   EXPECT_EQ(doctor_checks(), expected);
@@ -522,6 +523,28 @@ TEST(Doctor, UnfreedAllocationsFromTheDescription) {
   EXPECT_HAS(f[0].evidence, "2 mem_alloc nodes and 1 mem_free node");
   EXPECT_HAS(f[0].evidence, "1 allocation is not freed");
   EXPECT_HAS(f[0].fix, "auto_free_on_launch");
+}
+
+TEST(Doctor, CapturedAllocationsNameTheCallThatMadeThem) {
+  graph_description g = allocating(2, 2);
+  g.captured = true;
+  g.nodes[0].label = "cublasSgemm: allocation";
+  g.nodes[1].label = "";
+  const auto f = run(with_graph(g), "captured_allocations");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].level, severity::warning);
+  EXPECT_EQ(f[0].nodes.size(), 2u);
+  EXPECT_EQ(f[0].nodes[0], "cublasSgemm: allocation");
+  EXPECT_HAS(f[0].evidence, "2 allocation nodes in a captured graph (2097152 B (2.0 MiB) in all)");
+  EXPECT_HAS(f[0].evidence, "made by cublasSgemm ×1, an unnamed call (a library's workspace, or cudaMallocAsync) ×1");
+  EXPECT_HAS(f[0].fix, "docs/libraries.md");
+  // Only unnamed allocations: said, as information (cudaMallocAsync in the captured code may be meant).
+  g.nodes[0].label = "scratch";
+  ASSERT_EQ(run(with_graph(g), "captured_allocations").size(), 1u);
+  EXPECT_EQ(run(with_graph(g), "captured_allocations")[0].level, severity::info);
+  // A graph built with the builder: its allocations are meant.
+  g.captured = false;
+  EXPECT_TRUE(run(with_graph(g), "captured_allocations").empty());
 }
 
 TEST(Doctor, UnfreedAllocationsFromTheExecutableGraphAreCritical) {

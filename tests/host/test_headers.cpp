@@ -18,6 +18,11 @@
 #include <conveyor/define/node_kind.hpp>
 #include <conveyor/define/programmatic.hpp>
 #include <conveyor/error.hpp>
+#include <conveyor/libraries/cublas.hpp>
+#include <conveyor/libraries/cublaslt.hpp>
+#include <conveyor/libraries/cufft.hpp>
+#include <conveyor/libraries/cusparse.hpp>
+#include <conveyor/libraries/workspace.hpp>
 #include <conveyor/execute/graph_diff.hpp>
 #include <conveyor/execute/device_graph.hpp>
 #include <conveyor/execute/exec_facts.hpp>

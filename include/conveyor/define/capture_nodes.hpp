@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -40,6 +41,38 @@ void check_body_count(conditional_kind kind, std::size_t bodies);
 //! \throws cuda_error when a stream cannot be created.
 [[nodiscard]] const stream& side_stream(const stream& s);
 } // namespace detail
+
+//! Keeps `item` alive as long as the graph being captured on `s` and everything made from it (clones, parents that
+//! embed it, executable graphs and their queued launches), as graph::keep_alive does for a graph: for a workspace or
+//! buffer the captured work points into that must outlive every replay. In a capture Conveyor did not begin, a CUDA
+//! user object of its own on the captured graph holds it.
+//! Thread safety: call it from the thread that captures on `s`.
+//! \throws std::logic_error when `s` is not capturing; cuda_error when the capture was invalidated or CUDA refuses
+//!         the user object.
+void capture_keep_alive(const stream& s, std::shared_ptr<void> item);
+
+//! Names the allocations a call makes in a capture in progress, so that they can be told apart later: made before the
+//! call (a library call, say `cublasSgemm`) on the stream it enqueues on, it labels, when it goes, every memory
+//! allocation and free node the capture added to its graph in the meantime "<call>: allocation" and "<call>: free"
+//! (node::label; descriptions, exports and the tuning doctor's captured_allocations check show them). Nothing happens
+//! when `s` is not capturing, or captures into a graph Conveyor did not begin. The conveyor/libraries adapters make
+//! one around each call they enqueue.
+//! Thread safety: make and destroy it on the thread that captures on `s`.
+class capture_scope {
+public:
+  //! Notes how many nodes the graph being captured on `s` holds now (cudaStreamGetCaptureInfo,
+  //! cudaGraphGetNodes). Never throws but for std::bad_alloc.
+  capture_scope(const stream& s, std::string call);
+  capture_scope(const capture_scope&) = delete;
+  capture_scope& operator=(const capture_scope&) = delete;
+  //! Labels the allocation and free nodes added since the constructor. Never throws.
+  ~capture_scope();
+
+private:
+  std::string call_;
+  cudaGraph_t graph_ = nullptr;
+  std::size_t before_ = 0;
+};
 
 //! Adds a host node that calls `f()` on a CPU thread each time the graph runs, to the capture in progress on `s`,
 //! after the work captured on `s` so far; work captured on `s` afterwards runs after it. The callable is owned as
@@ -113,7 +146,9 @@ node capture_kernel(const stream& s, const launch_config& cfg, void (*fn)(Params
 //!       auto c = conveyor::capture_condition(cs, 0, conveyor::condition_reset::each_launch);
 //!       start<<<1, 1, 0, cs.get()>>>(c.handle, counter, limit);
 //!       conveyor::capture_conditional(cs, conveyor::conditional_kind::while_loop, c,
-//!                                     [&](const conveyor::stream& body) { step<<<1, 1, 0, body.get()>>>(c.handle, ...); });
+//!                                     [&](const conveyor::stream& body) {
+//!                                       step<<<1, 1, 0, body.get()>>>(c.handle, ...);
+//!                                     });
 //!       after<<<n, 256, 0, cs.get()>>>(...);
 //!     });
 //!

@@ -73,7 +73,8 @@ struct doctor_thresholds {
 };
 
 //! Every check the doctor runs, by id: failed_launch, few_nodes, short_kernels, critical_path_gaps, pdl_chains,
-//! host_on_critical_path, removable_copies, missing_upload, unfreed_allocations, recapture_churn, churn_guard,
+//! host_on_critical_path, removable_copies, missing_upload, unfreed_allocations, captured_allocations,
+//! recapture_churn, churn_guard,
 //! update_fallbacks, serialised_branches, tiny_loop_body, legacy_stream, step_through.
 [[nodiscard]] const std::vector<std::string>& doctor_checks();
 
