@@ -4,6 +4,7 @@
 #include "bench/studies.hpp"
 
 #include "bench/faster.hpp"
+#include "bench/graph_memory.hpp"
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed_rebind.hpp"
 #include "bench/profile_overhead.hpp"
@@ -56,6 +57,13 @@ const std::vector<study>& studies() {
        {},
        "",
        measured(measure_graphed_overhead_study, format_graphed_overhead)},
+      {"graph-memory",
+       "Device memory of N executable graphs of M nodes (N = 1..100, M = 10..1000), and of N graphs allocating 64 MiB "
+       "each: one shared graph memory pool against private buffers, concurrent launches and trim",
+       {quick("N = 1, 10 and M = 10, 100 (default N = 1, 10, 100 and M = 10, 100, 1000)")},
+       ": device memory (cudaMemGetInfo, after synchronising and trimming the graph pool) and the graph allocator's "
+       "accounting (cudaDeviceGetGraphMemAttribute).",
+       measured(measure_graph_memory_study, format_graph_memory)},
   };
   return table;
 }

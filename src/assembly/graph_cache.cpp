@@ -5,12 +5,19 @@
 #include "execute/graph_exec_impl.hpp"
 #include "kinds/node_name.hpp"
 #include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
 #include "kinds/walk.hpp"
 #include "model/graph_state.hpp"
+#include "util/byte_size.hpp"
+
+#include "conveyor/runtime/device.hpp"
+#include "conveyor/runtime/graph_memory.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -39,6 +46,44 @@ std::string value_text(const argument_key& v) {
   case argument_kind::bytes: return fmt::format("({} bytes)", v.size);
   }
   return fmt::format("{}", v.bits);
+}
+
+// The size `n` padded by `rule`, or nullopt when the rule cannot pad it.
+std::optional<std::size_t> padded_by(const padding_rule& rule, std::size_t n) noexcept {
+  std::size_t p = n;
+  if (!rule.buckets.empty()) {
+    const auto it = std::lower_bound(rule.buckets.begin(), rule.buckets.end(), n);
+    if (it == rule.buckets.end()) return std::nullopt;
+    p = *it;
+  } else if (rule.multiple != 0) {
+    if (n > std::numeric_limits<std::size_t>::max() - (rule.multiple - 1)) return std::nullopt;
+    p = (n + rule.multiple - 1) / rule.multiple * rule.multiple;
+  } else if (rule.power_of_two) {
+    if (n > (std::numeric_limits<std::size_t>::max() >> 1) + 1) return std::nullopt;
+    p = std::bit_ceil(n);
+  }
+  if (rule.limit != 0 && p > rule.limit) return std::nullopt;
+  return p;
+}
+
+// What a rule pads to, for the reason of an eager call: "the largest bucket 256", "the limit 4096".
+std::string rule_bound(const padding_rule& rule) {
+  if (rule.limit != 0 && (rule.buckets.empty() || rule.limit < rule.buckets.back()))
+    return fmt::format("the limit {}", rule.limit);
+  return rule.buckets.empty() ? std::string("what its rule pads")
+                              : fmt::format("the largest bucket {}", rule.buckets.back());
+}
+
+// Checks and sorts a padding rule (`what` names it in the message).
+void check_rule(padding_rule& rule, const std::string& what) {
+  const int kinds = (rule.buckets.empty() ? 0 : 1) + (rule.multiple != 0 ? 1 : 0) + (rule.power_of_two ? 1 : 0);
+  if (kinds > 1)
+    throw std::invalid_argument(fmt::format("conveyor::graphed: {} gives more than one of buckets, multiple and "
+                                            "power_of_two; give one",
+                                            what));
+  std::sort(rule.buckets.begin(), rule.buckets.end());
+  if (!rule.buckets.empty() && rule.buckets.front() == 0)
+    throw std::invalid_argument(fmt::format("conveyor::graphed: {} has a bucket of size 0", what));
 }
 
 std::string_view kind_text(argument_kind kind) {
@@ -148,6 +193,23 @@ graph_cache::graph_cache(graphed_options options) : options_(std::move(options))
   std::sort(options_.buckets.begin(), options_.buckets.end());
   if (!options_.buckets.empty() && options_.buckets.front() == 0)
     throw std::invalid_argument("conveyor::graphed: a bucket of size 0");
+  default_rule_.buckets = options_.buckets;
+  for (std::size_t i = 0; i < options_.dimensions.size(); ++i) {
+    check_rule(options_.dimensions[i].second,
+               fmt::format("the padding rule of argument {}", options_.dimensions[i].first));
+    for (std::size_t j = 0; j < i; ++j)
+      if (options_.dimensions[i].first == options_.dimensions[j].first)
+        throw std::invalid_argument(fmt::format("conveyor::graphed: dimensions names argument {} twice",
+                                                options_.dimensions[i].first));
+  }
+  const churn_guard& churn = options_.churn;
+  if (churn.max_records != 0 && (churn.window <= churn.max_records || churn.settle_calls == 0))
+    throw std::invalid_argument(fmt::format(
+        "conveyor::graphed: the churn guard needs a window above its cap and settle_calls >= 1 (max_records {}, "
+        "window {}, settle_calls {})",
+        churn.max_records, churn.window, churn.settle_calls));
+  stats_.churn_max_records = churn.max_records;
+  stats_.churn_window = churn.max_records != 0 ? churn.window : 0;
   auto any_argument = [&](auto pred) {
     return std::any_of(options_.rebind_arguments.begin(), options_.rebind_arguments.end(),
                        [&](const auto& a) { return pred(a.second); });
@@ -165,9 +227,100 @@ std::optional<std::size_t> graph_cache::bucket_for(std::size_t n) const noexcept
   return *it;
 }
 
+const padding_rule& graph_cache::rule_of(std::size_t position) const noexcept {
+  for (const auto& [p, rule] : options_.dimensions)
+    if (p == position) return rule;
+  return default_rule_;
+}
+
+std::optional<std::size_t> graph_cache::bucket_for(std::size_t position, std::size_t n) const noexcept {
+  return padded_by(rule_of(position), n);
+}
+
+std::vector<std::vector<std::size_t>>
+graph_cache::prepare_shapes(const std::vector<std::pair<std::size_t, std::size_t>>& sizes) const {
+  // The dimensions: one per distinct rule (the shared default one for arguments without their own), each with the
+  // sizes it takes, largest first (a dimension without a bucket list: one entry, 0 = each keeps its own size).
+  std::vector<const padding_rule*> rules;
+  std::vector<std::size_t> dimension_of(sizes.size());
+  bool any_list = false;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const padding_rule* r = &rule_of(sizes[i].first);
+    auto it = std::find(rules.begin(), rules.end(), r);
+    if (it == rules.end()) it = rules.insert(rules.end(), r);
+    dimension_of[i] = static_cast<std::size_t>(it - rules.begin());
+    any_list = any_list || !r->buckets.empty();
+  }
+  std::vector<std::vector<std::size_t>> out;
+  if (!any_list) return out;
+  std::vector<std::vector<std::size_t>> choices(rules.size());
+  for (std::size_t d = 0; d < rules.size(); ++d) {
+    for (std::size_t b : rules[d]->buckets)
+      if (rules[d]->limit == 0 || b <= rules[d]->limit) choices[d].insert(choices[d].begin(), b);
+    if (choices[d].empty()) choices[d].push_back(0);
+  }
+  std::vector<std::size_t> at(rules.size(), 0); // an odometer over the choices, the last dimension fastest
+  for (;;) {
+    std::vector<std::size_t> shape(sizes.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const std::size_t c = choices[dimension_of[i]][at[dimension_of[i]]];
+      shape[i] = c != 0 ? c : padded_by(rule_of(sizes[i].first), sizes[i].second).value_or(sizes[i].second);
+    }
+    out.push_back(std::move(shape));
+    std::size_t d = rules.size();
+    while (d > 0 && ++at[d - 1] == choices[d - 1].size()) at[--d] = 0;
+    if (d == 0) return out;
+  }
+}
+
 call_plan graph_cache::plan(const call_key& key) {
   ++stats_.calls;
   matched_ = nullptr;
+  if (stats_.guard_engaged && !settled(key)) {
+    ++stats_.guarded_calls;
+    return call_plan::eager_guarded;
+  }
+  const call_plan p = plan_cached(key);
+  if ((p == call_plan::capture_new || p == call_plan::recapture) && churning(key)) {
+    matched_ = nullptr;
+    ++stats_.guarded_calls;
+    return call_plan::eager_guarded;
+  }
+  return p;
+}
+
+bool graph_cache::churning(const call_key& key) {
+  const churn_guard& churn = options_.churn;
+  if (churn.max_records == 0) return false;
+  records_.push_back(stats_.calls);
+  while (!records_.empty() && records_.front() + churn.window <= stats_.calls) records_.pop_front();
+  if (records_.size() <= churn.max_records) return false;
+  note(fmt::format("churn guard: {} captures and re-captures in the last {} calls, more than {}: running eagerly "
+                   "until the arguments settle ({} steady calls in a row)",
+                   records_.size(), churn.window, churn.max_records, churn.settle_calls));
+  records_.clear();
+  stats_.guard_engaged = true;
+  ++stats_.guard_trips;
+  steady_ = 0;
+  last_key_ = key;
+  return true;
+}
+
+bool graph_cache::settled(const call_key& key) {
+  const bool replayable = std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) {
+    return e->key.same_shape(key) && e->key.same_binding(key);
+  });
+  const bool steady = replayable || (last_key_.same_shape(key) && last_key_.same_binding(key));
+  last_key_ = key;
+  steady_ = steady ? steady_ + 1 : 0;
+  if (steady_ < options_.churn.settle_calls) return false;
+  stats_.guard_engaged = false;
+  ++stats_.guard_resumes;
+  note(fmt::format("churn guard: {} steady calls in a row: graphing again", steady_));
+  return true;
+}
+
+call_plan graph_cache::plan_cached(const call_key& key) {
   for (auto& e : entries_) {
     if (!e->key.same_shape(key)) continue;
     for (std::size_t i = 0; i < key.size(); ++i)
@@ -179,6 +332,7 @@ call_plan graph_cache::plan(const call_key& key) {
             key[i].position, e->key[i].bits, key[i].bits));
     matched_ = e.get();
     matched_->last_used = ++clock_;
+    matched_->last_call = stats_.calls;
     if (e->key.same_binding(key)) return call_plan::replay;
     not_rebound_.clear();
     if (!rebinding_ || e->rebind_broken) return call_plan::recapture;
@@ -197,22 +351,92 @@ call_plan graph_cache::plan(const call_key& key) {
   return call_plan::capture_new;
 }
 
-graph_cache::entry& graph_cache::insert(const call_key& key, graph g) {
-  if (entries_.size() >= options_.max_graphs) {
-    auto victim = std::min_element(entries_.begin(), entries_.end(),
-                                   [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
-    note(fmt::format("evicted the least recently used graph (cache holds {})", options_.max_graphs));
-    // Destroyed at once: its queued launches keep what they use until they finish (graph_exec's lifetimes).
-    entries_.erase(victim);
-    ++stats_.evictions;
+namespace {
+
+// What a graph holds: its nodes, and its allocation nodes with their sizes (read from each node: kinds/mem_alloc).
+struct holding {
+  std::size_t nodes = 0;
+  std::size_t allocations = 0;
+  std::size_t bytes = 0;
+};
+
+holding holding_of(const graph& g) {
+  holding h;
+  const auto nodes = detail::graph_nodes(g.get());
+  h.nodes = nodes.size();
+  for (cudaGraphNode_t n : nodes)
+    if (detail::kind_of(n) == node_kind::mem_alloc) {
+      ++h.allocations;
+      h.bytes += detail::read_mem_alloc(n).bytes;
+    }
+  return h;
+}
+
+} // namespace
+
+void graph_cache::evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why) {
+  const entry& e = **victim;
+  note(fmt::format("evicted the least recently used graph{} ({})",
+                   e.bytes != 0 ? fmt::format(" holding {} of graph allocations", detail::byte_size(e.bytes)) : "",
+                   why));
+  if (matched_ == victim->get()) matched_ = nullptr;
+  // Destroyed at once: its queued launches keep what they use until they finish (graph_exec's lifetimes).
+  entries_.erase(victim);
+  ++stats_.evictions;
+}
+
+// Evicts least recently used graphs (never `keep`) until one more graph fits the count cap (when `keep` is null: a
+// graph is about to be added) and `incoming` more bytes fit the byte budget.
+void graph_cache::make_room(std::size_t incoming, const entry* keep) {
+  bool freed_bytes = false;
+  for (;;) {
+    std::size_t held = 0;
+    for (const auto& e : entries_) held += e->bytes;
+    const bool over_count = keep == nullptr && entries_.size() >= options_.max_graphs;
+    const bool over_bytes = options_.max_bytes != 0 && held + incoming > options_.max_bytes;
+    auto victim = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->get() != keep && (victim == entries_.end() || (*it)->last_used < (*victim)->last_used)) victim = it;
+    if ((!over_count && !over_bytes) || victim == entries_.end()) break;
+    if (over_count) {
+      evict(victim, fmt::format("cache holds {}", options_.max_graphs).c_str());
+      continue;
+    }
+    evict(victim, fmt::format("byte budget {}: {} held, {} more wanted", detail::byte_size(options_.max_bytes),
+                              detail::byte_size(held), detail::byte_size(incoming))
+                      .c_str());
+    ++stats_.budget_evictions;
+    freed_bytes = true;
   }
-  note(fmt::format("captured and instantiated a graph of {} nodes for shape ({})", g.node_count(), key.shape_text()));
+  if (freed_bytes && options_.trim_on_evict) trim_graph_memory(current_device());
+}
+
+graph_cache::entry& graph_cache::insert(const call_key& key, graph g) {
+  const holding h = holding_of(g);
+  make_room(h.bytes, nullptr);
+  if (options_.max_bytes != 0 && h.bytes > options_.max_bytes)
+    note(fmt::format("the new graph holds {} of graph allocations, above the byte budget {}: cached alone",
+                     detail::byte_size(h.bytes), detail::byte_size(options_.max_bytes)));
+  note(fmt::format("captured and instantiated a graph of {} nodes for shape ({})", h.nodes, key.shape_text()));
   auto exec = instantiate(g, options_.flags);
-  entries_.push_back(std::make_unique<entry>(entry{key, std::move(exec), ++clock_, nullptr, false}));
+  entries_.push_back(std::make_unique<entry>(
+      entry{key, std::move(exec), ++clock_, nullptr, false, h.nodes, h.allocations, h.bytes, stats_.calls}));
   ++stats_.captures;
   ++stats_.instantiations;
   std::erase_if(warmups_, [&](auto& w) { return w.first.same_shape(key); });
+  stats_.held_bytes = 0;
+  for (const auto& e : entries_) stats_.held_bytes += e->bytes;
   return *entries_.back();
+}
+
+std::vector<cached_graph> graph_cache::cached() const {
+  std::vector<const entry*> order;
+  for (const auto& e : entries_) order.push_back(e.get());
+  std::sort(order.begin(), order.end(), [](const entry* a, const entry* b) { return a->last_used > b->last_used; });
+  std::vector<cached_graph> out;
+  for (const entry* e : order)
+    out.push_back({e->key.shape_text(), e->nodes, e->allocations, e->bytes, e->last_call});
+  return out;
 }
 
 graph_cache::entry& graph_cache::matched(const char* call) {
@@ -307,6 +531,15 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
                                : options_.recapture == recapture_update::per_node ? e.exec.update_incremental(g)
                                                                                   : e.exec.update_or_reinstantiate(g);
   std::string line = fmt::format("{}: {}", key.changes_from(e.key), count_update(result, stats_));
+  if (result.method == update_method::reinstantiated) { // another graph now: what it holds, within the budget
+    const holding h = holding_of(g);
+    e.nodes = h.nodes;
+    e.allocations = h.allocations;
+    e.bytes = h.bytes;
+    make_room(0, &e);
+    stats_.held_bytes = 0;
+    for (const auto& other : entries_) stats_.held_bytes += other->bytes;
+  }
   if (rebinding_on && !not_rebound_.empty()) line += fmt::format(" [not patched: {}]", not_rebound_);
   if (learning) {
     facts.clean_update = result.method == update_method::none || result.method == update_method::per_node;
@@ -505,8 +738,7 @@ void graph_cache::inspect(const graph& g, const void* arguments, std::size_t byt
 void graph_cache::note_fallback(std::size_t position, std::size_t size) {
   ++stats_.calls;
   ++stats_.eager_fallbacks;
-  note(fmt::format("argument {}: size {} above the largest bucket {}: ran eagerly", position, size,
-                   options_.buckets.back()));
+  note(fmt::format("argument {}: size {} above {}: ran eagerly", position, size, rule_bound(rule_of(position))));
 }
 
 void graph_cache::note(std::string reason) {
@@ -523,6 +755,25 @@ std::string graph_cache::report(std::string_view name) const {
                                 name, s.calls, s.replays, s.warmups, s.captures, s.instantiations, s.rebinds,
                                 s.nodes_patched, s.per_node_updates, s.nodes_set, s.whole_graph_updates,
                                 s.unchanged_recaptures, s.eager_fallbacks, s.evictions, entries_.size());
+  if (options_.churn.max_records != 0 || s.guard_trips != 0)
+    out += fmt::format("  churn guard (cap {} records in {} calls): engaged {} time(s), {} call(s) run eagerly, "
+                       "resumed {} time(s); {}\n",
+                       options_.churn.max_records, options_.churn.window, s.guard_trips, s.guarded_calls,
+                       s.guard_resumes, s.guard_engaged ? "running eagerly now" : "graphing now");
+  std::size_t held = 0;
+  for (const cached_graph& c : cached()) {
+    held += c.allocation_bytes;
+    out += fmt::format("  graph for shape ({}): {} nodes, {} graph allocation(s) of {}, last used at call {}\n",
+                       c.shape, c.nodes, c.allocations, detail::byte_size(static_cast<double>(c.allocation_bytes)),
+                       c.last_call);
+  }
+  if (held != 0 || options_.max_bytes != 0)
+    out += fmt::format("  the cached graphs hold {} of graph allocations{}; {} evicted for the budget\n",
+                       detail::byte_size(static_cast<double>(held)),
+                       options_.max_bytes != 0
+                           ? fmt::format(" (budget {})", detail::byte_size(static_cast<double>(options_.max_bytes)))
+                           : std::string(),
+                       s.budget_evictions);
   for (const auto& r : reasons_) out += fmt::format("  {}\n", r);
   return out;
 }

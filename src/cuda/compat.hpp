@@ -120,4 +120,17 @@ inline cudaError_t capture_info(cudaStream_t s, cudaStreamCaptureStatus* status,
 #endif
 }
 
+//! cudaStreamGetCaptureInfo with everything it tells: the status, the capture's id, the graph being captured into and
+//! the dependencies the next captured node gets, each with its edge data (the arrays are CUDA's, valid until the next
+//! call on the stream: copy them). Every output but `status` may be null; `data` needs `deps`.
+inline cudaError_t capture_point(cudaStream_t s, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                 cudaGraph_t* graph, const cudaGraphNode_t** deps, const cudaGraphEdgeData** data,
+                                 std::size_t* count) {
+#if CUDART_VERSION >= 13000
+  return cudaStreamGetCaptureInfo(s, status, id, graph, deps, data, count);
+#else
+  return cudaStreamGetCaptureInfo_v3(s, status, id, graph, deps, data, count);
+#endif
+}
+
 } // namespace conveyor::detail

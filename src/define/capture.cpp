@@ -4,6 +4,7 @@
 #include "cuda/check.hpp"
 #include "cuda/compat.hpp"
 #include "define/capture_checks.hpp"
+#include "define/capture_registry.hpp"
 #include "model/graph_state.hpp"
 
 #include <fmt/format.h>
@@ -125,7 +126,34 @@ cudaError_t link(cudaStream_t from, int device, cudaStream_t to) {
   return rc;
 }
 
+// The graphs capture_sessions are capturing into now, each with its model.
+struct capture_registry {
+  std::mutex mutex;
+  std::unordered_map<cudaGraph_t, std::shared_ptr<graph_state>> open;
+};
+capture_registry& captures() {
+  static capture_registry registry;
+  return registry;
+}
+
 } // namespace
+
+void register_capture(cudaGraph_t g, std::shared_ptr<graph_state> state) {
+  std::lock_guard lock(captures().mutex);
+  captures().open[g] = std::move(state);
+}
+
+void unregister_capture(cudaGraph_t g, const graph_state* state) noexcept {
+  std::lock_guard lock(captures().mutex);
+  const auto it = captures().open.find(g);
+  if (it != captures().open.end() && it->second.get() == state) captures().open.erase(it);
+}
+
+std::shared_ptr<graph_state> captured_state(cudaGraph_t g) {
+  std::lock_guard lock(captures().mutex);
+  const auto it = captures().open.find(g);
+  return it == captures().open.end() ? nullptr : it->second;
+}
 
 // Ends the capture on `s` after joining the streams forked into it and not joined; returns the graph (null when the
 // capture failed) and CUDA's error; `unjoined_count` (may be null) receives how many forked streams were joined here.
@@ -218,6 +246,16 @@ bool joined_into(const cudaGraphNode_t* nodes, std::size_t count, const cudaGrap
                      [&](cudaGraphNode_t n) { return seen.contains(n); });
 }
 
+// The graph a capture made, `g`, with the model the session kept while capturing (the nodes added to the capture in
+// progress, their resources and conditional nodes), or a new one when there is none.
+graph adopt_captured(cudaGraph_t g, std::shared_ptr<detail::graph_state> state) {
+  if (!state) return graph::adopt(g);
+  state->handle = g;
+  state->owned = true;
+  state->clusters_possible = true; // a captured launch may carry any attribute
+  return detail::access::make_graph(std::move(state));
+}
+
 [[noreturn]] void throw_escape(bool legacy, std::size_t nodes) {
   if (legacy) // the hint (hint_for) names the legacy default stream and the fix
     throw cuda_error(cudaErrorStreamCaptureImplicit, "cudaStreamEndCapture", std::source_location::current(),
@@ -244,6 +282,20 @@ capture_session::capture_session(const stream& s, capture_options options) : str
                      "the legacy default stream cannot be captured; make a conveyor::stream");
   CONVEYOR_CHECK(cudaStreamBeginCapture(stream_, static_cast<cudaStreamCaptureMode>(options.mode)));
   open_ = true;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t g = nullptr;
+  if (detail::cleared(detail::capture_point(stream_, &status, nullptr, &g, nullptr, nullptr, nullptr)) ==
+          cudaSuccess &&
+      g != nullptr) {
+    try {
+      auto state = std::make_shared<detail::graph_state>();
+      state->handle = g;
+      state->owned = false; // CUDA's until finish() takes it over
+      state->conditional_body = options.body_rules;
+      register_graph(g, std::move(state));
+    } catch (...) { // out of memory: the capture goes on unregistered
+    }
+  }
   begin_checks(options, caller_stack(__builtin_frame_address(0)), s.device());
 }
 
@@ -265,6 +317,7 @@ capture_session::capture_session(graph& target, const stream& s, const node_list
   CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(stream_, target.get(), handles.data(), nullptr, handles.size(),
                                                static_cast<cudaStreamCaptureMode>(options.mode)));
   open_ = true;
+  register_graph(target.get(), detail::access::state(target));
   begin_checks(options, caller_stack(__builtin_frame_address(0)), s.device());
 }
 
@@ -296,6 +349,20 @@ void capture_session::begin_checks(const capture_options& options, std::uintptr_
     (void)detail::cleared(detail::set_capture_dependencies(cudaStreamPerThread, nullptr, 0));
 }
 
+void capture_session::register_graph(cudaGraph_t g, std::shared_ptr<detail::graph_state> state) noexcept {
+  try {
+    detail::register_capture(g, state);
+    registered_ = g;
+    state_ = std::move(state);
+  } catch (...) { // out of memory: the capture goes on unregistered
+  }
+}
+
+void capture_session::unregister_graph() noexcept {
+  if (registered_ != nullptr) detail::unregister_capture(registered_, state_.get());
+  registered_ = nullptr;
+}
+
 capture_session::escape capture_session::end_guard() noexcept {
   escape out;
   if (guard_ == nullptr) return out;
@@ -324,6 +391,7 @@ void capture_session::check_nodes(cudaGraph_t g, detail::graph_state* owner, std
 }
 
 capture_session::~capture_session() {
+  unregister_graph();
   if (!open_) return;
   (void)end_guard();
   auto [g, rc] = detail::end_capture(stream_, nullptr);
@@ -338,11 +406,12 @@ graph capture_session::finish() {
                                                 "existing graph; call finish_into"
                                               : "conveyor::capture_session::finish: the capture already ended");
   open_ = false;
+  unregister_graph();
   const escape escaped = end_guard();
   std::size_t unjoined = 0;
   auto [g, rc] = detail::end_capture(stream_, &unjoined);
   if (rc == cudaSuccess && unjoined == 0 && !escaped) {
-    graph out = graph::adopt(g);
+    graph out = adopt_captured(g, std::move(state_));
     detail::note_capture(*detail::access::state(out), stream_);
     check_nodes(out.get(), detail::access::state(out).get(), 0); // throws: `out` destroys the graph
     return out;
@@ -368,6 +437,7 @@ std::vector<node> capture_session::finish_into() {
   std::vector<cudaGraphNode_t> frontier; // valid until the capture ends: copied
   if (status == cudaStreamCaptureStatusActive && deps != nullptr) frontier.assign(deps, deps + count);
   open_ = false;
+  unregister_graph();
   const escape escaped = end_guard();
   std::size_t unjoined = 0;
   auto [g, rc] = detail::end_capture(stream_, &unjoined);

@@ -1,6 +1,7 @@
 #include "conveyor/define/conditional.hpp"
 
 #include "conveyor/error.hpp"
+#include "define/conditional_record.hpp"
 #include "kinds/kinds.hpp"
 #include "model/graph_state.hpp"
 
@@ -55,11 +56,46 @@ condition make_condition(graph& g, unsigned default_value, condition_reset reset
   return c;
 }
 
+namespace detail {
+
+conditional_shape conditional_shape_of(conditional_kind kind, unsigned cases, const char* call) {
+  require_version(required_cuda_version(kind), kind_name(kind));
+  if (kind == conditional_kind::switch_case && cases == 0)
+    throw std::invalid_argument(fmt::format("{}: a switch_case needs at least one case", call));
+  switch (kind) {
+  case conditional_kind::if_then: return {cudaGraphCondTypeIf, 1};
+  case conditional_kind::if_then_else: return {cudaGraphCondTypeIf, 2};
+  case conditional_kind::while_loop: return {cudaGraphCondTypeWhile, 1};
+  case conditional_kind::switch_case: return {cudaGraphCondTypeSwitch, cases};
+  }
+  return {};
+}
+
+conditional_node record_conditional(const std::shared_ptr<graph_state>& state, cudaGraphNode_t n,
+                                    const std::vector<cudaGraph_t>& bodies, const condition& cond,
+                                    conditional_shape shape) {
+  conditional_node out{access::make_node(n, state.get()), cond, {}};
+  conditional_info info{cond.handle, shape.type, shape.size, {}, cond.default_value, cond.reset_each_launch};
+  for (cudaGraph_t body : bodies) {
+    auto body_state = std::make_shared<graph_state>();
+    body_state->handle = body;
+    body_state->owned = false; // CUDA owns body graphs for the node's lifetime
+    body_state->conditional_body = true;
+    body_state->keep = state->keep; // what body nodes need lives as long as the parent
+    body_state->parent = state;
+    info.bodies.push_back(body_state);
+    out.bodies.push_back(access::make_graph(std::move(body_state)));
+  }
+  state->conditionals.emplace(n, std::move(info));
+  return out;
+}
+
+} // namespace detail
+
 conditional_node add_conditional(graph& g, const node_list& deps, conditional_kind kind, const condition& cond,
                                  unsigned cases) {
-  require_version(required_cuda_version(kind), kind_name(kind));
-  auto& state = *detail::access::state(g);
-  if (!detail::access::all_in(deps, &state))
+  const auto& state = detail::access::state(g);
+  if (!detail::access::all_in(deps, state.get()))
     throw std::invalid_argument("conveyor::add_conditional: a dependency belongs to another graph");
   if (deps.typed())
     throw std::invalid_argument("conveyor::add_conditional: a conditional node takes full dependencies only (CUDA "
@@ -67,34 +103,9 @@ conditional_node add_conditional(graph& g, const node_list& deps, conditional_ki
   if (cond.graph != g.get())
     throw std::invalid_argument("conveyor::add_conditional: the condition was made for another graph; call "
                                 "make_condition on the graph that gets the conditional node");
-  if (kind == conditional_kind::switch_case && cases == 0)
-    throw std::invalid_argument("conveyor::add_conditional: a switch_case needs at least one case");
-  cudaGraphConditionalNodeType type = cudaGraphCondTypeIf;
-  unsigned size = 1;
-  switch (kind) {
-  case conditional_kind::if_then: break;
-  case conditional_kind::if_then_else: size = 2; break;
-  case conditional_kind::while_loop: type = cudaGraphCondTypeWhile; break;
-  case conditional_kind::switch_case:
-    type = cudaGraphCondTypeSwitch;
-    size = cases;
-    break;
-  }
-  auto [n, body_handles] = detail::add_conditional(g.get(), deps.handles(), cond.handle, type, size);
-  conditional_node out{g.wrap(n), cond, {}};
-  detail::conditional_info info{cond.handle, type, size, {}, cond.default_value, cond.reset_each_launch};
-  for (cudaGraph_t body : body_handles) {
-    auto body_state = std::make_shared<detail::graph_state>();
-    body_state->handle = body;
-    body_state->owned = false; // CUDA owns body graphs for the node's lifetime
-    body_state->conditional_body = true;
-    body_state->keep = state.keep; // what body nodes need lives as long as the parent
-    body_state->parent = detail::access::state(g);
-    info.bodies.push_back(body_state);
-    out.bodies.push_back(detail::access::make_graph(std::move(body_state)));
-  }
-  state.conditionals.emplace(n, std::move(info));
-  return out;
+  const auto shape = detail::conditional_shape_of(kind, cases, "conveyor::add_conditional");
+  auto [n, bodies] = detail::add_conditional(g.get(), deps.handles(), cond.handle, shape.type, shape.size);
+  return detail::record_conditional(state, n, bodies, cond, shape);
 }
 
 } // namespace conveyor

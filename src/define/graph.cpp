@@ -1,6 +1,7 @@
 #include "conveyor/define/graph.hpp"
 
 #include "conveyor/error.hpp"
+#include "conveyor/runtime/device.hpp"
 #include "cuda/check.hpp"
 #include "cuda/compat.hpp"
 #include "kinds/kind.hpp"
@@ -12,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace conveyor {
@@ -191,12 +193,42 @@ node graph::memset_2d(const node_list& deps, void* dst, std::size_t pitch, unsig
   return wrap(detail::add_memset(get(), handles, dst, pitch, value, element_size, width, height));
 }
 
-allocation graph::mem_alloc(const node_list& deps, std::size_t bytes) {
+allocation graph::mem_alloc(const node_list& deps, std::size_t bytes, const allocation_options& options) {
   auto handles = checked(state_.get(), deps, node_kind::mem_alloc, "mem_alloc");
-  int device = 0;
-  CONVEYOR_CHECK(cudaGetDevice(&device));
-  auto [n, pointer] = detail::add_mem_alloc(get(), handles, bytes, device);
+  int device = options.device;
+  if (device < 0) CONVEYOR_CHECK(cudaGetDevice(&device));
+  const int count = device_count();
+  if (device >= count)
+    throw std::invalid_argument(fmt::format("conveyor::graph::mem_alloc: device {} asked for, but {} CUDA device(s) "
+                                            "are visible",
+                                            device, count));
+  std::vector<cudaMemAccessDesc> access;
+  for (const allocation_access& peer : options.peers) {
+    const auto named = [&](const allocation_access& a) { return a.device == peer.device; };
+    if (peer.device < 0 || peer.device >= count || peer.device == device ||
+        std::count_if(options.peers.begin(), options.peers.end(), named) > 1)
+      throw std::invalid_argument(fmt::format(
+          "conveyor::graph::mem_alloc: peer device {} for an allocation on device {}: a peer must be another visible "
+          "device ({} visible), named once",
+          peer.device, device, count));
+    int possible = 0;
+    CONVEYOR_CHECK(cudaDeviceCanAccessPeer(&possible, peer.device, device));
+    if (possible == 0)
+      throw std::invalid_argument(fmt::format("conveyor::graph::mem_alloc: device {} cannot access device {}'s memory "
+                                              "(no peer path: cudaDeviceCanAccessPeer); copy between them instead",
+                                              peer.device, device));
+    cudaMemAccessDesc d{};
+    d.location.type = cudaMemLocationTypeDevice;
+    d.location.id = peer.device;
+    d.flags = peer.read_only ? cudaMemAccessFlagsProtRead : cudaMemAccessFlagsProtReadWrite;
+    access.push_back(d);
+  }
+  auto [n, pointer] = detail::add_mem_alloc(get(), handles, bytes, device, access, options.usage);
   return {wrap(n), pointer};
+}
+
+allocation graph::mem_alloc(const node_list& deps, std::size_t bytes) {
+  return mem_alloc(deps, bytes, allocation_options{});
 }
 
 node graph::mem_free(const node_list& deps, void* pointer) {

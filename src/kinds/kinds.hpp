@@ -193,8 +193,11 @@ struct allocation_params {
   void* pointer = nullptr;
   std::size_t bytes = 0;
 };
-//! Adds an allocation of `bytes` on `device`; returns the node and the address it reserves.
-std::pair<cudaGraphNode_t, void*> add_mem_alloc(cudaGraph_t g, node_handles deps, std::size_t bytes, int device);
+//! Adds an allocation of `bytes` on `device`, reached also by the devices of `access` (may be empty), from a pool with
+//! `usage` (cudaMemPoolProps::usage); returns the node and the address it reserves.
+std::pair<cudaGraphNode_t, void*> add_mem_alloc(cudaGraph_t g, node_handles deps, std::size_t bytes, int device,
+                                                std::span<const cudaMemAccessDesc> access = {},
+                                                unsigned short usage = 0);
 cudaGraphNode_t add_mem_free(cudaGraph_t g, node_handles deps, void* pointer);
 //! \throws cuda_error when the node cannot be read.
 allocation_params read_mem_alloc(cudaGraphNode_t node);

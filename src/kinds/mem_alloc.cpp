@@ -56,11 +56,15 @@ extern const kind_traits mem_alloc_kind{
     .describe = &describe,
 };
 
-std::pair<cudaGraphNode_t, void*> add_mem_alloc(cudaGraph_t g, node_handles deps, std::size_t bytes, int device) {
+std::pair<cudaGraphNode_t, void*> add_mem_alloc(cudaGraph_t g, node_handles deps, std::size_t bytes, int device,
+                                                std::span<const cudaMemAccessDesc> access, unsigned short usage) {
   cudaMemAllocNodeParams p{};
   p.poolProps.allocType = cudaMemAllocationTypePinned;
   p.poolProps.location.type = cudaMemLocationTypeDevice;
   p.poolProps.location.id = device;
+  p.poolProps.usage = usage;
+  p.accessDescs = access.empty() ? nullptr : access.data();
+  p.accessDescCount = access.size();
   p.bytesize = bytes;
   cudaGraphNode_t n = nullptr;
   CONVEYOR_CHECK(cudaGraphAddMemAllocNode(&n, g, deps.data(), deps.size(), &p));

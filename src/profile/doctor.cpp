@@ -276,7 +276,7 @@ public:
     const char* id;
     void (doctor::*run)();
   };
-  static const check_entry checks[15];
+  static const check_entry checks[17];
 
   std::vector<finding> run() {
     for (const auto& c : checks) (this->*c.run)();
@@ -673,6 +673,41 @@ private:
         fix);
   }
 
+  // 8b. Allocation nodes in a captured graph: a library call (or the captured code) allocated its scratch memory
+  // inside the capture. Named by the call when a capture_scope labelled them (conveyor/libraries does).
+  void captured_allocations() {
+    if (!view_ || in_.graph == nullptr || !in_.graph->captured) return;
+    std::vector<std::string> nodes;
+    std::vector<std::pair<std::string, std::size_t>> calls; // the call that made them, and how many
+    std::size_t bytes = 0;
+    for (const flat_node& f : view_->nodes) {
+      if (f.d->kind != node_kind::mem_alloc) continue;
+      nodes.push_back(f.name);
+      bytes += f.d->bytes;
+      const std::string suffix = ": allocation";
+      const std::string& label = f.d->label;
+      const std::string call = label.size() > suffix.size() && label.ends_with(suffix)
+                                   ? label.substr(0, label.size() - suffix.size())
+                                   : std::string("an unnamed call (a library's workspace, or cudaMallocAsync)");
+      auto it = std::find_if(calls.begin(), calls.end(), [&](const auto& c) { return c.first == call; });
+      if (it == calls.end()) calls.emplace_back(call, 1);
+      else ++it->second;
+    }
+    if (nodes.empty()) return;
+    std::vector<std::string> made_by;
+    for (const auto& [call, count] : calls) made_by.push_back(fmt::format("{} ×{}", call, count));
+    const bool named =
+        std::any_of(calls.begin(), calls.end(), [](const auto& c) { return !c.first.starts_with("an "); });
+    add("captured_allocations", named ? severity::warning : severity::info, nodes,
+        fmt::format("{} in a captured graph ({} in all), made by {}: a conditional node's body cannot hold them "
+                    "(instantiation fails), and every launch maps them from the graph memory pool",
+                    plural(nodes.size(), "allocation node", "allocation nodes"), bytes_text(bytes),
+                    joined(made_by, ", ")),
+        "give the library a workspace allocated before capturing and bound to the capture stream "
+        "(conveyor/libraries: cublas_handle, cublaslt_handle, cusparse_spmv, cufft_plan, cub_temp, "
+        "thrust_workspace_allocator; docs/libraries.md), or allocate once outside the graph and pass the pointer");
+  }
+
   // The graphed reasons that cost a capture, grouped: the text after "call N: ", values left out.
   struct reason_group {
     std::string text;
@@ -691,6 +726,7 @@ private:
     for (const std::string& r : *in_.graphed_reasons) {
       std::string text = std::regex_replace(r, call_prefix, "");
       if (text.starts_with("[") || text.find("no capture") != std::string::npos) continue; // rebinds: no capture
+      if (text.starts_with("churn guard")) continue;                                        // the guard's own notes
       text = std::regex_replace(text, change_values, " changed");
       text = std::regex_replace(text, shape_values, " for a new shape");
       text = std::regex_replace(text, node_count, "");
@@ -736,8 +772,9 @@ private:
                             plural(binding, "re-capture", "re-captures"));
     std::string fix;
     if (shape >= binding)
-      fix = "shape churn: pass sizes as batch_size and set graphed_options::buckets so that sizes pad to a few "
-            "captured shapes; raise max_graphs if graphs are evicted; keep shape arguments stable";
+      fix = "shape churn: pass sizes as batch_size and set graphed_options::buckets (or a padding_rule per dimension, "
+            "graphed_options::dimensions) so that sizes pad to a few captured shapes; raise max_graphs if graphs are "
+            "evicted; keep shape arguments stable; graphed_options::churn runs the callable eagerly while it churns";
     else
       fix = "binding churn: keep buffers stable (allocate once and reuse them); declare arguments that only flow "
             "into node fields (graphed_options::rebind_arguments with rebind_policy::learn or patch) so that their "
@@ -745,6 +782,30 @@ private:
             "conveyor::unkeyed";
     add("recapture_churn", rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence),
         std::move(fix));
+  }
+
+  // 9b. The churn guard ran calls eagerly: the callable re-recorded more often than its cap allows.
+  void churn_guard() {
+    const graphed_statistics* g = in_.graphed;
+    if (g == nullptr || g->guard_trips == 0) return;
+    const double share = g->calls == 0 ? 0 : static_cast<double>(g->guarded_calls) / static_cast<double>(g->calls);
+    std::string evidence = fmt::format(
+        "the churn guard ran {} of {} calls eagerly ({}): it engaged {} when the callable made more than {} captures "
+        "and re-captures within {} calls, and resumed graphing {} after the arguments settled{}",
+        g->guarded_calls, g->calls, percent(share), plural(g->guard_trips, "time", "times"), g->churn_max_records,
+        g->churn_window, plural(g->guard_resumes, "time", "times"), g->guard_engaged ? "; it runs eagerly now" : "");
+    const auto groups = churn_reasons();
+    std::vector<std::string> top;
+    for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
+      top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
+    if (!top.empty()) evidence += fmt::format("; what re-recorded: {}", joined(top, "; "));
+    add("churn_guard", share > 0.5 || g->guard_engaged ? severity::critical : severity::warning, {},
+        std::move(evidence),
+        "the shapes or arguments change faster than graphs pay back: pad sizes to a few shapes (batch_size with "
+        "graphed_options::buckets, or a padding_rule per dimension in graphed_options::dimensions: buckets, multiple, "
+        "power_of_two, limit), keep buffers stable or declare arguments that only flow into node fields "
+        "(rebind_arguments); if the shapes are meant to change this often, run the callable eagerly "
+        "(graphed_options::disabled)");
   }
 
   // 10. Updates that fell back to slower paths.
@@ -927,7 +988,7 @@ private:
   }
 };
 
-const doctor::check_entry doctor::checks[15] = {
+const doctor::check_entry doctor::checks[17] = {
     {"failed_launch", &doctor::failed_launch},
     {"few_nodes", &doctor::few_nodes},
     {"short_kernels", &doctor::short_kernels},
@@ -937,7 +998,9 @@ const doctor::check_entry doctor::checks[15] = {
     {"removable_copies", &doctor::removable_copies},
     {"missing_upload", &doctor::missing_upload},
     {"unfreed_allocations", &doctor::unfreed_allocations},
+    {"captured_allocations", &doctor::captured_allocations},
     {"recapture_churn", &doctor::recapture_churn},
+    {"churn_guard", &doctor::churn_guard},
     {"update_fallbacks", &doctor::update_fallbacks},
     {"serialised_branches", &doctor::serialised_branches},
     {"tiny_loop_body", &doctor::tiny_loop_body},

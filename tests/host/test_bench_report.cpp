@@ -1,6 +1,7 @@
 // Host-only tests of `conveyor bench`'s reports: the JSON schema, the Markdown tables and number formats, the plan,
 // and the summary of Google Benchmark runs, all on hand-made records (no GPU needed).
 #include "bench/collect.hpp"
+#include "bench/graph_memory.hpp"
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed_rebind.hpp"
 #include "bench/markdown.hpp"
@@ -191,6 +192,18 @@ TEST(Format, NumbersKeepThreeSignificantPlacesOrSo) {
   EXPECT_EQ(format_number(-2.5), "-2.50");
   EXPECT_EQ(format_number(std::numeric_limits<double>::quiet_NaN()), "—");
   EXPECT_EQ(format_number(std::numeric_limits<double>::infinity()), "—");
+}
+
+TEST(GraphMemory, TablesGivePerGraphPerNodeAndWhatTheSharedPoolSaves) {
+  conveyor::bench::graph_memory_result r;
+  r.executables = {{10, 100, 4.0 * 1048576}, {1, 10, 0}};
+  r.pools = {{10, 64u << 20, 640.0 * 1048576, 64.0 * 1048576, 64.0 * 1048576, 640.0 * 1048576, 0}};
+  const std::string md = conveyor::bench::format_graph_memory(r);
+  EXPECT_NE(md.find("4.0 MiB | 409.6 KiB |  4.1 KiB |"), std::string::npos) << md; // total, per graph, per node
+  EXPECT_NE(md.find("0 B |       0 B |      0 B |"), std::string::npos) << md;
+  EXPECT_NE(md.find("640.0 MiB |             64.0 MiB |"), std::string::npos) << md;
+  EXPECT_NE(md.find(" 10.0 |\n"), std::string::npos) << md; // private ÷ shared, the last column
+  EXPECT_NE(md.find("### Graph allocations: one shared pool against private buffers"), std::string::npos) << md;
 }
 
 TEST(GraphedOverhead, TableShowsBothRowsAndTheDifference) {

@@ -120,12 +120,14 @@ std::vector<finding> run(const doctor_input& in, const std::string& check) { ret
 
 // ---- the list, empty input, validation -------------------------------------------------------------------------
 
-TEST(Doctor, ChecksListsFifteenIdsInOrder) {
+TEST(Doctor, ChecksListsSeventeenIdsInOrder) {
   const std::vector<std::string> expected{"failed_launch",     "few_nodes",           "short_kernels",
                                           "critical_path_gaps", "pdl_chains",         "host_on_critical_path",
                                           "removable_copies",  "missing_upload",      "unfreed_allocations",
-                                          "recapture_churn",   "update_fallbacks",    "serialised_branches",
-                                          "tiny_loop_body",    "legacy_stream",       "step_through"};
+                                          "captured_allocations", "recapture_churn",  "churn_guard",
+                                          "update_fallbacks",
+                                          "serialised_branches", "tiny_loop_body",    "legacy_stream",
+                                          "step_through"};
   EXPECT_EQ(doctor_checks(), expected);
   EXPECT_STREQ(to_string(severity::info), "info");
   EXPECT_STREQ(to_string(severity::warning), "warning");
@@ -523,6 +525,28 @@ TEST(Doctor, UnfreedAllocationsFromTheDescription) {
   EXPECT_HAS(f[0].fix, "auto_free_on_launch");
 }
 
+TEST(Doctor, CapturedAllocationsNameTheCallThatMadeThem) {
+  graph_description g = allocating(2, 2);
+  g.captured = true;
+  g.nodes[0].label = "cublasSgemm: allocation";
+  g.nodes[1].label = "";
+  const auto f = run(with_graph(g), "captured_allocations");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].level, severity::warning);
+  EXPECT_EQ(f[0].nodes.size(), 2u);
+  EXPECT_EQ(f[0].nodes[0], "cublasSgemm: allocation");
+  EXPECT_HAS(f[0].evidence, "2 allocation nodes in a captured graph (2097152 B (2.0 MiB) in all)");
+  EXPECT_HAS(f[0].evidence, "made by cublasSgemm ×1, an unnamed call (a library's workspace, or cudaMallocAsync) ×1");
+  EXPECT_HAS(f[0].fix, "docs/libraries.md");
+  // Only unnamed allocations: said, as information (cudaMallocAsync in the captured code may be meant).
+  g.nodes[0].label = "scratch";
+  ASSERT_EQ(run(with_graph(g), "captured_allocations").size(), 1u);
+  EXPECT_EQ(run(with_graph(g), "captured_allocations")[0].level, severity::info);
+  // A graph built with the builder: its allocations are meant.
+  g.captured = false;
+  EXPECT_TRUE(run(with_graph(g), "captured_allocations").empty());
+}
+
 TEST(Doctor, UnfreedAllocationsFromTheExecutableGraphAreCritical) {
   const graph_description g = allocating(1, 0);
   exec_facts facts;
@@ -560,6 +584,49 @@ TEST(Doctor, UnfreedAllocationsNearMisses) {
 }
 
 // ---- 9. recapture_churn ----------------------------------------------------------------------------------------
+
+TEST(Doctor, ChurnGuardNamesTheEagerCallsAndWhatReRecorded) {
+  graphed_statistics s;
+  s.calls = 40;
+  s.captures = 6;
+  s.instantiations = 6;
+  s.guard_trips = 1;
+  s.guard_resumes = 1;
+  s.guarded_calls = 12;
+  s.churn_max_records = 4;
+  s.churn_window = 20;
+  std::deque<std::string> reasons;
+  for (int i = 0; i < 5; ++i)
+    reasons.push_back("call " + std::to_string(i + 1) + ": captured and instantiated a graph of 3 nodes for shape (0=" +
+                      std::to_string(i) + ")");
+  reasons.push_back("call 5: churn guard: 5 captures and re-captures in the last 20 calls, more than 4: running "
+                    "eagerly until the arguments settle (10 steady calls in a row)");
+  reasons.push_back("call 17: churn guard: 10 steady calls in a row: graphing again");
+  doctor_input in;
+  in.graphed = &s;
+  in.graphed_reasons = &reasons;
+  const auto f = run(in, "churn_guard");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].level, severity::warning);
+  EXPECT_HAS(f[0].evidence, "the churn guard ran 12 of 40 calls eagerly (30%)");
+  EXPECT_HAS(f[0].evidence, "engaged 1 time when the callable made more than 4 captures and re-captures within 20 "
+                            "calls, and resumed graphing 1 time");
+  EXPECT_HAS(f[0].evidence, "what re-recorded: \"captured and instantiated a graph for a new shape\" ×5");
+  EXPECT_LACKS(f[0].evidence, "runs eagerly now");
+  EXPECT_HAS(f[0].fix, "graphed_options::dimensions");
+  // The guard's own notes are not counted as shape churn.
+  const auto churn = run(in, "recapture_churn");
+  ASSERT_EQ(churn.size(), 1u);
+  EXPECT_HAS(churn[0].evidence, "5 events for new shapes");
+  // Engaged now: critical. Never engaged: no finding.
+  s.guard_engaged = true;
+  ASSERT_EQ(run(in, "churn_guard").size(), 1u);
+  EXPECT_EQ(run(in, "churn_guard")[0].level, severity::critical);
+  EXPECT_HAS(run(in, "churn_guard")[0].evidence, "it runs eagerly now");
+  s.guard_trips = 0;
+  s.guard_engaged = false;
+  EXPECT_TRUE(run(in, "churn_guard").empty());
+}
 
 TEST(Doctor, RecaptureChurnFromBindings) {
   graphed_statistics s;
@@ -934,6 +1001,7 @@ TEST(Doctor, JsonRoundTripsTheFields) {
   EXPECT_LT(at("severity"), at("nodes"));
   EXPECT_LT(at("nodes"), at("evidence"));
   EXPECT_LT(at("evidence"), at("fix"));
+  EXPECT_LT(at("fix"), at("applies"));
 }
 
 } // namespace

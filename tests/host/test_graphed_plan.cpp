@@ -137,6 +137,122 @@ TEST(GraphedPlan, RejectsBadOptions) {
   EXPECT_THROW(conveyor::graph_cache({.max_graphs = 0}), std::invalid_argument);
   EXPECT_THROW(conveyor::graph_cache({.warmup_calls = -1}), std::invalid_argument);
   EXPECT_THROW(conveyor::graph_cache({.buckets = {0, 8}}), std::invalid_argument);
+  using rule = conveyor::padding_rule;
+  EXPECT_THROW(conveyor::graph_cache({.dimensions = {{0, rule{.buckets = {8}, .multiple = 4}}}}),
+               std::invalid_argument); // two kinds of padding in one rule
+  EXPECT_THROW(conveyor::graph_cache({.dimensions = {{0, rule{.multiple = 4, .power_of_two = true}}}}),
+               std::invalid_argument);
+  EXPECT_THROW(conveyor::graph_cache({.dimensions = {{0, rule{.buckets = {0}}}}}), std::invalid_argument);
+  EXPECT_THROW(conveyor::graph_cache({.dimensions = {{1, rule{.multiple = 4}}, {1, rule{.multiple = 8}}}}),
+               std::invalid_argument); // one argument, two rules
+  EXPECT_THROW(conveyor::graph_cache({.churn = {.max_records = 5, .window = 5}}), std::invalid_argument);
+  EXPECT_THROW(conveyor::graph_cache({.churn = {.max_records = 2, .window = 10, .settle_calls = 0}}),
+               std::invalid_argument);
+  EXPECT_NO_THROW(conveyor::graph_cache({.churn = {.max_records = 0, .window = 0, .settle_calls = 0}})); // off
+}
+
+// Each batch_size dimension pads by its own rule: batch by buckets, sequence length by a multiple with a limit,
+// a third by powers of two; an argument without a rule pads by `buckets`.
+TEST(GraphedPlan, EachDimensionPadsByItsOwnRule) {
+  using rule = conveyor::padding_rule;
+  conveyor::graph_cache cache({.buckets = {100, 50},
+                               .dimensions = {{0, rule{.buckets = {32, 8, 16}}},
+                                              {1, rule{.multiple = 128, .limit = 1024}},
+                                              {3, rule{.power_of_two = true, .limit = 64}}}});
+  EXPECT_EQ(cache.bucket_for(0, 1), 8U);
+  EXPECT_EQ(cache.bucket_for(0, 9), 16U);
+  EXPECT_EQ(cache.bucket_for(0, 32), 32U);
+  EXPECT_FALSE(cache.bucket_for(0, 33).has_value());
+  EXPECT_EQ(cache.bucket_for(1, 1), 128U);
+  EXPECT_EQ(cache.bucket_for(1, 128), 128U);
+  EXPECT_EQ(cache.bucket_for(1, 129), 256U);
+  EXPECT_EQ(cache.bucket_for(1, 1024), 1024U);
+  EXPECT_FALSE(cache.bucket_for(1, 1025).has_value()); // pads to 1152, above the limit
+  EXPECT_EQ(cache.bucket_for(2, 7), 50U);              // no rule of its own: `buckets`
+  EXPECT_FALSE(cache.bucket_for(2, 101).has_value());
+  EXPECT_EQ(cache.bucket_for(3, 0), 1U);
+  EXPECT_EQ(cache.bucket_for(3, 33), 64U);
+  EXPECT_FALSE(cache.bucket_for(3, 65).has_value());
+  EXPECT_EQ(cache.bucket_for(33), 50U); // the one-argument form: `buckets`
+  conveyor::graph_cache free_sizes({.dimensions = {{0, rule{}}}});
+  EXPECT_EQ(free_sizes.bucket_for(0, 12345), 12345U); // a rule without padding: every size its own shape
+}
+
+// prepare's shapes: every combination of the dimensions' bucket lists, largest first (the last dimension fastest); an
+// argument padded by a multiple keeps its own size, padded; arguments without a rule share `buckets`.
+TEST(GraphedPlan, PrepareShapesCombineTheBucketListsLargestFirst) {
+  using rule = conveyor::padding_rule;
+  conveyor::graph_cache cache({.buckets = {2, 4},
+                               .dimensions = {{0, rule{.buckets = {8, 16, 32}}}, {1, rule{.multiple = 128}}}});
+  const auto shapes = cache.prepare_shapes({{0, 10}, {1, 200}, {2, 3}, {4, 1}});
+  const std::vector<std::vector<std::size_t>> expected{
+      {32, 256, 4, 4}, {32, 256, 2, 2}, {16, 256, 4, 4}, {16, 256, 2, 2}, {8, 256, 4, 4}, {8, 256, 2, 2}};
+  EXPECT_EQ(shapes, expected);
+  conveyor::graph_cache none({.dimensions = {{0, rule{.multiple = 64}}}});
+  EXPECT_TRUE(none.prepare_shapes({{0, 10}}).empty()) << "no bucket list: nothing to enumerate";
+  conveyor::graph_cache limited({.dimensions = {{0, rule{.buckets = {8, 16, 32}, .limit = 16}}}});
+  EXPECT_EQ(limited.prepare_shapes({{0, 1}}), (std::vector<std::vector<std::size_t>>{{16}, {8}}));
+}
+
+// The churn guard: more records (captures, re-captures) than its cap within its window run the call eagerly, and so
+// does every call until `settle_calls` steady calls in a row; then graphing resumes with a fresh count.
+TEST(GraphedPlan, ChurnGuardRunsEagerlyUntilTheArgumentsSettle) {
+  conveyor::graph_cache cache({.warmup_calls = 0, .churn = {.max_records = 3, .window = 20, .settle_calls = 3}});
+  float buffer[2];
+  const float* p = buffer;
+  EXPECT_EQ(cache.plan(key_of(1, p)), call_plan::capture_new);
+  EXPECT_EQ(cache.plan(key_of(2, p)), call_plan::capture_new);
+  EXPECT_EQ(cache.plan(key_of(3, p)), call_plan::capture_new);
+  EXPECT_FALSE(cache.statistics().guard_engaged);
+  EXPECT_EQ(cache.plan(key_of(4, p)), call_plan::eager_guarded); // a fourth record within 20 calls
+  EXPECT_TRUE(cache.statistics().guard_engaged);
+  EXPECT_EQ(cache.statistics().guard_trips, 1U);
+  EXPECT_EQ(cache.plan(key_of(5, p)), call_plan::eager_guarded);     // another shape: not steady
+  EXPECT_EQ(cache.plan(key_of(6, p)), call_plan::eager_guarded);     // another again
+  EXPECT_EQ(cache.plan(key_of(6, p)), call_plan::eager_guarded);     // steady 1
+  EXPECT_EQ(cache.plan(key_of(6, p + 1)), call_plan::eager_guarded); // another binding: not steady
+  EXPECT_EQ(cache.plan(key_of(6, p + 1)), call_plan::eager_guarded); // steady 1
+  EXPECT_EQ(cache.plan(key_of(6, p + 1)), call_plan::eager_guarded); // steady 2
+  EXPECT_EQ(cache.plan(key_of(6, p + 1)), call_plan::capture_new);   // steady 3: graphing again
+  const auto& s = cache.statistics();
+  EXPECT_FALSE(s.guard_engaged);
+  EXPECT_EQ(s.guard_resumes, 1U);
+  EXPECT_EQ(s.guarded_calls, 7U);
+  EXPECT_EQ(s.calls, 11U);
+  EXPECT_EQ(s.churn_max_records, 3U);
+  EXPECT_EQ(s.churn_window, 20U);
+  // A fresh count after resuming: three more records before the guard engages again.
+  EXPECT_EQ(cache.plan(key_of(7, p)), call_plan::capture_new);
+  EXPECT_EQ(cache.plan(key_of(8, p)), call_plan::capture_new);
+  EXPECT_EQ(cache.plan(key_of(9, p)), call_plan::eager_guarded);
+  EXPECT_EQ(cache.statistics().guard_trips, 2U);
+  const std::string report = cache.report("step");
+  EXPECT_NE(report.find("churn guard (cap 3 records in 20 calls): engaged 2 time(s), 8 call(s) run eagerly, resumed "
+                        "1 time(s); running eagerly now"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("churn guard: 4 captures and re-captures in the last 20 calls, more than 3"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("churn guard: 3 steady calls in a row: graphing again"), std::string::npos) << report;
+}
+
+// Records outside the window do not count: a new shape every 10 calls (9 warm-ups, then a capture) never engages a
+// guard of 2 records in 20 calls, and engages one of 1 record in 20 at the second capture.
+TEST(GraphedPlan, ChurnGuardCountsOnlyTheWindow) {
+  float buffer[1];
+  const float* p = buffer;
+  conveyor::graph_cache loose({.warmup_calls = 9, .churn = {.max_records = 2, .window = 20, .settle_calls = 1}});
+  for (int shape = 0; shape < 10; ++shape) {
+    for (int k = 0; k < 9; ++k) EXPECT_EQ(loose.plan(key_of(shape, p)), call_plan::eager_warmup);
+    EXPECT_EQ(loose.plan(key_of(shape, p)), call_plan::capture_new) << "shape " << shape;
+  }
+  EXPECT_EQ(loose.statistics().guard_trips, 0U);
+  conveyor::graph_cache tight({.warmup_calls = 9, .churn = {.max_records = 1, .window = 20, .settle_calls = 1}});
+  for (int k = 0; k < 9; ++k) (void)tight.plan(key_of(0, p));
+  EXPECT_EQ(tight.plan(key_of(0, p)), call_plan::capture_new);
+  for (int k = 0; k < 9; ++k) (void)tight.plan(key_of(1, p));
+  EXPECT_EQ(tight.plan(key_of(1, p)), call_plan::eager_guarded);
+  EXPECT_EQ(tight.statistics().guard_trips, 1U);
 }
 
 } // namespace

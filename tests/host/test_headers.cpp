@@ -8,6 +8,7 @@
 #include <conveyor/assembly/pipeline_schedule.hpp>
 #include <conveyor/assembly/frame_pipeline.hpp>
 #include <conveyor/define/capture.hpp>
+#include <conveyor/define/capture_nodes.hpp>
 #include <conveyor/define/conditional.hpp>
 #include <conveyor/define/description.hpp>
 #include <conveyor/define/edge_type.hpp>
@@ -17,6 +18,11 @@
 #include <conveyor/define/node_kind.hpp>
 #include <conveyor/define/programmatic.hpp>
 #include <conveyor/error.hpp>
+#include <conveyor/libraries/cublas.hpp>
+#include <conveyor/libraries/cublaslt.hpp>
+#include <conveyor/libraries/cufft.hpp>
+#include <conveyor/libraries/cusparse.hpp>
+#include <conveyor/libraries/workspace.hpp>
 #include <conveyor/execute/graph_diff.hpp>
 #include <conveyor/execute/device_graph.hpp>
 #include <conveyor/execute/exec_facts.hpp>
@@ -30,6 +36,7 @@
 #include <conveyor/profile/report.hpp>
 #include <conveyor/profile/trace.hpp>
 #include <conveyor/runtime/device.hpp>
+#include <conveyor/runtime/graph_memory.hpp>
 #include <conveyor/runtime/event.hpp>
 #include <conveyor/runtime/launch.hpp>
 #include <conveyor/runtime/stream.hpp>

@@ -33,13 +33,16 @@ enum class call_plan {
   recapture,      //!< capture and update the matching executable graph in place (arguments changed)
   replay,         //!< launch the matching executable graph
   rebind,         //!< patch the changed arguments into the matching executable graph (no capture), then launch
+  eager_guarded,  //!< run eagerly: the churn guard holds graphing off until the arguments settle
 };
 
 //! Executable graphs keyed by call shape (see call_key), with warm-up counting, bucket padding, LRU eviction and a
 //! log of reasons. Thread safety: not thread-safe; one cache per thread, or external locking.
 class graph_cache {
 public:
-  //! \throws std::invalid_argument when max_graphs is 0, warmup_calls is negative or a bucket is 0.
+  //! \throws std::invalid_argument when max_graphs is 0, warmup_calls is negative, a bucket is 0, a padding rule
+  //!         gives more than one of buckets, multiple and power_of_two, a dimension is listed twice, or the churn
+  //!         guard's window is not above its cap or its settle_calls is 0.
   explicit graph_cache(graphed_options options);
   graph_cache(const graph_cache&) = delete;
   graph_cache& operator=(const graph_cache&) = delete;
@@ -52,8 +55,21 @@ public:
 
   //! The bucket `n` pads to, or nullopt when `n` is above the largest bucket. Without buckets, `n` itself.
   [[nodiscard]] std::optional<std::size_t> bucket_for(std::size_t n) const noexcept;
+  //! The size the batch_size argument at `position` pads `n` to, by its dimension's rule (graphed_options::dimensions;
+  //! else `buckets`), or nullopt when the rule cannot pad it (above the largest bucket or the rule's limit): the call
+  //! then runs eagerly.
+  [[nodiscard]] std::optional<std::size_t> bucket_for(std::size_t position, std::size_t n) const noexcept;
+  //! The shapes graphed::prepare captures, largest first, for a call whose batch_size arguments are `sizes`
+  //! ((position, size) each, in argument order): every combination of the bucket lists of their dimensions (the
+  //! arguments without a rule of their own share one, `buckets`), each shape one size per entry of `sizes`; an
+  //! argument whose dimension has no bucket list keeps its own size, padded. Empty when no dimension has a bucket list
+  //! (nothing to enumerate). Pure. \throws std::bad_alloc only.
+  [[nodiscard]] std::vector<std::vector<std::size_t>>
+  prepare_shapes(const std::vector<std::pair<std::size_t, std::size_t>>& sizes) const;
   //! Decides what the call with `key` does; counts the call and its warm-ups. A known shape whose binding changed
-  //! is rebind when every changed argument's words are verified (see rebind_policy), else recapture.
+  //! is rebind when every changed argument's words are verified (see rebind_policy), else recapture. With the churn
+  //! guard on (graphed_options::churn), a capture or re-capture beyond its cap is eager_guarded instead, and so is
+  //! every call until the arguments settle.
   //! \throws std::invalid_argument when a static pointer changed (a replay would read the old address).
   [[nodiscard]] call_plan plan(const call_key& key);
   //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap, without waiting
@@ -97,7 +113,8 @@ public:
   //! is refused; other pageable host memory is reported as graphed_options::pageable says.
   //! \throws std::invalid_argument naming the node, the address and the fix.
   void inspect(const graph& g, const void* arguments, std::size_t bytes);
-  //! Records an eager fallback: argument `position` has size `size`, above the largest bucket.
+  //! Records an eager fallback: argument `position` has size `size`, which its dimension's rule cannot pad (above
+  //! the largest bucket or the rule's limit).
   void note_fallback(std::size_t position, std::size_t size);
 
   //! What was done so far.
@@ -108,6 +125,9 @@ public:
   [[nodiscard]] const graphed_options& options() const noexcept { return options_; }
   //! Executable graphs cached now.
   [[nodiscard]] std::size_t cached_graphs() const noexcept { return entries_.size(); }
+  //! What each cached executable graph holds (nodes, graph allocations and their bytes, last use), most recently
+  //! used first. Never throws but for std::bad_alloc.
+  [[nodiscard]] std::vector<cached_graph> cached() const;
   //! A readable table of the statistics and the most recent reasons, headed by `name`.
   [[nodiscard]] std::string report(std::string_view name) const;
   //! The rebinding map of the most recently used executable graph: for each binding argument, its state and the
@@ -130,12 +150,22 @@ private:
     std::uint64_t last_used = 0;
     std::shared_ptr<detail::rebinder> rebind; // null until a binding changes (or rebinding is off)
     bool rebind_broken = false;               // CUDA refused a patch: re-capture from now on
+    std::size_t nodes = 0;                    // what its graph holds (cached_graph)
+    std::size_t allocations = 0;
+    std::size_t bytes = 0;
+    std::size_t last_call = 0;
   };
   void note(std::string reason);
   detail::rebinder& rebinder_of(entry& e);
   entry* most_recent() noexcept;
   entry& insert(const call_key& key, graph g);
+  void make_room(std::size_t incoming, const entry* keep);
+  void evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why);
   entry& matched(const char* call);
+  call_plan plan_cached(const call_key& key);
+  bool churning(const call_key& key);
+  bool settled(const call_key& key);
+  [[nodiscard]] const padding_rule& rule_of(std::size_t position) const noexcept;
 
   graphed_options options_;
   graphed_statistics stats_;
@@ -149,6 +179,10 @@ private:
   bool warned_pageable_ = false;                   // the pageable-memory warning went to stderr
   std::size_t audit_count_ = 0;                    // calls that could be audited so far
   std::uint64_t clock_ = 0;
+  padding_rule default_rule_;          // `buckets` as a rule: the dimension of batch_size arguments without their own
+  std::deque<std::size_t> records_;   // churn guard: the calls (numbers) that recorded, within its window
+  std::size_t steady_ = 0;            // churn guard engaged: steady calls in a row so far
+  call_key last_key_;                 // churn guard engaged: the key of the call before
 };
 
 } // namespace conveyor

@@ -100,7 +100,10 @@ void key_argument(call_key& key, const T& value, std::size_t position, const key
 //!   capturing again (learn: the mapping is learnt from a re-capture and verified before it is trusted). The reason
 //!   of every such call ("argument 1 pointer changed from 0x... to 0x...: re-captured, whole-graph update")
 //!   is recorded (reasons());
-//! - a batch_size above the largest bucket runs eagerly, with the reason recorded.
+//! - a batch_size its dimension's padding rule cannot pad (above the largest bucket or the rule's limit) runs
+//!   eagerly, with the reason recorded;
+//! - with the churn guard on (graphed_options::churn), a callable that keeps re-recording runs eagerly until its
+//!   arguments settle, with the reasons recorded.
 //! Arguments are copied for the call. Patching is opt-in (rebind_policy: the callable may branch on a value, and
 //! only the callable's own code knows), and graphed sees only the arguments: state the callable reads otherwise (a
 //! lambda's captured references, globals) is not part of the key, so a replay runs what the capture saw. Every
@@ -151,19 +154,21 @@ public:
     if (core_.audit_due(plan)) core_.audit(record(s, values));
   }
 
-  //! Prepares every bucket before use, largest first: runs the warm-up calls at the largest bucket, then captures,
-  //! instantiates and uploads each bucket on `s` (without running it), so that no first call of a bucket pays for
-  //! capture, instantiation or upload. `args` are those of a normal call; each batch_size among
-  //! them is replaced by {bucket, bucket}.
+  //! Prepares every shape before use, largest first: runs the warm-up calls at the largest shape, then captures,
+  //! instantiates and uploads each shape on `s` (without running it), so that no first call of a shape pays for
+  //! capture, instantiation or upload. The shapes are the combinations of the bucket lists of the batch_size
+  //! arguments' dimensions (graph_cache::prepare_shapes: `buckets` for the arguments without a rule of their own,
+  //! graphed_options::dimensions for the others); `args` are those of a normal call, each batch_size replaced by
+  //! {size, size} of the shape (an argument whose dimension has no bucket list keeps its size, padded). Nothing is
+  //! prepared when no dimension has a bucket list.
   //! \throws as operator().
   template <class... Args>
   void prepare(const stream& s, Args&&... args) {
-    std::vector<std::size_t> sizes = core_.options().buckets;
-    std::sort(sizes.rbegin(), sizes.rend());
     std::tuple<std::decay_t<Args>...> values(std::forward<Args>(args)...);
+    const auto sizes = batch_sizes(values);
     bool first = true;
-    for (std::size_t bucket : sizes) {
-      set_batch(values, batch_size{bucket, bucket});
+    for (const auto& shape : core_.prepare_shapes(sizes)) {
+      set_batches(values, shape);
       const call_key key = make_key(values);
       for (int i = 0; first && i < core_.options().warmup_calls; ++i)
         std::apply([&](auto&... v) { (*this)(s, v...); }, values);
@@ -178,6 +183,9 @@ public:
   [[nodiscard]] const std::deque<std::string>& reasons() const noexcept { return core_.reasons(); }
   //! Executable graphs cached now.
   [[nodiscard]] std::size_t cached_graphs() const noexcept { return core_.cached_graphs(); }
+  //! What each cached executable graph holds — nodes, graph allocations and their bytes, last use — most recently
+  //! used first (graph_cache::cached; the byte budget is graphed_options::max_bytes).
+  [[nodiscard]] std::vector<cached_graph> cached() const { return core_.cached(); }
   //! A readable table of statistics and recent reasons, headed by `name`.
   [[nodiscard]] std::string report(std::string_view name = "graphed") const { return core_.report(name); }
   //! Where each binding argument sits in the most recently used executable graph, and whether a change of it is
@@ -217,7 +225,7 @@ private:
           (
               [&](auto& value) {
                 if constexpr (std::is_same_v<std::decay_t<decltype(value)>, batch_size>) {
-                  if (auto bucket = core_.bucket_for(value.real))
+                  if (auto bucket = core_.bucket_for(position, value.real))
                     value.padded = *bucket;
                   else if (!reason)
                     reason.emplace(position, value.real);
@@ -230,13 +238,37 @@ private:
     return reason;
   }
 
+  // The (position, real size) of every batch_size argument, in order.
   template <class Tuple>
-  static void set_batch(Tuple& values, batch_size size) {
+  static std::vector<std::pair<std::size_t, std::size_t>> batch_sizes(const Tuple& values) {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    std::apply(
+        [&](const auto&... v) {
+          std::size_t position = 0;
+          (
+              [&](const auto& value) {
+                if constexpr (std::is_same_v<std::decay_t<decltype(value)>, batch_size>)
+                  out.emplace_back(position, value.real);
+                ++position;
+              }(v),
+              ...);
+        },
+        values);
+    return out;
+  }
+
+  // Sets the batch_size arguments, in order, to {shape[k], shape[k]}.
+  template <class Tuple>
+  static void set_batches(Tuple& values, const std::vector<std::size_t>& shape) {
     std::apply(
         [&](auto&... v) {
+          std::size_t k = 0;
           (
               [&](auto& value) {
-                if constexpr (std::is_same_v<std::decay_t<decltype(value)>, batch_size>) value = size;
+                if constexpr (std::is_same_v<std::decay_t<decltype(value)>, batch_size>) {
+                  value = batch_size{shape[k], shape[k]};
+                  ++k;
+                }
               }(v),
               ...);
         },
@@ -249,6 +281,7 @@ private:
     switch (plan) {
     case call_plan::replay: core_.replay(s); return;
     case call_plan::eager_warmup:
+    case call_plan::eager_guarded:
     case call_plan::eager_fallback: std::apply([&](auto&... v) { f_(s, v...); }, values); return;
     case call_plan::capture_new: core_.add_and_launch(key, record(s, values), s); return;
     case call_plan::recapture: core_.update_and_launch(key, record(s, values), s); return;

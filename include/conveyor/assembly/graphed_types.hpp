@@ -104,6 +104,35 @@ namespace detail {
 [[nodiscard]] bool step_through_env() noexcept;
 } // namespace detail
 
+//! How graphed pads one size dimension (the batch_size arguments given the rule): a size pads up to the size the
+//! rule gives, and every size that pads alike shares one executable graph. One of `buckets`, `multiple` or
+//! `power_of_two` (none: every size is its own shape). A plain value.
+struct padding_rule {
+  //! Captured sizes, any order: a size pads up to the next one; a size above the largest runs eagerly.
+  std::vector<std::size_t> buckets;
+  //! Pad up to a multiple of this (e.g. 128 for a sequence length); 0: not used.
+  std::size_t multiple = 0;
+  //! Pad up to the next power of two (0 pads to 1).
+  bool power_of_two = false;
+  //! Sizes that pad above this run eagerly; 0: no limit but the largest bucket. With `multiple` or `power_of_two` it
+  //! bounds how many shapes the dimension has.
+  std::size_t limit = 0;
+};
+
+//! Guards a graphed callable against churn: when it keeps re-recording (captures of new shapes and re-captures of
+//! changed arguments), each call pays a capture and an instantiation or update that no replay pays back. Once more
+//! than `max_records` records fall within `window` calls, the guard runs the callable eagerly — saying so in the
+//! reasons — until the arguments settle: `settle_calls` calls in a row that are steady (the same arguments as the
+//! call before, or arguments a cached graph replays as it is); then graphing resumes. A plain value.
+struct churn_guard {
+  //! Most records in `window` calls; one more engages the guard. 0: no guard (the default).
+  std::size_t max_records = 0;
+  //! The calls the records are counted over (a sliding window, at least max_records + 1).
+  std::size_t window = 100;
+  //! Steady calls in a row after which graphing resumes (at least 1).
+  std::size_t settle_calls = 10;
+};
+
 //! Options of a graphed callable. A plain value.
 struct graphed_options {
   //! Eager calls per new shape before capturing (warm-up on the capture stream: lazy library initialisation,
@@ -112,8 +141,28 @@ struct graphed_options {
   //! Most executable graphs kept; the least recently used is evicted beyond this (destroyed at once, without
   //! waiting: its queued launches keep what they use until they finish).
   std::size_t max_graphs = 16;
-  //! Captured sizes for batch_size arguments, any order; empty: no padding (every size its own graph).
+  //! Most bytes of graph allocations the cached executable graphs may hold together (each graph's mem_alloc nodes —
+  //! cudaMallocAsync calls in the capture — summed, as cached_graph::allocation_bytes); beyond it the least recently
+  //! used graphs are evicted until the new one fits (a graph above the budget by itself is cached alone). What
+  //! graphs of one device may map at once, an upper bound of what they take from the device's graph memory pool
+  //! (graphs that do not run at the same time can share pages: graph_memory.hpp). 0: no budget.
+  std::size_t max_bytes = 0;
+  //! After evicting graphs for the byte budget, give the device's graph memory that no launch uses back to the
+  //! system (trim_graph_memory on the current device): evicted graphs' allocations otherwise stay reserved in the
+  //! pool for later graphs.
+  bool trim_on_evict = false;
+  //! Captured sizes for batch_size arguments, any order; empty: no padding (every size its own graph). All
+  //! batch_size arguments without a rule of their own (`dimensions`) pad by these, as one dimension (prepare captures
+  //! them with the same bucket).
   std::vector<std::size_t> buckets;
+  //! A padding rule of its own for the batch_size argument at each position (0-based, after the stream): several
+  //! dimensions, each padded by its rule, e.g. batch × sequence length:
+  //! `{{0, {.buckets = {8, 16, 32}}}, {1, {.multiple = 128, .limit = 4096}}}`. A size one rule cannot pad runs the
+  //! call eagerly. The shapes are the combinations of the dimensions' padded sizes (prepare captures every
+  //! combination of the dimensions with bucket lists).
+  std::vector<std::pair<std::size_t, padding_rule>> dimensions;
+  //! The churn guard (off by default): eager calls while the callable keeps re-recording.
+  churn_guard churn;
   //! Positions (0-based, after the stream) of pointer arguments the caller promises never change. A call where one
   //! changed is refused with std::invalid_argument before anything runs (a replay would read the old address).
   std::vector<std::size_t> static_arguments;
@@ -185,6 +234,23 @@ struct graphed_statistics {
   std::size_t rebind_fallbacks = 0;    //!< calls that changed an argument rebind cannot patch (yet): re-captured
   std::size_t stepped = 0;             //!< calls run step by step (graphed_options::step_through)
   std::size_t audits = 0;              //!< calls audited against a re-capture (graphed_options::audit_every)
+  std::size_t guarded_calls = 0;       //!< calls the churn guard ran eagerly (graphed_options::churn)
+  std::size_t guard_trips = 0;         //!< times the churn guard engaged
+  std::size_t guard_resumes = 0;       //!< times graphing resumed after the arguments settled
+  bool guard_engaged = false;          //!< the churn guard runs the calls eagerly now
+  std::size_t churn_max_records = 0;   //!< the guard's cap (graphed_options::churn), for readers of the numbers
+  std::size_t churn_window = 0;        //!< and its window, in calls
+  std::size_t budget_evictions = 0;    //!< evictions to stay within graphed_options::max_bytes (counted in evictions)
+  std::size_t held_bytes = 0;          //!< bytes of graph allocations the cached executable graphs hold now
+};
+
+//! What one cached executable graph holds (graph_cache::cached, graphed::cached). A plain value.
+struct cached_graph {
+  std::string shape;                 //!< the shape it was captured for, "0=128, 1=512"
+  std::size_t nodes = 0;             //!< nodes of its graph (top level)
+  std::size_t allocations = 0;       //!< its graph allocation (mem_alloc) nodes
+  std::size_t allocation_bytes = 0;  //!< their sizes summed: what the graph maps from the graph memory pool at most
+  std::size_t last_call = 0;         //!< the call (1-based count of calls) that last used it
 };
 
 //! A graphed argument the key must not look at: its value does not change what the captured work does (a logger,

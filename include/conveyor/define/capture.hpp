@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -59,6 +60,12 @@ struct capture_options {
   bool catch_default_streams = true;
   //! What to check of the host memory the captured nodes use (host_memory_check).
   host_memory_check host_memory = host_memory_check::returned_frames;
+  //! Check the capture (into a new graph) by a conditional node's body's rules: the node kinds CUDA does not allow
+  //! in a body (memory allocation and free, host, event nodes) are refused when it ends, and capture_host refuses to
+  //! add a host node. capture_into sets it for the dry run of a body's callable, so that what the body would refuse
+  //! is refused before anything is captured into the body. Ignored by capture_into itself (a body is checked so
+  //! anyway).
+  bool body_rules = false;
 
   //! The defaults.
   capture_options() = default;
@@ -120,6 +127,8 @@ private:
   void begin_checks(const capture_options& options, std::uintptr_t frame, int device);
   escape end_guard() noexcept;
   void check_nodes(cudaGraph_t g, detail::graph_state* owner, std::size_t first) const;
+  void register_graph(cudaGraph_t g, std::shared_ptr<detail::graph_state> state) noexcept;
+  void unregister_graph() noexcept;
 
   cudaStream_t stream_ = nullptr;
   graph* target_ = nullptr;
@@ -133,6 +142,12 @@ private:
   std::uintptr_t frame_ = 0;
   host_memory_check host_memory_ = host_memory_check::returned_frames;
   std::size_t nodes_before_ = 0;
+  // The model of the graph being captured into — a new one for capture(), whose handle is CUDA's capture graph (not
+  // owned until finish() hands it over), the target's for capture_into — registered under that graph while the
+  // capture is open, so that nodes added to the capture in progress (capture_nodes.hpp: host callables, conditional
+  // nodes) are owned by and recorded in the graph. Null when the capture's graph could not be read.
+  std::shared_ptr<detail::graph_state> state_;
+  cudaGraph_t registered_ = nullptr;
 };
 
 namespace detail {
@@ -179,6 +194,7 @@ std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list
   if (options.catch_default_streams && detail::is_conditional_body(g)) {
     capture_options dry = options;
     dry.host_memory = host_memory_check::off;
+    dry.body_rules = true;
     capture_session check(s, dry);
     detail::run_captured(f, s);
     (void)check.finish(); // throws when work escaped; the dry graph is destroyed either way

@@ -33,6 +33,28 @@ struct allocation {
   }
 };
 
+//! Access a device other than its own gets to a graph allocation (a `cudaMemAccessDesc` of the allocation node).
+//! A plain value.
+struct allocation_access {
+  int device = 0;         //!< the device whose kernels and copies reach the allocation
+  bool read_only = false; //!< cudaMemAccessFlagsProtRead; else cudaMemAccessFlagsProtReadWrite
+};
+
+//! Where a graph allocation lives and who reaches it: the pool properties and access descriptors of its allocation
+//! node (`cudaMemAllocNodeParams`: poolProps, accessDescs). A plain value; the default is an allocation on the
+//! current device that only it reaches, what mem_alloc(deps, bytes) makes.
+struct allocation_options {
+  //! The device whose memory holds the allocation (poolProps.location); -1: the calling thread's current device.
+  int device = -1;
+  //! Other devices that reach it (CUDA maps it for each, over NVLink or PCIe: no cudaDeviceEnablePeerAccess needed).
+  //! Each must be able to access `device`'s memory (cudaDeviceCanAccessPeer).
+  std::vector<allocation_access> peers;
+  //! poolProps.usage: how the pool's memory is meant to be used (a cudaMemPoolCreateUsage* bit mask, e.g.
+  //! cudaMemPoolCreateUsageHwDecompress on GPUs with a decompression engine); 0: ordinary memory. The other pool
+  //! properties CUDA fixes for graph allocations (pinned allocation type, no IPC handle types).
+  unsigned short usage = 0;
+};
+
 //! A CUDA graph definition (`cudaGraph_t`), move-only, with an explicit builder for every node kind.
 //!
 //! Each builder call adds one node and returns its handle; dependencies are given as a braced list first
@@ -149,6 +171,13 @@ public:
   allocation mem_alloc(const node_list& deps, std::size_t bytes);
   //! As above, with no dependencies (a root node).
   allocation mem_alloc(std::size_t bytes) { return mem_alloc(node_list{}, bytes); }
+  //! Adds a memory allocation node of `bytes` bytes on the device and with the peer access `options` give
+  //! (`cudaGraphAddMemAllocNode` with its pool properties and access descriptors). Graph allocations of a device come
+  //! from its graph memory pool, which every executable graph of the device shares (graph_memory.hpp).
+  //! \throws std::invalid_argument when the device or a peer is not a visible device, a peer is the allocation's own
+  //!         device or named twice, or a peer cannot access the device's memory (no peer path); cuda_error when CUDA
+  //!         rejects the node.
+  allocation mem_alloc(const node_list& deps, std::size_t bytes, const allocation_options& options);
   //! Adds a node freeing `pointer`, which a mem_alloc node of this graph (or an earlier launch) provided
   //! (`cudaGraphAddMemFreeNode`).
   //! \throws cuda_error when the pointer is not a graph allocation.

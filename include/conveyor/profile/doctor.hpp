@@ -72,9 +72,10 @@ struct doctor_thresholds {
   double churn_rate = 0.05;         //!< graphed: captures + instantiations per call above this are churn
 };
 
-//! Every check the doctor runs, by id: few_nodes, short_kernels, critical_path_gaps, pdl_chains,
-//! host_on_critical_path, removable_copies, missing_upload, unfreed_allocations, recapture_churn, update_fallbacks,
-//! serialised_branches, tiny_loop_body, legacy_stream.
+//! Every check the doctor runs, by id: failed_launch, few_nodes, short_kernels, critical_path_gaps, pdl_chains,
+//! host_on_critical_path, removable_copies, missing_upload, unfreed_allocations, captured_allocations,
+//! recapture_churn, churn_guard,
+//! update_fallbacks, serialised_branches, tiny_loop_body, legacy_stream, step_through.
 [[nodiscard]] const std::vector<std::string>& doctor_checks();
 
 //! Runs every check whose inputs `in` holds and returns the findings, most severe first. Profiled launches with
@@ -91,7 +92,8 @@ struct doctor_thresholds {
 [[nodiscard]] std::string to_text(const std::vector<finding>& findings, std::string_view name = {},
                                   bool verbose = false);
 
-//! The findings as a JSON array of {"check", "severity", "nodes", "evidence", "fix"}.
+//! The findings as a JSON array of {"check", "severity", "nodes", "evidence", "fix", "applies"} (finding::applies:
+//! false for a check that saw its pattern but does not apply).
 [[nodiscard]] std::string to_json(const std::vector<finding>& findings, int indent = 2);
 
 } // namespace conveyor::profile
