@@ -8,13 +8,15 @@ std::string_view hint_for(cudaError_t code) noexcept {
   switch (code) {
   case cudaErrorStreamCaptureUnsupported:
     return "this call is not allowed while a stream is being captured (cudaMalloc, cudaStreamSynchronize, "
-           "cudaStreamQuery or cudaEventSynchronize of captured work, cudaDeviceSynchronize ...): allocate before "
+           "cudaStreamQuery, cudaStreamGetDevice, cudaStreamGetFlags or cudaStreamGetId of the capturing stream, "
+           "cudaEventSynchronize of captured work, cudaDeviceSynchronize ...): allocate before "
            "capturing or use cudaMallocAsync, and never wait for the capturing stream inside the capture. Beware "
            "too of synchronous cudaMemcpy/cudaMemset: they are not refused but run at once and are not captured; "
            "use the *Async form on the capture stream";
   case cudaErrorStreamCaptureInvalidated:
     return "an illegal call earlier in this capture invalidated it (cudaMalloc, a query or synchronisation of the "
-           "capturing stream, cudaDeviceSynchronize, or an implicit synchronisation with the legacy default stream): "
+           "capturing stream — cudaStreamQuery, cudaStreamGetDevice, cudaStreamGetFlags, cudaStreamGetId —, "
+           "cudaDeviceSynchronize, or an implicit synchronisation with the legacy default stream): "
            "check the return code of every call inside the captured callable to find it";
   case cudaErrorStreamCaptureImplicit:
     return "work was enqueued on the legacy default stream (stream 0: a kernel launched without a stream argument, a "

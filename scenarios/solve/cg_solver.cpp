@@ -85,7 +85,7 @@ cg_solver::cg_solver(const csr_matrix& a, std::span<const double> b)
       inv_diag_(std::span<const double>(inverse_diagonal(a))), x_(static_cast<std::size_t>(n_)),
       r_(static_cast<std::size_t>(n_)), z_(static_cast<std::size_t>(n_)), p_(static_cast<std::size_t>(n_)),
       ap_(static_cast<std::size_t>(n_)), partials_(2 * static_cast<std::size_t>(reduction_blocks(n_))),
-      scalars_(1), spmv_(a_, p_.data(), ap_.data()) {
+      scalars_(1), spmv_(a_, p_.data(), ap_.data(), stream_) {
   st_.n = n_;
   st_.blocks = reduction_blocks(n_);
   st_.b = b_.data();
@@ -174,20 +174,21 @@ conveyor::graph cg_solver::make_relaunch_graph(const solve_options& options, int
   return g;
 }
 
+// One capture holds the set-up, the WHILE node and its body (capture_condition and capture_conditional insert the
+// condition and the node into the capture in progress; the body is captured on a side stream).
 conveyor::graph cg_solver::make_while_graph(const solve_options& options) {
-  conveyor::graph g;
-  const conveyor::condition cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
-  auto setup = setup_steps();
-  setup.push_back(check_step(options, cond.handle, true)); // WHILE tests its condition before the first pass
-  const auto frontier = conveyor::capture_into(g, stream_, [&](const conveyor::stream& s) {
-    for (const auto& f : setup) f(s.get());
-  });
-  auto loop = conveyor::add_conditional(g, frontier, conveyor::conditional_kind::while_loop, cond);
-  loop.node.label("while rel_res > tol && iterations < max_iter");
+  const auto setup = setup_steps();
   auto body = iteration_steps();
-  body.push_back(check_step(options, cond.handle, true));
-  (void)conveyor::capture_into(loop.bodies.at(0), stream_, [&](const conveyor::stream& s) {
-    for (const auto& f : body) f(s.get());
+  conveyor::graph g = conveyor::capture(stream_, [&](const conveyor::stream& s) {
+    const conveyor::condition cond = conveyor::capture_condition(s, 0, conveyor::condition_reset::each_launch);
+    for (const auto& f : setup) f(s.get());
+    check_step(options, cond.handle, true)(s.get()); // WHILE tests its condition before the first pass
+    body.push_back(check_step(options, cond.handle, true));
+    auto loop = conveyor::capture_conditional(s, conveyor::conditional_kind::while_loop, cond,
+                                              [&](const conveyor::stream& b) {
+                                                for (const auto& f : body) f(b.get());
+                                              });
+    loop.node.label("while rel_res > tol && iterations < max_iter");
   });
   apply_programmatic(g, options, nullptr);
   return g;

@@ -116,14 +116,14 @@ public:
   //! Copies `a` and `b` (the host copy serves the independent residual check), uploads them, allocates the
   //! vectors, sets up cuSPARSE and runs every kernel once (so that lazy module loading is not timed).
   //! \throws std::invalid_argument when `a` is not square, b has the wrong size, or a diagonal entry is not
-  //!         positive; conveyor::cuda_error / cusparse_error when a CUDA or cuSPARSE call fails.
+  //!         positive; conveyor::cuda_error / conveyor::libraries::library_error when a CUDA or cuSPARSE call fails.
   cg_solver(const csr_matrix& a, std::span<const double> b);
   cg_solver(const cg_solver&) = delete;
   cg_solver& operator=(const cg_solver&) = delete;
   ~cg_solver();
 
   //! Solves A x = b from x = 0 in `mode`.
-  //! \throws std::invalid_argument for tol ≤ 0 or max_iter < 0; conveyor::cuda_error / cusparse_error when a
+  //! \throws std::invalid_argument for tol ≤ 0 or max_iter < 0; conveyor::cuda_error / conveyor::libraries::library_error when a
   //!         call fails (capture and instantiation errors included).
   [[nodiscard]] solve_result solve(solve_mode mode, const solve_options& options);
 

@@ -1,44 +1,23 @@
 #pragma once
 //! \file spmv.hpp
-//! y = A x through cuSPARSE (cusparseSpMV, CSR, double), set up once so that the call is capture-safe: descriptors
-//! and the work buffer are made ahead, scalars live on the device (CUSPARSE_POINTER_MODE_DEVICE), the algorithm
-//! is the deterministic CUSPARSE_SPMV_CSR_ALG2, and cusparseSpMV_preprocess runs once at set-up.
+//! y = A x through cuSPARSE (cusparseSpMV, CSR, double) with Conveyor's cuSPARSE adapter
+//! (conveyor/libraries/cusparse.hpp): the descriptors, the work buffer and cusparseSpMV_preprocess are made at
+//! set-up, the scalars live on the device (CUSPARSE_POINTER_MODE_DEVICE) and the algorithm is the deterministic
+//! CUSPARSE_SPMV_CSR_ALG2 — so that the call captures into a graph and into a WHILE body, allocating nothing.
 
 #include "solve/csr.hpp"
 #include "common/device_buffer.hpp"
 
+#include <conveyor/libraries/cusparse.hpp>
+#include <conveyor/runtime/stream.hpp>
+
 #include <cuda_runtime_api.h>
 #include <cusparse.h>
-
-#include <source_location>
-#include <stdexcept>
-#include <string_view>
 
 namespace conveyor::solve {
 
 using scenarios::device_buffer;
 using scenarios::pinned_buffer;
-
-//! A cuSPARSE call returned a status other than CUSPARSE_STATUS_SUCCESS.
-//! `what()` reads `file:line: call failed: CUSPARSE_STATUS_NAME (description)`.
-class cusparse_error : public std::runtime_error {
-public:
-  //! \param status the status the call returned
-  //! \param call   the call as written
-  //! \param where  the call site
-  cusparse_error(cusparseStatus_t status, std::string_view call, std::source_location where);
-  //! The cuSPARSE status.
-  [[nodiscard]] cusparseStatus_t status() const noexcept { return status_; }
-
-private:
-  cusparseStatus_t status_;
-};
-
-//! Throws cusparse_error when `status` is not CUSPARSE_STATUS_SUCCESS.
-inline void check_cusparse(cusparseStatus_t status, std::string_view call,
-                           std::source_location where = std::source_location::current()) {
-  if (status != CUSPARSE_STATUS_SUCCESS) throw cusparse_error(status, call, where);
-}
 
 //! A CSR matrix in device memory (0-based, 32-bit indices, double values).
 struct device_csr {
@@ -53,32 +32,43 @@ struct device_csr {
   explicit device_csr(const csr_matrix& a);
 };
 
+//! The cuSPARSE descriptors of A (CSR), x and y (dense vectors). Destroys them when it goes. Not copyable.
+class spmv_descriptors {
+public:
+  //! Creates the three descriptors (`cusparseCreateCsr`, `cusparseCreateDnVec`).
+  //! \throws conveyor::libraries::library_error when cuSPARSE refuses one (those made are destroyed).
+  spmv_descriptors(const device_csr& a, const double* x, double* y);
+  spmv_descriptors(const spmv_descriptors&) = delete;
+  spmv_descriptors& operator=(const spmv_descriptors&) = delete;
+  //! Destroys the descriptors. Never throws.
+  ~spmv_descriptors();
+
+  cusparseSpMatDescr_t matrix = nullptr; //!< A
+  cusparseDnVecDescr_t x = nullptr;      //!< x
+  cusparseDnVecDescr_t y = nullptr;      //!< y
+
+private:
+  void release() noexcept;
+};
+
 //! The product y = A x for fixed device vectors x and y (n = A.cols and A.rows elements), enqueued on any stream.
-//! Move-only; owns the cuSPARSE handle, descriptors and work buffer.
+//! Not copyable or movable; owns the cuSPARSE handle, descriptors and work buffer (the adapter's).
 class spmv_operator {
 public:
-  //! Creates the handle and descriptors, sizes and allocates the buffer, runs cusparseSpMV_preprocess.
-  //! `a`, `x` and `y` must outlive the operator.
-  //! \throws cusparse_error when a cuSPARSE call fails; conveyor::cuda_error when an allocation fails.
-  spmv_operator(const device_csr& a, const double* x, double* y);
-  spmv_operator(const spmv_operator&) = delete;
-  spmv_operator& operator=(const spmv_operator&) = delete;
-  ~spmv_operator();
+  //! Creates the handle and descriptors, sizes and allocates the buffer and runs cusparseSpMV_preprocess on `s`
+  //! (waiting for it). `a`, `x` and `y` must outlive the operator.
+  //! \throws conveyor::libraries::library_error when a cuSPARSE call fails; conveyor::cuda_error when an allocation
+  //!         fails.
+  spmv_operator(const device_csr& a, const double* x, double* y, const conveyor::stream& s);
 
   //! Enqueues y = A x on `s` (cusparseSetStream, then cusparseSpMV); asynchronous and capture-safe.
-  //! \throws cusparse_error when cuSPARSE refuses the call.
+  //! \throws conveyor::libraries::library_error when cuSPARSE refuses the call.
   void enqueue(cudaStream_t s) const;
 
 private:
-  cusparseHandle_t handle_ = nullptr;
-  cusparseSpMatDescr_t matrix_ = nullptr;
-  cusparseDnVecDescr_t x_ = nullptr;
-  cusparseDnVecDescr_t y_ = nullptr;
-  device_buffer<double> constants_; // {1.0, 0.0}: alpha and beta on the device
-  device_buffer<unsigned char> buffer_;
+  libraries::cusparse_handle handle_;
+  spmv_descriptors descriptors_;
+  libraries::cusparse_spmv<double> product_;
 };
 
 } // namespace conveyor::solve
-
-//! Checks a cuSPARSE call: `SOLVE_CUSPARSE_CHECK(cusparseSpMV(...));` throws conveyor::solve::cusparse_error.
-#define SOLVE_CUSPARSE_CHECK(...) ::conveyor::solve::check_cusparse((__VA_ARGS__), #__VA_ARGS__)

@@ -6,7 +6,6 @@
 
 #include "common/hash.hpp"
 #include "common/mode_runner.hpp"
-#include "train/cublas.hpp"
 #include "train/device_data.hpp"
 #include "train/kernels.hpp"
 #include "train/mlp.hpp"
@@ -73,7 +72,7 @@ struct replica {
   replica(const nccl::communicator& c, const dataset& data, int batch, const optimizer_config& opt,
           std::size_t history)
       : comm(&c), device(c.device()), part(shard_of(batch, c.rank(), c.size())),
-        train(detail::upload_split(data.train_images, data.train_labels, stream.get())), blas(stream.get()),
+        train(detail::upload_split(data.train_images, data.train_labels, stream.get())), blas(stream),
         model(opt, stream.get(), /*gradient_tail=*/1), act(part.rows),
         x(static_cast<std::size_t>(part.rows) * input_features), y(static_cast<std::size_t>(part.rows)),
         perm(static_cast<std::size_t>(train.count)), counters(2), counts(2), loss_history(history) {}

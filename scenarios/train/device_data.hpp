@@ -5,7 +5,6 @@
 //! run's length, the epochs' orders in pinned memory and the timed chunks. Internal to the scenario.
 
 #include "common/device_buffer.hpp"
-#include "train/cublas.hpp"
 #include "train/dataset.hpp"
 #include "train/mlp.hpp"
 #include "train/trainer.hpp"
@@ -36,7 +35,7 @@ struct device_split {
 
 //! Fraction of `test`'s samples the parameters currently in `model` classify correctly (argmax of the logits;
 //! `labels` are the host copy of test.y); eager, on `s`, which belongs to the model's device (current).
-//! \throws conveyor::cuda_error / cublas_error when a call fails.
+//! \throws conveyor::cuda_error / conveyor::libraries::library_error when a call fails.
 [[nodiscard]] double evaluate(const mlp& model, cublas_handle& blas, const device_split& test,
                               const idx_labels& labels, cudaStream_t s);
 

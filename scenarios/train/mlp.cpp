@@ -21,8 +21,8 @@ constexpr float zero = 0.0F;
 //! where W is op(T) of the column-major in x out view of W.
 void gemm_x_wt(cublasHandle_t h, const float* x, const float* w, float* z, int rows, int in, int out,
                const launch_ctx& ctx) {
-  TRAIN_CUBLAS_CHECK(
-      cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one, w, in, x, in, &zero, z, out));
+  libraries::check_cublas(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one, w, in, x, in, &zero, z, out),
+                          "cublasSgemm (forward X·Wᵀ)");
   ctx.after("cublasSgemm (forward X·Wᵀ)");
 }
 
@@ -30,14 +30,16 @@ void gemm_x_wt(cublasHandle_t h, const float* x, const float* w, float* z, int r
 //! x out), where dZ is op(T) of the column-major out x rows view of dZ.
 void gemm_dzt_x(cublasHandle_t h, const float* dz, const float* x, float* dw, int rows, int in, int out,
                 const launch_ctx& ctx) {
-  TRAIN_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &one, x, in, dz, out, &zero, dw, in));
+  libraries::check_cublas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &one, x, in, dz, out, &zero, dw, in),
+                          "cublasSgemm (weight gradient dZᵀ·X)");
   ctx.after("cublasSgemm (weight gradient dZᵀ·X)");
 }
 
 //! dX[rows x in] = dZ[rows x out] · W[out x in]. Column-major: dXᵀ(in x rows) = Wᵀ(in x out) · dZᵀ(out x rows).
 void gemm_dz_w(cublasHandle_t h, const float* dz, const float* w, float* dx, int rows, int in, int out,
                const launch_ctx& ctx) {
-  TRAIN_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, &one, w, in, dz, out, &zero, dx, in));
+  libraries::check_cublas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, &one, w, in, dz, out, &zero, dx, in),
+                          "cublasSgemm (input gradient dZ·W)");
   ctx.after("cublasSgemm (input gradient dZ·W)");
 }
 
@@ -90,7 +92,7 @@ host_parameters mlp::gradients(cudaStream_t s) const { return unpack(grads_.down
 
 void mlp::forward(cublas_handle& blas, const float* x, int rows, activations& act, const launch_ctx& ctx) const {
   check_rows(rows, act);
-  blas.bind(ctx.stream);
+  blas.bind(conveyor::stream::adopt(ctx.stream)); // cublasSetStream, cublasSetWorkspace; kept with a capture
   const cublasHandle_t h = blas.get();
   const float* in = x;
   float* outs[num_layers] = {act.a1.data(), act.a2.data(), act.logits.data()};
@@ -103,7 +105,7 @@ void mlp::forward(cublas_handle& blas, const float* x, int rows, activations& ac
 
 void mlp::backward(cublas_handle& blas, const float* x, int rows, activations& act, const launch_ctx& ctx) {
   check_rows(rows, act);
-  blas.bind(ctx.stream);
+  blas.bind(conveyor::stream::adopt(ctx.stream)); // cublasSetStream, cublasSetWorkspace; kept with a capture
   const cublasHandle_t h = blas.get();
   // inputs[l]: the activation layer l reads; deltas[l]: dLoss/dz of layer l's output (rows x out).
   const float* inputs[num_layers] = {x, act.a1.data(), act.a2.data()};

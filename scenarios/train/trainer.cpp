@@ -4,7 +4,6 @@
 
 #include "train/trainer.hpp"
 
-#include "train/cublas.hpp"
 #include "common/device_buffer.hpp"
 #include "common/mode_runner.hpp"
 #include "common/profiling.hpp"
@@ -91,7 +90,7 @@ class step_program {
 public:
   step_program(const device_split& train, int batch, const optimizer_config& opt, std::size_t history_len,
                cudaStream_t s)
-      : train_(train), batch_(batch), history_len_(static_cast<int>(history_len)), blas(s), model(opt, s),
+      : train_(train), batch_(batch), history_len_(static_cast<int>(history_len)), blas(conveyor::stream::adopt(s)), model(opt, s),
         act(batch), x(static_cast<std::size_t>(batch) * input_features), y(static_cast<std::size_t>(batch)),
         perm(static_cast<std::size_t>(train.count)), counters(2), loss_history(history_len) {
     if (history_len < 1 || history_len > static_cast<std::size_t>(INT_MAX))
@@ -410,7 +409,7 @@ double test_accuracy(const host_parameters& p, const dataset& data) {
   validate(data);
   conveyor::stream s;
   const device_split test = upload_split(data.test_images, data.test_labels, s.get());
-  cublas_handle blas(s.get());
+  cublas_handle blas(s);
   mlp model(optimizer_config{}, s.get());
   model.load(p, s.get());
   return evaluate(model, blas, test, data.test_labels, s.get());

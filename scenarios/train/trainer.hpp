@@ -144,11 +144,11 @@ void check_options(const train_options& options, const dataset& data, const opti
 //! split. Uploads the data to the device, runs the warm-up step and the reset described in the file comment,
 //! then `min(epochs * steps_per_epoch, max_steps)` steps timed in chunks.
 //! \throws std::invalid_argument for invalid options or data (see validate()); conveyor::cuda_error or
-//!         cublas_error when a CUDA or cuBLAS call fails (no device, out of memory, capture refused...).
+//!         conveyor::libraries::library_error when a CUDA or cuBLAS call fails (no device, out of memory, capture refused...).
 [[nodiscard]] train_result run_training(const train_options& options, const dataset& data, execution_mode mode);
 
 //! Fraction of test images the network with parameters `p` classifies correctly (argmax of the logits).
-//! \throws std::invalid_argument for invalid data; conveyor::cuda_error / cublas_error when a call fails.
+//! \throws std::invalid_argument for invalid data; conveyor::cuda_error / conveyor::libraries::library_error when a call fails.
 [[nodiscard]] double test_accuracy(const host_parameters& p, const dataset& data);
 
 //! Loss and gradients of one training step.
@@ -163,7 +163,7 @@ struct step_gradients {
 //! \param x      rows x 784 inputs (any float values; pixels scaled to [0, 1] in training)
 //! \param labels rows labels in [0, 10)
 //! \throws std::invalid_argument when rows is 0, x has the wrong size or a label is out of range;
-//!         conveyor::cuda_error / cublas_error when a call fails.
+//!         conveyor::cuda_error / conveyor::libraries::library_error when a call fails.
 [[nodiscard]] step_gradients compute_step_gradients(const host_parameters& p, std::span<const float> x,
                                                     std::span<const int> labels,
                                                     execution_mode mode = execution_mode::stream);

@@ -95,4 +95,23 @@ CUresult ctx_get_device(CUdevice* device, CUcontext ctx) {
   return rc;
 }
 
+CUresult stream_get_ctx(CUstream s, CUcontext* ctx) {
+  // By version: "cuStreamGetCtx" at CUDA 13 is cuStreamGetCtx_v2 (12.5), which takes a third argument, the green
+  // context; before 12.5, the two-argument call.
+  static auto v2 = entry<CUresult (*)(CUstream, CUcontext*, CUgreenCtx*)>("cuStreamGetCtx", 12050);
+  if (v2 != nullptr) {
+    CUgreenCtx green = nullptr;
+    return v2(s, ctx, &green);
+  }
+  static auto v1 = entry<CUresult (*)(CUstream, CUcontext*)>("cuStreamGetCtx", 9020);
+  return v1 != nullptr ? v1(s, ctx) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+int stream_device(cudaStream_t s) noexcept {
+  CUcontext ctx = nullptr;
+  CUdevice device = 0;
+  if (stream_get_ctx(reinterpret_cast<CUstream>(s), &ctx) != CUDA_SUCCESS || ctx == nullptr) return -1;
+  return ctx_get_device(&device, ctx) == CUDA_SUCCESS ? static_cast<int>(device) : -1;
+}
+
 } // namespace conveyor::detail::driver

@@ -4,6 +4,7 @@
 // kernels captured from cuBLAS are driver functions, which the runtime's cudaGraphKernelNodeGetParams refuses).
 
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 
 namespace conveyor::detail::driver {
 
@@ -23,5 +24,12 @@ CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr poin
 // The device of context `ctx` (cuCtxGetDevice_v2, CUDA 13; older drivers: cuCtxPushCurrent, cuCtxGetDevice,
 // cuCtxPopCurrent). A null context is an error (CUDA_ERROR_INVALID_CONTEXT).
 CUresult ctx_get_device(CUdevice* device, CUcontext ctx);
+// The context of stream `s` (cuStreamGetCtx). Unlike cudaStreamGetDevice, cuStreamGetDevice, cudaStreamGetFlags and
+// cudaStreamGetId, which fail on a capturing stream with cudaErrorStreamCaptureUnsupported and invalidate its
+// capture (CUDA 13.0, driver 580, H200, 2026-12-02, in every capture mode), it answers during a capture.
+CUresult stream_get_ctx(CUstream s, CUcontext* ctx);
+// The device of stream `s` through its context (stream_get_ctx, ctx_get_device): safe on a capturing stream. -1
+// when the driver cannot tell.
+int stream_device(cudaStream_t s) noexcept;
 
 } // namespace conveyor::detail::driver

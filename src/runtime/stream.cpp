@@ -1,6 +1,8 @@
 #include "conveyor/runtime/stream.hpp"
 #include "conveyor/runtime/event.hpp"
 
+#include "cuda/driver.hpp"
+
 namespace conveyor {
 
 stream::stream(unsigned flags, int priority) : owned_(true) {
@@ -17,11 +19,9 @@ bool follows_current_device(cudaStream_t handle) noexcept {
 } // namespace
 
 stream stream::adopt(cudaStream_t handle, ownership own) noexcept {
-  int device = -1;
-  if (!follows_current_device(handle) && cudaStreamGetDevice(handle, &device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    device = -1;
-  }
+  // Through the stream's context, never cudaStreamGetDevice: that call invalidates a capture in progress on the
+  // stream (CUDA 13.0), and raw streams are adopted inside captures (launch on a cudaStream_t, the library adapters).
+  const int device = follows_current_device(handle) ? -1 : detail::driver::stream_device(handle);
   return {handle, own == ownership::owned, device};
 }
 
@@ -32,7 +32,10 @@ int stream::device() const {
     CONVEYOR_CHECK(cudaGetDevice(&device));
     return device;
   }
-  CONVEYOR_CHECK(cudaStreamGetDevice(handle_, &device));
+  device = detail::driver::stream_device(handle_); // safe during a capture, unlike cudaStreamGetDevice
+  if (device < 0)
+    throw cuda_error(cudaErrorInvalidResourceHandle, "cuStreamGetCtx", std::source_location::current(),
+                     "the driver cannot tell the stream's device: is the handle a live stream?");
   return device;
 }
 

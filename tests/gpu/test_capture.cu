@@ -789,3 +789,59 @@ TEST(Capture, JoinOfStreamsInDifferentCapturesIsRefusedBeforeAnythingIsEnqueued)
   expect_stream_usable(a, 1922);
   expect_stream_usable(b, 1923);
 }
+
+// ---- a raw stream adopted inside the captured code ----------------------------------------------------------------
+// cudaStreamGetDevice (like cudaStreamGetFlags and cudaStreamGetId) fails on a capturing stream and invalidates its
+// capture (CUDA 13.0, H200): stream::adopt and launch on a cudaStream_t, which code holding raw streams calls inside
+// captures, read the device through the stream's context instead. Each test compares the replay with the same calls
+// run eagerly, bitwise.
+
+namespace {
+// x = a * x + b through conveyor::launch on a raw cudaStream_t (the overload that adopts it).
+void raw_stream_axpb(cudaStream_t s, int n, float a, float b, float* x) {
+  const auto cfg = cover(n);
+  conveyor::launch(s, conveyor::launch_config{cfg.grid, cfg.block}, scale, n, a, x);
+  conveyor::launch(s, conveyor::launch_config{cfg.grid, cfg.block}, add_scalar, n, b, x);
+}
+} // namespace
+
+TEST(Capture, ALaunchOnARawStreamAsTheCapturesFirstCallKeepsItValidAndMatchesEager) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 4099;
+  const auto x0 = random_floats(n, 4401);
+  device_array<float> graphed(x0);
+  device_array<float> eager(x0);
+  conveyor::stream s;
+  conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    raw_stream_axpb(cs.get(), n, 1.5F, -0.25F, graphed.get());
+    EXPECT_TRUE(cs.is_capturing()) << "the capture was invalidated";
+  });
+  EXPECT_EQ(g.nodes().size(), 2U);
+  auto exec = conveyor::instantiate(g);
+  for (int k = 0; k < 3; ++k) {
+    exec.launch(s);
+    raw_stream_axpb(s.get(), n, 1.5F, -0.25F, eager.get());
+  }
+  s.synchronize();
+  EXPECT_TRUE(all_equal(graphed.download(), eager.download()));
+  EXPECT_FALSE(all_equal(graphed.download(), x0)) << "the replays changed nothing";
+}
+
+TEST(Capture, AdoptingTheCapturingStreamTellsItsDeviceAndLeavesTheCaptureValid) {
+  CONVEYOR_REQUIRE_GPU();
+  int current = -1;
+  CONVEYOR_CHECK(cudaGetDevice(&current));
+  conveyor::stream s;
+  device_array<float> x(random_floats(64, 4402));
+  int adopted_device = -2;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    const conveyor::stream borrowed = conveyor::stream::adopt(cs.get());
+    adopted_device = borrowed.device();
+    CONVEYOR_CHECK(cudaStreamIsCapturing(cs.get(), &status));
+    launch_scale(borrowed, 64, 2.0F, x.get());
+  });
+  EXPECT_EQ(adopted_device, current);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  EXPECT_EQ(g.nodes().size(), 1U);
+}

@@ -395,6 +395,35 @@ TEST(Libraries, ThrustThroughGraphed) {
   through_graphed(c);
 }
 
+// ---- a raw stream adopted inside the capture ---------------------------------------------------------------------------
+
+// Code that holds raw cudaStream_t (the train and solve scenarios) adopts the capturing stream inside the captured code
+// and hands the adapters that: their bind and run must leave the capture valid (stream::adopt reads the device
+// without cudaStreamGetDevice, which would invalidate it), and the replays must equal the same calls run eagerly.
+TEST(Libraries, AdaptersTakeARawStreamAdoptedInsideTheCapture) {
+  CONVEYOR_REQUIRE_GPU();
+  cublas_case blas;
+  cusparse_case sparse;
+  cublas_case::data blas_graphed(blas), blas_eager(blas);
+  cusparse_case::data sparse_graphed(sparse), sparse_eager(sparse);
+  conveyor::stream s;
+  conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+    const cudaStream_t raw = cs.get();
+    blas.step(conveyor::stream::adopt(raw), blas_graphed);
+    sparse.step(conveyor::stream::adopt(raw), sparse_graphed);
+  });
+  EXPECT_EQ(allocation_nodes(g), 0U);
+  auto exec = conveyor::instantiate(g);
+  for (int k = 0; k < 2; ++k) {
+    exec.launch(s);
+    blas.step(s, blas_eager);
+    sparse.step(s, sparse_eager);
+  }
+  s.synchronize();
+  blas.check(blas_graphed, blas_eager);
+  sparse.check(sparse_graphed, sparse_eager);
+}
+
 // ---- the doctor names what a capture allocated ----------------------------------------------------------------------
 
 // cudaMallocAsync in a capture is what a library without a workspace does: an allocation node, which the capture_scope

@@ -20,6 +20,6 @@
 //! graph mode; options that apply to one GPU only with several), std::invalid_argument for options the data refuses
 //! and for --gpus N with fewer than N devices visible, conveyor::train::idx_error for unreadable data,
 //! std::runtime_error when no CUDA device is present, the DOT file cannot be written or a data-parallel check fails,
-//! conveyor::nccl::nccl_error when NCCL fails or times out, and conveyor::cuda_error / cublas_error when a CUDA call
-//! fails.
+//! conveyor::nccl::nccl_error when NCCL fails or times out, and conveyor::cuda_error /
+//! conveyor::libraries::library_error when a CUDA or cuBLAS call fails.
 void register_train_command(CLI::App& app);

@@ -30,7 +30,9 @@ public:
   //! \throws cuda_error when creation fails (no device, out of resources).
   explicit stream(unsigned flags = cudaStreamNonBlocking, int priority = 0);
 
-  //! Wraps an existing handle. With ownership::owned the stream destroys it; with borrowed it does not.
+  //! Wraps an existing handle. With ownership::owned the stream destroys it; with borrowed it does not. Reads the
+  //! stream's device through its context (`cuStreamGetCtx`), which leaves a capture in progress on `handle` valid:
+  //! adopting a capturing stream inside the captured code is allowed.
   [[nodiscard]] static stream adopt(cudaStream_t handle, ownership own = ownership::borrowed) noexcept;
 
   //! Takes over `other`'s handle; `other` is left empty.
@@ -54,12 +56,11 @@ public:
   //! Makes later work on this stream wait for `e` (`cudaStreamWaitEvent`).
   //! \throws cuda_error when the event or stream is invalid.
   void wait(const event& e) const;
-  //! The device the stream belongs to: recorded at creation (or, for an adopted handle, asked of CUDA with
-  //! `cudaStreamGetDevice` when adopted, else now); for an empty handle, cudaStreamLegacy or cudaStreamPerThread
-  //! (default streams, which belong to whichever device is current) the calling thread's current device. Works on
-  //! a capturing stream when the device was recorded.
-  //! \throws cuda_error when CUDA cannot tell (an adopted handle that was capturing when adopted and is capturing
-  //!         still).
+  //! The device the stream belongs to: recorded at creation (or, for an adopted handle, asked of the driver through
+  //! the stream's context, `cuStreamGetCtx`, when adopted); for an empty handle, cudaStreamLegacy or
+  //! cudaStreamPerThread (default streams, which belong to whichever device is current) the calling thread's current
+  //! device. Works on a capturing stream and leaves its capture valid (`cudaStreamGetDevice` would invalidate it).
+  //! \throws cuda_error when the driver cannot tell (not a live stream).
   [[nodiscard]] int device() const;
   //! True while this stream is being captured into a graph (`cudaStreamIsCapturing`).
   //! \throws cuda_error when the query fails.
