@@ -270,6 +270,7 @@ namespace {
 // The per-phase samples of measure_recapture_cost, one vector per column.
 struct recapture_samples {
   std::vector<double> eager, capture, checks, whole_update, whole_launch, read, compare, update, launch;
+  std::vector<double> raw_capture, raw_update, raw_launch;
   [[nodiscard]] recapture_cost medians(std::size_t n) {
     recapture_cost row;
     row.nodes = n;
@@ -282,6 +283,9 @@ struct recapture_samples {
     row.compare_us = median(compare);
     row.update_us = median(update);
     row.launch_us = median(launch);
+    row.raw_capture_us = median(raw_capture);
+    row.raw_update_us = median(raw_update);
+    row.raw_launch_us = median(raw_launch);
     return row;
   }
 };
@@ -304,8 +308,9 @@ void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, fl
   conveyor::graph g = record({});
   const auto t2 = clock_type::now();
   std::optional<conveyor::graph> unused(record(unchecked)); // timed without its destruction, as the checked one
+  const auto t3_captured = clock_type::now();
+  unused.reset(); // outside every phase
   const auto t3 = clock_type::now();
-  unused.reset();
   // The default path: one whole-graph update, then the launch, the replaced graph destroyed while the GPU runs.
   std::shared_ptr<const void> replaced = detail::current_graph(whole);
   const auto w = whole.update(g);
@@ -336,13 +341,54 @@ void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, fl
   if (!keep) return;
   out.eager.push_back(us(t1 - t0));
   out.capture.push_back(us(t2 - t1));
-  out.checks.push_back(us(t2 - t1) - us(t3 - t2));
+  out.checks.push_back(us(t2 - t1) - us(t3_captured - t2));
   out.whole_update.push_back(us(t4 - t3));
   out.whole_launch.push_back(us(t5 - t4));
   out.read.push_back(us(t7 - t6));
   out.compare.push_back(us(t8 - t7));
   out.update.push_back(us(t9 - t8));
   out.launch.push_back(us(t10 - t9));
+}
+
+// The same re-capture through the Runtime API alone, the anchor of the default path: cudaStreamBeginCapture/
+// EndCapture of `body`, cudaGraphExecUpdate, cudaGraphLaunch until finished, the replaced graph destroyed after the
+// launch is queued (as graphed does). `previous` is the graph `exec` runs now.
+struct raw_path {
+  cudaGraphExec_t exec = nullptr;
+  cudaGraph_t previous = nullptr;
+  raw_path() = default;
+  raw_path(const raw_path&) = delete;
+  raw_path& operator=(const raw_path&) = delete;
+  ~raw_path() {
+    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+    if (previous != nullptr) (void)cudaGraphDestroy(previous);
+  }
+};
+
+cudaGraph_t raw_capture(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one) {
+  cudaGraph_t g = nullptr;
+  CONVEYOR_CHECK(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeThreadLocal));
+  body(s, b.all1.p, 1.0F, one, 2.0F);
+  CONVEYOR_CHECK(cudaStreamEndCapture(s.get(), &g));
+  return g;
+}
+
+void raw_round(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one, raw_path& raw,
+               recapture_samples& out, bool keep) {
+  const auto t0 = clock_type::now();
+  cudaGraph_t g = raw_capture(body, b, s, one);
+  const auto t1 = clock_type::now();
+  cudaGraphExecUpdateResultInfo info{};
+  CONVEYOR_CHECK(cudaGraphExecUpdate(raw.exec, g, &info));
+  const auto t2 = clock_type::now();
+  CONVEYOR_CHECK(cudaGraphLaunch(raw.exec, s.get()));
+  CONVEYOR_CHECK(cudaGraphDestroy(std::exchange(raw.previous, g)));
+  s.synchronize();
+  const auto t3 = clock_type::now();
+  if (!keep) return;
+  out.raw_capture.push_back(us(t1 - t0));
+  out.raw_update.push_back(us(t2 - t1));
+  out.raw_launch.push_back(us(t3 - t2));
 }
 
 } // namespace
@@ -359,9 +405,15 @@ std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t
     auto whole = conveyor::instantiate(first());
     auto per_node = conveyor::instantiate(first());
     std::optional<detail::graph_snapshot> before = detail::snapshot_graph(detail::current_graph(per_node)->handle);
+    raw_path raw;
+    raw.previous = raw_capture(body, b, s, b.one1.p);
+    CONVEYOR_CHECK(cudaGraphInstantiate(&raw.exec, raw.previous, 0));
     recapture_samples samples;
-    for (int k = 0; k < calls + 1; ++k)
-      recapture_round(body, b, s, k % 2 == 0 ? b.one2.p : b.one1.p, whole, per_node, before, samples, k > 0);
+    for (int k = 0; k < calls + 1; ++k) {
+      float* one = k % 2 == 0 ? b.one2.p : b.one1.p;
+      recapture_round(body, b, s, one, whole, per_node, before, samples, k > 0);
+      raw_round(body, b, s, one, raw, samples, k > 0);
+    }
     out.push_back(samples.medians(n));
   }
   return out;

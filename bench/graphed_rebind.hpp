@@ -59,6 +59,9 @@ struct recapture_cost {
   double compare_us = 0;      //!< the comparison with the executable graph's snapshot (per_node)
   double update_us = 0;       //!< graph_exec::update_incremental in all: read, compare, set (per_node)
   double launch_us = 0;       //!< cudaGraphLaunch until finished (per_node)
+  double raw_capture_us = 0;  //!< the Runtime API alone: cudaStreamBeginCapture … cudaStreamEndCapture
+  double raw_update_us = 0;   //!< cudaGraphExecUpdate
+  double raw_launch_us = 0;   //!< cudaGraphLaunch until finished, the replaced graph destroyed meanwhile
 };
 //! Measures recapture_cost on the current device. \throws conveyor::cuda_error; std::invalid_argument as above.
 [[nodiscard]] std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls = 11);

@@ -34,7 +34,8 @@ std::string format_graphed_rebind(const std::vector<rebind_row>& rows) {
 std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
   const std::vector<std::string> header{"N",       "eager µs",  "capture µs",       "of which checks",
                                         "update µs", "launch µs", "default ÷ eager", "per-node: read µs",
-                                        "compare µs", "set µs",   "launch µs",       "per-node ÷ eager"};
+                                        "compare µs", "set µs",   "launch µs",       "per-node ÷ eager",
+                                        "raw: capture µs", "update µs", "launch µs", "raw ÷ eager"};
   const auto ratio = [](double total, double eager) { return eager > 0 ? fmt::format("{:.3f}", total / eager) : "—"; };
   std::vector<std::vector<std::string>> body;
   for (const auto& r : rows) {
@@ -43,7 +44,9 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
                     format_number(r.checks_us), format_number(r.whole_update_us), format_number(r.whole_launch_us),
                     ratio(r.capture_us + r.whole_update_us + r.whole_launch_us, r.eager_us),
                     format_number(r.read_us), format_number(r.compare_us), format_number(set),
-                    format_number(r.launch_us), ratio(r.capture_us + r.update_us + r.launch_us, r.eager_us)});
+                    format_number(r.launch_us), ratio(r.capture_us + r.update_us + r.launch_us, r.eager_us),
+                    format_number(r.raw_capture_us), format_number(r.raw_update_us), format_number(r.raw_launch_us),
+                    ratio(r.raw_capture_us + r.raw_update_us + r.raw_launch_us, r.eager_us)});
   }
   return fmt::format(
       "### graphed/: where a re-capture's time goes\n\nHost µs, medians, when 1 of the N kernel nodes changed: the "
@@ -54,8 +57,10 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
       "(`recapture_update::per_node`): reading the captured graph (kernel parameters, launch attributes, edges), "
       "comparing it with the executable graph's own, setting the changed node and destroying the replaced graph "
       "(`update_incremental` less its read and comparison), the launch until finished; per-node ÷ eager = (capture + "
-      "read + compare + set + launch) ÷ eager.\n\n{}",
-      markdown_table(header, body, "rrrrrrrrrrrr"));
+      "read + compare + set + launch) ÷ eager. Last, the anchor: the same re-capture through the Runtime API alone "
+      "(`cudaStreamBeginCapture` … `cudaStreamEndCapture`, `cudaGraphExecUpdate`, `cudaGraphLaunch` until finished, "
+      "the replaced graph destroyed while the GPU runs), raw ÷ eager = (capture + update + launch) ÷ eager.\n\n{}",
+      markdown_table(header, body, "rrrrrrrrrrrrrrrr"));
 }
 
 std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {

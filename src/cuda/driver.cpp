@@ -107,6 +107,17 @@ CUresult stream_get_ctx(CUstream s, CUcontext* ctx) {
   return v1 != nullptr ? v1(s, ctx) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult graph_get_nodes(CUgraph g, CUgraphNode* nodes, size_t* count) {
+  static auto fn = entry<CUresult (*)(CUgraph, CUgraphNode*, size_t*)>("cuGraphGetNodes");
+  return fn != nullptr ? fn(g, nodes, count) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult node_get_dependencies(CUgraphNode n, CUgraphNode* deps, CUgraphEdgeData* data, size_t* count) {
+  static auto fn =
+      entry<CUresult (*)(CUgraphNode, CUgraphNode*, CUgraphEdgeData*, size_t*)>("cuGraphNodeGetDependencies", 12030);
+  return fn != nullptr ? fn(n, deps, data, count) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 int stream_device(cudaStream_t s) noexcept {
   CUcontext ctx = nullptr;
   CUdevice device = 0;

@@ -28,6 +28,12 @@ CUresult ctx_get_device(CUdevice* device, CUcontext ctx);
 // cudaStreamGetId, which fail on a capturing stream with cudaErrorStreamCaptureUnsupported and invalidate its
 // capture (CUDA 13.0, driver 580, H200, 2026-12-02, in every capture mode), it answers during a capture.
 CUresult stream_get_ctx(CUstream s, CUcontext* ctx);
+// The nodes of `g` (cuGraphGetNodes): the runtime's cudaGraphGetNodes costs several times more on a graph of
+// thousands of nodes, and every walk of a graph starts with it.
+CUresult graph_get_nodes(CUgraph g, CUgraphNode* nodes, size_t* count);
+// A node's dependencies with their edge data (cuGraphNodeGetDependencies_v2, CUDA 12.3); `deps` and `data` may be
+// null to count them.
+CUresult node_get_dependencies(CUgraphNode n, CUgraphNode* deps, CUgraphEdgeData* data, size_t* count);
 // The device of stream `s` through its context (stream_get_ctx, ctx_get_device): safe on a capturing stream. -1
 // when the driver cannot tell.
 int stream_device(cudaStream_t s) noexcept;

@@ -224,7 +224,7 @@ graph_exec::graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_stat
 graph_exec::graph_exec(graph_exec&& other) noexcept
     : handle_(std::exchange(other.handle_, nullptr)), tracks_launches_(std::exchange(other.tracks_launches_, false)),
       launched_(std::exchange(other.launched_, false)), step_launches_(std::exchange(other.step_launches_, false)),
-      impl_(std::move(other.impl_)) {}
+      retired_(std::exchange(other.retired_, false)), impl_(std::move(other.impl_)) {}
 
 namespace detail {
 bool step_through_requested() noexcept {
@@ -258,6 +258,7 @@ graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
     tracks_launches_ = std::exchange(other.tracks_launches_, false);
     launched_ = std::exchange(other.launched_, false);
     step_launches_ = std::exchange(other.step_launches_, false);
+    retired_ = std::exchange(other.retired_, false);
     impl_ = std::move(other.impl_);
     (void)detail::collect();
   }
@@ -276,6 +277,7 @@ void graph_exec::reset() noexcept {
   handle_ = nullptr;
   tracks_launches_ = false;
   launched_ = false;
+  retired_ = false;
   impl_.reset();
   (void)detail::collect();
 }
@@ -346,6 +348,10 @@ void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source
   }
   if (s.get() == nullptr || s.get() == cudaStreamLegacy) impl_->legacy_launch = true;
   if (tracks_launches_) impl_->last_launch = detail::fence::record(s.get());
+  if (retired_) { // the launch is queued: the GPU runs it while the replaced definitions are destroyed
+    retired_ = false;
+    impl_->retired.clear();
+  }
 }
 
 // ---- per-node setters ----------------------------------------------------------------------------------------

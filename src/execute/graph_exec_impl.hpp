@@ -24,6 +24,9 @@ namespace conveyor::detail {
 struct exec_state {
   std::shared_ptr<graph_state> source;  //!< instantiated from: its nodes address the executable graph
   std::shared_ptr<graph_state> current; //!< the graph whose parameters are loaded now
+  //! Graphs an update replaced as `current`: destroyed behind the next launch (graph_exec::after_launch), while the
+  //! GPU runs it, instead of inside the update (destroying a graph of N nodes costs about as much as updating to it).
+  std::vector<std::shared_ptr<graph_state>> retired;
   bool current_exact = true;                    //!< false after a per-node setter changed a parameter
   instantiate_flags flags = instantiate_flags::none;
   // Launch history (exec_facts): uploaded before the first launch, launches on the legacy default stream.

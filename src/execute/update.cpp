@@ -100,8 +100,14 @@ std::string update_result::reason() const {
 
 namespace {
 
-// Records that `g`'s parameters are now loaded (after a whole-graph or per-node update).
+// Records that `g`'s parameters are now loaded (after a whole-graph or per-node update). The graph it replaces is
+// kept in `retired` for the next launch to destroy (a few at most, when updates come without launches).
 void adopt_current(detail::exec_state& state, const graph& g) {
+  constexpr std::size_t most_retired = 4;
+  if (state.current && state.current != state.source) {
+    if (state.retired.size() >= most_retired) state.retired.erase(state.retired.begin());
+    state.retired.push_back(std::move(state.current));
+  }
   state.current = access::state(g);
   state.current_exact = true;
   if (!state.to_origin.empty()) state.to_origin.clear();
@@ -273,6 +279,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
     result.method = update_method::whole_graph;
     detail::hold_tokens_of(state, *access::state(g)); // CUDA swapped the user-object references
     adopt_current(state, g);
+    retired_ = !state.retired.empty();
     after_whole_update(handle_, state);
     state.attributes = std::move(attributes);
     tracks_launches_ = false;
@@ -311,6 +318,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
     return result;
   }
   adopt_current(state, g);
+  retired_ = !state.retired.empty();
   state.snapshot = *after;
   state.attributes = std::move(attributes);
   return per_node;
@@ -399,6 +407,7 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   // 2. Apply.
   if (step == incremental_step::nothing) {
     adopt_current(state, g);
+    retired_ = !state.retired.empty();
     state.snapshot = std::move(*after);
     out.method = update_method::none;
     return out;
@@ -406,6 +415,7 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   if (step == incremental_step::per_node) {
     if (set_changed_nodes(g, *c, out)) {
       adopt_current(state, g);
+      retired_ = !state.retired.empty();
       state.snapshot = std::move(*after);
       return out;
     }

@@ -2,6 +2,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/compat.hpp"
+#include "cuda/driver.hpp"
 #include "kinds/node_name.hpp"
 
 #include <fmt/format.h>
@@ -18,6 +19,17 @@ namespace {
 // Every edge of the graph whose nodes are `nodes`, by index, sorted. Read node by node (each node's dependencies
 // with their edge data): cudaGraphGetEdges takes about 10 ms for 10,000 edges on driver 580 (H200), growing faster
 // than the edge count, where one query per node stays linear.
+static_assert(sizeof(CUgraphEdgeData) == sizeof(cudaGraphEdgeData), "the driver's and the runtime's edge data agree");
+
+// A node's dependencies with their edge data: through the driver (a fraction of the runtime's cost, per node of
+// every walk), the runtime's call where the driver's entry point is missing (and for its error).
+cudaError_t dependencies_of(cudaGraphNode_t n, cudaGraphNode_t* deps, cudaGraphEdgeData* data, std::size_t* count) {
+  const CUresult rc = driver::node_get_dependencies(reinterpret_cast<CUgraphNode>(n), reinterpret_cast<CUgraphNode*>(deps),
+                                                    reinterpret_cast<CUgraphEdgeData*>(data), count);
+  if (rc == CUDA_SUCCESS) return cudaSuccess;
+  return get_dependencies(n, deps, data, count);
+}
+
 std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& nodes) {
   // Node handle -> position, as a sorted array searched by bisection: cheaper to build and to search than a hash map
   // for the tens of thousands of lookups of a large graph.
@@ -38,12 +50,12 @@ std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& node
     std::size_t count = first_try;
     deps.resize(first_try);
     data.resize(first_try);
-    CONVEYOR_CHECK(get_dependencies(nodes[i], deps.data(), data.data(), &count));
+    CONVEYOR_CHECK(dependencies_of(nodes[i], deps.data(), data.data(), &count));
     if (count >= first_try) { // possibly more: ask how many, then read them all
-      CONVEYOR_CHECK(get_dependencies(nodes[i], nullptr, nullptr, &count));
+      CONVEYOR_CHECK(dependencies_of(nodes[i], nullptr, nullptr, &count));
       deps.resize(count);
       data.resize(count);
-      if (count > 0) CONVEYOR_CHECK(get_dependencies(nodes[i], deps.data(), data.data(), &count));
+      if (count > 0) CONVEYOR_CHECK(dependencies_of(nodes[i], deps.data(), data.data(), &count));
     }
     for (std::size_t k = 0; k < count; ++k)
       out.emplace_back(position(deps[k]), i, data[k].from_port, data[k].to_port, data[k].type);
@@ -66,10 +78,14 @@ std::string edge_difference(const std::vector<indexed_edge>& a, const std::vecto
 } // namespace
 
 std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g) {
+  // Through the driver (cuGraphGetNodes): a fraction of the runtime's cost on large graphs; the runtime's call where
+  // the driver refuses, for its error.
+  const auto cu = reinterpret_cast<CUgraph>(g);
   std::size_t count = 0;
-  CONVEYOR_CHECK(cudaGraphGetNodes(g, nullptr, &count));
+  if (driver::graph_get_nodes(cu, nullptr, &count) != CUDA_SUCCESS) CONVEYOR_CHECK(cudaGraphGetNodes(g, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0) CONVEYOR_CHECK(cudaGraphGetNodes(g, nodes.data(), &count));
+  if (count > 0 && driver::graph_get_nodes(cu, reinterpret_cast<CUgraphNode*>(nodes.data()), &count) != CUDA_SUCCESS)
+    CONVEYOR_CHECK(cudaGraphGetNodes(g, nodes.data(), &count));
   nodes.resize(count);
   return nodes;
 }

@@ -10,6 +10,8 @@
 
 #include <conveyor/conveyor.hpp>
 
+#include "execute/graph_exec_impl.hpp" // exec_access: the definitions an update retired
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -120,6 +122,39 @@ TEST_F(Lifetime, ReclaimResourcesDestroysWhatWholeGraphUpdatesHandedOverExactlyO
     ASSERT_EQ(tracked_state::live.load(), 0) << "round " << round << ": state alive after reclaim_resources()";
     ASSERT_EQ(out[1], want) << "round " << round;
   }
+}
+
+// A graph definition an update replaced is destroyed behind the next launch (while the GPU runs it), not inside the
+// update (destroying a graph of N nodes costs about as much as updating to it); what it held for launches (the state
+// of a host callable the user let go) is released at the update as before, and the launch runs the new graph.
+TEST_F(Lifetime, AGraphAnUpdateReplacedIsDestroyedBehindTheNextLaunch) {
+  pinned_array<double> out(3);
+  out[2] = 0.0;
+  conveyor::stream s;
+  auto c = std::make_shared<tracked_state>(503);
+  const double want = c->checksum();
+  conveyor::graph g1;
+  g1.host(writes_checksum(std::make_shared<tracked_state>(501), out.get()));
+  auto exec = conveyor::instantiate(g1);
+  {
+    conveyor::graph g2;
+    g2.host(writes_checksum(std::make_shared<tracked_state>(502), out.get() + 1));
+    ASSERT_EQ(exec.update(g2).method, conveyor::update_method::whole_graph);
+  } // g2's definition is now held by the executable graph alone, as the graph it runs
+  conveyor::graph g3;
+  g3.host(writes_checksum(std::move(c), out.get() + 2));
+  const auto r = exec.update(g3);
+  ASSERT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+  const auto& state = conveyor::detail::exec_access::state(exec);
+  ASSERT_EQ(state.retired.size(), 1U) << "the update destroyed the graph it replaced itself";
+  const std::weak_ptr<conveyor::detail::graph_state> replaced = state.retired.front();
+  s.synchronize();
+  EXPECT_EQ(settle(2), 2) << "the retired definition kept its host callable's state alive";
+  exec.launch(s);
+  EXPECT_TRUE(replaced.expired()) << "the replaced graph outlived the next launch";
+  EXPECT_TRUE(state.retired.empty());
+  s.synchronize();
+  EXPECT_EQ(out[2], want);
 }
 
 TEST_F(Lifetime, DestroyedExecutableGraphKeepsWhatItsQueuedLaunchUses) {

@@ -248,12 +248,16 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   phases.launch_us = 10900;
   phases.whole_update_us = 1900;
   phases.whole_launch_us = 10600;
+  phases.raw_capture_us = 9000;
+  phases.raw_update_us = 1500;
+  phases.raw_launch_us = 10700;
   const std::string cost = conveyor::bench::format_recapture_cost({phases});
   EXPECT_NE(cost.find("| 10000 |"), std::string::npos) << cost;
   EXPECT_NE(cost.find(" 32000 |"), std::string::npos) << cost;
   EXPECT_NE(cost.find(" 600 |"), std::string::npos) << cost;   // set: update less read and compare
   EXPECT_NE(cost.find(" 0.812 |"), std::string::npos) << cost; // per node: (9500 + 5600 + 10900) / 32000 = 0.8125
   EXPECT_NE(cost.find(" 0.688 |"), std::string::npos) << cost; // default: (9500 + 1900 + 10600) / 32000 = 0.6875
+  EXPECT_NE(cost.find(" 0.662 |"), std::string::npos) << cost; // raw: (9000 + 1500 + 10700) / 32000 = 0.6625
   const std::string prep = conveyor::bench::format_prepare_cost({{32, 100, 64.0}});
   EXPECT_NE(prep.find("|      32 |"), std::string::npos) << prep;
   EXPECT_NE(prep.find(" 2.00 |"), std::string::npos) << prep; // ms per bucket

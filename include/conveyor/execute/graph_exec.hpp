@@ -87,7 +87,8 @@ public:
     if (step_launches_) [[unlikely]]
       return launch_stepping(s, where);
     const cudaError_t rc = cudaGraphLaunch(handle_, s.get());
-    if (rc != cudaSuccess || tracks_launches_ || !launched_ || s.get() == nullptr || s.get() == cudaStreamLegacy)
+    if (rc != cudaSuccess || tracks_launches_ || !launched_ || retired_ || s.get() == nullptr ||
+        s.get() == cudaStreamLegacy)
       after_launch(rc, s, where);
   }
 
@@ -226,6 +227,7 @@ private:
   bool tracks_launches_ = false; // true once the executable graph owns callables set node by node
   mutable bool launched_ = false; // the first launch was recorded (exec_facts)
   bool step_launches_ = false;    // launches run step by step (step_through_launches)
+  mutable bool retired_ = false;  // graph definitions an update replaced wait for the next launch to be destroyed
   std::unique_ptr<detail::exec_state> impl_;
 };
 
