@@ -90,9 +90,10 @@ class step_program {
 public:
   step_program(const device_split& train, int batch, const optimizer_config& opt, std::size_t history_len,
                cudaStream_t s)
-      : train_(train), batch_(batch), history_len_(static_cast<int>(history_len)), blas(conveyor::stream::adopt(s)), model(opt, s),
-        act(batch), x(static_cast<std::size_t>(batch) * input_features), y(static_cast<std::size_t>(batch)),
-        perm(static_cast<std::size_t>(train.count)), counters(2), loss_history(history_len) {
+      : train_(train), batch_(batch), history_len_(static_cast<int>(history_len)), blas(conveyor::stream::adopt(s)),
+        model(opt, s), act(batch), x(static_cast<std::size_t>(batch) * input_features),
+        y(static_cast<std::size_t>(batch)), perm(static_cast<std::size_t>(train.count)), counters(2),
+        loss_history(history_len) {
     if (history_len < 1 || history_len > static_cast<std::size_t>(INT_MAX))
       throw std::invalid_argument("step count outside [1, INT_MAX]");
   }
