@@ -123,8 +123,8 @@ public:
   ~cg_solver();
 
   //! Solves A x = b from x = 0 in `mode`.
-  //! \throws std::invalid_argument for tol ≤ 0 or max_iter < 0; conveyor::cuda_error / conveyor::libraries::library_error when a
-  //!         call fails (capture and instantiation errors included).
+  //! \throws std::invalid_argument for tol ≤ 0 or max_iter < 0; conveyor::cuda_error /
+  //!         conveyor::libraries::library_error when a call fails (capture and instantiation errors included).
   [[nodiscard]] solve_result solve(solve_mode mode, const solve_options& options);
 
   //! The graph-while graph for `options` (not instantiated): the set-up kernels, the check kernel that sets the

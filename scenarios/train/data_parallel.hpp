@@ -88,7 +88,8 @@ void check_data_parallel_options(const train_options& options, const dataset& da
 //! \throws std::invalid_argument for invalid options or data, empty `comms` or communicators that do not form one
 //!         (sizes differ, a rank twice, more local communicators than ranks); nccl::nccl_error when NCCL fails or a
 //!         wait passes the communicators' timeout (a peer failed or does not call the same collectives: the
-//!         communicators are aborted); conveyor::cuda_error / conveyor::libraries::library_error when a CUDA or cuBLAS call fails.
+//!         communicators are aborted); conveyor::cuda_error / conveyor::libraries::library_error when a CUDA or
+//!         cuBLAS call fails.
 [[nodiscard]] train_result run_data_parallel(const train_options& options, const dataset& data, execution_mode mode,
                                              std::span<const nccl::communicator> comms);
 

@@ -19,7 +19,8 @@ namespace conveyor::train {
 using scenarios::device_buffer;
 using scenarios::pinned_buffer;
 //! The cuBLAS handle of every pass: conveyor's adapter (a fixed workspace bound with the stream, cuBLAS's default
-//! modes set explicitly — host pointer mode, no TF32, no atomics), so that eager and replayed passes give the same bits.
+//! modes set explicitly — host pointer mode, no TF32, no atomics), so that eager and replayed passes give the same
+//! bits.
 using libraries::cublas_handle;
 
 //! Which update rule the optimizer applies.
@@ -83,14 +84,15 @@ public:
   //! Forward pass over `rows` samples: act.a1 = relu(x W1ᵀ + b1), act.a2 = relu(a1 W2ᵀ + b2),
   //! act.logits = a2 W3ᵀ + b3. `blas` is (re)bound to ctx.stream.
   //! \param x rows x 784 device floats
-  //! \throws std::invalid_argument when rows is outside [1, act.capacity()]; conveyor::libraries::library_error / conveyor::cuda_error
-  //!         when a call fails.
+  //! \throws std::invalid_argument when rows is outside [1, act.capacity()]; conveyor::libraries::library_error /
+  //!         conveyor::cuda_error when a call fails.
   void forward(cublas_handle& blas, const float* x, int rows, activations& act, const launch_ctx& ctx) const;
 
   //! Backward pass over the same `rows` samples, after forward() and after act.d_logits was written: fills the
   //! gradient buffer (weights by cuBLAS, overwritten not accumulated; biases by column sums). act.d_a1 and
   //! act.d_a2 are used as scratch.
-  //! \throws std::invalid_argument when rows is out of range; conveyor::libraries::library_error / conveyor::cuda_error on failure.
+  //! \throws std::invalid_argument when rows is out of range; conveyor::libraries::library_error /
+  //!         conveyor::cuda_error on failure.
   void backward(cublas_handle& blas, const float* x, int rows, activations& act, const launch_ctx& ctx);
 
   //! Applies the optimizer to all parameters with the current gradients. Adam's bias correction uses

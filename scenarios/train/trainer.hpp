@@ -144,11 +144,13 @@ void check_options(const train_options& options, const dataset& data, const opti
 //! split. Uploads the data to the device, runs the warm-up step and the reset described in the file comment,
 //! then `min(epochs * steps_per_epoch, max_steps)` steps timed in chunks.
 //! \throws std::invalid_argument for invalid options or data (see validate()); conveyor::cuda_error or
-//!         conveyor::libraries::library_error when a CUDA or cuBLAS call fails (no device, out of memory, capture refused...).
+//!         conveyor::libraries::library_error when a CUDA or cuBLAS call fails (no device, out of memory, capture
+//!         refused...).
 [[nodiscard]] train_result run_training(const train_options& options, const dataset& data, execution_mode mode);
 
 //! Fraction of test images the network with parameters `p` classifies correctly (argmax of the logits).
-//! \throws std::invalid_argument for invalid data; conveyor::cuda_error / conveyor::libraries::library_error when a call fails.
+//! \throws std::invalid_argument for invalid data; conveyor::cuda_error / conveyor::libraries::library_error when a
+//!         call fails.
 [[nodiscard]] double test_accuracy(const host_parameters& p, const dataset& data);
 
 //! Loss and gradients of one training step.

@@ -28,8 +28,9 @@ CUresult ctx_get_device(CUdevice* device, CUcontext ctx);
 // cudaStreamGetId, which fail on a capturing stream with cudaErrorStreamCaptureUnsupported and invalidate its
 // capture (CUDA 13.0, driver 580, H200, 2026-12-02, in every capture mode), it answers during a capture.
 CUresult stream_get_ctx(CUstream s, CUcontext* ctx);
-// The nodes of `g` (cuGraphGetNodes): the runtime's cudaGraphGetNodes costs several times more on a graph of
-// thousands of nodes, and every walk of a graph starts with it.
+// The nodes of `g` (cuGraphGetNodes): the runtime's cudaGraphGetNodes costs about 1.8 times as much on a graph of
+// thousands of nodes (H200, a fresh capture of 10,000 nodes, count then list: 1.44 against 0.82 ms), and every walk
+// of a graph starts with it.
 CUresult graph_get_nodes(CUgraph g, CUgraphNode* nodes, size_t* count);
 // A node's dependencies with their edge data (cuGraphNodeGetDependencies_v2, CUDA 12.3); `deps` and `data` may be
 // null to count them.

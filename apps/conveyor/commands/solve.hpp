@@ -15,5 +15,6 @@
 //! When the subcommand runs it throws scenarios::usage_error for inconsistent options,
 //! conveyor::solve::matrix_market_error for a malformed or non-symmetric file, std::invalid_argument for a matrix
 //! the solver cannot take (non-positive diagonal), std::runtime_error when no CUDA device is present, the DOT file
-//! cannot be written or a mode did not converge, and conveyor::cuda_error / conveyor::libraries::library_error when a call fails.
+//! cannot be written or a mode did not converge, and conveyor::cuda_error / conveyor::libraries::library_error when a
+//! call fails.
 void register_solve_command(CLI::App& app);

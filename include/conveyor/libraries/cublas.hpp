@@ -24,10 +24,10 @@ inline void check_cublas(cublasStatus_t status, const char* call) {
     throw library_error("cuBLAS", call, static_cast<int>(status), cublasGetStatusName(status));
 }
 
-//! How a cublas_handle is set up. The modes default to cuBLAS's own defaults, set explicitly (so that code sharing
-//! the process cannot have changed what the handle starts with): scalars by host pointer, CUBLAS_DEFAULT_MATH (no
-//! TF32 for single precision) and CUBLAS_ATOMICS_NOT_ALLOWED (no algorithm that reduces with atomics) — with a fixed
-//! workspace, the same calls then give the same bits eagerly and replayed from a graph (the train scenario relies on it).
+//! How a cublas_handle is set up. The modes default to cuBLAS's own defaults, set explicitly (stated in code rather
+//! than inherited from a cuBLAS version's defaults): scalars by host pointer, CUBLAS_DEFAULT_MATH (no TF32 for
+//! single precision) and CUBLAS_ATOMICS_NOT_ALLOWED (no algorithm that reduces with atomics). With a fixed workspace
+//! the same calls then give the same bits eagerly and replayed from a graph (the train scenario relies on it).
 struct cublas_settings {
   //! The workspace's size in bytes (cublas_default_workspace: cuBLAS's recommendation for Hopper and later).
   std::size_t workspace_bytes = cublas_default_workspace;
@@ -52,12 +52,16 @@ struct cublas_settings {
 class cublas_handle {
 public:
   //! Creates the handle and a workspace of `workspace_bytes`, bound to `s`, with cuBLAS's default modes.
-  //! \throws library_error when cublasCreate fails; cuda_error when the workspace cannot be allocated.
+  //! \throws library_error when cuBLAS refuses a call (cublasCreate, the mode setters, cublasSetStream,
+  //!         cublasSetWorkspace); cuda_error when the workspace cannot be allocated; as workspace::keep_with when `s`
+  //!         is capturing.
   explicit cublas_handle(const stream& s, std::size_t workspace_bytes = cublas_default_workspace)
       : cublas_handle(s, cublas_settings{.workspace_bytes = workspace_bytes}) {}
   //! Creates the handle and a workspace as `settings` say (`cublasCreate`, `cublasSetPointerMode`,
   //! `cublasSetMathMode`, `cublasSetAtomicsMode`), bound to `s`.
-  //! \throws library_error when cuBLAS refuses a call; cuda_error when the workspace cannot be allocated.
+  //! \throws library_error when cuBLAS refuses a call (cublasCreate, the mode setters, cublasSetStream,
+  //!         cublasSetWorkspace); cuda_error when the workspace cannot be allocated; as workspace::keep_with when `s`
+  //!         is capturing.
   cublas_handle(const stream& s, const cublas_settings& settings) : workspace_(settings.workspace_bytes) {
     check_cublas(cublasCreate(&handle_), "cublasCreate");
     try {

@@ -30,9 +30,10 @@ public:
   //! \throws cuda_error when creation fails (no device, out of resources).
   explicit stream(unsigned flags = cudaStreamNonBlocking, int priority = 0);
 
-  //! Wraps an existing handle. With ownership::owned the stream destroys it; with borrowed it does not. Reads the
-  //! stream's device through its context (`cuStreamGetCtx`), which leaves a capture in progress on `handle` valid:
-  //! adopting a capturing stream inside the captured code is allowed.
+  //! Wraps an existing handle. With ownership::owned the stream destroys it; with borrowed it does not (the handle
+  //! must then outlive this object). Reads the stream's device through its context (`cuStreamGetCtx`), which leaves
+  //! a capture in progress on `handle` valid: adopting a capturing stream inside the captured code is allowed. Never
+  //! throws: when the driver cannot tell the device (not a live stream), it is left unknown and device() asks again.
   [[nodiscard]] static stream adopt(cudaStream_t handle, ownership own = ownership::borrowed) noexcept;
 
   //! Takes over `other`'s handle; `other` is left empty.
@@ -57,10 +58,12 @@ public:
   //! \throws cuda_error when the event or stream is invalid.
   void wait(const event& e) const;
   //! The device the stream belongs to: recorded at creation (or, for an adopted handle, asked of the driver through
-  //! the stream's context, `cuStreamGetCtx`, when adopted); for an empty handle, cudaStreamLegacy or
-  //! cudaStreamPerThread (default streams, which belong to whichever device is current) the calling thread's current
-  //! device. Works on a capturing stream and leaves its capture valid (`cudaStreamGetDevice` would invalidate it).
-  //! \throws cuda_error when the driver cannot tell (not a live stream).
+  //! the stream's context, `cuStreamGetCtx`, when adopted, or at this call if it could not tell then); for an empty
+  //! handle, cudaStreamLegacy or cudaStreamPerThread (default streams, which belong to whichever device is current)
+  //! the calling thread's current device. Works on a capturing stream and leaves its capture valid
+  //! (`cudaStreamGetDevice` would invalidate it).
+  //! \throws cuda_error (cudaErrorInvalidResourceHandle) when the driver cannot tell (not a live stream); cuda_error
+  //!         from cudaGetDevice for a default stream.
   [[nodiscard]] int device() const;
   //! True while this stream is being captured into a graph (`cudaStreamIsCapturing`).
   //! \throws cuda_error when the query fails.
