@@ -177,7 +177,6 @@ std::string capture_where(unsigned long long origin, unsigned long long branch) 
 //! Records in `state` that stream capture on `s` made (or added to) its graph, and whether `s` is a blocking stream.
 void note_capture(graph_state& state, cudaStream_t s) noexcept {
   state.captured = true;
-  state.clusters_possible = true; // a captured launch may carry any attribute
   unsigned flags = 0;
   if (cudaStreamGetFlags(s, &flags) == cudaSuccess) {
     if ((flags & cudaStreamNonBlocking) == 0) state.captured_on_blocking_stream = true;
@@ -252,7 +251,6 @@ graph adopt_captured(cudaGraph_t g, std::shared_ptr<detail::graph_state> state) 
   if (!state) return graph::adopt(g);
   state->handle = g;
   state->owned = true;
-  state->clusters_possible = true; // a captured launch may carry any attribute
   return detail::access::make_graph(std::move(state));
 }
 
@@ -393,6 +391,7 @@ void capture_session::check_nodes(cudaGraph_t g, detail::graph_state* owner, std
 capture_session::~capture_session() {
   unregister_graph();
   if (!open_) return;
+  if (target_ != nullptr) detail::access::state(*target_)->clusters.reset(); // nodes were added, not read
   (void)end_guard();
   auto [g, rc] = detail::end_capture(stream_, nullptr);
   if (rc == cudaSuccess && g != nullptr && target_ == nullptr) (void)cudaGraphDestroy(g);
@@ -436,6 +435,9 @@ std::vector<node> capture_session::finish_into() {
   CONVEYOR_CHECK(detail::capture_info(stream_, &status, nullptr, &deps, &count));
   std::vector<cudaGraphNode_t> frontier; // valid until the capture ends: copied
   if (status == cudaStreamCaptureStatusActive && deps != nullptr) frontier.assign(deps, deps + count);
+  const auto& state = detail::access::state(*target_);
+  // Unknown until the walk below reads the added nodes' (a throw before it leaves them to be read at an update).
+  auto clusters = std::exchange(state->clusters, std::nullopt);
   open_ = false;
   unregister_graph();
   const escape escaped = end_guard();
@@ -453,8 +455,8 @@ std::vector<node> capture_session::finish_into() {
     throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
                      fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
   if (rc != cudaSuccess) throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current());
-  const auto& state = detail::access::state(*target_);
   detail::note_capture(*state, stream_);
+  state->clusters = std::move(clusters);
   check_nodes(target_->get(), state.get(), nodes_before_);
   std::vector<node> nodes;
   nodes.reserve(frontier.size());

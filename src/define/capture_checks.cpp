@@ -71,6 +71,7 @@ struct walker {
   const returned_frames& gone;
   host_memory_check check;
   bool body = false; // the graph is a conditional node's body: only kinds CUDA allows there
+  std::vector<kernel_attribute>* clusters = nullptr; // appends the kernel nodes' cluster attributes (top level)
 
   // A host address node `n` holds: refused when it lies in a returned stack frame; a pageable copy side is refused
   // or recorded as the check asks.
@@ -112,6 +113,7 @@ struct walker {
       const kind_traits& traits = traits_of(kind);
       if (body && !traits.allowed_in_body) refuse_in_body(names, nodes[i], i, kind);
       if (check != host_memory_check::off) check_node(nodes[i], i, traits);
+      if (clusters != nullptr && kind == node_kind::kernel) read_cluster_attributes(nodes[i], i, *clusters);
     }
   }
 };
@@ -127,8 +129,17 @@ returned_frames frames_below(std::uintptr_t frame) noexcept {
 void check_captured_nodes(cudaGraph_t g, std::size_t first, const graph_state* names, graph_state* owner,
                           const returned_frames& gone, host_memory_check check) {
   const bool body = owner != nullptr && owner->conditional_body;
-  if (check == host_memory_check::off && !body) return;
-  walker{names, owner, gone, check, body}.walk(g, first);
+  if (check == host_memory_check::off && !body) {
+    if (owner != nullptr) owner->clusters.reset(); // not read: an update reads them
+    return;
+  }
+  std::vector<kernel_attribute>* clusters = owner != nullptr && owner->clusters ? &*owner->clusters : nullptr;
+  try {
+    walker{names, owner, gone, check, body, clusters}.walk(g, first);
+  } catch (...) {
+    if (owner != nullptr) owner->clusters.reset(); // read in part
+    throw;
+  }
 }
 
 } // namespace conveyor::detail

@@ -32,7 +32,10 @@ struct returned_frames {
 //! node's body (`owner->conditional_body`) a kind CUDA does not allow there (a library's workspace allocation) is
 //! refused; as `check` asks, a copy's source or destination, or a host function's data pointer, in `gone` is
 //! refused; with host_memory_check::pageable each other pageable host buffer of a copy is recorded in
-//! `owner->pageable` (when `owner` is given), with refuse_pageable it is refused.
+//! `owner->pageable` (when `owner` is given), with refuse_pageable it is refused. The thread-block cluster attributes
+//! of the kernel nodes walked are appended to `owner->clusters` where it is known (the nodes before `first` were
+//! known), so that whole-graph updates need not read the graph again; it is made unknown where the walk does not run
+//! (`check` off, not a body) or throws.
 //! \throws std::invalid_argument naming the node, what is wrong and the fix; cuda_error when a node cannot be read.
 void check_captured_nodes(cudaGraph_t g, std::size_t first, const graph_state* names, graph_state* owner,
                        const returned_frames& gone, host_memory_check check);

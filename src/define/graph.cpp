@@ -52,7 +52,7 @@ graph graph::adopt(cudaGraph_t handle, ownership own) {
   auto state = std::make_shared<detail::graph_state>();
   state->handle = handle;
   state->owned = own == ownership::owned;
-  state->clusters_possible = true; // made elsewhere: anything may be in it
+  state->clusters.reset(); // made elsewhere: read at an update
   return graph(std::move(state));
 }
 
@@ -330,7 +330,8 @@ graph graph::clone() const {
   out.state_->keep = state_->keep;
   out.state_->keep_object = state_->keep_object; // the clone holds its own reference to the same user object
   out.state_->keep_token = state_->keep_token;
-  out.state_->clusters_possible = state_->clusters_possible;
+  out.state_->attached.store(out.state_->keep_object != nullptr, std::memory_order_release);
+  if (state_->clusters && state_->clusters->empty()) out.state_->clusters.emplace(); // none (positions aside)
   out.state_->captured = state_->captured;
   if (out.state_->keep_object != nullptr) detail::hold(out.state_->keep_token);
   out.state_->copied_tokens = state_->copied_tokens; // and to those of its child-graph copies

@@ -101,8 +101,9 @@ std::string update_result::reason() const {
 namespace {
 
 // Records that `g`'s parameters are now loaded (after a whole-graph or per-node update). The graph it replaces is
-// kept in `retired` for the next launch to destroy (a few at most, when updates come without launches).
-void adopt_current(detail::exec_state& state, const graph& g) {
+// kept in `retired` for the next launch to destroy (a few at most, when updates come without launches). Returns
+// whether any graph waits there (graph_exec::retired_).
+[[nodiscard]] bool adopt_current(detail::exec_state& state, const graph& g) {
   constexpr std::size_t most_retired = 4;
   if (state.current && state.current != state.source) {
     if (state.retired.size() >= most_retired) state.retired.erase(state.retired.begin());
@@ -117,13 +118,15 @@ void adopt_current(detail::exec_state& state, const graph& g) {
   state.patched_flag.clear();
   state.snapshot.reset();
   state.shadow.reset();
-  state.shadow_disabled.clear();
+  if (!state.shadow_disabled.empty()) state.shadow_disabled.clear();
+  return !state.retired.empty();
 }
 
 // After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is
 // released behind the last launch, and memcpy/memset nodes a zero-size setter disabled are enabled again.
 void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
   if (!state.owned.empty()) detail::release_owned(state);
+  if (state.zero_disabled.empty()) return;
   for (cudaGraphNode_t origin : state.zero_disabled) (void)detail::cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
   state.zero_disabled.clear();
 }
@@ -153,10 +156,11 @@ std::optional<update_result> refuse_other_allocations(detail::exec_state& state,
   return std::nullopt;
 }
 
-// The thread-block cluster attributes of `g`'s kernel nodes: none for a graph whose kernels Conveyor added (the
-// builder sets no cluster attribute), from `read` when `g` was read already, else read from the graph.
+// The thread-block cluster attributes of `g`'s kernel nodes: those known without a read (none for a graph the
+// builder made, read when a capture ended: graph_state::clusters), from `read` when `g` was read already, else read
+// from the graph.
 std::vector<detail::kernel_attribute> clusters_of(const detail::graph_state& g, const detail::graph_snapshot* read) {
-  if (!g.clusters_possible) return {};
+  if (g.clusters) return *g.clusters;
   if (read != nullptr) return detail::cluster_attributes(*read);
   return detail::cluster_attributes(detail::graph_nodes(g.handle));
 }
@@ -278,8 +282,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
   if (rc == cudaSuccess && result.status == update_status::success) {
     result.method = update_method::whole_graph;
     detail::hold_tokens_of(state, *access::state(g)); // CUDA swapped the user-object references
-    adopt_current(state, g);
-    retired_ = !state.retired.empty();
+    retired_ = adopt_current(state, g);
     after_whole_update(handle_, state);
     state.attributes = std::move(attributes);
     tracks_launches_ = false;
@@ -317,8 +320,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
     result.explanation = per_node.explanation;
     return result;
   }
-  adopt_current(state, g);
-  retired_ = !state.retired.empty();
+  retired_ = adopt_current(state, g);
   state.snapshot = *after;
   state.attributes = std::move(attributes);
   return per_node;
@@ -406,16 +408,14 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   }
   // 2. Apply.
   if (step == incremental_step::nothing) {
-    adopt_current(state, g);
-    retired_ = !state.retired.empty();
+    retired_ = adopt_current(state, g);
     state.snapshot = std::move(*after);
     out.method = update_method::none;
     return out;
   }
   if (step == incremental_step::per_node) {
     if (set_changed_nodes(g, *c, out)) {
-      adopt_current(state, g);
-      retired_ = !state.retired.empty();
+      retired_ = adopt_current(state, g);
       state.snapshot = std::move(*after);
       return out;
     }

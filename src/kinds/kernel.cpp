@@ -280,19 +280,21 @@ bool is_unset(cudaLaunchAttributeID id, const attribute_read& r) {
 
 } // namespace
 
+void read_cluster_attributes(cudaGraphNode_t n, std::size_t position, std::vector<kernel_attribute>& out) {
+  const attribute_read cluster = read_attribute(n, cudaLaunchAttributeClusterDimension);
+  if (!has_cluster(cluster)) return;
+  out.push_back({position, cudaLaunchAttributeClusterDimension, cluster.value});
+  for (cudaLaunchAttributeID id :
+       {cudaLaunchAttributeClusterSchedulingPolicyPreference, cudaLaunchAttributePreferredClusterDimension}) {
+    const attribute_read r = read_attribute(n, id);
+    if (!is_unset(id, r)) out.push_back({position, id, r.value});
+  }
+}
+
 std::vector<kernel_attribute> cluster_attributes(const std::vector<cudaGraphNode_t>& nodes) {
   std::vector<kernel_attribute> out;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (kind_of(nodes[i]) != node_kind::kernel) continue;
-    const attribute_read cluster = read_attribute(nodes[i], cudaLaunchAttributeClusterDimension);
-    if (!has_cluster(cluster)) continue;
-    out.push_back({i, cudaLaunchAttributeClusterDimension, cluster.value});
-    for (cudaLaunchAttributeID id :
-         {cudaLaunchAttributeClusterSchedulingPolicyPreference, cudaLaunchAttributePreferredClusterDimension}) {
-      const attribute_read r = read_attribute(nodes[i], id);
-      if (!is_unset(id, r)) out.push_back({i, id, r.value});
-    }
-  }
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (kind_of(nodes[i]) == node_kind::kernel) read_cluster_attributes(nodes[i], i, out);
   return out;
 }
 
@@ -568,15 +570,22 @@ const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(con
   return &*entry;
 }
 
+namespace {
+// The runtime's kernel node parameters of a launch of `function` with `cfg` and `arguments` (no `extra`).
+cudaKernelNodeParams kernel_params(const launch_config& cfg, const void* function, void** arguments) noexcept {
+  cudaKernelNodeParams p{};
+  p.func = const_cast<void*>(function);
+  p.gridDim = cfg.grid;
+  p.blockDim = cfg.block;
+  p.sharedMemBytes = static_cast<unsigned>(cfg.shared_bytes);
+  p.kernelParams = arguments;
+  return p;
+}
+} // namespace
+
 cudaGraphNode_t add_kernel(cudaGraph_t g, node_handles deps, const launch_config& cfg, const void* function,
                            void** arguments) {
-  cudaKernelNodeParams params{};
-  params.func = const_cast<void*>(function);
-  params.gridDim = cfg.grid;
-  params.blockDim = cfg.block;
-  params.sharedMemBytes = static_cast<unsigned>(cfg.shared_bytes);
-  params.kernelParams = arguments;
-  params.extra = nullptr;
+  const cudaKernelNodeParams params = kernel_params(cfg, function, arguments);
   cudaGraphNode_t n = nullptr;
   CONVEYOR_CHECK(cudaGraphAddKernelNode(&n, g, deps.data(), deps.size(), &params));
   if (cfg.priority != 0) {
@@ -600,23 +609,13 @@ kernel_setting read_kernel_setting(cudaGraphNode_t node) {
 
 cudaError_t set_exec_kernel(cudaGraphExec_t exec, cudaGraphNode_t node, const launch_config& cfg,
                             const void* function, void** arguments) noexcept {
-  cudaKernelNodeParams p{};
-  p.func = const_cast<void*>(function);
-  p.gridDim = cfg.grid;
-  p.blockDim = cfg.block;
-  p.sharedMemBytes = static_cast<unsigned>(cfg.shared_bytes);
-  p.kernelParams = arguments;
+  const cudaKernelNodeParams p = kernel_params(cfg, function, arguments);
   return cudaGraphExecKernelNodeSetParams(exec, node, &p);
 }
 
 cudaError_t set_graph_kernel(cudaGraphNode_t node, const launch_config& cfg, const void* function,
                              void** arguments) noexcept {
-  cudaKernelNodeParams p{};
-  p.func = const_cast<void*>(function);
-  p.gridDim = cfg.grid;
-  p.blockDim = cfg.block;
-  p.sharedMemBytes = static_cast<unsigned>(cfg.shared_bytes);
-  p.kernelParams = arguments;
+  const cudaKernelNodeParams p = kernel_params(cfg, function, arguments);
   return cudaGraphKernelNodeSetParams(node, &p);
 }
 

@@ -144,6 +144,9 @@ struct kernel_attribute {
 //! after the first launch (H200, driver 580). One read per kernel node without clusters.
 //! \throws cuda_error when a node's type cannot be read.
 std::vector<kernel_attribute> cluster_attributes(const std::vector<cudaGraphNode_t>& nodes);
+//! The same of kernel node `n` (at `position`), appended to `out`: one driver read for a node without clusters
+//! (cuGraphKernelNodeGetAttribute), three with. Never throws but for std::bad_alloc.
+void read_cluster_attributes(cudaGraphNode_t n, std::size_t position, std::vector<kernel_attribute>& out);
 //! The same, of kernel node `position` from its snapshot (read with attributes), appended to `out`.
 void append_cluster_attributes(std::size_t position, const kernel_snapshot& k, std::vector<kernel_attribute>& out);
 //! The position of the first node whose attributes differ between `a` and `b`, or nullopt when none does.

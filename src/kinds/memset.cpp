@@ -105,9 +105,11 @@ extern const kind_traits memset_kind{
     .add_copy = &add_copy,
 };
 
-cudaGraphNode_t add_memset(cudaGraph_t g, node_handles deps, void* dst, std::size_t pitch, unsigned value,
-                           unsigned element_size, std::size_t width, std::size_t height) {
-  if (width == 0 || height == 0) return add_empty(g, deps);
+namespace {
+// The runtime's memset node parameters: `height` rows of `width` elements of `element_size` bytes, rows `pitch`
+// bytes apart (one row: the width in bytes, as CUDA wants).
+cudaMemsetParams memset_params(void* dst, std::size_t pitch, unsigned value, unsigned element_size, std::size_t width,
+                               std::size_t height) noexcept {
   cudaMemsetParams p{};
   p.dst = dst;
   p.value = value;
@@ -115,6 +117,14 @@ cudaGraphNode_t add_memset(cudaGraph_t g, node_handles deps, void* dst, std::siz
   p.width = width;
   p.height = height;
   p.pitch = height > 1 ? pitch : width * element_size;
+  return p;
+}
+} // namespace
+
+cudaGraphNode_t add_memset(cudaGraph_t g, node_handles deps, void* dst, std::size_t pitch, unsigned value,
+                           unsigned element_size, std::size_t width, std::size_t height) {
+  if (width == 0 || height == 0) return add_empty(g, deps);
+  const cudaMemsetParams p = memset_params(dst, pitch, value, element_size, width, height);
   cudaGraphNode_t n = nullptr;
   CONVEYOR_CHECK(cudaGraphAddMemsetNode(&n, g, deps.data(), deps.size(), &p));
   return n;
@@ -122,25 +132,13 @@ cudaGraphNode_t add_memset(cudaGraph_t g, node_handles deps, void* dst, std::siz
 
 cudaError_t set_exec_memset(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst, unsigned value,
                             unsigned element_size, std::size_t count) noexcept {
-  cudaMemsetParams p{};
-  p.dst = dst;
-  p.value = value;
-  p.elementSize = element_size;
-  p.width = count;
-  p.height = 1;
-  p.pitch = count * element_size;
+  const cudaMemsetParams p = memset_params(dst, 0, value, element_size, count, 1);
   return cudaGraphExecMemsetNodeSetParams(exec, node, &p);
 }
 
 cudaError_t set_graph_memset(cudaGraphNode_t node, void* dst, unsigned value, unsigned element_size,
                              std::size_t count) noexcept {
-  cudaMemsetParams p{};
-  p.dst = dst;
-  p.value = value;
-  p.elementSize = element_size;
-  p.width = count;
-  p.height = 1;
-  p.pitch = count * element_size;
+  const cudaMemsetParams p = memset_params(dst, 0, value, element_size, count, 1);
   return cudaGraphMemsetNodeSetParams(node, &p);
 }
 

@@ -34,6 +34,9 @@ void check_not_lost(const graph_state& state, const char* call) {
 }
 
 void attach_resources(graph_state& state) {
+  // Without a lock in the common cases, attached already or holding nothing (every update and instantiation calls
+  // it); the locked checks below decide.
+  if (state.attached.load(std::memory_order_acquire) || !state.keep->any.load(std::memory_order_acquire)) return;
   std::lock_guard lock(state.attach_mutex);
   if (state.keep_object != nullptr || state.handle == nullptr) return;
   {
@@ -49,6 +52,7 @@ void attach_resources(graph_state& state) {
   }
   state.keep_object = object;
   state.keep_token = std::move(token);
+  state.attached.store(true, std::memory_order_release);
 }
 
 void release_resources(graph_state& state) noexcept {
@@ -57,6 +61,7 @@ void release_resources(graph_state& state) noexcept {
     (void)cleared(cudaGraphReleaseUserObject(state.handle, state.keep_object, 1));
   if (state.keep_object != nullptr) let_go(state.keep_token);
   state.keep_object = nullptr;
+  state.attached.store(false, std::memory_order_release);
   state.keep_token.reset();
   auto none = std::make_shared<resources>();
   state.keep = none;

@@ -6,12 +6,15 @@
 #include "conveyor/define/graph.hpp"
 #include "conveyor/define/node.hpp"
 #include "cuda/lifetime.hpp"
+#include "kinds/kinds.hpp"
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,9 +29,12 @@ inline void CUDART_CB invoke_host_callable(void* user_data) { (*static_cast<std:
 struct resources {
   std::mutex mutex;
   std::vector<std::shared_ptr<void>> items;
+  //! `items` is not empty: read without the lock by attach_resources, which every update and instantiation calls.
+  std::atomic<bool> any{false};
   void add(std::shared_ptr<void> item) {
     std::lock_guard lock(mutex);
     items.push_back(std::move(item));
+    any.store(true, std::memory_order_release);
   }
 };
 
@@ -71,6 +77,8 @@ struct graph_state {
   //! executable graph instantiated from it, or updated to it as a whole, holds.
   [[nodiscard]] std::vector<std::shared_ptr<release_token>> held_tokens() const;
   std::mutex attach_mutex;
+  //! `keep_object` is set: read without the lock by attach_resources (written under `attach_mutex`).
+  std::atomic<bool> attached{false};
   //! True for the body graph of a conditional node: the builder refuses node kinds CUDA does not allow there.
   bool conditional_body = false;
   //! The conditional nodes of this graph that Conveyor built (for diff and exports; CUDA owns the body handles).
@@ -82,9 +90,12 @@ struct graph_state {
   //! (created without cudaStreamNonBlocking): for descriptions and the tuning doctor.
   bool captured = false;
   bool captured_on_blocking_stream = false;
-  //! Its kernel nodes may hold thread-block cluster attributes: made or added to by capture, or adopted (the builder
-  //! sets none). Whole-graph updates read those attributes only of such graphs.
-  bool clusters_possible = false;
+  //! The thread-block cluster attributes its kernel nodes hold (kernel_attribute, by creation-order position), when
+  //! known without reading the graph: none for a graph the builder made (it sets none, and only appends nodes), read
+  //! by the node walk that ends a capture (capture_session::finish, finish_into). Unknown (empty optional) for an
+  //! adopted graph and after a capture whose checks were off: whole-graph updates then read them from the graph.
+  //! Attributes set afterwards through a raw node handle (cudaGraphKernelNodeSetAttribute) are not seen here.
+  std::optional<std::vector<kernel_attribute>> clusters = std::vector<kernel_attribute>{};
   //! A capture into this graph, or into one of its conditional bodies, was invalidated. CUDA 13.0 (driver 580, H200)
   //! then frees the graph's definition itself: destroying it again returns an error for a graph and crashes for the
   //! parent of a body. A lost graph is never destroyed or used again (lose() and check_not_lost()).

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,68 @@ TEST(Diff, ClusterDimensionsAreComparedAndEveryUpdateRunsTheNewCluster) {
     s.synchronize();
     EXPECT_EQ(out.download().at(0), static_cast<int>(c)) << run.report();
   }
+}
+
+// The cluster attributes a whole-graph update compares are read when a capture ends and kept with the graph, so that
+// the update need not read the graph again. Every way a captured cluster can reach a graph must still be seen: a
+// capture appended to a builder graph (capture_into), a capture whose checks are off (read at the update instead),
+// a clone, and a capture_into that threw half-way (its nodes are in the graph, unread).
+TEST(Diff, ClusterAttributesAreSeenWhereverACaptureAddedThem) {
+  CONVEYOR_REQUIRE_GPU();
+  int major = 0;
+  CONVEYOR_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major < 9) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  const int n = 256;
+  device_array<float> x(random_floats(n, 7011));
+  device_array<int> out(1);
+  conveyor::stream s;
+  // A builder kernel, then a clustered launch captured into the same graph.
+  auto appended = [&](unsigned c) {
+    conveyor::graph g;
+    g.kernel(cover(n), scale, n, 1.0F, x.get());
+    (void)conveyor::capture_into(g, s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); });
+    return g;
+  };
+  auto refuses = [&](const conveyor::graph& from, const conveyor::graph& to, const char* what) {
+    auto exec = conveyor::instantiate(from);
+    const int before = run_and_read(exec, s, out);
+    const auto r = exec.update(to);
+    EXPECT_EQ(r.method, conveyor::update_method::refused) << what << ": " << r.reason();
+    EXPECT_EQ(r.status, conveyor::update_status::attributes_changed) << what << ": " << r.reason();
+    EXPECT_EQ(run_and_read(exec, s, out), before) << what << ": a refused update changed the executable graph";
+    const auto again = exec.update_incremental(to);
+    EXPECT_TRUE(again.reinstantiated()) << what << ": " << again.reason();
+    EXPECT_NE(run_and_read(exec, s, out), before) << what << ": the replay still runs the old cluster size";
+  };
+  refuses(appended(1), appended(2), "capture_into a builder graph");
+  refuses(appended(2), appended(1), "capture_into a builder graph, back");
+  {
+    auto same = conveyor::instantiate(appended(2));
+    const auto r = same.update(appended(2));
+    EXPECT_EQ(r.method, conveyor::update_method::whole_graph) << "same clusters: " << r.reason();
+    EXPECT_EQ(run_and_read(same, s, out), 2);
+  }
+  auto unchecked = [&](unsigned c) {
+    conveyor::capture_options o;
+    o.host_memory = conveyor::host_memory_check::off;
+    o.catch_default_streams = false;
+    return conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); }, o);
+  };
+  refuses(unchecked(1), unchecked(2), "a capture with its checks off");
+  const auto clustered = [&](unsigned c) {
+    return conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); });
+  };
+  refuses(clustered(1), clustered(2).clone(), "a clone");
+  conveyor::graph half;
+  half.kernel(cover(n), scale, n, 1.0F, x.get());
+  EXPECT_THROW((void)conveyor::capture_into(half, s,
+                                            [&](const conveyor::stream& cs) {
+                                              launch_clustered(cs, out.get(), 2);
+                                              throw std::runtime_error("captured code failed");
+                                            }),
+               std::runtime_error);
+  ASSERT_EQ(half.node_count(), 2U) << "the nodes captured before the throw stay in the graph";
+  refuses(appended(1), half, "a capture_into that threw");
 }
 
 TEST(Diff, EveryKernelLaunchParameterIsCompared) {

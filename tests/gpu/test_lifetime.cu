@@ -124,6 +124,36 @@ TEST_F(Lifetime, ReclaimResourcesDestroysWhatWholeGraphUpdatesHandedOverExactlyO
   }
 }
 
+// An update checks without a lock whether the new graph holds resources to tie to it (every update and instantiation
+// asks): a graph that held none at one update and keeps one later (keep_alive) has it tied at the next update, so
+// that the executable graph keeps it after the graph and the user let go.
+TEST_F(Lifetime, AResourceKeptAfterAnUpdateIsTiedToTheExecutableGraphAtTheNextUpdate) {
+  const int n = 256;
+  device_array<float> x(random_floats(n, 8101));
+  conveyor::stream s;
+  conveyor::graph g1;
+  g1.kernel(cover(n), scale, n, 2.0F, x.get());
+  auto exec = conveyor::instantiate(g1);
+  std::weak_ptr<tracked_state> watched;
+  {
+    conveyor::graph g2;
+    g2.kernel(cover(n), scale, n, 3.0F, x.get());
+    auto r = exec.update(g2); // nothing to tie: the lock-free check returns
+    ASSERT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+    auto kept = std::make_shared<tracked_state>(8102);
+    watched = kept;
+    g2.keep_alive(std::move(kept));
+    r = exec.update(g2);
+    ASSERT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+    exec.launch(s);
+  } // g2 and the user's reference gone
+  s.synchronize();
+  (void)conveyor::reclaim_resources();
+  EXPECT_FALSE(watched.expired()) << "the executable graph updated to g2 let its kept resource go with g2";
+  exec.reset();
+  EXPECT_EQ(settle(0), 0) << "the resource outlived the executable graph that held it";
+}
+
 // A graph definition an update replaced is destroyed behind the next launch (while the GPU runs it), not inside the
 // update (destroying a graph of N nodes costs about as much as updating to it); what it held for launches (the state
 // of a host callable the user let go) is released at the update as before, and the launch runs the new graph.

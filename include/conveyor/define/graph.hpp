@@ -87,7 +87,11 @@ public:
   //! use through CUDA user objects, not through the definition). Never throws.
   ~graph();
 
-  //! The CUDA handle (null for a moved-from graph).
+  //! The CUDA handle (null for a moved-from graph). Conveyor keeps one fact about the graph that a change made
+  //! through this handle (or a node's) is not seen in: which kernel nodes hold thread-block cluster attributes —
+  //! none for nodes the builder adds, read when a capture ends — which whole-graph updates compare (CUDA reports new
+  //! cluster dimensions applied and keeps the old ones). Set cluster attributes by capturing the launch
+  //! (cudaLaunchKernelEx), or wrap a graph changed so with graph::adopt(get(), ownership::borrowed) for the update.
   [[nodiscard]] cudaGraph_t get() const noexcept;
 
   // ---- kernel ----------------------------------------------------------------------------------------------

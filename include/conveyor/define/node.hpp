@@ -36,7 +36,8 @@ public:
   //! An empty handle (get() == nullptr).
   node() noexcept = default;
 
-  //! The CUDA node handle.
+  //! The CUDA node handle. A thread-block cluster attribute set through it is not seen by whole-graph updates
+  //! (graph::get says why and what to do).
   [[nodiscard]] cudaGraphNode_t get() const noexcept { return handle_; }
   //! The CUDA graph containing this node, or null for an empty handle.
   [[nodiscard]] cudaGraph_t graph_handle() const noexcept;
