@@ -155,10 +155,12 @@ std::shared_ptr<graph_state> captured_state(cudaGraph_t g) {
   return it == captures().open.end() ? nullptr : it->second;
 }
 
-// Ends the capture on `s` after joining the streams forked into it and not joined; returns the graph (null when the
-// capture failed) and CUDA's error; `unjoined_count` (may be null) receives how many forked streams were joined here.
-std::pair<cudaGraph_t, cudaError_t> end_capture(cudaStream_t s, std::size_t* unjoined_count) {
-  auto unjoined = take_open_forks(capture_id(s));
+// Ends the capture on `s` (CUDA's capture `id`, or 0 to read it) after joining the streams forked into it and not
+// joined; returns the graph (null when the capture failed) and CUDA's error; `unjoined_count` (may be null) receives
+// how many forked streams were joined here.
+std::pair<cudaGraph_t, cudaError_t> end_capture(cudaStream_t s, std::size_t* unjoined_count,
+                                                unsigned long long id = 0) {
+  auto unjoined = take_open_forks(id != 0 ? id : capture_id(s));
   for (const forked_stream& branch : unjoined) (void)link(branch.stream, branch.device, s);
   if (unjoined_count != nullptr) *unjoined_count = unjoined.size();
   cudaGraph_t g = nullptr;
@@ -282,9 +284,12 @@ capture_session::capture_session(const stream& s, capture_options options) : str
   open_ = true;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t g = nullptr;
-  if (detail::cleared(detail::capture_point(stream_, &status, nullptr, &g, nullptr, nullptr, nullptr)) ==
-          cudaSuccess &&
-      g != nullptr) {
+  unsigned long long id = 0;
+  const bool read = detail::cleared(detail::capture_point(stream_, &status, &id, &g, nullptr, nullptr, nullptr)) ==
+                        cudaSuccess &&
+                    status == cudaStreamCaptureStatusActive;
+  if (read) capture_id_ = id; // for the end (the forks still open), one query fewer
+  if (read && g != nullptr) {
     try {
       auto state = std::make_shared<detail::graph_state>();
       state->handle = g;
@@ -379,7 +384,10 @@ capture_session::escape capture_session::end_guard() noexcept {
         !joined_into(deps, count, frontier, frontier_count))
       out.nodes = count;
   }
-  if (status == cudaStreamCaptureStatusActive) (void)detail::cleared(detail::link(guard_, guard_device_, stream_));
+  // Joined back only when it holds dependencies of its own: a branch with none ends with the capture (CUDA 13.0,
+  // driver 580, H200: cudaStreamEndCapture succeeds and the stream is no longer capturing), two calls fewer.
+  if (status == cudaStreamCaptureStatusActive && count != 0)
+    (void)detail::cleared(detail::link(guard_, guard_device_, stream_));
   guard_ = nullptr;
   return out;
 }
@@ -393,7 +401,7 @@ capture_session::~capture_session() {
   if (!open_) return;
   if (target_ != nullptr) detail::access::state(*target_)->clusters.reset(); // nodes were added, not read
   (void)end_guard();
-  auto [g, rc] = detail::end_capture(stream_, nullptr);
+  auto [g, rc] = detail::end_capture(stream_, nullptr, capture_id_);
   if (rc == cudaSuccess && g != nullptr && target_ == nullptr) (void)cudaGraphDestroy(g);
   if (target_ != nullptr && rc == cudaErrorStreamCaptureInvalidated) detail::lose(*detail::access::state(*target_));
   (void)cudaGetLastError();
@@ -408,7 +416,7 @@ graph capture_session::finish() {
   unregister_graph();
   const escape escaped = end_guard();
   std::size_t unjoined = 0;
-  auto [g, rc] = detail::end_capture(stream_, &unjoined);
+  auto [g, rc] = detail::end_capture(stream_, &unjoined, capture_id_);
   if (rc == cudaSuccess && unjoined == 0 && !escaped) {
     graph out = adopt_captured(g, std::move(state_));
     detail::note_capture(*detail::access::state(out), stream_);
@@ -442,7 +450,7 @@ std::vector<node> capture_session::finish_into() {
   unregister_graph();
   const escape escaped = end_guard();
   std::size_t unjoined = 0;
-  auto [g, rc] = detail::end_capture(stream_, &unjoined);
+  auto [g, rc] = detail::end_capture(stream_, &unjoined, capture_id_);
   (void)g; // the target graph itself
   if (status == cudaStreamCaptureStatusInvalidated || rc == cudaErrorStreamCaptureInvalidated || escaped.legacy)
     detail::lose(*detail::access::state(*target_)); // CUDA freed the target's definition

@@ -391,6 +391,7 @@ cudaGraphNode_t shadow_node(detail::exec_state& state, cudaGraphNode_t origin) {
     detail::check_with(cudaGraphClone(&shadow->handle, state.current->handle), "cudaGraphClone",
                [] { return std::string("a step-through copy of an executable graph changed by per-node setters"); });
     shadow->keep = state.current->keep;
+    shadow->clusters.reset(); // a clone: its cluster attributes are not known by position (read if ever needed)
     for (const auto& [node, label] : state.current->labels) {
       cudaGraphNode_t copy = nullptr;
       if (cudaGraphNodeFindInClone(&copy, node, shadow->handle) == cudaSuccess) shadow->labels.emplace(copy, label);

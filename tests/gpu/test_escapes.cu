@@ -324,6 +324,38 @@ TEST(Soundness, AKernelOnThePerThreadDefaultStreamInsideACaptureIsRefused) {
   EXPECT_EQ(g.node_count(), 1U);
 }
 
+// The guard joins the per-thread default stream into every capture and, when nothing was enqueued on it, lets the
+// capture end without joining it back (two calls fewer a capture): afterwards the stream is not capturing, runs work
+// at once, the legacy stream too, and the next capture guards it again.
+TEST(Soundness, ThePerThreadDefaultStreamIsLeftAsItWasAfterAGuardedCapture) {
+  CONVEYOR_REQUIRE_GPU();
+  const auto x0 = random_floats(256, 27);
+  device_array<float> x(x0);
+  conveyor::stream s;
+  const conveyor::graph g = conveyor::capture(s, [&] { k::scale<<<1, 256, 0, s.get()>>>(256, 2.0F, x.get()); });
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  CONVEYOR_CHECK(cudaStreamIsCapturing(cudaStreamPerThread, &status));
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  k::add_scalar<<<1, 256, 0, cudaStreamPerThread>>>(256, 1.0F, x.get());
+  CONVEYOR_CHECK(cudaGetLastError());
+  CONVEYOR_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+  k::add_scalar<<<1, 256>>>(256, 0.5F, x.get());
+  CONVEYOR_CHECK(cudaGetLastError());
+  CONVEYOR_CHECK(cudaDeviceSynchronize());
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  const auto after = x.download();
+  for (std::size_t i = 0; i < after.size(); ++i)
+    ASSERT_EQ(after[i], ((x0[i] + 1.0F) + 0.5F) * 2.0F) << "element " << i;
+  EXPECT_THROW((void)conveyor::capture(s,
+                                       [&] {
+                                         k::scale<<<1, 256, 0, s.get()>>>(256, 2.0F, x.get());
+                                         k::add_scalar<<<1, 256, 0, cudaStreamPerThread>>>(256, 1.0F, x.get());
+                                       }),
+               conveyor::cuda_error);
+}
+
 // A kernel with a forgotten stream argument: it goes to the legacy default stream.
 struct forgetful {
   float* x;

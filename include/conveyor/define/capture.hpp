@@ -44,19 +44,20 @@ enum class host_memory_check : std::uint8_t {
 struct capture_options {
   //! Which CUDA calls other threads may make during the capture.
   capture_mode mode = capture_mode::thread_local_;
-  //! Catch work that escapes the capture on a default stream: a kernel or copy launched on the legacy default
-  //! stream (stream 0, a forgotten stream argument) or the per-thread default stream (stream 0 in code compiled with
+  //! Catch work that escapes the capture on a default stream: a kernel or copy launched on the legacy default stream
+  //! (stream 0, a forgotten stream argument) or the per-thread default stream (stream 0 in code compiled with
   //! `--default-stream per-thread`) runs once, at capture time, and is missing from every replay. With this on, the
-  //! capturing thread's per-thread default stream takes part in the capture (forked at the start, joined at the end;
-  //! no node is added): a launch on the legacy stream then needs an implicit dependency on a capturing stream, which
-  //! CUDA refuses (cudaErrorStreamCaptureImplicit) and which invalidates the capture; a launch on the per-thread
-  //! stream becomes a node on a branch nothing joins. Either way the capture's end throws a cuda_error naming the
-  //! default stream and the fix. Side effect: while the capture is open, work on the legacy default stream from any
-  //! thread of the process fails the same way (CUDA's legacy-stream rule); turn this off for a capture that must run
-  //! beside such work. Left out for a capture that is itself on a default stream, or while the per-thread stream is
-  //! already part of another open capture of the thread (that capture guards it), and for a capture into a conditional
-  //! node's body: there CUDA 13.0 (driver 580) corrupts its own state when the capture is invalidated (seen on the
-  //! H200: destroying the parent graph, or later calls, crash), so such a launch cannot be refused safely.
+  //! capturing thread's per-thread default stream takes part in the capture (forked at the start, joined back at the
+  //! end only when work was enqueued on it; no node is added): a launch on the legacy stream then needs an implicit
+  //! dependency on a capturing stream, which CUDA refuses (cudaErrorStreamCaptureImplicit) and which invalidates the
+  //! capture; a launch on the per-thread stream becomes a node on a branch nothing joins. Either way the capture's end
+  //! throws a cuda_error naming the default stream and the fix. Side effect: while the capture is open, work on the
+  //! legacy default stream from any thread of the process fails the same way (CUDA's legacy-stream rule); turn this off
+  //! for a capture that must run beside such work. Left out for a capture that is itself on a default stream, or while
+  //! the per-thread stream is already part of another open capture of the thread (that capture guards it), and for a
+  //! capture into a conditional node's body: there CUDA 13.0 (driver 580) corrupts its own state when the capture is
+  //! invalidated (seen on the H200: destroying the parent graph, or later calls, crash), so such a launch cannot be
+  //! refused safely.
   bool catch_default_streams = true;
   //! What to check of the host memory the captured nodes use (host_memory_check).
   host_memory_check host_memory = host_memory_check::returned_frames;
@@ -133,6 +134,7 @@ private:
   cudaStream_t stream_ = nullptr;
   graph* target_ = nullptr;
   bool open_ = false;
+  unsigned long long capture_id_ = 0; // CUDA's id of the capture, when read at its start (0: read at its end)
   // The checks (capture_options): the per-thread default stream forked into the capture (null: not guarded) and its
   // device; where the stack frames that return before the capture ends begin (addresses below it, down to the end
   // of the thread's stack, are gone after it); what to check of host memory; the number of nodes of the target
