@@ -256,6 +256,19 @@ graph adopt_captured(cudaGraph_t g, std::shared_ptr<detail::graph_state> state) 
   return detail::access::make_graph(std::move(state));
 }
 
+// A branch of a capture with no dependencies of its own ends with the capture, unjoined (seen with CUDA 13.0, driver
+// 580, on the H200: cudaStreamEndCapture succeeds and the stream is no longer capturing). Relied on from driver 13.0
+// on; older drivers get the join. Read once, before a capture begins.
+bool empty_branch_ends_with_capture() noexcept {
+  static const bool seen = [] {
+    int version = 0;
+    const bool known = cudaDriverGetVersion(&version) == cudaSuccess;
+    if (!known) (void)cudaGetLastError();
+    return known && version >= 13000;
+  }();
+  return seen;
+}
+
 [[noreturn]] void throw_escape(bool legacy, std::size_t nodes) {
   if (legacy) // the hint (hint_for) names the legacy default stream and the fix
     throw cuda_error(cudaErrorStreamCaptureImplicit, "cudaStreamEndCapture", std::source_location::current(),
@@ -280,6 +293,7 @@ capture_session::capture_session(const stream& s, capture_options options) : str
     throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture(legacy default stream)",
                      std::source_location::current(),
                      "the legacy default stream cannot be captured; make a conveyor::stream");
+  (void)empty_branch_ends_with_capture(); // read before the capture (once a process)
   CONVEYOR_CHECK(cudaStreamBeginCapture(stream_, static_cast<cudaStreamCaptureMode>(options.mode)));
   open_ = true;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -317,6 +331,7 @@ capture_session::capture_session(graph& target, const stream& s, const node_list
   detail::check_not_lost(*detail::access::state(target), "conveyor::capture_into");
   nodes_before_ = target.node_count();
   const auto handles = deps.handles();
+  (void)empty_branch_ends_with_capture(); // read before the capture (once a process)
   CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(stream_, target.get(), handles.data(), nullptr, handles.size(),
                                                static_cast<cudaStreamCaptureMode>(options.mode)));
   open_ = true;
@@ -384,9 +399,9 @@ capture_session::escape capture_session::end_guard() noexcept {
         !joined_into(deps, count, frontier, frontier_count))
       out.nodes = count;
   }
-  // Joined back only when it holds dependencies of its own: a branch with none ends with the capture (CUDA 13.0,
-  // driver 580, H200: cudaStreamEndCapture succeeds and the stream is no longer capturing), two calls fewer.
-  if (status == cudaStreamCaptureStatusActive && count != 0)
+  // Joined back only when it holds dependencies of its own, where a branch with none ends with the capture: two
+  // calls fewer a capture.
+  if (status == cudaStreamCaptureStatusActive && (count != 0 || !empty_branch_ends_with_capture()))
     (void)detail::cleared(detail::link(guard_, guard_device_, stream_));
   guard_ = nullptr;
   return out;

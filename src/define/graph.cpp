@@ -58,6 +58,10 @@ graph graph::adopt(cudaGraph_t handle, ownership own) {
 
 cudaGraph_t graph::get() const noexcept { return state_ ? state_->handle : nullptr; }
 
+void graph::note_raw_change() noexcept {
+  if (state_) state_->clusters.reset(); // read again at the next whole-graph update
+}
+
 namespace {
 // The graph object is going away while an executable graph still holds its definition (for node handles): the
 // definition's resources are the graph's alone (executable graphs hold theirs through CUDA user objects and what
@@ -321,16 +325,23 @@ graph graph::clone() const {
     throw std::invalid_argument("conveyor::graph::clone: the graph holds a conditional node, and CUDA cannot clone "
                                 "graphs with conditional nodes; build the graph again instead");
   cudaGraph_t copy = nullptr;
+  std::shared_ptr<detail::resources> keep;
+  cudaUserObject_t keep_object = nullptr;
+  std::shared_ptr<detail::release_token> keep_token;
   {
-    std::lock_guard lock(state_->attach_mutex); // the clone copies the user-object references held now
+    // The clone copies the user-object references held now: read with them, under the same lock.
+    std::lock_guard lock(state_->attach_mutex);
     const cudaError_t rc = cudaGraphClone(&copy, get());
     if (rc != cudaSuccess) detail::throw_cuda(rc, "cudaGraphClone", clone_rule(*state_, rc));
+    keep = state_->keep;
+    keep_object = state_->keep_object;
+    keep_token = state_->keep_token;
   }
   graph out = adopt(copy);
-  out.state_->keep = state_->keep;
-  out.state_->keep_object = state_->keep_object; // the clone holds its own reference to the same user object
-  out.state_->keep_token = state_->keep_token;
-  out.state_->attached.store(out.state_->keep_object != nullptr, std::memory_order_release);
+  out.state_->keep = std::move(keep);
+  out.state_->keep_object = keep_object; // the clone holds its own reference to the same user object
+  out.state_->keep_token = std::move(keep_token);
+  out.state_->attached.store(keep_object != nullptr, std::memory_order_release);
   if (state_->clusters && state_->clusters->empty()) out.state_->clusters.emplace(); // none (positions aside)
   out.state_->captured = state_->captured;
   if (out.state_->keep_object != nullptr) detail::hold(out.state_->keep_token);

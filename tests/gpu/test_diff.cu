@@ -173,6 +173,39 @@ TEST(Diff, ClusterAttributesAreSeenWhereverACaptureAddedThem) {
                std::runtime_error);
   ASSERT_EQ(half.node_count(), 2U) << "the nodes captured before the throw stay in the graph";
   refuses(appended(1), half, "a capture_into that threw");
+  // Set through a raw node handle, then told (graph::note_raw_change): read again at the update.
+  auto raw_set = [&](unsigned c) {
+    conveyor::graph g = clustered(1);
+    cudaLaunchAttributeValue v{};
+    v.clusterDim.x = c;
+    v.clusterDim.y = 1;
+    v.clusterDim.z = 1;
+    CONVEYOR_CHECK(cudaGraphKernelNodeSetAttribute(g.nodes().at(0).get(), cudaLaunchAttributeClusterDimension, &v));
+    g.note_raw_change();
+    return g;
+  };
+  refuses(clustered(1), raw_set(2), "an attribute set through a raw handle");
+  // graphed's transform may set attributes through raw handles: each call's replay runs the cluster it set.
+  unsigned tuned = 1;
+  conveyor::graphed transformed(
+      [&](const conveyor::stream& cs, unsigned) { cluster_blocks<<<4, 32, 0, cs.get()>>>(out.get()); },
+      conveyor::graphed_options{.warmup_calls = 0,
+                                .transform =
+                                    [&](conveyor::graph& g) {
+                                      cudaLaunchAttributeValue v{};
+                                      v.clusterDim.x = tuned;
+                                      v.clusterDim.y = 1;
+                                      v.clusterDim.z = 1;
+                                      CONVEYOR_CHECK(cudaGraphKernelNodeSetAttribute(
+                                          g.nodes().at(0).get(), cudaLaunchAttributeClusterDimension, &v));
+                                    }},
+      [](unsigned) { return 0ULL; });
+  for (unsigned c : {1U, 2U, 4U, 2U}) {
+    tuned = c;
+    transformed(s, c);
+    s.synchronize();
+    EXPECT_EQ(out.download().at(0), static_cast<int>(c)) << transformed.report();
+  }
 }
 
 TEST(Diff, EveryKernelLaunchParameterIsCompared) {

@@ -299,7 +299,10 @@ private:
     graph g = capture(
         s, [&] { std::apply([&](auto&... v) { f_(s, v...); }, values); }, core_.capture_settings());
     core_.inspect(g, &values, sizeof(values));
-    if (core_.options().transform) core_.options().transform(g);
+    if (core_.options().transform) {
+      g.note_raw_change(); // the transform may set launch attributes through raw handles
+      core_.options().transform(g);
+    }
     return g;
   }
 

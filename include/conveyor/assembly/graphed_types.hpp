@@ -186,7 +186,8 @@ struct graphed_options {
   //! Applied to every captured graph before graphed instantiates it or compares it with an executable graph (to
   //! update it in place), so that every capture of the callable is transformed alike: e.g.
   //! `[&](graph& g) { (void)make_programmatic(g, waiting); }` to make the step's eligible edges programmatic. Empty:
-  //! none. It runs on the calling thread; what it throws propagates from the call (the capture is discarded).
+  //! none. It runs on the calling thread; what it throws propagates from the call (the capture is discarded). It may
+  //! set launch attributes through raw node handles: graphed calls graph::note_raw_change() before it.
   std::function<void(graph&)> transform;
   //! Refuse captures in which work escaped to the legacy or per-thread default stream (capture_options): such work
   //! runs once, at capture time, and a replay would miss it.

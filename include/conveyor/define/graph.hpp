@@ -90,9 +90,15 @@ public:
   //! The CUDA handle (null for a moved-from graph). Conveyor keeps one fact about the graph that a change made
   //! through this handle (or a node's) is not seen in: which kernel nodes hold thread-block cluster attributes —
   //! none for nodes the builder adds, read when a capture ends — which whole-graph updates compare (CUDA reports new
-  //! cluster dimensions applied and keeps the old ones). Set cluster attributes by capturing the launch
-  //! (cudaLaunchKernelEx), or wrap a graph changed so with graph::adopt(get(), ownership::borrowed) for the update.
+  //! cluster dimensions applied and keeps the old ones). After setting launch attributes through raw handles
+  //! (cudaGraphKernelNodeSetAttribute, cudaGraphKernelNodeCopyAttributes), call note_raw_change().
   [[nodiscard]] cudaGraph_t get() const noexcept;
+
+  //! Tells Conveyor that the graph was changed through raw CUDA handles (get(), node::get()): what it knows of the
+  //! graph without reading it — which kernel nodes hold thread-block cluster attributes — is read from the graph
+  //! again by the next whole-graph update (graph_exec::update) from it. graphed calls it before its `transform`.
+  //! Never throws. Thread safety: as other changes of the graph (not concurrently with its other uses).
+  void note_raw_change() noexcept;
 
   // ---- kernel ----------------------------------------------------------------------------------------------
   //! Adds a kernel node running `kernel<<<cfg.grid, cfg.block, cfg.shared_bytes>>>(args...)`

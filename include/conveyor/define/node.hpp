@@ -36,8 +36,8 @@ public:
   //! An empty handle (get() == nullptr).
   node() noexcept = default;
 
-  //! The CUDA node handle. A thread-block cluster attribute set through it is not seen by whole-graph updates
-  //! (graph::get says why and what to do).
+  //! The CUDA node handle. After setting a launch attribute through it, call graph::note_raw_change() on its graph
+  //! (whole-graph updates compare thread-block cluster attributes Conveyor knows without reading the graph).
   [[nodiscard]] cudaGraphNode_t get() const noexcept { return handle_; }
   //! The CUDA graph containing this node, or null for an empty handle.
   [[nodiscard]] cudaGraph_t graph_handle() const noexcept;
