@@ -339,9 +339,8 @@ graph graph::clone() const {
   }
   graph out = adopt(copy);
   out.state_->keep = std::move(keep);
-  out.state_->keep_object = keep_object; // the clone holds its own reference to the same user object
   out.state_->keep_token = std::move(keep_token);
-  out.state_->attached.store(keep_object != nullptr, std::memory_order_release);
+  out.state_->keep_object = keep_object; // the clone holds its own reference to the same user object
   if (state_->clusters && state_->clusters->empty()) out.state_->clusters.emplace(); // none (positions aside)
   out.state_->captured = state_->captured;
   if (out.state_->keep_object != nullptr) detail::hold(out.state_->keep_token);

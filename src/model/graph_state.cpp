@@ -36,7 +36,8 @@ void check_not_lost(const graph_state& state, const char* call) {
 void attach_resources(graph_state& state) {
   // Without a lock in the common cases, attached already or holding nothing (every update and instantiation calls
   // it); the locked checks below decide.
-  if (state.attached.load(std::memory_order_acquire) || !state.keep->any.load(std::memory_order_acquire)) return;
+  if (state.keep_object.load(std::memory_order_acquire) != nullptr || !state.keep->any.load(std::memory_order_acquire))
+    return;
   std::lock_guard lock(state.attach_mutex);
   if (state.keep_object != nullptr || state.handle == nullptr) return;
   {
@@ -50,9 +51,8 @@ void attach_resources(graph_state& state) {
     let_go(token);
     throw_cuda(rc, "cudaGraphRetainUserObject", "tying a graph's resources to it for its launches");
   }
-  state.keep_object = object;
   state.keep_token = std::move(token);
-  state.attached.store(true, std::memory_order_release);
+  state.keep_object.store(object, std::memory_order_release);
 }
 
 void release_resources(graph_state& state) noexcept {
@@ -61,7 +61,6 @@ void release_resources(graph_state& state) noexcept {
     (void)cleared(cudaGraphReleaseUserObject(state.handle, state.keep_object, 1));
   if (state.keep_object != nullptr) let_go(state.keep_token);
   state.keep_object = nullptr;
-  state.attached.store(false, std::memory_order_release);
   state.keep_token.reset();
   auto none = std::make_shared<resources>();
   state.keep = none;

@@ -66,8 +66,9 @@ struct graph_state {
   std::unordered_map<cudaGraphNode_t, std::string> labels;
   std::shared_ptr<resources> keep = std::make_shared<resources>();
   //! The CUDA user object, owned by `handle`, that holds `keep` (attach_resources), so that executable graphs made
-  //! from the graph keep it until their queued launches finish; null until attached.
-  cudaUserObject_t keep_object = nullptr;
+  //! from the graph keep it until their queued launches finish; null until attached. Written under `attach_mutex`
+  //! (after `keep_token`), read without it by attach_resources' first check.
+  std::atomic<cudaUserObject_t> keep_object{nullptr};
   //! Its token (held for the reference `handle` owns), and the tokens of the user objects that the child-graph
   //! copies and clones inside `handle` hold a reference to (held while `handle` lives): wait_for_releases waits for
   //! the payloads no Conveyor object references any more.
@@ -77,8 +78,6 @@ struct graph_state {
   //! executable graph instantiated from it, or updated to it as a whole, holds.
   [[nodiscard]] std::vector<std::shared_ptr<release_token>> held_tokens() const;
   std::mutex attach_mutex;
-  //! `keep_object` is set: read without the lock by attach_resources (written under `attach_mutex`).
-  std::atomic<bool> attached{false};
   //! True for the body graph of a conditional node: the builder refuses node kinds CUDA does not allow there.
   bool conditional_body = false;
   //! The conditional nodes of this graph that Conveyor built (for diff and exports; CUDA owns the body handles).
