@@ -557,6 +557,10 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
 
 bool graph_cache::rebind_and_launch(const call_key& key, const stream& s) {
   entry& e = matched("rebind_and_launch");
+  if (!detail::paired_by_position(detail::exec_access::state(e.exec))) { // patches go by position
+    not_rebound_ = std::string(detail::not_paired_by_position());
+    return false;
+  }
   if (e.rebind->stale()) { // re-captures since the last learning: read what the executable graph runs now
     std::vector<cudaGraphNode_t> nodes;
     const std::string note_text = e.rebind->refresh(detail::image_of(detail::current_graph(e.exec)->handle, nodes),

@@ -18,9 +18,6 @@ struct release_queue {
   std::mutex mutex;
   std::condition_variable released;   // a scheduled payload was handed over
   std::size_t scheduled = 0;          // payloads no Conveyor object references that CUDA has not handed over yet
-  // ready.size() + fenced.size(), readable without the lock: collect() on an empty queue (the common case of every
-  // update and instantiation) then costs one load.
-  std::atomic<std::size_t> queued{0};
   std::vector<std::shared_ptr<void>> ready;                                    // from user-object destructors
   std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<fence>>> fenced; // waiting for a launch
   std::vector<cudaEvent_t> free_events;                                        // the fence pool
@@ -77,7 +74,7 @@ void CUDART_CB release_payload(void* p) {
   {
     std::lock_guard lock(queue().mutex);
     queue().ready.push_back(std::move(box->payload));
-    queue().queued.fetch_add(1, std::memory_order_release);
+    releases_queued.fetch_add(1, std::memory_order_release);
     box->token->handed_over = true;
     if (box->token->scheduled) {
       box->token->scheduled = false;
@@ -165,18 +162,17 @@ void defer_release(std::shared_ptr<void> item, std::shared_ptr<fence> after) {
     queue().fenced.emplace_back(std::move(item), std::move(after));
   else
     queue().ready.push_back(std::move(item));
-  queue().queued.fetch_add(1, std::memory_order_release);
+  releases_queued.fetch_add(1, std::memory_order_release);
 }
 
-std::size_t collect() noexcept {
-  if (queue().queued.load(std::memory_order_acquire) == 0) return 0;
+std::size_t collect_queued() noexcept {
   std::vector<std::shared_ptr<void>> doomed;
   std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<fence>>> fenced;
   {
     std::lock_guard lock(queue().mutex);
     doomed.swap(queue().ready);
     fenced.swap(queue().fenced);
-    queue().queued.store(0, std::memory_order_relaxed);
+    releases_queued.store(0, std::memory_order_relaxed);
   }
   // Outside the lock: the queries are CUDA calls, and destructors may call CUDA (a host callable owning a device
   // buffer) or re-enter the queue (a fence returning its event to the pool).
@@ -191,7 +187,7 @@ std::size_t collect() noexcept {
   doomed.clear();
   std::lock_guard lock(queue().mutex);
   for (auto& entry : waiting) queue().fenced.push_back(std::move(entry));
-  queue().queued.fetch_add(waiting.size(), std::memory_order_release);
+  releases_queued.fetch_add(waiting.size(), std::memory_order_release);
   return queue().fenced.size();
 }
 

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -58,8 +59,17 @@ std::size_t wait_for_releases(std::chrono::milliseconds timeout) noexcept;
 //! Releases `item` once `after` has completed (at once when `after` is null). Thread-safe.
 void defer_release(std::shared_ptr<void> item, std::shared_ptr<fence> after);
 
+//! How many items the release queue holds (ready to release, or waiting for a launch), readable without its lock:
+//! collect() on an empty queue (the common case of every update and instantiation) then costs one load.
+inline std::atomic<std::size_t> releases_queued{0};
+
+//! collect() once the queue holds something. Never throws; thread-safe.
+std::size_t collect_queued() noexcept;
+
 //! Destroys every queued item that nothing can use any more; returns how many still wait for a launch. Never
 //! throws; thread-safe; never called from a CUDA callback.
-std::size_t collect() noexcept;
+inline std::size_t collect() noexcept {
+  return releases_queued.load(std::memory_order_acquire) == 0 ? 0 : collect_queued();
+}
 
 } // namespace conveyor::detail

@@ -109,6 +109,19 @@ void hold_tokens_of(exec_state& state, const graph_state& g) {
   state.held = std::move(next);
 }
 
+bool paired_by_position(exec_state& state) {
+  if (state.by_position || state.by_position_checked) return state.by_position;
+  state.by_position = same_structure(state.current->handle, state.source->handle);
+  state.by_position_checked = true;
+  return state.by_position;
+}
+
+std::string_view not_paired_by_position() noexcept {
+  return "the graph last applied as a whole has its nodes in another creation order than the graph this executable "
+         "graph was instantiated from (CUDA paired them through their dependencies), so its nodes cannot be matched "
+         "by position";
+}
+
 void release_owned(exec_state& state) noexcept {
   try {
     for (auto& [node, item] : state.owned) defer_release(std::move(item), state.last_launch);
@@ -144,6 +157,7 @@ namespace {
 template <class Setter>
 cudaError_t patch_node(graph_exec& e, std::size_t position, Setter set) {
   auto& state = exec_access::state(e);
+  if (!state.by_position && !paired_by_position(state)) return cudaErrorInvalidValue; // position means nothing
   const cudaGraphNode_t origin = origin_at(state, position);
   if (origin == nullptr) return cudaErrorInvalidValue;
   const cudaError_t rc = set(exec_access::handle(e), origin);
@@ -358,13 +372,31 @@ void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source
 
 namespace {
 
+// Why a per-node change that needs positions cannot be made (paired_by_position is false).
+[[noreturn]] void refuse_unpaired(const node& n, bool of_current) {
+  throw std::logic_error(fmt::format(
+      "conveyor::graph_exec: {}{}. Nothing was changed. {}",
+      of_current ? fmt::format("node {} belongs to the graph last applied by a whole-graph update, and ",
+                               detail::node_name(access::owner(n), n.get()))
+                 : std::string("step-through launches follow per-node changes by position, and "),
+      detail::not_paired_by_position(),
+      of_current ? "Set the node through the graph the executable graph was instantiated from, or update to a graph "
+                   "built or captured in the same order"
+                 : "Update to a graph built or captured in the same order first"));
+}
+
 // The node of the instantiation graph that `n` (of it, or of the graph last applied by an update) stands for.
-cudaGraphNode_t origin_of(detail::exec_state& state, const node& n) {
+// `stepping`: step-through launches follow per-node changes on a copy of `current` by position.
+// \throws std::logic_error when that needs positions and the graph last applied is not paired by them.
+cudaGraphNode_t origin_of(detail::exec_state& state, const node& n, bool stepping) {
   const auto* owner = access::owner(n);
-  if (owner == state.source.get() || owner != state.current.get()) return n.get();
+  const bool of_current = owner != state.source.get() && owner == state.current.get();
+  if ((of_current || stepping) && !detail::paired_by_position(state)) refuse_unpaired(n, of_current);
+  if (!of_current) return n.get();
   if (state.to_origin.empty()) {
     if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
     const auto nodes = detail::graph_nodes(state.current->handle);
+    state.node_level = true;
     for (std::size_t i = 0; i < nodes.size() && i < state.origin_nodes.size(); ++i)
       state.to_origin.emplace(nodes[i], state.origin_nodes[i]);
   }
@@ -415,6 +447,7 @@ void graph_exec::shadow_change(cudaGraphNode_t origin, const std::function<cudaE
   if (!step_launches_) return;
   const cudaGraphNode_t copy = shadow_node(*impl_, origin);
   if (!enabled) {
+    impl_->node_level = true;
     impl_->shadow_disabled.insert(copy);
     return;
   }
@@ -424,9 +457,10 @@ void graph_exec::shadow_change(cudaGraphNode_t origin, const std::function<cudaE
 
 void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const void* function, void** arguments) {
   require_graph("set_kernel");
-  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  const cudaGraphNode_t origin = origin_of(*impl_, n, step_launches_);
   check_node(detail::set_exec_kernel(handle_, origin, cfg, function, arguments), "cudaGraphExecKernelNodeSetParams", n);
   impl_->current_exact = false;
+  impl_->node_level = true;
   impl_->configs.insert_or_assign(origin, detail::kernel_setting{function, cfg});
   shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_kernel(c, cfg, function, arguments); });
 }
@@ -434,7 +468,7 @@ void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const v
 void graph_exec::set_kernel_args_raw(const node& n, const void* function, void** arguments) {
   require_graph("set_kernel_args");
   auto& state = *impl_;
-  const cudaGraphNode_t origin = origin_of(state, n);
+  const cudaGraphNode_t origin = origin_of(state, n, step_launches_);
   // set_kernel's, else the handle's own (graph::kernel made it), else the node's, read once (from the graph it
   // belongs to: the current one unless the caller kept a node of an older graph).
   detail::kernel_setting now;
@@ -444,8 +478,10 @@ void graph_exec::set_kernel_args_raw(const node& n, const void* function, void**
     now = {n.kernel_function(), n.kernel_config()};
   else if (auto r = state.read.find(origin); r != state.read.end())
     now = r->second;
-  else
+  else {
+    state.node_level = true;
     now = state.read.emplace(origin, detail::read_kernel_setting(n.get())).first->second;
+  }
   if (now.function != nullptr && now.function != function) // the runtime may not report a fresh node's function
     throw std::invalid_argument(fmt::format("conveyor::graph_exec::set_kernel_args: node {} runs another kernel; "
                                             "use set_kernel to change the function",
@@ -458,10 +494,11 @@ void graph_exec::set_kernel_args_raw(const node& n, const void* function, void**
 
 void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
   require_graph("set_memcpy");
-  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  const cudaGraphNode_t origin = origin_of(*impl_, n, step_launches_);
   impl_->current_exact = false;
   if (bytes == 0) { // CUDA has no zero-size copy: the copy does nothing
     check_node(cudaGraphNodeSetEnabled(handle_, origin, 0U), "cudaGraphNodeSetEnabled(memcpy of 0 bytes)", n);
+    impl_->node_level = true;
     impl_->zero_disabled.insert(origin);
     shadow_change(origin, {}, false);
     return;
@@ -478,10 +515,11 @@ void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsign
   if (element_size != 1 && element_size != 2 && element_size != 4)
     throw std::invalid_argument(fmt::format(
         "conveyor::graph_exec::set_memset: element size {} B; CUDA memset nodes take 1, 2 or 4", element_size));
-  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  const cudaGraphNode_t origin = origin_of(*impl_, n, step_launches_);
   impl_->current_exact = false;
   if (count == 0) {
     check_node(cudaGraphNodeSetEnabled(handle_, origin, 0U), "cudaGraphNodeSetEnabled(memset of 0 elements)", n);
+    impl_->node_level = true;
     impl_->zero_disabled.insert(origin);
     shadow_change(origin, {}, false);
     return;
@@ -495,7 +533,7 @@ void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsign
 
 void graph_exec::set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable) {
   require_graph("set_host");
-  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  const cudaGraphNode_t origin = origin_of(*impl_, n, step_launches_);
   check_node(detail::set_exec_host(handle_, origin, callable.get()), "cudaGraphExecHostNodeSetParams", n);
   impl_->current_exact = false;
   shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_host(c, callable.get()); });
@@ -504,7 +542,7 @@ void graph_exec::set_host_raw(const node& n, std::shared_ptr<std::function<void(
 
 void graph_exec::set_enabled(const node& n, bool enabled) {
   require_graph("set_enabled");
-  const cudaGraphNode_t origin = origin_of(*impl_, n);
+  const cudaGraphNode_t origin = origin_of(*impl_, n, step_launches_);
   check_node(cudaGraphNodeSetEnabled(handle_, origin, enabled ? 1U : 0U), "cudaGraphNodeSetEnabled", n);
   impl_->zero_disabled.erase(origin); // the user's choice now
   shadow_change(origin, {}, enabled);

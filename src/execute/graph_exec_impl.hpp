@@ -22,20 +22,55 @@
 namespace conveyor::detail {
 
 struct exec_state {
+  // Fields every whole-graph update reads or writes come first, near one another (a few cache lines: an update
+  // of a small graph costs a few hundred nanoseconds, and each line missed after a launch costs tens).
   std::shared_ptr<graph_state> source;  //!< instantiated from: its nodes address the executable graph
   std::shared_ptr<graph_state> current; //!< the graph whose parameters are loaded now
   //! Graphs an update replaced as `current`: destroyed behind the next launch (graph_exec::after_launch), while the
   //! GPU runs it, instead of inside the update (destroying a graph of N nodes costs about as much as updating to it).
   std::vector<std::shared_ptr<graph_state>> retired;
   bool current_exact = true;                    //!< false after a per-node setter changed a parameter
-  instantiate_flags flags = instantiate_flags::none;
-  // Launch history (exec_facts): uploaded before the first launch, launches on the legacy default stream.
-  bool uploaded = false;
-  bool launched = false;
-  bool first_launch_before_upload = false;
-  bool legacy_launch = false;
-  cudaError_t launch_error = cudaSuccess; // the last launch call that failed
-  bool launched_at_instantiation = false;  // graphed made and launched it in one call (exec_facts)
+  //! Node i of `current` is run by node i of the executable graph (`source`'s node i). cudaGraphExecUpdate pairs
+  //! nodes through their dependencies, in the order they were added, not by creation order: after a whole-graph
+  //! update to another graph this is not known (false) until paired_by_position checks it. What goes by position
+  //! (per-node setters given nodes of `current`, update_incremental's comparison, graphed's patches) asks first.
+  bool by_position = true;
+  bool by_position_checked = false; //!< paired_by_position read both graphs since `current` was applied
+  //! Set by every writer of the node-by-node records below (to_origin, configs, read, shadow_disabled, owned,
+  //! zero_disabled) and cleared when a whole-graph update has emptied them: that update then reads none of them.
+  bool node_level = false;
+
+  // The thread-block cluster attributes of the kernel nodes the executable graph runs (read at the first update,
+  // then kept from each graph applied as a whole): a whole-graph update reports new ones applied and launches keep
+  // the old ones, so an update that would change them is refused (update_incremental re-instantiates instead).
+  std::optional<std::vector<kernel_attribute>> attributes;
+
+  // Allocation nodes of the source graph: positions and what they reserve (update refuses other addresses), and
+  // those never freed (for the relaunch diagnosis). Read at the first need (an update, a failed launch, the
+  // unfreed_allocations query), not at instantiation, which then costs nothing more than CUDA's.
+  bool allocations_read = false;
+  std::vector<std::size_t> alloc_positions;
+  std::vector<allocation_params> allocs;
+  std::vector<std::string> unfreed;
+
+  // The user objects the executable graph holds a CUDA reference of: those of the graph it was instantiated from,
+  // then of the graph last applied as a whole (cudaGraphExecUpdate swaps them). Let go when it is destroyed.
+  std::vector<std::shared_ptr<release_token>> held;
+
+  // Nodes set by position through the patch functions below (graphed's rebinding) since the graph in `current` was
+  // applied: they run other parameters than `current`'s, so update_incremental sets them too (flag by position).
+  std::vector<std::uint8_t> patched_flag;
+  std::vector<std::size_t> patched;
+
+  // Step-through launches of an executable graph changed by per-node setters (graph_exec::step_through_launches on
+  // when they ran): a clone of `current` that takes the same changes, which a step-through run steps through, and
+  // its nodes disabled (a zero size, set_enabled(false)). Dropped when a whole graph is applied.
+  std::shared_ptr<graph_state> shadow;
+  std::unordered_set<cudaGraphNode_t> shadow_disabled;
+
+  // `current` read once (kernel parameters, attributes, edges), kept from the comparison that applied it, so that
+  // update_incremental reads only the new graph.
+  std::optional<graph_snapshot> snapshot;
 
   // Kernel settings for set_kernel_args: set_kernel's (by origin node), and those read from nodes without their own.
   std::unordered_map<cudaGraphNode_t, kernel_setting> configs;
@@ -51,46 +86,31 @@ struct exec_state {
 
   std::unordered_set<cudaGraphNode_t> zero_disabled; //!< memcpy/memset nodes disabled by a zero-size setter
 
-  // Allocation nodes of the source graph: positions and what they reserve (update refuses other addresses), and
-  // those never freed (for the relaunch diagnosis). Read at the first need (an update, a failed launch, the
-  // unfreed_allocations query), not at instantiation, which then costs nothing more than CUDA's.
-  bool allocations_read = false;
-  std::vector<std::size_t> alloc_positions;
-  std::vector<allocation_params> allocs;
-  std::vector<std::string> unfreed;
-
-  // The thread-block cluster attributes of the kernel nodes the executable graph runs (read at the first update,
-  // then kept from each graph applied as a whole): a whole-graph update reports new ones applied and launches keep
-  // the old ones, so an update that would change them is refused (update_incremental re-instantiates instead).
-  std::optional<std::vector<kernel_attribute>> attributes;
-
-  // Nodes set by position through the patch functions below (graphed's rebinding) since the graph in `current` was
-  // applied: they run other parameters than `current`'s, so update_incremental sets them too (flag by position).
-  std::vector<std::uint8_t> patched_flag;
-  std::vector<std::size_t> patched;
-
-  // `current` read once (kernel parameters, attributes, edges), kept from the comparison that applied it, so that
-  // update_incremental reads only the new graph.
-  std::optional<graph_snapshot> snapshot;
-
-  // The user objects the executable graph holds a CUDA reference of: those of the graph it was instantiated from,
-  // then of the graph last applied as a whole (cudaGraphExecUpdate swaps them). Let go when it is destroyed.
-  std::vector<std::shared_ptr<release_token>> held;
-
   // The handle is held by kernels (a device_graph's device_graph_ref): an update that would re-instantiate is
   // refused, since the handle would then name a destroyed executable graph.
   bool pinned = false;
 
-  // Step-through launches of an executable graph changed by per-node setters (graph_exec::step_through_launches on
-  // when they ran): a clone of `current` that takes the same changes, which a step-through run steps through, and
-  // its nodes disabled (a zero size, set_enabled(false)). Dropped when a whole graph is applied.
-  std::shared_ptr<graph_state> shadow;
-  std::unordered_set<cudaGraphNode_t> shadow_disabled;
+  instantiate_flags flags = instantiate_flags::none;
+  // Launch history (exec_facts): uploaded before the first launch, launches on the legacy default stream.
+  bool uploaded = false;
+  bool launched = false;
+  bool first_launch_before_upload = false;
+  bool legacy_launch = false;
+  cudaError_t launch_error = cudaSuccess; // the last launch call that failed
+  bool launched_at_instantiation = false;  // graphed made and launched it in one call (exec_facts)
 };
 
 //! True when the environment variable CONVEYOR_STEP_THROUGH asks for step-through launches (set, and not "0"): read
 //! once per process. New executable graphs then launch step by step (graph_exec::step_through_launches).
 [[nodiscard]] bool step_through_requested() noexcept;
+
+//! True when node i of `state.current` is run by node i of the executable graph (exec_state::by_position), checked
+//! once after each whole-graph update to another graph (same_structure of `current` and `source`: a read of both
+//! graphs' dependencies, made only when something goes by position). \throws cuda_error when a graph cannot be read.
+[[nodiscard]] bool paired_by_position(exec_state& state);
+
+//! The sentence update results and errors give when paired_by_position is false.
+[[nodiscard]] std::string_view not_paired_by_position() noexcept;
 
 //! Throws std::logic_error when `state` is pinned (a device_graph): re-instantiating it would leave the handle that
 //! kernels hold naming a destroyed executable graph. `why` says why the update could not be made in place.

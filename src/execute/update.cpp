@@ -100,10 +100,13 @@ std::string update_result::reason() const {
 
 namespace {
 
-// Records that `g`'s parameters are now loaded (after a whole-graph or per-node update). The graph it replaces is
-// kept in `retired` for the next launch to destroy (a few at most, when updates come without launches). Returns
-// whether any graph waits there (graph_exec::retired_).
-[[nodiscard]] bool adopt_current(detail::exec_state& state, const graph& g) {
+// Records that `g`'s parameters are now loaded (after a whole-graph or per-node update); `paired`: node i of `g` is
+// known to be run by node i of the executable graph (a per-node update set them so; CUDA's whole-graph update pairs
+// nodes through their dependencies). The graph it replaces is kept in `retired` for the next launch to destroy (a
+// few at most, when updates come without launches). Returns whether any graph waits there (graph_exec::retired_).
+[[nodiscard]] bool adopt_current(detail::exec_state& state, const graph& g, bool paired) {
+  state.by_position = paired;
+  state.by_position_checked = false;
   constexpr std::size_t most_retired = 4;
   if (state.current && state.current != state.source) {
     if (state.retired.size() >= most_retired) state.retired.erase(state.retired.begin());
@@ -111,31 +114,37 @@ namespace {
   }
   state.current = access::state(g);
   state.current_exact = true;
-  if (!state.to_origin.empty()) state.to_origin.clear();
-  if (!state.configs.empty()) state.configs.clear();
-  if (!state.read.empty()) state.read.clear();
-  state.patched.clear();
-  state.patched_flag.clear();
+  if (!state.patched.empty()) {
+    state.patched.clear();
+    state.patched_flag.clear();
+  }
   state.snapshot.reset();
   state.shadow.reset();
-  if (!state.shadow_disabled.empty()) state.shadow_disabled.clear();
+  if (state.node_level) { // what was recorded about current's nodes
+    state.to_origin.clear();
+    state.configs.clear();
+    state.read.clear();
+    state.shadow_disabled.clear();
+    state.node_level = !state.owned.empty() || !state.zero_disabled.empty();
+  }
   return !state.retired.empty();
 }
 
 // After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is
 // released behind the last launch, and memcpy/memset nodes a zero-size setter disabled are enabled again.
 void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
+  if (!state.node_level) return; // nothing owned or disabled node by node (adopt_current ran first)
   if (!state.owned.empty()) detail::release_owned(state);
-  if (state.zero_disabled.empty()) return;
   for (cudaGraphNode_t origin : state.zero_disabled) (void)detail::cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
   state.zero_disabled.clear();
+  state.node_level = false;
 }
 
 // The allocation nodes of `g` must reserve what the executable graph's do (same positions, addresses and sizes):
 // CUDA keeps the executable graph's allocations, and kernels of `g` that use another address would fault. Reads `g`
 // only when the executable graph has allocation nodes.
 std::optional<update_result> refuse_other_allocations(detail::exec_state& state, const graph& g) {
-  detail::read_allocations(state);
+  if (!state.allocations_read) detail::read_allocations(state);
   if (state.alloc_positions.empty()) return std::nullopt;
   const auto nodes = detail::graph_nodes(g.get());
   for (std::size_t k = 0; k < state.alloc_positions.size(); ++k) {
@@ -282,7 +291,10 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
   if (rc == cudaSuccess && result.status == update_status::success) {
     result.method = update_method::whole_graph;
     detail::hold_tokens_of(state, *access::state(g)); // CUDA swapped the user-object references
-    retired_ = adopt_current(state, g);
+    // CUDA pairs the nodes of the graph the executable graph was made from, and of the graph applied before if it
+    // paired by position, with themselves again.
+    const auto& applied = access::state(g);
+    retired_ = adopt_current(state, g, applied == state.source || (applied == state.current && state.by_position));
     after_whole_update(handle_, state);
     state.attributes = std::move(attributes);
     tracks_launches_ = false;
@@ -298,6 +310,10 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
   else if (info.errorFromNode != nullptr)
     result.node_label = detail::node_name(state.source.get(), info.errorFromNode);
   if (result.status != update_status::topology_changed || !state.current_exact) return result;
+  if (!detail::paired_by_position(state)) {
+    result.explanation = std::string(detail::not_paired_by_position());
+    return result;
+  }
   // CUDA pairs each node's dependencies by the order they were added: the same DAG with its dependencies added in
   // another order is refused. Where Conveyor's comparison proves the DAG the same, the change is set node by node.
   std::optional<detail::graph_snapshot> read;
@@ -320,7 +336,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
     result.explanation = per_node.explanation;
     return result;
   }
-  retired_ = adopt_current(state, g);
+  retired_ = adopt_current(state, g, true);
   state.snapshot = *after;
   state.attributes = std::move(attributes);
   return per_node;
@@ -381,6 +397,8 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   std::optional<detail::graph_comparison> c;
   if (!state.current_exact) {
     out.explanation = "parameters were changed by per-node setters since the last update";
+  } else if (!detail::paired_by_position(state)) {
+    out.explanation = detail::not_paired_by_position();
   } else {
     after = read != nullptr ? std::move(*read) : detail::snapshot_graph(g.get());
     after->fields.clear(); // kept with the executable graph: the comparison needs no fields
@@ -408,14 +426,14 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   }
   // 2. Apply.
   if (step == incremental_step::nothing) {
-    retired_ = adopt_current(state, g);
+    retired_ = adopt_current(state, g, true);
     state.snapshot = std::move(*after);
     out.method = update_method::none;
     return out;
   }
   if (step == incremental_step::per_node) {
     if (set_changed_nodes(g, *c, out)) {
-      retired_ = adopt_current(state, g);
+      retired_ = adopt_current(state, g, true);
       state.snapshot = std::move(*after);
       return out;
     }
@@ -450,6 +468,7 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
 }
 
 void graph_exec::own_for_node(cudaGraphNode_t origin, std::shared_ptr<void> item) {
+  impl_->node_level = true;
   auto& slot = impl_->owned[origin];
   detail::defer_release(std::exchange(slot, std::move(item)), impl_->last_launch);
   tracks_launches_ = true;

@@ -87,27 +87,28 @@ bool has_cluster(const attribute_read& r) {
   return r.rc == cudaSuccess && r.value.clusterDim.x * r.value.clusterDim.y * r.value.clusterDim.z > 0;
 }
 
-// The attributes of node `n`, in node_attributes' order. Attributes that only act with clusters are read only when
-// the node (or `with_clusters`) has cluster dimensions; others the driver does not support are not read.
-// `cluster` is the node's cluster dimension, read by the caller; `with_clusters` reads the cluster-only attributes
-// even when this node has none (the other node of a comparison has clusters).
+// Attribute `k` of node_attributes as node `n` holds it, or "unset" (rc cudaErrorInvalidValue) where it is not read:
+// attributes that only act with clusters are read only when `clusters` (the node, or the other node of a
+// comparison, has cluster dimensions); others the driver does not support are not read. `cluster` is the node's
+// cluster dimension, read by the caller.
+attribute_read read_listed(cudaGraphNode_t n, std::size_t k, const attribute_read& cluster, bool clusters) {
+  const cudaLaunchAttributeID id = node_attributes[k];
+  if (id == cudaLaunchAttributeClusterDimension) return cluster;
+  attribute_read r;
+  const std::uint32_t bit = 1U << static_cast<unsigned>(id);
+  if ((unsupported_ids.load(std::memory_order_relaxed) & bit) != 0 || (cluster_only(id) && !clusters)) return r;
+  r = read_attribute(n, id);
+  if (r.rc != cudaSuccess && !cluster_only(id)) unsupported_ids.fetch_or(bit, std::memory_order_relaxed);
+  return r;
+}
+
+// The attributes of node `n`, in node_attributes' order (read_listed); `with_clusters` reads the cluster-only
+// attributes even when this node has none.
 std::array<attribute_read, std::size(node_attributes)> read_attributes(cudaGraphNode_t n, const attribute_read& cluster,
                                                                         bool with_clusters = false) {
   std::array<attribute_read, std::size(node_attributes)> out{};
   const bool clusters = with_clusters || has_cluster(cluster);
-  for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
-    const cudaLaunchAttributeID id = node_attributes[k];
-    out[k].rc = cudaErrorInvalidValue; // "unset"
-    std::memset(&out[k].value, 0, sizeof out[k].value);
-    if (id == cudaLaunchAttributeClusterDimension) {
-      out[k] = cluster;
-      continue;
-    }
-    const std::uint32_t bit = 1U << static_cast<unsigned>(id);
-    if ((unsupported_ids.load(std::memory_order_relaxed) & bit) != 0 || (cluster_only(id) && !clusters)) continue;
-    out[k] = read_attribute(n, id);
-    if (out[k].rc != cudaSuccess && !cluster_only(id)) unsupported_ids.fetch_or(bit, std::memory_order_relaxed);
-  }
+  for (std::size_t k = 0; k < std::size(node_attributes); ++k) out[k] = read_listed(n, k, cluster, clusters);
   return out;
 }
 
@@ -394,30 +395,45 @@ extern const kind_traits kernel_kind{
 
 kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node, bool attributes) {
   kernel_snapshot s;
-  if (driver::kernel_node_get_params(reinterpret_cast<CUgraphNode>(node), &s.params) != CUDA_SUCCESS) return s;
+  read_kernel_snapshot_into(node, s, attributes);
+  return s;
+}
+
+namespace {
+// The argument bytes at their offsets, where the node holds kernelParams and the kernel's layout is known.
+void copy_arguments(kernel_snapshot& s) {
+  s.layout = parameter_layout_ref(s.params);
+  if (s.layout == nullptr) return;
+  std::size_t size = 0;
+  for (const auto& [offset, bytes] : *s.layout) size = std::max(size, offset + bytes);
+  s.arguments.resize(size);
+  for (std::size_t i = 0; i < s.layout->size(); ++i)
+    std::memcpy(s.arguments.data() + (*s.layout)[i].first, s.params.kernelParams[i], (*s.layout)[i].second);
+}
+
+// The launch attributes of `node` that hold something other than a node made without attributes holds, one read
+// at a time (most nodes: none, nothing stored).
+void read_set_attributes(cudaGraphNode_t node, kernel_snapshot& s) {
+  const attribute_read cluster = read_attribute(node, cudaLaunchAttributeClusterDimension);
+  const bool clusters = has_cluster(cluster);
+  for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
+    const attribute_read r = read_listed(node, k, cluster, clusters);
+    if (is_unset(node_attributes[k], r)) continue;
+    s.set_attributes |= 1U << k;
+    s.attribute_values.push_back(r.value);
+  }
+}
+} // namespace
+
+void read_kernel_snapshot_into(cudaGraphNode_t node, kernel_snapshot& s, bool attributes) {
+  if (driver::kernel_node_get_params(reinterpret_cast<CUgraphNode>(node), &s.params) != CUDA_SUCCESS) return;
   s.readable = true;
   s.has_extra = s.params.extra != nullptr;
   s.has_arguments = s.params.kernelParams != nullptr;
-  if (!s.has_extra && s.has_arguments) {
-    s.layout = parameter_layout_ref(s.params);
-    if (s.layout != nullptr) {
-      std::size_t size = 0;
-      for (const auto& [offset, bytes] : *s.layout) size = std::max(size, offset + bytes);
-      s.arguments.resize(size);
-      for (std::size_t i = 0; i < s.layout->size(); ++i)
-        std::memcpy(s.arguments.data() + (*s.layout)[i].first, s.params.kernelParams[i], (*s.layout)[i].second);
-    }
-  }
+  if (!s.has_extra && s.has_arguments) copy_arguments(s);
   s.params.kernelParams = nullptr;
   s.params.extra = nullptr;
-  if (!attributes) return s;
-  const auto reads = read_attributes(node, read_attribute(node, cudaLaunchAttributeClusterDimension));
-  for (std::size_t k = 0; k < reads.size(); ++k) {
-    if (is_unset(node_attributes[k], reads[k])) continue;
-    s.set_attributes |= 1U << k;
-    s.attribute_values.push_back(reads[k].value);
-  }
-  return s;
+  if (attributes) read_set_attributes(node, s);
 }
 
 namespace {

@@ -112,6 +112,9 @@ void add_kernel_buffers(node_description& d, const kernel_snapshot& s);
 //! Reads `node`: one parameter read, and with `attributes` one per launch attribute (without, set_attributes stays
 //! 0: for readers that need the arguments only). Never throws but for std::bad_alloc.
 kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node, bool attributes = true);
+//! read_kernel_snapshot into `out`, a default-constructed snapshot (a graph's snapshot reads into its vector's
+//! elements in place: no copy of a few hundred bytes a node).
+void read_kernel_snapshot_into(cudaGraphNode_t node, kernel_snapshot& out, bool attributes = true);
 //! Rebinding's fields of a kernel node read so (kinds/fields.hpp): its argument bytes, one field per parameter, and
 //! what must stay fixed (function, context, launch shape); `out.patchable` stays false when the arguments are not
 //! readable. Reads nothing more from the driver.

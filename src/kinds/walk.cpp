@@ -16,9 +16,8 @@ namespace conveyor::detail {
 
 namespace {
 
-// Every edge of the graph whose nodes are `nodes`, by index, sorted. Read node by node (each node's dependencies
-// with their edge data): cudaGraphGetEdges takes about 10 ms for 10,000 edges on driver 580 (H200), growing faster
-// than the edge count, where one query per node stays linear.
+// Edges are read node by node (each node's dependencies with their edge data): cudaGraphGetEdges takes about 10 ms
+// for 10,000 edges on driver 580 (H200), growing faster than the edge count, where one query per node stays linear.
 static_assert(sizeof(CUgraphEdgeData) == sizeof(cudaGraphEdgeData), "the driver's and the runtime's edge data agree");
 
 // A node's dependencies with their edge data: through the driver (a fraction of the runtime's cost, per node of
@@ -30,22 +29,52 @@ cudaError_t dependencies_of(cudaGraphNode_t n, cudaGraphNode_t* deps, cudaGraphE
   return get_dependencies(n, deps, data, count);
 }
 
-std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& nodes) {
-  // Node handle -> position, as a sorted array searched by bisection: cheaper to build and to search than a hash map
-  // for the tens of thousands of lookups of a large graph.
-  std::vector<std::pair<cudaGraphNode_t, std::size_t>> sorted(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) sorted[i] = {nodes[i], i};
-  std::sort(sorted.begin(), sorted.end());
-  auto position = [&](cudaGraphNode_t n) {
-    const auto it = std::lower_bound(sorted.begin(), sorted.end(), std::pair<cudaGraphNode_t, std::size_t>{n, 0});
-    if (it == sorted.end() || it->first != n) throw std::out_of_range("a dependency outside the graph");
+// Node handle -> position in `nodes`. Dependencies of a graph read in creation order mostly name the nodes just
+// before (a chain, a capture's joins), which are tried first; the sorted index for the others is made at the first
+// miss only (sorting the handles of 10,000 nodes and bisecting for each edge cost about 0.1 us a node).
+class node_positions {
+public:
+  explicit node_positions(const std::vector<cudaGraphNode_t>& nodes) : nodes_(nodes) {}
+
+  // The position of `n`, a dependency of the node at `of`. \throws std::out_of_range when `n` is not in the graph.
+  std::size_t operator()(cudaGraphNode_t n, std::size_t of) {
+    constexpr std::size_t nearby = 4;
+    for (std::size_t back = 1; back <= nearby && back <= of; ++back)
+      if (nodes_[of - back] == n) return of - back;
+    return far(n);
+  }
+
+private:
+  std::size_t far(cudaGraphNode_t n) {
+    if (sorted_.empty()) {
+      sorted_.resize(nodes_.size());
+      for (std::size_t i = 0; i < nodes_.size(); ++i) sorted_[i] = {nodes_[i], i};
+      std::sort(sorted_.begin(), sorted_.end());
+    }
+    const auto it = std::lower_bound(sorted_.begin(), sorted_.end(), std::pair<cudaGraphNode_t, std::size_t>{n, 0});
+    if (it == sorted_.end() || it->first != n) throw std::out_of_range("a dependency outside the graph");
     return it->second;
-  };
+  }
+
+  const std::vector<cudaGraphNode_t>& nodes_;
+  std::vector<std::pair<cudaGraphNode_t, std::size_t>> sorted_;
+};
+
+// Every edge of the graph whose nodes are `nodes`, by index, in snapshot order: by the dependent node (`to`, in
+// creation order), then (from, ports, type). Each node's few dependencies are sorted among
+// themselves, so that the order the driver lists them in (the order they were added) does not matter, and the
+// whole list needs no sort.
+std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& nodes) {
+  node_positions position(nodes);
   std::vector<indexed_edge> out;
   out.reserve(nodes.size());
   constexpr std::size_t first_try = 32;
   std::vector<cudaGraphNode_t> deps(first_try);
   std::vector<cudaGraphEdgeData> data(first_try);
+  auto by_from = [](const indexed_edge& a, const indexed_edge& b) {
+    return std::tie(std::get<0>(a), std::get<2>(a), std::get<3>(a), std::get<4>(a)) <
+           std::tie(std::get<0>(b), std::get<2>(b), std::get<3>(b), std::get<4>(b));
+  };
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     std::size_t count = first_try;
     deps.resize(first_try);
@@ -57,10 +86,25 @@ std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& node
       data.resize(count);
       if (count > 0) CONVEYOR_CHECK(dependencies_of(nodes[i], deps.data(), data.data(), &count));
     }
+    const std::size_t first = out.size();
     for (std::size_t k = 0; k < count; ++k)
-      out.emplace_back(position(deps[k]), i, data[k].from_port, data[k].to_port, data[k].type);
+      out.emplace_back(position(deps[k], i), i, data[k].from_port, data[k].to_port, data[k].type);
+    if (count > 1) std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_from);
   }
-  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A node's dependencies as read, by position, in the order the driver lists them (the order they were added).
+std::vector<indexed_edge> ordered_dependencies(cudaGraphNode_t n, std::size_t at, node_positions& position) {
+  std::size_t count = 0;
+  CONVEYOR_CHECK(dependencies_of(n, nullptr, nullptr, &count));
+  std::vector<cudaGraphNode_t> deps(count);
+  std::vector<cudaGraphEdgeData> data(count);
+  if (count > 0) CONVEYOR_CHECK(dependencies_of(n, deps.data(), data.data(), &count));
+  std::vector<indexed_edge> out;
+  out.reserve(count);
+  for (std::size_t k = 0; k < count; ++k)
+    out.emplace_back(position(deps[k], at), at, data[k].from_port, data[k].to_port, data[k].type);
   return out;
 }
 
@@ -90,6 +134,18 @@ std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g) {
   return nodes;
 }
 
+bool same_structure(cudaGraph_t a, cudaGraph_t b) {
+  const auto na = graph_nodes(a);
+  const auto nb = graph_nodes(b);
+  if (na.size() != nb.size()) return false;
+  node_positions pa(na);
+  node_positions pb(nb);
+  for (std::size_t i = 0; i < na.size(); ++i)
+    if (kind_of(na[i]) != kind_of(nb[i]) || ordered_dependencies(na[i], i, pa) != ordered_dependencies(nb[i], i, pb))
+      return false;
+  return true;
+}
+
 graph_snapshot snapshot_graph(cudaGraph_t g, bool with_fields) {
   graph_snapshot out;
   out.nodes = graph_nodes(g);
@@ -99,7 +155,7 @@ graph_snapshot snapshot_graph(cudaGraph_t g, bool with_fields) {
   for (std::size_t i = 0; i < out.nodes.size(); ++i) {
     const node_kind kind = kind_of(out.nodes[i]);
     out.kinds[i] = kind;
-    if (kind == node_kind::kernel) out.kernels[i] = read_kernel_snapshot(out.nodes[i]);
+    if (kind == node_kind::kernel) read_kernel_snapshot_into(out.nodes[i], out.kernels[i]);
     if (!with_fields) continue;
     out.fields[i].kind = kind;
     if (kind == node_kind::kernel)
@@ -174,8 +230,10 @@ graph_description describe_graph(cudaGraph_t g, const graph_state* owner) {
     traits_of(d.kind).describe(handles[i], d, owner);
     out.nodes.push_back(std::move(d));
   }
-  // Node by node, with edge data (see indexed_edges): sorted by (from, to).
-  for (const auto& [from, to, from_port, to_port, type] : indexed_edges(handles)) {
+  // Node by node, with edge data (see indexed_edges), sorted by (from, to) for the exports.
+  auto edges = indexed_edges(handles);
+  std::sort(edges.begin(), edges.end());
+  for (const auto& [from, to, from_port, to_port, type] : edges) {
     out.edges.emplace_back(from, to);
     cudaGraphEdgeData data{};
     data.from_port = static_cast<unsigned char>(from_port);

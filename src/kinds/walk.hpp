@@ -28,7 +28,8 @@ struct graph_comparison {
   std::vector<cudaGraphNode_t> after;  //!< nodes of `after`, creation order
 };
 
-//! An edge as (from index, to index, from port, to port, dependency type), sorted in a snapshot.
+//! An edge as (from index, to index, from port, to port, dependency type); a snapshot lists them by `to`, then by
+//! the rest (one order for the same DAG, whatever order its dependencies were added in).
 using indexed_edge = std::tuple<std::size_t, std::size_t, int, int, int>;
 
 //! A graph read once, for comparisons (diff, the updates) and for rebinding: nodes in creation order with their
@@ -55,6 +56,12 @@ struct graph_snapshot {
 //! others through the kind table). \throws cuda_error when a node cannot be read.
 [[nodiscard]] graph_comparison compare_snapshots(const graph_snapshot& before, const graph_snapshot& after,
                                                  const compare_context& ctx);
+
+//! True when `a` and `b` have the same node count, the same kind at each creation-order position, and at each
+//! position the same dependencies in the same order (by position, with their edge data). cudaGraphExecUpdate pairs
+//! nodes through their dependencies, in the order they were added, not by creation order: for such graphs it pairs
+//! them by position. Reads both graphs (node list, kinds, dependencies). \throws cuda_error when one cannot be read.
+[[nodiscard]] bool same_structure(cudaGraph_t a, cudaGraph_t b);
 
 //! Nodes of `g` in creation order (`cudaGraphGetNodes`). \throws cuda_error.
 [[nodiscard]] std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g);

@@ -63,7 +63,13 @@ struct pageable_access {
 struct graph_state {
   cudaGraph_t handle = nullptr;
   bool owned = true;
-  std::unordered_map<cudaGraphNode_t, std::string> labels;
+  //! The thread-block cluster attributes its kernel nodes hold (kernel_attribute, by creation-order position), when
+  //! known without reading the graph: none for a graph the builder made (it sets none, and only appends nodes), read
+  //! by the node walk that ends a capture (capture_session::finish, finish_into). Unknown (empty optional) for an
+  //! adopted graph and after a capture whose checks were off: whole-graph updates then read them from the graph.
+  //! Attributes set afterwards through a raw node handle (cudaGraphKernelNodeSetAttribute) are not seen here. Kept
+  //! near the handle, in the same cache line: every whole-graph update reads both.
+  std::optional<std::vector<kernel_attribute>> clusters = std::vector<kernel_attribute>{};
   std::shared_ptr<resources> keep = std::make_shared<resources>();
   //! The CUDA user object, owned by `handle`, that holds `keep` (attach_resources), so that executable graphs made
   //! from the graph keep it until their queued launches finish; null until attached. Written under `attach_mutex`
@@ -74,6 +80,7 @@ struct graph_state {
   //! the payloads no Conveyor object references any more.
   std::shared_ptr<release_token> keep_token;
   std::vector<std::shared_ptr<release_token>> copied_tokens;
+  std::unordered_map<cudaGraphNode_t, std::string> labels;
   //! Every token the CUDA graph holds a reference of (keep_token, if attached, and copied_tokens): what an
   //! executable graph instantiated from it, or updated to it as a whole, holds.
   [[nodiscard]] std::vector<std::shared_ptr<release_token>> held_tokens() const;
@@ -89,12 +96,6 @@ struct graph_state {
   //! (created without cudaStreamNonBlocking): for descriptions and the tuning doctor.
   bool captured = false;
   bool captured_on_blocking_stream = false;
-  //! The thread-block cluster attributes its kernel nodes hold (kernel_attribute, by creation-order position), when
-  //! known without reading the graph: none for a graph the builder made (it sets none, and only appends nodes), read
-  //! by the node walk that ends a capture (capture_session::finish, finish_into). Unknown (empty optional) for an
-  //! adopted graph and after a capture whose checks were off: whole-graph updates then read them from the graph.
-  //! Attributes set afterwards through a raw node handle (cudaGraphKernelNodeSetAttribute) are not seen here.
-  std::optional<std::vector<kernel_attribute>> clusters = std::vector<kernel_attribute>{};
   //! A capture into this graph, or into one of its conditional bodies, was invalidated. CUDA 13.0 (driver 580, H200)
   //! then frees the graph's definition itself: destroying it again returns an error for a graph and crashes for the
   //! parent of a body. A lost graph is never destroyed or used again (lose() and check_not_lost()).

@@ -12,9 +12,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 using conveyor::test::all_equal;
@@ -302,6 +305,145 @@ TEST(Diff, EdgeTypesAreComparedAsTopology) {
   const auto d = conveyor::diff(g1, g2);
   EXPECT_FALSE(d.same_topology);
   EXPECT_TRUE(contains(d.topology_reason, "dependency types differ")) << d.topology_reason;
+}
+
+namespace {
+
+// Twelve branches (u[k] = x[k] + a + k), a join of two of them into ab, and a join of ab with the last branch into
+// z, depending on two more branches: dependencies far back in creation order (beyond the few nodes just before a
+// node, which the read tries first), in the order given.
+struct far_joins {
+  static constexpr int n = 512;
+  static constexpr int branches = 12;
+  std::vector<std::unique_ptr<device_array<float>>> x, u;
+  device_array<float> ab{std::vector<float>(n, 0.0F)}, z{std::vector<float>(n, 0.0F)};
+
+  far_joins() {
+    for (int k = 0; k < branches; ++k) {
+      x.push_back(std::make_unique<device_array<float>>(random_floats(n, 5300 + k)));
+      u.push_back(std::make_unique<device_array<float>>(std::vector<float>(n, 0.0F)));
+    }
+    sync_device();
+  }
+
+  // The graph, and its branch nodes. `first`: the first join's dependencies, in order, and the branches it adds;
+  // `second`: the second join's other dependencies, in order.
+  std::pair<conveyor::graph, std::vector<conveyor::node>> build(float a, std::vector<int> first,
+                                                                 std::vector<int> second) const {
+    conveyor::graph g;
+    std::vector<conveyor::node> branch;
+    for (int k = 0; k < branches; ++k)
+      branch.push_back(g.kernel(cover(n), copy_plus, n, at(x, k), a + float(k), at(u, k)));
+    auto pick = [&](const std::vector<int>& ks) {
+      std::vector<conveyor::node> out;
+      for (int k : ks) out.push_back(branch[static_cast<std::size_t>(k)]);
+      return out;
+    };
+    const int lo = std::min(first[0], first[1]), hi = std::max(first[0], first[1]);
+    auto join = g.kernel(pick(first), cover(n), add_vectors, n, at(u, lo), at(u, hi), ab.get());
+    auto deps = pick(second);
+    deps.push_back(join);
+    (void)g.kernel(deps, cover(n), add_vectors, n, ab.get(), at(u, branches - 1), z.get());
+    return {std::move(g), std::move(branch)};
+  }
+
+  // z as the graph built with `a` and a first join of branches `lo` and `hi` computes it.
+  [[nodiscard]] std::vector<float> want(float a, int lo, int hi) const {
+    const auto x0 = x[static_cast<std::size_t>(lo)]->download(), x1 = x[static_cast<std::size_t>(hi)]->download();
+    const auto xl = x.back()->download();
+    std::vector<float> out(n);
+    for (int i = 0; i < n; ++i)
+      out[i] = ((x0[i] + (a + float(lo))) + (x1[i] + (a + float(hi)))) + (xl[i] + (a + float(branches - 1)));
+    return out;
+  }
+
+  [[nodiscard]] std::vector<float> run(const conveyor::graph_exec& exec, const conveyor::stream& s) const {
+    exec.launch(s);
+    s.synchronize();
+    return z.download();
+  }
+
+private:
+  static float* at(const std::vector<std::unique_ptr<device_array<float>>>& v, int k) {
+    return v[static_cast<std::size_t>(k)]->get();
+  }
+};
+
+} // namespace
+
+// The same DAG with its far dependencies added in another order is the same topology, and updated node by node;
+// one dependency moved to another branch far back is a topology change. Exports list edges by (from, to).
+TEST(Diff, DependenciesFarBackAreComparedWhateverOrderTheyWereAddedIn) {
+  CONVEYOR_REQUIRE_GPU();
+  const far_joins f;
+  constexpr int last = far_joins::branches - 1;
+  const auto g1 = f.build(2.0F, {0, 5}, {last, 3});
+  const auto g2 = f.build(3.0F, {5, 0}, {3, last});
+  const auto g3 = f.build(2.0F, {0, 6}, {last, 3});
+  const auto same = conveyor::diff(g1.first, g2.first);
+  EXPECT_TRUE(same.same_topology) << what_of(same);
+  EXPECT_EQ(same.lines().size(), static_cast<std::size_t>(far_joins::branches)) << what_of(same); // each branch
+  const auto moved = conveyor::diff(g1.first, g3.first);
+  EXPECT_FALSE(moved.same_topology);
+  EXPECT_TRUE(contains(moved.topology_reason, "dependencies differ")) << moved.topology_reason;
+
+  const auto d = conveyor::describe(g1.first);
+  const std::vector<std::pair<std::size_t, std::size_t>> want_edges{{0, 12}, {3, 13}, {5, 12}, {11, 13}, {12, 13}};
+  EXPECT_EQ(d.edges, want_edges);
+
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g1.first);
+  EXPECT_TRUE(all_near(f.run(exec, s), f.want(2.0F, 0, 5)));
+  const auto r = exec.update_incremental(g2.first, false);
+  ASSERT_EQ(r.method, conveyor::update_method::per_node) << r.reason();
+  EXPECT_EQ(r.nodes_changed, static_cast<std::size_t>(far_joins::branches)) << r.reason();
+  EXPECT_TRUE(all_near(f.run(exec, s), f.want(3.0F, 0, 5)));
+}
+
+// cudaGraphExecUpdate pairs nodes through their dependencies, not by creation order: it applies a graph whose first
+// join depends on branch 6 instead of 5 by running that branch on the node that ran branch 5. The replays are the
+// new graph's; what goes by position afterwards (a per-node setter given a node of that graph, update_incremental's
+// comparison) is refused or done as a whole, never applied to the wrong node.
+TEST(Update, AGraphCudaPairsThroughItsDependenciesIsNotMatchedByPosition) {
+  CONVEYOR_REQUIRE_GPU();
+  const far_joins f;
+  constexpr int last = far_joins::branches - 1;
+  const auto g1 = f.build(2.0F, {0, 5}, {last, 3});
+  const auto g3 = f.build(2.0F, {0, 6}, {last, 3});
+  const auto g4 = f.build(4.0F, {0, 6}, {last, 3});
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g1.first);
+  const auto r = exec.update(g3.first);
+  std::printf("update to a graph paired through its dependencies: %s\n", r.reason().c_str());
+  if (!r) GTEST_SKIP() << "this driver refuses the update (" << r.reason() << "): nothing is paired otherwise";
+  EXPECT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+  EXPECT_TRUE(all_near(f.run(exec, s), f.want(2.0F, 0, 6)));
+
+  // Branch 6 of g3 is not run by the executable graph's node 6: refused, nothing changed.
+  try {
+    exec.set_kernel_args(g3.second[6], copy_plus, far_joins::n, f.x[6]->get(), 100.0F, f.u[6]->get());
+    ADD_FAILURE() << "a node of a graph CUDA paired otherwise was set by position";
+  } catch (const std::logic_error& e) {
+    EXPECT_TRUE(contains(e.what(), "creation order")) << e.what();
+  }
+  EXPECT_TRUE(all_near(f.run(exec, s), f.want(2.0F, 0, 6)));
+
+  // update_incremental cannot compare by position: the whole-graph update applies it.
+  const auto inc = exec.update_incremental(g4.first, false);
+  EXPECT_EQ(inc.method, conveyor::update_method::whole_graph) << inc.reason();
+  EXPECT_TRUE(contains(inc.reason(), "creation order")) << inc.reason();
+  EXPECT_TRUE(all_near(f.run(exec, s), f.want(4.0F, 0, 6)));
+
+  // Back to the graph it was made from: by position again, and a node of it is set where it runs.
+  const auto back = exec.update(g1.first);
+  ASSERT_EQ(back.method, conveyor::update_method::whole_graph) << back.reason();
+  exec.set_kernel_args(g1.second[5], copy_plus, far_joins::n, f.x[5]->get(), 7.0F, f.u[5]->get());
+  std::vector<float> want = f.want(2.0F, 0, 5);
+  const auto x5 = f.x[5]->download();
+  const auto x0 = f.x[0]->download(), xl = f.x.back()->download();
+  for (int i = 0; i < far_joins::n; ++i)
+    want[i] = ((x0[i] + 2.0F) + (x5[i] + 7.0F)) + (xl[i] + (2.0F + float(last)));
+  EXPECT_TRUE(all_near(f.run(exec, s), want));
 }
 
 TEST(Diff, AllocationNodesAtOtherAddressesAreNotUpdatedInPlace) {

@@ -106,6 +106,11 @@ public:
   [[nodiscard]] bool steps_through_launches() const noexcept { return step_launches_; }
 
   // ---- per-node setters (the node is one of the source graph's, or of the graph last applied by an update) -------
+  // A node of the graph last applied is matched by its creation-order position. cudaGraphExecUpdate pairs nodes
+  // through their dependencies instead: a graph whose nodes were created in another order than the source's (an
+  // isomorphic DAG) is applied with its nodes run by other positions; every setter then throws std::logic_error for
+  // its nodes, changing nothing (the source's nodes stay settable). That is checked once after such an update
+  // (both graphs' dependencies read), only when a setter or update_incremental needs positions.
   //! Sets a kernel node's function, launch configuration and arguments for later launches
   //! (`cudaGraphExecKernelNodeSetParams`). Arguments are checked against the kernel at compile time.
   //! \throws cuda_error naming the node when it is not a kernel node of the executable graph or the change is not
@@ -169,7 +174,7 @@ public:
   //! (the previous graph's released once queued launches finish; its definition, unless the caller still holds it,
   //! destroyed behind the next launch: at most 4 are kept when updates come without launches, a fifth update
   //! destroys the oldest itself), and `g`'s nodes (as well as the source's) may
-  //! be passed to the per-node setters. When refused, the method is refused, the status and node say why, and the
+  //! be passed to the per-node setters (unless CUDA paired them with other positions: see the setters). When refused, the method is refused, the status and node say why, and the
   //! executable graph is unchanged. A graph whose allocation nodes reserve other addresses than the executable
   //! graph's is refused (parameters_changed) before CUDA is asked: its kernels would use unmapped memory.
   //! \throws cuda_error only for errors other than a refused update.
@@ -184,7 +189,8 @@ public:
   //! Brings this executable graph to `g`'s parameters at a cost that scales with what changed: compares `g` with
   //! the graph whose parameters it holds (diff) and sets only the nodes that differ (method per_node); uses a
   //! whole-graph update when a change cannot be set node by node (launch attributes, memory nodes, conditional
-  //! nodes, nodes that cannot be compared) or after per-node setters; and, with `reinstantiate` true, instantiates
+  //! nodes, nodes that cannot be compared), after per-node setters, or when the graph last applied as a whole is not
+  //! matched by position (see the setters); and, with `reinstantiate` true, instantiates
   //! `g` again when the topology changed or the update was refused. Nodes of `g` may then be passed to the per-node
   //! setters. Exception-safe as update_or_reinstantiate.
   //! \throws cuda_error when reading the graphs or re-instantiating fails; std::logic_error as update_or_reinstantiate
