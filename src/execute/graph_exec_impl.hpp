@@ -36,6 +36,7 @@ struct exec_state {
   //! (per-node setters given nodes of `current`, update_incremental's comparison, graphed's patches) asks first.
   bool by_position = true;
   bool by_position_checked = false; //!< paired_by_position read both graphs since `current` was applied
+  std::optional<graph_structure> source_structure; //!< `source`'s, read at the first need (pairs_by_position)
   //! Set by every writer of the node-by-node records below (to_origin, configs, read, shadow_disabled, owned,
   //! zero_disabled) and cleared when a whole-graph update has emptied them: that update then reads none of them.
   bool node_level = false;
@@ -105,9 +106,14 @@ struct exec_state {
 [[nodiscard]] bool step_through_requested() noexcept;
 
 //! True when node i of `state.current` is run by node i of the executable graph (exec_state::by_position), checked
-//! once after each whole-graph update to another graph (same_structure of `current` and `source`: a read of both
-//! graphs' dependencies, made only when something goes by position). \throws cuda_error when a graph cannot be read.
+//! once after each whole-graph update to another graph (pairs_by_position of `current`), only when something goes
+//! by position. \throws cuda_error when a graph cannot be read.
 [[nodiscard]] bool paired_by_position(exec_state& state);
+
+//! True when a whole-graph update of `state`'s executable graph to `g` would pair their nodes by position: `g` is
+//! the source, or has its structure (structure_of: `g`'s dependencies read; the source's once per executable graph).
+//! \throws cuda_error when a graph cannot be read.
+[[nodiscard]] bool pairs_by_position(exec_state& state, const graph_state& g);
 
 //! The sentence update results and errors give when paired_by_position is false.
 [[nodiscard]] std::string_view not_paired_by_position() noexcept;

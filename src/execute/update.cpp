@@ -196,6 +196,30 @@ std::optional<update_result> refuse_cluster_change(detail::exec_state& state, co
   return r;
 }
 
+// The allocation and cluster guards compare by position. When the executable graph holds allocation nodes or either
+// side has cluster attributes, and `g` would not be paired by position (CUDA pairs through dependencies: `g` was
+// built or captured in another order than the source), the guards cannot vouch for the update: refused (a new
+// instantiation applies it). `attributes`: `g`'s cluster attributes. Sets `paired` when `g` is known to pair by
+// position (it was read for this).
+std::optional<update_result> refuse_unpaired_guards(detail::exec_state& state, const graph& g,
+                                                    const std::vector<detail::kernel_attribute>& attributes,
+                                                    bool& paired) {
+  const bool clusters = !attributes.empty() || !state.attributes->empty();
+  if (state.alloc_positions.empty() && !clusters) return std::nullopt;
+  const auto& applied = *access::state(g);
+  if (&applied == state.source.get() || (&applied == state.current.get() && state.by_position)) return std::nullopt;
+  paired = detail::pairs_by_position(state, applied);
+  if (paired) return std::nullopt;
+  update_result r;
+  r.method = update_method::refused;
+  r.status = clusters ? update_status::attributes_changed : update_status::parameters_changed;
+  r.explanation = fmt::format("the new graph has its nodes in another creation order than the executable graph's, "
+                              "which CUDA would pair through their dependencies, so the {} compared by position "
+                              "cannot be checked; it needs a new instantiation",
+                              clusters ? "thread-block cluster attributes" : "allocation nodes' addresses");
+  return r;
+}
+
 // "node 3 (axpy): arguments 1", for update results.
 std::string change_line(const detail::graph_comparison& c, const detail::node_delta& d,
                         const detail::graph_state* names) {
@@ -281,6 +305,8 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
   if (auto refused = refuse_other_allocations(state, g)) return *refused;
   std::vector<detail::kernel_attribute> attributes;
   if (auto refused = refuse_cluster_change(state, g, after, attributes)) return *refused;
+  bool paired = false;
+  if (auto refused = refuse_unpaired_guards(state, g, attributes, paired)) return *refused;
   detail::attach_resources(*access::state(g)); // CUDA swaps the executable graph's references for g's
   cudaGraphExecUpdateResultInfo info{};
   const cudaError_t rc = cudaGraphExecUpdate(handle_, g.get(), &info);
@@ -294,7 +320,8 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
     // CUDA pairs the nodes of the graph the executable graph was made from, and of the graph applied before if it
     // paired by position, with themselves again.
     const auto& applied = access::state(g);
-    retired_ = adopt_current(state, g, applied == state.source || (applied == state.current && state.by_position));
+    paired = paired || applied == state.source || (applied == state.current && state.by_position);
+    retired_ = adopt_current(state, g, paired);
     after_whole_update(handle_, state);
     state.attributes = std::move(attributes);
     tracks_launches_ = false;

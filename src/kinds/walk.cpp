@@ -94,18 +94,17 @@ std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& node
   return out;
 }
 
-// A node's dependencies as read, by position, in the order the driver lists them (the order they were added).
-std::vector<indexed_edge> ordered_dependencies(cudaGraphNode_t n, std::size_t at, node_positions& position) {
+// A node's dependencies as read, by position, in the order the driver lists them (the order they were added),
+// appended to `out`.
+void append_ordered_dependencies(cudaGraphNode_t n, std::size_t at, node_positions& position,
+                                 std::vector<indexed_edge>& out) {
   std::size_t count = 0;
   CONVEYOR_CHECK(dependencies_of(n, nullptr, nullptr, &count));
   std::vector<cudaGraphNode_t> deps(count);
   std::vector<cudaGraphEdgeData> data(count);
   if (count > 0) CONVEYOR_CHECK(dependencies_of(n, deps.data(), data.data(), &count));
-  std::vector<indexed_edge> out;
-  out.reserve(count);
   for (std::size_t k = 0; k < count; ++k)
     out.emplace_back(position(deps[k], at), at, data[k].from_port, data[k].to_port, data[k].type);
-  return out;
 }
 
 std::string edge_difference(const std::vector<indexed_edge>& a, const std::vector<indexed_edge>& b) {
@@ -134,16 +133,17 @@ std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g) {
   return nodes;
 }
 
-bool same_structure(cudaGraph_t a, cudaGraph_t b) {
-  const auto na = graph_nodes(a);
-  const auto nb = graph_nodes(b);
-  if (na.size() != nb.size()) return false;
-  node_positions pa(na);
-  node_positions pb(nb);
-  for (std::size_t i = 0; i < na.size(); ++i)
-    if (kind_of(na[i]) != kind_of(nb[i]) || ordered_dependencies(na[i], i, pa) != ordered_dependencies(nb[i], i, pb))
-      return false;
-  return true;
+graph_structure structure_of(cudaGraph_t g) {
+  const auto nodes = graph_nodes(g);
+  node_positions position(nodes);
+  graph_structure out;
+  out.kinds.reserve(nodes.size());
+  out.edges.reserve(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    out.kinds.push_back(kind_of(nodes[i]));
+    append_ordered_dependencies(nodes[i], i, position, out.edges);
+  }
+  return out;
 }
 
 graph_snapshot snapshot_graph(cudaGraph_t g, bool with_fields) {

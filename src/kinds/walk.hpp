@@ -57,11 +57,18 @@ struct graph_snapshot {
 [[nodiscard]] graph_comparison compare_snapshots(const graph_snapshot& before, const graph_snapshot& after,
                                                  const compare_context& ctx);
 
-//! True when `a` and `b` have the same node count, the same kind at each creation-order position, and at each
-//! position the same dependencies in the same order (by position, with their edge data). cudaGraphExecUpdate pairs
-//! nodes through their dependencies, in the order they were added, not by creation order: for such graphs it pairs
-//! them by position. Reads both graphs (node list, kinds, dependencies). \throws cuda_error when one cannot be read.
-[[nodiscard]] bool same_structure(cudaGraph_t a, cudaGraph_t b);
+//! A graph's structure as cudaGraphExecUpdate pairs it: each node's kind in creation order, and each node's
+//! dependencies (by position, with their edge data) in the order the driver lists them, the order they were added.
+//! cudaGraphExecUpdate pairs nodes through their dependencies in that order, not by creation order: for two graphs
+//! of equal structure it pairs them by position.
+struct graph_structure {
+  std::vector<node_kind> kinds;
+  std::vector<indexed_edge> edges; //!< node by node, each node's dependencies in the driver's order
+  friend bool operator==(const graph_structure&, const graph_structure&) = default;
+};
+
+//! Reads `g`'s structure (node list, kinds, dependencies). \throws cuda_error when the graph cannot be read.
+[[nodiscard]] graph_structure structure_of(cudaGraph_t g);
 
 //! Nodes of `g` in creation order (`cudaGraphGetNodes`). \throws cuda_error.
 [[nodiscard]] std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g);

@@ -446,6 +446,39 @@ TEST(Update, AGraphCudaPairsThroughItsDependenciesIsNotMatchedByPosition) {
   EXPECT_TRUE(all_near(f.run(exec, s), want));
 }
 
+// The cluster guard compares attributes by position: for a graph CUDA would pair otherwise (the same branch
+// clustered at the same position, but the join depending on another branch) it cannot vouch for the update, which
+// is refused; update_or_reinstantiate instantiates it, and the replay is the new graph's.
+TEST(Update, AGraphCudaPairsOtherwiseIsRefusedWhereTheGuardsCompareByPosition) {
+  CONVEYOR_REQUIRE_GPU();
+  const far_joins f;
+  constexpr int last = far_joins::branches - 1;
+  auto g1 = f.build(2.0F, {0, 5}, {last, 3});
+  auto g3 = f.build(2.0F, {0, 6}, {last, 3});
+  cudaLaunchAttributeValue v{};
+  v.clusterDim.x = 2;
+  v.clusterDim.y = 1;
+  v.clusterDim.z = 1;
+  for (auto* g : {&g1, &g3}) {
+    CONVEYOR_CHECK(cudaGraphKernelNodeSetAttribute(g->second[5].get(), cudaLaunchAttributeClusterDimension, &v));
+    g->first.note_raw_change();
+  }
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(g1.first);
+  EXPECT_TRUE(all_near(f.run(exec, s), f.want(2.0F, 0, 5)));
+  const auto r = exec.update(g3.first);
+  EXPECT_EQ(r.method, conveyor::update_method::refused) << r.reason();
+  EXPECT_EQ(r.status, conveyor::update_status::attributes_changed) << r.reason();
+  EXPECT_TRUE(contains(r.reason(), "creation order")) << r.reason();
+  EXPECT_TRUE(all_near(f.run(exec, s), f.want(2.0F, 0, 5))); // unchanged
+  const auto again = exec.update_or_reinstantiate(g3.first);
+  EXPECT_EQ(again.method, conveyor::update_method::reinstantiated) << again.reason();
+  EXPECT_TRUE(all_near(f.run(exec, s), f.want(2.0F, 0, 6)));
+  // The same graph again pairs by position: updated in place.
+  const auto same = exec.update(g3.first);
+  EXPECT_EQ(same.method, conveyor::update_method::whole_graph) << same.reason();
+}
+
 TEST(Diff, AllocationNodesAtOtherAddressesAreNotUpdatedInPlace) {
   CONVEYOR_REQUIRE_GPU();
   const int n = 2048;
