@@ -112,12 +112,13 @@ void hold_tokens_of(exec_state& state, const graph_state& g) {
 bool paired_by_position(exec_state& state) {
   if (state.by_position || state.by_position_checked) return state.by_position;
   state.by_position = pairs_by_position(state, *state.current);
+  state.current_structural = state.by_position;
   state.by_position_checked = true;
   return state.by_position;
 }
 
 bool pairs_by_position(exec_state& state, const graph_state& g) {
-  if (&g == state.source.get()) return true;
+  if (&g == state.source.get() || (&g == state.current.get() && state.current_structural)) return true;
   if (!state.source_structure) state.source_structure = structure_of(state.source->handle);
   return structure_of(g.handle) == *state.source_structure;
 }

@@ -36,6 +36,10 @@ struct exec_state {
   //! (per-node setters given nodes of `current`, update_incremental's comparison, graphed's patches) asks first.
   bool by_position = true;
   bool by_position_checked = false; //!< paired_by_position read both graphs since `current` was applied
+  //! `current` has the source's structure (structure_of read and compared), so a whole-graph update to it again is
+  //! paired by position by CUDA too. A per-node update sets nodes by position whatever the order of the new graph's
+  //! dependencies: `by_position` then holds, this does not.
+  bool current_structural = false;
   std::optional<graph_structure> source_structure; //!< `source`'s, read at the first need (pairs_by_position)
   //! Set by every writer of the node-by-node records below (to_origin, configs, read, shadow_disabled, owned,
   //! zero_disabled) and cleared when a whole-graph update has emptied them: that update then reads none of them.

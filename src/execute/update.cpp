@@ -102,10 +102,12 @@ namespace {
 
 // Records that `g`'s parameters are now loaded (after a whole-graph or per-node update); `paired`: node i of `g` is
 // known to be run by node i of the executable graph (a per-node update set them so; CUDA's whole-graph update pairs
-// nodes through their dependencies). The graph it replaces is kept in `retired` for the next launch to destroy (a
-// few at most, when updates come without launches). Returns whether any graph waits there (graph_exec::retired_).
-[[nodiscard]] bool adopt_current(detail::exec_state& state, const graph& g, bool paired) {
+// nodes through their dependencies); `structural`: `g` is known to have the source's structure (pairs_by_position).
+// The graph it replaces is kept in `retired` for the next launch to destroy (a few at most, when updates come
+// without launches). Returns whether any graph waits there (graph_exec::retired_).
+[[nodiscard]] bool adopt_current(detail::exec_state& state, const graph& g, bool paired, bool structural) {
   state.by_position = paired;
+  state.current_structural = structural;
   state.by_position_checked = false;
   constexpr std::size_t most_retired = 4;
   if (state.current && state.current != state.source) {
@@ -128,6 +130,13 @@ namespace {
     state.node_level = !state.owned.empty() || !state.zero_disabled.empty();
   }
   return !state.retired.empty();
+}
+
+// Whether `g`, applied node by node, is known to have the source's structure without a read: it is the source, or
+// the graph applied before, known to have it.
+bool same_graph_structure(const detail::exec_state& state, const graph& g) {
+  const auto* applied = access::state(g).get();
+  return applied == state.source.get() || (applied == state.current.get() && state.current_structural);
 }
 
 // After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is
@@ -207,7 +216,6 @@ std::optional<update_result> refuse_unpaired_guards(detail::exec_state& state, c
   const bool clusters = !attributes.empty() || !state.attributes->empty();
   if (state.alloc_positions.empty() && !clusters) return std::nullopt;
   const auto& applied = *access::state(g);
-  if (&applied == state.source.get() || (&applied == state.current.get() && state.by_position)) return std::nullopt;
   paired = detail::pairs_by_position(state, applied);
   if (paired) return std::nullopt;
   update_result r;
@@ -317,11 +325,10 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
   if (rc == cudaSuccess && result.status == update_status::success) {
     result.method = update_method::whole_graph;
     detail::hold_tokens_of(state, *access::state(g)); // CUDA swapped the user-object references
-    // CUDA pairs the nodes of the graph the executable graph was made from, and of the graph applied before if it
-    // paired by position, with themselves again.
+    // CUDA pairs the source's nodes, and those of a graph of its structure, by position.
     const auto& applied = access::state(g);
-    paired = paired || applied == state.source || (applied == state.current && state.by_position);
-    retired_ = adopt_current(state, g, paired);
+    paired = paired || applied == state.source || (applied == state.current && state.current_structural);
+    retired_ = adopt_current(state, g, paired, paired);
     after_whole_update(handle_, state);
     state.attributes = std::move(attributes);
     tracks_launches_ = false;
@@ -363,7 +370,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
     result.explanation = per_node.explanation;
     return result;
   }
-  retired_ = adopt_current(state, g, true);
+  retired_ = adopt_current(state, g, true, same_graph_structure(state, g));
   state.snapshot = *after;
   state.attributes = std::move(attributes);
   return per_node;
@@ -453,14 +460,14 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   }
   // 2. Apply.
   if (step == incremental_step::nothing) {
-    retired_ = adopt_current(state, g, true);
+    retired_ = adopt_current(state, g, true, same_graph_structure(state, g));
     state.snapshot = std::move(*after);
     out.method = update_method::none;
     return out;
   }
   if (step == incremental_step::per_node) {
     if (set_changed_nodes(g, *c, out)) {
-      retired_ = adopt_current(state, g, true);
+      retired_ = adopt_current(state, g, true, same_graph_structure(state, g));
       state.snapshot = std::move(*after);
       return out;
     }

@@ -531,6 +531,18 @@ TEST(Update, TheSameDagWithDependenciesAddedInAnotherOrderIsUpdated) {
   s.synchronize();
   for (int i = 0; i < n; ++i) want[i] = ((h0[i] + 1.0F) + (h1[i] + 2.0F)) + ((h1[i] + 2.0F) + (h2[i] + 3.0F));
   EXPECT_TRUE(all_equal(z.download(), want));
+  // Node by node to the second graph (by position), then the same graph as a whole: CUDA pairs it its own way,
+  // which the per-node update says nothing of, so going back is again a whole-graph update when CUDA took it.
+  const auto again = exec.update_incremental(second);
+  EXPECT_EQ(again.method, conveyor::update_method::per_node) << again.reason();
+  const auto whole = exec.update(second);
+  ASSERT_TRUE(static_cast<bool>(whole)) << whole.reason();
+  const auto back2 = exec.update_incremental(first);
+  if (whole.method == conveyor::update_method::whole_graph)
+    EXPECT_EQ(back2.method, conveyor::update_method::whole_graph) << back2.reason();
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_equal(z.download(), want));
 }
 
 TEST(Update, SettersAcceptNodesOfTheUpdatedGraphAndOfTheSource) {
