@@ -118,7 +118,7 @@ bool paired_by_position(exec_state& state) {
 }
 
 bool pairs_by_position(exec_state& state, const graph_state& g) {
-  if (&g == state.source.get() || (&g == state.current.get() && state.current_structural)) return true;
+  if (known_structure(state, g)) return true;
   if (!state.source_structure) state.source_structure = structure_of(state.source->handle);
   return structure_of(g.handle) == *state.source_structure;
 }

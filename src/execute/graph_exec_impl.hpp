@@ -114,9 +114,15 @@ struct exec_state {
 //! by position. \throws cuda_error when a graph cannot be read.
 [[nodiscard]] bool paired_by_position(exec_state& state);
 
+//! True when `g` is known, without a read, to have the structure of `state`'s source (structure_of): it is the
+//! source, or `current` found to have it (exec_state::current_structural). Never throws.
+[[nodiscard]] inline bool known_structure(const exec_state& state, const graph_state& g) noexcept {
+  return &g == state.source.get() || (&g == state.current.get() && state.current_structural);
+}
+
 //! True when a whole-graph update of `state`'s executable graph to `g` would pair their nodes by position: `g` is
-//! the source, or has its structure (structure_of: `g`'s dependencies read; the source's once per executable graph).
-//! \throws cuda_error when a graph cannot be read.
+//! known to have the source's structure, or has it (structure_of: `g`'s dependencies read; the source's once per
+//! executable graph). \throws cuda_error when a graph cannot be read.
 [[nodiscard]] bool pairs_by_position(exec_state& state, const graph_state& g);
 
 //! The sentence update results and errors give when paired_by_position is false.

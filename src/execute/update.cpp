@@ -132,13 +132,6 @@ namespace {
   return !state.retired.empty();
 }
 
-// Whether `g`, applied node by node, is known to have the source's structure without a read: it is the source, or
-// the graph applied before, known to have it.
-bool same_graph_structure(const detail::exec_state& state, const graph& g) {
-  const auto* applied = access::state(g).get();
-  return applied == state.source.get() || (applied == state.current.get() && state.current_structural);
-}
-
 // After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is
 // released behind the last launch, and memcpy/memset nodes a zero-size setter disabled are enabled again.
 void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
@@ -326,8 +319,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
     result.method = update_method::whole_graph;
     detail::hold_tokens_of(state, *access::state(g)); // CUDA swapped the user-object references
     // CUDA pairs the source's nodes, and those of a graph of its structure, by position.
-    const auto& applied = access::state(g);
-    paired = paired || applied == state.source || (applied == state.current && state.current_structural);
+    paired = paired || detail::known_structure(state, *access::state(g));
     retired_ = adopt_current(state, g, paired, paired);
     after_whole_update(handle_, state);
     state.attributes = std::move(attributes);
@@ -370,7 +362,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
     result.explanation = per_node.explanation;
     return result;
   }
-  retired_ = adopt_current(state, g, true, same_graph_structure(state, g));
+  retired_ = adopt_current(state, g, true, detail::known_structure(state, *access::state(g)));
   state.snapshot = *after;
   state.attributes = std::move(attributes);
   return per_node;
@@ -460,14 +452,14 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   }
   // 2. Apply.
   if (step == incremental_step::nothing) {
-    retired_ = adopt_current(state, g, true, same_graph_structure(state, g));
+    retired_ = adopt_current(state, g, true, detail::known_structure(state, *access::state(g)));
     state.snapshot = std::move(*after);
     out.method = update_method::none;
     return out;
   }
   if (step == incremental_step::per_node) {
     if (set_changed_nodes(g, *c, out)) {
-      retired_ = adopt_current(state, g, true, same_graph_structure(state, g));
+      retired_ = adopt_current(state, g, true, detail::known_structure(state, *access::state(g)));
       state.snapshot = std::move(*after);
       return out;
     }

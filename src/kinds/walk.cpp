@@ -60,51 +60,52 @@ private:
   std::vector<std::pair<cudaGraphNode_t, std::size_t>> sorted_;
 };
 
+// Each node's dependencies as read, by position, in the order the driver lists them (the order they were added),
+// through buffers kept from node to node.
+class dependency_reader {
+public:
+  explicit dependency_reader(const std::vector<cudaGraphNode_t>& nodes) : position_(nodes) {}
+
+  // Appends node `n`'s dependencies (`n` at position `at`) to `out`. \throws cuda_error when they cannot be read.
+  void append(cudaGraphNode_t n, std::size_t at, std::vector<indexed_edge>& out) {
+    std::size_t count = first_try;
+    deps_.resize(first_try);
+    data_.resize(first_try);
+    CONVEYOR_CHECK(dependencies_of(n, deps_.data(), data_.data(), &count));
+    if (count >= first_try) { // possibly more: ask how many, then read them all
+      CONVEYOR_CHECK(dependencies_of(n, nullptr, nullptr, &count));
+      deps_.resize(count);
+      data_.resize(count);
+      if (count > 0) CONVEYOR_CHECK(dependencies_of(n, deps_.data(), data_.data(), &count));
+    }
+    for (std::size_t k = 0; k < count; ++k)
+      out.emplace_back(position_(deps_[k], at), at, data_[k].from_port, data_[k].to_port, data_[k].type);
+  }
+
+private:
+  static constexpr std::size_t first_try = 32;
+  node_positions position_;
+  std::vector<cudaGraphNode_t> deps_;
+  std::vector<cudaGraphEdgeData> data_;
+};
+
 // Every edge of the graph whose nodes are `nodes`, by index, in snapshot order: by the dependent node (`to`, in
-// creation order), then (from, ports, type). Each node's few dependencies are sorted among
-// themselves, so that the order the driver lists them in (the order they were added) does not matter, and the
-// whole list needs no sort.
+// creation order), then (from, ports, type). Each node's few dependencies are sorted among themselves, so that the
+// order the driver lists them in (the order they were added) does not matter, and the whole list needs no sort.
 std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& nodes) {
-  node_positions position(nodes);
+  dependency_reader reader(nodes);
   std::vector<indexed_edge> out;
   out.reserve(nodes.size());
-  constexpr std::size_t first_try = 32;
-  std::vector<cudaGraphNode_t> deps(first_try);
-  std::vector<cudaGraphEdgeData> data(first_try);
   auto by_from = [](const indexed_edge& a, const indexed_edge& b) {
     return std::tie(std::get<0>(a), std::get<2>(a), std::get<3>(a), std::get<4>(a)) <
            std::tie(std::get<0>(b), std::get<2>(b), std::get<3>(b), std::get<4>(b));
   };
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    std::size_t count = first_try;
-    deps.resize(first_try);
-    data.resize(first_try);
-    CONVEYOR_CHECK(dependencies_of(nodes[i], deps.data(), data.data(), &count));
-    if (count >= first_try) { // possibly more: ask how many, then read them all
-      CONVEYOR_CHECK(dependencies_of(nodes[i], nullptr, nullptr, &count));
-      deps.resize(count);
-      data.resize(count);
-      if (count > 0) CONVEYOR_CHECK(dependencies_of(nodes[i], deps.data(), data.data(), &count));
-    }
     const std::size_t first = out.size();
-    for (std::size_t k = 0; k < count; ++k)
-      out.emplace_back(position(deps[k], i), i, data[k].from_port, data[k].to_port, data[k].type);
-    if (count > 1) std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_from);
+    reader.append(nodes[i], i, out);
+    if (out.size() - first > 1) std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_from);
   }
   return out;
-}
-
-// A node's dependencies as read, by position, in the order the driver lists them (the order they were added),
-// appended to `out`.
-void append_ordered_dependencies(cudaGraphNode_t n, std::size_t at, node_positions& position,
-                                 std::vector<indexed_edge>& out) {
-  std::size_t count = 0;
-  CONVEYOR_CHECK(dependencies_of(n, nullptr, nullptr, &count));
-  std::vector<cudaGraphNode_t> deps(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  if (count > 0) CONVEYOR_CHECK(dependencies_of(n, deps.data(), data.data(), &count));
-  for (std::size_t k = 0; k < count; ++k)
-    out.emplace_back(position(deps[k], at), at, data[k].from_port, data[k].to_port, data[k].type);
 }
 
 std::string edge_difference(const std::vector<indexed_edge>& a, const std::vector<indexed_edge>& b) {
@@ -135,13 +136,13 @@ std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g) {
 
 graph_structure structure_of(cudaGraph_t g) {
   const auto nodes = graph_nodes(g);
-  node_positions position(nodes);
+  dependency_reader reader(nodes);
   graph_structure out;
   out.kinds.reserve(nodes.size());
   out.edges.reserve(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     out.kinds.push_back(kind_of(nodes[i]));
-    append_ordered_dependencies(nodes[i], i, position, out.edges);
+    reader.append(nodes[i], i, out.edges);
   }
   return out;
 }
