@@ -10,12 +10,14 @@
 #include <conveyor/error.hpp>
 
 // Internal (src/): the snapshot and comparison update_incremental makes, timed apart for the per-phase split.
+#include "cuda/driver.hpp"
 #include "execute/graph_exec_impl.hpp"
 #include "kinds/walk.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -270,7 +272,7 @@ namespace {
 // The per-phase samples of measure_recapture_cost, one vector per column.
 struct recapture_samples {
   std::vector<double> eager, capture, checks, whole_update, whole_launch, read, compare, update, launch;
-  std::vector<double> raw_capture, raw_update, raw_launch;
+  std::vector<double> raw_capture, raw_update, raw_launch, raw_all, raw_read;
   [[nodiscard]] recapture_cost medians(std::size_t n) {
     recapture_cost row;
     row.nodes = n;
@@ -286,6 +288,8 @@ struct recapture_samples {
     row.raw_capture_us = median(raw_capture);
     row.raw_update_us = median(raw_update);
     row.raw_launch_us = median(raw_launch);
+    row.raw_all_nodes_us = median(raw_all);
+    row.raw_read_us = median(raw_read);
     return row;
   }
 };
@@ -365,12 +369,51 @@ struct raw_path {
   }
 };
 
-cudaGraph_t raw_capture(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one) {
+cudaGraph_t raw_capture(const tiny_chain& body, float* all, conveyor::stream& s, float* one) {
   cudaGraph_t g = nullptr;
   CONVEYOR_CHECK(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeThreadLocal));
-  body(s, b.all1.p, 1.0F, one, 2.0F);
+  body(s, all, 1.0F, one, 2.0F);
   CONVEYOR_CHECK(cudaStreamEndCapture(s.get(), &g));
   return g;
+}
+
+cudaGraph_t raw_capture(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one) {
+  return raw_capture(body, b.all1.p, s, one);
+}
+
+// The driver calls a snapshot makes of `g` and nothing else, node by node: the node list, then each node's type,
+// kernel parameters, the eight launch attributes it reads of a node without clusters (cluster dimension, access
+// policy window, cooperative, priority, memory sync domain map and domain, device-updatable, shared-memory
+// carveout) and its dependencies with their edge data. The floor of a read for update_incremental.
+void driver_read(cudaGraph_t g) {
+  namespace drv = conveyor::detail::driver;
+  static constexpr CUlaunchAttributeID read[] = {
+      CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,        CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+      CU_LAUNCH_ATTRIBUTE_COOPERATIVE,              CU_LAUNCH_ATTRIBUTE_PRIORITY,
+      CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP,      CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN,
+      CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT};
+  const auto cu = reinterpret_cast<CUgraph>(g);
+  std::size_t count = 0;
+  std::vector<CUgraphNode> nodes;
+  if (drv::graph_get_nodes(cu, nullptr, &count) == CUDA_SUCCESS) nodes.resize(count);
+  if (nodes.empty() || drv::graph_get_nodes(cu, nodes.data(), &count) != CUDA_SUCCESS)
+    throw std::runtime_error("driver_read: cuGraphGetNodes failed (or the graph is empty)");
+  bool ok = true;
+  for (CUgraphNode n : nodes) {
+    CUgraphNodeType type{};
+    ok = ok && drv::graph_node_get_type(n, &type) == CUDA_SUCCESS;
+    CUDA_KERNEL_NODE_PARAMS p{};
+    ok = ok && drv::kernel_node_get_params(n, &p) == CUDA_SUCCESS;
+    for (CUlaunchAttributeID id : read) {
+      CUlaunchAttributeValue v;
+      ok = ok && drv::kernel_node_get_attribute(n, id, &v) == CUDA_SUCCESS;
+    }
+    std::array<CUgraphNode, 4> deps{};
+    std::array<CUgraphEdgeData, 4> data{};
+    std::size_t d = deps.size();
+    ok = ok && drv::node_get_dependencies(n, deps.data(), data.data(), &d) == CUDA_SUCCESS;
+  }
+  if (!ok) throw std::runtime_error("driver_read: a driver read failed");
 }
 
 void raw_round(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one, raw_path& raw,
@@ -391,6 +434,28 @@ void raw_round(const tiny_chain& body, buffers& b, conveyor::stream& s, float* o
   out.raw_launch.push_back(us(t3 - t2));
 }
 
+// The raw path when every node changed (`all` moves between two buffers at each round), on its own executable
+// graph; and the driver's read of a fresh capture (driver_read), the capture and its destruction untimed.
+void raw_all_round(const tiny_chain& body, float* all, conveyor::stream& s, raw_path& raw, recapture_samples& out,
+                   bool keep) {
+  const auto t0 = clock_type::now();
+  cudaGraph_t g = raw_capture(body, all, s, body.fixed_one);
+  cudaGraphExecUpdateResultInfo info{};
+  CONVEYOR_CHECK(cudaGraphExecUpdate(raw.exec, g, &info));
+  CONVEYOR_CHECK(cudaGraphLaunch(raw.exec, s.get()));
+  CONVEYOR_CHECK(cudaGraphDestroy(std::exchange(raw.previous, g)));
+  s.synchronize();
+  const auto t1 = clock_type::now();
+  cudaGraph_t fresh = raw_capture(body, all, s, body.fixed_one);
+  const auto t2 = clock_type::now();
+  driver_read(fresh);
+  const auto t3 = clock_type::now();
+  CONVEYOR_CHECK(cudaGraphDestroy(fresh));
+  if (!keep) return;
+  out.raw_all.push_back(us(t1 - t0));
+  out.raw_read.push_back(us(t3 - t2));
+}
+
 } // namespace
 
 std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls) {
@@ -408,11 +473,15 @@ std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t
     raw_path raw;
     raw.previous = raw_capture(body, b, s, b.one1.p);
     CONVEYOR_CHECK(cudaGraphInstantiate(&raw.exec, raw.previous, 0));
+    raw_path raw_all;
+    raw_all.previous = raw_capture(body, b.all1.p, s, body.fixed_one);
+    CONVEYOR_CHECK(cudaGraphInstantiate(&raw_all.exec, raw_all.previous, 0));
     recapture_samples samples;
     for (int k = 0; k < calls + 1; ++k) {
       float* one = k % 2 == 0 ? b.one2.p : b.one1.p;
       recapture_round(body, b, s, one, whole, per_node, before, samples, k > 0);
       raw_round(body, b, s, one, raw, samples, k > 0);
+      raw_all_round(body, k % 2 == 0 ? b.all2.p : b.all1.p, s, raw_all, samples, k > 0);
     }
     out.push_back(samples.medians(n));
   }

@@ -47,7 +47,8 @@ struct rebind_row {
 //! cudaGraphExecUpdate) followed by the launch until finished with the replaced definition destroyed while the GPU
 //! runs; and per_node, reading the captured graph (kernel parameters, launch attributes, edges), comparing it with
 //! the executable graph's own, setting the changed node (update_incremental less the read and the comparison, the
-//! replaced definition destroyed there), then the launch until finished.
+//! replaced definition destroyed there), then the launch until finished. Anchors through the Runtime API and the
+//! driver alone: the same re-capture with 1 node changed and with all N changed, and the driver calls of the read.
 struct recapture_cost {
   std::size_t nodes = 0;
   double eager_us = 0;
@@ -62,6 +63,8 @@ struct recapture_cost {
   double raw_capture_us = 0;  //!< the Runtime API alone: cudaStreamBeginCapture … cudaStreamEndCapture
   double raw_update_us = 0;   //!< cudaGraphExecUpdate
   double raw_launch_us = 0;   //!< cudaGraphLaunch until finished, the replaced graph destroyed meanwhile
+  double raw_all_nodes_us = 0; //!< the Runtime API alone, all N nodes changed: capture, update, launch until finished
+  double raw_read_us = 0;      //!< the driver calls alone of a read for update_incremental (a fresh capture)
 };
 //! Measures recapture_cost on the current device. \throws conveyor::cuda_error; std::invalid_argument as above.
 [[nodiscard]] std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls = 11);

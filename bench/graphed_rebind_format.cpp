@@ -35,8 +35,10 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
   const std::vector<std::string> header{"N",       "eager µs",  "capture µs",       "of which checks",
                                         "update µs", "launch µs", "default ÷ eager", "per-node: read µs",
                                         "compare µs", "set µs",   "launch µs",       "per-node ÷ eager",
-                                        "raw: capture µs", "update µs", "launch µs", "raw ÷ eager"};
+                                        "raw: capture µs", "update µs", "launch µs", "raw ÷ eager",
+                                        "raw, all N changed ÷ eager", "read µs a node: Conveyor", "driver calls"};
   const auto ratio = [](double total, double eager) { return eager > 0 ? fmt::format("{:.3f}", total / eager) : "—"; };
+  const auto per_node = [](double us, std::size_t n) { return n > 0 ? fmt::format("{:.3f}", us / n) : "—"; };
   std::vector<std::vector<std::string>> body;
   for (const auto& r : rows) {
     const double set = std::max(0.0, r.update_us - r.read_us - r.compare_us);
@@ -46,7 +48,9 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
                     format_number(r.read_us), format_number(r.compare_us), format_number(set),
                     format_number(r.launch_us), ratio(r.capture_us + r.update_us + r.launch_us, r.eager_us),
                     format_number(r.raw_capture_us), format_number(r.raw_update_us), format_number(r.raw_launch_us),
-                    ratio(r.raw_capture_us + r.raw_update_us + r.raw_launch_us, r.eager_us)});
+                    ratio(r.raw_capture_us + r.raw_update_us + r.raw_launch_us, r.eager_us),
+                    ratio(r.raw_all_nodes_us, r.eager_us), per_node(r.read_us, r.nodes),
+                    per_node(r.raw_read_us, r.nodes)});
   }
   return fmt::format(
       "### graphed/: where a re-capture's time goes\n\nHost µs, medians, when 1 of the N kernel nodes changed: the "
@@ -59,8 +63,12 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
       "(`update_incremental` less its read and comparison), the launch until finished; per-node ÷ eager = (capture + "
       "read + compare + set + launch) ÷ eager. Last, the anchor: the same re-capture through the Runtime API alone "
       "(`cudaStreamBeginCapture` … `cudaStreamEndCapture`, `cudaGraphExecUpdate`, `cudaGraphLaunch` until finished, "
-      "the replaced graph destroyed while the GPU runs), raw ÷ eager = (capture + update + launch) ÷ eager.\n\n{}",
-      markdown_table(header, body, "rrrrrrrrrrrrrrrr"));
+      "the replaced graph destroyed while the GPU runs), raw ÷ eager = (capture + update + launch) ÷ eager; the same "
+      "when all N nodes changed (a pointer every kernel takes), on an executable graph of its own: the floor of "
+      "graphed's all-nodes re-capture rows; and the read per node, Conveyor's (`per-node: read µs` ÷ N) beside the "
+      "driver calls alone that it makes, on another fresh capture (node list; each node's type, kernel parameters, "
+      "eight launch attributes, dependencies).\n\n{}",
+      markdown_table(header, body, "rrrrrrrrrrrrrrrrrrr"));
 }
 
 std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {

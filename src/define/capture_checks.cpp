@@ -71,7 +71,8 @@ struct walker {
   const returned_frames& gone;
   host_memory_check check;
   bool body = false; // the graph is a conditional node's body: only kinds CUDA allows there
-  std::vector<kernel_attribute>* clusters = nullptr; // appends the kernel nodes' cluster attributes (top level)
+  // Appends the kernel nodes' cluster attributes (those inside child graphs too); null where not read.
+  std::vector<kernel_attribute>* clusters = nullptr;
 
   // A host address node `n` holds: refused when it lies in a returned stack frame; a pageable copy side is refused
   // or recorded as the check asks.
@@ -113,9 +114,22 @@ struct walker {
       const kind_traits& traits = traits_of(kind);
       if (body && !traits.allowed_in_body) refuse_in_body(names, nodes[i], i, kind);
       if (check != host_memory_check::off) check_node(nodes[i], i, traits);
-      if (clusters != nullptr && kind == node_kind::kernel) read_cluster_attributes(nodes[i], i, *clusters);
+      if (clusters != nullptr) read_clusters(nodes[i], i, kind);
     }
   }
+
+  // Node `n`'s cluster attributes, or those of the kernels inside it. A conditional node's bodies may change after
+  // the capture: the graph's attributes are then unknown (read at each whole-graph update), and no more are read.
+  void read_clusters(cudaGraphNode_t n, std::size_t position, node_kind kind) const {
+    if (kind == node_kind::kernel) {
+      read_cluster_attributes(n, position, *clusters);
+    } else if (kind == node_kind::conditional) {
+      *unknown_clusters = true;
+    } else if (!*unknown_clusters) {
+      append_embedded_cluster_attributes(n, kind, owner, position, *clusters);
+    }
+  }
+  bool* unknown_clusters = nullptr; // set with `clusters`
 };
 
 } // namespace
@@ -134,12 +148,16 @@ void check_captured_nodes(cudaGraph_t g, std::size_t first, const graph_state* n
     return;
   }
   std::vector<kernel_attribute>* clusters = owner != nullptr && owner->clusters ? &*owner->clusters : nullptr;
+  bool unknown_clusters = false;
   try {
-    walker{names, owner, gone, check, body, clusters}.walk(g, first);
+    walker w{names, owner, gone, check, body, clusters};
+    w.unknown_clusters = &unknown_clusters;
+    w.walk(g, first);
   } catch (...) {
     if (owner != nullptr) owner->clusters.reset(); // read in part
     throw;
   }
+  if (unknown_clusters) owner->clusters.reset();
 }
 
 } // namespace conveyor::detail

@@ -87,6 +87,9 @@ conditional_node record_conditional(const std::shared_ptr<graph_state>& state, c
     out.bodies.push_back(access::make_graph(std::move(body_state)));
   }
   state->conditionals.emplace(n, std::move(info));
+  // The bodies are built after the node (and may change later): their kernels' cluster attributes, which count as
+  // this graph's, are read at each whole-graph update.
+  state->clusters.reset();
   return out;
 }
 

@@ -267,6 +267,9 @@ node graph::child(const node_list& deps, const graph& body) {
   }
   if (body_has_resources) keep_alive(body.state_->keep);
   if (!body.state_->labels.empty() || !body.state_->child_bodies.empty()) state_->child_bodies[n] = body.state_;
+  // The copy's kernels count among this graph's cluster attributes (a whole-graph update keeps old clusters at any
+  // depth): known to be none when the body holds none, else read at an update.
+  if (!body.state_->clusters || !body.state_->clusters->empty()) state_->clusters.reset();
   return wrap(n);
 }
 

@@ -167,17 +167,17 @@ std::optional<update_result> refuse_other_allocations(detail::exec_state& state,
   return std::nullopt;
 }
 
-// The thread-block cluster attributes of `g`'s kernel nodes: those known without a read (none for a graph the
-// builder made, read when a capture ended: graph_state::clusters), from `read` when `g` was read already, else read
+// The thread-block cluster attributes of `g`'s kernel nodes, those inside child graphs and conditional bodies
+// included: those known without a read (graph_state::clusters), from `read` when `g` was read already, else read
 // from the graph.
 std::vector<detail::kernel_attribute> clusters_of(const detail::graph_state& g, const detail::graph_snapshot* read) {
   if (g.clusters) return *g.clusters;
-  if (read != nullptr) return detail::cluster_attributes(*read);
-  return detail::cluster_attributes(detail::graph_nodes(g.handle));
+  if (read != nullptr) return detail::cluster_attributes(*read, &g);
+  return detail::cluster_attributes(g.handle, &g);
 }
 
 // Refused when the cluster attributes would change: a whole-graph update reports them applied and launches keep the
-// old ones. Sets `next` to `g`'s attributes.
+// old ones (kernels inside child graphs and conditional bodies too). Sets `next` to `g`'s attributes.
 std::optional<update_result> refuse_cluster_change(detail::exec_state& state, const graph& g,
                                                    const detail::graph_snapshot* after,
                                                    std::vector<detail::kernel_attribute>& next) {
@@ -190,11 +190,14 @@ std::optional<update_result> refuse_cluster_change(detail::exec_state& state, co
   r.method = update_method::refused;
   r.status = update_status::attributes_changed;
   const auto nodes = detail::graph_nodes(g.get());
-  r.node = *at < nodes.size() ? nodes[*at] : nullptr;
+  r.node = at->position < nodes.size() ? nodes[at->position] : nullptr;
   r.node_label = detail::node_name(access::state(g).get(), r.node);
-  r.explanation = fmt::format("node {} has other thread-block cluster attributes; a whole-graph update reports them "
+  r.explanation = fmt::format("{} has other thread-block cluster attributes; a whole-graph update reports them "
                               "applied but launches keep the old ones, so it needs a new instantiation",
-                              *at);
+                              at->inner == 0 ? fmt::format("node {}", at->position)
+                                             : fmt::format("kernel {} inside node {} (a child graph or conditional "
+                                                           "body, depth first)",
+                                                           at->inner, at->position));
   return r;
 }
 

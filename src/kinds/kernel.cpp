@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace conveyor::detail {
 
@@ -270,33 +271,47 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   add_kernel_buffers(d, snap);
 }
 
+// True when `v` (attribute `id`, as the driver wrote it) holds what a node made without attributes holds, field by
+// field as same_value compares (read for every attribute of every kernel node of a snapshot: no default value built
+// for the common ones).
+bool holds_default(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& v) {
+  switch (id) {
+  case cudaLaunchAttributeAccessPolicyWindow: {
+    const auto& w = v.accessPolicyWindow;
+    return w.base_ptr == nullptr && w.num_bytes == 0 && w.hitRatio == 0.0F && static_cast<int>(w.hitProp) == 0 &&
+           static_cast<int>(w.missProp) == 0;
+  }
+  case cudaLaunchAttributeCooperative: return v.cooperative == 0;
+  case cudaLaunchAttributePriority: return v.priority == 0;
+  case cudaLaunchAttributeMemSyncDomainMap: return v.memSyncDomainMap.default_ == 0 && v.memSyncDomainMap.remote == 1;
+  case cudaLaunchAttributeMemSyncDomain: return static_cast<int>(v.memSyncDomain) == 0;
+  case cudaLaunchAttributeDeviceUpdatableKernelNode: return v.deviceUpdatableKernelNode.deviceUpdatable == 0;
+  case cudaLaunchAttributePreferredSharedMemoryCarveout: return v.sharedMemCarveout == 0;
+  default: { // the cluster attributes, and IDs this version does not know field by field
+    cudaLaunchAttributeValue none;
+    std::memset(&none, 0, sizeof none);
+    return same_value(id, v, none);
+  }
+  }
+}
+
 // True when the node holds no value for the attribute, or the value a node made without attributes holds.
 bool is_unset(cudaLaunchAttributeID id, const attribute_read& r) {
-  if (r.rc != cudaSuccess) return true;
-  cudaLaunchAttributeValue none;
-  std::memset(&none, 0, sizeof none);
-  if (id == cudaLaunchAttributeMemSyncDomainMap) none.memSyncDomainMap.remote = 1; // the default map: 0/1
-  return same_value(id, r.value, none);
+  return r.rc != cudaSuccess || holds_default(id, r.value);
 }
 
 } // namespace
 
-void read_cluster_attributes(cudaGraphNode_t n, std::size_t position, std::vector<kernel_attribute>& out) {
+void read_cluster_attributes(cudaGraphNode_t n, std::size_t position, std::vector<kernel_attribute>& out,
+                             std::uint32_t inner) {
   const attribute_read cluster = read_attribute(n, cudaLaunchAttributeClusterDimension);
   if (!has_cluster(cluster)) return;
-  out.push_back({position, cudaLaunchAttributeClusterDimension, cluster.value});
+  out.push_back({position, inner, cudaLaunchAttributeClusterDimension, cluster.value});
   for (cudaLaunchAttributeID id :
        {cudaLaunchAttributeClusterSchedulingPolicyPreference, cudaLaunchAttributePreferredClusterDimension}) {
     const attribute_read r = read_attribute(n, id);
-    if (!is_unset(id, r)) out.push_back({position, id, r.value});
+    if (!is_unset(id, r)) out.push_back({position, inner, id, r.value});
   }
-}
-
-std::vector<kernel_attribute> cluster_attributes(const std::vector<cudaGraphNode_t>& nodes) {
-  std::vector<kernel_attribute> out;
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (kind_of(nodes[i]) == node_kind::kernel) read_cluster_attributes(nodes[i], i, out);
-  return out;
 }
 
 void append_cluster_attributes(std::size_t position, const kernel_snapshot& k, std::vector<kernel_attribute>& out) {
@@ -310,17 +325,18 @@ void append_cluster_attributes(std::size_t position, const kernel_snapshot& k, s
     if (cluster && (id == cudaLaunchAttributeClusterDimension ||
                     id == cudaLaunchAttributeClusterSchedulingPolicyPreference ||
                     id == cudaLaunchAttributePreferredClusterDimension))
-      out.push_back({position, id, v});
+      out.push_back({position, 0, id, v});
   }
 }
 
-std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_attribute>& a,
-                                                      const std::vector<kernel_attribute>& b) {
+std::optional<kernel_attribute> first_attribute_difference(const std::vector<kernel_attribute>& a,
+                                                           const std::vector<kernel_attribute>& b) {
+  auto place = [](const kernel_attribute& x) { return std::pair{x.position, x.inner}; };
   for (std::size_t k = 0; k < a.size() || k < b.size(); ++k) {
-    if (k >= a.size()) return b[k].position;
-    if (k >= b.size()) return a[k].position;
-    if (a[k].position != b[k].position) return std::min(a[k].position, b[k].position);
-    if (a[k].id != b[k].id || !same_value(a[k].id, a[k].value, b[k].value)) return a[k].position;
+    if (k >= a.size()) return b[k];
+    if (k >= b.size()) return a[k];
+    if (place(a[k]) != place(b[k])) return place(a[k]) < place(b[k]) ? a[k] : b[k];
+    if (a[k].id != b[k].id || !same_value(a[k].id, a[k].value, b[k].value)) return a[k];
   }
   return std::nullopt;
 }
@@ -412,15 +428,33 @@ void copy_arguments(kernel_snapshot& s) {
 }
 
 // The launch attributes of `node` that hold something other than a node made without attributes holds, one read
-// at a time (most nodes: none, nothing stored).
+// at a time into one value, in node_attributes' order (most nodes: none, nothing stored). The cluster dimension is
+// read first: the attributes that only act with clusters are read only from a node that has them.
 void read_set_attributes(cudaGraphNode_t node, kernel_snapshot& s) {
+  const auto cu = reinterpret_cast<CUgraphNode>(node);
   const attribute_read cluster = read_attribute(node, cudaLaunchAttributeClusterDimension);
   const bool clusters = has_cluster(cluster);
+  const std::uint32_t unsupported = unsupported_ids.load(std::memory_order_relaxed);
+  CUlaunchAttributeValue v;
   for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
-    const attribute_read r = read_listed(node, k, cluster, clusters);
-    if (is_unset(node_attributes[k], r)) continue;
+    const cudaLaunchAttributeID id = node_attributes[k];
+    if (id == cudaLaunchAttributeClusterDimension) {
+      if (is_unset(id, cluster)) continue;
+      s.set_attributes |= 1U << k;
+      s.attribute_values.push_back(cluster.value);
+      continue;
+    }
+    const std::uint32_t bit = 1U << static_cast<unsigned>(id);
+    if ((unsupported & bit) != 0 || (cluster_only(id) && !clusters)) continue;
+    std::memset(&v, 0, sizeof v); // the union's other bytes are not the driver's to write (compared for other IDs)
+    if (driver::kernel_node_get_attribute(cu, static_cast<CUlaunchAttributeID>(id), &v) != CUDA_SUCCESS) {
+      if (!cluster_only(id)) unsupported_ids.fetch_or(bit, std::memory_order_relaxed);
+      continue;
+    }
+    const auto& value = reinterpret_cast<const cudaLaunchAttributeValue&>(v);
+    if (holds_default(id, value)) continue;
     s.set_attributes |= 1U << k;
-    s.attribute_values.push_back(r.value);
+    s.attribute_values.push_back(value);
   }
 }
 } // namespace

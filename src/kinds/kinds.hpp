@@ -81,16 +81,17 @@ private:
 
 //! Everything CUDA launches a kernel node with, read once: the parameter block, the argument bytes and the launch
 //! attributes. Comparisons of whole graphs read each graph's nodes once into these (walk.hpp's graph_snapshot).
+//! (Fields ordered without padding: a snapshot holds one per node, thousands written at each read.)
 struct kernel_snapshot {
-  bool readable = false;           //!< the driver could read the node
   CUDA_KERNEL_NODE_PARAMS params{}; //!< kernelParams and extra cleared (see has_arguments, has_extra)
-  bool has_arguments = false;      //!< the node holds kernelParams
-  bool has_extra = false;          //!< the node passes its arguments through `extra` (not comparable)
-  const std::vector<std::pair<std::size_t, std::size_t>>* layout = nullptr; //!< parameter offsets and sizes
-  argument_bytes arguments; //!< the argument bytes at their offsets (when layout is known)
   //! Bit k: the k-th attribute of kernel.cpp's list holds something other than what a node made without attributes
   //! holds (cluster-only attributes are read only from nodes with clusters). Most nodes: 0, and nothing stored.
   std::uint32_t set_attributes = 0;
+  bool readable = false;      //!< the driver could read the node
+  bool has_arguments = false; //!< the node holds kernelParams
+  bool has_extra = false;     //!< the node passes its arguments through `extra` (not comparable)
+  const std::vector<std::pair<std::size_t, std::size_t>>* layout = nullptr; //!< parameter offsets and sizes
+  argument_bytes arguments; //!< the argument bytes at their offsets (when layout is known)
   std::vector<cudaLaunchAttributeValue> attribute_values; //!< one per set bit, in bit order
 };
 // ---- memory a node points into (kinds/buffers.cpp) ----
@@ -138,23 +139,26 @@ cudaError_t set_exec_kernel(cudaGraphExec_t exec, cudaGraphNode_t node, const la
                             const void* function, void** arguments) noexcept;
 //! One launch attribute a kernel node holds (anything but unset or the value a node made without attributes has).
 struct kernel_attribute {
-  std::size_t position = 0; //!< the node's position in creation order
+  //! The node's position in creation order; for a kernel inside a child graph or a conditional node's body, the
+  //! position of the top-level node holding it.
+  std::size_t position = 0;
+  //! 0 for a top-level kernel node; else the kernel's number (from 1) among the kernels inside the node at
+  //! `position`, depth first, each graph in creation order.
+  std::uint32_t inner = 0;
   cudaLaunchAttributeID id{};
   cudaLaunchAttributeValue value{};
 };
-//! The thread-block cluster attributes (dimensions, and with them the preferred dimensions and scheduling policy)
-//! the kernel nodes among `nodes` hold, by position: what a whole-graph update reports as applied and does not apply
-//! after the first launch (H200, driver 580). One read per kernel node without clusters.
-//! \throws cuda_error when a node's type cannot be read.
-std::vector<kernel_attribute> cluster_attributes(const std::vector<cudaGraphNode_t>& nodes);
-//! The same of kernel node `n` (at `position`), appended to `out`: one driver read for a node without clusters
-//! (cuGraphKernelNodeGetAttribute), three with. Never throws but for std::bad_alloc.
-void read_cluster_attributes(cudaGraphNode_t n, std::size_t position, std::vector<kernel_attribute>& out);
+//! The thread-block cluster attributes (dimensions, and with them the preferred dimensions and scheduling policy) of
+//! kernel node `n`, at `position` (`inner`: kernel_attribute::inner), appended to `out`: what a whole-graph update
+//! reports as applied and does not apply after the first launch (H200, driver 580). One driver read for a node
+//! without clusters (cuGraphKernelNodeGetAttribute), three with. Never throws but for std::bad_alloc.
+void read_cluster_attributes(cudaGraphNode_t n, std::size_t position, std::vector<kernel_attribute>& out,
+                             std::uint32_t inner = 0);
 //! The same, of kernel node `position` from its snapshot (read with attributes), appended to `out`.
 void append_cluster_attributes(std::size_t position, const kernel_snapshot& k, std::vector<kernel_attribute>& out);
-//! The position of the first node whose attributes differ between `a` and `b`, or nullopt when none does.
-std::optional<std::size_t> first_attribute_difference(const std::vector<kernel_attribute>& a,
-                                                      const std::vector<kernel_attribute>& b);
+//! The first entry (position, inner) where the attributes of `a` and `b` differ, or nullopt when none does.
+std::optional<kernel_attribute> first_attribute_difference(const std::vector<kernel_attribute>& a,
+                                                           const std::vector<kernel_attribute>& b);
 
 // ---- memcpy (kinds/memcpy.cpp): a copy of zero bytes adds an empty node ----
 cudaGraphNode_t add_memcpy_1d(cudaGraph_t g, node_handles deps, void* dst, const void* src, std::size_t bytes,

@@ -89,22 +89,27 @@ private:
   std::vector<cudaGraphEdgeData> data_;
 };
 
-// Every edge of the graph whose nodes are `nodes`, by index, in snapshot order: by the dependent node (`to`, in
-// creation order), then (from, ports, type). Each node's few dependencies are sorted among themselves, so that the
-// order the driver lists them in (the order they were added) does not matter, and the whole list needs no sort.
+// Appends node `at`'s dependencies to `out` in snapshot order: sorted among themselves by (from, ports, type), so
+// that the order the driver lists them in (the order they were added) does not matter; with every node's in turn,
+// the list is by the dependent node (`to`, in creation order), then the rest, and the whole needs no sort.
+void append_sorted_dependencies(dependency_reader& reader, cudaGraphNode_t n, std::size_t at,
+                                std::vector<indexed_edge>& out) {
+  const std::size_t first = out.size();
+  reader.append(n, at, out);
+  if (out.size() - first < 2) return;
+  const auto by_from = [](const indexed_edge& a, const indexed_edge& b) {
+    return std::tie(std::get<0>(a), std::get<2>(a), std::get<3>(a), std::get<4>(a)) <
+           std::tie(std::get<0>(b), std::get<2>(b), std::get<3>(b), std::get<4>(b));
+  };
+  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_from);
+}
+
+// Every edge of the graph whose nodes are `nodes`, by index, in snapshot order (append_sorted_dependencies).
 std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& nodes) {
   dependency_reader reader(nodes);
   std::vector<indexed_edge> out;
   out.reserve(nodes.size());
-  auto by_from = [](const indexed_edge& a, const indexed_edge& b) {
-    return std::tie(std::get<0>(a), std::get<2>(a), std::get<3>(a), std::get<4>(a)) <
-           std::tie(std::get<0>(b), std::get<2>(b), std::get<3>(b), std::get<4>(b));
-  };
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const std::size_t first = out.size();
-    reader.append(nodes[i], i, out);
-    if (out.size() - first > 1) std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_from);
-  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) append_sorted_dependencies(reader, nodes[i], i, out);
   return out;
 }
 
@@ -150,13 +155,20 @@ graph_structure structure_of(cudaGraph_t g) {
 graph_snapshot snapshot_graph(cudaGraph_t g, bool with_fields) {
   graph_snapshot out;
   out.nodes = graph_nodes(g);
-  out.kinds.resize(out.nodes.size());
-  out.kernels.resize(out.nodes.size());
+  out.kinds.reserve(out.nodes.size());
+  out.kernels.reserve(out.nodes.size()); // each made where it is read: one pass over fresh memory, not two
+  out.edges.reserve(out.nodes.size());
   if (with_fields) out.fields.resize(out.nodes.size());
+  // Node by node, every read of one node before the next (the driver's record of a node is reached once: reading
+  // one kind of value over all nodes, then the next, costs more on large graphs). The type and ports make
+  // programmatic and launch-completion edges differ from full dependencies.
+  dependency_reader reader(out.nodes);
   for (std::size_t i = 0; i < out.nodes.size(); ++i) {
     const node_kind kind = kind_of(out.nodes[i]);
-    out.kinds[i] = kind;
-    if (kind == node_kind::kernel) read_kernel_snapshot_into(out.nodes[i], out.kernels[i]);
+    out.kinds.push_back(kind);
+    kernel_snapshot& kernel = out.kernels.emplace_back();
+    if (kind == node_kind::kernel) read_kernel_snapshot_into(out.nodes[i], kernel);
+    append_sorted_dependencies(reader, out.nodes[i], i, out.edges);
     if (!with_fields) continue;
     out.fields[i].kind = kind;
     if (kind == node_kind::kernel)
@@ -164,15 +176,67 @@ graph_snapshot snapshot_graph(cudaGraph_t g, bool with_fields) {
     else if (const auto read = traits_of(kind).read_fields)
       read(out.nodes[i], out.fields[i]);
   }
-  // The type and ports make programmatic and launch-completion edges differ from full dependencies.
-  out.edges = indexed_edges(out.nodes);
   return out;
 }
 
-std::vector<kernel_attribute> cluster_attributes(const graph_snapshot& s) {
+namespace {
+
+void append_nested_clusters(cudaGraph_t g, const graph_state* state, std::size_t position, std::uint32_t& inner,
+                            std::vector<kernel_attribute>& out);
+
+// The kernels inside node `n` (a child graph, or a conditional node `state` records), numbered on from `inner`.
+void append_embedded(cudaGraphNode_t n, node_kind kind, const graph_state* state, std::size_t position,
+                     std::uint32_t& inner, std::vector<kernel_attribute>& out) {
+  if (const auto embedded = traits_of(kind).embedded_graph) {
+    cudaGraph_t child = nullptr;
+    CONVEYOR_CHECK(embedded(n, &child));
+    append_nested_clusters(child, nullptr, position, inner, out);
+  } else if (kind == node_kind::conditional && state != nullptr) {
+    if (const auto it = state->conditionals.find(n); it != state->conditionals.end())
+      for (const auto& body : it->second.bodies) append_nested_clusters(body->handle, body.get(), position, inner, out);
+  }
+}
+
+void append_nested_clusters(cudaGraph_t g, const graph_state* state, std::size_t position, std::uint32_t& inner,
+                            std::vector<kernel_attribute>& out) {
+  for (cudaGraphNode_t n : graph_nodes(g)) {
+    const node_kind kind = kind_of(n);
+    if (kind == node_kind::kernel)
+      read_cluster_attributes(n, position, out, ++inner);
+    else
+      append_embedded(n, kind, state, position, inner, out);
+  }
+}
+
+} // namespace
+
+void append_embedded_cluster_attributes(cudaGraphNode_t n, node_kind kind, const graph_state* state,
+                                        std::size_t position, std::vector<kernel_attribute>& out) {
+  std::uint32_t inner = 0;
+  append_embedded(n, kind, state, position, inner, out);
+}
+
+std::vector<kernel_attribute> cluster_attributes(cudaGraph_t g, const graph_state* state) {
+  const auto nodes = graph_nodes(g);
   std::vector<kernel_attribute> out;
-  for (std::size_t i = 0; i < s.kinds.size(); ++i)
-    if (s.kinds[i] == node_kind::kernel) append_cluster_attributes(i, s.kernels[i], out);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const node_kind kind = kind_of(nodes[i]);
+    if (kind == node_kind::kernel)
+      read_cluster_attributes(nodes[i], i, out);
+    else
+      append_embedded_cluster_attributes(nodes[i], kind, state, i, out);
+  }
+  return out;
+}
+
+std::vector<kernel_attribute> cluster_attributes(const graph_snapshot& s, const graph_state* state) {
+  std::vector<kernel_attribute> out;
+  for (std::size_t i = 0; i < s.kinds.size(); ++i) {
+    if (s.kinds[i] == node_kind::kernel)
+      append_cluster_attributes(i, s.kernels[i], out);
+    else
+      append_embedded_cluster_attributes(s.nodes[i], s.kinds[i], state, i, out);
+  }
   return out;
 }
 

@@ -49,8 +49,22 @@ struct graph_snapshot {
 //! graph cannot be read.
 [[nodiscard]] graph_snapshot snapshot_graph(cudaGraph_t g, bool with_fields = false);
 
-//! The thread-block cluster attributes of a snapshot's kernel nodes, as cluster_attributes(nodes) reads them.
-[[nodiscard]] std::vector<kernel_attribute> cluster_attributes(const graph_snapshot& s);
+//! The thread-block cluster attributes (read_cluster_attributes) of every kernel node of `g`, those inside its child
+//! graphs and conditional bodies included (kernel_attribute::inner): what a whole-graph update reports applied and
+//! does not apply, at any depth (H200, driver 580). `state` is `g`'s, for the bodies of the conditional nodes Conveyor
+//! built (CUDA 13.0 cannot read a conditional node's bodies back: those of other conditional nodes are not seen), or
+//! null. One type read per node, one attribute read per kernel node without clusters. \throws cuda_error when a
+//! node cannot be read.
+[[nodiscard]] std::vector<kernel_attribute> cluster_attributes(cudaGraph_t g, const graph_state* state);
+
+//! The same, from a snapshot of the graph whose state is `state` (the top-level kernels from the snapshot; child
+//! graphs and conditional bodies read). \throws cuda_error when an embedded graph cannot be read.
+[[nodiscard]] std::vector<kernel_attribute> cluster_attributes(const graph_snapshot& s, const graph_state* state);
+
+//! The cluster attributes of the kernels inside node `n` of kind `kind` at `position` (a child graph, or a conditional
+//! node `state` records; nothing for other kinds), appended to `out`. \throws cuda_error when a graph cannot be read.
+void append_embedded_cluster_attributes(cudaGraphNode_t n, node_kind kind, const graph_state* state,
+                                        std::size_t position, std::vector<kernel_attribute>& out);
 
 //! Compares two snapshots as compare_graphs does: topology first, then every node (kernel nodes from the snapshots,
 //! others through the kind table). \throws cuda_error when a node cannot be read.

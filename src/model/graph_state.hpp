@@ -63,12 +63,14 @@ struct pageable_access {
 struct graph_state {
   cudaGraph_t handle = nullptr;
   bool owned = true;
-  //! The thread-block cluster attributes its kernel nodes hold (kernel_attribute, by creation-order position), when
-  //! known without reading the graph: none for a graph the builder made (it sets none, and only appends nodes), read
-  //! by the node walk that ends a capture (capture_session::finish, finish_into). Unknown (empty optional) for an
-  //! adopted graph and after a capture whose checks were off: whole-graph updates then read them from the graph.
-  //! Attributes set afterwards through a raw node handle (cudaGraphKernelNodeSetAttribute) are not seen here. Kept
-  //! near the handle, in the same cache line: every whole-graph update reads both.
+  //! The thread-block cluster attributes its kernel nodes hold, those inside its child graphs and conditional bodies
+  //! included (kernel_attribute, by creation-order position), when known without reading the graph: none for a graph
+  //! the builder made (it sets none, and only appends nodes; a child graph whose body holds none adds none), read by
+  //! the node walk that ends a capture (capture_session::finish, finish_into). Unknown (empty optional) for an
+  //! adopted graph, after a capture whose checks were off, for a graph holding a child graph whose body has clusters
+  //! or a conditional node (whose bodies may change after it was added): whole-graph updates then read them from the
+  //! graph. Attributes set afterwards through a raw node handle (cudaGraphKernelNodeSetAttribute) are not seen here.
+  //! Kept near the handle, in the same cache line: every whole-graph update reads both.
   std::optional<std::vector<kernel_attribute>> clusters = std::vector<kernel_attribute>{};
   std::shared_ptr<resources> keep = std::make_shared<resources>();
   //! The CUDA user object, owned by `handle`, that holds `keep` (attach_resources), so that executable graphs made

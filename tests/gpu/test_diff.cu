@@ -582,6 +582,75 @@ TEST(Diff, ChildGraphChangesAreSetThroughTheChildNode) {
   EXPECT_TRUE(all_equal(out.download(), std::vector<int>(n, 4)));
 }
 
+// CUDA's whole-graph update reports new cluster dimensions applied and keeps the old ones (the test above); the same
+// must not slip through a child graph or a conditional node's body (built, or captured): every update path runs the
+// new cluster or refuses (and the calls that may re-instantiate do so).
+TEST(Diff, ClustersInsideChildGraphsAndConditionalBodiesRunWhatTheNewGraphSays) {
+  CONVEYOR_REQUIRE_GPU();
+  int major = 0;
+  CONVEYOR_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major < 9) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  int driver = 0;
+  CONVEYOR_CHECK(cudaDriverGetVersion(&driver));
+  device_array<int> out(1);
+  conveyor::stream s;
+  auto in_child = [&](unsigned c) {
+    conveyor::graph g;
+    g.child(conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); }));
+    return g;
+  };
+  auto in_body = [&](unsigned c) {
+    conveyor::graph g;
+    const auto cond = conveyor::make_condition(g, 1, conveyor::condition_reset::each_launch);
+    auto node = conveyor::add_conditional(g, {}, conveyor::conditional_kind::if_then, cond);
+    (void)conveyor::capture_into(node.bodies[0], s,
+                                 [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); });
+    return g;
+  };
+  auto captured_body = [&](unsigned c) {
+    return conveyor::capture(s, [&](const conveyor::stream& cs) {
+      const auto cond = conveyor::capture_condition(cs, 1, conveyor::condition_reset::each_launch);
+      (void)conveyor::capture_conditional(cs, conveyor::conditional_kind::if_then, cond,
+                                          [&](const conveyor::stream& body) { launch_clustered(body, out.get(), c); });
+    });
+  };
+  auto check = [&](const std::function<conveyor::graph(unsigned)>& build, const char* where) {
+    SCOPED_TRACE(where);
+    for (const auto& [from, to] : {std::pair{1U, 2U}, std::pair{2U, 1U}}) {
+      auto exec = conveyor::instantiate(build(from));
+      ASSERT_EQ(run_and_read(exec, s, out), static_cast<int>(from));
+      auto r = exec.update(build(to));
+      const int after_update = run_and_read(exec, s, out);
+      if (r.method == conveyor::update_method::refused) {
+        EXPECT_EQ(after_update, static_cast<int>(from)) << "a refused update changed the executable graph";
+        EXPECT_EQ(r.status, conveyor::update_status::attributes_changed) << r.reason();
+        EXPECT_TRUE(contains(r.explanation, "kernel 1 inside node")) << r.reason();
+      } else {
+        EXPECT_EQ(after_update, static_cast<int>(to)) << r.reason() << ": the replay runs the old cluster size";
+      }
+      r = exec.update_or_reinstantiate(build(to));
+      EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
+      EXPECT_EQ(run_and_read(exec, s, out), static_cast<int>(to)) << r.reason();
+      auto again = conveyor::instantiate(build(from));
+      ASSERT_EQ(run_and_read(again, s, out), static_cast<int>(from));
+      r = again.update_incremental(build(to), /*reinstantiate=*/false);
+      const int after_incremental = run_and_read(again, s, out);
+      if (r.method == conveyor::update_method::refused)
+        EXPECT_EQ(after_incremental, static_cast<int>(from)) << "a refused update changed the executable graph";
+      else
+        EXPECT_EQ(after_incremental, static_cast<int>(to)) << r.reason() << ": the replay runs the old cluster size";
+      r = again.update_incremental(build(to));
+      EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
+      EXPECT_EQ(run_and_read(again, s, out), static_cast<int>(to)) << r.reason();
+    }
+  };
+  check(in_child, "a child graph");
+  if (driver >= 12040) {
+    check(in_body, "a conditional node's body");
+    check(captured_body, "a captured conditional node's body");
+  }
+}
+
 TEST(Diff, EventNodesAreComparedByEvent) {
   CONVEYOR_REQUIRE_GPU();
   conveyor::event e1(cudaEventDisableTiming), e2(cudaEventDisableTiming);

@@ -251,6 +251,8 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   phases.raw_capture_us = 9000;
   phases.raw_update_us = 1500;
   phases.raw_launch_us = 10700;
+  phases.raw_all_nodes_us = 24800;
+  phases.raw_read_us = 5300;
   const std::string cost = conveyor::bench::format_recapture_cost({phases});
   EXPECT_NE(cost.find("| 10000 |"), std::string::npos) << cost;
   EXPECT_NE(cost.find(" 32000 |"), std::string::npos) << cost;
@@ -258,6 +260,9 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   EXPECT_NE(cost.find(" 0.812 |"), std::string::npos) << cost; // per node: (9500 + 5600 + 10900) / 32000 = 0.8125
   EXPECT_NE(cost.find(" 0.688 |"), std::string::npos) << cost; // default: (9500 + 1900 + 10600) / 32000 = 0.6875
   EXPECT_NE(cost.find(" 0.662 |"), std::string::npos) << cost; // raw: (9000 + 1500 + 10700) / 32000 = 0.6625
+  EXPECT_NE(cost.find(" 0.775 |"), std::string::npos) << cost; // raw, all nodes changed: 24800 / 32000
+  EXPECT_NE(cost.find(" 0.400 |"), std::string::npos) << cost; // Conveyor's read a node: 4000 / 10000
+  EXPECT_NE(cost.find(" 0.530 |"), std::string::npos) << cost; // the driver's calls a node: 5300 / 10000
   const std::string prep = conveyor::bench::format_prepare_cost({{32, 100, 64.0}});
   EXPECT_NE(prep.find("|      32 |"), std::string::npos) << prep;
   EXPECT_NE(prep.find(" 2.00 |"), std::string::npos) << prep; // ms per bucket

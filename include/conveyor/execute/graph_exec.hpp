@@ -176,7 +176,10 @@ public:
   //! destroys the oldest itself), and `g`'s nodes (as well as the source's) may
   //! be passed to the per-node setters (unless CUDA paired them with other positions: see the setters). When refused, the method is refused, the status and node say why, and the
   //! executable graph is unchanged. A graph whose allocation nodes reserve other addresses than the executable
-  //! graph's is refused (parameters_changed) before CUDA is asked: its kernels would use unmapped memory.
+  //! graph's is refused (parameters_changed) before CUDA is asked: its kernels would use unmapped memory. So is one
+  //! whose kernels hold other thread-block cluster attributes (attributes_changed), at any depth: top-level kernels
+  //! and those inside child graphs and conditional bodies (CUDA reports the update applied and the launches keep the
+  //! old clusters; H200, driver 580).
   //! \throws cuda_error only for errors other than a refused update.
   [[nodiscard]] update_result update(const graph& g, std::source_location where = std::source_location::current());
   //! Tries update(g); when refused, instantiates `g` again with the same flags and replaces this executable graph
