@@ -121,11 +121,12 @@ struct walker {
   // Node `n`'s cluster attributes, or those of the kernels inside it. A conditional node's bodies may change after
   // the capture: the graph's attributes are then unknown (read at each whole-graph update), and no more are read.
   void read_clusters(cudaGraphNode_t n, std::size_t position, node_kind kind) const {
+    if (*unknown_clusters) return;
     if (kind == node_kind::kernel) {
       read_cluster_attributes(n, position, *clusters);
     } else if (kind == node_kind::conditional) {
       *unknown_clusters = true;
-    } else if (!*unknown_clusters) {
+    } else {
       append_embedded_cluster_attributes(n, kind, owner, position, *clusters);
     }
   }

@@ -256,6 +256,9 @@ node graph::child(const node_list& deps, const graph& body) {
   // A body without resources needs neither (nor does the parent: its copy of the body points into nothing).
   detail::attach_resources(*body.state_);
   cudaGraphNode_t n = detail::add_child(get(), handles, body.get());
+  // The copy's kernels count among this graph's cluster attributes (a whole-graph update keeps old clusters at any
+  // depth): known to be none when the body holds none, else read at an update. Before anything below can throw.
+  if (!body.state_->clusters || !body.state_->clusters->empty()) state_->clusters.reset();
   for (auto& token : body.state_->held_tokens()) { // the copy holds a reference of each
     detail::hold(token);
     state_->copied_tokens.push_back(std::move(token));
@@ -267,9 +270,6 @@ node graph::child(const node_list& deps, const graph& body) {
   }
   if (body_has_resources) keep_alive(body.state_->keep);
   if (!body.state_->labels.empty() || !body.state_->child_bodies.empty()) state_->child_bodies[n] = body.state_;
-  // The copy's kernels count among this graph's cluster attributes (a whole-graph update keeps old clusters at any
-  // depth): known to be none when the body holds none, else read at an update.
-  if (!body.state_->clusters || !body.state_->clusters->empty()) state_->clusters.reset();
   return wrap(n);
 }
 
@@ -303,6 +303,9 @@ node graph::add_node(const node_list& deps, cudaGraphNodeParams& params) {
   cudaGraphNode_t n = nullptr;
   CONVEYOR_CHECK(detail::add_node(&n, get(), handles.data(), data.empty() ? nullptr : data.data(), handles.size(),
                                   &params));
+  // A child graph or conditional node added this way holds kernels whose cluster attributes are not known here:
+  // read at each whole-graph update (conditional bodies filled later through the handles CUDA returns included).
+  if (params.type == cudaGraphNodeTypeGraph || params.type == cudaGraphNodeTypeConditional) state_->clusters.reset();
   return wrap(n);
 }
 

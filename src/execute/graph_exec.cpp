@@ -119,8 +119,8 @@ bool paired_by_position(exec_state& state) {
 
 bool pairs_by_position(exec_state& state, const graph_state& g) {
   if (known_structure(state, g)) return true;
-  if (!state.source_structure) state.source_structure = structure_of(state.source->handle);
-  return structure_of(g.handle) == *state.source_structure;
+  if (!state.source_structure) state.source_structure = structure_of(state.source->handle, state.source.get());
+  return structure_of(g.handle, &g) == *state.source_structure;
 }
 
 std::string_view not_paired_by_position() noexcept {
@@ -216,6 +216,9 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
   auto made = std::make_unique<detail::exec_state>();
   made->source = state;
   made->current = state;
+  // What is instantiated, when known without a read (a later raw change to the source, or to a conditional body it
+  // holds, is not what this executable graph runs); else read at the first whole-graph update.
+  if (state->clusters) made->attributes = *state->clusters;
   made->flags = flags;
   made->uploaded = has_flag(flags, instantiate_flags::upload);
   cudaGraphInstantiateParams params{};

@@ -45,8 +45,9 @@ struct exec_state {
   //! zero_disabled) and cleared when a whole-graph update has emptied them: that update then reads none of them.
   bool node_level = false;
 
-  // The thread-block cluster attributes of the kernel nodes the executable graph runs (read at the first update,
-  // then kept from each graph applied as a whole): a whole-graph update reports new ones applied and launches keep
+  // The thread-block cluster attributes of the kernel nodes the executable graph runs (those of the source at
+  // instantiation when known without a read, else read at the first update; then kept from each graph applied as
+  // a whole): a whole-graph update reports new ones applied and launches keep
   // the old ones, so an update that would change them is refused (update_incremental re-instantiates instead).
   std::optional<std::vector<kernel_attribute>> attributes;
 

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -176,6 +177,34 @@ std::vector<detail::kernel_attribute> clusters_of(const detail::graph_state& g, 
   return detail::cluster_attributes(g.handle, &g);
 }
 
+// Refused when either graph holds a conditional node whose bodies cannot be read (one Conveyor did not build): the
+// cluster attributes of their kernels cannot be compared.
+std::optional<update_result> refuse_unreadable_bodies(const std::vector<detail::kernel_attribute>& applied,
+                                                      const std::vector<detail::kernel_attribute>& next,
+                                                      const graph& g) {
+  const auto marker = [](const detail::kernel_attribute& a) { return a.inner == detail::unreadable_bodies; };
+  const auto in_applied = std::find_if(applied.begin(), applied.end(), marker);
+  const auto in_next = std::find_if(next.begin(), next.end(), marker);
+  if (in_applied == applied.end() && in_next == next.end()) return std::nullopt;
+  update_result r;
+  r.method = update_method::refused;
+  r.status = update_status::not_supported;
+  const bool new_graph = in_next != next.end();
+  const std::size_t position = new_graph ? in_next->position : in_applied->position;
+  if (new_graph) {
+    const auto nodes = detail::graph_nodes(g.get());
+    r.node = position < nodes.size() ? nodes[position] : nullptr;
+    r.node_label = detail::node_name(access::state(g).get(), r.node);
+  }
+  r.explanation = fmt::format(
+      "node {} of the {} graph is a conditional node Conveyor did not build: CUDA 13.0 cannot read its bodies back, "
+      "so whether their kernels' thread-block clusters change cannot be checked (a whole-graph update reports new "
+      "ones applied and launches keep the old ones); it needs a new instantiation (a conditional node made with "
+      "conveyor::add_conditional or capture_conditional is updated in place)",
+      position, new_graph ? "new" : "executable graph's");
+  return r;
+}
+
 // Refused when the cluster attributes would change: a whole-graph update reports them applied and launches keep the
 // old ones (kernels inside child graphs and conditional bodies too). Sets `next` to `g`'s attributes.
 std::optional<update_result> refuse_cluster_change(detail::exec_state& state, const graph& g,
@@ -184,6 +213,7 @@ std::optional<update_result> refuse_cluster_change(detail::exec_state& state, co
   if (!state.attributes)
     state.attributes = clusters_of(*state.current, state.current_exact && state.snapshot ? &*state.snapshot : nullptr);
   next = clusters_of(*access::state(g), after);
+  if (auto refused = refuse_unreadable_bodies(*state.attributes, next, g)) return refused;
   const auto at = detail::first_attribute_difference(*state.attributes, next);
   if (!at) return std::nullopt;
   update_result r;

@@ -435,7 +435,7 @@ void read_set_attributes(cudaGraphNode_t node, kernel_snapshot& s) {
   const attribute_read cluster = read_attribute(node, cudaLaunchAttributeClusterDimension);
   const bool clusters = has_cluster(cluster);
   const std::uint32_t unsupported = unsupported_ids.load(std::memory_order_relaxed);
-  CUlaunchAttributeValue v;
+  cudaLaunchAttributeValue v;
   for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
     const cudaLaunchAttributeID id = node_attributes[k];
     if (id == cudaLaunchAttributeClusterDimension) {
@@ -447,14 +447,14 @@ void read_set_attributes(cudaGraphNode_t node, kernel_snapshot& s) {
     const std::uint32_t bit = 1U << static_cast<unsigned>(id);
     if ((unsupported & bit) != 0 || (cluster_only(id) && !clusters)) continue;
     std::memset(&v, 0, sizeof v); // the union's other bytes are not the driver's to write (compared for other IDs)
-    if (driver::kernel_node_get_attribute(cu, static_cast<CUlaunchAttributeID>(id), &v) != CUDA_SUCCESS) {
+    if (driver::kernel_node_get_attribute(cu, static_cast<CUlaunchAttributeID>(id),
+                                          reinterpret_cast<CUlaunchAttributeValue*>(&v)) != CUDA_SUCCESS) {
       if (!cluster_only(id)) unsupported_ids.fetch_or(bit, std::memory_order_relaxed);
       continue;
     }
-    const auto& value = reinterpret_cast<const cudaLaunchAttributeValue&>(v);
-    if (holds_default(id, value)) continue;
+    if (holds_default(id, v)) continue;
     s.set_attributes |= 1U << k;
-    s.attribute_values.push_back(value);
+    s.attribute_values.push_back(v);
   }
 }
 } // namespace

@@ -81,7 +81,7 @@ private:
 
 //! Everything CUDA launches a kernel node with, read once: the parameter block, the argument bytes and the launch
 //! attributes. Comparisons of whole graphs read each graph's nodes once into these (walk.hpp's graph_snapshot).
-//! (Fields ordered without padding: a snapshot holds one per node, thousands written at each read.)
+//! (Fields ordered for little padding: a snapshot holds one per node, thousands written at each read.)
 struct kernel_snapshot {
   CUDA_KERNEL_NODE_PARAMS params{}; //!< kernelParams and extra cleared (see has_arguments, has_extra)
   //! Bit k: the k-th attribute of kernel.cpp's list holds something other than what a node made without attributes
@@ -143,11 +143,14 @@ struct kernel_attribute {
   //! position of the top-level node holding it.
   std::size_t position = 0;
   //! 0 for a top-level kernel node; else the kernel's number (from 1) among the kernels inside the node at
-  //! `position`, depth first, each graph in creation order.
+  //! `position`, depth first, each graph in creation order; unreadable_bodies for a conditional node whose bodies
+  //! cannot be read (one Conveyor did not build: CUDA 13.0 has no call for them).
   std::uint32_t inner = 0;
   cudaLaunchAttributeID id{};
   cudaLaunchAttributeValue value{};
 };
+//! kernel_attribute::inner of the marker for a conditional node whose bodies cannot be read.
+inline constexpr std::uint32_t unreadable_bodies = 0xFFFFFFFFU;
 //! The thread-block cluster attributes (dimensions, and with them the preferred dimensions and scheduling policy) of
 //! kernel node `n`, at `position` (`inner`: kernel_attribute::inner), appended to `out`: what a whole-graph update
 //! reports as applied and does not apply after the first launch (H200, driver 580). One driver read for a node

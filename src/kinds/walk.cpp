@@ -105,6 +105,13 @@ void append_sorted_dependencies(dependency_reader& reader, cudaGraphNode_t n, st
 }
 
 // Every edge of the graph whose nodes are `nodes`, by index, in snapshot order (append_sorted_dependencies).
+// The conditional node `n` as `state` recorded it (its bodies), or null.
+const conditional_info* recorded_conditional(const graph_state* state, cudaGraphNode_t n) {
+  if (state == nullptr) return nullptr;
+  const auto it = state->conditionals.find(n);
+  return it == state->conditionals.end() ? nullptr : &it->second;
+}
+
 std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& nodes) {
   dependency_reader reader(nodes);
   std::vector<indexed_edge> out;
@@ -139,15 +146,23 @@ std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g) {
   return nodes;
 }
 
-graph_structure structure_of(cudaGraph_t g) {
+graph_structure structure_of(cudaGraph_t g, const graph_state* state) {
   const auto nodes = graph_nodes(g);
   dependency_reader reader(nodes);
   graph_structure out;
   out.kinds.reserve(nodes.size());
   out.edges.reserve(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    out.kinds.push_back(kind_of(nodes[i]));
+    const node_kind kind = kind_of(nodes[i]);
+    out.kinds.push_back(kind);
     reader.append(nodes[i], i, out.edges);
+    if (const auto embedded = traits_of(kind).embedded_graph) {
+      cudaGraph_t child = nullptr;
+      CONVEYOR_CHECK(embedded(nodes[i], &child));
+      out.embedded.push_back(structure_of(child, nullptr));
+    } else if (const conditional_info* info = recorded_conditional(state, nodes[i])) {
+      for (const auto& body : info->bodies) out.embedded.push_back(structure_of(body->handle, body.get()));
+    }
   }
   return out;
 }
@@ -184,16 +199,18 @@ namespace {
 void append_nested_clusters(cudaGraph_t g, const graph_state* state, std::size_t position, std::uint32_t& inner,
                             std::vector<kernel_attribute>& out);
 
-// The kernels inside node `n` (a child graph, or a conditional node `state` records), numbered on from `inner`.
+// The kernels inside node `n` (a child graph, or a conditional node `state` records), numbered on from `inner`; for
+// a conditional node Conveyor did not record, whose bodies cannot be read, the marker unreadable_bodies.
 void append_embedded(cudaGraphNode_t n, node_kind kind, const graph_state* state, std::size_t position,
                      std::uint32_t& inner, std::vector<kernel_attribute>& out) {
   if (const auto embedded = traits_of(kind).embedded_graph) {
     cudaGraph_t child = nullptr;
     CONVEYOR_CHECK(embedded(n, &child));
     append_nested_clusters(child, nullptr, position, inner, out);
-  } else if (kind == node_kind::conditional && state != nullptr) {
-    if (const auto it = state->conditionals.find(n); it != state->conditionals.end())
-      for (const auto& body : it->second.bodies) append_nested_clusters(body->handle, body.get(), position, inner, out);
+  } else if (const conditional_info* info = recorded_conditional(state, n)) {
+    for (const auto& body : info->bodies) append_nested_clusters(body->handle, body.get(), position, inner, out);
+  } else if (kind == node_kind::conditional) {
+    out.push_back({position, unreadable_bodies, cudaLaunchAttributeIgnore, {}});
   }
 }
 

@@ -78,11 +78,15 @@ void append_embedded_cluster_attributes(cudaGraphNode_t n, node_kind kind, const
 struct graph_structure {
   std::vector<node_kind> kinds;
   std::vector<indexed_edge> edges; //!< node by node, each node's dependencies in the driver's order
+  //! The structures of the graphs its nodes embed, in node order: a child graph's, the bodies of each conditional
+  //! node Conveyor recorded (CUDA pairs the nodes inside them too; the cluster guard compares them by position).
+  std::vector<graph_structure> embedded;
   friend bool operator==(const graph_structure&, const graph_structure&) = default;
 };
 
-//! Reads `g`'s structure (node list, kinds, dependencies). \throws cuda_error when the graph cannot be read.
-[[nodiscard]] graph_structure structure_of(cudaGraph_t g);
+//! Reads `g`'s structure (node list, kinds, dependencies), with those of the graphs it embeds; `state` is `g`'s (for
+//! its conditional nodes' bodies), or null. \throws cuda_error when a graph cannot be read.
+[[nodiscard]] graph_structure structure_of(cudaGraph_t g, const graph_state* state);
 
 //! Nodes of `g` in creation order (`cudaGraphGetNodes`). \throws cuda_error.
 [[nodiscard]] std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g);

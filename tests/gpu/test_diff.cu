@@ -47,6 +47,19 @@ void launch_clustered(const conveyor::stream& s, int* out, unsigned cluster) {
   CONVEYOR_CHECK(cudaLaunchKernelEx(&cfg, cluster_blocks, out));
 }
 
+// True when device 0 runs thread-block clusters (compute capability 9.0 or newer).
+bool clusters_supported() {
+  int major = 0;
+  CONVEYOR_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  return major >= 9;
+}
+
+int driver_version() {
+  int driver = 0;
+  CONVEYOR_CHECK(cudaDriverGetVersion(&driver));
+  return driver;
+}
+
 int run_and_read(const conveyor::graph_exec& exec, const conveyor::stream& s, const device_array<int>& out) {
   exec.launch(s);
   s.synchronize();
@@ -63,9 +76,7 @@ std::string what_of(const conveyor::graph_diff& d) {
 
 TEST(Diff, ClusterDimensionsAreComparedAndEveryUpdateRunsTheNewCluster) {
   CONVEYOR_REQUIRE_GPU();
-  int major = 0;
-  CONVEYOR_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-  if (major < 9) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
   device_array<int> out(1);
   conveyor::stream s;
   auto clustered = [&](unsigned c) {
@@ -122,9 +133,7 @@ TEST(Diff, ClusterDimensionsAreComparedAndEveryUpdateRunsTheNewCluster) {
 // a clone, and a capture_into that threw half-way (its nodes are in the graph, unread).
 TEST(Diff, ClusterAttributesAreSeenWhereverACaptureAddedThem) {
   CONVEYOR_REQUIRE_GPU();
-  int major = 0;
-  CONVEYOR_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-  if (major < 9) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
   const int n = 256;
   device_array<float> x(random_floats(n, 7011));
   device_array<int> out(1);
@@ -530,9 +539,7 @@ TEST(Diff, AllocationNodesAtOtherAddressesAreNotUpdatedInPlace) {
 
 TEST(Diff, ConditionalBodiesAreComparedRecursively) {
   CONVEYOR_REQUIRE_GPU();
-  int driver = 0;
-  CONVEYOR_CHECK(cudaDriverGetVersion(&driver));
-  if (driver < 12040) GTEST_SKIP() << "conditional nodes need CUDA 12.4";
+  if (driver_version() < 12040) GTEST_SKIP() << "conditional nodes need CUDA 12.4";
   device_array<int> out(1);
   auto build = [&](int value) {
     conveyor::graph g;
@@ -587,11 +594,8 @@ TEST(Diff, ChildGraphChangesAreSetThroughTheChildNode) {
 // new cluster or refuses (and the calls that may re-instantiate do so).
 TEST(Diff, ClustersInsideChildGraphsAndConditionalBodiesRunWhatTheNewGraphSays) {
   CONVEYOR_REQUIRE_GPU();
-  int major = 0;
-  CONVEYOR_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-  if (major < 9) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
-  int driver = 0;
-  CONVEYOR_CHECK(cudaDriverGetVersion(&driver));
+  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  const int driver = driver_version();
   device_array<int> out(1);
   conveyor::stream s;
   auto in_child = [&](unsigned c) {
@@ -648,6 +652,73 @@ TEST(Diff, ClustersInsideChildGraphsAndConditionalBodiesRunWhatTheNewGraphSays) 
   if (driver >= 12040) {
     check(in_body, "a conditional node's body");
     check(captured_body, "a captured conditional node's body");
+  }
+}
+
+// Graphs holding embedded graphs Conveyor did not make itself: a child graph added through add_node (its clusters
+// are read at the update), and a conditional node added through raw CUDA, whose bodies CUDA 13.0 cannot read back
+// (whole-graph updates are refused; update_or_reinstantiate instantiates).
+TEST(Diff, EmbeddedGraphsAddedThroughRawCudaAreStillGuarded) {
+  CONVEYOR_REQUIRE_GPU();
+  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  const int driver = driver_version();
+  device_array<int> out(1);
+  conveyor::stream s;
+  auto by_add_node = [&](unsigned c) {
+    conveyor::graph body = conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); });
+    conveyor::graph g;
+    cudaGraphNodeParams params{};
+    params.type = cudaGraphNodeTypeGraph;
+    params.graph.graph = body.get();
+    (void)g.add_node({}, params);
+    return g;
+  };
+  auto raw_conditional = [&](unsigned c) {
+    conveyor::graph g;
+    cudaGraphConditionalHandle handle{};
+    CONVEYOR_CHECK(cudaGraphConditionalHandleCreate(&handle, g.get(), 1, cudaGraphCondAssignDefault));
+    cudaGraphNodeParams params{};
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.handle = handle;
+    params.conditional.type = cudaGraphCondTypeIf;
+    params.conditional.size = 1;
+    (void)g.add_node({}, params);
+    int* target = out.get();
+    void* args[] = {&target};
+    cudaKernelNodeParams k{};
+    k.func = reinterpret_cast<void*>(cluster_blocks);
+    k.gridDim = dim3(4);
+    k.blockDim = dim3(32);
+    k.kernelParams = args;
+    cudaGraphNode_t kernel = nullptr;
+    CONVEYOR_CHECK(cudaGraphAddKernelNode(&kernel, params.conditional.phGraph_out[0], nullptr, 0, &k));
+    cudaLaunchAttributeValue v{};
+    v.clusterDim.x = c;
+    v.clusterDim.y = 1;
+    v.clusterDim.z = 1;
+    CONVEYOR_CHECK(cudaGraphKernelNodeSetAttribute(kernel, cudaLaunchAttributeClusterDimension, &v));
+    return g;
+  };
+  auto check = [&](const std::function<conveyor::graph(unsigned)>& build, conveyor::update_status refusal,
+                   const char* where) {
+    SCOPED_TRACE(where);
+    auto exec = conveyor::instantiate(build(1));
+    ASSERT_EQ(run_and_read(exec, s, out), 1);
+    auto r = exec.update(build(2));
+    EXPECT_EQ(r.method, conveyor::update_method::refused) << r.reason();
+    EXPECT_EQ(r.status, refusal) << r.reason();
+    EXPECT_EQ(run_and_read(exec, s, out), 1) << "a refused update changed the executable graph";
+    r = exec.update_or_reinstantiate(build(2));
+    EXPECT_TRUE(r.reinstantiated()) << r.reason();
+    EXPECT_EQ(run_and_read(exec, s, out), 2) << r.reason();
+  };
+  check(by_add_node, conveyor::update_status::attributes_changed, "a child graph added with add_node");
+  if (driver >= 12040) {
+    check(raw_conditional, conveyor::update_status::not_supported, "a conditional node added with add_node");
+    auto exec = conveyor::instantiate(raw_conditional(2));
+    const auto r = exec.update(raw_conditional(2));
+    EXPECT_EQ(r.method, conveyor::update_method::refused) << "bodies that cannot be read are never compared equal";
+    EXPECT_TRUE(contains(r.explanation, "conditional node Conveyor did not build")) << r.reason();
   }
 }
 

@@ -88,10 +88,11 @@ public:
   ~graph();
 
   //! The CUDA handle (null for a moved-from graph). Conveyor keeps one fact about the graph that a change made
-  //! through this handle (or a node's) is not seen in: which kernel nodes hold thread-block cluster attributes —
-  //! none for nodes the builder adds, read when a capture ends — which whole-graph updates compare (CUDA reports new
-  //! cluster dimensions applied and keeps the old ones). After setting launch attributes through raw handles
-  //! (cudaGraphKernelNodeSetAttribute, cudaGraphKernelNodeCopyAttributes), call note_raw_change().
+  //! through this handle (or a node's) is not seen in: which kernel nodes hold thread-block cluster attributes,
+  //! those inside child graphs and conditional bodies included — none for nodes the builder adds, read when a
+  //! capture ends — which whole-graph updates compare (CUDA reports new cluster dimensions applied and keeps the old
+  //! ones). After setting launch attributes or adding nodes through raw handles (cudaGraphKernelNodeSetAttribute,
+  //! cudaGraphKernelNodeCopyAttributes, cudaGraphAddChildGraphNode), call note_raw_change().
   [[nodiscard]] cudaGraph_t get() const noexcept;
 
   //! Tells Conveyor that the graph was changed through raw CUDA handles (get(), node::get()): what it knows of the
@@ -221,7 +222,9 @@ public:
   node empty(const node_list& deps = {});
   //! Adds a node of any kind from CUDA's generic parameters (`cudaGraphAddNode`): the way to add kinds without a
   //! builder call of their own (external semaphores, ...). The caller keeps alive what the parameters point to
-  //! (keep_alive). `params` is updated by CUDA as cudaGraphAddNode does (e.g. conditional bodies are returned).
+  //! (keep_alive). `params` is updated by CUDA as cudaGraphAddNode does (e.g. conditional bodies are returned). A
+  //! conditional node added this way is not recorded as add_conditional records one: its bodies cannot be read
+  //! back, so diff cannot compare it and whole-graph updates of graphs holding it are refused (not_supported).
   //! Typed dependencies (`{programmatic(a), b}`) are passed as CUDA's edge data; both ends must be kernel nodes.
   //! \throws std::invalid_argument when a dependency belongs to another graph, the kind is not allowed in a
   //!         conditional body, or a dependency is typed and an end is not a kernel node; cuda_error when CUDA

@@ -179,7 +179,8 @@ public:
   //! graph's is refused (parameters_changed) before CUDA is asked: its kernels would use unmapped memory. So is one
   //! whose kernels hold other thread-block cluster attributes (attributes_changed), at any depth: top-level kernels
   //! and those inside child graphs and conditional bodies (CUDA reports the update applied and the launches keep the
-  //! old clusters; H200, driver 580).
+  //! old clusters; H200, driver 580), and one where either graph holds a conditional node Conveyor did not build
+  //! (not_supported: CUDA 13.0 cannot read its bodies back, so their clusters cannot be compared).
   //! \throws cuda_error only for errors other than a refused update.
   [[nodiscard]] update_result update(const graph& g, std::source_location where = std::source_location::current());
   //! Tries update(g); when refused, instantiates `g` again with the same flags and replaces this executable graph
