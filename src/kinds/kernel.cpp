@@ -113,8 +113,11 @@ std::array<attribute_read, std::size(node_attributes)> read_attributes(cudaGraph
   return out;
 }
 
+} // namespace
+
 // Field by field (the union's other bytes are not CUDA's to define).
-bool same_value(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& a, const cudaLaunchAttributeValue& b) {
+bool same_attribute_value(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& a,
+                          const cudaLaunchAttributeValue& b) noexcept {
   switch (id) {
   case cudaLaunchAttributeAccessPolicyWindow: {
     const auto& x = a.accessPolicyWindow;
@@ -141,6 +144,8 @@ bool same_value(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& a, con
   default: return std::memcmp(&a, &b, sizeof a) == 0; // an ID this version does not know field by field
   }
 }
+
+namespace {
 
 std::string_view attribute_name(cudaLaunchAttributeID id) {
   switch (id) {
@@ -223,7 +228,7 @@ std::string attribute_changes(const std::array<attribute_read, kernel_attribute_
                               const std::array<attribute_read, kernel_attribute_slots>& rb) {
   auto same_at = [&](std::size_t k) {
     return ra[k].rc == rb[k].rc &&
-           (ra[k].rc != cudaSuccess || same_value(node_attributes[k], ra[k].value, rb[k].value));
+           (ra[k].rc != cudaSuccess || same_attribute_value(node_attributes[k], ra[k].value, rb[k].value));
   };
   bool clusters_differ = false;
   for (std::size_t k = 0; k < std::size(node_attributes); ++k)
@@ -271,10 +276,12 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   add_kernel_buffers(d, snap);
 }
 
+} // namespace
+
 // True when `v` (attribute `id`, as the driver wrote it) holds what a node made without attributes holds, field by
-// field as same_value compares (read for every attribute of every kernel node of a snapshot: no default value built
+// field as same_attribute_value compares (read for every attribute of every kernel node of a snapshot: no default value built
 // for the common ones).
-bool holds_default(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& v) {
+bool attribute_holds_default(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& v) noexcept {
   switch (id) {
   case cudaLaunchAttributeAccessPolicyWindow: {
     const auto& w = v.accessPolicyWindow;
@@ -290,14 +297,16 @@ bool holds_default(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& v) 
   default: { // the cluster attributes, and IDs this version does not know field by field
     cudaLaunchAttributeValue none;
     std::memset(&none, 0, sizeof none);
-    return same_value(id, v, none);
+    return same_attribute_value(id, v, none);
   }
   }
 }
 
+namespace {
+
 // True when the node holds no value for the attribute, or the value a node made without attributes holds.
 bool is_unset(cudaLaunchAttributeID id, const attribute_read& r) {
-  return r.rc != cudaSuccess || holds_default(id, r.value);
+  return r.rc != cudaSuccess || attribute_holds_default(id, r.value);
 }
 
 } // namespace
@@ -336,7 +345,7 @@ std::optional<kernel_attribute> first_attribute_difference(const std::vector<ker
     if (k >= a.size()) return b[k];
     if (k >= b.size()) return a[k];
     if (place(a[k]) != place(b[k])) return place(a[k]) < place(b[k]) ? a[k] : b[k];
-    if (a[k].id != b[k].id || !same_value(a[k].id, a[k].value, b[k].value)) return a[k];
+    if (a[k].id != b[k].id || !same_attribute_value(a[k].id, a[k].value, b[k].value)) return a[k];
   }
   return std::nullopt;
 }
@@ -452,7 +461,7 @@ void read_set_attributes(cudaGraphNode_t node, kernel_snapshot& s) {
       if (!cluster_only(id)) unsupported_ids.fetch_or(bit, std::memory_order_relaxed);
       continue;
     }
-    if (holds_default(id, v)) continue;
+    if (attribute_holds_default(id, v)) continue;
     s.set_attributes |= 1U << k;
     s.attribute_values.push_back(v);
   }

@@ -149,6 +149,14 @@ struct kernel_attribute {
   cudaLaunchAttributeID id{};
   cudaLaunchAttributeValue value{};
 };
+//! True when `a` and `b` hold the same value of launch attribute `id`, field by field (the union's other bytes are
+//! not CUDA's to define); IDs this version does not know, byte for byte. What diff compares. Never throws.
+[[nodiscard]] bool same_attribute_value(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& a,
+                                        const cudaLaunchAttributeValue& b) noexcept;
+//! True when `v` holds, for attribute `id`, what a kernel node made without attributes holds (all zero, but the
+//! memory-sync domain map's remote domain 1): what a snapshot does not store. Agrees with same_attribute_value against
+//! that default, without building it for the attributes every read meets. Never throws.
+[[nodiscard]] bool attribute_holds_default(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& v) noexcept;
 //! kernel_attribute::inner of the marker for a conditional node whose bodies cannot be read.
 inline constexpr std::uint32_t unreadable_bodies = 0xFFFFFFFFU;
 //! The thread-block cluster attributes (dimensions, and with them the preferred dimensions and scheduling policy) of

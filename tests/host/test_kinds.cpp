@@ -3,9 +3,11 @@
 #include <conveyor/define/node_kind.hpp>
 
 #include "kinds/kind.hpp"
+#include "kinds/kinds.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -103,6 +105,72 @@ TEST(NodeKinds, EveryEntryOfTheTableAgreesWithCudasRules) {
     EXPECT_EQ(s.comparable, t.comparable);
     EXPECT_EQ(s.settable_per_node, t.copy_to_exec != nullptr);
     EXPECT_EQ(s.allowed_in_conditional_body, t.allowed_in_body);
+  }
+}
+
+// What a kernel node made without attributes holds for `id`.
+cudaLaunchAttributeValue made_without(cudaLaunchAttributeID id) {
+  cudaLaunchAttributeValue v;
+  std::memset(&v, 0, sizeof v);
+  if (id == cudaLaunchAttributeMemSyncDomainMap) v.memSyncDomainMap.remote = 1;
+  return v;
+}
+
+// made_without(id) with its field number `which` (0-2; unchanged past the attribute's fields) set to another value.
+cudaLaunchAttributeValue one_field_changed(cudaLaunchAttributeID id, int which) {
+  cudaLaunchAttributeValue v = made_without(id);
+  switch (id) {
+  case cudaLaunchAttributeAccessPolicyWindow:
+    if (which == 0) v.accessPolicyWindow.num_bytes = 4096;
+    if (which == 1) v.accessPolicyWindow.hitRatio = 0.5F;
+    if (which == 2) v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    break;
+  case cudaLaunchAttributeCooperative: v.cooperative = 1; break;
+  case cudaLaunchAttributeClusterDimension: v.clusterDim.x = which == 0 ? 2 : 1; break;
+  case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+    v.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicySpread;
+    break;
+  case cudaLaunchAttributePriority: v.priority = which == 0 ? -1 : 3; break;
+  case cudaLaunchAttributeMemSyncDomainMap:
+    if (which == 0) v.memSyncDomainMap.remote = 0;
+    if (which == 1) v.memSyncDomainMap.default_ = 1;
+    break;
+  case cudaLaunchAttributeMemSyncDomain: v.memSyncDomain = cudaLaunchMemSyncDomainRemote; break;
+  case cudaLaunchAttributePreferredClusterDimension: v.preferredClusterDim.y = 2; break;
+  case cudaLaunchAttributeDeviceUpdatableKernelNode: v.deviceUpdatableKernelNode.deviceUpdatable = 1; break;
+  case cudaLaunchAttributePreferredSharedMemoryCarveout: v.sharedMemCarveout = 50; break;
+  default: break;
+  }
+  return v;
+}
+
+// A snapshot stores a kernel node's launch attribute only when it differs from what a node made without attributes
+// holds (attribute_holds_default, field by field, no default value built); diff compares stored values with
+// same_attribute_value. The two must agree for every attribute, or a snapshot would drop a change diff would see.
+TEST(LaunchAttributes, TheDefaultTestAgreesWithTheComparisonForEveryAttribute) {
+  const cudaLaunchAttributeID ids[] = {
+      cudaLaunchAttributeAccessPolicyWindow,         cudaLaunchAttributeCooperative,
+      cudaLaunchAttributeClusterDimension,           cudaLaunchAttributeClusterSchedulingPolicyPreference,
+      cudaLaunchAttributePriority,                   cudaLaunchAttributeMemSyncDomainMap,
+      cudaLaunchAttributeMemSyncDomain,              cudaLaunchAttributePreferredClusterDimension,
+      cudaLaunchAttributeDeviceUpdatableKernelNode,  cudaLaunchAttributePreferredSharedMemoryCarveout,
+  };
+  for (cudaLaunchAttributeID id : ids) {
+    SCOPED_TRACE(static_cast<int>(id));
+    const cudaLaunchAttributeValue none = made_without(id);
+    EXPECT_TRUE(conveyor::detail::attribute_holds_default(id, none));
+    EXPECT_TRUE(conveyor::detail::same_attribute_value(id, none, none));
+    for (int which = 0; which < 3; ++which) {
+      const cudaLaunchAttributeValue v = one_field_changed(id, which);
+      const bool differs = std::memcmp(&v, &none, sizeof v) != 0;
+      EXPECT_EQ(conveyor::detail::attribute_holds_default(id, v), !differs) << "field " << which;
+      EXPECT_EQ(conveyor::detail::same_attribute_value(id, v, none), !differs) << "field " << which;
+    }
+    // Bytes of the union no field of a known attribute covers are not compared.
+    cudaLaunchAttributeValue padded = none;
+    reinterpret_cast<unsigned char*>(&padded)[sizeof padded - 1] = 0xAB;
+    EXPECT_TRUE(conveyor::detail::attribute_holds_default(id, padded));
+    EXPECT_TRUE(conveyor::detail::same_attribute_value(id, padded, none));
   }
 }
 
