@@ -52,8 +52,8 @@ struct graph_snapshot {
 //! The thread-block cluster attributes (read_cluster_attributes) of every kernel node of `g`, those inside its child
 //! graphs and conditional bodies included (kernel_attribute::inner): what a whole-graph update reports applied and
 //! does not apply, at any depth (H200, driver 580). `state` is `g`'s, for the bodies of the conditional nodes Conveyor
-//! built (CUDA 13.0 cannot read a conditional node's bodies back: those of other conditional nodes are not seen), or
-//! null. One type read per node, one attribute read per kernel node without clusters. \throws cuda_error when a
+//! built, or null (CUDA 13.0 cannot read a conditional node's bodies back: another conditional node gets the marker
+//! kernel_attribute::inner == unreadable_bodies instead). One type read per node, one attribute read per kernel node without clusters. \throws cuda_error when a
 //! node cannot be read.
 [[nodiscard]] std::vector<kernel_attribute> cluster_attributes(cudaGraph_t g, const graph_state* state);
 
@@ -62,7 +62,8 @@ struct graph_snapshot {
 [[nodiscard]] std::vector<kernel_attribute> cluster_attributes(const graph_snapshot& s, const graph_state* state);
 
 //! The cluster attributes of the kernels inside node `n` of kind `kind` at `position` (a child graph, or a conditional
-//! node `state` records; nothing for other kinds), appended to `out`. \throws cuda_error when a graph cannot be read.
+//! node `state` records; the unreadable_bodies marker for another conditional node; nothing for other kinds),
+//! appended to `out`. \throws cuda_error when a graph cannot be read.
 void append_embedded_cluster_attributes(cudaGraphNode_t n, node_kind kind, const graph_state* state,
                                         std::size_t position, std::vector<kernel_attribute>& out);
 
