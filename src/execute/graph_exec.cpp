@@ -101,8 +101,7 @@ void read_allocations(exec_state& out) {
   out.allocations_read = true;
 }
 
-void hold_tokens_of(exec_state& state, const graph_state& g) {
-  if (state.held.empty() && g.keep_object == nullptr && g.copied_tokens.empty()) return; // nothing to swap
+void swap_held_tokens(exec_state& state, const graph_state& g) {
   auto next = g.held_tokens();
   for (const auto& t : next) hold(t);
   for (const auto& t : state.held) let_go(t);

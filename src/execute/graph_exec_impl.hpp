@@ -133,8 +133,15 @@ struct exec_state {
 //! kernels hold naming a destroyed executable graph. `why` says why the update could not be made in place.
 void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view call, const std::string& why);
 
-//! `state` now holds the user objects of `g` (instantiation, whole-graph update), no longer those it held.
-void hold_tokens_of(exec_state& state, const graph_state& g);
+void swap_held_tokens(exec_state& state, const graph_state& g); // hold_tokens_of past its first check
+
+//! `state` now holds the user objects of `g` (instantiation, whole-graph update), no longer those it held. Inline:
+//! nothing to swap is the common case of every whole-graph update.
+inline void hold_tokens_of(exec_state& state, const graph_state& g) {
+  if (state.held.empty() && g.keep_object.load(std::memory_order_acquire) == nullptr && g.copied_tokens.empty())
+    return;
+  swap_held_tokens(state, g);
+}
 
 //! The attorney: the library's one way to a graph_exec's handle and state.
 struct exec_access {

@@ -101,6 +101,16 @@ std::string update_result::reason() const {
 
 namespace {
 
+// What was recorded about the nodes of the graph a whole-graph update replaces (out of adopt_current's line: every
+// update runs that, few have records).
+[[gnu::noinline]] void forget_node_records(detail::exec_state& state) {
+  state.to_origin.clear();
+  state.configs.clear();
+  state.read.clear();
+  state.shadow_disabled.clear();
+  state.node_level = !state.owned.empty() || !state.zero_disabled.empty();
+}
+
 // Records that `g`'s parameters are now loaded (after a whole-graph or per-node update); `paired`: node i of `g` is
 // known to be run by node i of the executable graph (a per-node update set them so; CUDA's whole-graph update pairs
 // nodes through their dependencies); `structural`: `g` is known to have the source's structure (pairs_by_position).
@@ -123,20 +133,14 @@ namespace {
   }
   state.snapshot.reset();
   state.shadow.reset();
-  if (state.node_level) { // what was recorded about current's nodes
-    state.to_origin.clear();
-    state.configs.clear();
-    state.read.clear();
-    state.shadow_disabled.clear();
-    state.node_level = !state.owned.empty() || !state.zero_disabled.empty();
-  }
+  if (state.node_level) forget_node_records(state);
   return !state.retired.empty();
 }
 
 // After a whole-graph update every node runs `g`'s parameters: what the executable graph owned node by node is
-// released behind the last launch, and memcpy/memset nodes a zero-size setter disabled are enabled again.
-void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
-  if (!state.node_level) return; // nothing owned or disabled node by node (adopt_current ran first)
+// released behind the last launch, and memcpy/memset nodes a zero-size setter disabled are enabled again. Called when
+// state.node_level says some were (after adopt_current, which keeps it for those).
+[[gnu::noinline]] void after_whole_update(cudaGraphExec_t exec, detail::exec_state& state) {
   if (!state.owned.empty()) detail::release_owned(state);
   for (cudaGraphNode_t origin : state.zero_disabled) (void)detail::cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
   state.zero_disabled.clear();
@@ -254,6 +258,46 @@ std::optional<update_result> refuse_unpaired_guards(detail::exec_state& state, c
   return r;
 }
 
+// True when the guards below have nothing to compare, known without a read: the executable graph's allocation nodes
+// were read and there are none, and neither side has thread-block cluster attributes (the executable graph's list and
+// `g`'s known, and empty). Each guard would then pass without a side effect: whole_update skips them (the update of
+// a small graph costs a few hundred nanoseconds; the guards' calls after a launch cost tens more).
+bool nothing_to_guard(const detail::exec_state& state, const detail::graph_state& g) noexcept {
+  return state.allocations_read && state.alloc_positions.empty() && state.attributes && state.attributes->empty() &&
+         g.clusters && g.clusters->empty();
+}
+
+// The guards of a whole-graph update, in order: allocation addresses, cluster attributes (sets `attributes` to
+// `g`'s), pairing by position (sets `paired`). The first refusal, or nullopt.
+[[gnu::noinline]] std::optional<update_result> guard_whole_update(detail::exec_state& state, const graph& g,
+                                                                 const detail::graph_snapshot* after,
+                                                                 std::vector<detail::kernel_attribute>& attributes,
+                                                                 bool& paired) {
+  if (auto refused = refuse_other_allocations(state, g)) return refused;
+  if (auto refused = refuse_cluster_change(state, g, after, attributes)) return refused;
+  return refuse_unpaired_guards(state, g, attributes, paired);
+}
+
+// What CUDA's refusal of a whole-graph update of `state`'s executable graph to `g` says (`rc`, `info`), with the
+// offending node's name. \throws cuda_error when `rc` is an error other than the refusal itself.
+update_result refused_result(const detail::exec_state& state, const graph& g, cudaError_t rc,
+                             const cudaGraphExecUpdateResultInfo& info) {
+  update_result result;
+  result.status = to_update_status(info.result);
+  result.node = info.errorNode;
+  result.from_node = info.errorFromNode;
+  (void)cudaGetLastError();
+  if (rc != cudaErrorGraphExecUpdateFailure && rc != cudaSuccess && result.status == update_status::success)
+    throw cuda_error(rc, "cudaGraphExecUpdate", std::source_location::current());
+  result.method = update_method::refused;
+  if (result.status == update_status::success) result.status = update_status::error;
+  if (info.errorNode != nullptr)
+    result.node_label = detail::node_name(access::state(g).get(), info.errorNode);
+  else if (info.errorFromNode != nullptr)
+    result.node_label = detail::node_name(state.source.get(), info.errorFromNode);
+  return result;
+}
+
 // "node 3 (axpy): arguments 1", for update results.
 std::string change_line(const detail::graph_comparison& c, const detail::node_delta& d,
                         const detail::graph_state* names) {
@@ -336,38 +380,35 @@ bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_compariso
 
 update_result graph_exec::whole_update(const graph& g, const detail::graph_snapshot* after) {
   auto& state = *impl_;
-  if (auto refused = refuse_other_allocations(state, g)) return *refused;
-  std::vector<detail::kernel_attribute> attributes;
-  if (auto refused = refuse_cluster_change(state, g, after, attributes)) return *refused;
+  std::vector<detail::kernel_attribute> attributes; // g's cluster attributes (none when nothing to guard)
   bool paired = false;
-  if (auto refused = refuse_unpaired_guards(state, g, attributes, paired)) return *refused;
+  if (!nothing_to_guard(state, *access::state(g)))
+    if (auto refused = guard_whole_update(state, g, after, attributes, paired)) return *refused;
   detail::attach_resources(*access::state(g)); // CUDA swaps the executable graph's references for g's
   cudaGraphExecUpdateResultInfo info{};
   const cudaError_t rc = cudaGraphExecUpdate(handle_, g.get(), &info);
+  if (rc != cudaSuccess || info.result != cudaGraphExecUpdateSuccess)
+    return after_refused_update(g, after, attributes, rc, info);
   update_result result;
-  result.status = to_update_status(info.result);
+  result.method = update_method::whole_graph;
   result.node = info.errorNode;
   result.from_node = info.errorFromNode;
-  if (rc == cudaSuccess && result.status == update_status::success) {
-    result.method = update_method::whole_graph;
-    detail::hold_tokens_of(state, *access::state(g)); // CUDA swapped the user-object references
-    // CUDA pairs the source's nodes, and those of a graph of its structure, by position.
-    paired = paired || detail::known_structure(state, *access::state(g));
-    retired_ = adopt_current(state, g, paired, paired);
-    after_whole_update(handle_, state);
-    state.attributes = std::move(attributes);
-    tracks_launches_ = false;
-    return result;
-  }
-  (void)cudaGetLastError();
-  if (rc != cudaErrorGraphExecUpdateFailure && rc != cudaSuccess && result.status == update_status::success)
-    throw cuda_error(rc, "cudaGraphExecUpdate", std::source_location::current());
-  result.method = update_method::refused;
-  if (result.status == update_status::success) result.status = update_status::error;
-  if (info.errorNode != nullptr)
-    result.node_label = detail::node_name(access::state(g).get(), info.errorNode);
-  else if (info.errorFromNode != nullptr)
-    result.node_label = detail::node_name(state.source.get(), info.errorFromNode);
+  detail::hold_tokens_of(state, *access::state(g)); // CUDA swapped the user-object references
+  // CUDA pairs the source's nodes, and those of a graph of its structure, by position.
+  paired = paired || detail::known_structure(state, *access::state(g));
+  retired_ = adopt_current(state, g, paired, paired);
+  if (state.node_level) after_whole_update(handle_, state); // something owned or disabled node by node
+  state.attributes = std::move(attributes);
+  tracks_launches_ = false;
+  return result;
+}
+
+[[gnu::noinline]] update_result graph_exec::after_refused_update(const graph& g, const detail::graph_snapshot* after,
+                                                                 std::vector<detail::kernel_attribute>& attributes,
+                                                                 cudaError_t rc,
+                                                                 const cudaGraphExecUpdateResultInfo& info) {
+  auto& state = *impl_;
+  update_result result = refused_result(state, g, rc, info);
   if (result.status != update_status::topology_changed || !state.current_exact) return result;
   if (!detail::paired_by_position(state)) {
     result.explanation = std::string(detail::not_paired_by_position());

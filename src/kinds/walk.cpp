@@ -104,7 +104,6 @@ void append_sorted_dependencies(dependency_reader& reader, cudaGraphNode_t n, st
   std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_from);
 }
 
-// Every edge of the graph whose nodes are `nodes`, by index, in snapshot order (append_sorted_dependencies).
 // The conditional node `n` as `state` recorded it (its bodies), or null.
 const conditional_info* recorded_conditional(const graph_state* state, cudaGraphNode_t n) {
   if (state == nullptr) return nullptr;
@@ -112,6 +111,24 @@ const conditional_info* recorded_conditional(const graph_state* state, cudaGraph
   return it == state->conditionals.end() ? nullptr : &it->second;
 }
 
+// Calls visit(graph, its state or null) for each graph node `n` embeds: a child graph's (no state), the bodies of a
+// conditional node `state` records (their states). Returns false for a conditional node `state` does not record,
+// whose bodies cannot be read (CUDA 13.0); true otherwise. \throws cuda_error when a child graph cannot be read.
+template <typename Visit>
+bool for_each_embedded(cudaGraphNode_t n, node_kind kind, const graph_state* state, Visit&& visit) {
+  if (const auto embedded = traits_of(kind).embedded_graph) {
+    cudaGraph_t child = nullptr;
+    CONVEYOR_CHECK(embedded(n, &child));
+    visit(child, static_cast<const graph_state*>(nullptr));
+  } else if (const conditional_info* info = recorded_conditional(state, n)) {
+    for (const auto& body : info->bodies) visit(body->handle, static_cast<const graph_state*>(body.get()));
+  } else if (kind == node_kind::conditional) {
+    return false;
+  }
+  return true;
+}
+
+// Every edge of the graph whose nodes are `nodes`, by index, in snapshot order (append_sorted_dependencies).
 std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& nodes) {
   dependency_reader reader(nodes);
   std::vector<indexed_edge> out;
@@ -156,13 +173,10 @@ graph_structure structure_of(cudaGraph_t g, const graph_state* state) {
     const node_kind kind = kind_of(nodes[i]);
     out.kinds.push_back(kind);
     reader.append(nodes[i], i, out.edges);
-    if (const auto embedded = traits_of(kind).embedded_graph) {
-      cudaGraph_t child = nullptr;
-      CONVEYOR_CHECK(embedded(nodes[i], &child));
-      out.embedded.push_back(structure_of(child, nullptr));
-    } else if (const conditional_info* info = recorded_conditional(state, nodes[i])) {
-      for (const auto& body : info->bodies) out.embedded.push_back(structure_of(body->handle, body.get()));
-    }
+    // A conditional node whose bodies cannot be read adds none (whole-graph updates of its graph are refused).
+    (void)for_each_embedded(nodes[i], kind, state, [&](cudaGraph_t embedded, const graph_state* embedded_state) {
+      out.embedded.push_back(structure_of(embedded, embedded_state));
+    });
   }
   return out;
 }
@@ -203,15 +217,11 @@ void append_nested_clusters(cudaGraph_t g, const graph_state* state, std::size_t
 // a conditional node Conveyor did not record, whose bodies cannot be read, the marker unreadable_bodies.
 void append_embedded(cudaGraphNode_t n, node_kind kind, const graph_state* state, std::size_t position,
                      std::uint32_t& inner, std::vector<kernel_attribute>& out) {
-  if (const auto embedded = traits_of(kind).embedded_graph) {
-    cudaGraph_t child = nullptr;
-    CONVEYOR_CHECK(embedded(n, &child));
-    append_nested_clusters(child, nullptr, position, inner, out);
-  } else if (const conditional_info* info = recorded_conditional(state, n)) {
-    for (const auto& body : info->bodies) append_nested_clusters(body->handle, body.get(), position, inner, out);
-  } else if (kind == node_kind::conditional) {
-    out.push_back({position, unreadable_bodies, cudaLaunchAttributeIgnore, {}});
-  }
+  const bool readable =
+      for_each_embedded(n, kind, state, [&](cudaGraph_t embedded, const graph_state* embedded_state) {
+        append_nested_clusters(embedded, embedded_state, position, inner, out);
+      });
+  if (!readable) out.push_back({position, unreadable_bodies, cudaLaunchAttributeIgnore, {}});
 }
 
 void append_nested_clusters(cudaGraph_t g, const graph_state* state, std::size_t position, std::uint32_t& inner,

@@ -33,11 +33,7 @@ void check_not_lost(const graph_state& state, const char* call) {
                            "invalidated, and CUDA frees the graph's definition then; build or capture the graph again");
 }
 
-void attach_resources(graph_state& state) {
-  // Without a lock in the common cases, attached already or holding nothing (every update and instantiation calls
-  // it); the locked checks below decide.
-  if (state.keep_object.load(std::memory_order_acquire) != nullptr || !state.keep->any.load(std::memory_order_acquire))
-    return;
+void attach_resources_locked(graph_state& state) {
   std::lock_guard lock(state.attach_mutex);
   if (state.keep_object != nullptr || state.handle == nullptr) return;
   {

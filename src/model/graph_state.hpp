@@ -119,12 +119,21 @@ void lose(graph_state& state) noexcept;
 //!         freed its definition.
 void check_not_lost(const graph_state& state, const char* call);
 
+void attach_resources_locked(graph_state& state); // attach_resources past its first check (graph_state.cpp)
+
 //! Ties `state.keep` to `state.handle` with a CUDA user object (once, and only when it holds something: a graph
 //! holding a user object costs every launch about 30 µs of completion tracking in CUDA): every executable graph
 //! instantiated from the graph, or updated to it, then holds the resources until its last queued launch has
 //! finished, and releases them without Conveyor waiting (cudaGraphRetainUserObject; CUDA Programming Guide, "CUDA
 //! User Objects"). \throws cuda_error when the user object cannot be made.
-void attach_resources(graph_state& state);
+inline void attach_resources(graph_state& state) {
+  // Inline and without a lock in the common cases, attached already or holding nothing (every update and
+  // instantiation calls it: the whole-graph update of a small graph costs a few hundred nanoseconds, and each call
+  // out of line after a launch costs a few); the locked checks decide the rest.
+  if (state.keep_object.load(std::memory_order_acquire) != nullptr || !state.keep->any.load(std::memory_order_acquire))
+    return;
+  attach_resources_locked(state);
+}
 
 //! Drops `state`'s resources: its own references (the user object the CUDA graph holds, and `keep`), for a definition
 //! only executable graphs still refer to (for their node handles) once its graph object is gone. Executable graphs

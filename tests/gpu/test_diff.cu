@@ -60,6 +60,16 @@ int driver_version() {
   return driver;
 }
 
+// A graph holding a copy of `body` as a child graph added through graph::add_node (not graph::child).
+conveyor::graph child_through_add_node(const conveyor::graph& body) {
+  conveyor::graph g;
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeGraph;
+  params.graph.graph = body.get();
+  (void)g.add_node({}, params);
+  return g;
+}
+
 int run_and_read(const conveyor::graph_exec& exec, const conveyor::stream& s, const device_array<int>& out) {
   exec.launch(s);
   s.synchronize();
@@ -665,13 +675,8 @@ TEST(Diff, EmbeddedGraphsAddedThroughRawCudaAreStillGuarded) {
   device_array<int> out(1);
   conveyor::stream s;
   auto by_add_node = [&](unsigned c) {
-    conveyor::graph body = conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); });
-    conveyor::graph g;
-    cudaGraphNodeParams params{};
-    params.type = cudaGraphNodeTypeGraph;
-    params.graph.graph = body.get();
-    (void)g.add_node({}, params);
-    return g;
+    return child_through_add_node(
+        conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); }));
   };
   auto raw_conditional = [&](unsigned c) {
     conveyor::graph g;
@@ -720,6 +725,76 @@ TEST(Diff, EmbeddedGraphsAddedThroughRawCudaAreStillGuarded) {
     EXPECT_EQ(r.method, conveyor::update_method::refused) << "bodies that cannot be read are never compared equal";
     EXPECT_TRUE(contains(r.explanation, "conditional node Conveyor did not build")) << r.reason();
   }
+}
+
+// An executable graph whose whole-graph updates had nothing to guard (no allocation nodes, no cluster attributes on
+// either side: the guards are skipped) must still see clusters that a later graph brings, wherever they are: a top
+// level kernel, a child graph, a conditional body, a child graph added through add_node and a capture with its checks
+// off (whose clusters are read at the update). Each such update is refused, or its replay runs the new cluster size.
+TEST(Diff, ClustersAfterUpdatesWithNothingToGuardAreStillSeen) {
+  CONVEYOR_REQUIRE_GPU();
+  if (!clusters_supported()) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  device_array<int> out(1);
+  conveyor::stream s;
+  auto plain = [&] {
+    conveyor::graph g;
+    g.kernel({dim3(4), dim3(32)}, cluster_blocks, out.get());
+    return g;
+  };
+  auto top = [&] {
+    return conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), 2); });
+  };
+  auto in_child = [&] {
+    conveyor::graph g;
+    g.child(top());
+    return g;
+  };
+  auto in_body = [&] {
+    conveyor::graph g;
+    const auto cond = conveyor::make_condition(g, 1, conveyor::condition_reset::each_launch);
+    auto node = conveyor::add_conditional(g, {}, conveyor::conditional_kind::if_then, cond);
+    (void)conveyor::capture_into(node.bodies[0], s,
+                                 [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), 2); });
+    return g;
+  };
+  auto by_add_node = [&] { return child_through_add_node(top()); };
+  auto unchecked = [&] {
+    conveyor::capture_options o;
+    o.host_memory = conveyor::host_memory_check::off;
+    o.catch_default_streams = false;
+    return conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), 2); }, o);
+  };
+  auto check = [&](const std::function<conveyor::graph()>& clustered, const char* where) {
+    SCOPED_TRACE(where);
+    auto exec = conveyor::instantiate(plain());
+    for (int k = 0; k < 3; ++k) { // updates with nothing to guard
+      const auto r = exec.update(plain());
+      ASSERT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
+      ASSERT_EQ(run_and_read(exec, s, out), 1);
+    }
+    const auto r = exec.update(clustered());
+    const int after = run_and_read(exec, s, out);
+    if (r.method == conveyor::update_method::refused) {
+      EXPECT_EQ(after, 1) << "a refused update changed the executable graph";
+      EXPECT_EQ(r.status, conveyor::update_status::attributes_changed) << r.reason();
+    } else {
+      EXPECT_EQ(after, 2) << r.reason() << ": the replay runs the old cluster size";
+    }
+    const auto again = exec.update_or_reinstantiate(clustered());
+    EXPECT_TRUE(static_cast<bool>(again)) << again.reason();
+    EXPECT_EQ(run_and_read(exec, s, out), 2) << again.reason();
+    const auto back = exec.update(plain()); // and back: the guard compares against what now runs
+    const int after_back = run_and_read(exec, s, out);
+    if (back.method == conveyor::update_method::refused)
+      EXPECT_EQ(after_back, 2) << "a refused update changed the executable graph";
+    else
+      EXPECT_EQ(after_back, 1) << back.reason() << ": the replay runs the old cluster size";
+  };
+  check(top, "a top-level kernel");
+  check(in_child, "a child graph");
+  check(by_add_node, "a child graph added with add_node");
+  check(unchecked, "a capture with its checks off");
+  if (driver_version() >= 12040) check(in_body, "a conditional node's body");
 }
 
 TEST(Diff, EventNodesAreComparedByEvent) {

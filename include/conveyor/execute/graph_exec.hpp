@@ -29,6 +29,7 @@ struct exec_state;  // what an executable graph knows beyond its handle (defined
 struct exec_access; // the attorney: the library's one way to an executable graph's handle and state
 struct graph_snapshot; // a graph read once for comparisons (kinds layer)
 struct graph_comparison; // two snapshots compared (kinds layer)
+struct kernel_attribute; // a kernel node's thread-block cluster attribute, by position (kinds layer)
 } // namespace detail
 
 //! An executable graph (`cudaGraphExec_t`), move-only; the destructor destroys it (`cudaGraphExecDestroy`) and never
@@ -230,11 +231,15 @@ private:
   // The executable graph owns `item` for node `origin` from now on (launches record a fence); what it owned there
   // before is released behind the fence of the last launch, which queued launches may still be using.
   void own_for_node(cudaGraphNode_t origin, std::shared_ptr<void> item);
-  // The phases of the updates (execute/update.cpp): a whole-graph update of `g` (`after`: g read already, or null),
-  // falling back to node-by-node setting when CUDA refuses a topology Conveyor's comparison proves unchanged; and
-  // the node-by-node setting of the positions `c` lists as changed (with the patched ones), restoring the executable
+  // The phases of the updates (execute/update.cpp): a whole-graph update of `g` (`after`: g read already, or null);
+  // what follows CUDA's refusal of it (`rc`, `info`), falling back to node-by-node setting when CUDA refused a
+  // topology Conveyor's comparison proves unchanged (out of whole_update's line, which every update runs); and the
+  // node-by-node setting of the positions `c` lists as changed (with the patched ones), restoring the executable
   // graph's parameters when a setter fails midway.
   update_result whole_update(const graph& g, const detail::graph_snapshot* after);
+  update_result after_refused_update(const graph& g, const detail::graph_snapshot* after,
+                                     std::vector<detail::kernel_attribute>& attributes, cudaError_t rc,
+                                     const cudaGraphExecUpdateResultInfo& info);
   // update_incremental's work, with `g` read already into `after` (consumed), or read here when null.
   update_result incremental_update(const graph& g, detail::graph_snapshot* after, bool reinstantiate);
   bool set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out);
