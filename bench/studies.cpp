@@ -4,6 +4,7 @@
 #include "bench/studies.hpp"
 
 #include "bench/faster.hpp"
+#include "bench/graph_files.hpp"
 #include "bench/graph_memory.hpp"
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed_rebind.hpp"
@@ -64,6 +65,12 @@ const std::vector<study>& studies() {
        ": device memory (cudaMemGetInfo, after synchronising and trimming the graph pool) and the graph allocator's "
        "accounting (cudaDeviceGetGraphMemAttribute).",
        measured(measure_graph_memory_study, format_graph_memory)},
+      {"graph-files",
+       "Graphs as files: file size per node, save time, and load + instantiate against capture + instantiate for "
+       "chains of 10 to 10,000 kernels, the training step and 64 buckets of a graphed callable",
+       {quick("chains of 10, 1000, 10,000 kernels and 16 buckets (default 10, 100, 1000, 10,000 and 64)")},
+       ": kernels load from the images embedded in the file (recorded through CUPTI from the study's start).",
+       measured(measure_graph_files_study, format_graph_files)},
   };
   return table;
 }

@@ -43,6 +43,9 @@ sed -i '/Code\./d' "$LEAN/tests/CTestTestfile.cmake"
     strip -s -o "$LEAN/$f" "$BUILD/$f"
   done
 
+# Kernel images the GPU tests load at run time (tests/gpu/module_kernels.cu, built as a cubin).
+(cd "$BUILD" && find tests -maxdepth 1 -name '*.cubin') | while read -r f; do cp "$BUILD/$f" "$LEAN/$f"; done
+
 mkdir -p gpu-carry/lib gpu-carry/fashion-mnist
 cp -u /usr/share/datasets/fashion-mnist/*.gz gpu-carry/fashion-mnist/
 for bin in "$LEAN"/bin/* "$LEAN"/tests/*; do

@@ -315,7 +315,7 @@ public:
     exec_.upload(program.main_stream());
   }
   void launch(std::size_t) override { exec_.launch(program_.main_stream()); }
-  void watch(scenarios::profiling& p) override { p.watch(exec_, name_); }
+  void watch(scenarios::graph_sink& p) override { p.watch(exec_, name_); }
   //! The graph's shape and DOT into the result (after the timed set-up and rounds).
   void after_rounds() override {
     result_.graph_nodes = graph_.node_count();

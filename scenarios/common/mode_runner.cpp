@@ -3,6 +3,7 @@
 
 #include "common/mode_runner.hpp"
 
+#include "common/graph_saving.hpp"
 #include "common/profiling.hpp"
 #include "common/statistics.hpp"
 
@@ -33,6 +34,7 @@ std::unique_ptr<graph_step> prepare(workload& w, const run_settings& s, const la
     w.synchronize();
     t.setup_ms = ms_between(start, clock_type::now());
     if (s.profiling != nullptr) g->watch(*s.profiling);
+    if (graph_saving* saving = graph_saving::active(); saving != nullptr && is_graph(s.mode)) g->watch(*saving);
   }
   w.synchronize();
   w.reset();

@@ -21,6 +21,7 @@
 //! conveyor::graphed, solve loops on the GPU in a WHILE conditional node (docs/architecture.md, "Workloads").
 
 #include "common/execution_mode.hpp"
+#include "common/graph_sink.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -44,9 +45,9 @@ public:
   //! Launches step `step` (0-based within the round) on the workload's stream(s).
   //! \throws what the workload's calls throw (conveyor::cuda_error, ...).
   virtual void launch(std::size_t step) = 0;
-  //! Names its executable graphs to `p` (profiling::watch); called once after make_graph and its set-up timing.
-  //! Default: nothing. \throws as profiling::watch.
-  virtual void watch(profiling& p) { (void)p; }
+  //! Hands its executable graphs to `sink` (graph_sink::watch: the profiling session, the graph saving); called
+  //! once per sink after make_graph and its set-up timing. Default: nothing. \throws as graph_sink::watch.
+  virtual void watch(graph_sink& sink) { (void)sink; }
   //! After the last round (the work synchronised): what the step keeps for the workload's result (statistics, a
   //! device-side status). Default: nothing. \throws what the workload's calls throw.
   virtual void after_rounds() {}

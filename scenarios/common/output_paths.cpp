@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -89,6 +91,28 @@ void check_distinct_outputs(std::initializer_list<std::pair<std::string_view, st
             fmt::format("{} and {} name the same file '{}': the second would replace the first", other, option, path));
     seen.emplace_back(option, normal);
   }
+}
+
+void check_input_file(std::string_view option, std::string_view path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const auto status = std::filesystem::status(std::filesystem::path(path), ec);
+  if (ec || !std::filesystem::exists(status)) throw input_error(fmt::format("{} '{}': no such file", option, path));
+  if (std::filesystem::is_directory(status))
+    throw input_error(fmt::format("{} '{}': is a folder, not a file", option, path));
+  std::FILE* f = std::fopen(std::string(path).c_str(), "rb");
+  if (f == nullptr)
+    throw input_error(fmt::format("{} '{}': cannot be read: {}", option, path, std::strerror(errno)));
+  std::fclose(f);
+}
+
+void check_input_folder(std::string_view option, std::string_view path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const auto status = std::filesystem::status(std::filesystem::path(path), ec);
+  if (ec || !std::filesystem::exists(status)) throw input_error(fmt::format("{} '{}': no such folder", option, path));
+  if (!std::filesystem::is_directory(status))
+    throw input_error(fmt::format("{} '{}': is a file, not a folder", option, path));
 }
 
 } // namespace conveyor::scenarios

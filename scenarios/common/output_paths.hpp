@@ -5,6 +5,7 @@
 //! which is what an atomic write (file_output.hpp: a temporary file in the same folder, then rename) needs.
 
 #include <initializer_list>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -26,5 +27,19 @@ void check_output_folder(std::string_view option, std::string_view path);
 //! write would replace the first.
 //! \throws std::invalid_argument naming both options and the path.
 void check_distinct_outputs(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
+
+//! An input the command line names that cannot be read: a failure (exit status 1), whichever option names it.
+class input_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+//! Checks that `path` (given with `option`) is a file that can be opened for reading. Does nothing for an empty path.
+//! \throws input_error "OPTION 'PATH': no such file" (or "is a folder, not a file", or "cannot be read: REASON").
+void check_input_file(std::string_view option, std::string_view path);
+
+//! Checks that `path` (given with `option`) is a folder. Does nothing for an empty path.
+//! \throws input_error "OPTION 'PATH': no such folder" (or "is a file, not a folder").
+void check_input_folder(std::string_view option, std::string_view path);
 
 } // namespace conveyor::scenarios

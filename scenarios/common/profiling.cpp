@@ -96,45 +96,6 @@ void keep_steps_only(profile::trace& t) {
   std::erase_if(t.host_calls, [](const profile::host_call& c) { return c.step == 0; });
 }
 
-//! Renders `dot_file` as SVG into `svg_file` with Graphviz (`dot -Tsvg`, found on PATH), atomically: a temporary
-//! file in the same folder, renamed on success. Returns an empty string on success, else why not.
-std::string render_svg(const std::filesystem::path& dot_file, const std::filesystem::path& svg_file) {
-  static std::atomic<unsigned> counter{0};
-  const std::filesystem::path folder = svg_file.has_parent_path() ? svg_file.parent_path() : ".";
-  const std::string temp =
-      (folder / fmt::format(".{}.tmp-{}-{}", svg_file.filename().string(), ::getpid(), counter.fetch_add(1))).string();
-  posix_spawn_file_actions_t actions;
-  if (posix_spawn_file_actions_init(&actions) != 0) return "cannot start Graphviz";
-  (void)posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  (void)posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  const std::string input = dot_file.string();
-  char arg0[] = "dot";
-  char arg1[] = "-Tsvg";
-  std::vector<char> arg2(input.begin(), input.end());
-  arg2.push_back('\0');
-  char* argv[] = {arg0, arg1, arg2.data(), nullptr};
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, "dot", &actions, nullptr, argv, environ);
-  (void)posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    (void)::unlink(temp.c_str());
-    return rc == ENOENT ? "Graphviz `dot` is not on PATH" : "cannot run Graphviz `dot`: " + errno_text(rc);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    (void)::unlink(temp.c_str());
-    return WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "Graphviz `dot` is not on PATH"
-                                                           : "Graphviz `dot -Tsvg` failed";
-  }
-  if (std::rename(temp.c_str(), svg_file.c_str()) != 0) {
-    const int err = errno;
-    (void)::unlink(temp.c_str());
-    return "cannot rename the temporary file into place: " + errno_text(err);
-  }
-  return {};
-}
 
 } // namespace
 
@@ -370,6 +331,46 @@ void profiling::finish() {
   if (write && settings_.print_report) print_report(report);
   if (settings_.doctor) run_doctor(report);
   std::fflush(stdout);
+}
+
+// Renders `dot_file` as SVG into `svg_file` with Graphviz (`dot -Tsvg`, found on PATH), atomically: a temporary
+//! file in the same folder, renamed on success. Returns an empty string on success, else why not.
+std::string render_svg(const std::filesystem::path& dot_file, const std::filesystem::path& svg_file) {
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path folder = svg_file.has_parent_path() ? svg_file.parent_path() : ".";
+  const std::string temp =
+      (folder / fmt::format(".{}.tmp-{}-{}", svg_file.filename().string(), ::getpid(), counter.fetch_add(1))).string();
+  posix_spawn_file_actions_t actions;
+  if (posix_spawn_file_actions_init(&actions) != 0) return "cannot start Graphviz";
+  (void)posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+  (void)posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  const std::string input = dot_file.string();
+  char arg0[] = "dot";
+  char arg1[] = "-Tsvg";
+  std::vector<char> arg2(input.begin(), input.end());
+  arg2.push_back('\0');
+  char* argv[] = {arg0, arg1, arg2.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, "dot", &actions, nullptr, argv, environ);
+  (void)posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    (void)::unlink(temp.c_str());
+    return rc == ENOENT ? "Graphviz `dot` is not on PATH" : "cannot run Graphviz `dot`: " + errno_text(rc);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    (void)::unlink(temp.c_str());
+    return WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "Graphviz `dot` is not on PATH"
+                                                           : "Graphviz `dot -Tsvg` failed";
+  }
+  if (std::rename(temp.c_str(), svg_file.c_str()) != 0) {
+    const int err = errno;
+    (void)::unlink(temp.c_str());
+    return "cannot rename the temporary file into place: " + errno_text(err);
+  }
+  return {};
 }
 
 } // namespace conveyor::scenarios

@@ -10,6 +10,8 @@
 //! With one, CUPTI records only from a window's first step (or a watched graph's set-up) to the window's end: the
 //! rest of the run runs without a profiler.
 
+#include "common/graph_sink.hpp"
+
 #include <conveyor/assembly/graphed_types.hpp>
 #include <conveyor/define/description.hpp>
 #include <conveyor/execute/exec_facts.hpp>
@@ -57,6 +59,11 @@ void add_profiling_options(CLI::App& sub, profiling_cli& o, std::string_view ste
 //!         paths.
 void check_profiling_options(const profiling_cli& o, bool has_graph, std::string_view doctor_modes);
 
+//! Renders `dot_file` as SVG into `svg_file` with Graphviz (`dot -Tsvg`, found on PATH), atomically: a temporary
+//! file in the same folder, renamed on success. Returns an empty string on success, else why not. Never throws but
+//! for std::bad_alloc.
+[[nodiscard]] std::string render_svg(const std::filesystem::path& dot_file, const std::filesystem::path& svg_file);
+
 //! The DOT file written next to a --profile trace: FILE.json -> FILE.dot; empty for an empty path.
 [[nodiscard]] std::string profile_dot_path(std::string_view trace);
 
@@ -78,13 +85,13 @@ struct profiling_settings {
 //! when the window opens (or when a graph is watched) and collected and stopped when the window closes, the track
 //! changes or the session finishes; only the work of profiled steps is kept (a conditional body's work with the
 //! graph launch that ran it). One session at a time per process (CUPTI allows one profiler). Not thread-safe.
-class profiling {
+class profiling final : public graph_sink {
 public:
   //! Starts and stops a profiler once, so that a machine where CUPTI cannot record fails here, before any work.
   //! \throws std::invalid_argument for steps 0; profile::profiler_error when CUPTI cannot record (another
   //!         profiler attached, no CUPTI library); conveyor::cuda_error when CUDA cannot be initialised.
   explicit profiling(profiling_settings settings);
-  ~profiling();                                   //!< stops a running profiler; writes nothing. Never throws.
+  ~profiling() override;                          //!< stops a running profiler; writes nothing. Never throws.
   profiling(const profiling&) = delete;            //!< one session
   profiling& operator=(const profiling&) = delete; //!< one session
 
@@ -98,7 +105,7 @@ public:
   //! profiler when none runs. Call it after instantiating and before launching; again after a re-instantiation.
   //! Ignored after stop().
   //! \throws profile::profiler_error; conveyor::cuda_error when the graph cannot be described.
-  void watch(const graph_exec& exec, std::string name);
+  void watch(const graph_exec& exec, std::string name) override;
 
   //! Hands `exec` to the doctor: its description and facts() as of now (call it after the run's launches), with
   //! a graphed callable's statistics and reasons when the graph is one of its executables. Ignored when the doctor

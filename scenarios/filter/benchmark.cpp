@@ -53,7 +53,7 @@ class per_node_update_step final : public scenarios::graph_step {
 public:
   explicit per_node_update_step(frames_run& run) : run_(run) {}
   void launch(std::size_t frame) override;
-  void watch(scenarios::profiling& p) override;
+  void watch(scenarios::graph_sink& p) override;
   void examine(scenarios::profiling& p) override;
 
 private:
@@ -93,9 +93,9 @@ public:
   }
   [[nodiscard]] filter_chain& chain() noexcept { return chain_; }
   [[nodiscard]] const std::vector<frame_slot>& slots() const noexcept { return slots_; }
-  //! Where the graph of the chain is watched once instantiated (graph mode with --profile or --doctor).
-  void watch_with(scenarios::profiling* p) noexcept { profiling_ = p; }
-  [[nodiscard]] scenarios::profiling* profiling() const noexcept { return profiling_; }
+  //! Where the graph of the chain is watched once instantiated (graph mode with --profile, --doctor or
+  //! --save-graph).
+  void watch_with(scenarios::graph_sink* p) { sinks_.push_back(p); }
 
 private:
   filter_chain& chain_;
@@ -107,14 +107,14 @@ private:
   size_report& report_;
   std::size_t pass_ = 0;
   std::size_t updated_ = 0;
-  scenarios::profiling* profiling_ = nullptr;
+  std::vector<scenarios::graph_sink*> sinks_;
 };
 
 void per_node_update_step::launch(std::size_t frame) {
   run_.chain().enqueue(run_.slots()[frame], execution_mode::graph);
 }
 
-void per_node_update_step::watch(scenarios::profiling& p) { run_.watch_with(&p); }
+void per_node_update_step::watch(scenarios::graph_sink& p) { run_.watch_with(&p); }
 
 void per_node_update_step::examine(scenarios::profiling& p) {
   const filter_chain& chain = run_.chain();
@@ -124,8 +124,8 @@ void per_node_update_step::examine(scenarios::profiling& p) {
 bool frames_run::after_step(std::size_t frame) {
   if (mode_ != execution_mode::graph) return false;
   const graph_update_report& u = chain_.last_graph_update();
-  if (u.instantiated && profiling_ != nullptr)
-    profiling_->watch(*chain_.executable(), frame_graph_name(chain_.width(), chain_.height()));
+  if (u.instantiated)
+    for (scenarios::graph_sink* sink : sinks_) sink->watch(*chain_.executable(), frame_graph_name(chain_.width(), chain_.height()));
   if (pass_ >= warmup_) updated_ += u.nodes_updated;
   if (pass_ == 0)
     report_.graph_log.push_back(u.instantiated ? names_[frame] + ": graph built and instantiated"

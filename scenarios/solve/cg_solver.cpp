@@ -270,7 +270,7 @@ public:
       : run_(run), graph_(std::move(g)), name_(std::move(name)) {
     run.apply_programmatic(graph_);
   }
-  void watch(scenarios::profiling& p) override { p.watch(exec(), name_); }
+  void watch(scenarios::graph_sink& p) override { p.watch(exec(), name_); }
   void after_rounds() override { run_.graph_report.graph_nodes = count_nodes(graph_); }
   void examine(scenarios::profiling& p) override { p.examine(exec(), name_); }
 

@@ -11,6 +11,8 @@
 #include "train/kernels.hpp"
 
 #include <conveyor/assembly/graphed.hpp>
+#include <conveyor/keep/load.hpp>
+#include <conveyor/keep/save.hpp>
 #include <conveyor/define/capture.hpp>
 #include <conveyor/define/programmatic.hpp>
 #include <conveyor/execute/graph_exec.hpp>
@@ -21,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <memory>
 #include <numeric>
@@ -175,7 +178,7 @@ class graphed_step final : public scenarios::graph_step {
 public:
   explicit graphed_step(training_run& run);
   void launch(std::size_t step) override;
-  void watch(scenarios::profiling& p) override {
+  void watch(scenarios::graph_sink& p) override {
     for (const conveyor::graph_exec* e : step_.executables()) p.watch(*e, "train step");
   }
   void after_rounds() override;
@@ -433,6 +436,60 @@ step_gradients compute_step_gradients(const host_parameters& p, std::span<const 
   settings.mode = mode;
   (void)scenarios::run_workload(step, settings);
   return step.collect();
+}
+
+namespace {
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+} // namespace
+
+step_file_costs measure_step_file_costs(const train_options& options, const dataset& data,
+                                        const conveyor::image_source* images, int repeats) {
+  check_options(options, data);
+  const conveyor::stream s;
+  const device_split train = upload_split(data.train_images, data.train_labels, s.get());
+  step_program program(train, options.batch, options.optimizer, 1, s.get());
+  program.enqueue(launch_ctx{s.get(), false}, options.batch); // loads the kernels (and their images)
+  s.synchronize();
+  conveyor::save_options so;
+  if (images != nullptr) so.images = {images};
+  std::vector<double> capture_ms;
+  std::vector<double> save_ms;
+  std::vector<double> load_ms;
+  step_file_costs out;
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
+      program.enqueue(launch_ctx{cs.get(), false}, options.batch);
+    });
+    {
+      const conveyor::graph_exec e = conveyor::instantiate(g);
+      capture_ms.push_back(ms_since(t0));
+    }
+    t0 = std::chrono::steady_clock::now();
+    const conveyor::graph_file file = conveyor::to_graph_file({{"train step", &g, nullptr}}, so);
+    const std::vector<unsigned char> bytes = conveyor::to_bytes(file);
+    save_ms.push_back(ms_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    {
+      conveyor::loaded_graphs l = conveyor::load(conveyor::from_bytes(bytes));
+      const conveyor::graph_exec e = conveyor::instantiate(l.at("train step"));
+      load_ms.push_back(ms_since(t0));
+    }
+    out.file_bytes = bytes.size();
+    out.nodes = file.graphs.front().graph.nodes.size();
+    out.kernels = file.kernels.size();
+    out.images = file.images.size();
+  }
+  out.capture_instantiate_ms = median_of(capture_ms);
+  out.save_ms = median_of(save_ms);
+  out.load_instantiate_ms = median_of(load_ms);
+  return out;
 }
 
 } // namespace conveyor::train

@@ -37,6 +37,10 @@ namespace conveyor::scenarios {
 class profiling;
 } // namespace conveyor::scenarios
 
+namespace conveyor {
+class image_source;
+} // namespace conveyor
+
 namespace conveyor::train {
 
 //! The execution modes (scenarios/common): sync, stream, graph (the training step captured once, replayed per batch).
@@ -147,6 +151,24 @@ void check_options(const train_options& options, const dataset& data, const opti
 //!         conveyor::libraries::library_error when a CUDA or cuBLAS call fails (no device, out of memory, capture
 //!         refused...).
 [[nodiscard]] train_result run_training(const train_options& options, const dataset& data, execution_mode mode);
+
+//! The training step as a graph file (`conveyor bench graph-files`): each a median over `repeats`.
+struct step_file_costs {
+  double capture_instantiate_ms = 0.0; //!< conveyor::capture of one step, then instantiate
+  double save_ms = 0.0;                //!< to_graph_file and to_bytes (kernel images embedded from `images`)
+  double load_instantiate_ms = 0.0;    //!< from_bytes, load (kernels from the embedded images), instantiate
+  std::size_t file_bytes = 0;          //!< the file's size (no buffer contents)
+  std::size_t nodes = 0;               //!< nodes of the step's graph
+  std::size_t kernels = 0;             //!< distinct kernels, and those with an embedded image
+  std::size_t images = 0;              //!< kernel images in the file
+};
+
+//! Measures the step of `options.batch` samples over `data` (graph mode's step: gather, forward with cuBLAS,
+//! loss, backward, optimizer) saved to and loaded from a graph file, after one eager warm-up step. `images` (may be
+//! null) gives the kernels' images (profile::module_images, made before the first kernel ran).
+//! \throws as run_training; save_error, load_error.
+[[nodiscard]] step_file_costs measure_step_file_costs(const train_options& options, const dataset& data,
+                                                      const conveyor::image_source* images, int repeats);
 
 //! Fraction of test images the network with parameters `p` classifies correctly (argmax of the logits).
 //! \throws std::invalid_argument for invalid data; conveyor::cuda_error / conveyor::libraries::library_error when a

@@ -333,9 +333,9 @@ call_plan graph_cache::plan_cached(const call_key& key) {
     matched_ = e.get();
     matched_->last_used = ++clock_;
     matched_->last_call = stats_.calls;
-    if (e->key.same_binding(key)) return call_plan::replay;
+    if (!e->binding_unknown && e->key.same_binding(key)) return call_plan::replay;
     not_rebound_.clear();
-    if (!rebinding_ || e->rebind_broken) return call_plan::recapture;
+    if (!rebinding_ || e->rebind_broken || e->binding_unknown) return call_plan::recapture;
     if (!e->rebind && declared_patch_) (void)rebinder_of(*e); // declared arguments need no verifying re-capture
     if (e->rebind && e->rebind->can_patch(e->key, key, &not_rebound_)) return call_plan::rebind;
     if (!e->rebind) not_rebound_ = "first change of this graph's arguments: learning where they are embedded";
@@ -447,6 +447,21 @@ graph_cache::entry& graph_cache::matched(const char* call) {
 
 void graph_cache::add(const call_key& key, graph g, const stream& s) { insert(key, std::move(g)).exec.upload(s); }
 
+void graph_cache::add_saved(const call_key& key, graph g, const stream& s, bool binding_known) {
+  entry& e = insert(key, std::move(g));
+  --stats_.captures; // loaded, not captured
+  e.binding_unknown = !binding_known;
+  note(fmt::format("loaded a saved graph for shape ({}){}", key.shape_text(),
+                   binding_known ? "" : ": its binding is not known, its first call re-captures"));
+  e.exec.upload(s);
+}
+
+std::vector<graph_cache::bucket> graph_cache::buckets() const {
+  std::vector<bucket> out;
+  for (const auto& e : entries_) out.push_back({e->key, &e->exec, !e->binding_unknown});
+  return out;
+}
+
 bool graph_cache::has_shape(const call_key& key) const noexcept {
   return std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e->key.same_shape(key); });
 }
@@ -516,7 +531,7 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
   if (rebinding_on) ++stats_.rebind_fallbacks;
   // Learning reads both graphs; when every argument that changed re-captures for good it would teach nothing: the
   // rebinder only notes that its image is out of date (refreshed before its next patch).
-  const bool learning = rebinding_on && (!e.rebind || e.rebind->can_learn(e.key, key));
+  const bool learning = rebinding_on && !e.binding_unknown && (!e.rebind || e.rebind->can_learn(e.key, key));
   // The definition the executable graph runs now, destroyed only after the launch is queued: destroying a graph of
   // N nodes costs about as much as reading it, and then overlaps the GPU's run instead of delaying it.
   std::shared_ptr<const void> replaced = detail::current_graph(e.exec);
@@ -550,6 +565,7 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
   }
   note(std::move(line));
   e.key = key;
+  e.binding_unknown = false;
   e.exec.launch(s);
   ++stats_.replays;
   replaced.reset();

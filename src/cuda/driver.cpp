@@ -118,6 +118,21 @@ CUresult node_get_dependencies(CUgraphNode n, CUgraphNode* deps, CUgraphEdgeData
   return fn != nullptr ? fn(n, deps, data, count) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult library_get_kernel(CUkernel* kernel, CUlibrary library, const char* name) {
+  static auto fn = entry<CUresult (*)(CUkernel*, CUlibrary, const char*)>("cuLibraryGetKernel", 12000);
+  return fn != nullptr ? fn(kernel, library, name) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult kernel_get_function(CUfunction* function, CUkernel kernel) {
+  static auto fn = entry<CUresult (*)(CUfunction*, CUkernel)>("cuKernelGetFunction", 12000);
+  return fn != nullptr ? fn(function, kernel) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult ctx_get_current(CUcontext* ctx) {
+  static auto fn = entry<CUresult (*)(CUcontext*)>("cuCtxGetCurrent", 4000);
+  return fn != nullptr ? fn(ctx) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 int stream_device(cudaStream_t s) noexcept {
   CUcontext ctx = nullptr;
   CUdevice device = 0;

@@ -35,6 +35,11 @@ CUresult graph_get_nodes(CUgraph g, CUgraphNode* nodes, size_t* count);
 // A node's dependencies with their edge data (cuGraphNodeGetDependencies_v2, CUDA 12.3); `deps` and `data` may be
 // null to count them.
 CUresult node_get_dependencies(CUgraphNode n, CUgraphNode* deps, CUgraphEdgeData* data, size_t* count);
+// The kernel `name` of library `library` (cuLibraryGetKernel, CUDA 12.0), its function in the current context
+// (cuKernelGetFunction), and the current context (cuCtxGetCurrent): for graph files (modules loaded through Conveyor).
+CUresult library_get_kernel(CUkernel* kernel, CUlibrary library, const char* name);
+CUresult kernel_get_function(CUfunction* function, CUkernel kernel);
+CUresult ctx_get_current(CUcontext* ctx);
 // The device of stream `s` through its context (stream_get_ctx, ctx_get_device): safe on a capturing stream. -1
 // when the driver cannot tell.
 int stream_device(cudaStream_t s) noexcept;

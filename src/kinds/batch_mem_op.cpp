@@ -12,6 +12,12 @@ param_diff compare(cudaGraphNode_t, cudaGraphNode_t, const compare_context&) {
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
+// Graph files (kinds/keep.hpp): refused at save.
+extern const keep_facets batch_mem_op_keep{
+    .refusal = "a batch of memory operations holds its operations in a form the driver does not let Conveyor read back",
+    .fix = "use kernels or memsets for the flags in the saved graph",
+};
+
 extern const kind_traits batch_mem_op_kind{
     .kind = node_kind::batch_mem_op,
     .name = "batch_mem_op",
@@ -23,6 +29,7 @@ extern const kind_traits batch_mem_op_kind{
                       .fix = "do the memory operations in a kernel (atomics, volatile stores) or in a host graph"},
     .compare = &compare,
     .describe = &describe,
+    .keep = &batch_mem_op_keep,
 };
 
 } // namespace conveyor::detail

@@ -8,6 +8,7 @@
 #include "conveyor/error.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace conveyor::detail {
 
@@ -63,6 +64,48 @@ cudaError_t embedded_graph(cudaGraphNode_t n, cudaGraph_t* out) { return cudaGra
 
 } // namespace
 
+// ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
+namespace {
+
+void save_child(cudaGraphNode_t n, const graph_state* owner, keep_saver& s, saved_node& out) {
+  const graph_state* body = nullptr;
+  if (owner != nullptr)
+    if (auto it = owner->child_bodies.find(n); it != owner->child_bodies.end()) body = it->second.get();
+  out.bodies.push_back(s.graph(nested(n), body));
+}
+
+cudaGraphNode_t load_child(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
+  cudaGraphNode_t node = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddChildGraphNode(&node, g, deps.data(), deps.size(), l.child_graph(n.bodies.at(0))));
+  return node;
+}
+
+void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
+  d.bodies.push_back(describe_saved_graph(n.bodies.at(0), f));
+}
+
+param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
+  const auto c = compare_saved_graphs(na.bodies.at(0), nb.bodies.at(0), ctx);
+  if (!c.same_topology) return param_diff::change("child graph topology: " + c.topology_reason, false);
+  if (c.changed.empty()) return param_diff::same();
+  param_diff out = param_diff::change(fmt::format("{} node(s) of the child graph", c.changed.size()));
+  for (const auto& d : c.changed) {
+    out.updatable = out.updatable && d.diff.updatable;
+    out.settable = out.settable && d.diff.updatable && d.diff.comparable;
+    out.what += fmt::format("; child node {}: {}", d.position, d.diff.what);
+  }
+  return out;
+}
+
+} // namespace
+
+extern const keep_facets child_graph_keep{
+    .save = &save_child,
+    .load = &load_child,
+    .describe = &describe_saved,
+    .compare = &compare_saved,
+};
+
 extern const kind_traits child_graph_kind{
     .kind = node_kind::child_graph,
     .name = "child_graph",
@@ -74,6 +117,7 @@ extern const kind_traits child_graph_kind{
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,
     .embedded_graph = &embedded_graph,
+    .keep = &child_graph_keep,
 };
 
 cudaGraphNode_t add_child(cudaGraph_t g, node_handles deps, cudaGraph_t body) {

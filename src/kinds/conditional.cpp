@@ -9,6 +9,7 @@
 #include "conveyor/error.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace conveyor::detail {
 
@@ -61,6 +62,71 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) 
 
 } // namespace
 
+// ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
+namespace {
+
+void save_conditional(cudaGraphNode_t n, const graph_state* owner, keep_saver& s, saved_node& out) {
+  const conditional_info* info = info_of(owner, n);
+  if (info == nullptr)
+    s.refuse("a conditional node Conveyor did not build: CUDA cannot read its parameters or bodies back",
+             "build it with conveyor::add_conditional or capture it with capture_conditional");
+  saved_conditional_node c;
+  c.type = static_cast<int>(info->type);
+  c.size = info->size;
+  c.condition = s.condition(*info);
+  out.parameters = c;
+  for (const auto& body : info->bodies) out.bodies.push_back(s.graph(body->handle, body.get()));
+}
+
+cudaGraphNode_t load_conditional(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
+  const auto& c = std::get<saved_conditional_node>(n.parameters);
+  auto [node, bodies] = add_conditional(g, deps, l.condition(c.condition), static_cast<cudaGraphConditionalNodeType>(c.type), c.size);
+  l.conditional_added(node, n, bodies);
+  return node;
+}
+
+std::string_view type_name(int type) { return type == cudaGraphCondTypeWhile ? "while" : type == cudaGraphCondTypeIf ? "if" : "switch"; }
+
+void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
+  d.conditional_type = std::string(type_name(std::get<saved_conditional_node>(n.parameters).type));
+  for (const auto& body : n.bodies) d.bodies.push_back(describe_saved_graph(body, f));
+}
+
+param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
+  const auto& a = std::get<saved_conditional_node>(na.parameters);
+  const auto& b = std::get<saved_conditional_node>(nb.parameters);
+  if (a.type != b.type || a.size != b.size)
+    return param_diff::change(fmt::format("conditional {}/{} bodies -> {}/{} bodies", type_name(a.type), a.size,
+                                          type_name(b.type), b.size),
+                              false);
+  std::string what;
+  bool updatable = true;
+  if (a.condition != b.condition) what = "condition handle";
+  for (std::size_t i = 0; i < na.bodies.size() && i < nb.bodies.size(); ++i) {
+    const auto c = compare_saved_graphs(na.bodies[i], nb.bodies[i], ctx);
+    if (!c.same_topology) {
+      what += fmt::format("{}body {} topology: {}", what.empty() ? "" : "; ", i, c.topology_reason);
+      updatable = false;
+      continue;
+    }
+    for (const auto& d : c.changed) {
+      updatable = updatable && d.diff.updatable;
+      what += fmt::format("{}body {} node {}: {}", what.empty() ? "" : "; ", i, d.position, d.diff.what);
+    }
+  }
+  if (what.empty()) return param_diff::same();
+  return {true, true, false, updatable, std::move(what)};
+}
+
+} // namespace
+
+extern const keep_facets conditional_keep{
+    .save = &save_conditional,
+    .load = &load_conditional,
+    .describe = &describe_saved,
+    .compare = &compare_saved,
+};
+
 extern const kind_traits conditional_kind_traits{
     .kind = node_kind::conditional,
     .name = "conditional",
@@ -74,6 +140,7 @@ extern const kind_traits conditional_kind_traits{
                "tail_launch; a loop: conveyor::device::add_relaunch), or keep the conditional node in a host graph"},
     .compare = &compare,
     .describe = &describe,
+    .keep = &conditional_keep,
 };
 
 std::pair<cudaGraphNode_t, std::vector<cudaGraph_t>> add_conditional(cudaGraph_t g, node_handles deps,

@@ -18,6 +18,21 @@ cudaError_t add_copy(cudaGraphNode_t, cudaGraph_t target, cudaGraphNode_t* out) 
 }
 } // namespace
 
+// ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
+namespace {
+void save_empty(cudaGraphNode_t, const graph_state*, keep_saver&, saved_node& out) { out.parameters = std::monostate{}; }
+cudaGraphNode_t load_empty(const saved_node&, cudaGraph_t g, node_handles deps, keep_loader&) { return add_empty(g, deps); }
+void describe_saved(const saved_node&, const graph_file&, node_description&) {}
+param_diff compare_saved(const saved_node&, const saved_node&, const saved_context&) { return param_diff::same(); }
+} // namespace
+
+extern const keep_facets empty_keep{
+    .save = &save_empty,
+    .load = &load_empty,
+    .describe = &describe_saved,
+    .compare = &compare_saved,
+};
+
 extern const kind_traits empty_kind{
     .kind = node_kind::empty,
     .name = "empty",
@@ -31,6 +46,7 @@ extern const kind_traits empty_kind{
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,
     .add_copy = &add_copy,
+    .keep = &empty_keep,
 };
 
 cudaGraphNode_t add_empty(cudaGraph_t g, node_handles deps) {

@@ -4,6 +4,8 @@
 
 #include "conveyor/error.hpp"
 
+#include <fmt/format.h>
+
 namespace conveyor::detail {
 
 namespace {
@@ -30,6 +32,38 @@ cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out
 }
 } // namespace
 
+// ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
+namespace {
+
+void save_event(cudaGraphNode_t n, const graph_state*, keep_saver& s, saved_node& out) {
+  cudaEvent_t e = nullptr;
+  CONVEYOR_CHECK(cudaGraphEventWaitNodeGetEvent(n, &e));
+  out.parameters = saved_reference{s.event(e)};
+}
+
+cudaGraphNode_t load_event(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
+  cudaGraphNode_t node = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddEventWaitNode(&node, g, deps.data(), deps.size(), l.event(std::get<saved_reference>(n.parameters).index)));
+  return node;
+}
+
+void describe_saved(const saved_node&, const graph_file&, node_description&) {}
+
+param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
+  const auto& a = ctx.before->events[std::get<saved_reference>(na.parameters).index];
+  const auto& b = ctx.after->events[std::get<saved_reference>(nb.parameters).index];
+  return a == b ? param_diff::same() : param_diff::change(fmt::format("awaited event '{}' -> '{}'", a, b));
+}
+
+} // namespace
+
+extern const keep_facets event_wait_keep{
+    .save = &save_event,
+    .load = &load_event,
+    .describe = &describe_saved,
+    .compare = &compare_saved,
+};
+
 extern const kind_traits event_wait_kind{
     .kind = node_kind::event_wait,
     .name = "event_wait",
@@ -44,6 +78,7 @@ extern const kind_traits event_wait_kind{
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,
     .add_copy = &add_copy,
+    .keep = &event_wait_keep,
 };
 
 cudaGraphNode_t add_event_wait(cudaGraph_t g, node_handles deps, cudaEvent_t e) {

@@ -43,6 +43,12 @@ cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out
 }
 } // namespace
 
+// Graph files (kinds/keep.hpp): refused at save.
+extern const keep_facets ext_semaphore_signal_keep{
+    .refusal = "an external semaphore is a handle of another API in this process (Vulkan, Direct3D, NvSciSync), which a file cannot carry",
+    .fix = "save the graph without the semaphore nodes, and add them after load (graph::add_node)",
+};
+
 extern const kind_traits ext_semaphore_signal_kind{
     .kind = node_kind::ext_semaphore_signal,
     .name = "ext_semaphore_signal",
@@ -56,6 +62,7 @@ extern const kind_traits ext_semaphore_signal_kind{
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,
     .add_copy = &add_copy,
+    .keep = &ext_semaphore_signal_keep,
 };
 
 } // namespace conveyor::detail

@@ -5,6 +5,8 @@
 
 #include "conveyor/error.hpp"
 
+#include <fmt/format.h>
+
 namespace conveyor::detail {
 
 namespace {
@@ -44,6 +46,34 @@ cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out
 }
 } // namespace
 
+// ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
+namespace {
+
+void save_host(cudaGraphNode_t, const graph_state*, keep_saver& s, saved_node& out) {
+  out.parameters = saved_reference{s.host_function()};
+}
+
+cudaGraphNode_t load_host(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
+  return add_host(g, deps, l.host_function(std::get<saved_reference>(n.parameters).index));
+}
+
+void describe_saved(const saved_node&, const graph_file&, node_description&) {}
+
+param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
+  const auto& a = ctx.before->host_functions[std::get<saved_reference>(na.parameters).index];
+  const auto& b = ctx.after->host_functions[std::get<saved_reference>(nb.parameters).index];
+  return a == b ? param_diff::same() : param_diff::change(fmt::format("host function '{}' -> '{}'", a, b));
+}
+
+} // namespace
+
+extern const keep_facets host_keep{
+    .save = &save_host,
+    .load = &load_host,
+    .describe = &describe_saved,
+    .compare = &compare_saved,
+};
+
 extern const kind_traits host_kind{
     .kind = node_kind::host,
     .name = "host",
@@ -59,6 +89,7 @@ extern const kind_traits host_kind{
     .describe = &describe,
     .host_addresses = &host_addresses,
     .add_copy = &add_copy,
+    .keep = &host_keep,
 };
 
 cudaGraphNode_t add_host(cudaGraph_t g, node_handles deps, std::function<void()>* callable) {

@@ -8,6 +8,7 @@
 #include "cuda/driver.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -401,6 +402,8 @@ cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out
 }
 } // namespace
 
+extern const keep_facets kernel_keep; // below: graph files
+
 extern const kind_traits kernel_kind{
     .kind = node_kind::kernel,
     .name = "kernel",
@@ -416,6 +419,7 @@ extern const kind_traits kernel_kind{
     .set_fields = &set_fields,
     .field_name = &field_name,
     .add_copy = &add_copy,
+    .keep = &kernel_keep,
 };
 
 kernel_snapshot read_kernel_snapshot(cudaGraphNode_t node, bool attributes) {
@@ -594,25 +598,53 @@ std::string kernel_name(cudaGraphNode_t node) {
   return p ? kernel_name(*p) : std::string{};
 }
 
-const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(const CUDA_KERNEL_NODE_PARAMS& p) {
-  using layout = std::vector<std::pair<std::size_t, std::size_t>>;
-  static std::mutex mutex;
+namespace {
+using layout_t = std::vector<std::pair<std::size_t, std::size_t>>;
+struct layout_cache {
+  std::mutex mutex;
   // Node-based: an entry's address stays valid while others are added (callers keep pointers to it).
-  static std::unordered_map<const void*, std::optional<layout>> cache;
+  std::unordered_map<const void*, std::optional<layout_t>> entries;
+  // Entries forgotten (forget_parameter_layouts): kept, since callers may still hold pointers into them.
+  std::vector<std::unordered_map<const void*, std::optional<layout_t>>> retired;
+  std::atomic<std::uint64_t> generation{0};
+};
+layout_cache& layouts() {
+  static layout_cache* c = new layout_cache; // never destroyed: kernels may be read during static destruction
+  return *c;
+}
+} // namespace
+
+void forget_parameter_layouts() noexcept {
+  auto& c = layouts();
+  std::lock_guard lock(c.mutex);
+  try {
+    c.retired.push_back(std::move(c.entries));
+  } catch (...) { // std::bad_alloc: the entries are dropped instead (no caller keeps one across an unload)
+  }
+  c.entries.clear();
+  c.generation.fetch_add(1, std::memory_order_release);
+}
+
+const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(const CUDA_KERNEL_NODE_PARAMS& p) {
+  auto& c = layouts();
   const void* key = p.func != nullptr ? static_cast<const void*>(p.func) : static_cast<const void*>(p.kern);
   if (key == nullptr) return nullptr;
   // The last function this thread asked for: a graph of thousands of nodes usually runs few kernels, and entries
-  // are never removed (their addresses stay valid), so the answer can be kept without the lock.
+  // are never freed (their addresses stay valid), so the answer can be kept without the lock — until a library is
+  // unloaded (forget_parameter_layouts), after which a handle may name another kernel.
   thread_local const void* last_key = nullptr;
-  thread_local const layout* last = nullptr;
-  if (key == last_key) return last;
-  std::lock_guard lock(mutex);
-  if (auto it = cache.find(key); it != cache.end()) {
+  thread_local const layout_t* last = nullptr;
+  thread_local std::uint64_t last_generation = 0;
+  const std::uint64_t generation = c.generation.load(std::memory_order_acquire);
+  if (key == last_key && generation == last_generation) return last;
+  std::lock_guard lock(c.mutex);
+  last_generation = generation;
+  if (auto it = c.entries.find(key); it != c.entries.end()) {
     last_key = key;
     last = it->second ? &*it->second : nullptr;
     return last;
   }
-  layout out;
+  layout_t out;
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0;
     std::size_t size = 0;
@@ -620,12 +652,12 @@ const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(con
                                           : driver::kernel_get_param_info(p.kern, i, &offset, &size);
     if (rc == CUDA_ERROR_INVALID_VALUE) break; // past the last parameter
     if (rc != CUDA_SUCCESS) {
-      cache[key] = std::nullopt;
+      c.entries[key] = std::nullopt;
       return nullptr;
     }
     out.emplace_back(offset, size);
   }
-  auto& entry = cache[key] = std::move(out);
+  auto& entry = c.entries[key] = std::move(out);
   return &*entry;
 }
 
@@ -677,5 +709,222 @@ cudaError_t set_graph_kernel(cudaGraphNode_t node, const launch_config& cfg, con
   const cudaKernelNodeParams p = kernel_params(cfg, function, arguments);
   return cudaGraphKernelNodeSetParams(node, &p);
 }
+
+// ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
+namespace {
+
+// A launch attribute as the file's numbers (docs/graph-files.md, "Launch attributes"), and back.
+saved_attribute to_saved(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& v, keep_saver& s) {
+  saved_attribute a;
+  a.id = static_cast<std::uint32_t>(id);
+  switch (id) {
+  case cudaLaunchAttributeAccessPolicyWindow: {
+    const auto& w = v.accessPolicyWindow;
+    a.values = {static_cast<std::int64_t>(w.num_bytes), w.hitProp, w.missProp};
+    a.ratio = w.hitRatio;
+    a.address = s.address(w.base_ptr, w.num_bytes, "access policy window");
+    return a;
+  }
+  case cudaLaunchAttributeCooperative: a.values = {v.cooperative}; return a;
+  case cudaLaunchAttributeClusterDimension: a.values = {v.clusterDim.x, v.clusterDim.y, v.clusterDim.z}; return a;
+  case cudaLaunchAttributeClusterSchedulingPolicyPreference: a.values = {v.clusterSchedulingPolicyPreference}; return a;
+  case cudaLaunchAttributePriority: a.values = {v.priority}; return a;
+  case cudaLaunchAttributeMemSyncDomainMap: a.values = {v.memSyncDomainMap.default_, v.memSyncDomainMap.remote}; return a;
+  case cudaLaunchAttributeMemSyncDomain: a.values = {v.memSyncDomain}; return a;
+  case cudaLaunchAttributePreferredClusterDimension:
+    a.values = {v.preferredClusterDim.x, v.preferredClusterDim.y, v.preferredClusterDim.z};
+    return a;
+  case cudaLaunchAttributeDeviceUpdatableKernelNode: a.values = {v.deviceUpdatableKernelNode.deviceUpdatable}; return a;
+  case cudaLaunchAttributePreferredSharedMemoryCarveout: a.values = {v.sharedMemCarveout}; return a;
+  default: break;
+  }
+  if (static_cast<int>(id) == 16) { // cudaLaunchAttributeNvlinkUtilCentricScheduling (CUDA 13): one unsigned int
+    unsigned word = 0;
+    std::memcpy(&word, &v, sizeof word);
+    a.values = {word};
+    return a;
+  }
+  s.refuse(fmt::format("it holds launch attribute {}, which graph files of this version do not know",
+                       static_cast<int>(id)),
+           "clear the attribute before saving, or use a newer Conveyor");
+}
+
+cudaLaunchAttributeValue from_saved(const saved_attribute& a, void* window_base) {
+  cudaLaunchAttributeValue v;
+  std::memset(&v, 0, sizeof v);
+  const auto& x = a.values;
+  auto u = [&](std::size_t i) { return static_cast<unsigned>(x[i]); };
+  switch (static_cast<cudaLaunchAttributeID>(a.id)) {
+  case cudaLaunchAttributeAccessPolicyWindow:
+    v.accessPolicyWindow.base_ptr = window_base;
+    v.accessPolicyWindow.num_bytes = static_cast<std::size_t>(x[0]);
+    v.accessPolicyWindow.hitRatio = static_cast<float>(a.ratio);
+    v.accessPolicyWindow.hitProp = static_cast<cudaAccessProperty>(x[1]);
+    v.accessPolicyWindow.missProp = static_cast<cudaAccessProperty>(x[2]);
+    break;
+  case cudaLaunchAttributeCooperative: v.cooperative = static_cast<int>(x[0]); break;
+  case cudaLaunchAttributeClusterDimension: v.clusterDim = {u(0), u(1), u(2)}; break;
+  case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+    v.clusterSchedulingPolicyPreference = static_cast<cudaClusterSchedulingPolicy>(x[0]);
+    break;
+  case cudaLaunchAttributePriority: v.priority = static_cast<int>(x[0]); break;
+  case cudaLaunchAttributeMemSyncDomainMap:
+    v.memSyncDomainMap.default_ = static_cast<unsigned char>(x[0]);
+    v.memSyncDomainMap.remote = static_cast<unsigned char>(x[1]);
+    break;
+  case cudaLaunchAttributeMemSyncDomain: v.memSyncDomain = static_cast<cudaLaunchMemSyncDomain>(x[0]); break;
+  case cudaLaunchAttributePreferredClusterDimension: v.preferredClusterDim = {u(0), u(1), u(2)}; break;
+  case cudaLaunchAttributeDeviceUpdatableKernelNode: v.deviceUpdatableKernelNode.deviceUpdatable = static_cast<int>(x[0]); break;
+  case cudaLaunchAttributePreferredSharedMemoryCarveout: v.sharedMemCarveout = u(0); break;
+  default: {
+    const unsigned word = u(0); // cudaLaunchAttributeNvlinkUtilCentricScheduling: one unsigned int
+    std::memcpy(&v, &word, sizeof word);
+  }
+  }
+  return v;
+}
+
+void save_kernel(cudaGraphNode_t n, const graph_state*, keep_saver& s, saved_node& out) {
+  const kernel_snapshot k = read_kernel_snapshot(n, true);
+  if (!k.readable) s.refuse("the driver cannot read its parameters", "report it: every kernel node should be readable");
+  if (k.has_extra)
+    s.refuse("its arguments are passed through 'extra' (a packed buffer whose layout is not known)",
+             "launch the kernel with kernelParams (the <<<>>> syntax, cudaLaunchKernel, conveyor::launch)");
+  if (k.layout == nullptr)
+    s.refuse("the driver does not give its parameter layout (cuFuncGetParamInfo)", "use a driver of CUDA 12.4 or newer");
+  saved_kernel_node kn;
+  const auto& p = k.params;
+  kn.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
+  kn.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
+  kn.shared_bytes = p.sharedMemBytes;
+  kn.device = std::max(context_device(p.ctx), 0);
+  s.kernel(k, kn);
+  std::size_t next = 0;
+  for (std::size_t a = 0; a < kernel_attribute_slots; ++a)
+    if ((k.set_attributes & (1U << a)) != 0) kn.attributes.push_back(to_saved(node_attributes[a], k.attribute_values[next++], s));
+  std::sort(kn.attributes.begin(), kn.attributes.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
+  out.parameters = std::move(kn);
+}
+
+cudaGraphNode_t load_kernel(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
+  const auto& k = std::get<saved_kernel_node>(n.parameters);
+  std::vector<unsigned char> arguments;
+  std::vector<void*> pointers;
+  CUDA_KERNEL_NODE_PARAMS p = l.kernel(k, arguments, pointers);
+  p.gridDimX = k.grid[0];
+  p.gridDimY = k.grid[1];
+  p.gridDimZ = k.grid[2];
+  p.blockDimX = k.block[0];
+  p.blockDimY = k.block[1];
+  p.blockDimZ = k.block[2];
+  p.sharedMemBytes = k.shared_bytes;
+  CUgraphNode made = nullptr;
+  if (const CUresult rc = driver::add_kernel_node(&made, reinterpret_cast<CUgraph>(g), reinterpret_cast<const CUgraphNode*>(deps.data()), deps.size(), &p); rc != CUDA_SUCCESS)
+    throw_cuda(cudaErrorInvalidValue, "cuGraphAddKernelNode",
+               fmt::format("driver error {}: the launch shape or shared memory is not valid for this kernel on this device",
+                           static_cast<int>(rc)));
+  const auto node = reinterpret_cast<cudaGraphNode_t>(made);
+  for (const auto& a : k.attributes) {
+    const cudaLaunchAttributeValue v =
+        from_saved(a, a.id == cudaLaunchAttributeAccessPolicyWindow ? l.address(a.address) : nullptr);
+    const auto id = static_cast<cudaLaunchAttributeID>(a.id);
+    if (const cudaError_t rc = cudaGraphKernelNodeSetAttribute(node, id, &v); rc != cudaSuccess) {
+      (void)cudaGraphDestroyNode(node);
+      throw_cuda(rc, "cudaGraphKernelNodeSetAttribute", fmt::format("launch attribute {}", a.id));
+    }
+  }
+  return node;
+}
+
+std::string saved_kernel_name(const graph_file& f, const saved_kernel_node& k) {
+  return k.kernel < f.kernels.size() ? readable_kernel_name(f.kernels[k.kernel].name.c_str()) : std::string{};
+}
+
+void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
+  const auto& k = std::get<saved_kernel_node>(n.parameters);
+  d.kernel_name = saved_kernel_name(f, k);
+  d.grid = k.grid;
+  d.block = k.block;
+  d.shared_bytes = k.shared_bytes;
+  d.device = k.device;
+  for (const auto& a : k.attributes) {
+    attribute_read r;
+    r.rc = cudaSuccess;
+    std::memset(&r.value, 0, sizeof r.value);
+    if (a.id != cudaLaunchAttributeAccessPolicyWindow) r.value = from_saved(a, nullptr);
+    const auto id = static_cast<cudaLaunchAttributeID>(a.id);
+    if (a.id == cudaLaunchAttributeAccessPolicyWindow)
+      d.attributes.push_back(fmt::format("access policy window {} +{} B", saved_address_text(a.address, f), a.values[0]));
+    else if (!is_default(id, r))
+      d.attributes.push_back(value_text(id, r));
+  }
+}
+
+// The words of the argument bytes as the file means them: relocated words by what they point to (buffer name and
+// offset, or condition), the rest by their bytes.
+std::string argument_word(const saved_kernel_node& k, std::size_t offset, std::size_t size, const graph_file& f) {
+  std::string out;
+  for (const auto& r : k.relocations)
+    if (r.offset >= offset && r.offset < offset + size)
+      out += r.target == relocation_target::condition
+                 ? fmt::format("@{}:condition {}", r.offset - offset, r.index)
+                 : fmt::format("@{}:{}", r.offset - offset, saved_address_text({r.index, r.at}, f));
+  out.append(reinterpret_cast<const char*>(k.arguments.data() + offset), size);
+  return out;
+}
+
+param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
+  const auto& a = std::get<saved_kernel_node>(na.parameters);
+  const auto& b = std::get<saved_kernel_node>(nb.parameters);
+  const graph_file& fa = *ctx.before;
+  const graph_file& fb = *ctx.after;
+  kernel_changes c;
+  const bool same_function = fa.kernels[a.kernel].name == fb.kernels[b.kernel].name;
+  if (a.device != b.device) {
+    c.what.emplace_back(fmt::format("device {} -> {}", a.device, b.device));
+    c.settable = false;
+  }
+  if (!same_function)
+    c.what.push_back(fmt::format("function {} -> {}", saved_kernel_name(fa, a), saved_kernel_name(fb, b)));
+  if (a.grid != b.grid || a.block != b.block)
+    c.what.push_back(fmt::format("launch shape grid {}x{}x{} block {}x{}x{} -> grid {}x{}x{} block {}x{}x{}", a.grid[0],
+                                 a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2], b.grid[0], b.grid[1],
+                                 b.grid[2], b.block[0], b.block[1], b.block[2]));
+  if (a.shared_bytes != b.shared_bytes)
+    c.what.push_back(fmt::format("dynamic shared memory {} -> {} B", a.shared_bytes, b.shared_bytes));
+  if (!same_function) {
+    c.what.emplace_back("arguments");
+  } else {
+    std::string args;
+    const auto& layout = fa.kernels[a.kernel].parameters;
+    for (std::size_t i = 0; i < layout.size(); ++i)
+      if (argument_word(a, layout[i].first, layout[i].second, fa) != argument_word(b, layout[i].first, layout[i].second, fb))
+        args += fmt::format("{}{}", args.empty() ? "" : ", ", i);
+    if (!args.empty()) c.what.push_back("arguments " + args);
+  }
+  node_description da;
+  node_description db;
+  describe_saved(na, fa, da);
+  describe_saved(nb, fb, db);
+  if (a.attributes.size() != b.attributes.size() || da.attributes != db.attributes ||
+      !std::equal(a.attributes.begin(), a.attributes.end(), b.attributes.begin(), [](const auto& x, const auto& y) {
+        return x.id == y.id && x.values == y.values && x.ratio == y.ratio;
+      })) {
+    c.what.push_back(fmt::format("attributes: [{}] -> [{}]", fmt::join(da.attributes, ", "), fmt::join(db.attributes, ", ")));
+    c.settable = false;
+    c.updatable = false;
+  }
+  if (c.what.empty()) return param_diff::same();
+  return {true, true, c.settable, c.updatable, fmt::format("{}", fmt::join(c.what, "; "))};
+}
+
+} // namespace
+
+extern const keep_facets kernel_keep{
+    .save = &save_kernel,
+    .load = &load_kernel,
+    .describe = &describe_saved,
+    .compare = &compare_saved,
+};
 
 } // namespace conveyor::detail

@@ -8,6 +8,7 @@
 #include "conveyor/define/description.hpp"
 #include "conveyor/define/node_kind.hpp"
 #include "kinds/fields.hpp"
+#include "kinds/keep.hpp"
 #include "model/graph_state.hpp"
 
 #include <cuda_runtime_api.h>
@@ -101,6 +102,9 @@ struct kind_traits {
   //! apart from its graph (allocation nodes, whose addresses are the executable graph's; conditional and
   //! child-graph nodes, which step-through steps into).
   cudaError_t (*add_copy)(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) = nullptr;
+  //! Graph files (kinds/keep.hpp): how the kind is saved, loaded, described and compared offline, or why it is
+  //! refused at save. Null: refused, as a kind this version cannot save.
+  const keep_facets* keep = nullptr;
 };
 
 //! The table entry of `kind` (a switch over every node_kind without a default: the compiler names a missing kind).

@@ -37,6 +37,9 @@ std::string kernel_name(cudaGraphNode_t node);
 //! (offset, size) in bytes of each parameter (cuFuncGetParamInfo / cuKernelGetParamInfo), cached per function: the
 //! cached entry itself (valid for the life of the process), or null when the driver cannot tell.
 const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(const CUDA_KERNEL_NODE_PARAMS& p);
+//! Forgets the cached layouts (kept in memory: earlier answers stay valid): called when a library or module is
+//! unloaded, after which its functions' handles may be reused for other kernels. Never throws.
+void forget_parameter_layouts() noexcept;
 //! One launch attribute as read from a kernel node: rc is cudaSuccess when the node holds a value.
 struct kernel_attribute_read {
   cudaError_t rc = cudaErrorInvalidValue;

@@ -8,6 +8,7 @@
 #include "conveyor/error.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace conveyor::detail {
 
@@ -41,6 +42,69 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
 void describe(cudaGraphNode_t n, node_description& d, const graph_state*) { d.bytes = read_mem_alloc(n).bytes; }
 } // namespace
 
+// ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
+namespace {
+
+void save_mem_alloc(cudaGraphNode_t n, const graph_state*, keep_saver& s, saved_node& out) {
+  cudaMemAllocNodeParams p{};
+  CONVEYOR_CHECK(cudaGraphMemAllocNodeGetParams(n, &p));
+  if (p.poolProps.location.type != cudaMemLocationTypeDevice || p.poolProps.allocType != cudaMemAllocationTypePinned)
+    s.refuse("its pool is not device memory of the ordinary (pinned) allocation type",
+             "allocate device memory (graph::mem_alloc, cudaMallocAsync in a capture)");
+  saved_mem_alloc_node a;
+  a.device = p.poolProps.location.id;
+  a.buffer = s.allocation(p.dptr, p.bytesize, a.device);
+  for (std::size_t i = 0; i < p.accessDescCount; ++i)
+    a.access.emplace_back(p.accessDescs[i].location.id, p.accessDescs[i].flags == cudaMemAccessFlagsProtRead);
+  a.usage = p.poolProps.usage;
+  out.parameters = std::move(a);
+}
+
+cudaGraphNode_t load_mem_alloc(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
+  const auto& a = std::get<saved_mem_alloc_node>(n.parameters);
+  std::vector<cudaMemAccessDesc> access;
+  for (const auto& [device, read_only] : a.access) {
+    cudaMemAccessDesc d{};
+    d.location.type = cudaMemLocationTypeDevice;
+    d.location.id = device;
+    d.flags = read_only ? cudaMemAccessFlagsProtRead : cudaMemAccessFlagsProtReadWrite;
+    access.push_back(d);
+  }
+  const auto bytes = l.allocation_bytes(a.buffer);
+  auto [node, pointer] = add_mem_alloc(g, deps, bytes, a.device, access, a.usage);
+  l.allocated(a.buffer, pointer);
+  return node;
+}
+
+void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
+  const auto& a = std::get<saved_mem_alloc_node>(n.parameters);
+  d.bytes = f.buffers[a.buffer].bytes;
+  d.device = a.device;
+}
+
+param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
+  const auto& a = std::get<saved_mem_alloc_node>(na.parameters);
+  const auto& b = std::get<saved_mem_alloc_node>(nb.parameters);
+  std::vector<std::string> what;
+  const auto bytes_a = ctx.before->buffers[a.buffer].bytes;
+  const auto bytes_b = ctx.after->buffers[b.buffer].bytes;
+  if (bytes_a != bytes_b) what.push_back(fmt::format("size {} -> {} B", bytes_a, bytes_b));
+  if (a.device != b.device) what.push_back(fmt::format("device {} -> {}", a.device, b.device));
+  if (a.usage != b.usage) what.emplace_back("pool properties");
+  if (a.access != b.access) what.emplace_back("peer access");
+  if (what.empty()) return param_diff::same();
+  return param_diff::change(fmt::format("allocation: {}", fmt::join(what, ", ")), false, false);
+}
+
+} // namespace
+
+extern const keep_facets mem_alloc_keep{
+    .save = &save_mem_alloc,
+    .load = &load_mem_alloc,
+    .describe = &describe_saved,
+    .compare = &compare_saved,
+};
+
 extern const kind_traits mem_alloc_kind{
     .kind = node_kind::mem_alloc,
     .name = "mem_alloc",
@@ -54,6 +118,7 @@ extern const kind_traits mem_alloc_kind{
                "pointer; free after the last launch"},
     .compare = &compare,
     .describe = &describe,
+    .keep = &mem_alloc_keep,
 };
 
 std::pair<cudaGraphNode_t, void*> add_mem_alloc(cudaGraph_t g, node_handles deps, std::size_t bytes, int device,

@@ -7,6 +7,7 @@
 #include "cuda/check.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -126,6 +127,112 @@ cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out
 }
 } // namespace
 
+// ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
+namespace {
+
+// Bytes from a side's pointer to the last byte the copy touches: ((z + depth - 1) * ysize + y + height - 1) * pitch
+// + x + width.
+std::uint64_t span_bytes(const cudaPitchedPtr& p, const cudaPos& at, const cudaExtent& e) {
+  const std::uint64_t rows = (at.z + std::max<std::size_t>(e.depth, 1) - 1) * p.ysize + at.y +
+                             std::max<std::size_t>(e.height, 1) - 1;
+  return rows * p.pitch + at.x + e.width;
+}
+
+saved_pitched save_side(const cudaPitchedPtr& p, const cudaPos& at, const cudaExtent& e, keep_saver& s,
+                        std::string_view role) {
+  return {s.address(p.ptr, span_bytes(p, at, e), role), p.pitch, p.xsize, p.ysize, {at.x, at.y, at.z}};
+}
+
+void save_memcpy(cudaGraphNode_t n, const graph_state*, keep_saver& s, saved_node& out) {
+  cudaMemcpy3DParms p{};
+  CONVEYOR_CHECK(cudaGraphMemcpyNodeGetParams(n, &p));
+  if (p.srcArray != nullptr || p.dstArray != nullptr)
+    s.refuse("it copies to or from a CUDA array, whose handle belongs to this process",
+             "copy through linear memory (cudaMalloc, cudaMallocPitch) in the saved graph");
+  saved_memcpy_node c;
+  c.source = save_side(p.srcPtr, p.srcPos, p.extent, s, "memcpy source");
+  c.destination = save_side(p.dstPtr, p.dstPos, p.extent, s, "memcpy destination");
+  c.extent = {p.extent.width, std::max<std::size_t>(p.extent.height, 1), std::max<std::size_t>(p.extent.depth, 1)};
+  c.kind = static_cast<int>(p.kind);
+  out.parameters = c;
+}
+
+cudaPitchedPtr load_side(const saved_pitched& side, keep_loader& l, cudaPos& at) {
+  at = {side.position[0], side.position[1], side.position[2]};
+  return {l.address(side.address), side.pitch, side.xsize, side.ysize};
+}
+
+cudaGraphNode_t load_memcpy(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
+  const auto& c = std::get<saved_memcpy_node>(n.parameters);
+  cudaMemcpy3DParms p{};
+  p.srcPtr = load_side(c.source, l, p.srcPos);
+  p.dstPtr = load_side(c.destination, l, p.dstPos);
+  p.extent = {c.extent[0], c.extent[1], c.extent[2]};
+  p.kind = static_cast<cudaMemcpyKind>(c.kind);
+  cudaGraphNode_t node = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddMemcpyNode(&node, g, deps.data(), deps.size(), &p));
+  return node;
+}
+
+char side_of(const saved_address& a, const graph_file& f) {
+  if (a.is_null() || a.buffer >= f.buffers.size()) return 0;
+  const buffer_memory m = f.buffers[a.buffer].memory;
+  return m == buffer_memory::device || m == buffer_memory::graph_allocation ? 'D' : 'H';
+}
+
+int device_of(const saved_address& a, const graph_file& f) {
+  return a.is_null() || a.buffer >= f.buffers.size() ? -1 : f.buffers[a.buffer].device;
+}
+
+void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
+  const auto& c = std::get<saved_memcpy_node>(n.parameters);
+  d.bytes = c.extent[0] * c.extent[1] * c.extent[2];
+  d.copy_kind = std::string(copy_kind_name(static_cast<cudaMemcpyKind>(c.kind)));
+  const char from = side_of(c.source.address, f);
+  const char to = side_of(c.destination.address, f);
+  if (c.kind == cudaMemcpyDefault && from != 0 && to != 0) d.copy_kind = std::string{from} + "to" + std::string{to};
+  const int src_device = device_of(c.source.address, f);
+  const int dst_device = device_of(c.destination.address, f);
+  d.device = dst_device >= 0 ? dst_device : src_device;
+  if (src_device >= 0 && dst_device >= 0 && src_device != dst_device) d.source_device = src_device;
+  d.pageable_host = (!c.source.address.is_null() && f.buffers[c.source.address.buffer].memory == buffer_memory::host) ||
+                    (!c.destination.address.is_null() &&
+                     f.buffers[c.destination.address.buffer].memory == buffer_memory::host);
+}
+
+std::string side_text(const saved_pitched& p, const graph_file& f) {
+  return fmt::format("{} pitch {} size {}x{} at {},{},{}", saved_address_text(p.address, f), p.pitch, p.xsize, p.ysize,
+                     p.position[0], p.position[1], p.position[2]);
+}
+
+param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
+  const auto& a = std::get<saved_memcpy_node>(na.parameters);
+  const auto& b = std::get<saved_memcpy_node>(nb.parameters);
+  std::vector<std::string> what;
+  const std::string sa = side_text(a.source, *ctx.before);
+  const std::string sb = side_text(b.source, *ctx.after);
+  if (sa != sb) what.push_back(fmt::format("source {} -> {}", sa, sb));
+  const std::string da = side_text(a.destination, *ctx.before);
+  const std::string db = side_text(b.destination, *ctx.after);
+  if (da != db) what.push_back(fmt::format("destination {} -> {}", da, db));
+  if (a.extent != b.extent)
+    what.push_back(fmt::format("size {} -> {} B", a.extent[0] * a.extent[1] * a.extent[2], b.extent[0] * b.extent[1] * b.extent[2]));
+  if (a.kind != b.kind)
+    what.push_back(fmt::format("kind {} -> {}", copy_kind_name(static_cast<cudaMemcpyKind>(a.kind)),
+                               copy_kind_name(static_cast<cudaMemcpyKind>(b.kind))));
+  if (what.empty()) return param_diff::same();
+  return param_diff::change(fmt::format("copy: {}", fmt::join(what, ", ")));
+}
+
+} // namespace
+
+extern const keep_facets memcpy_keep{
+    .save = &save_memcpy,
+    .load = &load_memcpy,
+    .describe = &describe_saved,
+    .compare = &compare_saved,
+};
+
 extern const kind_traits memcpy_kind{
     .kind = node_kind::memcpy,
     .name = "memcpy",
@@ -142,6 +249,7 @@ extern const kind_traits memcpy_kind{
     .field_name = &field_name,
     .host_addresses = &host_addresses,
     .add_copy = &add_copy,
+    .keep = &memcpy_keep,
 };
 
 cudaGraphNode_t add_memcpy_1d(cudaGraph_t g, node_handles deps, void* dst, const void* src, std::size_t bytes,

@@ -7,6 +7,7 @@
 #include "cuda/check.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -88,6 +89,67 @@ cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out
 }
 } // namespace
 
+// ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
+namespace {
+
+void save_memset(cudaGraphNode_t n, const graph_state*, keep_saver& s, saved_node& out) {
+  cudaMemsetParams p{};
+  CONVEYOR_CHECK(cudaGraphMemsetNodeGetParams(n, &p));
+  saved_memset_node m;
+  const std::size_t height = std::max<std::size_t>(p.height, 1);
+  m.destination = s.address(p.dst, (height - 1) * p.pitch + p.width * p.elementSize, "memset destination");
+  m.pitch = p.pitch;
+  m.value = p.value;
+  m.element_size = p.elementSize;
+  m.width = p.width;
+  m.height = height;
+  out.parameters = m;
+}
+
+cudaGraphNode_t load_memset(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
+  const auto& m = std::get<saved_memset_node>(n.parameters);
+  cudaMemsetParams p{};
+  p.dst = l.address(m.destination);
+  p.pitch = m.pitch;
+  p.value = m.value;
+  p.elementSize = m.element_size;
+  p.width = m.width;
+  p.height = m.height;
+  cudaGraphNode_t node = nullptr;
+  CONVEYOR_CHECK(cudaGraphAddMemsetNode(&node, g, deps.data(), deps.size(), &p));
+  return node;
+}
+
+void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
+  const auto& m = std::get<saved_memset_node>(n.parameters);
+  d.bytes = m.width * m.element_size * m.height;
+  if (!m.destination.is_null() && m.destination.buffer < f.buffers.size()) d.device = f.buffers[m.destination.buffer].device;
+}
+
+param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
+  const auto& a = std::get<saved_memset_node>(na.parameters);
+  const auto& b = std::get<saved_memset_node>(nb.parameters);
+  std::vector<std::string> what;
+  const std::string da = saved_address_text(a.destination, *ctx.before);
+  const std::string db = saved_address_text(b.destination, *ctx.after);
+  if (da != db) what.push_back(fmt::format("destination {} -> {}", da, db));
+  if (a.value != b.value) what.push_back(fmt::format("value {:#x} -> {:#x}", a.value, b.value));
+  if (a.element_size != b.element_size) what.push_back(fmt::format("element size {} -> {} B", a.element_size, b.element_size));
+  if (a.width != b.width || a.height != b.height || a.pitch != b.pitch)
+    what.push_back(fmt::format("shape {}x{} pitch {} -> {}x{} pitch {}", a.width, a.height, a.pitch, b.width, b.height, b.pitch));
+  if (what.empty()) return param_diff::same();
+  return param_diff::change(fmt::format("memset: {}", fmt::join(what, ", ")));
+}
+
+} // namespace
+
+extern const keep_facets memset_keep{
+    .save = &save_memset,
+    .load = &load_memset,
+    .describe = &describe_saved,
+    .compare = &compare_saved,
+};
+
 extern const kind_traits memset_kind{
     .kind = node_kind::memset,
     .name = "memset",
@@ -103,6 +165,7 @@ extern const kind_traits memset_kind{
     .set_fields = &set_fields,
     .field_name = &field_name,
     .add_copy = &add_copy,
+    .keep = &memset_keep,
 };
 
 namespace {

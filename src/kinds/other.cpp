@@ -10,6 +10,12 @@ param_diff compare(cudaGraphNode_t, cudaGraphNode_t, const compare_context&) {
 void describe(cudaGraphNode_t, node_description&, const graph_state*) {}
 } // namespace
 
+// Graph files (kinds/keep.hpp): refused at save.
+extern const keep_facets other_keep{
+    .refusal = "a node type this version of Conveyor does not know",
+    .fix = "save with a Conveyor that knows the node type",
+};
+
 extern const kind_traits other_kind{
     .kind = node_kind::other,
     .name = "other",
@@ -21,6 +27,7 @@ extern const kind_traits other_kind{
                       .fix = "replace it by kernel, memcpy, memset or child-graph nodes"},
     .compare = &compare,
     .describe = &describe,
+    .keep = &other_keep,
 };
 
 } // namespace conveyor::detail

@@ -99,4 +99,19 @@ struct graph_structure {
 //! \throws cuda_error when a query fails.
 [[nodiscard]] graph_description describe_graph(cudaGraph_t g, const graph_state* owner);
 
+//! Two saved graphs compared as compare_graphs compares live ones: topology (node count, kinds, each node's
+//! dependencies with their edge data, whatever order they were added in), then every node through its kind's
+//! keep facets (kinds/keep.hpp). Plain: no GPU.
+struct saved_comparison {
+  bool same_topology = true;
+  std::string topology_reason;
+  std::vector<node_delta> changed;
+};
+[[nodiscard]] saved_comparison compare_saved_graphs(const saved_graph& before, const saved_graph& after,
+                                                    const saved_context& ctx);
+
+//! Describes saved graph `g` of `file` as describe_graph describes a live one (kinds, labels, kernel names, shapes,
+//! sizes, nested graphs, edges). Plain: no GPU.
+[[nodiscard]] graph_description describe_saved_graph(const saved_graph& g, const graph_file& file);
+
 } // namespace conveyor::detail

@@ -67,6 +67,12 @@ struct cuda_rules {
                                  node_kind::host,         node_kind::empty,      node_kind::event_record,
                                  node_kind::event_wait,   node_kind::ext_semaphore_signal,
                                  node_kind::ext_semaphore_wait};
+  // Graph files (docs/graph-files.md): kinds saved with a stated meaning; the others are refused at save with a reason
+  // and a fix (external semaphores are another API's handles; batch memory operations cannot be read back).
+  std::set<node_kind> saved_in_files{node_kind::kernel,      node_kind::memcpy,       node_kind::memset,
+                                     node_kind::host,        node_kind::child_graph,  node_kind::empty,
+                                     node_kind::event_wait,  node_kind::event_record, node_kind::mem_alloc,
+                                     node_kind::mem_free,    node_kind::conditional};
 };
 
 // Every entry of the kind table, facet by facet, against CUDA's rules.
@@ -96,6 +102,13 @@ TEST(NodeKinds, EveryEntryOfTheTableAgreesWithCudasRules) {
     EXPECT_EQ(t.host_addresses != nullptr, in(rules.holds_host_memory));
     EXPECT_EQ(t.embedded_graph != nullptr, in(rules.embeds_a_graph));
     EXPECT_EQ(t.add_copy != nullptr, in(rules.runs_alone));
+    ASSERT_NE(t.keep, nullptr) << "every kind says how graph files treat it";
+    EXPECT_EQ(t.keep->save != nullptr, in(rules.saved_in_files));
+    EXPECT_EQ(t.keep->load != nullptr, in(rules.saved_in_files));
+    EXPECT_EQ(t.keep->describe != nullptr, in(rules.saved_in_files));
+    EXPECT_EQ(t.keep->compare != nullptr, in(rules.saved_in_files));
+    EXPECT_EQ(t.keep->refusal.empty(), in(rules.saved_in_files)) << "a refused kind needs its reason";
+    EXPECT_EQ(t.keep->fix.empty(), t.keep->refusal.empty()) << "a refusal without its fix";
     ASSERT_EQ(t.dot_colour.size(), 7U);
     EXPECT_EQ(t.dot_colour[0], '#');
     EXPECT_EQ(t.dot_colour.find_first_not_of("0123456789abcdef", 1), std::string_view::npos) << t.dot_colour;

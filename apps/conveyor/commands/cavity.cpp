@@ -8,6 +8,7 @@
 #include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
+#include "common/graph_saving.hpp"
 #include "common/profiling.hpp"
 #include "common/results_table.hpp"
 #include "common/usage_error.hpp"
@@ -54,6 +55,7 @@ struct cli_options {
   std::string ghia;
   double bandwidth_gbs = 4300.0; // --bandwidth: device memory bandwidth for the bound, GB/s
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
+  conveyor::scenarios::graph_saving_cli save;   // --save-graph, --save-graph-contents, --check-saved-graph
   bool pdl_trigger_given = false; // --pdl-trigger was on the command line (its default included)
   int gpus = 1;                    // --gpus N: slabs on devices 0..N-1
   std::vector<int> devices;        // --devices LIST: the device of each slab (may repeat); empty: from --gpus
@@ -113,6 +115,7 @@ checked_options check_options(const cli_options& c) {
     throw option_error("--pdl", "applies to the stream and graph modes (sync waits for every kernel); use --mode "
                                 "stream, graph or all");
   conveyor::scenarios::check_profiling_options(c.profile, has_graph, c.mode.graph_modes());
+  conveyor::scenarios::check_graph_saving_options(c.save, has_graph);
   const bool several = o.devices.size() > 1;
   if (c.halo_copy_given && !several)
     throw option_error("--halo-copy", "applies to several slabs (--gpus N > 1, or --devices with more than one "
@@ -339,6 +342,7 @@ void run(const cli_options& c) {
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor cavity` needs a GPU");
   print_header(*o);
 
+  const auto saving = conveyor::scenarios::make_graph_saving(c.save); // before the first kernel
   const auto profiling = conveyor::scenarios::make_profiling(c.profile, "cavity");
   const std::vector<run_result> results = run_modes(c, o, profiling.get());
   print_table(results, *o, c.bandwidth_gbs);
@@ -438,6 +442,7 @@ void register_cavity_command(CLI::App& app) {
   sub->add_option("--ghia", opts->ghia,
                   "Folder of Ghia et al.'s CSV tables (default: $CONVEYOR_SHARED_DATA/ghia1982, else "
                   "../shared/data/ghia1982 when present)");
+  conveyor::scenarios::add_graph_saving_options(*sub, opts->save, "the block graph (K time steps and the convergence check)");
   conveyor::scenarios::add_profiling_options(
       *sub, opts->profile, "one block of K = --steps-per-graph time steps and its convergence check (one graph launch "
                            "in graph mode)",

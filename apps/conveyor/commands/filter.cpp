@@ -7,6 +7,7 @@
 #include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
+#include "common/graph_saving.hpp"
 #include "common/profiling.hpp"
 #include "common/results_table.hpp"
 #include "common/usage_error.hpp"
@@ -58,6 +59,7 @@ struct cli_options {
   std::size_t pipeline_frames = 60;  // --pipeline-frames
   bool pipeline_frames_given = false;
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
+  conveyor::scenarios::graph_saving_cli save;   // --save-graph, --save-graph-contents, --check-saved-graph
 };
 
 struct named_image {
@@ -215,6 +217,7 @@ void check_cli(const cli_options& o) {
   if (o.pipeline_frames_given && o.pipeline == 0)
     throw option_error("--pipeline-frames", "applies to --pipeline only; without it it would be ignored");
   conveyor::scenarios::check_profiling_options(o.profile, has_graph, o.mode.graph_modes());
+  conveyor::scenarios::check_graph_saving_options(o.save, has_graph);
   conveyor::scenarios::check_output_file("--dot", o.dot);
   conveyor::scenarios::check_output_folder("--out", o.out);
   conveyor::scenarios::check_distinct_outputs(
@@ -304,6 +307,8 @@ void check_and_write(const cli_options& o, const size_batch& b, const size_repor
 
 void run(const cli_options& o) {
   check_cli(o);
+  if (std::error_code ec; !std::filesystem::exists(o.input, ec))
+    throw conveyor::scenarios::input_error(fmt::format("--input '{}': no such file or folder", o.input));
   const std::vector<named_image> images = read_images(o);
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor filter` needs a GPU");
   if (!o.out.empty()) std::filesystem::create_directories(o.out);
@@ -314,6 +319,7 @@ void run(const cli_options& o) {
   std::fflush(stdout);
 
   // Profiled and examined: the first frame size only (one graph; the tracks compare the same frames).
+  const auto saving = conveyor::scenarios::make_graph_saving(o.save); // before the first kernel
   const auto profiling = conveyor::scenarios::make_profiling(o.profile, "filter");
   const timing_options timing{o.warmup, o.repeat};
   std::vector<execution_mode> modes;
@@ -397,6 +403,7 @@ void register_filter_command(CLI::App& app) {
       ->check(integer_in(std::size_t{1}, std::size_t{1000000}))
       ->capture_default_str();
   sub->add_flag("--verify", o->verify, "Compare the first frame of each size with the CPU reference (double)");
+  conveyor::scenarios::add_graph_saving_options(*sub, o->save, "the chain graph of the first size");
   conveyor::scenarios::add_profiling_options(
       *sub, o->profile, "one frame (upload, chain, downloads; one graph launch in graph mode) of the first size",
       o->mode.graph_modes());

@@ -7,6 +7,7 @@
 #include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
+#include "common/graph_saving.hpp"
 #include "common/profiling.hpp"
 #include "common/results_table.hpp"
 #include "common/usage_error.hpp"
@@ -65,6 +66,7 @@ struct cli_options {
   std::string dot;
   bool seed_given = false; // --seed on the command line (it applies to --rhs random only)
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
+  conveyor::scenarios::graph_saving_cli save;   // --save-graph, --save-graph-contents, --check-saved-graph
   std::string readback = "mapped"; // --readback
   bool pdl = false;                // --pdl
 };
@@ -93,6 +95,7 @@ problem load_problem(const cli_options& o) {
   if (o.poisson3d > 0) check_fits("--poisson3d", static_cast<double>(o.poisson3d) * o.poisson3d * o.poisson3d, 7.0);
   if (o.poisson > 0) return {fmt::format("poisson2d {0}x{0}", o.poisson), poisson_2d(o.poisson)};
   if (o.poisson3d > 0) return {fmt::format("poisson3d {0}x{0}x{0}", o.poisson3d), poisson_3d(o.poisson3d)};
+  conveyor::scenarios::check_input_file("--matrix", o.matrix);
   const coo_matrix m = read_matrix_market(o.matrix);
   require_symmetric(m);
   return {std::filesystem::path(o.matrix).filename().string(), to_csr(m)};
@@ -190,6 +193,7 @@ void check_cli(const cli_options& o, rhs_kind rhs) {
     throw option_error("--seed", fmt::format("applies to --rhs random only; with --rhs {} it would be ignored", o.rhs));
   const bool has_graph = o.mode.selects_graph();
   conveyor::scenarios::check_profiling_options(o.profile, has_graph, o.mode.graph_modes());
+  conveyor::scenarios::check_graph_saving_options(o.save, has_graph);
   if (o.pdl && !has_graph)
     throw option_error("--pdl", fmt::format("applies to the graph modes (programmatic edges); with --mode {} it would "
                                             "be ignored: use {}",
@@ -207,6 +211,7 @@ void run(const cli_options& o) {
   check_system(p);
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor solve` needs a GPU");
 
+  const auto saving = conveyor::scenarios::make_graph_saving(o.save); // before the first kernel
   const auto b = make_rhs(static_cast<std::size_t>(p.a.rows), rhs, o.seed);
   solve_options options{o.tol, o.max_iter};
   cg_solver solver(p.a, b);
@@ -255,8 +260,7 @@ void register_solve_command(CLI::App& app) {
       "solve", "Solve A x = b (A sparse SPD) by Jacobi-preconditioned conjugate gradients on the GPU in sync, stream, "
                "graph-per-iteration, graph-while (one launch, WHILE conditional node) and graph-relaunch (a device "
                "graph tail-launching itself) modes");
-  auto* matrix = sub->add_option("--matrix", opts->matrix, "Matrix Market file (real/integer, symmetric or general)")
-                     ->check(CLI::ExistingFile);
+  auto* matrix = sub->add_option("--matrix", opts->matrix, "Matrix Market file (real/integer, symmetric or general)");
   using conveyor::scenarios::integer_in;
   using conveyor::scenarios::real_in;
   auto* poisson = sub->add_option("--poisson", opts->poisson, "2D Poisson matrix, 5-point, on an N x N grid")
@@ -286,6 +290,7 @@ void register_solve_command(CLI::App& app) {
       ->check(CLI::IsMember({"mapped", "copy"}))
       ->capture_default_str();
   sub->add_option("--dot", opts->dot, "Write the graph-while graph (WHILE body nested) as Graphviz DOT to this file");
+  conveyor::scenarios::add_graph_saving_options(*sub, opts->save, "the CG graph of the first graph mode run (graph-while: the WHILE graph)");
   conveyor::scenarios::add_profiling_options(
       *sub, opts->profile,
       "one CG iteration with its residual read-back (one graph launch in graph-per-iteration), and in graph-while "

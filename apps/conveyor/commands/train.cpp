@@ -8,6 +8,7 @@
 #include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
+#include "common/graph_saving.hpp"
 #include "common/profiling.hpp"
 #include "common/results_table.hpp"
 #include "common/usage_error.hpp"
@@ -68,6 +69,7 @@ struct cli_options {
   bool pdl = false;            // --pdl
   bool debug_nonfinite = false; // --debug-nonfinite
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
+  conveyor::scenarios::graph_saving_cli save;   // --save-graph, --save-graph-contents, --check-saved-graph
   int gpus = 1;                // --gpus: data-parallel over this many GPUs of this process
   bool distributed = false;    // --distributed: data-parallel, one process per GPU (mpirun)
   int nccl_timeout_ms = 60000; // --nccl-timeout-ms
@@ -220,6 +222,7 @@ std::vector<execution_mode> check_cli(const cli_options& o) {
 #endif
   conveyor::scenarios::check_output_file("--dot", o.dot);
   conveyor::scenarios::check_profiling_options(o.profile, has_graph, o.mode.graph_modes());
+  conveyor::scenarios::check_graph_saving_options(o.save, has_graph);
   conveyor::scenarios::check_distinct_outputs(
       {{"--dot", o.dot}, {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(o.profile.trace)}});
   if (o.gpus > 1 && o.batch < o.gpus)
@@ -274,6 +277,7 @@ void run_one_gpu(const cli_options& o, const std::vector<execution_mode>& modes)
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
   print_header(o, options, steps_per_epoch(data.train_images.count, o.batch));
 
+  const auto saving = conveyor::scenarios::make_graph_saving(o.save); // before the first kernel
   const auto profiling = conveyor::scenarios::make_profiling(o.profile, "train");
   options.profiling = profiling.get();
   std::vector<train_result> results;
@@ -591,6 +595,7 @@ void run_distributed(const cli_options& o, const std::vector<execution_mode>& mo
 
 void run(const cli_options& o) {
   const std::vector<execution_mode> modes = check_cli(o);
+  conveyor::scenarios::check_input_folder("--data", o.data);
 #ifdef CONVEYOR_TRAIN_DISTRIBUTED
   if (o.distributed) return run_distributed(o, modes);
 #endif
@@ -629,9 +634,7 @@ void register_train_command(CLI::App& app) {
   sub->add_option("--seed", opts->seed, "Seed of the weights and the per-epoch shuffles")
       ->check(integer_in(std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max()))
       ->capture_default_str();
-  sub->add_option("--data", opts->data, "Folder holding the four Fashion-MNIST IDX .gz files")
-      ->check(CLI::ExistingDirectory)
-      ->capture_default_str();
+  sub->add_option("--data", opts->data, "Folder holding the four Fashion-MNIST IDX .gz files")->capture_default_str();
   sub->add_option("--dot", opts->dot, "Write the captured training step graph (Graphviz DOT) to this file");
   sub->add_option("--max-steps", opts->max_steps, "Stop after this many steps in total (quick runs)")
       ->check(integer_in(std::size_t{1}, std::size_t{1} << 40));
@@ -646,6 +649,7 @@ void register_train_command(CLI::App& app) {
   sub->add_option("--chunk", opts->chunk, "Steps per timed chunk (the median over chunks is reported)")
       ->check(integer_in(1, 1000000))
       ->capture_default_str();
+  conveyor::scenarios::add_graph_saving_options(*sub, opts->save, "the training step");
   conveyor::scenarios::add_profiling_options(*sub, opts->profile, "one training step (one graph launch in graph mode)",
                                              opts->mode.graph_modes());
   CLI::Option* gpus =

@@ -78,6 +78,20 @@ public:
   //! Instantiates `g` for `key` and uploads it on `s` (cudaGraphUpload), without launching it (prepare): its first
   //! launch then pays no upload. \throws cuda_error from instantiate or upload.
   void add(const call_key& key, graph g, const stream& s);
+  //! Adds `g`, made elsewhere (a bucket loaded from a graph file, conveyor/keep/graphed_file.hpp), for `key`:
+  //! instantiated and uploaded on `s`. With `binding_known` false (the file could not say which binding the graph
+  //! runs), the first call of its shape re-captures and updates it instead of replaying it.
+  //! \throws cuda_error from instantiate or upload.
+  void add_saved(const call_key& key, graph g, const stream& s, bool binding_known);
+  //! One cached bucket, for saving it: its key, its executable graph (valid until the cache's next call), and whether
+  //! the key's binding is what the graph runs.
+  struct bucket {
+    call_key key;                     //!< the shape and binding it was made for
+    const graph_exec* exec = nullptr; //!< its executable graph
+    bool binding_known = true;        //!< false for a loaded bucket not yet re-captured (add_saved)
+  };
+  //! The cached buckets, in the cache's order. Never throws but for std::bad_alloc.
+  [[nodiscard]] std::vector<bucket> buckets() const;
   //! True when an executable graph for `key`'s shape exists.
   [[nodiscard]] bool has_shape(const call_key& key) const noexcept;
   //! After recapture: updates the executable graph plan() matched to `g` as graphed_options::recapture says
@@ -154,6 +168,7 @@ private:
     std::size_t allocations = 0;
     std::size_t bytes = 0;
     std::size_t last_call = 0;
+    bool binding_unknown = false;             // loaded from a file that could not say: re-capture before replaying
   };
   void note(std::string reason);
   detail::rebinder& rebinder_of(entry& e);

@@ -197,6 +197,11 @@ public:
   //! The cached executable graphs, most recently used first, read-only (graph_cache::executables): profile or export
   //! them without another capture. Valid until the next call of this graphed callable.
   [[nodiscard]] std::vector<const graph_exec*> executables() const { return core_.executables(); }
+  //! The cache behind the callable: its buckets saved to a graph file, or started from one
+  //! (conveyor/keep/graphed_file.hpp). Thread safety: as the callable's other calls.
+  [[nodiscard]] graph_cache& cache() noexcept { return core_; }
+  //! The cache behind the callable, read-only.
+  [[nodiscard]] const graph_cache& cache() const noexcept { return core_; }
 
 private:
   template <class Tuple>

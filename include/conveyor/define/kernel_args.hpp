@@ -7,9 +7,12 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace conveyor {
 
@@ -65,7 +68,48 @@ private:
   std::array<void*, sizeof...(Params) == 0 ? 1 : sizeof...(Params)> pointers_{};
 };
 
+//! How a kernel parameter's type says its bits are to be read when a graph is saved to a file (graph files,
+//! conveyor/keep): whether a word that falls inside a buffer is an address (relocated at load) or a value.
+enum class parameter_class : std::uint8_t {
+  pointer,   //!< a pointer type: relocated, and refused at save when it points into no buffer Conveyor knows
+  value,     //!< an arithmetic or enum type: never relocated, whatever its bits
+  opaque,    //!< a class type, or no type known: each aligned 8-byte word inside a buffer is relocated (a heuristic)
+  condition, //!< unsigned long long, CUDA's cudaGraphConditionalHandle: relocated when it equals a condition
+             //!< handle of the saved graph, else a value
+};
+
 namespace detail {
+//! The class of parameter type T (parameter_class).
+template <class T>
+consteval parameter_class parameter_class_of() {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (std::is_pointer_v<U> || std::is_null_pointer_v<U>) return parameter_class::pointer;
+  else if constexpr (std::is_same_v<U, unsigned long long>) return parameter_class::condition;
+  else if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) return parameter_class::value;
+  else return parameter_class::opaque;
+}
+//! The classes of a kernel's parameters, one array per signature.
+template <class... Params>
+inline constexpr std::array<parameter_class, sizeof...(Params)> parameter_classes{parameter_class_of<Params>()...};
+
+//! Records, once per process, the parameter classes of the kernel whose host function is `kernel` (what graph files
+//! use to tell addresses from values in the kernel's arguments). Thread-safe; never throws.
+void record_kernel_parameters(const void* kernel, std::span<const parameter_class> classes) noexcept;
+//! The classes recorded for `kernel`, or an empty span. Thread-safe; never throws.
+[[nodiscard]] std::span<const parameter_class> recorded_kernel_parameters(const void* kernel) noexcept;
+//! Every kernel recorded so far (host functions), for graph files. Thread-safe.
+[[nodiscard]] std::vector<const void*> recorded_kernels();
+
+//! record_kernel_parameters behind a small per-thread cache: a typed launch of a kernel seen recently costs a load
+//! and a compare.
+inline void note_kernel_parameters(const void* kernel, std::span<const parameter_class> classes) noexcept {
+  thread_local std::array<const void*, 64> seen{};
+  const void*& slot = seen[(reinterpret_cast<std::uintptr_t>(kernel) >> 4) % seen.size()];
+  if (slot == kernel) return;
+  slot = kernel;
+  record_kernel_parameters(kernel, classes);
+}
+
 template <class Param, class Arg>
 inline constexpr bool arg_fits = std::is_convertible_v<Arg, std::remove_cvref_t<Param>>;
 
@@ -93,6 +137,7 @@ template <class... Params, class... Args>
                 "conveyor: the number of kernel arguments differs from the kernel's parameter count");
   static_assert(detail::accepts<std::tuple<Params...>, std::tuple<Args...>>::value,
                 "conveyor: a kernel argument does not convert to the kernel's parameter type");
+  detail::note_kernel_parameters(reinterpret_cast<const void*>(kernel), detail::parameter_classes<Params...>);
   return kernel_args<Params...>(std::forward<Args>(args)...);
 }
 

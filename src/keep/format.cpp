@@ -1,0 +1,281 @@
+// The graph file's bytes: a 32-byte header, one Zstandard frame, a CBOR document (docs/graph-files.md, "Layout").
+// Reading checks the header before it allocates, decompresses into a buffer that grows only as bytes arrive (never
+// past the header's size nor the limit), parses CBOR with a bounded nesting depth (nlohmann's SAX interface, so that
+// no input recurses deeper than the schema allows), then checks the schema and the rules.
+#include "conveyor/keep/graph_file.hpp"
+
+#include "keep/schema.hpp"
+
+#include <fmt/format.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <unistd.h>
+
+namespace conveyor {
+
+namespace {
+
+using detail::keep::json;
+
+constexpr std::array<unsigned char, 8> file_magic{0x89, 'C', 'N', 'V', 'G', 'R', 'F', '\n'};
+constexpr std::size_t header_bytes = 32;
+constexpr int compression_level = 3;
+
+[[noreturn]] void fail_at(std::uint64_t offset, const std::string& what) {
+  throw graph_file_error(fmt::format("graph file: byte {}: {}", offset, what));
+}
+
+void put_u32(std::vector<unsigned char>& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<unsigned char>(v >> (8 * i)));
+}
+void put_u64(std::vector<unsigned char>& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<unsigned char>(v >> (8 * i)));
+}
+std::uint64_t get_le(std::span<const unsigned char> bytes, std::size_t offset, std::size_t width) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < width; ++i) v |= std::uint64_t{bytes[offset + i]} << (8 * i);
+  return v;
+}
+
+struct header {
+  std::uint32_t version = 0;
+  std::uint64_t payload = 0;
+  std::uint64_t document = 0;
+};
+
+header read_header(std::span<const unsigned char> bytes, const graph_file_limits& limits) {
+  if (bytes.size() < header_bytes)
+    fail_at(bytes.size(), fmt::format("the file ends inside its {}-byte header", header_bytes));
+  if (!std::equal(file_magic.begin(), file_magic.end(), bytes.begin()))
+    fail_at(0, "not a Conveyor graph file (expected the magic bytes \\x89CNVGRF\\n)");
+  header h;
+  h.version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
+  if (h.version > graph_file_version || h.version == 0)
+    fail_at(8, fmt::format("format version {}, and this Conveyor reads versions 1 to {}{}", h.version, graph_file_version,
+                           h.version > graph_file_version ? ": the file is newer; read it with a newer Conveyor" : ""));
+  if (const auto flags = get_le(bytes, 12, 4); flags != 0)
+    fail_at(12, fmt::format("flags {:#x}: expected 0 (no flag is defined in version {})", flags, h.version));
+  h.payload = get_le(bytes, 16, 8);
+  h.document = get_le(bytes, 24, 8);
+  if (h.payload != bytes.size() - header_bytes)
+    fail_at(16, fmt::format("a compressed payload of {} bytes, but {} bytes follow the header", h.payload,
+                            bytes.size() - header_bytes));
+  if (h.document > limits.max_document_bytes)
+    fail_at(24, fmt::format("a document of {} bytes, above the reader's limit of {} (graph_file_limits)", h.document,
+                            limits.max_document_bytes));
+  return h;
+}
+
+struct dctx_deleter {
+  void operator()(ZSTD_DCtx* c) const noexcept { ZSTD_freeDCtx(c); }
+};
+
+// The frame decompressed, growing the output only as bytes arrive (never beyond the header's document size).
+std::vector<unsigned char> decompress(std::span<const unsigned char> frame, std::uint64_t document) {
+  std::unique_ptr<ZSTD_DCtx, dctx_deleter> dctx(ZSTD_createDCtx());
+  if (!dctx) throw std::bad_alloc();
+  std::vector<unsigned char> out;
+  out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(document, std::uint64_t{1} << 20)));
+  ZSTD_inBuffer in{frame.data(), frame.size(), 0};
+  ZSTD_outBuffer o{out.data(), out.size(), 0};
+  for (;;) {
+    if (o.pos == o.size && o.size < document) {
+      out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(document, out.size() * 2)));
+      o = {out.data(), out.size(), o.pos};
+    }
+    const std::size_t in_before = in.pos;
+    const std::size_t out_before = o.pos;
+    const std::size_t rc = ZSTD_decompressStream(dctx.get(), &o, &in);
+    if (ZSTD_isError(rc))
+      fail_at(header_bytes + in.pos, fmt::format("the compressed payload is corrupt (Zstandard: {})", ZSTD_getErrorName(rc)));
+    if (rc == 0) break;
+    if (in.pos == in_before && o.pos == out_before)
+      fail_at(header_bytes + in.pos, o.pos == o.size
+                                         ? fmt::format("the document is longer than the {} bytes the header gives", document)
+                                         : std::string("the compressed payload ends inside its frame"));
+  }
+  if (in.pos != in.size) fail_at(header_bytes + in.pos, "bytes after the compressed frame");
+  if (o.pos != document)
+    fail_at(24, fmt::format("a document of {} bytes, but the frame holds {}", document, o.pos));
+  out.resize(o.pos);
+  return out;
+}
+
+// nlohmann's DOM parser behind a depth bound: start_object/start_array beyond `max_depth` stop the parse before the
+// reader recurses further, so a document of nested arrays cannot exhaust the stack.
+class bounded_dom {
+public:
+  using dom = nlohmann::detail::json_sax_dom_parser<json>;
+  bounded_dom(json& root, std::size_t max_depth) : inner_(root, false), max_depth_(max_depth) {}
+  bool null() { return inner_.null(); }
+  bool boolean(bool v) { return inner_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return inner_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return inner_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return inner_.number_float(v, s); }
+  bool string(json::string_t& v) { return inner_.string(v); }
+  bool binary(json::binary_t& v) { return inner_.binary(v); }
+  bool start_object(std::size_t n) { return deeper() && inner_.start_object(n); }
+  bool key(json::string_t& v) { return inner_.key(v); }
+  bool end_object() {
+    --depth_;
+    return inner_.end_object();
+  }
+  bool start_array(std::size_t n) { return deeper() && inner_.start_array(n); }
+  bool end_array() {
+    --depth_;
+    return inner_.end_array();
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    error_ = fmt::format("the CBOR document is malformed at its byte {} ({})", position, e.what());
+    return false;
+  }
+  [[nodiscard]] const std::string& error() const noexcept { return error_; }
+
+private:
+  bool deeper() {
+    if (++depth_ <= max_depth_) return true;
+    error_ = fmt::format("the CBOR document nests deeper than {} levels", max_depth_);
+    return false;
+  }
+  dom inner_;
+  std::size_t max_depth_;
+  std::size_t depth_ = 0;
+  std::string error_;
+};
+
+json parse_document(const std::vector<unsigned char>& document, const graph_file_limits& limits) {
+  json root;
+  // Each graph level of the schema is 6 levels of CBOR (graph, nodes, node, bodies, ...); 8 more for the tables.
+  bounded_dom sax(root, 8 + 6 * (limits.max_depth + 1));
+  bool ok = false;
+  try {
+    ok = json::sax_parse(document.begin(), document.end(), &sax, json::input_format_t::cbor, true);
+  } catch (const nlohmann::json::exception& e) {
+    throw graph_file_error(fmt::format("graph file: the CBOR document cannot be read ({})", e.what()));
+  }
+  if (!ok || !sax.error().empty())
+    throw graph_file_error("graph file: " + (sax.error().empty() ? std::string("the CBOR document is malformed") : sax.error()));
+  return root;
+}
+
+std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
+
+} // namespace
+
+std::string_view to_string(buffer_memory m) noexcept {
+  switch (m) {
+  case buffer_memory::device: return "device";
+  case buffer_memory::pinned_host: return "pinned_host";
+  case buffer_memory::managed: return "managed";
+  case buffer_memory::host: return "host";
+  case buffer_memory::graph_allocation: return "graph_allocation";
+  }
+  return "device";
+}
+
+std::string_view to_string(image_format f) noexcept {
+  switch (f) {
+  case image_format::cubin: return "cubin";
+  case image_format::fatbin: return "fatbin";
+  case image_format::ptx: return "ptx";
+  }
+  return "cubin";
+}
+
+const named_graph* graph_file::find(std::string_view name) const noexcept {
+  for (const auto& g : graphs)
+    if (g.name == name) return &g;
+  return nullptr;
+}
+
+std::vector<unsigned char> to_bytes(const graph_file& file) {
+  graph_file_check(file);
+  const std::vector<unsigned char> document = json::to_cbor(detail::keep::to_document(file));
+  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
+  if (!cctx) throw std::bad_alloc();
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, compression_level);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
+  std::vector<unsigned char> out;
+  out.reserve(header_bytes + ZSTD_compressBound(document.size()));
+  out.insert(out.end(), file_magic.begin(), file_magic.end());
+  put_u32(out, graph_file_version);
+  put_u32(out, 0);
+  put_u64(out, 0); // payload size, below
+  put_u64(out, document.size());
+  out.resize(header_bytes + ZSTD_compressBound(document.size()));
+  const std::size_t n = ZSTD_compress2(cctx.get(), out.data() + header_bytes, out.size() - header_bytes,
+                                       document.data(), document.size());
+  if (ZSTD_isError(n)) throw graph_file_error(fmt::format("graph file: compression failed ({})", ZSTD_getErrorName(n)));
+  out.resize(header_bytes + n);
+  for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<unsigned char>(std::uint64_t{n} >> (8 * i));
+  return out;
+}
+
+graph_file from_bytes(std::span<const unsigned char> bytes, const graph_file_limits& limits) {
+  const header h = read_header(bytes, limits);
+  const std::vector<unsigned char> document = decompress(bytes.subspan(header_bytes), h.document);
+  graph_file file = detail::keep::from_document(parse_document(document, limits), limits);
+  if (file.version != h.version)
+    throw graph_file_error(fmt::format("graph file: the document says version {}, the header {}", file.version, h.version));
+  graph_file_check(file, limits);
+  return file;
+}
+
+void write_graph_file(const std::filesystem::path& path, const graph_file& file) {
+  const std::vector<unsigned char> bytes = to_bytes(file);
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
+  const std::filesystem::path temp =
+      folder / fmt::format(".{}.tmp-{}-{}", path.filename().string(), ::getpid(), counter.fetch_add(1));
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(fmt::format("cannot write the graph file '{}': {}", path.string(), errno_text(errno)));
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) {
+      const int e = errno;
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      throw std::runtime_error(fmt::format("cannot write the graph file '{}': {}", path.string(), errno_text(e)));
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw std::runtime_error(fmt::format("cannot write the graph file '{}': {}", path.string(), errno_text(e)));
+  }
+}
+
+graph_file read_graph_file(const std::filesystem::path& path, const graph_file_limits& limits) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot open the graph file '{}': {}", path.string(), errno_text(errno)));
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot read the graph file '{}': {}", path.string(), ec.message()));
+  if (size > limits.max_document_bytes + header_bytes + (limits.max_document_bytes >> 6) + (1 << 20))
+    throw graph_file_error(fmt::format("graph file '{}': {} bytes, larger than a document of the reader's limit ({} "
+                                       "bytes) can compress to",
+                                       path.string(), size, limits.max_document_bytes));
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(size));
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (in.gcount() != static_cast<std::streamsize>(bytes.size()))
+    throw std::runtime_error(fmt::format("cannot read the graph file '{}': it ended early", path.string()));
+  try {
+    return from_bytes(bytes, limits);
+  } catch (const graph_file_error& e) {
+    throw graph_file_error(fmt::format("'{}': {}", path.string(), e.what()));
+  }
+}
+
+} // namespace conveyor
