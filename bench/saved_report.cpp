@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -47,8 +49,13 @@ std::string render_saved_report(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(fmt::format("report '{}': not JSON: {}", path, e.what()));
+  } catch (const nlohmann::json::parse_error& e) {
+    // Said in our words (the library's own text names its internals: exception ids, "last read").
+    const std::size_t at = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    const std::size_t line = 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+    const std::size_t line_start = text.rfind('\n', at == 0 ? 0 : at - 1);
+    const std::size_t column = at - (line_start == std::string::npos || at == 0 ? 0 : line_start + 1) + 1;
+    throw std::runtime_error(fmt::format("report '{}': not JSON: a syntax error at line {}, column {}", path, line, column));
   }
   if (const auto problems = schema_problems(j); !problems.empty())
     throw std::runtime_error(fmt::format("report '{}': does not follow the schema: {}", path, problems.front()));

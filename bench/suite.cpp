@@ -196,11 +196,11 @@ void list_suite(const suite_options& o) {
   const gbench_registrations registered;
   initialise_gbench(o.filter, plan.repetitions, true);
   check_selects_some(o.filter, cases, "`conveyor bench list` without --filter");
-  register_cases(cases, slot);
-  benchmark::ConsoleReporter lister(benchmark::ConsoleReporter::OO_None);
-  lister.SetOutputStream(&std::cout);
-  lister.SetErrorStream(&std::cerr);
-  (void)benchmark::RunSpecifiedBenchmarks(&lister);
+  // The names as --filter matches them (group/topology/variant/api/N[/changed]), without Google Benchmark's own
+  // suffixes (iterations, manual_time).
+  const std::regex selected(o.filter.empty() ? std::string(".") : o.filter);
+  for (const bench_case& c : cases)
+    if (std::regex_search(c.name, selected)) std::cout << c.name << '\n';
 }
 
 suite_run run_suite(const suite_options& o, bool gbench_json) {

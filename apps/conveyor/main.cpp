@@ -18,6 +18,7 @@
 
 #include <exception>
 #include <iostream>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -77,6 +78,20 @@ std::string unknown_first(CLI::App& app, int argc, char** argv) {
   return {};
 }
 
+// Every option that names a file or folder refuses an empty value (which would otherwise read as "not given").
+void refuse_empty_paths(CLI::App& app) {
+  static const std::set<std::string> path_options{"--dot", "--png", "--csv", "--out", "--profile", "--save-graph",
+                                                  "--markdown", "--profile-dir", "--json", "--svg", "--document",
+                                                  "--data", "--input", "--matrix", "--ghia"};
+  const CLI::Validator non_empty(
+      [](std::string& value) { return value.empty() ? std::string("an empty path; give a file or folder name") : std::string(); },
+      "PATH");
+  for (CLI::Option* o : app.get_options())
+    for (const auto& name : o->get_lnames())
+      if (path_options.contains("--" + name)) o->check(non_empty);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_paths(*sub);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -100,6 +115,7 @@ int main(int argc, char** argv) {
   const char* exit_status = "Exit status: 0 success; 2 a usage error (unknown or malformed option, value out of "
                             "range, options that do not go together); 1 any other failure (no CUDA device, unreadable "
                             "input, CUDA error, failed check).";
+  refuse_empty_paths(app);
   app.footer(exit_status);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->footer(exit_status);
   if (const std::string unknown = unknown_first(app, argc, argv); !unknown.empty()) {

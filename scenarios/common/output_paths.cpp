@@ -30,7 +30,14 @@ std::string creation_problem(const std::filesystem::path& folder) {
   const std::string probe =
       (folder / fmt::format(".conveyor-write-check-{}-{}", ::getpid(), counter.fetch_add(1))).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return std::system_category().message(errno);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ENOENT || e == EINVAL || e == EOPNOTSUPP || e == EPERM)
+      return "it takes no new files (a virtual or special file system, such as /proc or /sys)";
+    if (e == EROFS) return "it is on a read-only file system";
+    if (e == EACCES) return "permission denied";
+    return std::system_category().message(e);
+  }
   (void)::close(fd);
   (void)::unlink(probe.c_str());
   return {};
@@ -52,7 +59,9 @@ void check_output_file(std::string_view option, std::string_view path) {
         option, path));
   const auto folder = parent_of(p);
   if (!std::filesystem::is_directory(folder, ec))
-    throw std::invalid_argument(fmt::format("{} '{}': the folder '{}' does not exist", option, path, folder.string()));
+    throw std::invalid_argument(std::filesystem::exists(folder, ec)
+                                    ? fmt::format("{} '{}': '{}' is a file, not a folder", option, path, folder.string())
+                                    : fmt::format("{} '{}': the folder '{}' does not exist", option, path, folder.string()));
   if (const std::string problem = creation_problem(folder); !problem.empty())
     throw std::invalid_argument(
         fmt::format("{} '{}': cannot create a file in the folder '{}': {}", option, path, folder.string(), problem));
@@ -72,7 +81,9 @@ void check_output_folder(std::string_view option, std::string_view path) {
   const auto parent = parent_of(p);
   if (!std::filesystem::is_directory(parent, ec))
     throw std::invalid_argument(
-        fmt::format("{} '{}': neither it nor its parent folder '{}' exists", option, path, parent.string()));
+        std::filesystem::exists(parent, ec)
+            ? fmt::format("{} '{}': '{}' is a file, not a folder", option, path, parent.string())
+            : fmt::format("{} '{}': neither it nor its parent folder '{}' exists", option, path, parent.string()));
   if (const std::string problem = creation_problem(parent); !problem.empty())
     throw std::invalid_argument(fmt::format("{} '{}': cannot create it in the folder '{}': {}", option, path,
                                             parent.string(), problem));

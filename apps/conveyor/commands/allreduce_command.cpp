@@ -15,31 +15,37 @@ void register_allreduce_command(CLI::App& app) {
   auto options = std::make_shared<conveyor::allreduce::options>();
   CLI::App* cmd = app.add_subcommand("allreduce", "NCCL all-reduce on every GPU: eager calls against the same calls "
                                                   "captured into a graph (microseconds per call, bandwidth)");
-  cmd->add_option("--min-bytes", options->min_bytes, "smallest size in bytes, a multiple of 4 (default 4)")
-      ->check(integer_in(std::size_t{4}, std::size_t{1} << 30));
-  cmd->add_option("--max-bytes", options->max_bytes, "largest size in bytes (default 67108864 = 64 MiB)")
-      ->check(integer_in(std::size_t{4}, std::size_t{1} << 30));
-  cmd->add_option("--factor", options->factor, "each size is the previous one times this (default 4)")
-      ->check(integer_in(std::size_t{2}, std::size_t{1024}));
-  auto* gpus = cmd->add_option("--gpus", options->gpus, "use the first N GPUs (default: every visible GPU)")
+  cmd->add_option("--min-bytes", options->min_bytes, "Smallest size in bytes, a multiple of 4")
+      ->check(integer_in(std::size_t{4}, std::size_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--max-bytes", options->max_bytes, "Largest size in bytes (64 MiB by default)")
+      ->check(integer_in(std::size_t{4}, std::size_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--factor", options->factor, "Each size is the previous one times this")
+      ->check(integer_in(std::size_t{2}, std::size_t{1024}))
+      ->capture_default_str();
+  auto* gpus = cmd->add_option("--gpus", options->gpus, "Use the first N GPUs (default: every visible GPU)")
                    ->check(integer_in(1, 1024));
-  cmd->add_option("--calls-per-graph", options->calls_per_graph, "all-reduces captured into one graph (default 20)")
-      ->check(integer_in(1, 1000));
-  cmd->add_option("--trials", options->trials, "timed trials per size and mode; the median is reported (default 5)")
-      ->check(integer_in(1, 100));
+  cmd->add_option("--calls-per-graph", options->calls_per_graph, "All-reduces captured into one graph")
+      ->check(integer_in(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--trials", options->trials, "Timed trials per size and mode (the median is reported)")
+      ->check(integer_in(1, 100))
+      ->capture_default_str();
   cmd->add_option("--timeout-ms", options->timeout_ms,
-                  "the communicators' timeout: a wait longer than this aborts them with an error (default 60000)")
-      ->check(integer_in(100LL, 3600000LL));
-  cmd->add_option("--json", options->json, "also write the rows to FILE (schema conveyor-allreduce/1)");
+                  "The communicators' timeout, ms: a wait longer than this aborts them with an error")
+      ->check(integer_in(100LL, 3600000LL))
+      ->capture_default_str();
+  cmd->add_option("--json", options->json, "Also write the rows to this JSON file (schema conveyor-allreduce/1)");
   auto* with_blocking = cmd->add_flag("--blocking-baseline", options->blocking_baseline,
-                                     "also under --distributed, measure the plain blocking NCCL communicators' eager "
+                                     "Also under --distributed, measure the plain blocking NCCL communicators' eager "
                                      "column (off by default there: a blocking ncclCommInitRank has no timeout, so "
                                      "a rank that fails can leave the others waiting until MPI_Abort ends them)");
   cmd->add_flag("--no-blocking-baseline", options->no_blocking_baseline,
-                "leave out the plain blocking NCCL communicators' eager column (one process)")
+                "Leave out the plain blocking NCCL communicators' eager column (one process)")
       ->excludes(with_blocking);
   cmd->add_flag("--distributed", options->distributed,
-                "one process per GPU under mpirun (device = the rank on its host), instead of one process driving "
+                "One process per GPU under mpirun (device = the rank on its host), instead of one process driving "
                 "every GPU")
       ->excludes(gpus);
   cmd->callback([options] {

@@ -142,7 +142,14 @@ void check_outputs_and_devices(const cli_options& c) {
 //! reason the comparison is skipped goes into `note`.
 //! \throws ghia_error when an explicit --ghia cannot be read.
 std::optional<ghia_reference> load_ghia(const cli_options& c, std::string& note) {
-  if (!c.ghia.empty()) return read_ghia_dir(c.ghia);
+  if (!c.ghia.empty()) {
+    conveyor::scenarios::check_input_folder("--ghia", c.ghia);
+    try {
+      return read_ghia_dir(c.ghia);
+    } catch (const ghia_error& e) {
+      throw conveyor::scenarios::input_error(fmt::format("--ghia '{}': {}", c.ghia, e.what()));
+    }
+  }
   if (const auto dir = default_ghia_dir()) {
     try {
       return read_ghia_dir(*dir);
