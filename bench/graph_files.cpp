@@ -53,6 +53,18 @@ graph capture_chain(const stream& s, float* y, std::size_t n) {
   });
 }
 
+// The median of `launches` launches of `e` on `s`, each until finished, µs (after 3 untimed ones).
+double replay_us(const graph_exec& e, const stream& s, int launches) {
+  std::vector<double> us;
+  for (int i = 0; i < launches + 3; ++i) {
+    const auto t0 = clock_type::now();
+    e.launch(s);
+    s.synchronize();
+    if (i >= 3) us.push_back(ms_since(t0) * 1000.0);
+  }
+  return median(us);
+}
+
 graph_file_row measure_chain(const stream& s, std::size_t n, int repeats, const image_source& images) {
   device_floats y(kernel_threads);
   save_options so;
@@ -78,6 +90,19 @@ graph_file_row measure_chain(const stream& s, std::size_t n, int repeats, const 
   row.save_ms = median(save_ms);
   row.load_ms = median(load_ms);
   row.load_instantiate_ms = median(both_ms);
+  // Replay, the captured graph and the loaded one (buffers and the kernels' library owned by the load: the loaded
+  // graph holds them through a CUDA user object) alternately.
+  graph g = capture_chain(s, y.p, n);
+  const graph_exec original = instantiate(g);
+  loaded_graphs l = load(to_graph_file({{"chain", &g, nullptr}}, so));
+  const graph_exec loaded = instantiate(l.at("chain"));
+  std::vector<double> a, b;
+  for (int r = 0; r < 5; ++r) {
+    a.push_back(replay_us(original, s, 40));
+    b.push_back(replay_us(loaded, s, 40));
+  }
+  row.replay_us = median(a);
+  row.replay_loaded_us = median(b);
   return row;
 }
 

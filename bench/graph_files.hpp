@@ -23,6 +23,8 @@ struct graph_file_row {
   double save_ms = 0.0;                //!< to_graph_file + to_bytes
   double load_instantiate_ms = 0.0;    //!< from_bytes + load + instantiate (graphed: load_buckets, with upload)
   double load_ms = 0.0;                //!< of which from_bytes + load (the graphs built, before instantiation)
+  double replay_us = 0.0;              //!< chains: a launch of the captured graph until finished, µs (median)
+  double replay_loaded_us = 0.0;       //!< the same for the loaded graph (its own buffers, owned by the load)
 };
 
 //! What the study measured.

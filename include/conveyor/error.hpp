@@ -2,6 +2,8 @@
 //! \file error.hpp
 //! The one exception type Conveyor throws for failed CUDA calls, and the macro that checks a call.
 
+#include "conveyor/cxx20.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <optional>

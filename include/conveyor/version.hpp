@@ -4,6 +4,8 @@
 //! build reads it for CMake's project version, the package's version file (find_package(conveyor 0.2)) and
 //! `conveyor --version`.
 
+#include "conveyor/cxx20.hpp"
+
 //! Major version: incompatible API changes.
 #define CONVEYOR_VERSION_MAJOR 0
 //! Minor version: added functionality.

@@ -111,63 +111,6 @@ std::vector<unsigned char> decompress(std::span<const unsigned char> frame, std:
   return out;
 }
 
-// nlohmann's DOM parser behind a depth bound: start_object/start_array beyond `max_depth` stop the parse before the
-// reader recurses further, so a document of nested arrays cannot exhaust the stack.
-class bounded_dom {
-public:
-  using dom = nlohmann::detail::json_sax_dom_parser<json>;
-  bounded_dom(json& root, std::size_t max_depth) : inner_(root, false), max_depth_(max_depth) {}
-  bool null() { return inner_.null(); }
-  bool boolean(bool v) { return inner_.boolean(v); }
-  bool number_integer(json::number_integer_t v) { return inner_.number_integer(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return inner_.number_unsigned(v); }
-  bool number_float(json::number_float_t v, const json::string_t& s) { return inner_.number_float(v, s); }
-  bool string(json::string_t& v) { return inner_.string(v); }
-  bool binary(json::binary_t& v) { return inner_.binary(v); }
-  bool start_object(std::size_t n) { return deeper() && inner_.start_object(n); }
-  bool key(json::string_t& v) { return inner_.key(v); }
-  bool end_object() {
-    --depth_;
-    return inner_.end_object();
-  }
-  bool start_array(std::size_t n) { return deeper() && inner_.start_array(n); }
-  bool end_array() {
-    --depth_;
-    return inner_.end_array();
-  }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
-    error_ = fmt::format("the CBOR document is malformed at its byte {} ({})", position, e.what());
-    return false;
-  }
-  [[nodiscard]] const std::string& error() const noexcept { return error_; }
-
-private:
-  bool deeper() {
-    if (++depth_ <= max_depth_) return true;
-    error_ = fmt::format("the CBOR document nests deeper than {} levels", max_depth_);
-    return false;
-  }
-  dom inner_;
-  std::size_t max_depth_;
-  std::size_t depth_ = 0;
-  std::string error_;
-};
-
-json parse_document(const std::vector<unsigned char>& document, const graph_file_limits& limits) {
-  json root;
-  // Each graph level of the schema is 6 levels of CBOR (graph, nodes, node, bodies, ...); 8 more for the tables.
-  bounded_dom sax(root, 8 + 6 * (limits.max_depth + 1));
-  bool ok = false;
-  try {
-    ok = json::sax_parse(document.begin(), document.end(), &sax, json::input_format_t::cbor, true);
-  } catch (const nlohmann::json::exception& e) {
-    throw graph_file_error(fmt::format("graph file: the CBOR document cannot be read ({})", e.what()));
-  }
-  if (!ok || !sax.error().empty())
-    throw graph_file_error("graph file: " + (sax.error().empty() ? std::string("the CBOR document is malformed") : sax.error()));
-  return root;
-}
-
 std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
 
 } // namespace
@@ -224,7 +167,12 @@ std::vector<unsigned char> to_bytes(const graph_file& file) {
 graph_file from_bytes(std::span<const unsigned char> bytes, const graph_file_limits& limits) {
   const header h = read_header(bytes, limits);
   const std::vector<unsigned char> document = decompress(bytes.subspan(header_bytes), h.document);
-  graph_file file = detail::keep::from_document(parse_document(document, limits), limits);
+  detail::keep::flat_document doc;
+  // Each graph level of the schema is 6 levels of CBOR (graph, nodes, node, bodies, ...); 8 more for the tables.
+  if (const std::string problem = detail::keep::read_flat_document(document, 8 + 6 * (limits.max_depth + 1), doc);
+      !problem.empty())
+    throw graph_file_error("graph file: " + problem);
+  graph_file file = detail::keep::from_document(doc.root(), limits);
   if (file.version != h.version)
     throw graph_file_error(fmt::format("graph file: the document says version {}, the header {}", file.version, h.version));
   graph_file_check(file, limits);

@@ -120,6 +120,7 @@ public:
   graph build(const named_graph& g) {
     const auto t0 = clock_type::now();
     place_ = fmt::format("graph '{}'", g.name);
+    node_.reset();
     conditions_.assign(g.graph.conditions.size(), 0);
     conditions_file_ = &g.graph.conditions;
     graph out;
@@ -141,7 +142,7 @@ public:
     if (b.pointer == nullptr)
       throw load_error(fmt::format("conveyor::load: {}: buffer '{}' is a graph allocation not made yet (its allocation "
                                    "node is in another graph loaded later, or not loaded)",
-                                   place_, b.name));
+                                   where(), b.name));
     return static_cast<unsigned char*>(b.pointer) + a.offset;
   }
 
@@ -175,9 +176,12 @@ public:
     CONVEYOR_CHECK(cudaGraphCreate(&body->handle, 0));
     body->keep = made_keep_;
     const std::string place = place_;
-    place_ += " child graph";
+    const auto outer = node_;
+    place_ = where() + " child graph";
+    node_.reset();
     fill(body, g);
     place_ = place;
+    node_ = outer;
     pending_child_ = body;
     return body->handle;
   }
@@ -186,7 +190,7 @@ public:
     if (index >= conditions_.size() || conditions_[index] == 0)
       throw load_error(fmt::format("conveyor::load: {}: condition {} is used before the graph holding its conditional "
                                    "node is loaded",
-                                   place_, index));
+                                   where(), index));
     return conditions_[index];
   }
 
@@ -199,11 +203,15 @@ public:
     const auto& info = current_->conditionals.at(node);
     const std::shared_ptr<graph_state> parent = current_;
     const std::string place = place_;
+    const auto outer = node_;
+    const std::string at = where();
     for (std::size_t b = 0; b < info.bodies.size(); ++b) {
-      place_ = fmt::format("{} body {}", place, b);
+      place_ = fmt::format("{} body {}", at, b);
+      node_.reset();
       fill(info.bodies[b], n.bodies[b]);
     }
     place_ = place;
+    node_ = outer;
     current_ = parent;
   }
 
@@ -300,7 +308,7 @@ private:
           "conveyor::load: {}: kernel {} cannot be found: it is not in load_options::registry, the file has no image "
           "of it, and this program has not launched it through Conveyor's typed calls; fix: register it (kernel_registry::add), or save the file where its image is known (a module "
           "loaded through conveyor::kernel_module, or a profile::module_images recorder for library kernels)",
-          place_, kernel_text(k)));
+          where(), kernel_text(k)));
     check_layout(k, r);
     spent.kernels += seconds_since(t0);
     return resolved_.emplace(key, r).first->second;
@@ -408,12 +416,12 @@ private:
         if (dep.from >= i) deferred.emplace_back(i, d);
         else if (full(dep)) deps.push_back(nodes[dep.from]);
       }
-      const std::string place = place_;
-      place_ = fmt::format("{} node {} ({})", place, i, to_string(n.kind));
+      const auto outer = node_;
+      node_ = {i, n.kind};
       current_ = state;
       cudaGraphNode_t node = traits_of(n.kind).keep->load(n, state->handle, deps, *this);
       current_ = state;
-      place_ = place;
+      node_ = outer;
       nodes.push_back(node);
       if (!n.label.empty()) state->labels[node] = n.label;
       if (pending_child_) state->child_bodies[node] = std::move(pending_child_);
@@ -444,7 +452,12 @@ private:
   std::shared_ptr<graph_state> current_;
   std::shared_ptr<conveyor::detail::resources> made_keep_;
   std::shared_ptr<graph_state> pending_child_;
+  // Where the loader is, for refusals: the graph (or body) path, and the node being added (rendered by where()).
   std::string place_;
+  std::optional<std::pair<std::size_t, node_kind>> node_;
+  [[nodiscard]] std::string where() const {
+    return node_ ? fmt::format("{} node {} ({})", place_, node_->first, to_string(node_->second)) : place_;
+  }
   std::map<std::string, const void*> recorded_; // the program's typed kernels by mangled name (read once)
   bool recorded_read_ = false;
 };
@@ -471,10 +484,20 @@ const loaded_buffer& loaded_graphs::buffer(std::string_view name) const {
   throw std::out_of_range(fmt::format("conveyor::loaded_graphs::buffer: the file has no buffer '{}'", name));
 }
 
+// The one place that fills a loaded_graphs (the "attorney" of its private members).
+struct loaded_graphs_access {
+  // `checked`: the file came from read_graph_file, which checked it.
+  static loaded_graphs load_file(graph_file loaded, const load_options& options, bool checked);
+};
+
 loaded_graphs load(graph_file loaded, const load_options& options) {
+  return loaded_graphs_access::load_file(std::move(loaded), options, false);
+}
+
+loaded_graphs loaded_graphs_access::load_file(graph_file loaded, const load_options& options, bool checked) {
   auto shared = std::make_shared<const graph_file>(std::move(loaded));
   const graph_file& file = *shared;
-  graph_file_check(file);
+  if (!checked) graph_file_check(file);
   for (const auto& name : options.graphs)
     if (file.find(name) == nullptr)
       throw load_error(fmt::format("conveyor::load: the file has no graph '{}'", name));
@@ -496,7 +519,7 @@ loaded_graphs load(graph_file loaded, const load_options& options) {
 }
 
 loaded_graphs load(const std::filesystem::path& path, const load_options& options) {
-  return load(read_graph_file(path), options);
+  return loaded_graphs_access::load_file(read_graph_file(path), options, true);
 }
 
 } // namespace conveyor

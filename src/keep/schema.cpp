@@ -175,44 +175,79 @@ json tables_json(const graph_file& f) {
 // ---- reading ---------------------------------------------------------------------------------------------------
 
 // Where a value is, for messages: "graphs[0] 'step' node 3 (kernel): 'grid'".
-struct place {
-  std::string text;
-  [[nodiscard]] place operator/(std::string_view field) const { return {fmt::format("{}: '{}'", text, field)}; }
-  [[nodiscard]] place at(std::size_t i) const { return {fmt::format("{}[{}]", text, i)}; }
+// Built only when a message needs it (a file of 10,000 nodes reads hundreds of thousands of fields): a place is a
+// link to its parent and one segment, rendered by text(). A place must not outlive the places it was made from.
+class place {
+public:
+  place(std::string root) : root_(std::move(root)) {}
+  place(const char* root) : root_(root) {}
+  //! Field `name` of this place: "...: 'name'".
+  [[nodiscard]] place operator/(std::string_view name) const { return {this, segment::field, name, 0}; }
+  //! Element `i`: "...[i]".
+  [[nodiscard]] place at(std::size_t i) const { return {this, segment::index, {}, i}; }
+  //! Node `i` of a graph: "... node i".
+  [[nodiscard]] place node(std::size_t i) const { return {this, segment::node, {}, i}; }
+  //! Body `i` of a node: "... body i".
+  [[nodiscard]] place body(std::size_t i) const { return {this, segment::body, {}, i}; }
+  //! The node's kind: "... (kind)".
+  [[nodiscard]] place kind(std::string_view name) const { return {this, segment::kind, name, 0}; }
+  [[nodiscard]] std::string text() const {
+    if (up_ == nullptr) return root_;
+    std::string out = up_->text();
+    switch (segment_) {
+    case segment::field: return out + fmt::format(": '{}'", name_);
+    case segment::index: return out + fmt::format("[{}]", index_);
+    case segment::node: return out + fmt::format(" node {}", index_);
+    case segment::body: return out + fmt::format(" body {}", index_);
+    case segment::kind: return out + fmt::format(" ({})", name_);
+    }
+    return out;
+  }
+
+private:
+  enum class segment : std::uint8_t { field, index, node, body, kind };
+  place(const place* up, segment s, std::string_view name, std::size_t index)
+      : up_(up), segment_(s), name_(name), index_(index) {}
+  const place* up_ = nullptr;
+  segment segment_ = segment::field;
+  std::string_view name_;
+  std::size_t index_ = 0;
+  std::string root_;
 };
 
-[[noreturn]] void fail(const place& where, std::string_view expected, const json& got) {
+[[noreturn]] void fail(const place& where, std::string_view expected, const flat_value& got) {
   throw graph_file_error(
-      fmt::format("graph file: {}: expected {}, got {}", where.text, expected,
+      fmt::format("graph file: {}: expected {}, got {}", where.text(), expected,
                   got.is_discarded() ? std::string("nothing") : std::string(got.type_name())));
 }
 
-const json& field(const json& object, std::string_view key, const place& where) {
+flat_value field(const flat_value& object, std::string_view key, const place& where) {
   if (!object.is_object()) fail(where, "an object (map)", object);
-  const auto it = object.find(key);
-  if (it == object.end()) throw graph_file_error(fmt::format("graph file: {}: missing field '{}'", where.text, key));
-  return *it;
+  const flat_value v = object.find(key);
+  if (!v.valid()) throw graph_file_error(fmt::format("graph file: {}: missing field '{}'", where.text(), key));
+  return v;
 }
 
-const json* optional_field(const json& object, std::string_view key) {
-  const auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
+// The field `key`, or an invalid handle when it is absent or null.
+flat_value optional_field(const flat_value& object, std::string_view key) {
+  const flat_value v = object.find(key);
+  return v.valid() && !v.is_null() ? v : flat_value(nullptr, 0);
 }
 
-std::uint64_t as_uint(const json& v, std::uint64_t max, const place& where) {
-  if (!v.is_number_unsigned() || v.get<std::uint64_t>() > max)
+std::uint64_t as_uint(const flat_value& v, std::uint64_t max, const place& where) {
+  if (!v.is_number_unsigned() || v.unsigned_value() > max)
     fail(where, fmt::format("an unsigned integer at most {}", max), v);
-  return v.get<std::uint64_t>();
+  return v.unsigned_value();
 }
 
-std::int64_t as_int(const json& v, std::int64_t min, std::int64_t max, const place& where) {
+std::int64_t as_int(const flat_value& v, std::int64_t min, std::int64_t max, const place& where) {
   bool ok = false;
   std::int64_t x = 0;
   if (v.is_number_unsigned()) {
-    ok = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max);
-    x = ok ? static_cast<std::int64_t>(v.get<std::uint64_t>()) : 0;
+    ok = v.unsigned_value() <= static_cast<std::uint64_t>(max);
+    x = ok ? static_cast<std::int64_t>(v.unsigned_value()) : 0;
   } else if (v.is_number_integer()) {
-    x = v.get<std::int64_t>();
+    x = v.signed_value();
     ok = true;
   }
   if (!ok || x < min || x > max) fail(where, fmt::format("an integer in [{}, {}]", min, max), v);
@@ -220,19 +255,19 @@ std::int64_t as_int(const json& v, std::int64_t min, std::int64_t max, const pla
 }
 
 template <class T>
-T uint_field(const json& o, std::string_view key, const place& where,
+T uint_field(const flat_value& o, std::string_view key, const place& where,
              std::uint64_t max = std::numeric_limits<T>::max()) {
   return static_cast<T>(as_uint(field(o, key, where), max, where / key));
 }
 
-int int_field(const json& o, std::string_view key, const place& where, int min, int max) {
+int int_field(const flat_value& o, std::string_view key, const place& where, int min, int max) {
   return static_cast<int>(as_int(field(o, key, where), min, max, where / key));
 }
 
-bool bool_field(const json& o, std::string_view key, const place& where) {
-  const json& v = field(o, key, where);
+bool bool_field(const flat_value& o, std::string_view key, const place& where) {
+  const flat_value v = field(o, key, where);
   if (!v.is_boolean()) fail(where / key, "true or false", v);
-  return v.get<bool>();
+  return v.boolean();
 }
 
 // RFC 3629: CBOR text strings are UTF-8 (RFC 8949, major type 3); a reader that passed others on would hand
@@ -261,48 +296,47 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-std::string text_of(const json& v, const place& where, std::size_t max) {
-  if (!v.is_string() || v.get_ref<const std::string&>().size() > max)
-    fail(where, fmt::format("a string of at most {} bytes", max), v);
-  if (!valid_utf8(v.get_ref<const std::string&>())) fail(where, "a string of valid UTF-8", v);
-  return v.get<std::string>();
+std::string text_of(const flat_value& v, const place& where, std::size_t max) {
+  if (!v.is_string() || v.text().size() > max) fail(where, fmt::format("a string of at most {} bytes", max), v);
+  if (!valid_utf8(v.text())) fail(where, "a string of valid UTF-8", v);
+  return std::string(v.text());
 }
 
-std::string string_field(const json& o, std::string_view key, const place& where, std::size_t max = 4096) {
+std::string string_field(const flat_value& o, std::string_view key, const place& where, std::size_t max = 4096) {
   return text_of(field(o, key, where), where / key, max);
 }
 
-const json& array_field(const json& o, std::string_view key, const place& where) {
-  const json& v = field(o, key, where);
+const flat_value array_field(const flat_value& o, std::string_view key, const place& where) {
+  const flat_value v = field(o, key, where);
   if (!v.is_array()) fail(where / key, "an array", v);
   return v;
 }
 
-std::vector<unsigned char> binary_field(const json& o, std::string_view key, const place& where) {
-  const json& v = field(o, key, where);
+std::vector<unsigned char> binary_field(const flat_value& o, std::string_view key, const place& where) {
+  const flat_value v = field(o, key, where);
   if (!v.is_binary()) fail(where / key, "a byte string", v);
-  return {v.get_binary().begin(), v.get_binary().end()};
+  return {v.bytes().begin(), v.bytes().end()};
 }
 
 template <class T, std::size_t N>
-std::array<T, N> uint_array(const json& v, const place& where) {
+std::array<T, N> uint_array(const flat_value& v, const place& where) {
   if (!v.is_array() || v.size() != N) fail(where, fmt::format("an array of {} unsigned integers", N), v);
   std::array<T, N> out{};
   for (std::size_t i = 0; i < N; ++i) out[i] = static_cast<T>(as_uint(v[i], std::numeric_limits<T>::max(), where.at(i)));
   return out;
 }
 
-saved_address address_of(const json& v, const place& where) {
+saved_address address_of(const flat_value& v, const place& where) {
   if (v.is_null()) return {};
   if (!v.is_array() || v.size() != 2) fail(where, "null or [buffer, offset]", v);
   return {static_cast<std::uint32_t>(as_uint(v[0], saved_address::null_buffer - 1, where.at(0))),
           as_uint(v[1], std::numeric_limits<std::uint64_t>::max(), where.at(1))};
 }
 
-saved_graph read_graph(const json& j, const place& where, const graph_file_limits& limits, std::size_t depth,
+saved_graph read_graph(const flat_value& j, const place& where, const graph_file_limits& limits, std::size_t depth,
                        std::size_t& nodes_seen);
 
-saved_relocation read_relocation(const json& j, const place& where) {
+saved_relocation read_relocation(const flat_value& j, const place& where) {
   saved_relocation r;
   r.offset = uint_field<std::uint32_t>(j, "offset", where);
   r.index = uint_field<std::uint32_t>(j, "index", where);
@@ -318,12 +352,12 @@ saved_relocation read_relocation(const json& j, const place& where) {
   return r;
 }
 
-saved_attribute read_attribute(const json& j, const place& where) {
+saved_attribute read_attribute(const flat_value& j, const place& where) {
   saved_attribute a;
   a.id = uint_field<std::uint32_t>(j, "id", where);
   const auto format = attribute_format_of(a.id);
   if (!format) fail(where / "id", "a launch attribute this version knows (docs/graph-files.md)", field(j, "id", where));
-  const json& values = array_field(j, "values", where);
+  const flat_value& values = array_field(j, "values", where);
   if (values.size() != format->values)
     fail(where / "values", fmt::format("{} integers for attribute '{}'", format->values, format->name), values);
   for (std::size_t i = 0; i < values.size(); ++i)
@@ -331,15 +365,15 @@ saved_attribute read_attribute(const json& j, const place& where) {
                               std::numeric_limits<std::int64_t>::max(), (where / "values").at(i)));
   if (a.id == cudaLaunchAttributeAccessPolicyWindow) {
     a.address = address_of(field(j, "address", where), where / "address");
-    const json& ratio = field(j, "ratio", where);
-    if (!ratio.is_number() || !(ratio.get<double>() >= 0.0 && ratio.get<double>() <= 1.0))
+    const flat_value ratio = field(j, "ratio", where);
+    if (!ratio.is_number() || !(ratio.number() >= 0.0 && ratio.number() <= 1.0))
       fail(where / "ratio", "a number in [0, 1]", ratio);
-    a.ratio = ratio.get<double>();
+    a.ratio = ratio.number();
   }
   return a;
 }
 
-saved_kernel_node read_kernel_node(const json& j, const place& where) {
+saved_kernel_node read_kernel_node(const flat_value& j, const place& where) {
   saved_kernel_node k;
   k.kernel = uint_field<std::uint32_t>(j, "kernel", where);
   k.grid = uint_array<std::uint32_t, 3>(field(j, "grid", where), where / "grid");
@@ -347,16 +381,16 @@ saved_kernel_node read_kernel_node(const json& j, const place& where) {
   k.shared_bytes = uint_field<std::uint32_t>(j, "shared_bytes", where);
   k.device = int_field(j, "device", where, 0, 1 << 16);
   k.arguments = binary_field(j, "arguments", where);
-  const json& relocations = array_field(j, "relocations", where);
+  const flat_value& relocations = array_field(j, "relocations", where);
   for (std::size_t i = 0; i < relocations.size(); ++i)
     k.relocations.push_back(read_relocation(relocations[i], (where / "relocations").at(i)));
-  const json& attributes = array_field(j, "attributes", where);
+  const flat_value& attributes = array_field(j, "attributes", where);
   for (std::size_t i = 0; i < attributes.size(); ++i)
     k.attributes.push_back(read_attribute(attributes[i], (where / "attributes").at(i)));
   return k;
 }
 
-saved_pitched read_pitched(const json& j, const place& where) {
+saved_pitched read_pitched(const flat_value& j, const place& where) {
   saved_pitched p;
   p.address = address_of(field(j, "address", where), where / "address");
   p.pitch = uint_field<std::uint64_t>(j, "pitch", where);
@@ -366,7 +400,7 @@ saved_pitched read_pitched(const json& j, const place& where) {
   return p;
 }
 
-saved_memcpy_node read_memcpy_node(const json& j, const place& where) {
+saved_memcpy_node read_memcpy_node(const flat_value& j, const place& where) {
   saved_memcpy_node c;
   c.source = read_pitched(field(j, "source", where), where / "source");
   c.destination = read_pitched(field(j, "destination", where), where / "destination");
@@ -375,7 +409,7 @@ saved_memcpy_node read_memcpy_node(const json& j, const place& where) {
   return c;
 }
 
-saved_memset_node read_memset_node(const json& j, const place& where) {
+saved_memset_node read_memset_node(const flat_value& j, const place& where) {
   saved_memset_node m;
   m.destination = address_of(field(j, "destination", where), where / "destination");
   m.pitch = uint_field<std::uint64_t>(j, "pitch", where);
@@ -386,22 +420,23 @@ saved_memset_node read_memset_node(const json& j, const place& where) {
   return m;
 }
 
-saved_mem_alloc_node read_mem_alloc_node(const json& j, const place& where) {
+saved_mem_alloc_node read_mem_alloc_node(const flat_value& j, const place& where) {
   saved_mem_alloc_node a;
   a.buffer = uint_field<std::uint32_t>(j, "buffer", where);
   a.device = int_field(j, "device", where, 0, 1 << 16);
-  const json& access = array_field(j, "access", where);
+  const flat_value& access = array_field(j, "access", where);
+  const place access_place = where / "access";
   for (std::size_t i = 0; i < access.size(); ++i) {
-    const place p = (where / "access").at(i);
+    const place p = access_place.at(i);
     if (!access[i].is_array() || access[i].size() != 2 || !access[i][1].is_boolean())
       fail(p, "[device, read_only]", access[i]);
-    a.access.emplace_back(static_cast<int>(as_int(access[i][0], 0, 1 << 16, p.at(0))), access[i][1].get<bool>());
+    a.access.emplace_back(static_cast<int>(as_int(access[i][0], 0, 1 << 16, p.at(0))), access[i][1].boolean());
   }
   a.usage = uint_field<std::uint16_t>(j, "usage", where);
   return a;
 }
 
-saved_conditional_node read_conditional_node(const json& j, const place& where) {
+saved_conditional_node read_conditional_node(const flat_value& j, const place& where) {
   saved_conditional_node c;
   c.type = int_field(j, "type", where, 0, 2);
   c.size = uint_field<std::uint32_t>(j, "size", where, 1U << 16);
@@ -409,7 +444,7 @@ saved_conditional_node read_conditional_node(const json& j, const place& where) 
   return c;
 }
 
-saved_parameters read_parameters(node_kind kind, const json& j, const place& where) {
+saved_parameters read_parameters(node_kind kind, const flat_value& j, const place& where) {
   switch (kind) {
   case node_kind::kernel: return read_kernel_node(j, where);
   case node_kind::memcpy: return read_memcpy_node(j, where);
@@ -428,15 +463,16 @@ saved_parameters read_parameters(node_kind kind, const json& j, const place& whe
   case node_kind::other: break;
   }
   throw graph_file_error(fmt::format("graph file: {}: a {} node, which no graph file holds (save refuses the kind)",
-                                     where.text, to_string(kind)));
+                                     where.text(), to_string(kind)));
 }
 
-std::vector<saved_dependency> read_dependencies(const json& j, const place& where) {
-  const json& deps = array_field(j, "dependencies", where);
+std::vector<saved_dependency> read_dependencies(const flat_value& j, const place& where) {
+  const flat_value& deps = array_field(j, "dependencies", where);
+  const place dependencies_place = where / "dependencies";
   std::vector<saved_dependency> out;
   out.reserve(deps.size());
   for (std::size_t i = 0; i < deps.size(); ++i) {
-    const place p = (where / "dependencies").at(i);
+    const place p = dependencies_place.at(i);
     if (!deps[i].is_array() || deps[i].size() != 4) fail(p, "[from, from_port, to_port, type]", deps[i]);
     out.push_back({static_cast<std::uint32_t>(as_uint(deps[i][0], 0xFFFFFFFFU, p.at(0))),
                    static_cast<std::uint8_t>(as_uint(deps[i][1], 255, p.at(1))),
@@ -446,70 +482,73 @@ std::vector<saved_dependency> read_dependencies(const json& j, const place& wher
   return out;
 }
 
-saved_node read_node(const json& j, const place& where, const graph_file_limits& limits, std::size_t depth,
+saved_node read_node(const flat_value& j, const place& where, const graph_file_limits& limits, std::size_t depth,
                      std::size_t& nodes_seen) {
   saved_node n;
   const std::string kind = string_field(j, "kind", where, 64);
   const auto k = node_kind_named(kind);
   if (!k) fail(where / "kind", "a node kind (kernel, memcpy, memset, host, child_graph, ...)", field(j, "kind", where));
   n.kind = *k;
-  const place named{fmt::format("{} ({})", where.text, kind)};
-  if (const json* label = optional_field(j, "label")) n.label = text_of(*label, named / "label", 4096);
+  const place named = where.kind(kind);
+  if (const flat_value label = optional_field(j, "label"); label.valid()) n.label = text_of(label, named / "label", 4096);
   n.dependencies = read_dependencies(j, named);
   n.parameters = read_parameters(n.kind, j, named);
-  if (const json* bodies = optional_field(j, "bodies")) {
-    if (!bodies->is_array()) fail(named / "bodies", "an array of graphs", *bodies);
+  if (const flat_value bodies = optional_field(j, "bodies"); bodies.valid()) {
+    if (!bodies.is_array()) fail(named / "bodies", "an array of graphs", bodies);
     if (depth + 1 > limits.max_depth)
-      throw graph_file_error(fmt::format("graph file: {}: graphs nested deeper than {} levels", named.text,
+      throw graph_file_error(fmt::format("graph file: {}: graphs nested deeper than {} levels", named.text(),
                                          limits.max_depth));
-    for (std::size_t b = 0; b < bodies->size(); ++b)
-      n.bodies.push_back(read_graph((*bodies)[b], {fmt::format("{} body {}", named.text, b)}, limits, depth + 1,
+    for (std::size_t b = 0; b < bodies.size(); ++b)
+      n.bodies.push_back(read_graph(bodies[b], {fmt::format("{} body {}", named.text(), b)}, limits, depth + 1,
                                     nodes_seen));
   }
   return n;
 }
 
-saved_graph read_graph(const json& j, const place& where, const graph_file_limits& limits, std::size_t depth,
+saved_graph read_graph(const flat_value& j, const place& where, const graph_file_limits& limits, std::size_t depth,
                        std::size_t& nodes_seen) {
   saved_graph g;
   g.captured = bool_field(j, "captured", where);
-  const json& nodes = array_field(j, "nodes", where);
+  const flat_value& nodes = array_field(j, "nodes", where);
   nodes_seen += nodes.size();
   if (nodes_seen > limits.max_nodes)
-    throw graph_file_error(fmt::format("graph file: {}: more than {} nodes in the file", where.text, limits.max_nodes));
+    throw graph_file_error(fmt::format("graph file: {}: more than {} nodes in the file", where.text(), limits.max_nodes));
   g.nodes.reserve(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i)
-    g.nodes.push_back(read_node(nodes[i], {fmt::format("{} node {}", where.text, i)}, limits, depth, nodes_seen));
-  if (const json* conditions = optional_field(j, "conditions")) {
-    if (!conditions->is_array()) fail(where / "conditions", "an array", *conditions);
-    for (std::size_t i = 0; i < conditions->size(); ++i) {
-      const place p = (where / "conditions").at(i);
+    g.nodes.push_back(read_node(nodes[i], where.node(i), limits, depth, nodes_seen));
+  if (const flat_value conditions = optional_field(j, "conditions"); conditions.valid()) {
+    if (!conditions.is_array()) fail(where / "conditions", "an array", conditions);
+    const place conditions_place = where / "conditions";
+    for (std::size_t i = 0; i < conditions.size(); ++i) {
+      const place p = conditions_place.at(i);
       g.conditions.push_back(
-          {uint_field<std::uint32_t>((*conditions)[i], "default", p), bool_field((*conditions)[i], "reset", p)});
+          {uint_field<std::uint32_t>(conditions[i], "default", p), bool_field(conditions[i], "reset", p)});
     }
   }
   return g;
 }
 
-saved_key read_key(const json& j, const place& where) {
+saved_key read_key(const flat_value& j, const place& where) {
   saved_key k;
   k.exact = bool_field(j, "exact", where);
   k.callable = string_field(j, "callable", where, 1 << 16);
-  const json& entries = array_field(j, "entries", where);
+  const flat_value& entries = array_field(j, "entries", where);
+  const place entries_place = where / "entries";
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    const place p = (where / "entries").at(i);
-    const json& e = entries[i];
+    const place p = entries_place.at(i);
+    const flat_value& e = entries[i];
     k.entries.push_back({uint_field<std::uint64_t>(e, "bits", p), uint_field<std::uint32_t>(e, "size", p),
                          uint_field<std::uint8_t>(e, "role", p, 2), uint_field<std::uint8_t>(e, "kind", p, 5),
                          uint_field<std::uint8_t>(e, "position", p), address_of(field(e, "address", p), p / "address")});
   }
   k.bytes = binary_field(j, "bytes", where);
-  if (const json* user = optional_field(j, "user_key")) k.user_key = as_uint(*user, ~std::uint64_t{0}, where / "user_key");
+  if (const flat_value user = optional_field(j, "user_key"); user.valid())
+    k.user_key = as_uint(user, ~std::uint64_t{0}, where / "user_key");
   return k;
 }
 
 template <class E>
-E enum_named(const json& o, std::string_view key, const place& where, std::initializer_list<E> values) {
+E enum_named(const flat_value& o, std::string_view key, const place& where, std::initializer_list<E> values) {
   const std::string text = string_field(o, key, where, 64);
   for (E v : values)
     if (to_string(v) == text) return v;
@@ -518,8 +557,8 @@ E enum_named(const json& o, std::string_view key, const place& where, std::initi
   fail(where / key, "one of " + expected, field(o, key, where));
 }
 
-void read_images(const json& d, graph_file& f) {
-  const json& images = array_field(d, "images", {"document"});
+void read_images(const flat_value& d, graph_file& f) {
+  const flat_value& images = array_field(d, "images", {"document"});
   for (std::size_t i = 0; i < images.size(); ++i) {
     const place p{fmt::format("images[{}]", i)};
     f.images.push_back({enum_named(images[i], "format", p, {image_format::cubin, image_format::fatbin, image_format::ptx}),
@@ -527,28 +566,28 @@ void read_images(const json& d, graph_file& f) {
   }
 }
 
-void read_kernels(const json& d, graph_file& f) {
-  const json& kernels = array_field(d, "kernels", {"document"});
+void read_kernels(const flat_value& d, graph_file& f) {
+  const flat_value& kernels = array_field(d, "kernels", {"document"});
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const place p{fmt::format("kernels[{}]", i)};
     saved_kernel k;
     k.name = string_field(kernels[i], "name", p, 1 << 16);
-    if (const json* image = optional_field(kernels[i], "image"))
-      k.image = static_cast<std::uint32_t>(as_uint(*image, 0xFFFFFFFEU, p / "image"));
-    const json& params = array_field(kernels[i], "parameters", p);
+    if (const flat_value image = optional_field(kernels[i], "image"); image.valid())
+      k.image = static_cast<std::uint32_t>(as_uint(image, 0xFFFFFFFEU, p / "image"));
+    const flat_value& params = array_field(kernels[i], "parameters", p);
     for (std::size_t q = 0; q < params.size(); ++q) {
       const auto pair = uint_array<std::uint32_t, 2>(params[q], (p / "parameters").at(q));
       k.parameters.emplace_back(pair[0], pair[1]);
     }
-    const json& classes = array_field(kernels[i], "classes", p);
+    const flat_value& classes = array_field(kernels[i], "classes", p);
     for (std::size_t q = 0; q < classes.size(); ++q)
       k.classes.push_back(static_cast<parameter_class>(as_uint(classes[q], 3, (p / "classes").at(q))));
     f.kernels.push_back(std::move(k));
   }
 }
 
-void read_buffers(const json& d, graph_file& f) {
-  const json& buffers = array_field(d, "buffers", {"document"});
+void read_buffers(const flat_value& d, graph_file& f) {
+  const flat_value& buffers = array_field(d, "buffers", {"document"});
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const place p{fmt::format("buffers[{}]", i)};
     saved_buffer b;
@@ -559,13 +598,13 @@ void read_buffers(const json& d, graph_file& f) {
     b.bytes = uint_field<std::uint64_t>(buffers[i], "bytes", p);
     b.device = int_field(buffers[i], "device", p, -1, 1 << 16);
     b.named = bool_field(buffers[i], "named", p);
-    if (optional_field(buffers[i], "contents") != nullptr) b.contents = binary_field(buffers[i], "contents", p);
+    if (optional_field(buffers[i], "contents").valid()) b.contents = binary_field(buffers[i], "contents", p);
     f.buffers.push_back(std::move(b));
   }
 }
 
-std::vector<std::string> read_names(const json& d, std::string_view key) {
-  const json& names = array_field(d, key, {"document"});
+std::vector<std::string> read_names(const flat_value& d, std::string_view key) {
+  const flat_value& names = array_field(d, key, {"document"});
   std::vector<std::string> out;
   for (std::size_t i = 0; i < names.size(); ++i) {
     out.push_back(text_of(names[i], {fmt::format("{}[{}]", key, i)}, 1024));
@@ -573,9 +612,9 @@ std::vector<std::string> read_names(const json& d, std::string_view key) {
   return out;
 }
 
-void read_producer(const json& d, graph_file& f) {
+void read_producer(const flat_value& d, graph_file& f) {
   const place p{"producer"};
-  const json& j = field(d, "producer", {"document"});
+  const flat_value& j = field(d, "producer", {"document"});
   f.producer.conveyor = string_field(j, "conveyor", p, 64);
   f.producer.cuda_runtime = int_field(j, "cuda_runtime", p, 0, 1 << 24);
   f.producer.driver = int_field(j, "driver", p, 0, 1 << 24);
@@ -614,7 +653,7 @@ json to_document(const graph_file& file) {
   return d;
 }
 
-graph_file from_document(const json& d, const graph_file_limits& limits) {
+graph_file from_document(const flat_value& d, const graph_file_limits& limits) {
   const place doc{"document"};
   if (!d.is_object()) fail(doc, "a map at the top level", d);
   if (string_field(d, "format", doc, 64) != "conveyor-graph-file")
@@ -627,14 +666,14 @@ graph_file from_document(const json& d, const graph_file_limits& limits) {
   read_buffers(d, f);
   f.events = read_names(d, "events");
   f.host_functions = read_names(d, "host_functions");
-  const json& graphs = array_field(d, "graphs", doc);
+  const flat_value graphs = array_field(d, "graphs", doc);
   std::size_t nodes_seen = 0;
   for (std::size_t i = 0; i < graphs.size(); ++i) {
     const place p{fmt::format("graphs[{}]", i)};
     named_graph g;
     g.name = string_field(graphs[i], "name", p, 1024);
     g.graph = read_graph(field(graphs[i], "graph", p), {fmt::format("graph '{}'", g.name)}, limits, 0, nodes_seen);
-    if (const json* key = optional_field(graphs[i], "key")) g.key = read_key(*key, p / "key");
+    if (const flat_value key = optional_field(graphs[i], "key"); key.valid()) g.key = read_key(key, p / "key");
     f.graphs.push_back(std::move(g));
   }
   return f;

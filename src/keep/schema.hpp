@@ -4,6 +4,7 @@
 // ("graphs[0] 'step' node 3 (kernel): 'grid': expected ..."); the rules across fields are graph_file_check's.
 
 #include "conveyor/keep/graph_file.hpp"
+#include "keep/flat_document.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -18,8 +19,9 @@ using json = nlohmann::json;
 
 //! The document of `file` (every field, images and contents as CBOR byte strings).
 [[nodiscard]] json to_document(const graph_file& file);
-//! The file a document holds. \throws graph_file_error naming the field and what was expected.
-[[nodiscard]] graph_file from_document(const json& document, const graph_file_limits& limits);
+//! The file a document holds (read into a flat document). \throws graph_file_error naming the field and what was
+//! expected.
+[[nodiscard]] graph_file from_document(const flat_value& document, const graph_file_limits& limits);
 
 //! One launch attribute the format knows: its CUDA ID, name in the document and messages, and number of values.
 struct attribute_format {

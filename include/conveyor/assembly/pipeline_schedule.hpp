@@ -5,6 +5,8 @@
 //! in slot (k - L) mod slots. Steps before the first items (prologue) and after the last (epilogue) leave out the
 //! stages that have no item.
 
+#include "conveyor/cxx20.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -4,6 +4,8 @@
 //! kernel nodes, only its programmatic trigger or its launch (programmatic dependent launch, CUDA Programming Guide
 //! "Programmatic Dependent Launch and Synchronization"; `cudaGraphEdgeData`). A plain value.
 
+#include "conveyor/cxx20.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <optional>

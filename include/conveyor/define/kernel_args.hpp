@@ -3,11 +3,14 @@
 //! Typed kernel arguments: a kernel's parameter list checked against the given arguments at compile time, and the
 //! `void**` array CUDA's kernel-node calls take.
 
+#include "conveyor/cxx20.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 #include <tuple>
 #include <type_traits>
@@ -110,14 +113,65 @@ inline void note_kernel_parameters(const void* kernel, std::span<const parameter
   record_kernel_parameters(kernel, classes);
 }
 
+//! True when an argument of type Arg narrows to parameter type Param (list-initialisation would refuse it: double to
+//! float, std::size_t to int, a float to an integer, ...).
 template <class Param, class Arg>
-inline constexpr bool arg_fits = std::is_convertible_v<Arg, std::remove_cvref_t<Param>>;
+inline constexpr bool narrows =
+    std::is_arithmetic_v<std::remove_cvref_t<Arg>> && std::is_arithmetic_v<std::remove_cvref_t<Param>> &&
+    !requires { std::remove_cvref_t<Param>{std::declval<Arg>()}; };
+
+//! Narrowing arithmetic arguments are refused when CONVEYOR_REFUSE_NARROWING is defined to 1 before Conveyor's headers
+//! (docs/capture.md, "Typed kernel arguments"); by default they convert as a call of the kernel would.
+#if defined(CONVEYOR_REFUSE_NARROWING) && CONVEYOR_REFUSE_NARROWING
+inline constexpr bool refuse_narrowing = true;
+#else
+inline constexpr bool refuse_narrowing = false;
+#endif
+
+template <class Param, class Arg>
+inline constexpr bool arg_fits =
+    std::is_convertible_v<Arg, std::remove_cvref_t<Param>> && !(refuse_narrowing && narrows<Param, Arg>);
 
 template <class ParamList, class ArgList>
 struct accepts : std::false_type {};
 template <class... Params, class... Args>
   requires(sizeof...(Params) == sizeof...(Args))
 struct accepts<std::tuple<Params...>, std::tuple<Args...>> : std::bool_constant<(arg_fits<Params, Args> && ...)> {};
+
+//! The position (from 0) of the first argument that does not fit its parameter, or the count when all fit.
+template <class... Params, class... Args>
+consteval std::size_t first_misfit(std::tuple<Params...>*, std::tuple<Args...>*) {
+  std::size_t i = 0;
+  const bool fits[] = {arg_fits<Params, Args>..., true};
+  while (i < sizeof...(Params) && fits[i]) ++i;
+  return i;
+}
+
+//! False for every value: what the refusals below assert (they are instantiated only to fail).
+template <std::size_t>
+inline constexpr bool refused_argument = false;
+
+//! Instantiated only for a refused argument: the compiler's message then names its position (from 0), the type given
+//! and the parameter's type, in that order.
+template <std::size_t Position, class GivenType, class ParameterType>
+struct kernel_argument_refused {
+  static_assert(refused_argument<Position>,
+                "conveyor: a kernel argument does not fit its parameter type; the instantiation of "
+                "'kernel_argument_refused<P, A, T>' beside this message names it: P its position (from 0), A the argument's type, T the parameter's type"
+#if defined(CONVEYOR_REFUSE_NARROWING) && CONVEYOR_REFUSE_NARROWING
+                " (narrowing conversions are refused: CONVEYOR_REFUSE_NARROWING)"
+#endif
+  );
+};
+
+//! Instantiated only for a call with the wrong number of arguments: names both counts.
+template <std::size_t GivenCount, std::size_t ParameterCount>
+struct kernel_argument_count_refused {
+  static_assert(refused_argument<GivenCount>,
+                "conveyor: the number of kernel arguments differs from the kernel's parameter count; "
+                "the instantiation of 'kernel_argument_count_refused<G, P>' beside this message names both: G "
+                "arguments given, P parameters");
+};
 } // namespace detail
 
 //! True when `void (*)(Params...)` can be called with `Args...` after conversion, as kernel_args requires.
@@ -128,17 +182,25 @@ template <class... Params, class... Args>
 inline constexpr bool kernel_accepts<void (*)(Params...), Args...> =
     detail::accepts<std::tuple<Params...>, std::tuple<Args...>>::value;
 
-//! Stores `args` converted to the parameter types of `kernel`. A count or type mismatch fails to compile with a
-//! message naming the problem.
+//! Stores `args` converted to the parameter types of `kernel`. A count or type mismatch fails to compile with one
+//! message naming the argument's position (from 0), the type given and the parameter's type (or both counts), and
+//! nothing after it. Narrowing arithmetic conversions (double to float, std::size_t to int) are accepted as a kernel
+//! call accepts them, or refused when CONVEYOR_REFUSE_NARROWING is 1.
 template <class... Params, class... Args>
 [[nodiscard]] kernel_args<Params...> make_kernel_args(void (*kernel)(Params...), Args&&... args) {
-  (void)kernel;
-  static_assert(sizeof...(Params) == sizeof...(Args),
-                "conveyor: the number of kernel arguments differs from the kernel's parameter count");
-  static_assert(detail::accepts<std::tuple<Params...>, std::tuple<Args...>>::value,
-                "conveyor: a kernel argument does not convert to the kernel's parameter type");
-  detail::note_kernel_parameters(reinterpret_cast<const void*>(kernel), detail::parameter_classes<Params...>);
-  return kernel_args<Params...>(std::forward<Args>(args)...);
+  if constexpr (sizeof...(Params) != sizeof...(Args)) {
+    (void)detail::kernel_argument_count_refused<sizeof...(Args), sizeof...(Params)>{};
+    std::abort(); // not reached: the line above does not compile
+  } else if constexpr (constexpr std::size_t bad = detail::first_misfit(static_cast<std::tuple<Params...>*>(nullptr),
+                                                                          static_cast<std::tuple<Args...>*>(nullptr));
+                       bad < sizeof...(Params)) {
+    (void)detail::kernel_argument_refused<bad, std::remove_cvref_t<std::tuple_element_t<bad, std::tuple<Args...>>>,
+                                          std::tuple_element_t<bad, std::tuple<Params...>>>{};
+    std::abort(); // not reached: the line above does not compile
+  } else {
+    detail::note_kernel_parameters(reinterpret_cast<const void*>(kernel), detail::parameter_classes<Params...>);
+    return kernel_args<Params...>(std::forward<Args>(args)...);
+  }
 }
 
 } // namespace conveyor

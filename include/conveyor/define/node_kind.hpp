@@ -2,6 +2,8 @@
 //! \file node_kind.hpp
 //! conveyor::node_kind: the kinds of graph node, with CUDA's own values (`cudaGraphNodeType` / `CUgraphNodeType`).
 
+#include "conveyor/cxx20.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <array>

@@ -3,6 +3,8 @@
 //! What an executable graph's history says about how it is used (graph_exec::facts()): flags, uploads, launches and
 //! the streams they went to. The tuning doctor reads it. A plain value.
 
+#include "conveyor/cxx20.hpp"
+
 #include <cstddef>
 #include <string>
 #include <vector>

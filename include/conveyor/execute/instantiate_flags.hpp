@@ -2,6 +2,8 @@
 //! \file instantiate_flags.hpp
 //! The flags of `cudaGraphInstantiateWithParams`, as a type-safe bit set.
 
+#include "conveyor/cxx20.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <string>

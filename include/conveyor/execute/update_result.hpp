@@ -3,6 +3,8 @@
 //! What the three update calls of graph_exec (update, update_or_reinstantiate, update_incremental) report: one
 //! type — how the executable graph was brought up to date, or why it was refused and which node was at fault.
 
+#include "conveyor/cxx20.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

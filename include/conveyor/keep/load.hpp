@@ -94,7 +94,7 @@ public:
   [[nodiscard]] const timing& spent() const noexcept { return spent_; }
 
 private:
-  friend loaded_graphs load(graph_file, const load_options&);
+  friend struct loaded_graphs_access;
   std::vector<std::pair<std::string, graph>> graphs_;
   std::vector<loaded_buffer> buffers_;
   std::shared_ptr<const graph_file> file_;

@@ -3,6 +3,8 @@
 //! conveyor::nccl::nccl_error, the exception every call of the NCCL layer (CMake target conveyor::nccl) throws for a
 //! failed, refused or timed-out NCCL operation.
 
+#include "conveyor/cxx20.hpp"
+
 #include <nccl.h>
 
 #include <stdexcept>

@@ -5,6 +5,8 @@
 //! reports and error messages. Plain C++ (no CUDA call), host-tested. The full names stay in the JSON exports and in
 //! the reports' verbose views.
 
+#include "conveyor/cxx20.hpp"
+
 #include <cstddef>
 #include <string>
 #include <string_view>

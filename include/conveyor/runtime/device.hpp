@@ -2,6 +2,8 @@
 //! \file device.hpp
 //! Device discovery and selection.
 
+#include "conveyor/cxx20.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <span>

@@ -4,6 +4,8 @@
 //! graph) come from one pool per device that every executable graph of the device shares, and stay reserved after
 //! the graphs that used them are gone until trimmed (CUDA Programming Guide, "Graph Memory Nodes").
 
+#include "conveyor/cxx20.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
