@@ -131,8 +131,7 @@ void launch_body(benchmark::State& state, const bench_case& c, bench_context& ct
 } // namespace
 
 void expect_nodes(std::size_t actual, std::size_t n, const char* what) {
-  if (actual != n)
-    throw std::runtime_error(fmt::format("{}: the graph holds {} nodes, expected {}", what, actual, n));
+  if (actual != n) throw std::runtime_error(fmt::format("{}: the graph holds {} nodes, expected {}", what, actual, n));
 }
 
 std::size_t raw_node_count(cudaGraph_t g) {
@@ -149,10 +148,8 @@ build_times build_once(const bench_context& ctx, std::size_t width, std::size_t 
     std::optional<conveyor::graph> captured;
     std::optional<conveyor_built> built;
     const auto t0 = clock_type::now();
-    if (capture)
-      captured.emplace(capture_conveyor(ctx, width, n, set));
-    else
-      built.emplace(build_conveyor(ctx, width, n, set, b));
+    if (capture) captured.emplace(capture_conveyor(ctx, width, n, set));
+    else built.emplace(build_conveyor(ctx, width, n, set, b));
     const auto t1 = clock_type::now();
     const conveyor::graph& g = capture ? *captured : built->graph;
     conveyor::graph_exec exec = conveyor::instantiate(g);
@@ -163,10 +160,8 @@ build_times build_once(const bench_context& ctx, std::size_t width, std::size_t 
     raw_graph captured;
     raw_built built;
     const auto t0 = clock_type::now();
-    if (capture)
-      captured = capture_raw(ctx, width, n, set);
-    else
-      built = build_raw(ctx, width, n, set, b);
+    if (capture) captured = capture_raw(ctx, width, n, set);
+    else built = build_raw(ctx, width, n, set, b);
     const auto t1 = clock_type::now();
     const cudaGraph_t g = capture ? captured.get() : built.graph.get();
     raw_graph_exec exec = instantiate_raw(g);
@@ -209,10 +204,10 @@ void build_body(benchmark::State& state, const bench_case& c, bench_context& ctx
 // ---- 3: first launch, with and without upload --------------------------------------------------------------------
 
 struct first_launch_times {
-  double upload_s = 0.0;       // upload until finished (upload variant)
-  double first_host_s = 0.0;   // the first cudaGraphLaunch call
-  double first_wall_s = 0.0;   // first launch until finished
-  double later_wall_s = 0.0;   // the second launch until finished
+  double upload_s = 0.0;     // upload until finished (upload variant)
+  double first_host_s = 0.0; // the first cudaGraphLaunch call
+  double first_wall_s = 0.0; // first launch until finished
+  double later_wall_s = 0.0; // the second launch until finished
 };
 
 void first_launch_body(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
@@ -272,9 +267,13 @@ void first_launch_body(benchmark::State& state, const bench_case& c, bench_conte
 // it moves between: A (b = axpb_b everywhere) and B (axpb_b_changed at the changed nodes).
 class update_subject {
 public:
-  update_subject(const bench_case& c, bench_context& ctx, const set_rotation& rot, std::vector<std::size_t> changed)
-      : ctx_(ctx), rot_(rot), n_(c.id.nodes), changed_(std::move(changed)), conveyor_api_(c.id.api == "conveyor"),
-        method_(c.id.variant) {
+  update_subject(const bench_case& c, bench_context& ctx, const set_rotation& rot, std::vector<std::size_t> changed) :
+      ctx_(ctx),
+      rot_(rot),
+      n_(c.id.nodes),
+      changed_(std::move(changed)),
+      conveyor_api_(c.id.api == "conveyor"),
+      method_(c.id.variant) {
     const std::vector<float> b_a = b_values(n_);
     const std::vector<float> b_b = b_values(n_, changed_);
     const conveyor::stream& main = ctx.main_stream();
@@ -297,12 +296,9 @@ public:
   double apply() {
     const bool to_b = !at_b_;
     double elapsed = 0.0;
-    if (method_ == "setters")
-      elapsed = set_nodes(to_b ? axpb_b_changed : axpb_b);
-    else if (method_ == "whole")
-      elapsed = conveyor_api_ ? update_conveyor(to_b) : update_raw(to_b);
-    else
-      elapsed = conveyor_api_ ? reinstantiate_conveyor(to_b) : reinstantiate_raw(to_b);
+    if (method_ == "setters") elapsed = set_nodes(to_b ? axpb_b_changed : axpb_b);
+    else if (method_ == "whole") elapsed = conveyor_api_ ? update_conveyor(to_b) : update_raw(to_b);
+    else elapsed = conveyor_api_ ? reinstantiate_conveyor(to_b) : reinstantiate_raw(to_b);
     at_b_ = to_b;
     return elapsed;
   }
@@ -311,10 +307,8 @@ public:
   double launch_after() {
     const conveyor::stream& main = ctx_.main_stream();
     const auto t0 = clock_type::now();
-    if (conveyor_api_)
-      conveyor_exec_->launch(main);
-    else
-      CONVEYOR_CHECK(cudaGraphLaunch(raw_exec_.get(), main.get()));
+    if (conveyor_api_) conveyor_exec_->launch(main);
+    else CONVEYOR_CHECK(cudaGraphLaunch(raw_exec_.get(), main.get()));
     main.synchronize();
     return seconds(t0, clock_type::now());
   }
@@ -456,20 +450,13 @@ void run_case(benchmark::State& state, const bench_case& c, const context_slot& 
     bench_context& ctx = *slot.ctx;
     ctx.synchronize();
     const set_rotation rot{repetition * ctx.rotation_sets(), ctx.rotation_sets()};
-    if (c.id.group == "launch")
-      launch_body(state, c, ctx, rot);
-    else if (c.id.group == "build")
-      build_body(state, c, ctx, rot);
-    else if (c.id.group == "first_launch")
-      first_launch_body(state, c, ctx, rot);
-    else if (c.id.group == "update")
-      update_body(state, c, ctx, rot);
-    else if (c.id.group == "memory")
-      memory_body(state, c, ctx, rot);
-    else if (c.id.group == "paired")
-      paired_body(state, c, ctx, rot);
-    else
-      throw std::logic_error(fmt::format("unknown benchmark group '{}'", c.id.group));
+    if (c.id.group == "launch") launch_body(state, c, ctx, rot);
+    else if (c.id.group == "build") build_body(state, c, ctx, rot);
+    else if (c.id.group == "first_launch") first_launch_body(state, c, ctx, rot);
+    else if (c.id.group == "update") update_body(state, c, ctx, rot);
+    else if (c.id.group == "memory") memory_body(state, c, ctx, rot);
+    else if (c.id.group == "paired") paired_body(state, c, ctx, rot);
+    else throw std::logic_error(fmt::format("unknown benchmark group '{}'", c.id.group));
     ctx.synchronize();
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());

@@ -63,10 +63,8 @@ std::vector<result_record> summarise_runs(const std::vector<gbench_run>& runs,
   for (const auto& name : order) {
     result_record rec;
     rec.name = name;
-    if (auto it = ids.find(name); it != ids.end())
-      rec.id = it->second;
-    else
-      rec.id.group = name.substr(0, name.find('/'));
+    if (auto it = ids.find(name); it != ids.end()) rec.id = it->second;
+    else rec.id.group = name.substr(0, name.find('/'));
 
     std::map<std::string, const gbench_run*> aggregates;
     std::vector<const gbench_run*> good;

@@ -3,6 +3,7 @@
 
 #include "bench/environment.hpp"
 
+#include <conveyor/runtime/architecture.hpp>
 #include <conveyor/error.hpp>
 #include <conveyor/runtime/device.hpp>
 
@@ -28,9 +29,9 @@ using nvml_return = int;
 struct nvml_device_st;
 using nvml_device = nvml_device_st*;
 constexpr nvml_return nvml_success = 0;
-constexpr int nvml_clock_sm = 1;          // NVML_CLOCK_SM
-constexpr int nvml_clock_memory = 2;      // NVML_CLOCK_MEM
-constexpr int nvml_temperature_gpu = 0;   // NVML_TEMPERATURE_GPU
+constexpr int nvml_clock_sm = 1;        // NVML_CLOCK_SM
+constexpr int nvml_clock_memory = 2;    // NVML_CLOCK_MEM
+constexpr int nvml_temperature_gpu = 0; // NVML_TEMPERATURE_GPU
 
 template <class F>
 F symbol(void* library, const char* name) noexcept {
@@ -40,11 +41,13 @@ F symbol(void* library, const char* name) noexcept {
 } // namespace
 
 void use_device(int device, std::string_view command, std::string_view hint) {
-  if (!conveyor::has_device()) throw std::runtime_error(fmt::format("no CUDA device: `{}` needs a GPU{}", command, hint));
+  if (!conveyor::has_device())
+    throw std::runtime_error(fmt::format("no CUDA device: `{}` needs a GPU{}", command, hint));
   if (device >= conveyor::device_count())
     throw std::runtime_error(
         fmt::format("--device {}: only {} CUDA device(s) visible", device, conveyor::device_count()));
   CONVEYOR_CHECK(cudaSetDevice(device));
+  conveyor::check_device_architecture(device);
 }
 
 struct nvml_probe::api {
@@ -107,8 +110,8 @@ nvml_probe::nvml_probe(int cuda_ordinal) noexcept {
   api_ = std::move(a); // from here on the destructor shuts NVML down
 
   std::array<char, 64> bus{};
-  const auto by_pci = symbol<nvml_return (*)(const char*, nvml_device*)>(api_->library,
-                                                                         "nvmlDeviceGetHandleByPciBusId_v2");
+  const auto by_pci =
+      symbol<nvml_return (*)(const char*, nvml_device*)>(api_->library, "nvmlDeviceGetHandleByPciBusId_v2");
   if (by_pci != nullptr &&
       cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), cuda_ordinal) == cudaSuccess &&
       by_pci(bus.data(), &api_->device) != nvml_success)
@@ -117,8 +120,8 @@ nvml_probe::nvml_probe(int cuda_ordinal) noexcept {
   if (api_->device == nullptr) {
     // Without a PCI match, use the only device if there is exactly one.
     const auto count = symbol<nvml_return (*)(unsigned*)>(api_->library, "nvmlDeviceGetCount_v2");
-    const auto by_index = symbol<nvml_return (*)(unsigned, nvml_device*)>(api_->library,
-                                                                          "nvmlDeviceGetHandleByIndex_v2");
+    const auto by_index =
+        symbol<nvml_return (*)(unsigned, nvml_device*)>(api_->library, "nvmlDeviceGetHandleByIndex_v2");
     unsigned devices = 0;
     if (count != nullptr && by_index != nullptr && count(&devices) == nvml_success && devices == 1 &&
         by_index(0, &api_->device) != nvml_success)

@@ -120,8 +120,7 @@ std::vector<faster_row> measure_faster(const std::vector<std::size_t>& sizes, in
       const auto run_block = [&](variant& v) {
         if (v.host)
           for (std::size_t k = 0; k < steps; ++k) v.host->launch(s);
-        else
-          v.device->launch(s);
+        else v.device->launch(s);
       };
       // Correctness first: one block of each variant from zero, every chunk checked (exact in float).
       for (auto& v : variants) {
@@ -133,8 +132,8 @@ std::vector<faster_row> measure_faster(const std::vector<std::size_t>& sizes, in
         CONVEYOR_CHECK(cudaMemcpy(got.data(), y.p, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
         CONVEYOR_CHECK(cudaMemcpy(&rc, status.p, sizeof(int), cudaMemcpyDeviceToHost));
         if (rc != 0)
-          throw std::runtime_error(fmt::format("faster/ benchmark: {} {} N={}: a device relaunch failed: {}",
-                                               row.shape, v.name, n, cudaGetErrorString(static_cast<cudaError_t>(rc))));
+          throw std::runtime_error(fmt::format("faster/ benchmark: {} {} N={}: a device relaunch failed: {}", row.shape,
+                                               v.name, n, cudaGetErrorString(static_cast<cudaError_t>(rc))));
         for (std::size_t c = 0; c < chunk_count; ++c)
           for (unsigned i = 0; i < kernel_threads; ++i) {
             const auto want = static_cast<float>(adds[c] * steps);
@@ -166,8 +165,8 @@ std::vector<faster_row> measure_faster(const std::vector<std::size_t>& sizes, in
 }
 
 std::vector<faster_row> measure_faster_study(const study_args& args) {
-  const std::vector<std::size_t> sizes = args.quick ? std::vector<std::size_t>{120, 10002}
-                                                    : std::vector<std::size_t>{12, 120, 1002, 10002};
+  const std::vector<std::size_t> sizes =
+      args.quick ? std::vector<std::size_t>{120, 10002} : std::vector<std::size_t>{12, 120, 1002, 10002};
   return measure_faster(sizes, args.quick ? 5 : 9);
 }
 

@@ -22,13 +22,13 @@ namespace conveyor::bench {
 
 //! One shape and size: wall µs per node of each variant (median over blocks).
 struct faster_row {
-  std::string shape;            //!< "chain" or "fork/join"
-  std::size_t nodes = 0;        //!< kernel nodes per step (N), without the relaunch controller
-  std::size_t steps = 0;        //!< steps per timed block
-  double plain_us = 0;          //!< plain graph, µs per node
-  double programmatic_us = 0;   //!< programmatic edges, µs per node
-  double relaunch_us = 0;       //!< device relaunch, µs per node
-  double both_us = 0;           //!< programmatic edges and device relaunch, µs per node
+  std::string shape;                  //!< "chain" or "fork/join"
+  std::size_t nodes = 0;              //!< kernel nodes per step (N), without the relaunch controller
+  std::size_t steps = 0;              //!< steps per timed block
+  double plain_us = 0;                //!< plain graph, µs per node
+  double programmatic_us = 0;         //!< programmatic edges, µs per node
+  double relaunch_us = 0;             //!< device relaunch, µs per node
+  double both_us = 0;                 //!< programmatic edges and device relaunch, µs per node
   std::size_t programmatic_edges = 0; //!< edges make_programmatic changed
   std::size_t edges = 0;              //!< edges of the graph
 };

@@ -23,8 +23,15 @@ struct graph_file_row {
   double save_ms = 0.0;                //!< to_graph_file + to_bytes
   double load_instantiate_ms = 0.0;    //!< from_bytes + load + instantiate (graphed: load_buckets, with upload)
   double load_ms = 0.0;                //!< of which from_bytes + load (the graphs built, before instantiation)
-  double replay_us = 0.0;              //!< chains: a launch of the captured graph until finished, µs (median)
-  double replay_loaded_us = 0.0;       //!< the same for the loaded graph (its own buffers, owned by the load)
+  double parse_ms = 0.0;               //!< of which from_bytes (decompress, decode, check)
+  double kernels_ms = 0.0;             //!< of which load's kernel resolution (images loaded: cuLibraryLoadData)
+  double buffers_ms = 0.0;             //!< of which load's buffer allocation
+  double graphs_ms = 0.0;              //!< of which load's graph building (nodes and dependencies added)
+  //! from_bytes + load + instantiate as a restart of the same program does it: kernels from the program's registry
+  //! (no image loaded), buffers passed by name; 0 where the graph holds library kernels (no registry can name them)
+  double registry_load_instantiate_ms = 0.0;
+  double replay_us = 0.0;        //!< chains: a launch of the captured graph until finished, µs (median)
+  double replay_loaded_us = 0.0; //!< the same for the loaded graph (its own buffers, owned by the load)
 };
 
 //! What the study measured.

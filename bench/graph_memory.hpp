@@ -24,13 +24,13 @@ struct exec_memory_row {
 
 //! N graphs each allocating `bytes_each` bytes inside the graph.
 struct pool_row {
-  std::size_t graphs = 0;        //!< N
-  std::size_t bytes_each = 0;    //!< S, bytes each graph allocates
+  std::size_t graphs = 0;         //!< N
+  std::size_t bytes_each = 0;     //!< S, bytes each graph allocates
   double private_bytes = 0;       //!< device memory of N cudaMalloc buffers of S bytes (the same work without a pool)
-  double shared_reserved = 0;    //!< graph pool reserved after the N graphs ran one after another on one stream
-  double shared_used_high = 0;   //!< the most graph memory mapped at once during those launches
+  double shared_reserved = 0;     //!< graph pool reserved after the N graphs ran one after another on one stream
+  double shared_used_high = 0;    //!< the most graph memory mapped at once during those launches
   double concurrent_reserved = 0; //!< graph pool reserved (high-water) when the N graphs run on N streams at once
-  double after_trim = 0;         //!< graph pool reserved after cudaDeviceGraphMemTrim, the graphs alive but idle
+  double after_trim = 0;          //!< graph pool reserved after cudaDeviceGraphMemTrim, the graphs alive but idle
 };
 
 //! What the study measured.

@@ -24,11 +24,10 @@ std::string format_graph_memory(const graph_memory_result& r) {
                          per(e.device_bytes, e.graphs), per(e.device_bytes, e.graphs * e.nodes)});
   std::vector<std::vector<std::string>> pool_rows;
   for (const auto& p : r.pools)
-    pool_rows.push_back({fmt::format("{}", p.graphs), format_bytes(static_cast<double>(p.bytes_each)),
-                         format_bytes(p.private_bytes), format_bytes(p.shared_reserved),
-                         format_bytes(p.shared_used_high), format_bytes(p.concurrent_reserved),
-                         format_bytes(p.after_trim),
-                         p.shared_reserved > 0 ? format_number(p.private_bytes / p.shared_reserved) : "—"});
+    pool_rows.push_back(
+        {fmt::format("{}", p.graphs), format_bytes(static_cast<double>(p.bytes_each)), format_bytes(p.private_bytes),
+         format_bytes(p.shared_reserved), format_bytes(p.shared_used_high), format_bytes(p.concurrent_reserved),
+         format_bytes(p.after_trim), p.shared_reserved > 0 ? format_number(p.private_bytes / p.shared_reserved) : "—"});
   return fmt::format(
       "### Executable graphs: device memory\n\n"
       "N executable graphs of M kernel nodes (a chain of 1-block kernels), instantiated from one graph and uploaded; "

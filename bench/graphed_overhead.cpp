@@ -72,7 +72,6 @@ graphed_overhead_result measure_graphed_overhead(int calls, int repetitions) {
   return {calls, repetitions, b.median, b.min, b.max, gr.median, gr.min, gr.max};
 }
 
-
 graphed_overhead_result measure_graphed_overhead_study(const study_args& /*args*/) {
   return measure_graphed_overhead();
 }

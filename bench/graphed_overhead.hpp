@@ -11,12 +11,12 @@ namespace conveyor::bench {
 
 //! Host microseconds per call, median and range over the repetitions, for both ways of replaying.
 struct graphed_overhead_result {
-  int calls = 0;            //!< calls timed per repetition
-  int repetitions = 0;      //!< repetitions (interleaved: bare, graphed, bare, graphed, ...)
-  double bare_us = 0;       //!< graph_exec::launch, median µs per call
-  double bare_min_us = 0;   //!< ... minimum over repetitions
-  double bare_max_us = 0;   //!< ... maximum over repetitions
-  double graphed_us = 0;    //!< graphed::operator() (key, lookup, launch), median µs per call
+  int calls = 0;          //!< calls timed per repetition
+  int repetitions = 0;    //!< repetitions (interleaved: bare, graphed, bare, graphed, ...)
+  double bare_us = 0;     //!< graph_exec::launch, median µs per call
+  double bare_min_us = 0; //!< ... minimum over repetitions
+  double bare_max_us = 0; //!< ... maximum over repetitions
+  double graphed_us = 0;  //!< graphed::operator() (key, lookup, launch), median µs per call
   double graphed_min_us = 0;
   double graphed_max_us = 0;
   //! graphed_us - bare_us: what graphed adds per call, µs.

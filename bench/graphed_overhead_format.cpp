@@ -18,8 +18,7 @@ std::string format_graphed_overhead(const graphed_overhead_result& r) {
   };
   return fmt::format("### graphed: per-call overhead over a bare launch\n\n{} calls per repetition, {} repetitions "
                      "(interleaved), medians.\n\n{}\nOverhead of `graphed`: **{} µs per call** (median difference).\n",
-                     r.calls, r.repetitions, markdown_table(header, rows, "lrrr"),
-                     format_number(r.overhead_us()));
+                     r.calls, r.repetitions, markdown_table(header, rows, "lrrr"), format_number(r.overhead_us()));
 }
 
 } // namespace conveyor::bench

@@ -42,7 +42,7 @@ constexpr float fixed_b = 0.125F; // what nodes 1..N-1 pass where node 0 passes 
 struct tiny_chain {
   int n = 0;
   float* fixed_one = nullptr;
-  float* remap = nullptr;      // the `one` value that selects remap_a
+  float* remap = nullptr; // the `one` value that selects remap_a
   float* remap_a = nullptr;
   float* remap_b = nullptr;
   void operator()(const conveyor::stream& s, float* all, float a, float* one, float b) const {
@@ -112,10 +112,11 @@ struct timing {
 // of the host's clock costs every case alike, and the ratios to eager hold).
 class case_runner {
 public:
-  case_runner(std::size_t n, change c, const conveyor::graphed_options& options, bool transformed)
-      : c_(c), step_(transformed ? tiny_chain{static_cast<int>(n), b_.fixed.p, b_.one1.p, b_.alt1.p, b_.alt2.p}
-                                 : tiny_chain{static_cast<int>(n), b_.fixed.p},
-                     options) {}
+  case_runner(std::size_t n, change c, const conveyor::graphed_options& options, bool transformed) :
+      c_(c),
+      step_(transformed ? tiny_chain{static_cast<int>(n), b_.fixed.p, b_.one1.p, b_.alt1.p, b_.alt2.p}
+                        : tiny_chain{static_cast<int>(n), b_.fixed.p},
+            options) {}
 
   void warm_up(int calls) {
     for (int k = 0; k < calls; ++k) call();
@@ -162,7 +163,7 @@ void check_against_eager(std::size_t n) {
     buffers b;
     conveyor::stream s;
     conveyor::graphed step(tiny_chain{static_cast<int>(n), b.fixed.p}, options);
-    const change order[] = {change::none,       change::pointer_all, change::pointer_all, change::pointer_one,
+    const change order[] = {change::none,        change::pointer_all, change::pointer_all, change::pointer_one,
                             change::pointer_one, change::scalar_all,  change::scalar_all,  change::scalar_one,
                             change::scalar_one,  change::pointer_all};
     int i = 0;
@@ -191,7 +192,8 @@ void check_against_eager(std::size_t n) {
   const auto eager_result = run(eager);
   if (graphed.size() != eager_result.size() ||
       std::memcmp(graphed.data(), eager_result.data(), graphed.size() * sizeof(float)) != 0)
-    throw std::runtime_error(fmt::format("graphed/ benchmark: N={}: the rebinding graphed results differ from eager", n));
+    throw std::runtime_error(
+        fmt::format("graphed/ benchmark: N={}: the rebinding graphed results differ from eager", n));
 }
 
 } // namespace
@@ -222,9 +224,11 @@ std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& s
         {"eager", "callable run on the stream (no graph)", change::pointer_all, &eager, 0},
         {"replay", "same arguments: replay", change::none, &rebinding, 0},
         {"pointer-1-node", "pointer change reaching 1 node (declared: rebind)", change::pointer_one, &rebinding, 1},
-        {"pointer-all-nodes", "pointer change reaching all N nodes (declared: rebind)", change::pointer_all, &rebinding, n},
+        {"pointer-all-nodes", "pointer change reaching all N nodes (declared: rebind)", change::pointer_all, &rebinding,
+         n},
         {"scalar-1-node", "scalar change reaching 1 node (declared: rebind)", change::scalar_one, &rebinding, 1},
-        {"scalar-all-nodes", "scalar change reaching all N nodes (declared: rebind)", change::scalar_all, &rebinding, n},
+        {"scalar-all-nodes", "scalar change reaching all N nodes (declared: rebind)", change::scalar_all, &rebinding,
+         n},
         {"recapture-pointer-1-node", "pointer change reaching 1 node, re-capture (the default)", change::pointer_one,
          &recapturing, 1},
         {"recapture-pointer-all-nodes", "pointer change reaching all N nodes, re-capture (the default)",
@@ -255,8 +259,8 @@ std::vector<rebind_row> measure_graphed_rebind(const std::vector<std::size_t>& s
         replay_us = t.median;
         replay_call_us = t.call;
       }
-      rows.push_back({fmt::format("graphed/{}/N={}", sp.name, n), sp.what, n, sp.reached, t.median, t.min, t.call, 0,
-                      0, 0, t.captures, t.rebinds});
+      rows.push_back({fmt::format("graphed/{}/N={}", sp.name, n), sp.what, n, sp.reached, t.median, t.min, t.call, 0, 0,
+                      0, t.captures, t.rebinds});
     }
     for (std::size_t k = first; k < rows.size(); ++k) {
       rows[k].replay_us = replay_us;
@@ -303,7 +307,8 @@ void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, fl
   unchecked.catch_default_streams = false;
   unchecked.host_memory = conveyor::host_memory_check::off;
   auto record = [&](const conveyor::capture_options& o) {
-    return conveyor::capture(s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }, o);
+    return conveyor::capture(
+        s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }, o);
   };
   const auto t0 = clock_type::now();
   body(s, b.all1.p, 1.0F, one, 2.0F);
@@ -324,8 +329,8 @@ void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, fl
   s.synchronize();
   const auto t5 = clock_type::now();
   if (w.method != conveyor::update_method::whole_graph)
-    throw std::runtime_error(fmt::format("measure_recapture_cost: N={}: expected a whole-graph update, got {}",
-                                         body.n, w.reason()));
+    throw std::runtime_error(
+        fmt::format("measure_recapture_cost: N={}: expected a whole-graph update, got {}", body.n, w.reason()));
   // The per-node path, on a capture of its own.
   conveyor::graph h = record({});
   const auto t6 = clock_type::now();
@@ -339,8 +344,8 @@ void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, fl
   s.synchronize();
   const auto t10 = clock_type::now();
   if (r.method != conveyor::update_method::per_node || r.nodes_changed != 1 || c.changed.size() != 1)
-    throw std::runtime_error(fmt::format("measure_recapture_cost: N={}: expected 1 node set, got {}", body.n,
-                                         r.reason()));
+    throw std::runtime_error(
+        fmt::format("measure_recapture_cost: N={}: expected 1 node set, got {}", body.n, r.reason()));
   before = std::move(next);
   if (!keep) return;
   out.eager.push_back(us(t1 - t0));
@@ -387,11 +392,14 @@ cudaGraph_t raw_capture(const tiny_chain& body, buffers& b, conveyor::stream& s,
 // carveout) and its dependencies with their edge data. The floor of a read for update_incremental.
 void driver_read(cudaGraph_t g) {
   namespace drv = conveyor::detail::driver;
-  static constexpr CUlaunchAttributeID read[] = {
-      CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,        CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
-      CU_LAUNCH_ATTRIBUTE_COOPERATIVE,              CU_LAUNCH_ATTRIBUTE_PRIORITY,
-      CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP,      CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN,
-      CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT};
+  static constexpr CUlaunchAttributeID read[] = {CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                                                 CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+                                                 CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+                                                 CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                                                 CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP,
+                                                 CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN,
+                                                 CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE,
+                                                 CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT};
   const auto cu = reinterpret_cast<CUgraph>(g);
   std::size_t count = 0;
   std::vector<CUgraphNode> nodes;
@@ -518,8 +526,8 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
 }
 
 graphed_study_result measure_graphed_study(const study_args& args) {
-  const std::vector<std::size_t> sizes = args.quick ? std::vector<std::size_t>{10, 1000, 10000}
-                                                    : std::vector<std::size_t>{10, 100, 1000, 10000};
+  const std::vector<std::size_t> sizes =
+      args.quick ? std::vector<std::size_t>{10, 1000, 10000} : std::vector<std::size_t>{10, 100, 1000, 10000};
   graphed_study_result result;
   result.rebind = measure_graphed_rebind(sizes, args.quick ? 11 : 21);
   result.recapture = measure_recapture_cost(sizes, args.quick ? 5 : 11);

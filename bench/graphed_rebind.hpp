@@ -15,18 +15,18 @@ namespace conveyor::bench {
 
 //! One measured case.
 struct rebind_row {
-  std::string name;        //!< "graphed/pointer-1-node/N=1000"
-  std::string what;        //!< "pointer change reaching 1 node (rebind)"
-  std::size_t nodes = 0;   //!< N
-  std::size_t reached = 0; //!< nodes the change reaches (0 for replay and eager)
-  double us = 0;           //!< host µs per call including the stream synchronisation, median
-  double min_us = 0;       //!< fastest call
-  double call_us = 0;      //!< host µs inside the call alone (patch or capture, update, launch), median
+  std::string name;          //!< "graphed/pointer-1-node/N=1000"
+  std::string what;          //!< "pointer change reaching 1 node (rebind)"
+  std::size_t nodes = 0;     //!< N
+  std::size_t reached = 0;   //!< nodes the change reaches (0 for replay and eager)
+  double us = 0;             //!< host µs per call including the stream synchronisation, median
+  double min_us = 0;         //!< fastest call
+  double call_us = 0;        //!< host µs inside the call alone (patch or capture, update, launch), median
   double replay_call_us = 0; //!< the replay's call_us of the same N, same run
-  double replay_us = 0;    //!< the replay median of the same N, same run
-  double eager_us = 0;     //!< the eager median of the same N, same run
-  std::size_t captures = 0; //!< captures during the timed calls (0 when every change was patched)
-  std::size_t rebinds = 0;  //!< calls patched without capture during the timed calls
+  double replay_us = 0;      //!< the replay median of the same N, same run
+  double eager_us = 0;       //!< the eager median of the same N, same run
+  std::size_t captures = 0;  //!< captures during the timed calls (0 when every change was patched)
+  std::size_t rebinds = 0;   //!< calls patched without capture during the timed calls
 };
 
 //! Measures the group on the current device for each N in `sizes`, `calls` timed calls per case, the cases of one N
@@ -52,17 +52,17 @@ struct rebind_row {
 struct recapture_cost {
   std::size_t nodes = 0;
   double eager_us = 0;
-  double capture_us = 0;      //!< conveyor::capture with the default checks
-  double checks_us = 0;       //!< of which the checks (capture with them minus capture without them)
-  double whole_update_us = 0; //!< graph_exec::update (the default path)
-  double whole_launch_us = 0; //!< launch, the replaced definition destroyed, until finished (the default path)
-  double read_us = 0;         //!< the snapshot of the captured graph (per_node)
-  double compare_us = 0;      //!< the comparison with the executable graph's snapshot (per_node)
-  double update_us = 0;       //!< graph_exec::update_incremental in all: read, compare, set (per_node)
-  double launch_us = 0;       //!< cudaGraphLaunch until finished (per_node)
-  double raw_capture_us = 0;  //!< the Runtime API alone: cudaStreamBeginCapture … cudaStreamEndCapture
-  double raw_update_us = 0;   //!< cudaGraphExecUpdate
-  double raw_launch_us = 0;   //!< cudaGraphLaunch until finished, the replaced graph destroyed meanwhile
+  double capture_us = 0;       //!< conveyor::capture with the default checks
+  double checks_us = 0;        //!< of which the checks (capture with them minus capture without them)
+  double whole_update_us = 0;  //!< graph_exec::update (the default path)
+  double whole_launch_us = 0;  //!< launch, the replaced definition destroyed, until finished (the default path)
+  double read_us = 0;          //!< the snapshot of the captured graph (per_node)
+  double compare_us = 0;       //!< the comparison with the executable graph's snapshot (per_node)
+  double update_us = 0;        //!< graph_exec::update_incremental in all: read, compare, set (per_node)
+  double launch_us = 0;        //!< cudaGraphLaunch until finished (per_node)
+  double raw_capture_us = 0;   //!< the Runtime API alone: cudaStreamBeginCapture … cudaStreamEndCapture
+  double raw_update_us = 0;    //!< cudaGraphExecUpdate
+  double raw_launch_us = 0;    //!< cudaGraphLaunch until finished, the replaced graph destroyed meanwhile
   double raw_all_nodes_us = 0; //!< the Runtime API alone, all N nodes changed: capture, update, launch until finished
   double raw_read_us = 0;      //!< the driver calls alone of a read for update_incremental (a fresh capture)
 };
@@ -86,9 +86,9 @@ struct prepare_cost {
 
 //! What `conveyor bench graphed` measures: its three tables' rows.
 struct graphed_study_result {
-  std::vector<rebind_row> rebind;         //!< measure_graphed_rebind
-  std::vector<recapture_cost> recapture;  //!< measure_recapture_cost
-  std::vector<prepare_cost> prepare;      //!< measure_prepare_cost
+  std::vector<rebind_row> rebind;        //!< measure_graphed_rebind
+  std::vector<recapture_cost> recapture; //!< measure_recapture_cost
+  std::vector<prepare_cost> prepare;     //!< measure_prepare_cost
 };
 //! `conveyor bench graphed`: at N = 10, 100, 1000, 10000 measure_graphed_rebind (21 calls) and
 //! measure_recapture_cost (11), or with `args.quick` at N = 10, 1000, 10000 (11 and 5); then measure_prepare_cost

@@ -10,9 +10,17 @@
 namespace conveyor::bench {
 
 std::string format_graphed_rebind(const std::vector<rebind_row>& rows) {
-  const std::vector<std::string> header{"case",         "N",           "what",      "µs/call (with sync)", "min µs",
-                                        "host µs in call", "above replay µs", "per reached node µs", "÷ eager",
-                                        "captures",     "rebinds"};
+  const std::vector<std::string> header{"case",
+                                        "N",
+                                        "what",
+                                        "µs/call (with sync)",
+                                        "min µs",
+                                        "host µs in call",
+                                        "above replay µs",
+                                        "per reached node µs",
+                                        "÷ eager",
+                                        "captures",
+                                        "rebinds"};
   std::vector<std::vector<std::string>> body;
   for (const auto& r : rows) {
     const double above = r.call_us - r.replay_call_us;
@@ -32,11 +40,25 @@ std::string format_graphed_rebind(const std::vector<rebind_row>& rows) {
 }
 
 std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
-  const std::vector<std::string> header{"N",       "eager µs",  "capture µs",       "of which checks",
-                                        "update µs", "launch µs", "default ÷ eager", "per-node: read µs",
-                                        "compare µs", "set µs",   "launch µs",       "per-node ÷ eager",
-                                        "raw: capture µs", "update µs", "launch µs", "raw ÷ eager",
-                                        "raw, all N changed ÷ eager", "read µs a node: Conveyor", "driver calls"};
+  const std::vector<std::string> header{"N",
+                                        "eager µs",
+                                        "capture µs",
+                                        "of which checks",
+                                        "update µs",
+                                        "launch µs",
+                                        "default ÷ eager",
+                                        "per-node: read µs",
+                                        "compare µs",
+                                        "set µs",
+                                        "launch µs",
+                                        "per-node ÷ eager",
+                                        "raw: capture µs",
+                                        "update µs",
+                                        "launch µs",
+                                        "raw ÷ eager",
+                                        "raw, all N changed ÷ eager",
+                                        "read µs a node: Conveyor",
+                                        "driver calls"};
   const auto ratio = [](double total, double eager) { return eager > 0 ? fmt::format("{:.3f}", total / eager) : "—"; };
   const auto per_node = [](double us, std::size_t n) { return n > 0 ? fmt::format("{:.3f}", us / n) : "—"; };
   std::vector<std::vector<std::string>> body;
@@ -44,10 +66,10 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
     const double set = std::max(0.0, r.update_us - r.read_us - r.compare_us);
     body.push_back({fmt::format("{}", r.nodes), format_number(r.eager_us), format_number(r.capture_us),
                     format_number(r.checks_us), format_number(r.whole_update_us), format_number(r.whole_launch_us),
-                    ratio(r.capture_us + r.whole_update_us + r.whole_launch_us, r.eager_us),
-                    format_number(r.read_us), format_number(r.compare_us), format_number(set),
-                    format_number(r.launch_us), ratio(r.capture_us + r.update_us + r.launch_us, r.eager_us),
-                    format_number(r.raw_capture_us), format_number(r.raw_update_us), format_number(r.raw_launch_us),
+                    ratio(r.capture_us + r.whole_update_us + r.whole_launch_us, r.eager_us), format_number(r.read_us),
+                    format_number(r.compare_us), format_number(set), format_number(r.launch_us),
+                    ratio(r.capture_us + r.update_us + r.launch_us, r.eager_us), format_number(r.raw_capture_us),
+                    format_number(r.raw_update_us), format_number(r.raw_launch_us),
                     ratio(r.raw_capture_us + r.raw_update_us + r.raw_launch_us, r.eager_us),
                     ratio(r.raw_all_nodes_us, r.eager_us), per_node(r.read_us, r.nodes),
                     per_node(r.raw_read_us, r.nodes)});

@@ -29,12 +29,9 @@ std::string escape_cell(std::string_view text) {
   out.reserve(text.size());
   for (const char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
-    if (ch == '|' || ch == '\\')
-      out.append(1, '\\').append(1, ch);
-    else if (c < 0x20U || c == 0x7FU)
-      out += ' ';
-    else
-      out += ch;
+    if (ch == '|' || ch == '\\') out.append(1, '\\').append(1, ch);
+    else if (c < 0x20U || c == 0x7FU) out += ' ';
+    else out += ch;
   }
   return out;
 }
@@ -46,12 +43,9 @@ std::string markdown_text(std::string_view text) {
   out.reserve(text.size());
   for (const char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20U || c == 0x7FU)
-      out += ' ';
-    else if (std::string_view("\\`*_[]<>|~&").find(ch) != std::string_view::npos)
-      out.append(1, '\\').append(1, ch);
-    else
-      out += ch;
+    if (c < 0x20U || c == 0x7FU) out += ' ';
+    else if (std::string_view("\\`*_[]<>|~&").find(ch) != std::string_view::npos) out.append(1, '\\').append(1, ch);
+    else out += ch;
   }
   return out;
 }
@@ -67,8 +61,8 @@ std::string markdown_code(std::string_view text) {
     longest = std::max(longest, run);
   }
   const std::string fence(longest + 1, '`');
-  const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`' ||
-                                     (body.front() == ' ' && body.back() == ' '));
+  const bool pad =
+      !body.empty() && (body.front() == '`' || body.back() == '`' || (body.front() == ' ' && body.back() == ' '));
   return pad ? fence + ' ' + body + ' ' + fence : fence + body + fence;
 }
 

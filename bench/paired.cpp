@@ -281,16 +281,11 @@ void whole_pairs(benchmark::State& state, const bench_case& c, bench_context& ct
 } // namespace
 
 void paired_body(benchmark::State& state, const bench_case& c, bench_context& ctx, const set_rotation& rot) {
-  if (c.id.variant == "replay")
-    replay_pairs(state, c, ctx, rot);
-  else if (c.id.variant == "capture" || c.id.variant == "explicit")
-    build_pairs(state, c, ctx, rot);
-  else if (c.id.variant == "setters")
-    setter_pairs(state, c, ctx, rot);
-  else if (c.id.variant == "whole")
-    whole_pairs(state, c, ctx, rot);
-  else
-    throw std::logic_error(fmt::format("paired benchmark with unknown variant '{}'", c.id.variant));
+  if (c.id.variant == "replay") replay_pairs(state, c, ctx, rot);
+  else if (c.id.variant == "capture" || c.id.variant == "explicit") build_pairs(state, c, ctx, rot);
+  else if (c.id.variant == "setters") setter_pairs(state, c, ctx, rot);
+  else if (c.id.variant == "whole") whole_pairs(state, c, ctx, rot);
+  else throw std::logic_error(fmt::format("paired benchmark with unknown variant '{}'", c.id.variant));
 }
 
 } // namespace conveyor::bench

@@ -117,8 +117,7 @@ std::vector<bench_id> first_launch_ids(const std::vector<std::size_t>& sizes) {
   std::vector<bench_id> ids;
   for (const auto& t : topologies)
     for (std::size_t n : sizes)
-      for (const char* variant : {"no_upload", "upload"})
-        ids.push_back({"first_launch", t, variant, "conveyor", n, 0});
+      for (const char* variant : {"no_upload", "upload"}) ids.push_back({"first_launch", t, variant, "conveyor", n, 0});
   return ids;
 }
 
@@ -210,9 +209,8 @@ std::vector<bench_case> plan_cases(const plan_options& options) {
 double estimate_run_seconds(const std::vector<bench_case>& cases, int repetitions) {
   double us = 0.0;
   for (const auto& c : cases)
-    us += static_cast<double>(repetitions) *
-          (c.estimated_setup_us + c.warmup_ms * 1000.0 +
-           static_cast<double>(c.iterations + c.warmup) * c.estimated_iteration_us);
+    us += static_cast<double>(repetitions) * (c.estimated_setup_us + c.warmup_ms * 1000.0 +
+                                              static_cast<double>(c.iterations + c.warmup) * c.estimated_iteration_us);
   return us * 1e-6;
 }
 

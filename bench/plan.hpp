@@ -16,13 +16,13 @@ inline constexpr std::size_t fork_join_width = 4;
 
 //! What to plan.
 struct plan_options {
-  std::vector<std::size_t> sizes;  //!< the values of N
-  double target_ms = 50.0;         //!< timed work aimed at per repetition, milliseconds
-  std::size_t rotation_sets = 1;   //!< buffer sets the iterations of one repetition rotate through (graph modes:
-                                   //!< one executable graph per set); every repetition starts at new sets
-  int repetitions = 10;            //!< Google Benchmark repetitions of every benchmark
-  double warmup_ms = 20.0;         //!< least untimed warm-up per repetition of launch and update benchmarks, ms
-  std::size_t min_pairs = 8;       //!< least Conveyor/raw pairs per repetition of a paired benchmark
+  std::vector<std::size_t> sizes; //!< the values of N
+  double target_ms = 50.0;        //!< timed work aimed at per repetition, milliseconds
+  std::size_t rotation_sets = 1;  //!< buffer sets the iterations of one repetition rotate through (graph modes:
+                                  //!< one executable graph per set); every repetition starts at new sets
+  int repetitions = 10;           //!< Google Benchmark repetitions of every benchmark
+  double warmup_ms = 20.0;        //!< least untimed warm-up per repetition of launch and update benchmarks, ms
+  std::size_t min_pairs = 8;      //!< least Conveyor/raw pairs per repetition of a paired benchmark
 };
 
 //! The full run: N = 1, 10, 100, 1000, 10000; 10 repetitions of about 50 ms timed work after 20 ms warm-up; at

@@ -70,8 +70,8 @@ std::vector<profile_overhead_row> measure_profile_overhead(const std::vector<std
     for (const shape sh : {shape{"graph chain", 1}, shape{"graph 4 branches", 4}, shape{"eager stream", 0}}) {
       std::optional<conveyor::graph_exec> exec;
       if (sh.branches != 0) {
-        exec.emplace(conveyor::instantiate(make_graph(n, std::min(sh.branches, n), y.p),
-                                           conveyor::instantiate_flags::none, s));
+        exec.emplace(
+            conveyor::instantiate(make_graph(n, std::min(sh.branches, n), y.p), conveyor::instantiate_flags::none, s));
       }
       const auto one_step = [&] {
         if (exec) {
@@ -138,8 +138,8 @@ std::vector<profile_overhead_row> measure_profile_overhead(const std::vector<std
 }
 
 std::vector<profile_overhead_row> measure_profile_overhead_study(const study_args& args) {
-  const std::vector<std::size_t> sizes = args.quick ? std::vector<std::size_t>{100, 10000}
-                                                    : std::vector<std::size_t>{10, 100, 1000, 10000};
+  const std::vector<std::size_t> sizes =
+      args.quick ? std::vector<std::size_t>{100, 10000} : std::vector<std::size_t>{10, 100, 1000, 10000};
   return measure_profile_overhead(sizes, args.quick ? 4 : 8, 50);
 }
 

@@ -16,16 +16,16 @@ namespace conveyor::bench {
 
 //! One measured case.
 struct profile_overhead_row {
-  std::string shape;       //!< "graph chain", "graph 4 branches" or "eager stream"
-  std::size_t nodes = 0;   //!< kernels per step (N)
-  double off_us = 0;       //!< wall µs per step without a profiler (median over blocks)
-  double on_us = 0;        //!< wall µs per step while a profiler records (median over blocks)
-  double sampled_us = 0;   //!< wall µs per step while a profiler records one step in 10 (pause/resume around it)
+  std::string shape;           //!< "graph chain", "graph 4 branches" or "eager stream"
+  std::size_t nodes = 0;       //!< kernels per step (N)
+  double off_us = 0;           //!< wall µs per step without a profiler (median over blocks)
+  double on_us = 0;            //!< wall µs per step while a profiler records (median over blocks)
+  double sampled_us = 0;       //!< wall µs per step while a profiler records one step in 10 (pause/resume around it)
   double records_per_step = 0; //!< activity records collected per step
   double sampled_records_per_step = 0; //!< records per recorded step when sampling (N when pause() keeps the other
                                        //!< steps out and loses nothing of the recorded one)
-  double attributed = 0;   //!< share of records attributed to a node (0..1)
-  double utilisation = 0;  //!< the profile's median busy / wall of the steps (0..1)
+  double attributed = 0;               //!< share of records attributed to a node (0..1)
+  double utilisation = 0;              //!< the profile's median busy / wall of the steps (0..1)
   [[nodiscard]] double ratio() const noexcept { return off_us > 0 ? on_us / off_us : 0; } //!< on / off
   //! sampled / off
   [[nodiscard]] double sampled_ratio() const noexcept { return off_us > 0 ? sampled_us / off_us : 0; }
@@ -37,7 +37,7 @@ struct profile_overhead_row {
 //!         std::invalid_argument for empty sizes, N 0, blocks or steps below 1; std::runtime_error when attribution
 //!         is incomplete.
 [[nodiscard]] std::vector<profile_overhead_row> measure_profile_overhead(const std::vector<std::size_t>& sizes,
-                                                                        int blocks = 6, int steps = 50);
+                                                                         int blocks = 6, int steps = 50);
 
 //! `conveyor bench profile`: measure_profile_overhead at N = 10, 100, 1000, 10000 with 8 blocks of 50 steps, or
 //! with `args.quick` at N = 100, 10000 with 4.

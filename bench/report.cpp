@@ -36,7 +36,6 @@ std::string_view metric_unit(std::string_view metric) noexcept {
 
 std::string cuda_version_string(int version) { return fmt::format("{}.{}", version / 1000, (version % 1000) / 10); }
 
-
 bool parse_compute_capability(std::string_view text, int& major, int& minor) {
   const auto dot = text.find('.');
   if (dot == std::string_view::npos) return false;

@@ -64,12 +64,12 @@ struct result_record {
 
 //! Clocks and state of the GPU at one moment, read through NVML (optional: `available` is false without it).
 struct clock_sample {
-  bool available = false;             //!< false when NVML could not be loaded or queried
-  unsigned sm_mhz = 0;                //!< current SM clock, MHz
-  unsigned memory_mhz = 0;            //!< current memory clock, MHz
-  unsigned sm_max_mhz = 0;            //!< highest SM clock the GPU may run at, MHz
-  unsigned memory_max_mhz = 0;        //!< highest memory clock, MHz
-  int temperature_c = -1;             //!< GPU temperature, degrees Celsius; -1 when unknown
+  bool available = false;                //!< false when NVML could not be loaded or queried
+  unsigned sm_mhz = 0;                   //!< current SM clock, MHz
+  unsigned memory_mhz = 0;               //!< current memory clock, MHz
+  unsigned sm_max_mhz = 0;               //!< highest SM clock the GPU may run at, MHz
+  unsigned memory_max_mhz = 0;           //!< highest memory clock, MHz
+  int temperature_c = -1;                //!< GPU temperature, degrees Celsius; -1 when unknown
   std::uint64_t clock_event_reasons = 0; //!< NVML's bit set of reasons the clocks are held down (0: none)
 
   friend bool operator==(const clock_sample&, const clock_sample&) = default;
@@ -112,15 +112,15 @@ struct environment {
 
 //! How a report was produced.
 struct run_settings {
-  bool quick = false;                //!< `--quick`: fewer sizes, repetitions and shorter repetitions
-  int repetitions = 0;               //!< Google Benchmark repetitions of every benchmark
-  double target_ms = 0.0;            //!< timed work aimed at per repetition, milliseconds
-  std::vector<std::size_t> sizes;    //!< the values of N
-  std::size_t rotation_sets = 0;     //!< disjoint buffer sets the iterations rotate through
-  std::size_t min_pairs = 0;         //!< least pairs per repetition of a paired benchmark (0: not recorded)
-  std::string filter;                //!< `--filter` regular expression, empty for all
-  bool interleaved = true;           //!< repetitions of all benchmarks run in random interleaved order
-  double elapsed_s = 0.0;            //!< wall time of the whole run, seconds
+  bool quick = false;             //!< `--quick`: fewer sizes, repetitions and shorter repetitions
+  int repetitions = 0;            //!< Google Benchmark repetitions of every benchmark
+  double target_ms = 0.0;         //!< timed work aimed at per repetition, milliseconds
+  std::vector<std::size_t> sizes; //!< the values of N
+  std::size_t rotation_sets = 0;  //!< disjoint buffer sets the iterations rotate through
+  std::size_t min_pairs = 0;      //!< least pairs per repetition of a paired benchmark (0: not recorded)
+  std::string filter;             //!< `--filter` regular expression, empty for all
+  bool interleaved = true;        //!< repetitions of all benchmarks run in random interleaved order
+  double elapsed_s = 0.0;         //!< wall time of the whole run, seconds
 
   friend bool operator==(const run_settings&, const run_settings&) = default;
 };

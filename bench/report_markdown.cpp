@@ -114,8 +114,8 @@ std::string changed_label(std::size_t changed, std::size_t nodes) {
 
 std::string clock_text(const clock_sample& c) {
   if (!c.available) return "not available (no NVML)";
-  std::string text = fmt::format("SM {} MHz, memory {} MHz (max {} / {} MHz)", c.sm_mhz, c.memory_mhz, c.sm_max_mhz,
-                                 c.memory_max_mhz);
+  std::string text =
+      fmt::format("SM {} MHz, memory {} MHz (max {} / {} MHz)", c.sm_mhz, c.memory_mhz, c.sm_max_mhz, c.memory_max_mhz);
   if (c.temperature_c >= 0) text += fmt::format(", {} °C", c.temperature_c);
   if (c.clock_event_reasons != 0) text += fmt::format(", clock-event reasons 0x{:x}", c.clock_event_reasons);
   return text;
@@ -204,9 +204,9 @@ void paired_replay_section(std::string& out, const bench_report& report, const r
   out += "One benchmark launches both executable graphs (same kernels, topology and buffers) back to back, in "
          "alternating order, each twice in a row, timing the second. Ratio = median over the pairs of a repetition "
          "of Conveyor ÷ raw; cells show the median [min–max] of that over the repetitions.\n\n";
-  out += markdown_table({"topology", "N", "Conveyor wall µs/kernel", "raw wall µs/kernel", "wall ratio",
-                         "host ratio (launch call)"},
-                        rows, "lrrrrr");
+  out += markdown_table(
+      {"topology", "N", "Conveyor wall µs/kernel", "raw wall µs/kernel", "wall ratio", "host ratio (launch call)"},
+      rows, "lrrrrr");
 }
 
 void paired_build_section(std::string& out, const bench_report& report, const result_index& index) {
@@ -306,9 +306,9 @@ void build_section(std::string& out, const bench_report& report, const result_in
     out += "\n### First launch of a new executable graph (µs, wall, launch until finished)\n\n";
     out += "Without `graph_exec::upload` the first launch uploads the graph itself; with it, the upload "
            "(until finished) is shown apart. A later launch of the same graph for comparison.\n\n";
-    out += markdown_table({"topology", "N", "first launch, no upload", "upload", "first launch after upload",
-                           "later launch"},
-                          first, "lrrrrr");
+    out += markdown_table(
+        {"topology", "N", "first launch, no upload", "upload", "first launch after upload", "later launch"}, first,
+        "lrrrrr");
   }
 }
 
@@ -328,8 +328,8 @@ void paired_setters_section(std::string& out, const bench_report& report, const 
          "update, host), so both are measured right after a launch of their own graph. Ratio = median over the "
          "pairs of a repetition of Conveyor ÷ raw; cells show the median [min–max] of that over the "
          "repetitions.\n\n";
-  out += markdown_table({"N", "changed", "set_kernel_args", "cudaGraphExecKernelNodeSetParams", "ratio"}, rows,
-                        "rrrrr");
+  out +=
+      markdown_table({"N", "changed", "set_kernel_args", "cudaGraphExecKernelNodeSetParams", "ratio"}, rows, "rrrrr");
 }
 
 void paired_whole_section(std::string& out, const bench_report& report, const result_index& index) {
@@ -364,8 +364,8 @@ void update_section(std::string& out, const bench_report& report, const result_i
   }
   std::vector<std::vector<std::string>> cost;
   std::vector<std::vector<std::string>> after;
-  const bool several_topologies = distinct(report, "update", "", [](const result_record& r) { return r.id.topology; })
-                                      .size() > 1;
+  const bool several_topologies =
+      distinct(report, "update", "", [](const result_record& r) { return r.id.topology; }).size() > 1;
   for (const auto& [t, n, k] : rows_seen) {
     const auto sc = id_of("update", t, "setters", "conveyor", n, k);
     const auto sr = id_of("update", t, "setters", "raw", n, k);
@@ -382,8 +382,13 @@ void update_section(std::string& out, const bench_report& report, const result_i
     for (const auto& id : {sc, sr, wc, wr, ic, ir}) row.push_back(index.cell(id, "launch_after_wall_us"));
     after.push_back(std::move(row));
   }
-  std::vector<std::string> header{"N", "changed", "set_kernel_args", "cudaGraphExecKernelNodeSetParams",
-                                  "graph_exec::update", "cudaGraphExecUpdate", "re-instantiate, Conveyor",
+  std::vector<std::string> header{"N",
+                                  "changed",
+                                  "set_kernel_args",
+                                  "cudaGraphExecKernelNodeSetParams",
+                                  "graph_exec::update",
+                                  "cudaGraphExecUpdate",
+                                  "re-instantiate, Conveyor",
                                   "re-instantiate, raw"};
   std::string align = "rrrrrrrr";
   if (several_topologies) {

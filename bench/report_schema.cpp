@@ -47,22 +47,22 @@ bool is_name_word(std::string_view text) {
 
 // The kinds of value a field may hold.
 enum class kind {
-  string,            // without control characters: it is printed on one line of the Markdown report
-  name,              // a word of a benchmark name: letters, digits, '_' and '-' only
+  string, // without control characters: it is printed on one line of the Markdown report
+  name,   // a word of a benchmark name: letters, digits, '_' and '-' only
   integer,
   unsigned_integer,
-  small_count,       // a non-negative integer that fits an int (read into int fields)
-  count,             // a non-negative integer that fits an int64 (read into std::int64_t fields)
-  mhz,               // a clock frequency in MHz: a non-negative integer up to max_clock_mhz
-  temperature,       // degrees Celsius, -1 (unknown) up to max_temperature_c
-  number,            // finite
+  small_count, // a non-negative integer that fits an int (read into int fields)
+  count,       // a non-negative integer that fits an int64 (read into std::int64_t fields)
+  mhz,         // a clock frequency in MHz: a non-negative integer up to max_clock_mhz
+  temperature, // degrees Celsius, -1 (unknown) up to max_temperature_c
+  number,      // finite
   nonnegative_number,
   positive_number,
   boolean,
   object,
   array,
   string_or_null,
-  text_or_null,      // may hold line breaks and tabs (an error message), no other control characters
+  text_or_null, // may hold line breaks and tabs (an error message), no other control characters
   object_or_null
 };
 
@@ -93,8 +93,7 @@ constexpr std::array<kind_rule, static_cast<std::size_t>(kind::object_or_null) +
     {kind::name, [](const json& v) { return v.is_string() && is_name_word(v.get_ref<const std::string&>()); },
      "a word of letters, digits, '_' and '-'"},
     {kind::integer, [](const json& v) { return v.is_number_integer(); }, "an integer"},
-    {kind::unsigned_integer, [](const json& v) { return unsigned_at_most(v, any_unsigned); },
-     "a non-negative integer"},
+    {kind::unsigned_integer, [](const json& v) { return unsigned_at_most(v, any_unsigned); }, "a non-negative integer"},
     {kind::small_count, [](const json& v) { return unsigned_at_most(v, static_cast<std::uint64_t>(INT_MAX)); },
      "a non-negative integer of at most 2147483647"},
     {kind::count,
@@ -176,9 +175,9 @@ void check_result_identity(checker& c, const json& r, const std::string& path, s
   fields_ok = c.fields(r, path, {"iterations", "repetitions"}, kind::count) && fields_ok;
   auto string_at = [&](const char* key) { return r.contains(key) && r.at(key).is_string(); };
   if (!fields_ok || !string_at("group") || !string_at("api") || !string_at("name")) return;
-  const bench_id id{r.at("group").get<std::string>(), r.at("topology").get<std::string>(),
+  const bench_id id{r.at("group").get<std::string>(),   r.at("topology").get<std::string>(),
                     r.at("variant").get<std::string>(), r.at("api").get<std::string>(),
-                    r.at("nodes").get<std::size_t>(), r.at("changed").get<std::size_t>()};
+                    r.at("nodes").get<std::size_t>(),   r.at("changed").get<std::size_t>()};
   if (r.at("name").get<std::string>() != bench_name(id))
     c.problem(fmt::format("{}.name: '{}' does not match its fields (expected '{}')", path,
                           r.at("name").get<std::string>(), bench_name(id)));
@@ -194,8 +193,7 @@ void check_metric(checker& c, const std::string& name, const json& m, const std:
   const std::string_view unit_of_name = metric_unit(name);
   if (c.field(m, mpath, "unit", kind::string)) {
     const auto unit = m.at("unit").get<std::string>();
-    if (!known_units.contains(unit))
-      c.problem(fmt::format("{}.unit: unknown unit '{}'", mpath, unit));
+    if (!known_units.contains(unit)) c.problem(fmt::format("{}.unit: unknown unit '{}'", mpath, unit));
     else if (unit != unit_of_name)
       c.problem(fmt::format("{}.unit: '{}' does not match the name's suffix ('{}')", mpath, unit, unit_of_name));
   }
@@ -207,7 +205,9 @@ void check_metric(checker& c, const std::string& name, const json& m, const std:
   // Times, ratios and counts cannot be negative; bytes can (a memory difference, by measurement noise).
   if (lo < 0.0 && unit_of_name != "bytes")
     c.problem(fmt::format("{}.min: {} is negative; a {} cannot be", mpath, lo,
-                          unit_of_name == "us" ? "time" : unit_of_name == "ratio" ? "ratio" : "count"));
+                          unit_of_name == "us"      ? "time"
+                          : unit_of_name == "ratio" ? "ratio"
+                                                    : "count"));
 }
 
 void check_result(checker& c, const json& r, const std::string& path, std::set<std::string>& names) {
@@ -221,8 +221,7 @@ void check_result(checker& c, const json& r, const std::string& path, std::set<s
   const json& metrics = r.at("metrics");
   if (metrics.empty() && !has_error) c.problem(fmt::format("{}.metrics: empty although the result has no error", path));
   for (const auto& [name, m] : metrics.items()) {
-    if (is_name_word(name))
-      check_metric(c, name, m, fmt::format("{}.metrics.{}", path, name));
+    if (is_name_word(name)) check_metric(c, name, m, fmt::format("{}.metrics.{}", path, name));
     else
       c.problem(fmt::format("{}.metrics: the name '{}' is not a word of letters, digits and '_'", path,
                             printable(name, false) ? name : std::string("(with control characters)")));
@@ -238,8 +237,7 @@ void check_gpu(checker& c, const json& gpu, const std::string& path) {
     int minor = 0;
     const auto cc = gpu.at("compute_capability").get<std::string>();
     if (!parse_compute_capability(cc, major, minor))
-      c.problem(fmt::format("{}.compute_capability: '{}' is not major.minor (each 1 or 2 digits, e.g. 9.0)", path,
-                            cc));
+      c.problem(fmt::format("{}.compute_capability: '{}' is not major.minor (each 1 or 2 digits, e.g. 9.0)", path, cc));
   }
   c.field(gpu, path, "pci_bus_id", kind::string);
   c.field(gpu, path, "sm_count", kind::small_count);

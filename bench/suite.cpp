@@ -34,9 +34,7 @@ namespace conveyor::bench {
 namespace {
 
 //! The name Google Benchmark matches --benchmark_filter against.
-std::string full_name(const bench_case& c) {
-  return fmt::format("{}/iterations:{}/manual_time", c.name, c.iterations);
-}
+std::string full_name(const bench_case& c) { return fmt::format("{}/iterations:{}/manual_time", c.name, c.iterations); }
 
 //! Whether `filter` selects `c` as Google Benchmark's filter would (POSIX extended regular expression searched in
 //! the full name; a leading '-' negates; empty or "all" selects everything).
@@ -151,8 +149,8 @@ void print_start(const bench_report& report, const std::vector<bench_case>& case
 //! Runs the selected cases: the memory benchmarks first, in a batch of their own, so that no executable graph has
 //! been destroyed before they measure (the driver reuses destroyed graphs' memory); the rest in a second batch.
 //! Returns the number of benchmarks run.
-std::size_t run_batches(const std::vector<bench_case>& cases, const std::string& filter,
-                        collecting_reporter& reporter, bench_context& ctx) {
+std::size_t run_batches(const std::vector<bench_case>& cases, const std::string& filter, collecting_reporter& reporter,
+                        bench_context& ctx) {
   std::vector<bench_case> memory_cases;
   std::vector<bench_case> other_cases;
   for (const auto& c : cases) (c.id.group == "memory" ? memory_cases : other_cases).push_back(c);
@@ -217,8 +215,7 @@ suite_run run_suite(const suite_options& o, bool gbench_json) {
   bench_report& report = run.report;
   report = start_report(o, plan, nvml);
   print_start(report, cases, plan.repetitions, o.device);
-  bench_context ctx(plan.rotation_sets, *std::max_element(plan.sizes.begin(), plan.sizes.end()),
-                    report.env.l2_bytes);
+  bench_context ctx(plan.rotation_sets, *std::max_element(plan.sizes.begin(), plan.sizes.end()), report.env.l2_bytes);
   slot.ctx = &ctx;
 
   collecting_reporter reporter(isatty(fileno(stderr)) != 0 ? benchmark::ConsoleReporter::OO_ColorTabular

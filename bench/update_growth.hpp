@@ -15,12 +15,12 @@ namespace conveyor::bench {
 
 //! One checkpoint of the loop.
 struct growth_row {
-  std::size_t steps = 0;          //!< updates done so far
-  double resident_mib = 0;        //!< resident memory of the process (/proc/self/statm), MiB
-  long live_states = 0;           //!< host-callable states alive (each 4 KiB), after the launches finished
-  double build_us = 0;            //!< host µs per step building the definition, mean over the chunk
-  double update_us = 0;           //!< host µs per graph_exec::update, mean over the chunk
-  double launch_us = 0;           //!< host µs per graph_exec::launch, mean over the chunk
+  std::size_t steps = 0;   //!< updates done so far
+  double resident_mib = 0; //!< resident memory of the process (/proc/self/statm), MiB
+  long live_states = 0;    //!< host-callable states alive (each 4 KiB), after the launches finished
+  double build_us = 0;     //!< host µs per step building the definition, mean over the chunk
+  double update_us = 0;    //!< host µs per graph_exec::update, mean over the chunk
+  double launch_us = 0;    //!< host µs per graph_exec::launch, mean over the chunk
 };
 
 //! Runs `steps` updates on the current device, with a checkpoint after every `steps / checkpoints` steps (the

@@ -48,14 +48,14 @@ void rejoin_quietly(const bench_context& ctx, std::size_t width) noexcept {
 
 } // namespace
 
-bench_context::bench_context(std::size_t rotation_sets, std::size_t max_nodes, std::size_t l2_bytes)
-    : rotation_sets_(std::max<std::size_t>(1, rotation_sets)),
-      chunks_(pool_chunks(rotation_sets_, max_nodes, l2_bytes)),
-      lanes_(make_lanes(fork_join_width)),
-      eager_fork_(cudaEventDisableTiming),
-      eager_joins_(make_events(fork_join_width)),
-      capture_fork_(cudaEventDisableTiming),
-      capture_joins_(make_events(fork_join_width)) {
+bench_context::bench_context(std::size_t rotation_sets, std::size_t max_nodes, std::size_t l2_bytes) :
+    rotation_sets_(std::max<std::size_t>(1, rotation_sets)),
+    chunks_(pool_chunks(rotation_sets_, max_nodes, l2_bytes)),
+    lanes_(make_lanes(fork_join_width)),
+    eager_fork_(cudaEventDisableTiming),
+    eager_joins_(make_events(fork_join_width)),
+    capture_fork_(cudaEventDisableTiming),
+    capture_joins_(make_events(fork_join_width)) {
   CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&pool_), chunks_ * chunk_bytes));
   try {
     CONVEYOR_CHECK(cudaMemset(pool_, 0, chunks_ * chunk_bytes));
@@ -110,10 +110,8 @@ conveyor_built build_conveyor(const bench_context& ctx, std::size_t width, std::
   const axpb_fn fn = axpb_kernel();
   for (std::size_t j = 0; j < n; ++j) {
     float* y = ctx.chunk(set, j, n);
-    if (j >= width)
-      out.nodes.push_back(out.graph.kernel({out.nodes[j - width]}, kernel_config, fn, y, axpb_a, b[j]));
-    else
-      out.nodes.push_back(out.graph.kernel(kernel_config, fn, y, axpb_a, b[j]));
+    if (j >= width) out.nodes.push_back(out.graph.kernel({out.nodes[j - width]}, kernel_config, fn, y, axpb_a, b[j]));
+    else out.nodes.push_back(out.graph.kernel(kernel_config, fn, y, axpb_a, b[j]));
   }
   return out;
 }

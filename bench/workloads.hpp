@@ -118,13 +118,13 @@ struct conveyor_built {
 //! Builds the step explicitly with the conveyor::graph builder: node j depends on node j - width (a chain for
 //! width 1, `width` parallel chains otherwise) and runs axpb(chunk(set, j, n), axpb_a, b[j]).
 //! \throws cuda_error when CUDA refuses a node.
-[[nodiscard]] conveyor_built build_conveyor(const bench_context& ctx, std::size_t width, std::size_t n,
-                                            std::size_t set, std::span<const float> b);
+[[nodiscard]] conveyor_built build_conveyor(const bench_context& ctx, std::size_t width, std::size_t n, std::size_t set,
+                                            std::span<const float> b);
 
 //! A graph built through the raw CUDA Runtime API, and its kernel nodes in launch order.
 struct raw_built {
-  raw_graph graph;                      //!< the graph
-  std::vector<cudaGraphNode_t> nodes;   //!< node j runs kernel j
+  raw_graph graph;                    //!< the graph
+  std::vector<cudaGraphNode_t> nodes; //!< node j runs kernel j
 };
 //! The same graph as build_conveyor, with cudaGraphCreate and cudaGraphAddKernelNode.
 //! \throws cuda_error when CUDA refuses a node.

@@ -59,8 +59,8 @@ int launch_fault() {
   CONVEYOR_CHECK(cudaFuncGetAttributes(&attributes, shift));
   CONVEYOR_CHECK(cudaFuncSetAttribute(shift, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10));
   (void)g.kernel({a}, big, shift, n, 1.0F, x).label("shift x");
-  CONVEYOR_CHECK(cudaFuncSetAttribute(shift, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      attributes.maxDynamicSharedSizeBytes));
+  CONVEYOR_CHECK(
+      cudaFuncSetAttribute(shift, cudaFuncAttributeMaxDynamicSharedMemorySize, attributes.maxDynamicSharedSizeBytes));
   conveyor::stream s;
   try {
     (void)conveyor::step_through(g, s);

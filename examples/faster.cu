@@ -8,9 +8,9 @@
 #include <vector>
 
 __global__ void step(int n, float* x, float a) {
-  conveyor::device::launch_dependents();       // optional: let the next kernel launch now
+  conveyor::device::launch_dependents(); // optional: let the next kernel launch now
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  conveyor::device::wait_for_dependencies();   // before the first read of x
+  conveyor::device::wait_for_dependencies(); // before the first read of x
   if (i < n) x[i] = a * x[i];
 }
 

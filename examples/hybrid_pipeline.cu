@@ -45,9 +45,9 @@ int main() {
   constexpr int n = 1 << 20;
   const unsigned blocks = (n + 255) / 256;
   float* x = nullptr;
-  float* peak = nullptr;      // device
-  float* peak_host = nullptr; // pinned
-  float* bound = nullptr;     // device
+  float* peak = nullptr;       // device
+  float* peak_host = nullptr;  // pinned
+  float* bound = nullptr;      // device
   float* bound_host = nullptr; // pinned
   CONVEYOR_CHECK(cudaMalloc(&x, n * sizeof(float)));
   CONVEYOR_CHECK(cudaMalloc(&peak, sizeof(float)));
@@ -58,19 +58,20 @@ int main() {
   CONVEYOR_CHECK(cudaDeviceSynchronize());
 
   conveyor::pipeline<float> step;
-  step.graphed_stage("relax", [&](const conveyor::stream& s, float decay) {
-        relax<<<blocks, 256, 0, s.get()>>>(n, decay, x);
-        max_abs<<<1, 256, 0, s.get()>>>(n, x, peak);
-        CONVEYOR_CHECK(cudaMemcpyAsync(peak_host, peak, sizeof(float), cudaMemcpyDeviceToHost, s.get()));
-      })
-      .eager_stage("choose bound", [&](const conveyor::stream& s, float) {
-        s.synchronize(); // host-dependent control flow: this stage cannot be captured
-        *bound_host = *peak_host > 5.0F ? 5.0F : 100.0F;
-        CONVEYOR_CHECK(cudaMemcpyAsync(bound, bound_host, sizeof(float), cudaMemcpyHostToDevice, s.get()));
-      })
-      .graphed_stage("clamp", [&](const conveyor::stream& s, float) {
-        clamp<<<blocks, 256, 0, s.get()>>>(n, bound, x);
-      });
+  step.graphed_stage("relax",
+                     [&](const conveyor::stream& s, float decay) {
+                       relax<<<blocks, 256, 0, s.get()>>>(n, decay, x);
+                       max_abs<<<1, 256, 0, s.get()>>>(n, x, peak);
+                       CONVEYOR_CHECK(cudaMemcpyAsync(peak_host, peak, sizeof(float), cudaMemcpyDeviceToHost, s.get()));
+                     })
+      .eager_stage("choose bound",
+                   [&](const conveyor::stream& s, float) {
+                     s.synchronize(); // host-dependent control flow: this stage cannot be captured
+                     *bound_host = *peak_host > 5.0F ? 5.0F : 100.0F;
+                     CONVEYOR_CHECK(cudaMemcpyAsync(bound, bound_host, sizeof(float), cudaMemcpyHostToDevice, s.get()));
+                   })
+      .graphed_stage("clamp",
+                     [&](const conveyor::stream& s, float) { clamp<<<blocks, 256, 0, s.get()>>>(n, bound, x); });
 
   conveyor::stream s;
   for (int i = 0; i < 100; ++i) step(s, 0.9F);

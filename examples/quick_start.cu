@@ -50,16 +50,14 @@ void first_graphs(float* x, float* y, int n) {
   s.synchronize();
 }
 
-void step(const conveyor::stream& s, int n, float a, float* x) {
-  scale<<<(n + 255) / 256, 256, 0, s.get()>>>(n, a, x);
-}
+void step(const conveyor::stream& s, int n, float a, float* x) { scale<<<(n + 255) / 256, 256, 0, s.get()>>>(n, a, x); }
 
 void loop(float* x) {
   conveyor::stream s;
-  conveyor::graphed run(step);                                   // the first call of a shape runs eagerly
-  for (float a : {0.5f, 0.5f, 0.5f, 2.0f}) run(s, 1024, a, x);  // then: capture, replay, update (a changed)
+  conveyor::graphed run(step);                                 // the first call of a shape runs eagerly
+  for (float a : {0.5f, 0.5f, 0.5f, 2.0f}) run(s, 1024, a, x); // then: capture, replay, update (a changed)
   s.synchronize();
-  std::puts(run.report().c_str());                               // what each call did, and why
+  std::puts(run.report().c_str()); // what each call did, and why
 }
 
 int main() {

@@ -3,7 +3,7 @@
 
 CONVEYOR_PACKAGES=(cmake g++ ninja-build pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz dataset-fashion-mnist libeigen3-dev
-  libjpeg-dev libzstd-dev libopencv-dev python3-matplotlib doxygen libopenmpi-dev openmpi-bin)
+  libjpeg-dev libzstd-dev libopencv-dev python3-matplotlib doxygen libopenmpi-dev openmpi-bin clang-format chromium)
 
 conveyor_install_missing() {
   local missing=()

@@ -32,10 +32,8 @@ std::string_view hint_for(cudaError_t code) noexcept {
   case cudaErrorStreamCaptureWrongThread:
     return "the capture was begun in another thread or ended in a thread that did not begin it: use "
            "conveyor::capture_mode::relaxed or keep begin and end in one thread";
-  case cudaErrorStreamCaptureUnmatched:
-    return "cudaStreamEndCapture was called on a stream that is not capturing";
-  case cudaErrorStreamCaptureMerge:
-    return "two independent captures were merged by a cross-stream dependency";
+  case cudaErrorStreamCaptureUnmatched: return "cudaStreamEndCapture was called on a stream that is not capturing";
+  case cudaErrorStreamCaptureMerge: return "two independent captures were merged by a cross-stream dependency";
   case cudaErrorGraphExecUpdateFailure:
     return "the new graph differs from the executable graph in a way cudaGraphExecUpdate cannot apply: use "
            "graph_exec::update_or_reinstantiate";
@@ -49,13 +47,17 @@ std::string_view hint_for(cudaError_t code) noexcept {
            "inside a graph, find the node in a fresh process: run the program with CONVEYOR_STEP_THROUGH=1 (every "
            "graph launch then runs node by node and names the node that fails: conveyor::step_through), and under "
            "compute-sanitizer --tool memcheck for the faulting access";
-  case cudaErrorNoDevice:
-    return "no CUDA device is visible: check nvidia-smi and CUDA_VISIBLE_DEVICES";
+  case cudaErrorNoKernelImageForDevice:
+  case cudaErrorUnsupportedPtxVersion:
+    return "this GPU cannot run the device code the program was built with (Conveyor's own was built for CUDA "
+           "architectures '" CONVEYOR_CUDA_ARCHITECTURES "'): rebuild with -DCMAKE_CUDA_ARCHITECTURES=<the GPU's "
+           "compute capability without the dot, e.g. 80 for 8.0; nvidia-smi --query-gpu=compute_cap shows it>, and "
+           "call conveyor::check_device_architecture at start-up to stop before the first kernel";
+  case cudaErrorNoDevice: return "no CUDA device is visible: check nvidia-smi and CUDA_VISIBLE_DEVICES";
   case cudaErrorInsufficientDriver:
     return "no NVIDIA driver was found, or it is older than the CUDA runtime this program was built with: "
            "install or update the driver (nvidia-smi shows its CUDA version)";
-  default:
-    return {};
+  default: return {};
   }
 }
 
@@ -64,29 +66,30 @@ thread_local const api_call* outermost_call = nullptr;
 
 std::string format_message(cudaError_t code, std::string_view call, const std::source_location& where,
                            std::string_view context, const api_call* api) {
-  std::string message =
-      api != nullptr
-          ? fmt::format("{}:{}: {}: {} failed: {} ({}) (at {}:{})", api->where.file_name(), api->where.line(),
-                        api->name, call, cudaGetErrorName(code), cudaGetErrorString(code), where.file_name(),
-                        where.line())
-          : fmt::format("{}:{}: {} failed: {} ({})", where.file_name(), where.line(), call, cudaGetErrorName(code),
-                        cudaGetErrorString(code));
+  std::string message = api != nullptr ? fmt::format("{}:{}: {}: {} failed: {} ({}) (at {}:{})", api->where.file_name(),
+                                                     api->where.line(), api->name, call, cudaGetErrorName(code),
+                                                     cudaGetErrorString(code), where.file_name(), where.line())
+                                       : fmt::format("{}:{}: {} failed: {} ({})", where.file_name(), where.line(), call,
+                                                     cudaGetErrorName(code), cudaGetErrorString(code));
   if (!context.empty()) message += fmt::format("; {}", context);
   if (auto hint = hint_for(code); !hint.empty()) message += fmt::format(". Fix: {}", hint);
   return message;
 }
 } // namespace
 
-cuda_error::cuda_error(cudaError_t code, std::string_view call, std::source_location where, std::string_view context)
-    : std::runtime_error(format_message(code, call, where, context, outermost_call)), code_(code), call_(call),
-      where_(where) {
+cuda_error::cuda_error(cudaError_t code, std::string_view call, std::source_location where, std::string_view context) :
+    std::runtime_error(format_message(code, call, where, context, outermost_call)),
+    code_(code),
+    call_(call),
+    where_(where) {
   if (outermost_call != nullptr) api_ = *outermost_call;
 }
 
 namespace detail {
 
-api_scope::api_scope(std::string_view name, std::source_location where) noexcept
-    : call_{name, where}, outermost_(outermost_call == nullptr) {
+api_scope::api_scope(std::string_view name, std::source_location where) noexcept :
+    call_{name, where},
+    outermost_(outermost_call == nullptr) {
   if (outermost_) outermost_call = &call_;
 }
 

@@ -80,11 +80,13 @@ std::string unknown_first(CLI::App& app, int argc, char** argv) {
 
 // Every option that names a file or folder refuses an empty value (which would otherwise read as "not given").
 void refuse_empty_paths(CLI::App& app) {
-  static const std::set<std::string> path_options{"--dot", "--png", "--csv", "--out", "--profile", "--save-graph",
-                                                  "--markdown", "--profile-dir", "--json", "--svg", "--document",
-                                                  "--data", "--input", "--matrix", "--ghia"};
+  static const std::set<std::string> path_options{
+      "--dot",  "--png", "--csv",      "--out",  "--profile", "--save-graph", "--markdown", "--profile-dir",
+      "--json", "--svg", "--document", "--data", "--input",   "--matrix",     "--ghia"};
   const CLI::Validator non_empty(
-      [](std::string& value) { return value.empty() ? std::string("an empty path; give a file or folder name") : std::string(); },
+      [](std::string& value) {
+        return value.empty() ? std::string("an empty path; give a file or folder name") : std::string();
+      },
       "PATH");
   for (CLI::Option* o : app.get_options())
     for (const auto& name : o->get_lnames())

@@ -16,6 +16,7 @@
 //! declared in namespace conveyor::detail are the library's own.
 
 #include "conveyor/error.hpp"
+#include "conveyor/runtime/architecture.hpp"
 #include "conveyor/runtime/device.hpp"
 #include "conveyor/runtime/event.hpp"
 #include "conveyor/runtime/graph_memory.hpp"

@@ -4,6 +4,7 @@
 //! C++20 (included first by every public header).
 
 #if !defined(__cplusplus) || __cplusplus < 202002L
-#error "conveyor: Conveyor needs C++20: compile with -std=c++20 (CMake: target_compile_features(<target> PRIVATE cxx_std_20), which linking conveyor::conveyor gives)"
+#error                                                                                                                 \
+    "conveyor: Conveyor needs C++20: compile with -std=c++20 (CMake: target_compile_features(<target> PRIVATE cxx_std_20), which linking conveyor::conveyor gives)"
 #include <conveyor-needs-cxx20> // a missing include is fatal: the compiler stops here, with no error after this one
 #endif

@@ -35,8 +35,8 @@ public:
   //! \param call  the call as written, e.g. "cudaMalloc(&p, bytes)"
   //! \param where the source location of the call
   //! \param context optional extra text placed before the hint (e.g. which node or stream)
-  cuda_error(cudaError_t code, std::string_view call,
-             std::source_location where = std::source_location::current(), std::string_view context = {});
+  cuda_error(cudaError_t code, std::string_view call, std::source_location where = std::source_location::current(),
+             std::string_view context = {});
 
   //! The CUDA error code.
   [[nodiscard]] cudaError_t code() const noexcept { return code_; }

@@ -12,6 +12,7 @@
 #include "common/output_paths.hpp"
 #include "common/usage_error.hpp"
 
+#include <conveyor/runtime/architecture.hpp>
 #include <conveyor/error.hpp>
 #include <conveyor/runtime/device.hpp>
 #include <conveyor/runtime/event.hpp>
@@ -56,15 +57,15 @@ double median_of_trials(std::vector<double> v) { return v.empty() ? -1 : conveyo
 namespace nccl = conveyor::nccl;
 
 [[noreturn]] void throw_raw(ncclResult_t r, const char* call) {
-  throw std::runtime_error(fmt::format("conveyor allreduce: {} failed: {} ({})", call, nccl::result_name(r),
-                                       ncclGetErrorString(r)));
+  throw std::runtime_error(
+      fmt::format("conveyor allreduce: {} failed: {} ({})", call, nccl::result_name(r), ncclGetErrorString(r)));
 }
 
 //! The ranks this process drives: one (distributed) or every local GPU, with their streams and buffers, Conveyor's
 //! nonblocking communicators and, for the baseline, plain blocking NCCL communicators.
 struct local_ranks {
   std::vector<int> devices;
-  int world = 1;     // ranks in all processes
+  int world = 1; // ranks in all processes
   int first_rank = 0;
   bool distributed = false;
   std::vector<nccl::communicator> comms;
@@ -181,8 +182,7 @@ void measure(local_ranks& r, const options& o, std::vector<size_row>& rows) {
       for (int i = 0; i < 5; ++i) r.enqueue_raw(count);
       r.synchronize();
       t.clear();
-      for (int k = 0; k < o.trials; ++k)
-        t.push_back(time_calls(r, calls, start, stop, [&] { r.enqueue_raw(count); }));
+      for (int k = 0; k < o.trials; ++k) t.push_back(time_calls(r, calls, start, stop, [&] { r.enqueue_raw(count); }));
       row.blocking_us = median_of_trials(t);
       row.correct = row.correct && r.correct(count);
     }
@@ -216,6 +216,7 @@ void measure(local_ranks& r, const options& o, std::vector<size_row>& rows) {
 void open_local(local_ranks& r, const options& o, const nccl::comm_options& comm) {
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: conveyor allreduce needs a GPU");
   r.devices = o.gpus > 0 ? conveyor::first_devices(o.gpus) : conveyor::first_devices(conveyor::device_count());
+  for (int d : r.devices) conveyor::check_device_architecture(d);
   r.world = r.n();
   r.comms = nccl::communicator::init_all(r.devices, comm);
   if (o.with_blocking_baseline()) {
@@ -257,8 +258,7 @@ ncclComm_t blocking_comm_over_mpi(const local_ranks& r, const nccl::mpi_session&
 
 //! This process's rank of an mpirun job: device = the rank on its host, Conveyor's communicator over
 //! MPI_COMM_WORLD (init_with_mpi) and, for the baseline, a blocking one.
-void open_distributed(local_ranks& r, const nccl::mpi_session& mpi, const options& o,
-                      const nccl::comm_options& comm) {
+void open_distributed(local_ranks& r, const nccl::mpi_session& mpi, const options& o, const nccl::comm_options& comm) {
   if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: conveyor allreduce needs a GPU");
   r.distributed = true;
   r.world = mpi.size();
@@ -331,11 +331,10 @@ void run_distributed(const options& o, const nccl::comm_options& comm, std::vect
 
 void check_options(const options& o) {
   if (o.min_bytes < 4 || o.min_bytes % 4 != 0)
-    throw usage_error(
-        fmt::format("--min-bytes: must be a multiple of 4 (a float) of at least 4, got {}", o.min_bytes));
+    throw usage_error(fmt::format("--min-bytes: must be a multiple of 4 (a float) of at least 4, got {}", o.min_bytes));
   if (o.max_bytes < o.min_bytes || o.max_bytes > (std::size_t{1} << 30))
-    throw usage_error(fmt::format(
-        "--max-bytes: must be in [--min-bytes = {}, 1073741824 (1 GiB)], got {}", o.min_bytes, o.max_bytes));
+    throw usage_error(fmt::format("--max-bytes: must be in [--min-bytes = {}, 1073741824 (1 GiB)], got {}", o.min_bytes,
+                                  o.max_bytes));
   if (!o.json.empty()) conveyor::scenarios::check_output_file("--json", o.json);
 #if !CONVEYOR_ALLREDUCE_NCCL
   throw std::runtime_error(no_nccl);

@@ -36,19 +36,19 @@ std::string table(const std::vector<size_row>& rows, int world, const std::strin
   };
   const double bf = bus_factor(world);
   std::string out = title + "\n";
-  out += fmt::format("| {:>9} | {:>9} | {:>11} | {:>9} | {:>8} | {:>12} | {:>12} | {:>12} | {:>12} | {:>5} |\n",
-                     "size", "eager us", "blocking us", "graph us", "speed-up", "algbw eager", "algbw graph",
-                     "busbw eager", "busbw graph", "check");
+  out += fmt::format("| {:>9} | {:>9} | {:>11} | {:>9} | {:>8} | {:>12} | {:>12} | {:>12} | {:>12} | {:>5} |\n", "size",
+                     "eager us", "blocking us", "graph us", "speed-up", "algbw eager", "algbw graph", "busbw eager",
+                     "busbw graph", "check");
   out += fmt::format("|{:-<11}|{:-<11}|{:-<13}|{:-<11}|{:-<10}|{:-<14}|{:-<14}|{:-<14}|{:-<14}|{:-<7}|\n", "", "", "",
                      "", "", "", "", "", "", "");
   for (const size_row& r : rows) {
-    const std::string speedup = r.eager_us > 0 && r.graph_us > 0 ? fmt::format("{:.2f}x", r.eager_us / r.graph_us)
-                                                                 : std::string("-");
+    const std::string speedup =
+        r.eager_us > 0 && r.graph_us > 0 ? fmt::format("{:.2f}x", r.eager_us / r.graph_us) : std::string("-");
     out += fmt::format("| {:>9} | {:>9} | {:>11} | {:>9} | {:>8} | {:>12} | {:>12} | {:>12} | {:>12} | {:>5} |\n",
                        size_label(r.bytes), us(r.eager_us), us(r.blocking_us), us(r.graph_us), speedup,
                        gbs(r.bytes, r.eager_us, 1.0), gbs(r.bytes, r.graph_us, 1.0),
-                       world > 1 ? gbs(r.bytes, r.eager_us, bf) : "n/a", world > 1 ? gbs(r.bytes, r.graph_us, bf) : "n/a",
-                       r.correct ? "ok" : "WRONG");
+                       world > 1 ? gbs(r.bytes, r.eager_us, bf) : "n/a",
+                       world > 1 ? gbs(r.bytes, r.graph_us, bf) : "n/a", r.correct ? "ok" : "WRONG");
   }
   out += "us: microseconds per all-reduce (median of the trials); eager: Conveyor's nonblocking communicators, calls "
          "enqueued back to back; blocking: plain NCCL blocking communicators (ncclCommInitAll / ncclCommInitRank), "

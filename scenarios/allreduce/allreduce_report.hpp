@@ -15,11 +15,11 @@ namespace conveyor::allreduce {
 
 //! One size's measurements, microseconds per all-reduce (medians over the trials); negative: not measured.
 struct size_row {
-  std::size_t bytes = 0;  //!< bytes per rank and call
-  double eager_us = -1;   //!< eager calls, Conveyor's nonblocking communicators
+  std::size_t bytes = 0;   //!< bytes per rank and call
+  double eager_us = -1;    //!< eager calls, Conveyor's nonblocking communicators
   double blocking_us = -1; //!< eager calls, plain blocking NCCL communicators (the baseline)
-  double graph_us = -1;   //!< the calls captured into one graph, replayed
-  bool correct = true;    //!< every element of every result equalled the number of ranks
+  double graph_us = -1;    //!< the calls captured into one graph, replayed
+  bool correct = true;     //!< every element of every result equalled the number of ranks
 };
 
 //! The sizes to measure: `o.min_bytes`, times `o.factor`, ... up to `o.max_bytes`.

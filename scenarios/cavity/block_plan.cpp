@@ -74,8 +74,8 @@ std::vector<task> make_block_plan(const lattice_params& p, int k, std::span<cons
       t.slab = s;
       if (last_step[static_cast<std::size_t>(s)] >= 0) t.deps.push_back(last_step[static_cast<std::size_t>(s)]);
       for (const int h : halo_in[static_cast<std::size_t>(s)]) t.deps.push_back(h);
-      t.call = stream_collide_call(sl.f[static_cast<std::size_t>(from)], sl.f[static_cast<std::size_t>(to)], p,
-                                   sl.geometry);
+      t.call =
+          stream_collide_call(sl.f[static_cast<std::size_t>(from)], sl.f[static_cast<std::size_t>(to)], p, sl.geometry);
       t.label = count == 1 ? fmt::format("step {} (f{} -> f{})", j, from, to)
                            : fmt::format("step {} slab {} (f{} -> f{})", j, s, from, to);
       last_step[static_cast<std::size_t>(s)] = add(plan, std::move(t));

@@ -19,10 +19,10 @@ namespace conveyor::cavity {
 //! Where one slab's state lies: its geometry and its device buffers (field f[a] holds 9 * geometry.plane floats,
 //! u_prev 2 floats per cell it computes, state one convergence_state). A plain value.
 struct slab_fields {
-  slab geometry;                       //!< rows and memory layout (lattice.hpp)
-  std::array<float*, 2> f{};           //!< the two population fields, halo rows included
-  float* u_prev = nullptr;             //!< the previous check's velocities of its cells
-  convergence_state* state = nullptr;  //!< its convergence check's state
+  slab geometry;                      //!< rows and memory layout (lattice.hpp)
+  std::array<float*, 2> f{};          //!< the two population fields, halo rows included
+  float* u_prev = nullptr;            //!< the previous check's velocities of its cells
+  convergence_state* state = nullptr; //!< its convergence check's state
 };
 
 //! What a task does.

@@ -18,8 +18,8 @@ flow_field compute_fields(std::span<const float> populations, int n) {
   if (n < 1) throw std::invalid_argument("compute_fields: n must be at least 1");
   const std::size_t cells = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
   if (populations.size() != cells * q)
-    throw std::invalid_argument(fmt::format("compute_fields: {} populations, expected {} x {} x 9 = {}",
-                                            populations.size(), n, n, cells * q));
+    throw std::invalid_argument(
+        fmt::format("compute_fields: {} populations, expected {} x {} x 9 = {}", populations.size(), n, n, cells * q));
   flow_field f;
   f.n = n;
   f.rho.resize(cells);
@@ -113,12 +113,12 @@ double interpolate(const profile& p, double at) {
 profile_difference compare_profile(const profile& ours, std::span<const double> positions,
                                    std::span<const double> reference, std::span<const double> skip) {
   if (positions.size() != reference.size())
-    throw std::invalid_argument(fmt::format("compare_profile: {} positions but {} reference values",
-                                            positions.size(), reference.size()));
+    throw std::invalid_argument(
+        fmt::format("compare_profile: {} positions but {} reference values", positions.size(), reference.size()));
   profile_difference d;
   for (std::size_t k = 0; k < positions.size(); ++k) {
-    const bool skipped = std::any_of(skip.begin(), skip.end(),
-                                     [&](double s) { return std::fabs(s - positions[k]) < 1e-9; });
+    const bool skipped =
+        std::any_of(skip.begin(), skip.end(), [&](double s) { return std::fabs(s - positions[k]) < 1e-9; });
     if (skipped) {
       ++d.skipped;
       continue;

@@ -50,10 +50,10 @@ struct profile {
 
 //! The largest absolute difference between a profile and reference values at reference positions.
 struct profile_difference {
-  double max_abs = 0.0;    //!< max over compared points of |ours - reference|
-  double position = 0.0;   //!< where it occurs
-  double ours = 0.0;       //!< our interpolated value there
-  double reference = 0.0;  //!< the reference value there
+  double max_abs = 0.0;     //!< max over compared points of |ours - reference|
+  double position = 0.0;    //!< where it occurs
+  double ours = 0.0;        //!< our interpolated value there
+  double reference = 0.0;   //!< the reference value there
   std::size_t compared = 0; //!< points compared
   std::size_t skipped = 0;  //!< points left out because they were listed in `skip`
 };
@@ -62,8 +62,7 @@ struct profile_difference {
 //! leaving out positions equal (within 1e-9) to one in `skip`.
 //! \throws std::invalid_argument when positions and reference differ in length, or as interpolate().
 [[nodiscard]] profile_difference compare_profile(const profile& ours, std::span<const double> positions,
-                                                 std::span<const double> reference,
-                                                 std::span<const double> skip = {});
+                                                 std::span<const double> reference, std::span<const double> skip = {});
 
 //! The stream function psi / (U L) at every cell centre (row-major, y upwards): psi = integral of u dy from the
 //! bottom wall (psi = 0 on the walls; the primary vortex has psi < 0, as in Ghia et al.), midpoint rule.

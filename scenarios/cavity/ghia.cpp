@@ -36,7 +36,8 @@ std::vector<std::string_view> split(std::string_view line) {
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = line.find(',', start);
-    fields.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+    fields.push_back(
+        trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -56,10 +57,8 @@ bool parse_number(std::string_view text, T& out) {
 std::string_view next_line(std::string_view text, std::size_t& pos) {
   const std::size_t eol = text.find_first_of("\r\n", pos);
   const std::string_view raw = text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
-  if (eol == std::string_view::npos)
-    pos = text.size() + 1;
-  else
-    pos = eol + (text[eol] == '\r' && eol + 1 < text.size() && text[eol + 1] == '\n' ? 2 : 1);
+  if (eol == std::string_view::npos) pos = text.size() + 1;
+  else pos = eol + (text[eol] == '\r' && eol + 1 < text.size() && text[eol + 1] == '\n' ? 2 : 1);
   return raw;
 }
 
@@ -76,8 +75,8 @@ void parse_header(const std::vector<std::string_view>& fields, ghia_table& t, st
     int re = 0;
     if (f.size() < 3 || (f[0] != 'R' && f[0] != 'r') || (f[1] != 'e' && f[1] != 'E') ||
         !parse_number(f.substr(2), re) || re <= 0)
-      throw ghia_error(fmt::format("{}:{}: column header '{}' is not Re<positive integer>", source, line_no,
-                                   printable(f)));
+      throw ghia_error(
+          fmt::format("{}:{}: column header '{}' is not Re<positive integer>", source, line_no, printable(f)));
     t.reynolds.push_back(re);
   }
   t.values.resize(t.reynolds.size());
@@ -88,8 +87,8 @@ void parse_header(const std::vector<std::string_view>& fields, ghia_table& t, st
 void parse_row(const std::vector<std::string_view>& fields, ghia_table& t, std::string_view source,
                std::size_t line_no) {
   if (fields.size() != t.reynolds.size() + 1)
-    throw ghia_error(fmt::format("{}:{}: {} fields, expected {}", source, line_no, fields.size(),
-                                 t.reynolds.size() + 1));
+    throw ghia_error(
+        fmt::format("{}:{}: {} fields, expected {}", source, line_no, fields.size(), t.reynolds.size() + 1));
   double coordinate = 0.0;
   if (!parse_number(fields[0], coordinate))
     throw ghia_error(fmt::format("{}:{}: '{}' is not a number", source, line_no, printable(fields[0])));
@@ -118,8 +117,8 @@ ghia_table parse_ghia_csv(std::string_view text, std::string_view source) {
     const std::string_view raw = next_line(text, pos);
     ++line_no;
     if (const std::size_t nul = raw.find('\0'); nul != std::string_view::npos)
-      throw ghia_error(fmt::format("{}:{}: a NUL byte at column {}: binary data, not CSV text", source, line_no,
-                                   nul + 1));
+      throw ghia_error(
+          fmt::format("{}:{}: a NUL byte at column {}: binary data, not CSV text", source, line_no, nul + 1));
     const std::string_view line = trim(raw);
     if (line.empty()) continue;
     if (header) {
@@ -162,13 +161,14 @@ ghia_table read_ghia_csv(const std::filesystem::path& file) {
 }
 
 ghia_reference read_ghia_dir(const std::filesystem::path& dir) {
-  ghia_reference r{read_ghia_csv(dir / "u_vertical_centerline.csv"), read_ghia_csv(dir / "v_horizontal_centerline.csv")};
+  ghia_reference r{read_ghia_csv(dir / "u_vertical_centerline.csv"),
+                   read_ghia_csv(dir / "v_horizontal_centerline.csv")};
   if (r.u.coordinate != "y")
     throw ghia_error(fmt::format("{}: first column is '{}', expected y", (dir / "u_vertical_centerline.csv").string(),
                                  r.u.coordinate));
   if (r.v.coordinate != "x")
-    throw ghia_error(fmt::format("{}: first column is '{}', expected x",
-                                 (dir / "v_horizontal_centerline.csv").string(), r.v.coordinate));
+    throw ghia_error(fmt::format("{}: first column is '{}', expected x", (dir / "v_horizontal_centerline.csv").string(),
+                                 r.v.coordinate));
   return r;
 }
 

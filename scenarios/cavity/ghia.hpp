@@ -71,16 +71,16 @@ struct ghia_reference {
 
 //! The comparison of computed centre-line profiles with Ghia et al. at one Reynolds number.
 struct ghia_comparison {
-  double re = 0.0;                    //!< Reynolds number compared
-  profile_difference u;               //!< u / U on x = 1/2, all 17 tabulated points
-  profile_difference v;               //!< v / U on y = 1/2, all 17 tabulated points
-  profile_difference u_trusted;       //!< as u, leaving out doubtful_positions('u', re)
-  profile_difference v_trusted;       //!< as v, leaving out doubtful_positions('v', re)
+  double re = 0.0;              //!< Reynolds number compared
+  profile_difference u;         //!< u / U on x = 1/2, all 17 tabulated points
+  profile_difference v;         //!< v / U on y = 1/2, all 17 tabulated points
+  profile_difference u_trusted; //!< as u, leaving out doubtful_positions('u', re)
+  profile_difference v_trusted; //!< as v, leaving out doubtful_positions('v', re)
 };
 
 //! Compares the profiles with the tables' columns for `re`; nothing when a table has no such column.
 //! \throws std::invalid_argument as compare_profile().
-[[nodiscard]] std::optional<ghia_comparison> compare_with_ghia(const ghia_reference& ref, double re,
-                                                               const profile& u, const profile& v);
+[[nodiscard]] std::optional<ghia_comparison> compare_with_ghia(const ghia_reference& ref, double re, const profile& u,
+                                                               const profile& v);
 
 } // namespace conveyor::cavity

@@ -23,16 +23,15 @@ rgb_image::rgb_image(int w, int h) : width(w), height(h) {
 void write_png(const std::filesystem::path& file, const rgb_image& image) {
   if (image.width < 1 || image.height < 1 ||
       image.pixels.size() != static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height) * 3)
-    throw std::invalid_argument(fmt::format("write_png: {} bytes for a {} x {} RGB image", image.pixels.size(),
-                                            image.width, image.height));
+    throw std::invalid_argument(
+        fmt::format("write_png: {} bytes for a {} x {} RGB image", image.pixels.size(), image.width, image.height));
   scenarios::write_png(file, image.width, image.height, 3, image.pixels);
 }
 
 std::array<std::uint8_t, 3> viridis(double t) noexcept {
   // Viridis sampled at t = 0, 1/8, ..., 1 (matplotlib's table), interpolated linearly.
-  static constexpr double table[9][3] = {{68, 1, 84},    {71, 44, 122},  {59, 81, 139},
-                                         {44, 113, 142}, {33, 144, 141}, {39, 173, 129},
-                                         {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
+  static constexpr double table[9][3] = {{68, 1, 84},    {71, 44, 122}, {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
+                                         {39, 173, 129}, {92, 200, 99}, {170, 220, 50}, {253, 231, 37}};
   if (!(t > 0.0)) t = 0.0; // NaN too
   t = std::min(t, 1.0) * 8.0;
   const int k = std::min(static_cast<int>(t), 7);
@@ -46,9 +45,9 @@ std::array<std::uint8_t, 3> viridis(double t) noexcept {
 
 const std::vector<double>& streamline_levels() {
   // Ghia, Ghia & Shin (1982), Table III's contour values for psi.
-  static const std::vector<double> levels{-0.1175, -0.115, -0.11, -0.1,  -0.09, -0.07,  -0.05, -0.03,
-                                          -0.01,   -1e-4,  -1e-5, -1e-7, 1e-8,  1e-7,   1e-6,  1e-5,
-                                          5e-5,    1e-4,   2.5e-4, 5e-4, 1e-3,  1.5e-3, 3e-3};
+  static const std::vector<double> levels{-0.1175, -0.115, -0.11,  -0.1,  -0.09, -0.07,  -0.05, -0.03,
+                                          -0.01,   -1e-4,  -1e-5,  -1e-7, 1e-8,  1e-7,   1e-6,  1e-5,
+                                          5e-5,    1e-4,   2.5e-4, 5e-4,  1e-3,  1.5e-3, 3e-3};
   return levels;
 }
 
@@ -90,7 +89,8 @@ rgb_image render_cavity(const flow_field& f, double lid_speed, int min_size) {
     const double py = 1.0 - (row + 0.5) / size; // row 0 is the top (lid)
     for (int col = 0; col < size; ++col) {
       const double px = (col + 0.5) / size;
-      const std::size_t p = static_cast<std::size_t>(row) * static_cast<std::size_t>(size) + static_cast<std::size_t>(col);
+      const std::size_t p =
+          static_cast<std::size_t>(row) * static_cast<std::size_t>(size) + static_cast<std::size_t>(col);
       const double s = sample(psi, n, px, py);
       psi_px[p] = s;
       band[p] = static_cast<int>(std::upper_bound(levels.begin(), levels.end(), s) - levels.begin());
@@ -101,7 +101,8 @@ rgb_image render_cavity(const flow_field& f, double lid_speed, int min_size) {
   // A pixel lies on a streamline when its band differs from its right or lower neighbour's.
   for (int row = 0; row < size; ++row)
     for (int col = 0; col < size; ++col) {
-      const std::size_t p = static_cast<std::size_t>(row) * static_cast<std::size_t>(size) + static_cast<std::size_t>(col);
+      const std::size_t p =
+          static_cast<std::size_t>(row) * static_cast<std::size_t>(size) + static_cast<std::size_t>(col);
       const bool right = col + 1 < size && band[p + 1] != band[p];
       const bool down = row + 1 < size && band[p + static_cast<std::size_t>(size)] != band[p];
       if (!right && !down) continue;

@@ -13,9 +13,9 @@ namespace conveyor::cavity {
 
 //! An 8-bit RGB image, rows top to bottom, pixels left to right, 3 bytes each.
 struct rgb_image {
-  int width = 0;                     //!< pixels per row
-  int height = 0;                    //!< rows
-  std::vector<std::uint8_t> pixels;  //!< width * height * 3 bytes
+  int width = 0;                    //!< pixels per row
+  int height = 0;                   //!< rows
+  std::vector<std::uint8_t> pixels; //!< width * height * 3 bytes
 
   //! Makes a black image of the given size.
   //! \throws std::invalid_argument when a dimension is below 1 or above 65535.

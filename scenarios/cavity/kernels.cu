@@ -17,8 +17,8 @@ namespace {
 constexpr int step_block = 128; // threads per block along x; one block row per lattice row (and x chunk)
 constexpr int flat_block = 256;
 
-__global__ void initialise_kernel(float* __restrict__ f, float* __restrict__ u_prev, convergence_state* state,
-                                  int n, slab s) {
+__global__ void initialise_kernel(float* __restrict__ f, float* __restrict__ u_prev, convergence_state* state, int n,
+                                  slab s) {
   const std::size_t stored = s.plane; // cells stored, halo rows included
   const std::size_t cells = static_cast<std::size_t>(s.rows) * static_cast<std::size_t>(n);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -37,9 +37,8 @@ __global__ void initialise_kernel(float* __restrict__ f, float* __restrict__ u_p
   }
 }
 
-__global__ void __launch_bounds__(step_block) stream_collide_kernel(const float* __restrict__ src,
-                                                                    float* __restrict__ dst, lattice_params p,
-                                                                    slab s) {
+__global__ void __launch_bounds__(step_block)
+    stream_collide_kernel(const float* __restrict__ src, float* __restrict__ dst, lattice_params p, slab s) {
   const int x = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const int y = s.row_begin + static_cast<int>(blockIdx.y);
   // Before the early return, so that every block waits (common/pdl.cuh): src is the previous step's output, dst
@@ -53,9 +52,8 @@ __global__ void __launch_bounds__(step_block) stream_collide_kernel(const float*
 }
 
 // The same step with one thread per cell over the slab's row-major rows in blocks of flat_block (step_layout 1).
-__global__ void __launch_bounds__(flat_block) stream_collide_flat_kernel(const float* __restrict__ src,
-                                                                         float* __restrict__ dst, lattice_params p,
-                                                                         slab s) {
+__global__ void __launch_bounds__(flat_block)
+    stream_collide_flat_kernel(const float* __restrict__ src, float* __restrict__ dst, lattice_params p, slab s) {
   const std::size_t c = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p.pdl_trigger == 1) conveyor::device::launch_dependents();
   conveyor::device::wait_for_dependencies(); // before the early return, as stream_collide_kernel
@@ -65,9 +63,9 @@ __global__ void __launch_bounds__(flat_block) stream_collide_flat_kernel(const f
   stream_collide_cell(src, dst, p, s, static_cast<int>(c % n), s.row_begin + static_cast<int>(c / n));
 }
 
-__global__ void __launch_bounds__(flat_block) velocity_change_kernel(const float* __restrict__ f,
-                                                                     float* __restrict__ u_prev,
-                                                                     convergence_state* state, int n, slab s) {
+__global__ void __launch_bounds__(flat_block)
+    velocity_change_kernel(const float* __restrict__ f, float* __restrict__ u_prev, convergence_state* state, int n,
+                           slab s) {
   const std::size_t cells = static_cast<std::size_t>(s.rows) * static_cast<std::size_t>(n);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   scenarios::begin_dependent(); // f is the last step's output; state was reset by the previous publish
@@ -160,8 +158,7 @@ kernel_call velocity_change_call(const float* f, float* u_prev, convergence_stat
                    u_prev, state, n, s);
 }
 
-kernel_call publish_change_call(convergence_state* state, const unsigned* peer_maxima, int peer_count,
-                                float* slots) {
+kernel_call publish_change_call(convergence_state* state, const unsigned* peer_maxima, int peer_count, float* slots) {
   return make_call("publish_change_kernel", dim3(1), dim3(1), &publish_change_kernel, state, peer_maxima, peer_count,
                    slots);
 }

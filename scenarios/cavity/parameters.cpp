@@ -87,8 +87,7 @@ void validate_run_length(const cavity_options& o, const option_names& names) {
     throw invalid_options(
         fmt::format("{} {} must be finite and >= 0 (0: run exactly {})", names.tol, o.tol, names.steps));
   if (o.tol == 0.0 && o.steps == 0)
-    throw invalid_options(
-        fmt::format("{} 0 (no convergence stop) needs {} > 0", names.tol, names.steps));
+    throw invalid_options(fmt::format("{} 0 (no convergence stop) needs {} > 0", names.tol, names.steps));
 }
 
 //! The slabs' devices and the halo copy.
@@ -165,8 +164,8 @@ std::int64_t max_steps(const cavity_options& o) noexcept { return o.steps > 0 ? 
 
 std::string describe(const cavity_options& o) {
   const lattice_constants c = derive(o);
-  return fmt::format("Re {:g}, {}x{} cells, lid speed {:g} (Ma {:.3f}), nu {:.4g}, tau {:.4f} (TRT, tau- {:.4f})",
-                     o.re, o.n, o.n, o.lid_speed, c.mach, c.nu, c.tau, c.tau_minus);
+  return fmt::format("Re {:g}, {}x{} cells, lid speed {:g} (Ma {:.3f}), nu {:.4g}, tau {:.4f} (TRT, tau- {:.4f})", o.re,
+                     o.n, o.n, o.lid_speed, c.mach, c.nu, c.tau, c.tau_minus);
 }
 
 } // namespace conveyor::cavity

@@ -46,13 +46,13 @@ inline constexpr int max_slabs = 16;
 
 //! Everything that defines one cavity run.
 struct cavity_options {
-  double re = 100.0;            //!< Reynolds number Re = U n / nu (lid speed, cavity side, viscosity)
-  int n = 257;                  //!< lattice cells per side
-  double lid_speed = 0.1;       //!< lid velocity U, lattice units (cells per time step)
-  std::int64_t steps = 0;       //!< most time steps to run (a multiple of steps_per_graph); 0: auto_steps()
-  double tol = 1e-7;            //!< stop when the velocity change per step, max over cells / U, falls below it;
-                                //!< 0: run exactly `steps`
-  int steps_per_graph = 100;    //!< K: time steps per graph (per convergence check, in every mode); even
+  double re = 100.0;         //!< Reynolds number Re = U n / nu (lid speed, cavity side, viscosity)
+  int n = 257;               //!< lattice cells per side
+  double lid_speed = 0.1;    //!< lid velocity U, lattice units (cells per time step)
+  std::int64_t steps = 0;    //!< most time steps to run (a multiple of steps_per_graph); 0: auto_steps()
+  double tol = 1e-7;         //!< stop when the velocity change per step, max over cells / U, falls below it;
+                             //!< 0: run exactly `steps`
+  int steps_per_graph = 100; //!< K: time steps per graph (per convergence check, in every mode); even
   //! `--pdl`: in stream and graph modes the kernels are launched with programmatic dependent launch
   //! (launch_ctx::programmatic; graph mode builds programmatic edges between the K steps and the check). The
   //! sync mode ignores it (it waits for every kernel). Does not change a single bit of the results.
@@ -76,11 +76,11 @@ struct cavity_options {
 
 //! Lattice constants derived from the options (see the file comment).
 struct lattice_constants {
-  double nu = 0.0;             //!< kinematic viscosity U n / Re, lattice units (cells^2 per step)
-  double tau = 0.0;            //!< relaxation time of the even (viscous) part, 3 nu + 1/2
-  double tau_minus = 0.0;      //!< relaxation time of the odd part: 1/2 + Lambda / (tau - 1/2), Lambda = 1/4
-  double mach = 0.0;           //!< lid Mach number U / c_s = U sqrt(3)
-  double cell_reynolds = 0.0;  //!< Re / n = U / nu
+  double nu = 0.0;              //!< kinematic viscosity U n / Re, lattice units (cells^2 per step)
+  double tau = 0.0;             //!< relaxation time of the even (viscous) part, 3 nu + 1/2
+  double tau_minus = 0.0;       //!< relaxation time of the odd part: 1/2 + Lambda / (tau - 1/2), Lambda = 1/4
+  double mach = 0.0;            //!< lid Mach number U / c_s = U sqrt(3)
+  double cell_reynolds = 0.0;   //!< Re / n = U / nu
   double convective_time = 0.0; //!< n / U, time steps for the lid to travel one cavity side
 };
 

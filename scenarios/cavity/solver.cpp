@@ -129,8 +129,8 @@ public:
   //! Allocates every slab (slab i of devices.size() on devices[i]) and the first slab's pinned slots, and makes the
   //! block's tasks (K = steps_per_block steps, halo copies "2d" or, with `per_population_halos`, "1d").
   cavity_program(const lattice_params& p, int steps_per_block, const std::vector<int>& devices,
-                 bool per_population_halos)
-      : params_(p) {
+                 bool per_population_halos) :
+      params_(p) {
     const int count = static_cast<int>(devices.size());
     for (int s = 0; s < count; ++s)
       slabs_.push_back(std::make_unique<slab_memory>(devices[static_cast<std::size_t>(s)],
@@ -146,8 +146,8 @@ public:
       CONVEYOR_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&slots_device_), slots_.data(), 0));
     }
     std::vector<slab_fields> fields;
-    for (auto& sl : slabs_) fields.push_back(slab_fields{sl->geometry(), {sl->field(0), sl->field(1)}, sl->u_prev(),
-                                                         sl->state()});
+    for (auto& sl : slabs_)
+      fields.push_back(slab_fields{sl->geometry(), {sl->field(0), sl->field(1)}, sl->u_prev(), sl->state()});
     plan_ = make_block_plan(p, steps_per_block, fields, per_population_halos, peer_maxima_.data(), slots_device_);
     events_.assign(plan_.size(), -1);
     for (std::size_t i = 0; i < plan_.size(); ++i)
@@ -207,20 +207,17 @@ public:
       for (const int d : t.deps) {
         const auto before = static_cast<std::size_t>(d);
         if (plan_[before].slab != t.slab && events_[before] >= 0)
-          sl.stream().wait(slabs_[static_cast<std::size_t>(plan_[before].slab)]->event(
-              static_cast<std::size_t>(events_[before])));
+          sl.stream().wait(
+              slabs_[static_cast<std::size_t>(plan_[before].slab)]->event(static_cast<std::size_t>(events_[before])));
       }
       const launch_ctx ctx{sl.stream().get(), sync_each, programmatic};
       switch (t.kind) {
-      case task_kind::kernel:
-        launch(t.call, ctx);
-        break;
+      case task_kind::kernel: launch(t.call, ctx); break;
       case task_kind::copy:
-        if (t.height == 1)
-          CONVEYOR_CHECK(cudaMemcpyAsync(t.dst, t.src, t.width, cudaMemcpyDefault, ctx.stream));
+        if (t.height == 1) CONVEYOR_CHECK(cudaMemcpyAsync(t.dst, t.src, t.width, cudaMemcpyDefault, ctx.stream));
         else
-          CONVEYOR_CHECK(cudaMemcpy2DAsync(t.dst, t.dst_pitch, t.src, t.src_pitch, t.width, t.height,
-                                           cudaMemcpyDefault, ctx.stream));
+          CONVEYOR_CHECK(cudaMemcpy2DAsync(t.dst, t.dst_pitch, t.src, t.src_pitch, t.width, t.height, cudaMemcpyDefault,
+                                           ctx.stream));
         ctx.after("a halo or check copy");
         break;
       case task_kind::zero_word:
@@ -254,17 +251,15 @@ public:
       conveyor::node n;
       switch (t.kind) {
       case task_kind::kernel:
-        n = g.add_kernel(after, scenarios::launch_shape(launch_ctx{nullptr, false, programmatic}, t.call.grid,
-                                                        t.call.block),
+        n = g.add_kernel(after,
+                         scenarios::launch_shape(launch_ctx{nullptr, false, programmatic}, t.call.grid, t.call.block),
                          t.call.function, t.call.arguments);
         break;
       case task_kind::copy:
         n = t.height == 1 ? g.memcpy(after, t.dst, t.src, t.width)
                           : g.memcpy_2d(after, t.dst, t.dst_pitch, t.src, t.src_pitch, t.width, t.height);
         break;
-      case task_kind::zero_word:
-        n = g.memset(after, static_cast<unsigned*>(t.dst), 0U, 1);
-        break;
+      case task_kind::zero_word: n = g.memset(after, static_cast<unsigned*>(t.dst), 0U, 1); break;
       }
       n.label(t.label);
       nodes.push_back(n);
@@ -273,9 +268,7 @@ public:
   }
 
   //! The change published by block `b` (valid once that block has completed and before block b + 2 runs).
-  [[nodiscard]] float published(std::int64_t b) noexcept {
-    return static_cast<volatile float*>(slots_.data())[b % 2];
-  }
+  [[nodiscard]] float published(std::int64_t b) noexcept { return static_cast<volatile float*>(slots_.data())[b % 2]; }
 
   //! The current state (after a whole number of blocks) of the whole lattice, every slab's rows downloaded after
   //! the work on its stream: n * n * 9 floats, population_index's layout.
@@ -309,9 +302,13 @@ private:
 //! instantiated and uploaded, launched once per block on the first slab's stream.
 class block_graph final : public scenarios::graph_step {
 public:
-  block_graph(const cavity_program& program, bool programmatic, int k, run_result& result)
-      : program_(program), k_(k), result_(result), graph_(program.build_block(programmatic)),
-        exec_(conveyor::instantiate(graph_)), name_(fmt::format("cavity {} steps", k)) {
+  block_graph(const cavity_program& program, bool programmatic, int k, run_result& result) :
+      program_(program),
+      k_(k),
+      result_(result),
+      graph_(program.build_block(programmatic)),
+      exec_(conveyor::instantiate(graph_)),
+      name_(fmt::format("cavity {} steps", k)) {
     exec_.upload(program.main_stream());
   }
   void launch(std::size_t) override { exec_.launch(program_.main_stream()); }
@@ -342,10 +339,15 @@ private:
 class cavity_run final : public scenarios::workload {
 public:
   cavity_run(const cavity_options& o, const lattice_params& p, bool programmatic, run_result& result,
-             const std::function<void(const run_progress&)>& on_progress)
-      : o_(o), result_(result), on_progress_(on_progress), programmatic_(programmatic), k_(o.steps_per_graph),
-        cap_(max_steps(o)), per_step_(1.0 / (static_cast<double>(k_) * o.lid_speed)),
-        program_(p, k_, o.devices, o.halo_copy == "1d") {}
+             const std::function<void(const run_progress&)>& on_progress) :
+      o_(o),
+      result_(result),
+      on_progress_(on_progress),
+      programmatic_(programmatic),
+      k_(o.steps_per_graph),
+      cap_(max_steps(o)),
+      per_step_(1.0 / (static_cast<double>(k_) * o.lid_speed)),
+      program_(p, k_, o.devices, o.halo_copy == "1d") {}
 
   [[nodiscard]] cudaStream_t stream() const override { return program_.main_stream().get(); }
   void reset() override { program_.reset(); }
@@ -434,11 +436,13 @@ void prepare_devices(const cavity_options& o, scenarios::profiling* profiling, r
 
 } // namespace
 
-diverged::diverged(std::int64_t step, double change, const std::string& run)
-    : std::runtime_error(fmt::format("the run diverged by step {} (velocity change {}): {}; try a lower lid speed, a "
-                                     "lower Reynolds number or a larger lattice",
-                                     step, change, run)),
-      step_(step), change_(change), run_(run) {}
+diverged::diverged(std::int64_t step, double change, const std::string& run) :
+    std::runtime_error(fmt::format("the run diverged by step {} (velocity change {}): {}; try a lower lid speed, a "
+                                   "lower Reynolds number or a larger lattice",
+                                   step, change, run)),
+    step_(step),
+    change_(change),
+    run_(run) {}
 
 run_result run_cavity(const checked_options& checked, execution_mode mode,
                       const std::function<void(const run_progress&)>& on_progress, scenarios::profiling* profiling) {

@@ -57,7 +57,6 @@ using scenarios::execution_mode;
 using scenarios::parse_execution_mode;
 using scenarios::to_string;
 
-
 //! Reported after every convergence check (outside nothing: keep the callback cheap, it runs in the timed loop).
 struct run_progress {
   execution_mode mode = execution_mode::sync; //!< the mode running
@@ -69,25 +68,25 @@ struct run_progress {
 //! What one run produced.
 struct run_result {
   execution_mode mode = execution_mode::sync; //!< the mode that ran
-  std::int64_t steps = 0;          //!< time steps run (a multiple of K)
-  bool converged = false;          //!< a block's change fell below tol
-  std::int64_t converged_at = 0;   //!< steps at the end of that block (the run goes on one more block)
-  double final_change = 0.0;       //!< velocity change per step of the last block: max |u - u_prev| / (K U)
-  double seconds = 0.0;            //!< wall-clock time of the timed loop (all blocks, the checks included)
-  double ms_per_step = 0.0;        //!< seconds * 1000 / steps
-  double mlups = 0.0;              //!< million lattice-cell updates per second: n^2 * steps / seconds / 1e6
-  double setup_ms = 0.0;           //!< graph mode: build + instantiate + upload, milliseconds (not timed above)
-  std::size_t graph_nodes = 0;     //!< graph mode: nodes of the block graph (K + 2 on one slab)
-  std::size_t graph_edges = 0;     //!< graph mode: its edges
-  std::size_t programmatic_edges = 0; //!< graph mode: how many of them are programmatic (with --pdl: every edge
-                                      //!< between two kernels of one slab, K + 1 on one slab; else 0)
-  std::size_t graph_copies = 0;    //!< graph mode: memcpy nodes (halo rows and the slabs' maxima; 0 on one slab)
-  std::vector<int> devices;        //!< the device of each slab, bottom slab first
+  std::int64_t steps = 0;                     //!< time steps run (a multiple of K)
+  bool converged = false;                     //!< a block's change fell below tol
+  std::int64_t converged_at = 0;              //!< steps at the end of that block (the run goes on one more block)
+  double final_change = 0.0;                  //!< velocity change per step of the last block: max |u - u_prev| / (K U)
+  double seconds = 0.0;                       //!< wall-clock time of the timed loop (all blocks, the checks included)
+  double ms_per_step = 0.0;                   //!< seconds * 1000 / steps
+  double mlups = 0.0;                         //!< million lattice-cell updates per second: n^2 * steps / seconds / 1e6
+  double setup_ms = 0.0;                //!< graph mode: build + instantiate + upload, milliseconds (not timed above)
+  std::size_t graph_nodes = 0;          //!< graph mode: nodes of the block graph (K + 2 on one slab)
+  std::size_t graph_edges = 0;          //!< graph mode: its edges
+  std::size_t programmatic_edges = 0;   //!< graph mode: how many of them are programmatic (with --pdl: every edge
+                                        //!< between two kernels of one slab, K + 1 on one slab; else 0)
+  std::size_t graph_copies = 0;         //!< graph mode: memcpy nodes (halo rows and the slabs' maxima; 0 on one slab)
+  std::vector<int> devices;             //!< the device of each slab, bottom slab first
   std::vector<std::string> peer_access; //!< with several devices: one line per ordered pair, "device 0 -> 1: enabled"
-                                         //!< or why direct access is not possible (copies then go through the host)
-  bool programmatic = false;       //!< the kernels were launched programmatic (--pdl in stream or graph mode)
-  std::string graph_dot;           //!< graph mode: the block graph as Graphviz DOT (conveyor::to_dot)
-  std::vector<float> populations;  //!< the final state (deviations g_i = f_i - w_i), n * n * 9 floats, lattice.hpp
+                                        //!< or why direct access is not possible (copies then go through the host)
+  bool programmatic = false;            //!< the kernels were launched programmatic (--pdl in stream or graph mode)
+  std::string graph_dot;                //!< graph mode: the block graph as Graphviz DOT (conveyor::to_dot)
+  std::vector<float> populations;       //!< the final state (deviations g_i = f_i - w_i), n * n * 9 floats, lattice.hpp
 };
 
 //! The run diverged: a block's velocity change is not finite. what() says when and for which run, and what to

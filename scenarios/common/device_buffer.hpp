@@ -29,8 +29,9 @@ public:
   explicit device_buffer(std::span<const T> host) : device_buffer(host.size()) {
     if (count_ > 0) CONVEYOR_CHECK(cudaMemcpy(data_, host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
   }
-  device_buffer(device_buffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  device_buffer(device_buffer&& o) noexcept :
+      data_(std::exchange(o.data_, nullptr)),
+      count_(std::exchange(o.count_, 0)) {}
   device_buffer& operator=(device_buffer&& o) noexcept {
     if (this != &o) {
       reset();
@@ -109,8 +110,9 @@ public:
   explicit pinned_buffer(std::size_t count) : count_(count) {
     if (count_ > 0) CONVEYOR_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data_), count_ * sizeof(T)));
   }
-  pinned_buffer(pinned_buffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  pinned_buffer(pinned_buffer&& o) noexcept :
+      data_(std::exchange(o.data_, nullptr)),
+      count_(std::exchange(o.count_, 0)) {}
   pinned_buffer& operator=(pinned_buffer&& o) noexcept {
     if (this != &o) {
       reset();

@@ -47,9 +47,8 @@ struct run_mode {
 };
 
 //! The three modes of a workload with one graph, in the order `--mode all` runs them.
-inline constexpr std::array<run_mode, 3> standard_modes{run_mode(execution_mode::sync),
-                                                        run_mode(execution_mode::stream),
-                                                        run_mode(execution_mode::graph)};
+inline constexpr std::array<run_mode, 3> standard_modes{
+    run_mode(execution_mode::sync), run_mode(execution_mode::stream), run_mode(execution_mode::graph)};
 
 //! True for the graph modes (the steps are graph launches). Never throws.
 [[nodiscard]] constexpr bool is_graph(const run_mode& m) noexcept { return m.kind == execution_mode::graph; }

@@ -16,8 +16,10 @@ namespace conveyor::scenarios {
 
 std::string errno_text(int code) { return std::system_category().message(code); }
 
-file_error::file_error(const std::filesystem::path& file, std::string reason)
-    : std::runtime_error(file.string() + ": " + reason), file_(file), reason_(std::move(reason)) {}
+file_error::file_error(const std::filesystem::path& file, std::string reason) :
+    std::runtime_error(file.string() + ": " + reason),
+    file_(file),
+    reason_(std::move(reason)) {}
 
 void write_atomically(const std::filesystem::path& file, const std::function<std::string(std::FILE*)>& fill) {
   if (file.filename().empty()) throw file_error(file, "not a file name");
@@ -35,7 +37,8 @@ void write_atomically(const std::filesystem::path& file, const std::function<std
     fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
-  if (fd < 0) throw file_error(file, "cannot create a temporary file in '" + folder.string() + "': " + errno_text(errno));
+  if (fd < 0)
+    throw file_error(file, "cannot create a temporary file in '" + folder.string() + "': " + errno_text(errno));
   bool committed = false;
   struct remover {
     const std::string& path;
@@ -70,11 +73,11 @@ void write_file_atomically(const std::filesystem::path& file, std::string_view c
 void write_png(const std::filesystem::path& file, int width, int height, int channels,
                std::span<const std::uint8_t> pixels) {
   if (width < 1 || height < 1 || (channels != 1 && channels != 3) ||
-      pixels.size() != static_cast<std::size_t>(width) * static_cast<std::size_t>(height) *
-                           static_cast<std::size_t>(channels))
-    throw std::invalid_argument("write_png(" + file.string() + "): " + std::to_string(pixels.size()) +
-                                " bytes for a " + std::to_string(width) + " x " + std::to_string(height) +
-                                " image with " + std::to_string(channels) + " channel(s) (1 or 3)");
+      pixels.size() !=
+          static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * static_cast<std::size_t>(channels))
+    throw std::invalid_argument("write_png(" + file.string() + "): " + std::to_string(pixels.size()) + " bytes for a " +
+                                std::to_string(width) + " x " + std::to_string(height) + " image with " +
+                                std::to_string(channels) + " channel(s) (1 or 3)");
   write_atomically(file, [&](std::FILE* fp) -> std::string {
     png_image out{};
     out.version = PNG_IMAGE_VERSION;

@@ -35,7 +35,8 @@ void add_graph_saving_options(CLI::App& sub, graph_saving_cli& o, std::string_vi
 
 void check_graph_saving_options(const graph_saving_cli& o, bool has_graph) {
   if (o.path.empty() && (o.contents || o.check))
-    throw usage_error(fmt::format("{}: applies with --save-graph only", o.contents ? "--save-graph-contents" : "--check-saved-graph"));
+    throw usage_error(fmt::format("{}: applies with --save-graph only",
+                                  o.contents ? "--save-graph-contents" : "--check-saved-graph"));
   if (o.path.empty()) return;
   if (!has_graph) throw usage_error("--save-graph: needs a graph mode (--mode graph or all): no graph runs otherwise");
   check_output_file("--save-graph", o.path);

@@ -31,9 +31,7 @@ bool mode_option::selects_graph() const {
   return std::any_of(chosen.begin(), chosen.end(), [](const run_mode& m) { return is_graph(m); });
 }
 
-bool mode_option::is_only(execution_mode kind) const {
-  return text != "all" && text == to_string(kind);
-}
+bool mode_option::is_only(execution_mode kind) const { return text != "all" && text == to_string(kind); }
 
 std::string mode_option::graph_modes() const {
   std::vector<std::string> graphs;

@@ -16,7 +16,7 @@ namespace conveyor::scenarios {
 //! the CLI11 app it is added to (CLI11 writes `text`). Not thread-safe.
 struct mode_option {
   std::vector<run_mode> modes{standard_modes.begin(), standard_modes.end()}; //!< the workload's, --mode all order
-  std::string text = "all";                                                   //!< the value given
+  std::string text = "all";                                                  //!< the value given
 
   //! Adds "--mode" to `sub`: one of to_string(m) for m in `modes`, or "all"; the help lists them.
   //! \throws CLI::OptionAlreadyAdded when `sub` has a --mode option already.

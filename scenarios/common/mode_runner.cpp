@@ -50,10 +50,8 @@ std::size_t run_steps(workload& w, graph_step* g, const run_settings& s, const l
     {
       const std::optional<profile::step_scope> profiled =
           s.profiling != nullptr ? s.profiling->step(track) : std::nullopt;
-      if (g != nullptr)
-        g->launch(k);
-      else
-        w.enqueue(ctx, k);
+      if (g != nullptr) g->launch(k);
+      else w.enqueue(ctx, k);
     }
     ++done;
     if (w.after_step(k)) break;

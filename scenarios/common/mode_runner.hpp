@@ -99,22 +99,22 @@ public:
 
 //! How run_workload runs one mode.
 struct run_settings {
-  run_mode mode;                      //!< the mode; graph modes launch workload::make_graph's step
-  bool programmatic = false;          //!< launch_ctx::programmatic of the eager steps, and "+pdl" in the label
-  std::size_t warmup_rounds = 0;      //!< rounds run before the timed ones (their time is not recorded)
+  run_mode mode;                             //!< the mode; graph modes launch workload::make_graph's step
+  bool programmatic = false;                 //!< launch_ctx::programmatic of the eager steps, and "+pdl" in the label
+  std::size_t warmup_rounds = 0;             //!< rounds run before the timed ones (their time is not recorded)
   scenarios::profiling* profiling = nullptr; //!< optional: every step a profiled step of track to_string(mode)
 };
 
 //! What run_workload measured.
 struct mode_timing {
-  run_mode mode;                        //!< the mode that ran
-  bool programmatic = false;            //!< run_settings::programmatic
-  std::vector<double> ms_per_unit;      //!< per timed round: its wall time / its units, milliseconds
-  double median_ms_per_unit = 0.0;      //!< the median of ms_per_unit (0 without a timed round)
-  double seconds = 0.0;                 //!< wall time of the timed rounds together
-  std::size_t steps = 0;                //!< steps of the timed rounds
-  std::size_t units = 0;                //!< units of the timed rounds
-  double setup_ms = 0.0;                //!< graph modes: make_graph and the synchronisation after it
+  run_mode mode;                   //!< the mode that ran
+  bool programmatic = false;       //!< run_settings::programmatic
+  std::vector<double> ms_per_unit; //!< per timed round: its wall time / its units, milliseconds
+  double median_ms_per_unit = 0.0; //!< the median of ms_per_unit (0 without a timed round)
+  double seconds = 0.0;            //!< wall time of the timed rounds together
+  std::size_t steps = 0;           //!< steps of the timed rounds
+  std::size_t units = 0;           //!< units of the timed rounds
+  double setup_ms = 0.0;           //!< graph modes: make_graph and the synchronisation after it
 };
 
 //! Runs `w` in s.mode as the file comment says and returns the timings.

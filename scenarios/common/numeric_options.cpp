@@ -67,8 +67,7 @@ std::string real_problem(std::string_view text, const real_range& r) {
   const double v = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size()) return want;
   if (errno == ERANGE && std::fabs(v) > 1.0) return want + " (beyond the largest double)";
-  if (errno == ERANGE && !inside(v, r))
-    return want + fmt::format(" (below the smallest double, it reads as {:g})", v);
+  if (errno == ERANGE && !inside(v, r)) return want + fmt::format(" (below the smallest double, it reads as {:g})", v);
   if (!std::isfinite(v)) return want;
   if (r.as_float) {
     // Said when the float is what breaks the range: infinite, or (0, 1, ...) on a bound the double kept off.
@@ -81,8 +80,8 @@ std::string real_problem(std::string_view text, const real_range& r) {
 }
 
 CLI::Validator real_in(const real_range& r) {
-  return CLI::Validator([r](std::string& text) -> std::string { return real_problem(text, r); },
-                        "in " + to_string(r), "REAL_IN");
+  return CLI::Validator([r](std::string& text) -> std::string { return real_problem(text, r); }, "in " + to_string(r),
+                        "REAL_IN");
 }
 
 real_range nonnegative_float() noexcept {

@@ -21,11 +21,11 @@ namespace conveyor::scenarios {
 
 //! A range of real numbers, its bounds included or not, and the type the value is used in.
 struct real_range {
-  double lo = 0.0;         //!< lower bound
-  double hi = 0.0;         //!< upper bound
-  bool lo_open = false;    //!< true: lo itself is refused, (lo, ...
-  bool hi_open = false;    //!< true: hi itself is refused, ..., hi)
-  bool as_float = false;   //!< true: the value is used as a float, so its float conversion must lie in the range
+  double lo = 0.0;       //!< lower bound
+  double hi = 0.0;       //!< upper bound
+  bool lo_open = false;  //!< true: lo itself is refused, (lo, ...
+  bool hi_open = false;  //!< true: hi itself is refused, ..., hi)
+  bool as_float = false; //!< true: the value is used as a float, so its float conversion must lie in the range
 };
 
 //! The range as text, e.g. "(0, 1)" or "[0, 3.40282e+38]".
@@ -46,8 +46,7 @@ template <class T>
       [lo, hi](std::string& text) -> std::string {
         if constexpr (std::is_signed_v<T>)
           return signed_integer_problem(text, static_cast<std::int64_t>(lo), static_cast<std::int64_t>(hi));
-        else
-          return unsigned_integer_problem(text, static_cast<std::uint64_t>(lo), static_cast<std::uint64_t>(hi));
+        else return unsigned_integer_problem(text, static_cast<std::uint64_t>(lo), static_cast<std::uint64_t>(hi));
       },
       description, "INTEGER_IN");
 }

@@ -59,9 +59,10 @@ void check_output_file(std::string_view option, std::string_view path) {
         option, path));
   const auto folder = parent_of(p);
   if (!std::filesystem::is_directory(folder, ec))
-    throw std::invalid_argument(std::filesystem::exists(folder, ec)
-                                    ? fmt::format("{} '{}': '{}' is a file, not a folder", option, path, folder.string())
-                                    : fmt::format("{} '{}': the folder '{}' does not exist", option, path, folder.string()));
+    throw std::invalid_argument(
+        std::filesystem::exists(folder, ec)
+            ? fmt::format("{} '{}': '{}' is a file, not a folder", option, path, folder.string())
+            : fmt::format("{} '{}': the folder '{}' does not exist", option, path, folder.string()));
   if (const std::string problem = creation_problem(folder); !problem.empty())
     throw std::invalid_argument(
         fmt::format("{} '{}': cannot create a file in the folder '{}': {}", option, path, folder.string(), problem));
@@ -85,8 +86,8 @@ void check_output_folder(std::string_view option, std::string_view path) {
             ? fmt::format("{} '{}': '{}' is a file, not a folder", option, path, parent.string())
             : fmt::format("{} '{}': neither it nor its parent folder '{}' exists", option, path, parent.string()));
   if (const std::string problem = creation_problem(parent); !problem.empty())
-    throw std::invalid_argument(fmt::format("{} '{}': cannot create it in the folder '{}': {}", option, path,
-                                            parent.string(), problem));
+    throw std::invalid_argument(
+        fmt::format("{} '{}': cannot create it in the folder '{}': {}", option, path, parent.string(), problem));
 }
 
 void check_distinct_outputs(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs) {
@@ -112,8 +113,7 @@ void check_input_file(std::string_view option, std::string_view path) {
   if (std::filesystem::is_directory(status))
     throw input_error(fmt::format("{} '{}': is a folder, not a file", option, path));
   std::FILE* f = std::fopen(std::string(path).c_str(), "rb");
-  if (f == nullptr)
-    throw input_error(fmt::format("{} '{}': cannot be read: {}", option, path, std::strerror(errno)));
+  if (f == nullptr) throw input_error(fmt::format("{} '{}': cannot be read: {}", option, path, std::strerror(errno)));
   std::fclose(f);
 }
 

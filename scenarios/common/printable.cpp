@@ -9,10 +9,8 @@ std::string printable(std::string_view text) {
   out.reserve(text.size());
   for (const char c : text) {
     const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F)
-      out += fmt::format("\\x{:02x}", u);
-    else
-      out += c;
+    if (u < 0x20 || u == 0x7F) out += fmt::format("\\x{:02x}", u);
+    else out += c;
   }
   return out;
 }

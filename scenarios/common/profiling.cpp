@@ -43,8 +43,7 @@ std::string slug(std::string_view name, char separator) {
   for (const char c : name) {
     if (std::isalnum(static_cast<unsigned char>(c)) != 0)
       out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    else if (!out.empty() && out.back() != separator)
-      out += separator;
+    else if (!out.empty() && out.back() != separator) out += separator;
   }
   while (!out.empty() && out.back() == separator) out.pop_back();
   return out.empty() ? std::string("graph") : out;
@@ -96,7 +95,6 @@ void keep_steps_only(profile::trace& t) {
   std::erase_if(t.host_calls, [](const profile::host_call& c) { return c.step == 0; });
 }
 
-
 } // namespace
 
 // ---- options ---------------------------------------------------------------------------------------------------
@@ -112,11 +110,10 @@ void add_profiling_options(CLI::App& sub, profiling_cli& o, std::string_view ste
                              "is installed), and print the report. One step = {}; --profile-steps of them per mode, "
                              "{}",
                              step, warmup));
-  o.steps_option =
-      sub.add_option("--profile-steps", o.steps,
-                     fmt::format("Steps profiled per mode, {} (--profile or --doctor only)", warmup))
-          ->check(integer_in(std::size_t{1}, std::size_t{100000}))
-          ->capture_default_str();
+  o.steps_option = sub.add_option("--profile-steps", o.steps,
+                                  fmt::format("Steps profiled per mode, {} (--profile or --doctor only)", warmup))
+                       ->check(integer_in(std::size_t{1}, std::size_t{100000}))
+                       ->capture_default_str();
   sub.add_flag("--doctor", o.doctor,
                fmt::format("After the run, check the graph against the CUDA Graphs performance checklist (its "
                            "description, its executable graph's history and a profile of its launches; needs {}) "
@@ -247,15 +244,13 @@ void profiling::merge(profile::trace t) {
   c.activities.insert(c.activities.end(), std::make_move_iterator(t.activities.begin()),
                       std::make_move_iterator(t.activities.end()));
   c.host_calls.insert(c.host_calls.end(), std::make_move_iterator(t.host_calls.begin()),
-                     std::make_move_iterator(t.host_calls.end()));
+                      std::make_move_iterator(t.host_calls.end()));
   c.steps.insert(c.steps.end(), std::make_move_iterator(t.steps.begin()), std::make_move_iterator(t.steps.end()));
   for (auto& g : t.graphs) {
     const auto same = std::find_if(c.graphs.begin(), c.graphs.end(),
                                    [&](const profile::watched_graph& w) { return w.exec_id == g.exec_id; });
-    if (same == c.graphs.end())
-      c.graphs.push_back(std::move(g));
-    else
-      *same = std::move(g);
+    if (same == c.graphs.end()) c.graphs.push_back(std::move(g));
+    else *same = std::move(g);
   }
   c.dropped_records += t.dropped_records;
   if (!t.device_name.empty()) c.device_name = std::move(t.device_name);
@@ -316,8 +311,8 @@ void profiling::run_doctor(const profile::profile_report& report) const {
     if (e.graphed) in.graphed = &*e.graphed;
     if (e.reasons) in.graphed_reasons = &*e.reasons;
     const std::vector<profile::finding> findings = profile::diagnose(in);
-    fmt::print("\n{}", profile::to_text(findings, fmt::format("{} ({})", e.name, settings_.workload),
-                                         settings_.verbose));
+    fmt::print("\n{}",
+               profile::to_text(findings, fmt::format("{} ({})", e.name, settings_.workload), settings_.verbose));
   }
 }
 
@@ -358,8 +353,7 @@ std::string render_svg(const std::filesystem::path& dot_file, const std::filesys
     return rc == ENOENT ? "Graphviz `dot` is not on PATH" : "cannot run Graphviz `dot`: " + errno_text(rc);
   }
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     (void)::unlink(temp.c_str());
     return WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "Graphviz `dot` is not on PATH"

@@ -38,12 +38,12 @@ namespace conveyor::scenarios {
 
 //! The options as given on a workload's command line.
 struct profiling_cli {
-  std::string trace;                     //!< --profile FILE.json; empty: none
-  std::size_t steps = 50;                //!< --profile-steps: steps profiled per execution mode
-  bool doctor = false;                   //!< --doctor
-  bool verbose = false;                  //!< --verbose-report: full names and findings in the printed text
-  std::size_t warmup_steps = 3;          //!< steps per mode run before the profiled ones (the workload's choice)
-  CLI::Option* steps_option = nullptr;   //!< the --profile-steps option (to tell whether it was given)
+  std::string trace;                   //!< --profile FILE.json; empty: none
+  std::size_t steps = 50;              //!< --profile-steps: steps profiled per execution mode
+  bool doctor = false;                 //!< --doctor
+  bool verbose = false;                //!< --verbose-report: full names and findings in the printed text
+  std::size_t warmup_steps = 3;        //!< steps per mode run before the profiled ones (the workload's choice)
+  CLI::Option* steps_option = nullptr; //!< the --profile-steps option (to tell whether it was given)
 };
 
 //! Adds --profile FILE.json, --profile-steps N and --doctor to `sub`, storing into `o` (which must outlive `sub`).
@@ -69,15 +69,15 @@ void check_profiling_options(const profiling_cli& o, bool has_graph, std::string
 
 //! What a profiling session does.
 struct profiling_settings {
-  std::string workload;            //!< "train", "cavity", ...: for headings and messages
-  std::filesystem::path trace;     //!< Perfetto JSON to write (and the DOT, SVG next to it); empty: none
-  bool doctor = false;             //!< run the doctor on the examined graphs at finish()
-  std::size_t steps = 50;          //!< steps profiled per track (execution mode), >= 1
-  std::size_t warmup_steps = 3;    //!< steps per track run before the window opens (not profiled)
-  bool print_report = true;        //!< finish() prints profile::to_text(report) when `trace` is set
-  bool verbose = false;            //!< the printed report and findings in full (profile::to_text's `verbose`)
-  bool graph_tracks_only = false;  //!< profile only tracks whose name starts with "graph" (the doctor alone needs
-                                   //!< no profile of the eager modes)
+  std::string workload;           //!< "train", "cavity", ...: for headings and messages
+  std::filesystem::path trace;    //!< Perfetto JSON to write (and the DOT, SVG next to it); empty: none
+  bool doctor = false;            //!< run the doctor on the examined graphs at finish()
+  std::size_t steps = 50;         //!< steps profiled per track (execution mode), >= 1
+  std::size_t warmup_steps = 3;   //!< steps per track run before the window opens (not profiled)
+  bool print_report = true;       //!< finish() prints profile::to_text(report) when `trace` is set
+  bool verbose = false;           //!< the printed report and findings in full (profile::to_text's `verbose`)
+  bool graph_tracks_only = false; //!< profile only tracks whose name starts with "graph" (the doctor alone needs
+                                  //!< no profile of the eager modes)
 };
 
 //! A profiling session over a workload's run. Per track (execution mode) it counts the steps the workload marks and
@@ -91,7 +91,7 @@ public:
   //! \throws std::invalid_argument for steps 0; profile::profiler_error when CUPTI cannot record (another
   //!         profiler attached, no CUPTI library); conveyor::cuda_error when CUDA cannot be initialised.
   explicit profiling(profiling_settings settings);
-  ~profiling() override;                          //!< stops a running profiler; writes nothing. Never throws.
+  ~profiling() override;                           //!< stops a running profiler; writes nothing. Never throws.
   profiling(const profiling&) = delete;            //!< one session
   profiling& operator=(const profiling&) = delete; //!< one session
 
@@ -143,7 +143,7 @@ private:
 
   profiling_settings settings_;
   std::optional<profile::profiler> profiler_;
-  std::string window_track_;                   // track whose window is open ("" none)
+  std::string window_track_;                             // track whose window is open ("" none)
   std::map<std::string, std::size_t, std::less<>> seen_; // steps marked per track
   profile::trace collected_;
   std::vector<examined> examined_;

@@ -30,9 +30,8 @@ void results_table::add_row(const run_mode& mode, double time, std::vector<std::
   std::size_t plain = 0;
   for (const column& c : columns_) plain += c.speedup ? 0 : 1;
   if (cells.size() != plain)
-    throw std::invalid_argument(
-        fmt::format("results_table::add_row: {} cells for a table of {} columns besides the speedup", cells.size(),
-                    plain));
+    throw std::invalid_argument(fmt::format(
+        "results_table::add_row: {} cells for a table of {} columns besides the speedup", cells.size(), plain));
   rows_.push_back({group_, mode.kind == execution_mode::sync, time, std::move(cells), std::move(suffix)});
 }
 

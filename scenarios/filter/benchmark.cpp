@@ -66,10 +66,14 @@ private:
 class frames_run final : public scenarios::workload {
 public:
   frames_run(filter_chain& chain, const std::vector<frame_slot>& slots, const std::vector<std::string>& names,
-             execution_mode mode, const timing_options& o, size_report& report)
-      : chain_(chain), slots_(slots), names_(names), mode_(mode),
-        passes_(static_cast<std::size_t>(o.warmup + o.repeat)), warmup_(static_cast<std::size_t>(o.warmup)),
-        report_(report) {}
+             execution_mode mode, const timing_options& o, size_report& report) :
+      chain_(chain),
+      slots_(slots),
+      names_(names),
+      mode_(mode),
+      passes_(static_cast<std::size_t>(o.warmup + o.repeat)),
+      warmup_(static_cast<std::size_t>(o.warmup)),
+      report_(report) {}
 
   [[nodiscard]] cudaStream_t stream() const override { return nullptr; } // the chain's own streams
   void reset() override {}
@@ -125,14 +129,14 @@ bool frames_run::after_step(std::size_t frame) {
   if (mode_ != execution_mode::graph) return false;
   const graph_update_report& u = chain_.last_graph_update();
   if (u.instantiated)
-    for (scenarios::graph_sink* sink : sinks_) sink->watch(*chain_.executable(), frame_graph_name(chain_.width(), chain_.height()));
+    for (scenarios::graph_sink* sink : sinks_)
+      sink->watch(*chain_.executable(), frame_graph_name(chain_.width(), chain_.height()));
   if (pass_ >= warmup_) updated_ += u.nodes_updated;
   if (pass_ == 0)
-    report_.graph_log.push_back(u.instantiated ? names_[frame] + ": graph built and instantiated"
-                                               : names_[frame] + ": " + std::to_string(u.nodes_updated) +
-                                                     " node(s) updated" +
-                                                     (u.updated.empty() ? std::string()
-                                                                        : " (" + join_labels(u.updated) + ")"));
+    report_.graph_log.push_back(u.instantiated
+                                    ? names_[frame] + ": graph built and instantiated"
+                                    : names_[frame] + ": " + std::to_string(u.nodes_updated) + " node(s) updated" +
+                                          (u.updated.empty() ? std::string() : " (" + join_labels(u.updated) + ")"));
   return false;
 }
 

@@ -40,10 +40,10 @@ struct size_report {
   int height = 0;
   std::size_t frames = 0;
   std::vector<mode_timing> modes;
-  std::vector<std::string> graph_log;             //!< graph mode, first pass: what each frame did to the graph
-  std::size_t instantiations = 0;                 //!< graph instantiations for this size (1 with graph mode)
+  std::vector<std::string> graph_log;              //!< graph mode, first pass: what each frame did to the graph
+  std::size_t instantiations = 0;                  //!< graph instantiations for this size (1 with graph mode)
   std::optional<conveyor::graph_statistics> stats; //!< of the graph, with graph mode
-  std::string dot;                                //!< the graph as Graphviz DOT, with graph mode
+  std::string dot;                                 //!< the graph as Graphviz DOT, with graph mode
   //! True when every mode produced bitwise-identical outputs.
   [[nodiscard]] bool modes_agree() const noexcept;
 };
@@ -60,9 +60,8 @@ struct size_report {
 //! \throws std::invalid_argument for empty slots, mismatched names or bad options; conveyor::cuda_error when a
 //!         CUDA call fails.
 [[nodiscard]] size_report run_benchmark(filter_chain& chain, const std::vector<frame_slot>& slots,
-                                        const std::vector<std::string>& names,
-                                        const std::vector<execution_mode>& modes, const timing_options& o,
-                                        scenarios::profiling* profiling = nullptr);
+                                        const std::vector<std::string>& names, const std::vector<execution_mode>& modes,
+                                        const timing_options& o, scenarios::profiling* profiling = nullptr);
 
 //! The name the profile and the doctor give the graph of `width` x `height` frames: "filter frame WxH".
 [[nodiscard]] std::string frame_graph_name(int width, int height);

@@ -63,16 +63,14 @@ void define_chain(Sink& s, const chain_io& io) {
   const std::size_t px = static_cast<std::size_t>(w) * static_cast<std::size_t>(h);
 
   (void)s.copy(main_lane, {}, "upload rgb8", io.rgb8, io.input, 3 * px, cudaMemcpyHostToDevice);
-  const auto to_float =
-      s.kernel(main_lane, {}, "rgb8 to float", cfg, k.rgb8_to_float, io.rgb8, io.rgb, io.grey, w, h);
+  const auto to_float = s.kernel(main_lane, {}, "rgb8 to float", cfg, k.rgb8_to_float, io.rgb8, io.rgb, io.grey, w, h);
 
   // Third branch: unsharp mask of the colour image.
   (void)s.kernel(colour_lane, {to_float}, "colour blur rows", cfg, k.blur_rows, io.rgb, io.rgb_tmp, w, h, 3,
                  io.unsharp_taps);
   (void)s.kernel(colour_lane, {}, "colour blur columns", cfg, k.blur_columns, io.rgb_tmp, io.rgb_blurred, w, h, 3,
                  io.unsharp_taps);
-  (void)s.kernel(colour_lane, {}, "unsharp mask", cfg, k.unsharp, io.rgb, io.rgb_blurred, io.sharp8, w, h,
-                 io.amount);
+  (void)s.kernel(colour_lane, {}, "unsharp mask", cfg, k.unsharp, io.rgb, io.rgb_blurred, io.sharp8, w, h, io.amount);
   const auto sharp_done =
       s.copy(colour_lane, {}, "download sharpened", io.sharp, io.sharp8, 3 * px, cudaMemcpyDeviceToHost);
 
@@ -94,9 +92,12 @@ void define_chain(Sink& s, const chain_io& io) {
 
 // ---- frame_slot ------------------------------------------------------------------------------------------------
 
-frame_slot::frame_slot(int width, int height)
-    : width_(width), height_(height), input_(3 * pixel_count(width, height)), edges_(pixel_count(width, height)),
-      sharp_(3 * pixel_count(width, height)) {}
+frame_slot::frame_slot(int width, int height) :
+    width_(width),
+    height_(height),
+    input_(3 * pixel_count(width, height)),
+    edges_(pixel_count(width, height)),
+    sharp_(3 * pixel_count(width, height)) {}
 
 void frame_slot::load(const image& rgb) {
   if (!rgb.valid() || rgb.channels != 3 || rgb.width != width_ || rgb.height != height_)
@@ -154,14 +155,26 @@ struct filter_chain::impl {
   graph_update_report report;
   std::size_t instantiations = 0;
 
-  impl(int w, int h, const filter_params& p)
-      : width(w), height(h), params(p), taps(make_taps(p.sigma)), unsharp_taps(make_taps(p.unsharp_sigma)),
-        rgb8(3 * pixel_count(w, h)), edges8(pixel_count(w, h)), sharp8(3 * pixel_count(w, h)),
-        rgb(3 * pixel_count(w, h)), grey(pixel_count(w, h)), grey_tmp(pixel_count(w, h)),
-        blurred(pixel_count(w, h)), gx(pixel_count(w, h)), gy(pixel_count(w, h)), mag(pixel_count(w, h)),
-        rgb_tmp(3 * pixel_count(w, h)), rgb_blurred(3 * pixel_count(w, h)),
-        streams{stream(), stream(), stream()},
-        events{event(cudaEventDisableTiming), event(cudaEventDisableTiming), event(cudaEventDisableTiming)} {}
+  impl(int w, int h, const filter_params& p) :
+      width(w),
+      height(h),
+      params(p),
+      taps(make_taps(p.sigma)),
+      unsharp_taps(make_taps(p.unsharp_sigma)),
+      rgb8(3 * pixel_count(w, h)),
+      edges8(pixel_count(w, h)),
+      sharp8(3 * pixel_count(w, h)),
+      rgb(3 * pixel_count(w, h)),
+      grey(pixel_count(w, h)),
+      grey_tmp(pixel_count(w, h)),
+      blurred(pixel_count(w, h)),
+      gx(pixel_count(w, h)),
+      gy(pixel_count(w, h)),
+      mag(pixel_count(w, h)),
+      rgb_tmp(3 * pixel_count(w, h)),
+      rgb_blurred(3 * pixel_count(w, h)),
+      streams{stream(), stream(), stream()},
+      events{event(cudaEventDisableTiming), event(cudaEventDisableTiming), event(cudaEventDisableTiming)} {}
 
   chain_io io(const frame_slot& f) {
     chain_io c = io_without_host();
@@ -287,8 +300,8 @@ std::vector<float> filter_chain::download(stage s) const {
   case stage::colour_blurred: src = &impl_->rgb_blurred; break;
   }
   std::vector<float> out(src->size());
-  CONVEYOR_CHECK(cudaMemcpyAsync(out.data(), src->data(), src->bytes(), cudaMemcpyDeviceToHost,
-                                 impl_->streams[main_lane].get()));
+  CONVEYOR_CHECK(
+      cudaMemcpyAsync(out.data(), src->data(), src->bytes(), cudaMemcpyDeviceToHost, impl_->streams[main_lane].get()));
   CONVEYOR_CHECK(cudaStreamSynchronize(impl_->streams[main_lane].get()));
   return out;
 }
@@ -309,9 +322,7 @@ void filter_chain::define_kernels(conveyor::graph& g, const std::uint8_t* rgb8, 
 }
 
 const conveyor::graph* filter_chain::graph() const noexcept { return impl_->graph ? &*impl_->graph : nullptr; }
-const conveyor::graph_exec* filter_chain::executable() const noexcept {
-  return impl_->exec ? &*impl_->exec : nullptr;
-}
+const conveyor::graph_exec* filter_chain::executable() const noexcept { return impl_->exec ? &*impl_->exec : nullptr; }
 const graph_update_report& filter_chain::last_graph_update() const noexcept { return impl_->report; }
 std::size_t filter_chain::instantiations() const noexcept { return impl_->instantiations; }
 

@@ -35,11 +35,10 @@ namespace conveyor::filter {
 //! The execution modes (scenarios/common): sync, stream, graph (one graph per frame size, replayed per frame).
 using scenarios::all_execution_modes;
 using scenarios::device_buffer;
-using scenarios::pinned_buffer;
 using scenarios::execution_mode;
 using scenarios::parse_execution_mode;
+using scenarios::pinned_buffer;
 using scenarios::to_string;
-
 
 //! Page-locked host memory for one frame of width x height pixels: the input (RGB, 3 bytes per pixel) and the
 //! outputs (edges, 1 byte per pixel; sharpened RGB, 3 bytes per pixel). Each frame of a batch has its own slot,
@@ -74,9 +73,9 @@ enum class stage { grey, blurred, gradient_x, gradient_y, magnitude, colour_blur
 
 //! What the last graph-mode frame did to the executable graph.
 struct graph_update_report {
-  bool instantiated = false;                //!< true: this frame built and instantiated the graph
-  std::size_t nodes_updated = 0;            //!< nodes given new parameters before the launch
-  std::vector<std::string_view> updated;    //!< their labels, in chain order
+  bool instantiated = false;             //!< true: this frame built and instantiated the graph
+  std::size_t nodes_updated = 0;         //!< nodes given new parameters before the launch
+  std::vector<std::string_view> updated; //!< their labels, in chain order
 };
 
 //! Device buffers, three streams, events and (once graph mode is used) the graph and executable graph of the chain

@@ -54,8 +54,10 @@ public:
     std::uint64_t position = 0; //!< 1-based index of the operation on its lane in this frame
   };
 
-  eager_sink(const std::array<stream, lanes>& streams, const std::array<event, lanes>& events, bool sync_each)
-      : streams_(streams), events_(events), sync_each_(sync_each) {}
+  eager_sink(const std::array<stream, lanes>& streams, const std::array<event, lanes>& events, bool sync_each) :
+      streams_(streams),
+      events_(events),
+      sync_each_(sync_each) {}
 
   template <class... P, class... A>
   token kernel(int lane, std::initializer_list<token> deps, std::string_view label, const launch_config& cfg,
@@ -226,8 +228,10 @@ class update_sink {
 public:
   struct token {};
 
-  update_sink(graph_exec& exec, graph_record& record, std::vector<std::string_view>& updated)
-      : exec_(exec), record_(record), updated_(updated) {
+  update_sink(graph_exec& exec, graph_record& record, std::vector<std::string_view>& updated) :
+      exec_(exec),
+      record_(record),
+      updated_(updated) {
     updated_.clear();
   }
 

@@ -17,9 +17,8 @@ plane like(const plane& p, int channels) {
   out.width = p.width;
   out.height = p.height;
   out.channels = channels;
-  out.values.assign(static_cast<std::size_t>(p.width) * static_cast<std::size_t>(p.height) *
-                        static_cast<std::size_t>(channels),
-                    0.0);
+  out.values.assign(
+      static_cast<std::size_t>(p.width) * static_cast<std::size_t>(p.height) * static_cast<std::size_t>(channels), 0.0);
   return out;
 }
 
@@ -181,8 +180,8 @@ max_difference max_abs_difference(const std::vector<std::uint8_t>& a, const std:
 }
 
 std::string output_check::summary() const {
-  return "sharpened max difference " + std::to_string(sharp_max_difference) + " grey level(s); edges: " +
-         std::to_string(edge_flips_far) + " pixel(s) differ away from the threshold, " +
+  return "sharpened max difference " + std::to_string(sharp_max_difference) +
+         " grey level(s); edges: " + std::to_string(edge_flips_far) + " pixel(s) differ away from the threshold, " +
          std::to_string(edge_flips_near) + " within the margin, of " + std::to_string(pixels) +
          (ok() ? " -> OK" : " -> MISMATCH");
 }
@@ -197,10 +196,8 @@ output_check check_outputs(const image& edges, const image& sharp, const chain_r
   c.sharp_max_difference = static_cast<int>(max_abs_difference(sharp.pixels, ref.sharp.pixels).value);
   for (std::size_t i = 0; i < edges.pixels.size(); ++i) {
     if (edges.pixels[i] == ref.edges.pixels[i]) continue;
-    if (std::fabs(ref.magnitude.values[i] - t) <= margin)
-      ++c.edge_flips_near;
-    else
-      ++c.edge_flips_far;
+    if (std::fabs(ref.magnitude.values[i] - t) <= margin) ++c.edge_flips_near;
+    else ++c.edge_flips_far;
   }
   return c;
 }

@@ -71,7 +71,7 @@ struct max_difference {
 
 //! How 8-bit chain outputs compare with the reference.
 struct output_check {
-  int sharp_max_difference = 0;   //!< largest |sharp - reference sharp|, grey levels
+  int sharp_max_difference = 0;    //!< largest |sharp - reference sharp|, grey levels
   std::size_t edge_flips_near = 0; //!< edge pixels that differ where |reference magnitude - threshold| <= margin
   std::size_t edge_flips_far = 0;  //!< edge pixels that differ elsewhere (must be 0)
   std::size_t pixels = 0;          //!< pixels compared

@@ -11,10 +11,10 @@ namespace conveyor::filter {
 //! An 8-bit image in host memory: `height` rows of `width` pixels, each `channels` bytes (1: grey, 3: R, G, B),
 //! rows packed without padding. pixels.size() == width * height * channels.
 struct image {
-  int width = 0;                     //!< pixels per row
-  int height = 0;                    //!< rows
-  int channels = 0;                  //!< 1 (grey) or 3 (RGB, interleaved)
-  std::vector<std::uint8_t> pixels;  //!< row-major samples
+  int width = 0;                    //!< pixels per row
+  int height = 0;                   //!< rows
+  int channels = 0;                 //!< 1 (grey) or 3 (RGB, interleaved)
+  std::vector<std::uint8_t> pixels; //!< row-major samples
 
   //! Number of samples, width * height * channels.
   [[nodiscard]] std::size_t samples() const noexcept {

@@ -143,8 +143,8 @@ image rgb_image_for(const std::filesystem::path& name, std::size_t width, std::s
   try {
     img.pixels.resize(img.samples());
   } catch (const std::bad_alloc&) {
-    throw image_error(name, fmt::format("not enough memory for the {}x{} pixels ({} bytes as 8-bit RGB)", width,
-                                        height, img.samples()));
+    throw image_error(name, fmt::format("not enough memory for the {}x{} pixels ({} bytes as 8-bit RGB)", width, height,
+                                        img.samples()));
   }
   return img;
 }

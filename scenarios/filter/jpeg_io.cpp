@@ -23,10 +23,10 @@ namespace conveyor::filter::detail {
 namespace {
 
 struct jpeg_error_context {
-  jpeg_error_mgr manager;            // first member: libjpeg hands back this pointer
+  jpeg_error_mgr manager; // first member: libjpeg hands back this pointer
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX] = {};
-  int code = 0;                      // libjpeg's message code (JERR_..., JWRN_...)
+  int code = 0; // libjpeg's message code (JERR_..., JWRN_...)
 };
 
 [[noreturn]] void on_jpeg_error(j_common_ptr info) {
@@ -111,8 +111,8 @@ image decode_jpeg(std::FILE* fp, const std::filesystem::path& name, std::uintmax
                                         width, height, file_bytes, jpeg_max_pixels_per_byte));
   if (!start(&r)) fail(name, r.ctx);
   if (r.info.output_components != 3)
-    throw image_error(name, fmt::format("unsupported JPEG colour space ({} output components)",
-                                        r.info.output_components));
+    throw image_error(name,
+                      fmt::format("unsupported JPEG colour space ({} output components)", r.info.output_components));
   image img = rgb_image_for(name, r.info.output_width, r.info.output_height);
   if (!read_rows(&r, img.pixels.data())) fail(name, r.ctx);
   return img;

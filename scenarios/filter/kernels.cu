@@ -42,8 +42,8 @@ __global__ void rgb8_to_float_kernel(const std::uint8_t* __restrict__ rgb8, floa
 }
 
 // dx, dy: the direction of the blur (1, 0: along rows; 0, 1: along columns).
-__device__ __forceinline__ void blur_pixel(const float* __restrict__ in, float* __restrict__ out, int width,
-                                           int height, int channels, const gaussian_taps& taps, int dx, int dy) {
+__device__ __forceinline__ void blur_pixel(const float* __restrict__ in, float* __restrict__ out, int width, int height,
+                                           int channels, const gaussian_taps& taps, int dx, int dy) {
   int x = 0, y = 0;
   if (!pixel(width, height, x, y)) return;
   for (int c = 0; c < channels; ++c) {
@@ -95,8 +95,8 @@ __global__ void magnitude_kernel(const float* __restrict__ gx, const float* __re
   mag[i] = sqrtf(gx[i] * gx[i] + gy[i] * gy[i]);
 }
 
-__global__ void threshold_kernel(const float* __restrict__ mag, std::uint8_t* __restrict__ edges, int width,
-                                 int height, float threshold) {
+__global__ void threshold_kernel(const float* __restrict__ mag, std::uint8_t* __restrict__ edges, int width, int height,
+                                 float threshold) {
   int x = 0, y = 0;
   if (!pixel(width, height, x, y)) return;
   const std::size_t i = at(x, y, width);

@@ -18,8 +18,8 @@ namespace conveyor::filter {
 
 //! A Gaussian kernel as a kernel argument (passed by value): weights[0 .. 2 * radius] for offsets -radius..radius.
 struct gaussian_taps {
-  int radius = 0;                                    //!< 1 .. max_gaussian_radius
-  float weights[2 * max_gaussian_radius + 1] = {};  //!< normalised to sum 1 (in double, then rounded to float)
+  int radius = 0;                                  //!< 1 .. max_gaussian_radius
+  float weights[2 * max_gaussian_radius + 1] = {}; //!< normalised to sum 1 (in double, then rounded to float)
   friend bool operator==(const gaussian_taps&, const gaussian_taps&) = default;
 };
 

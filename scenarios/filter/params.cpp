@@ -19,8 +19,8 @@ int gaussian_radius(double sigma) {
   if (r > max_gaussian_radius)
     throw std::invalid_argument("Gaussian sigma " + std::to_string(sigma) + " needs radius " +
                                 std::to_string(static_cast<long long>(r)) + ", more than the " +
-                                std::to_string(max_gaussian_radius) + " supported (sigma <= " +
-                                std::to_string(max_gaussian_radius / 3.0) + ")");
+                                std::to_string(max_gaussian_radius) +
+                                " supported (sigma <= " + std::to_string(max_gaussian_radius / 3.0) + ")");
   return std::max(1, static_cast<int>(r));
 }
 
@@ -46,11 +46,11 @@ void validate(const filter_params& p) {
   // Both reach the GPU as floats: a double beyond FLT_MAX would be infinity there.
   constexpr double float_max = std::numeric_limits<float>::max();
   if (!(p.threshold >= 0.0 && p.threshold <= float_max))
-    throw std::invalid_argument(fmt::format("threshold must be in [0, {:g}] (a float), got {:g}", float_max,
-                                            p.threshold));
+    throw std::invalid_argument(
+        fmt::format("threshold must be in [0, {:g}] (a float), got {:g}", float_max, p.threshold));
   if (!(p.unsharp_amount >= 0.0 && p.unsharp_amount <= float_max))
-    throw std::invalid_argument(fmt::format("unsharp amount must be in [0, {:g}] (a float), got {:g}", float_max,
-                                            p.unsharp_amount));
+    throw std::invalid_argument(
+        fmt::format("unsharp amount must be in [0, {:g}] (a float), got {:g}", float_max, p.unsharp_amount));
 }
 
 } // namespace conveyor::filter

@@ -50,12 +50,13 @@ pipelined_report run_pipelined(filter_chain& chain, const std::vector<frame_slot
   frame_pipeline_options po;
   po.depth = p.depth;
   po.name = fmt::format("filter pipeline {}x{}", chain.width(), chain.height());
-  frame_pipeline pipe({3 * px}, {px, 3 * px},
-                      [&](graph& g, const pipeline_slot& slot) {
-                        chain.define_kernels(g, slot.input<const std::uint8_t>(0), slot.output<std::uint8_t>(0),
-                                             slot.output<std::uint8_t>(1));
-                      },
-                      s, po);
+  frame_pipeline pipe(
+      {3 * px}, {px, 3 * px},
+      [&](graph& g, const pipeline_slot& slot) {
+        chain.define_kernels(g, slot.input<const std::uint8_t>(0), slot.output<std::uint8_t>(0),
+                             slot.output<std::uint8_t>(1));
+      },
+      s, po);
 
   const std::size_t cycles = (p.min_frames + slots.size() - 1) / slots.size();
   const std::size_t frames = cycles * slots.size();

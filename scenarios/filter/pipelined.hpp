@@ -37,7 +37,7 @@ struct pipelined_report {
   pipeline_stage bound_by = pipeline_stage::compute; //!< the stage that sets the bound
   //! frames/s as a fraction of the bound's frames/s: bound_ms / ms_per_frame (1: at the bound).
   double fraction_of_bound = 0.0;
-  std::uint64_t output_hash = 0;   //!< batch_output_hash of the frames after the last pipelined pass
+  std::uint64_t output_hash = 0;        //!< batch_output_hash of the frames after the last pipelined pass
   frame_pipeline_statistics statistics; //!< of the pipeline: steps, instantiations, copy nodes updated
 };
 

@@ -75,10 +75,10 @@ bool read_header(png_reader* r, std::FILE* fp, png_header* h) {
                   static_cast<unsigned>(h->width), static_cast<unsigned>(h->height), max_image_side);
     png_longjmp(r->png, 1);
   }
-  png_set_expand(r->png);        // palette -> RGB, grey < 8 bits -> 8 bits, tRNS -> alpha
-  png_set_strip_16(r->png);      // 16 -> 8 bits: keep the high byte, as cv::imread does
-  png_set_strip_alpha(r->png);   // RGBA -> RGB, grey+alpha -> grey
-  png_set_gray_to_rgb(r->png);   // grey -> RGB
+  png_set_expand(r->png);      // palette -> RGB, grey < 8 bits -> 8 bits, tRNS -> alpha
+  png_set_strip_16(r->png);    // 16 -> 8 bits: keep the high byte, as cv::imread does
+  png_set_strip_alpha(r->png); // RGBA -> RGB, grey+alpha -> grey
+  png_set_gray_to_rgb(r->png); // grey -> RGB
   (void)png_set_interlace_handling(r->png);
   png_read_update_info(r->png, r->info);
   if (png_get_channels(r->png, r->info) != 3 || png_get_bit_depth(r->png, r->info) != 8 ||
@@ -124,7 +124,8 @@ image decode_png(std::FILE* fp, const std::filesystem::path& name, std::uintmax_
   // The image data are deflate-compressed inside the file: at least width x height x bits per pixel / 8 bytes,
   // which the file's size bounds before a byte of pixels is allocated.
   const std::uintmax_t data_bytes = static_cast<std::uintmax_t>(h.width) * h.height *
-                                    static_cast<std::uintmax_t>(h.bit_depth) * static_cast<std::uintmax_t>(h.channels) / 8;
+                                    static_cast<std::uintmax_t>(h.bit_depth) * static_cast<std::uintmax_t>(h.channels) /
+                                    8;
   if (data_bytes > deflate_max_ratio * file_bytes)
     throw image_error(name, fmt::format("truncated or corrupt PNG: its header declares {}x{} pixels ({} bytes of "
                                         "image data at {} bits per pixel), more than this {}-byte file can hold "

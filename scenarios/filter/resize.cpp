@@ -50,8 +50,8 @@ axis_map map_axis(int src, int dst) {
 image resize_bilinear(const image& src, int width, int height) {
   if (!src.valid()) throw std::invalid_argument("resize_bilinear: invalid source image");
   if (width < 1 || height < 1 || width > max_image_side || height > max_image_side)
-    throw std::invalid_argument("resize_bilinear: target size " + std::to_string(width) + "x" +
-                                std::to_string(height) + " out of range");
+    throw std::invalid_argument("resize_bilinear: target size " + std::to_string(width) + "x" + std::to_string(height) +
+                                " out of range");
   const axis_map mx = map_axis(src.width, width);
   const axis_map my = map_axis(src.height, height);
   const int c = src.channels;
@@ -63,7 +63,8 @@ image resize_bilinear(const image& src, int width, int height) {
   const auto at = [&](int x, int y, int ch) {
     return static_cast<float>(
         src.pixels[(static_cast<std::size_t>(y) * static_cast<std::size_t>(src.width) + static_cast<std::size_t>(x)) *
-                       static_cast<std::size_t>(c) + static_cast<std::size_t>(ch)]);
+                       static_cast<std::size_t>(c) +
+                   static_cast<std::size_t>(ch)]);
   };
   for (int y = 0; y < height; ++y) {
     const auto ky = static_cast<std::size_t>(y);

@@ -104,9 +104,9 @@ __global__ void __launch_bounds__(block) cg_alpha(int blocks, const double* part
   }
 }
 
-__global__ void __launch_bounds__(block) cg_update_x_r_z(int n, const double* inv_diag, const double* p,
-                                                         const double* ap, const cg_scalars* s, double* x, double* r,
-                                                         double* z, double* partials) {
+__global__ void __launch_bounds__(block)
+    cg_update_x_r_z(int n, const double* inv_diag, const double* p, const double* ap, const cg_scalars* s, double* x,
+                    double* r, double* z, double* partials) {
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   __shared__ double shared[block];
   const double alpha = s->alpha;
@@ -148,8 +148,8 @@ __global__ void __launch_bounds__(block) cg_update_p(int n, const double* z, con
   for (int i = blockIdx.x * block + threadIdx.x; i < n; i += gridDim.x * block) p[i] = z[i] + beta * p[i];
 }
 
-__global__ void cg_check(cg_scalars* s, cg_scalars* mirror, double tol, int max_iter,
-                         cudaGraphConditionalHandle handle, int set_condition) {
+__global__ void cg_check(cg_scalars* s, cg_scalars* mirror, double tol, int max_iter, cudaGraphConditionalHandle handle,
+                         int set_condition) {
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const double rel_res = s->bb > 0.0 ? sqrt(s->rr / s->bb) : 0.0;
   // NaN compares false, so a NaN residual stops the loop as well.
@@ -166,10 +166,10 @@ __global__ void cg_check(cg_scalars* s, cg_scalars* mirror, double tol, int max_
 } // namespace
 
 std::vector<const void*> waiting_kernel_functions() {
-  return {reinterpret_cast<const void*>(&cg_init),     reinterpret_cast<const void*>(&cg_init_finish),
-          reinterpret_cast<const void*>(&cg_dot_p_ap), reinterpret_cast<const void*>(&cg_alpha),
+  return {reinterpret_cast<const void*>(&cg_init),         reinterpret_cast<const void*>(&cg_init_finish),
+          reinterpret_cast<const void*>(&cg_dot_p_ap),     reinterpret_cast<const void*>(&cg_alpha),
           reinterpret_cast<const void*>(&cg_update_x_r_z), reinterpret_cast<const void*>(&cg_beta),
-          reinterpret_cast<const void*>(&cg_update_p), reinterpret_cast<const void*>(&cg_check)};
+          reinterpret_cast<const void*>(&cg_update_p),     reinterpret_cast<const void*>(&cg_check)};
 }
 
 int reduction_blocks(int n) noexcept { return std::clamp((n + block - 1) / block, 1, 1024); }

@@ -33,19 +33,19 @@ struct cg_scalars {
 
 //! Device pointers and sizes one CG solve works on. Vectors have n elements; partials has 2·blocks.
 struct cg_device_state {
-  int n = 0;                      //!< unknowns
-  int blocks = 0;                 //!< blocks of every vector kernel = reduction_blocks(n)
-  const double* b = nullptr;      //!< right-hand side
+  int n = 0;                        //!< unknowns
+  int blocks = 0;                   //!< blocks of every vector kernel = reduction_blocks(n)
+  const double* b = nullptr;        //!< right-hand side
   const double* inv_diag = nullptr; //!< 1 / diag(A), the Jacobi preconditioner
-  double* x = nullptr;            //!< solution
-  double* r = nullptr;            //!< residual b − Ax (recursively updated)
-  double* z = nullptr;            //!< preconditioned residual M⁻¹r
-  double* p = nullptr;            //!< search direction
-  double* ap = nullptr;           //!< A p (written by the SpMV)
-  double* partials = nullptr;     //!< per-block partial sums, 2·blocks
-  cg_scalars* scalars = nullptr;  //!< the scalar state
-  cg_scalars* mirror = nullptr;   //!< pinned host memory (mapped: unified addressing) the check also writes the
-                                  //!< scalars to, so that the host reads them without a copy; null: no mirror
+  double* x = nullptr;              //!< solution
+  double* r = nullptr;              //!< residual b − Ax (recursively updated)
+  double* z = nullptr;              //!< preconditioned residual M⁻¹r
+  double* p = nullptr;              //!< search direction
+  double* ap = nullptr;             //!< A p (written by the SpMV)
+  double* partials = nullptr;       //!< per-block partial sums, 2·blocks
+  cg_scalars* scalars = nullptr;    //!< the scalar state
+  cg_scalars* mirror = nullptr;     //!< pinned host memory (mapped: unified addressing) the check also writes the
+                                    //!< scalars to, so that the host reads them without a copy; null: no mirror
 };
 
 //! The host functions of every CG kernel above (cg_init ... cg_check): the kernels that wait for their

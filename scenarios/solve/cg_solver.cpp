@@ -31,7 +31,8 @@ namespace {
 // Checks the inputs before anything is allocated; returns n.
 int validated_size(const csr_matrix& a, std::span<const double> b) {
   if (a.rows != a.cols || a.rows < 1)
-    throw std::invalid_argument(fmt::format("cg_solver: the matrix is {} x {}; CG needs a square matrix", a.rows, a.cols));
+    throw std::invalid_argument(
+        fmt::format("cg_solver: the matrix is {} x {}; CG needs a square matrix", a.rows, a.cols));
   if (b.size() != static_cast<std::size_t>(a.rows))
     throw std::invalid_argument(
         fmt::format("cg_solver: the right-hand side has {} elements, the matrix {} rows", b.size(), a.rows));
@@ -76,16 +77,25 @@ std::string to_string(solve_mode mode) { return scenarios::to_string(as_run_mode
 solve_mode parse_solve_mode(std::string_view text) {
   for (solve_mode m : all_solve_modes)
     if (to_string(m) == text) return m;
-  throw std::invalid_argument(
-      fmt::format("unknown mode '{}'; expected sync, stream, graph-per-iteration, graph-while or graph-relaunch", text));
+  throw std::invalid_argument(fmt::format(
+      "unknown mode '{}'; expected sync, stream, graph-per-iteration, graph-while or graph-relaunch", text));
 }
 
-cg_solver::cg_solver(const csr_matrix& a, std::span<const double> b)
-    : n_(validated_size(a, b)), host_a_(a), host_b_(b.begin(), b.end()), a_(a), b_(b),
-      inv_diag_(std::span<const double>(inverse_diagonal(a))), x_(static_cast<std::size_t>(n_)),
-      r_(static_cast<std::size_t>(n_)), z_(static_cast<std::size_t>(n_)), p_(static_cast<std::size_t>(n_)),
-      ap_(static_cast<std::size_t>(n_)), partials_(2 * static_cast<std::size_t>(reduction_blocks(n_))),
-      scalars_(1), spmv_(a_, p_.data(), ap_.data(), stream_) {
+cg_solver::cg_solver(const csr_matrix& a, std::span<const double> b) :
+    n_(validated_size(a, b)),
+    host_a_(a),
+    host_b_(b.begin(), b.end()),
+    a_(a),
+    b_(b),
+    inv_diag_(std::span<const double>(inverse_diagonal(a))),
+    x_(static_cast<std::size_t>(n_)),
+    r_(static_cast<std::size_t>(n_)),
+    z_(static_cast<std::size_t>(n_)),
+    p_(static_cast<std::size_t>(n_)),
+    ap_(static_cast<std::size_t>(n_)),
+    partials_(2 * static_cast<std::size_t>(reduction_blocks(n_))),
+    scalars_(1),
+    spmv_(a_, p_.data(), ap_.data(), stream_) {
   st_.n = n_;
   st_.blocks = reduction_blocks(n_);
   st_.b = b_.data();
@@ -115,12 +125,9 @@ std::vector<cg_solver::step> cg_solver::setup_steps() const {
 std::vector<cg_solver::step> cg_solver::iteration_steps() const {
   const cg_device_state st = st_;
   const spmv_operator* spmv = &spmv_;
-  return {[spmv](cudaStream_t s) { spmv->enqueue(s); },
-          [st](cudaStream_t s) { enqueue_dot_p_ap(st, s); },
-          [st](cudaStream_t s) { enqueue_alpha(st, s); },
-          [st](cudaStream_t s) { enqueue_update_x_r_z(st, s); },
-          [st](cudaStream_t s) { enqueue_beta(st, s); },
-          [st](cudaStream_t s) { enqueue_update_p(st, s); }};
+  return {[spmv](cudaStream_t s) { spmv->enqueue(s); },   [st](cudaStream_t s) { enqueue_dot_p_ap(st, s); },
+          [st](cudaStream_t s) { enqueue_alpha(st, s); }, [st](cudaStream_t s) { enqueue_update_x_r_z(st, s); },
+          [st](cudaStream_t s) { enqueue_beta(st, s); },  [st](cudaStream_t s) { enqueue_update_p(st, s); }};
 }
 
 cg_solver::step cg_solver::check_step(const solve_options& o, cudaGraphConditionalHandle handle, bool set) const {
@@ -184,10 +191,10 @@ conveyor::graph cg_solver::make_while_graph(const solve_options& options) {
     for (const auto& f : setup) f(s.get());
     check_step(options, cond.handle, true)(s.get()); // WHILE tests its condition before the first pass
     body.push_back(check_step(options, cond.handle, true));
-    auto loop = conveyor::capture_conditional(s, conveyor::conditional_kind::while_loop, cond,
-                                              [&](const conveyor::stream& b) {
-                                                for (const auto& f : body) f(b.get());
-                                              });
+    auto loop =
+        conveyor::capture_conditional(s, conveyor::conditional_kind::while_loop, cond, [&](const conveyor::stream& b) {
+          for (const auto& f : body) f(b.get());
+        });
     loop.node.label("while rel_res > tol && iterations < max_iter");
   });
   apply_programmatic(g, options, nullptr);
@@ -266,8 +273,10 @@ namespace {
 //! profile and the doctor, its nodes counted after the run.
 class cg_graph_step : public scenarios::graph_step {
 public:
-  cg_graph_step(cg_run& run, conveyor::graph g, std::string name)
-      : run_(run), graph_(std::move(g)), name_(std::move(name)) {
+  cg_graph_step(cg_run& run, conveyor::graph g, std::string name) :
+      run_(run),
+      graph_(std::move(g)),
+      name_(std::move(name)) {
     run.apply_programmatic(graph_);
   }
   void watch(scenarios::graph_sink& p) override { p.watch(exec(), name_); }
@@ -325,9 +334,10 @@ private:
 //! device graph, which tail-launches itself until the check clears `proceed`.
 class relaunch_step final : public cg_graph_step {
 public:
-  relaunch_step(cg_run& run, conveyor::graph g, device_buffer<int> status)
-      : cg_graph_step(run, std::move(g), "CG relaunch loop"), status_(std::move(status)),
-        loop_(conveyor::instantiate_for_device(graph_, run.solver_stream())) {}
+  relaunch_step(cg_run& run, conveyor::graph g, device_buffer<int> status) :
+      cg_graph_step(run, std::move(g), "CG relaunch loop"),
+      status_(std::move(status)),
+      loop_(conveyor::instantiate_for_device(graph_, run.solver_stream())) {}
   void launch(std::size_t) override {
     if (run_.set_up(false)) {
       loop_.launch(run_.solver_stream()); // the stream's next work waits for every relaunch
@@ -353,10 +363,10 @@ std::unique_ptr<scenarios::graph_step> cg_run::make_graph() {
   plain.programmatic = false; // the pass runs once, on the whole graph (cg_graph_step)
   switch (mode_) {
   case solve_mode::graph_per_iteration:
-    return std::make_unique<per_iteration_step>(
-        *this, conveyor::capture(solver_.stream_, [&](const conveyor::stream& s) {
-          for (const auto& f : iteration_) f(s.get());
-        }));
+    return std::make_unique<per_iteration_step>(*this,
+                                                conveyor::capture(solver_.stream_, [&](const conveyor::stream& s) {
+                                                  for (const auto& f : iteration_) f(s.get());
+                                                }));
   case solve_mode::graph_while: return std::make_unique<while_loop_step>(*this, solver_.make_while_graph(plain));
   case solve_mode::graph_relaunch: {
     device_buffer<int> status(1);
@@ -385,7 +395,8 @@ solve_result cg_solver::solve(solve_mode mode, const solve_options& o) {
   if (run.relaunch_status != 0)
     throw std::runtime_error(fmt::format("cg_solver: graph-relaunch: the device-side relaunch failed after {} "
                                          "iterations: {} ({})",
-                                         out.iterations, cudaGetErrorName(static_cast<cudaError_t>(run.relaunch_status)),
+                                         out.iterations,
+                                         cudaGetErrorName(static_cast<cudaError_t>(run.relaunch_status)),
                                          cudaGetErrorString(static_cast<cudaError_t>(run.relaunch_status))));
   if (is_graph_mode(mode)) {
     out.setup_ms = timing.setup_ms;

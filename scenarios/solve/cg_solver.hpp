@@ -49,8 +49,8 @@ enum class solve_mode {
 
 //! All modes, in the order `--mode all` runs them.
 inline constexpr std::array<solve_mode, 5> all_solve_modes{solve_mode::sync, solve_mode::stream,
-                                                          solve_mode::graph_per_iteration, solve_mode::graph_while,
-                                                          solve_mode::graph_relaunch};
+                                                           solve_mode::graph_per_iteration, solve_mode::graph_while,
+                                                           solve_mode::graph_relaunch};
 
 //! True for the modes that launch graphs (graph-per-iteration, graph-while, graph-relaunch): those `--pdl` applies
 //! to.

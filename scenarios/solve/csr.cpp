@@ -63,7 +63,8 @@ std::vector<double> diagonal(const csr_matrix& a) {
   std::vector<double> d(static_cast<std::size_t>(a.rows), 0.0);
   for (int i = 0; i < a.rows; ++i)
     for (int k = a.row_ptr[static_cast<std::size_t>(i)]; k < a.row_ptr[static_cast<std::size_t>(i) + 1]; ++k)
-      if (a.col_idx[static_cast<std::size_t>(k)] == i) d[static_cast<std::size_t>(i)] = a.values[static_cast<std::size_t>(k)];
+      if (a.col_idx[static_cast<std::size_t>(k)] == i)
+        d[static_cast<std::size_t>(i)] = a.values[static_cast<std::size_t>(k)];
   return d;
 }
 
@@ -86,7 +87,8 @@ bool is_symmetric(const csr_matrix& a) {
       const auto last = a.col_idx.begin() + a.row_ptr[static_cast<std::size_t>(j) + 1];
       const auto it = std::lower_bound(first, last, i);
       if (it == last || *it != i) return false;
-      if (a.values[static_cast<std::size_t>(it - a.col_idx.begin())] != a.values[static_cast<std::size_t>(k)]) return false;
+      if (a.values[static_cast<std::size_t>(it - a.col_idx.begin())] != a.values[static_cast<std::size_t>(k)])
+        return false;
     }
   }
   return true;

@@ -14,11 +14,11 @@ namespace conveyor::solve {
 //! A sparse matrix in CSR form, 0-based: row i's entries are col_idx/values[row_ptr[i] .. row_ptr[i+1]), columns
 //! strictly increasing within a row. Both triangles of a symmetric matrix are stored.
 struct csr_matrix {
-  int rows = 0;                //!< number of rows
-  int cols = 0;                //!< number of columns
-  std::vector<int> row_ptr;    //!< rows + 1 offsets into col_idx / values
-  std::vector<int> col_idx;    //!< column of each stored entry
-  std::vector<double> values;  //!< value of each stored entry
+  int rows = 0;               //!< number of rows
+  int cols = 0;               //!< number of columns
+  std::vector<int> row_ptr;   //!< rows + 1 offsets into col_idx / values
+  std::vector<int> col_idx;   //!< column of each stored entry
+  std::vector<double> values; //!< value of each stored entry
 
   //! Number of stored entries.
   [[nodiscard]] std::size_t nnz() const noexcept { return values.size(); }

@@ -18,9 +18,11 @@
 
 namespace conveyor::solve {
 
-matrix_market_error::matrix_market_error(std::string file, std::size_t line, std::string problem)
-    : std::runtime_error(line > 0 ? fmt::format("{}:{}: {}", file, line, problem) : fmt::format("{}: {}", file, problem)),
-      file_(std::move(file)), line_(line), problem_(std::move(problem)) {}
+matrix_market_error::matrix_market_error(std::string file, std::size_t line, std::string problem) :
+    std::runtime_error(line > 0 ? fmt::format("{}:{}: {}", file, line, problem) : fmt::format("{}: {}", file, problem)),
+    file_(std::move(file)),
+    line_(line),
+    problem_(std::move(problem)) {}
 
 namespace {
 
@@ -128,38 +130,30 @@ header parse_banner(std::string_view line, const std::string& src) {
   const auto words = split(line);
   if (words.empty() || lower(words[0]) != "%%matrixmarket")
     fail(fmt::format("missing Matrix Market banner: the first line must be {}", expected_banner));
-  if (words.size() != 5)
-    fail(fmt::format("the banner has {} words; expected 5: {}", words.size(), expected_banner));
+  if (words.size() != 5) fail(fmt::format("the banner has {} words; expected 5: {}", words.size(), expected_banner));
   const std::string object = lower(words[1]);
   const std::string format = lower(words[2]);
   const std::string field = lower(words[3]);
   const std::string symmetry = lower(words[4]);
   if (object != "matrix") fail(fmt::format("object '{}' is not supported; expected 'matrix'", printable(words[1])));
-  if (format == "array")
-    fail("dense 'array' format is not supported; only sparse 'coordinate' files can be read");
+  if (format == "array") fail("dense 'array' format is not supported; only sparse 'coordinate' files can be read");
   if (format != "coordinate") fail(fmt::format("unknown format '{}'; expected 'coordinate'", printable(words[2])));
   header h;
-  if (field == "real" || field == "double")
-    h.field = field_kind::real;
-  else if (field == "integer")
-    h.field = field_kind::integer;
+  if (field == "real" || field == "double") h.field = field_kind::real;
+  else if (field == "integer") h.field = field_kind::integer;
   else if (field == "pattern")
     fail("'pattern' matrices hold no values (structure only); a solve needs a 'real' or 'integer' matrix");
   else if (field == "complex")
     fail("'complex' matrices are not supported; a solve needs a real symmetric positive definite matrix");
-  else
-    fail(fmt::format("unknown field '{}'; expected 'real' or 'integer'", printable(words[3])));
-  if (symmetry == "general")
-    h.symmetry = mm_symmetry::general;
-  else if (symmetry == "symmetric")
-    h.symmetry = mm_symmetry::symmetric;
+  else fail(fmt::format("unknown field '{}'; expected 'real' or 'integer'", printable(words[3])));
+  if (symmetry == "general") h.symmetry = mm_symmetry::general;
+  else if (symmetry == "symmetric") h.symmetry = mm_symmetry::symmetric;
   else if (symmetry == "skew-symmetric")
     fail("'skew-symmetric' storage is not supported (such a matrix is never positive definite); expected "
          "'general' or 'symmetric'");
   else if (symmetry == "hermitian")
     fail("'hermitian' storage is not supported (complex matrices only); expected 'general' or 'symmetric'");
-  else
-    fail(fmt::format("unknown symmetry '{}'; expected 'general' or 'symmetric'", printable(words[4])));
+  else fail(fmt::format("unknown symmetry '{}'; expected 'general' or 'symmetric'", printable(words[4])));
   return h;
 }
 
@@ -186,11 +180,12 @@ size_line parse_size(std::string_view line, std::size_t number, mm_symmetry symm
                      INT_MAX));
   if (s.entries < 0) fail(fmt::format("the entry count {} is negative", s.entries));
   if (symmetry == mm_symmetry::symmetric) {
-    if (s.rows != s.cols) fail(fmt::format("a 'symmetric' matrix must be square; the size line says {} x {}", s.rows, s.cols));
+    if (s.rows != s.cols)
+      fail(fmt::format("a 'symmetric' matrix must be square; the size line says {} x {}", s.rows, s.cols));
     const auto triangle = static_cast<unsigned long long>(s.rows) * static_cast<unsigned long long>(s.rows + 1) / 2;
     if (static_cast<unsigned long long>(s.entries) > triangle)
-      fail(fmt::format("{} entries cannot fit in the lower triangle of a {} x {} matrix ({} places)", s.entries,
-                       s.rows, s.cols, triangle));
+      fail(fmt::format("{} entries cannot fit in the lower triangle of a {} x {} matrix ({} places)", s.entries, s.rows,
+                       s.cols, triangle));
     if (s.entries > INT_MAX / 2)
       fail(fmt::format("{} stored entries are too many for 32-bit indices once both triangles are stored", s.entries));
   } else {
@@ -269,9 +264,9 @@ void reject_duplicates(const coo_matrix& m) {
     if (a.row == b.row && a.col == b.col) {
       const mm_entry& later = a.line > b.line ? a : b;
       const mm_entry& earlier = a.line > b.line ? b : a;
-      throw matrix_market_error(m.source, later.line,
-                                fmt::format("duplicate entry ({}, {}); it is also on line {}", later.row + 1,
-                                            later.col + 1, earlier.line));
+      throw matrix_market_error(
+          m.source, later.line,
+          fmt::format("duplicate entry ({}, {}); it is also on line {}", later.row + 1, later.col + 1, earlier.line));
     }
   }
 }
@@ -360,15 +355,16 @@ coo_matrix read_matrix_market(const std::filesystem::path& path) {
 
 void require_symmetric(const coo_matrix& m) {
   if (m.rows != m.cols)
-    throw matrix_market_error(m.source, 0, fmt::format("the matrix is {} x {}; a symmetric matrix must be square",
-                                                       m.rows, m.cols));
+    throw matrix_market_error(m.source, 0,
+                              fmt::format("the matrix is {} x {}; a symmetric matrix must be square", m.rows, m.cols));
   if (m.symmetry == mm_symmetry::symmetric) return;
   const auto order = sorted_order(m.entries);
   auto find = [&](int row, int col) -> const mm_entry* {
-    auto it = std::lower_bound(order.begin(), order.end(), std::pair{row, col}, [&](std::size_t k, std::pair<int, int> key) {
-      const mm_entry& e = m.entries[k];
-      return e.row != key.first ? e.row < key.first : e.col < key.second;
-    });
+    auto it =
+        std::lower_bound(order.begin(), order.end(), std::pair{row, col}, [&](std::size_t k, std::pair<int, int> key) {
+          const mm_entry& e = m.entries[k];
+          return e.row != key.first ? e.row < key.first : e.col < key.second;
+        });
     if (it == order.end()) return nullptr;
     const mm_entry& e = m.entries[*it];
     return e.row == row && e.col == col ? &e : nullptr;
@@ -382,11 +378,11 @@ void require_symmetric(const coo_matrix& m) {
                                             "symmetric, and the solver needs a symmetric matrix",
                                             e.row + 1, e.col + 1, e.col + 1, e.row + 1));
     if (partner->value != e.value)
-      throw matrix_market_error(m.source, e.line,
-                                fmt::format("entry ({}, {}) = {:.17g} differs from ({}, {}) = {:.17g} on line {}: the "
-                                            "'general' matrix is not symmetric, and the solver needs a symmetric matrix",
-                                            e.row + 1, e.col + 1, e.value, e.col + 1, e.row + 1, partner->value,
-                                            partner->line));
+      throw matrix_market_error(
+          m.source, e.line,
+          fmt::format("entry ({}, {}) = {:.17g} differs from ({}, {}) = {:.17g} on line {}: the "
+                      "'general' matrix is not symmetric, and the solver needs a symmetric matrix",
+                      e.row + 1, e.col + 1, e.value, e.col + 1, e.row + 1, partner->value, partner->line));
   }
 }
 

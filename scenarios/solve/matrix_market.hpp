@@ -48,19 +48,19 @@ enum class mm_symmetry { general, symmetric };
 
 //! One stored entry: 0-based row and column, its value, and the 1-based line of the file it came from.
 struct mm_entry {
-  int row = 0;           //!< 0-based row index
-  int col = 0;           //!< 0-based column index
-  double value = 0.0;    //!< the value (integer fields converted exactly where representable)
-  std::size_t line = 0;  //!< the line in the file, for error messages
+  int row = 0;          //!< 0-based row index
+  int col = 0;          //!< 0-based column index
+  double value = 0.0;   //!< the value (integer fields converted exactly where representable)
+  std::size_t line = 0; //!< the line in the file, for error messages
 };
 
 //! A sparse matrix exactly as a coordinate Matrix Market file stores it (no expansion of symmetric storage).
 struct coo_matrix {
-  std::string source;                       //!< the file (or stream) name, for error messages
-  int rows = 0;                             //!< number of rows (M of the size line)
-  int cols = 0;                             //!< number of columns (N of the size line)
+  std::string source;                          //!< the file (or stream) name, for error messages
+  int rows = 0;                                //!< number of rows (M of the size line)
+  int cols = 0;                                //!< number of columns (N of the size line)
   mm_symmetry symmetry = mm_symmetry::general; //!< storage scheme of the banner
-  std::vector<mm_entry> entries;            //!< stored entries in file order (NNZ of the size line)
+  std::vector<mm_entry> entries;               //!< stored entries in file order (NNZ of the size line)
 };
 
 //! Parses a Matrix Market stream named `source` (used in messages only).

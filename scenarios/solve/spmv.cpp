@@ -10,9 +10,12 @@ namespace conveyor::solve {
 
 using libraries::check_cusparse;
 
-device_csr::device_csr(const csr_matrix& a)
-    : rows(a.rows), cols(a.cols), row_ptr(std::span<const int>(a.row_ptr)), col_idx(std::span<const int>(a.col_idx)),
-      values(std::span<const double>(a.values)) {}
+device_csr::device_csr(const csr_matrix& a) :
+    rows(a.rows),
+    cols(a.cols),
+    row_ptr(std::span<const int>(a.row_ptr)),
+    col_idx(std::span<const int>(a.col_idx)),
+    values(std::span<const double>(a.values)) {}
 
 spmv_descriptors::spmv_descriptors(const device_csr& a, const double* x, double* y) {
   try {
@@ -41,11 +44,12 @@ void spmv_descriptors::release() noexcept {
   matrix = nullptr;
 }
 
-spmv_operator::spmv_operator(const device_csr& a, const double* x, double* y, const conveyor::stream& s)
-    : handle_(s), descriptors_(a, x, y),
-      // deterministic: the same result at every run, eager or replayed
-      product_(handle_, s, CUSPARSE_OPERATION_NON_TRANSPOSE, 1.0, descriptors_.matrix, descriptors_.x, 0.0,
-               descriptors_.y, CUSPARSE_SPMV_CSR_ALG2) {}
+spmv_operator::spmv_operator(const device_csr& a, const double* x, double* y, const conveyor::stream& s) :
+    handle_(s),
+    descriptors_(a, x, y),
+    // deterministic: the same result at every run, eager or replayed
+    product_(handle_, s, CUSPARSE_OPERATION_NON_TRANSPOSE, 1.0, descriptors_.matrix, descriptors_.x, 0.0,
+             descriptors_.y, CUSPARSE_SPMV_CSR_ALG2) {}
 
 void spmv_operator::enqueue(cudaStream_t s) const { product_.run(conveyor::stream::adopt(s)); }
 

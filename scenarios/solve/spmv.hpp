@@ -21,11 +21,11 @@ using scenarios::pinned_buffer;
 
 //! A CSR matrix in device memory (0-based, 32-bit indices, double values).
 struct device_csr {
-  int rows = 0;                   //!< number of rows
-  int cols = 0;                   //!< number of columns
-  device_buffer<int> row_ptr;     //!< rows + 1 offsets
-  device_buffer<int> col_idx;     //!< nnz column indices
-  device_buffer<double> values;   //!< nnz values
+  int rows = 0;                 //!< number of rows
+  int cols = 0;                 //!< number of columns
+  device_buffer<int> row_ptr;   //!< rows + 1 offsets
+  device_buffer<int> col_idx;   //!< nnz column indices
+  device_buffer<double> values; //!< nnz values
 
   //! Uploads `a` (synchronous copies).
   //! \throws conveyor::cuda_error when allocation or a copy fails.

@@ -70,12 +70,20 @@ constexpr std::uint64_t capture_tag_base = 0x7472'6169'6E5F'6470ULL; // "train_d
 //! (data_parallel_program does both).
 struct replica {
   replica(const nccl::communicator& c, const dataset& data, int batch, const optimizer_config& opt,
-          std::size_t history)
-      : comm(&c), device(c.device()), part(shard_of(batch, c.rank(), c.size())),
-        train(detail::upload_split(data.train_images, data.train_labels, stream.get())), blas(stream),
-        model(opt, stream.get(), /*gradient_tail=*/1), act(part.rows),
-        x(static_cast<std::size_t>(part.rows) * input_features), y(static_cast<std::size_t>(part.rows)),
-        perm(static_cast<std::size_t>(train.count)), counters(2), counts(2), loss_history(history) {}
+          std::size_t history) :
+      comm(&c),
+      device(c.device()),
+      part(shard_of(batch, c.rank(), c.size())),
+      train(detail::upload_split(data.train_images, data.train_labels, stream.get())),
+      blas(stream),
+      model(opt, stream.get(), /*gradient_tail=*/1),
+      act(part.rows),
+      x(static_cast<std::size_t>(part.rows) * input_features),
+      y(static_cast<std::size_t>(part.rows)),
+      perm(static_cast<std::size_t>(train.count)),
+      counters(2),
+      counts(2),
+      loss_history(history) {}
 
   const nccl::communicator* comm; // this replica's rank
   int device;
@@ -108,8 +116,10 @@ struct replica_deleter {
 class data_parallel_program {
 public:
   data_parallel_program(std::span<const nccl::communicator> comms, const dataset& data, int batch,
-                        const optimizer_config& opt, std::size_t history_len)
-      : comms_(comms), batch_(batch), history_len_(static_cast<int>(history_len)) {
+                        const optimizer_config& opt, std::size_t history_len) :
+      comms_(comms),
+      batch_(batch),
+      history_len_(static_cast<int>(history_len)) {
     if (history_len < 1 || history_len > static_cast<std::size_t>(INT_MAX))
       throw std::invalid_argument("step count outside [1, INT_MAX]");
     for (const nccl::communicator& c : comms) {
@@ -156,8 +166,8 @@ public:
     for (const auto& r : replicas_) {
       const device_guard on(r->device);
       const launch_ctx ctx{r->stream.get(), sync_each};
-      kernels::finish_loss(r->model.gradient_tail(), r->counts.data(), r->counters.data() + 1,
-                           r->loss_history.data(), history_len_, ctx);
+      kernels::finish_loss(r->model.gradient_tail(), r->counts.data(), r->counters.data() + 1, r->loss_history.data(),
+                           history_len_, ctx);
       r->model.update(r->counters.data() + 1, ctx);
       kernels::advance_step(r->counters.data(), ctx);
     }
@@ -191,8 +201,7 @@ public:
   void begin_epoch(const int* pinned) {
     for (const auto& r : replicas_) {
       const device_guard on(r->device);
-      CONVEYOR_CHECK(cudaMemcpyAsync(r->perm.data(), pinned, r->perm.bytes(), cudaMemcpyHostToDevice,
-                                     r->stream.get()));
+      CONVEYOR_CHECK(cudaMemcpyAsync(r->perm.data(), pinned, r->perm.bytes(), cudaMemcpyHostToDevice, r->stream.get()));
       CONVEYOR_CHECK(cudaMemsetAsync(r->counters.data(), 0, sizeof(int), r->stream.get()));
     }
   }
@@ -221,13 +230,13 @@ int check_communicators(std::span<const nccl::communicator> comms) {
   if (comms.empty()) throw std::invalid_argument("run_data_parallel: no communicator");
   const int size = comms.front().size();
   if (static_cast<int>(comms.size()) > size)
-    throw std::invalid_argument(fmt::format("run_data_parallel: {} local communicators but {} ranks", comms.size(),
-                                            size));
+    throw std::invalid_argument(
+        fmt::format("run_data_parallel: {} local communicators but {} ranks", comms.size(), size));
   std::vector<int> ranks;
   for (const nccl::communicator& c : comms) {
     if (c.size() != size)
-      throw std::invalid_argument(fmt::format("run_data_parallel: communicators of {} and {} ranks given together",
-                                              size, c.size()));
+      throw std::invalid_argument(
+          fmt::format("run_data_parallel: communicators of {} and {} ranks given together", size, c.size()));
     if (std::find(ranks.begin(), ranks.end(), c.rank()) != ranks.end())
       throw std::invalid_argument(fmt::format("run_data_parallel: rank {} given twice", c.rank()));
     ranks.push_back(c.rank());
@@ -264,10 +273,15 @@ private:
 class data_parallel_run final : public scenarios::workload {
 public:
   data_parallel_run(std::span<const nccl::communicator> comms, const train_options& o, const dataset& data,
-                    execution_mode mode, train_result& result)
-      : options_(o), mode_(mode), result_(result), length_(detail::length_of(o, data.train_images.count)),
-        program_(comms, data, o.batch, o.optimizer, length_.steps), init_(he_init(o.seed)),
-        order_(data.train_images.count), chunks_(length_, o.chunk_steps) {
+                    execution_mode mode, train_result& result) :
+      options_(o),
+      mode_(mode),
+      result_(result),
+      length_(detail::length_of(o, data.train_images.count)),
+      program_(comms, data, o.batch, o.optimizer, length_.steps),
+      init_(he_init(o.seed)),
+      order_(data.train_images.count),
+      chunks_(length_, o.chunk_steps) {
     result_.mode = mode;
     result_.steps_per_epoch = length_.steps_per_epoch;
     result_.steps = length_.steps;
@@ -298,10 +312,9 @@ public:
     if (options_.on_progress) {
       replica& first = program_.front();
       const device_guard on(first.device);
-      options_.on_progress(train_progress{mode_, chunks_.epoch(), length_.epochs, chunks_.done(), length_.steps,
-                                          length_.steps_per_epoch,
-                                          detail::read_loss(first.loss_history, chunks_.done() - 1,
-                                                            first.stream.get())});
+      options_.on_progress(
+          train_progress{mode_, chunks_.epoch(), length_.epochs, chunks_.done(), length_.steps, length_.steps_per_epoch,
+                         detail::read_loss(first.loss_history, chunks_.done() - 1, first.stream.get())});
     }
     return steps;
   }

@@ -18,17 +18,16 @@ constexpr std::size_t image_side = 28;
 void check_split(const idx_images& images, const idx_labels& labels, const char* split) {
   if (images.count == 0) throw std::invalid_argument(fmt::format("{} split: no images", split));
   if (images.rows != image_side || images.cols != image_side)
-    throw std::invalid_argument(fmt::format("{} split: images are {}x{}, expected 28x28", split, images.rows,
-                                            images.cols));
+    throw std::invalid_argument(
+        fmt::format("{} split: images are {}x{}, expected 28x28", split, images.rows, images.cols));
   if (images.pixels.size() != images.count * images.pixels_per_image())
     throw std::invalid_argument(fmt::format("{} split: pixel buffer size does not match the count", split));
   if (labels.count() != images.count)
-    throw std::invalid_argument(fmt::format("{} split: {} images but {} labels", split, images.count,
-                                            labels.count()));
+    throw std::invalid_argument(fmt::format("{} split: {} images but {} labels", split, images.count, labels.count()));
   for (std::size_t i = 0; i < labels.count(); ++i)
     if (labels.values[i] >= num_classes)
-      throw std::invalid_argument(fmt::format("{} split: label {} at index {} is not below {}", split,
-                                              labels.values[i], i, num_classes));
+      throw std::invalid_argument(
+          fmt::format("{} split: label {} at index {} is not below {}", split, labels.values[i], i, num_classes));
 }
 
 void load_split(const std::filesystem::path& dir, const char* prefix, idx_images& images, idx_labels& labels) {

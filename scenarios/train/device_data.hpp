@@ -36,8 +36,8 @@ struct device_split {
 //! Fraction of `test`'s samples the parameters currently in `model` classify correctly (argmax of the logits;
 //! `labels` are the host copy of test.y); eager, on `s`, which belongs to the model's device (current).
 //! \throws conveyor::cuda_error / conveyor::libraries::library_error when a call fails.
-[[nodiscard]] double evaluate(const mlp& model, cublas_handle& blas, const device_split& test,
-                              const idx_labels& labels, cudaStream_t s);
+[[nodiscard]] double evaluate(const mlp& model, cublas_handle& blas, const device_split& test, const idx_labels& labels,
+                              cudaStream_t s);
 
 //! history[index] copied to the host after the work on `s` (synchronises `s`).
 //! \throws conveyor::cuda_error when the copy fails.
@@ -71,8 +71,9 @@ private:
 class chunk_schedule {
 public:
   //! The chunks of a run of `length` in chunks of `chunk_steps` (>= 1).
-  chunk_schedule(const run_length& length, int chunk_steps)
-      : length_(length), chunk_steps_(static_cast<std::size_t>(chunk_steps)) {}
+  chunk_schedule(const run_length& length, int chunk_steps) :
+      length_(length),
+      chunk_steps_(static_cast<std::size_t>(chunk_steps)) {}
   //! The next chunk's steps, 0 when the run is over; when it starts an epoch, calls begin_epoch(epoch) first.
   //! \throws what begin_epoch throws.
   template <class BeginEpoch>

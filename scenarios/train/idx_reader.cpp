@@ -15,8 +15,9 @@
 
 namespace conveyor::train {
 
-idx_error::idx_error(const std::filesystem::path& path, const std::string& problem)
-    : std::runtime_error(fmt::format("IDX file '{}': {}", path.string(), problem)), path_(path) {}
+idx_error::idx_error(const std::filesystem::path& path, const std::string& problem) :
+    std::runtime_error(fmt::format("IDX file '{}': {}", path.string(), problem)),
+    path_(path) {}
 
 namespace {
 
@@ -71,8 +72,7 @@ public:
   //! \throws idx_error ("truncated") when the data ends early, or when zlib reports an error.
   void read_exact(std::uint8_t* out, std::size_t n, const char* what) {
     const std::size_t got = read_some(out, n, what);
-    if (got != n)
-      throw idx_error(path_, fmt::format("truncated: expected {} bytes of {}, got only {}", n, what, got));
+    if (got != n) throw idx_error(path_, fmt::format("truncated: expected {} bytes of {}, got only {}", n, what, got));
   }
 
   //! The file's size in bytes, as stored (compressed or not).
@@ -98,8 +98,8 @@ private:
     // gzerror prefixes the path, which idx_error already gives.
     if (const std::string prefix = path_.string() + ": "; text.starts_with(prefix)) text.erase(0, prefix.size());
     if (errnum == Z_BUF_ERROR)
-      throw idx_error(path_, fmt::format("truncated gzip stream ({}): got only {} of the {} bytes of {}", text, got, n,
-                                         what));
+      throw idx_error(path_,
+                      fmt::format("truncated gzip stream ({}): got only {} of the {} bytes of {}", text, got, n, what));
     if (errnum == Z_ERRNO) throw idx_error(path_, fmt::format("read error ({}) while reading the {}", text, what));
     throw idx_error(path_, fmt::format("corrupt gzip data: {} (noticed while reading the {})", text, what));
   }
@@ -132,13 +132,11 @@ std::vector<std::size_t> read_header(gz_file& f, const std::filesystem::path& pa
   const std::uint32_t magic = big_endian_u32(m.data());
   if (magic != expected_magic) {
     std::string why;
-    if (m[0] != 0 || m[1] != 0)
-      why = "not an IDX file";
-    else if (m[2] != 0x08)
-      why = fmt::format("element type 0x{:02x} is not unsigned byte (0x08)", m[2]);
+    if (m[0] != 0 || m[1] != 0) why = "not an IDX file";
+    else if (m[2] != 0x08) why = fmt::format("element type 0x{:02x} is not unsigned byte (0x08)", m[2]);
     else
-      why = fmt::format("{}; {} dimension(s) where {} are expected", describe_magic(magic), m[3],
-                        expected_magic & 0xFFU);
+      why =
+          fmt::format("{}; {} dimension(s) where {} are expected", describe_magic(magic), m[3], expected_magic & 0xFFU);
     throw idx_error(path, fmt::format("wrong magic 0x{:08x}, expected 0x{:08x} ({}): {}", magic, expected_magic,
                                       expected_kind, why));
   }
@@ -186,9 +184,10 @@ std::vector<std::uint8_t> read_elements(gz_file& f, const std::filesystem::path&
                                         "after the header",
                                         describe_sizes(sizes), what, present));
   } else if (header_bytes + n > deflate_max_ratio * file) {
-    throw idx_error(path, fmt::format("truncated or corrupt: the header declares {} bytes of {}, more than this {}-byte "
-                                      "gzip file can hold (deflate expands at most {}-fold)",
-                                      describe_sizes(sizes), what, file, deflate_max_ratio));
+    throw idx_error(path,
+                    fmt::format("truncated or corrupt: the header declares {} bytes of {}, more than this {}-byte "
+                                "gzip file can hold (deflate expands at most {}-fold)",
+                                describe_sizes(sizes), what, file, deflate_max_ratio));
   }
   std::vector<std::uint8_t> out;
   const auto expected_isize = static_cast<std::uint32_t>(header_bytes + n); // mod 2^32, as gzip stores it
@@ -236,8 +235,7 @@ idx_labels read_idx_labels(const std::filesystem::path& path, int num_classes) {
   f.expect_end();
   for (std::size_t i = 0; i < out.values.size(); ++i)
     if (out.values[i] >= num_classes)
-      throw idx_error(path, fmt::format("label {} at index {} is out of range [0, {})", out.values[i], i,
-                                        num_classes));
+      throw idx_error(path, fmt::format("label {} at index {} is out of range [0, {})", out.values[i], i, num_classes));
   return out;
 }
 

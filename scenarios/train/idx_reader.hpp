@@ -45,9 +45,9 @@ inline constexpr std::size_t idx_max_data_bytes = std::size_t{1} << 30;
 //! Grey-scale images, `count` of them, each `rows` x `cols` bytes (0 = background, 255 = ink), stored
 //! image after image, row-major inside an image.
 struct idx_images {
-  std::size_t count = 0; //!< number of images
-  std::size_t rows = 0;  //!< pixel rows per image
-  std::size_t cols = 0;  //!< pixel columns per image
+  std::size_t count = 0;            //!< number of images
+  std::size_t rows = 0;             //!< pixel rows per image
+  std::size_t cols = 0;             //!< pixel columns per image
   std::vector<std::uint8_t> pixels; //!< count * rows * cols bytes
 
   //! Pixels per image (rows * cols).

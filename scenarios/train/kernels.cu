@@ -55,8 +55,8 @@ __device__ __forceinline__ void gather_rows(const float* images, const int* labe
 }
 
 __global__ void gather_batch_kernel(const float* images, const int* labels, int num_images, int features,
-                                    const int* perm, int perm_len, const int* batch_counter, int batch,
-                                    float* x_out, int* y_out) {
+                                    const int* perm, int perm_len, const int* batch_counter, int batch, float* x_out,
+                                    int* y_out) {
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const long long first = static_cast<long long>(*batch_counter) * batch;
   gather_rows(images, labels, num_images, features, perm, perm_len, first, batch, x_out, y_out);
@@ -124,8 +124,8 @@ __global__ void softmax_cross_entropy_kernel(const float* logits, const int* lab
 }
 
 // counts[0]: real rows of the whole (global) batch, the gradient's denominator; counts[1]: real rows of this shard.
-__global__ void softmax_cross_entropy_shard_kernel(const float* logits, const int* labels, int rows,
-                                                   const int* counts, int classes, float* grad, float* row_loss) {
+__global__ void softmax_cross_entropy_shard_kernel(const float* logits, const int* labels, int rows, const int* counts,
+                                                   int classes, float* grad, float* row_loss) {
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (r >= rows) return;
@@ -179,8 +179,7 @@ __global__ void finish_loss_kernel(const float* loss_sum, const int* counts, con
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const int t = *step;
   const int global_real = counts[0];
-  if (t >= 0 && t < history_len && global_real > 0)
-    loss_history[t] = *loss_sum / static_cast<float>(global_real);
+  if (t >= 0 && t < history_len && global_real > 0) loss_history[t] = *loss_sum / static_cast<float>(global_real);
 }
 
 __global__ void column_sums_kernel(const float* m, int rows, int cols, float* out) {
@@ -218,8 +217,8 @@ __global__ void adam_update_kernel(float* params, const float* grads, float* m, 
   }
 }
 
-__global__ void sgd_momentum_update_kernel(float* params, const float* grads, float* velocity, std::size_t n,
-                                           float lr, float momentum) {
+__global__ void sgd_momentum_update_kernel(float* params, const float* grads, float* velocity, std::size_t n, float lr,
+                                           float momentum) {
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
@@ -256,9 +255,8 @@ void bytes_to_unit_float(const std::uint8_t* in, float* out, std::size_t n, cons
   launched("bytes_to_unit_float_kernel", ctx);
 }
 
-void gather_batch(const float* images, const int* labels, int num_images, int features, const int* perm,
-                  int perm_len, const int* batch_counter, int batch, float* x_out, int* y_out,
-                  const launch_ctx& ctx) {
+void gather_batch(const float* images, const int* labels, int num_images, int features, const int* perm, int perm_len,
+                  const int* batch_counter, int batch, float* x_out, int* y_out, const launch_ctx& ctx) {
   const dim3 grid(static_cast<unsigned>((features + block_size - 1) / block_size),
                   static_cast<unsigned>(std::clamp(batch, 1, 65535)));
   gather_batch_kernel<<<grid, block_size, 0, ctx.stream>>>(images, labels, num_images, features, perm, perm_len,
@@ -266,9 +264,9 @@ void gather_batch(const float* images, const int* labels, int num_images, int fe
   launched("gather_batch_kernel", ctx);
 }
 
-void gather_shard(const float* images, const int* labels, int num_images, int features, const int* perm,
-                  int perm_len, const int* batch_counter, int batch, int offset, int rows, float* x_out, int* y_out,
-                  int* counts, const launch_ctx& ctx) {
+void gather_shard(const float* images, const int* labels, int num_images, int features, const int* perm, int perm_len,
+                  const int* batch_counter, int batch, int offset, int rows, float* x_out, int* y_out, int* counts,
+                  const launch_ctx& ctx) {
   if (rows < 1 || offset < 0 || offset > batch - rows)
     throw std::invalid_argument("gather_shard: the shard [offset, offset + rows) must lie inside [0, batch) and "
                                 "hold at least one row");
@@ -285,14 +283,14 @@ void bias_activation(float* z, const float* bias, int rows, int cols, bool relu,
   launched("bias_activation_kernel", ctx);
 }
 
-void softmax_cross_entropy(const float* logits, const int* labels, int rows, int real_rows, int classes,
-                           float* grad, float* row_loss, const launch_ctx& ctx) {
+void softmax_cross_entropy(const float* logits, const int* labels, int rows, int real_rows, int classes, float* grad,
+                           float* row_loss, const launch_ctx& ctx) {
   if (classes < 1 || classes > max_classes)
     throw std::invalid_argument("softmax_cross_entropy: classes must lie in [1, 32]");
   if (real_rows < 1 || real_rows > rows)
     throw std::invalid_argument("softmax_cross_entropy: real_rows must lie in [1, rows]");
   softmax_cross_entropy_kernel<<<blocks_for_rows(rows), block_size, 0, ctx.stream>>>(logits, labels, rows, real_rows,
-                                                                                   classes, grad, row_loss);
+                                                                                     classes, grad, row_loss);
   launched("softmax_cross_entropy_kernel", ctx);
 }
 
@@ -301,9 +299,8 @@ void softmax_cross_entropy_shard(const float* logits, const int* labels, int row
   if (classes < 1 || classes > max_classes)
     throw std::invalid_argument("softmax_cross_entropy_shard: classes must lie in [1, 32]");
   if (rows < 1) throw std::invalid_argument("softmax_cross_entropy_shard: rows must be at least 1");
-  softmax_cross_entropy_shard_kernel<<<blocks_for_rows(rows), block_size, 0, ctx.stream>>>(logits, labels, rows,
-                                                                                         counts, classes, grad,
-                                                                                         row_loss);
+  softmax_cross_entropy_shard_kernel<<<blocks_for_rows(rows), block_size, 0, ctx.stream>>>(logits, labels, rows, counts,
+                                                                                           classes, grad, row_loss);
   launched("softmax_cross_entropy_shard_kernel", ctx);
 }
 
@@ -336,15 +333,13 @@ void relu_backward(float* grad, const float* activation, std::size_t n, const la
 
 void adam_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
                  float beta2, float eps, const int* step, const launch_ctx& ctx) {
-  adam_update_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps,
-                                                                   step);
+  adam_update_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps, step);
   launched("adam_update_kernel", ctx);
 }
 
-void sgd_momentum_update(float* params, const float* grads, float* velocity, std::size_t n, float lr,
-                         float momentum, const launch_ctx& ctx) {
-  sgd_momentum_update_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(params, grads, velocity, n, lr,
-                                                                           momentum);
+void sgd_momentum_update(float* params, const float* grads, float* velocity, std::size_t n, float lr, float momentum,
+                         const launch_ctx& ctx) {
+  sgd_momentum_update_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(params, grads, velocity, n, lr, momentum);
   launched("sgd_momentum_update_kernel", ctx);
 }
 

@@ -39,8 +39,8 @@ void bytes_to_unit_float(const std::uint8_t* in, float* out, std::size_t n, cons
 //! \param perm          perm_len sample indices, device
 //! \param batch_counter device int: index of the batch within the epoch
 //! \throws conveyor::cuda_error when the launch fails.
-void gather_batch(const float* images, const int* labels, int num_images, int features, const int* perm,
-                  int perm_len, const int* batch_counter, int batch, float* x_out, int* y_out, const launch_ctx& ctx);
+void gather_batch(const float* images, const int* labels, int num_images, int features, const int* perm, int perm_len,
+                  const int* batch_counter, int batch, float* x_out, int* y_out, const launch_ctx& ctx);
 
 //! Gathers one shard of a batch for data-parallel training: for row i < rows, src = perm[*batch_counter * batch +
 //! offset + i], as gather_batch (positions past the permutation give zero rows with label 0, the padding of the
@@ -52,9 +52,9 @@ void gather_batch(const float* images, const int* labels, int num_images, int fe
 //! \param counts device int[2], written by one thread
 //! \throws std::invalid_argument when rows < 1 or [offset, offset + rows) is not inside [0, batch);
 //!         conveyor::cuda_error when the launch fails.
-void gather_shard(const float* images, const int* labels, int num_images, int features, const int* perm,
-                  int perm_len, const int* batch_counter, int batch, int offset, int rows, float* x_out, int* y_out,
-                  int* counts, const launch_ctx& ctx);
+void gather_shard(const float* images, const int* labels, int num_images, int features, const int* perm, int perm_len,
+                  const int* batch_counter, int batch, int offset, int rows, float* x_out, int* y_out, int* counts,
+                  const launch_ctx& ctx);
 
 //! z[r, c] += bias[c], then z = max(z, 0) when `relu`; z is rows x cols, in place.
 //! \throws conveyor::cuda_error when the launch fails.
@@ -66,8 +66,8 @@ void bias_activation(float* z, const float* bias, int rows, int cols, bool relu,
 //! \param logits rows x classes; \param grad rows x classes; \param row_loss rows.
 //! \throws std::invalid_argument when classes is outside [1, 32] or real_rows outside [1, rows];
 //!         conveyor::cuda_error when the launch fails.
-void softmax_cross_entropy(const float* logits, const int* labels, int rows, int real_rows, int classes,
-                           float* grad, float* row_loss, const launch_ctx& ctx);
+void softmax_cross_entropy(const float* logits, const int* labels, int rows, int real_rows, int classes, float* grad,
+                           float* row_loss, const launch_ctx& ctx);
 
 //! softmax_cross_entropy for one shard of a data-parallel batch, with the row counts read on the device
 //! (gather_shard's counts): rows r < counts[1] are real, the others padding (loss and gradient 0), and the gradient
@@ -112,8 +112,8 @@ void adam_update(float* params, const float* grads, float* m, float* v, std::siz
 
 //! SGD with momentum (PyTorch's formulation) on n parameters: vel = momentum · vel + g; p -= lr · vel.
 //! \throws conveyor::cuda_error when the launch fails.
-void sgd_momentum_update(float* params, const float* grads, float* velocity, std::size_t n, float lr,
-                         float momentum, const launch_ctx& ctx);
+void sgd_momentum_update(float* params, const float* grads, float* velocity, std::size_t n, float lr, float momentum,
+                         const launch_ctx& ctx);
 
 //! The last kernel of a step: ++counters[0] (batch within the epoch) and ++counters[1] (global step).
 //! \throws conveyor::cuda_error when the launch fails.

@@ -45,8 +45,8 @@ void gemm_dz_w(cublasHandle_t h, const float* dz, const float* w, float* dx, int
 
 void check_rows(int rows, const activations& act) {
   if (rows < 1 || rows > act.capacity())
-    throw std::invalid_argument("mlp: rows " + std::to_string(rows) + " outside [1, " +
-                                std::to_string(act.capacity()) + "]");
+    throw std::invalid_argument("mlp: rows " + std::to_string(rows) + " outside [1, " + std::to_string(act.capacity()) +
+                                "]");
 }
 
 } // namespace
@@ -63,9 +63,12 @@ activations::activations(int capacity) : capacity_(capacity) {
   row_loss = device_buffer<float>(rows);
 }
 
-mlp::mlp(const optimizer_config& opt, cudaStream_t s, std::size_t gradient_tail)
-    : opt_(opt), params_(layout.total), grads_(layout.total + gradient_tail), moment1_(layout.total),
-      moment2_(layout.total) {
+mlp::mlp(const optimizer_config& opt, cudaStream_t s, std::size_t gradient_tail) :
+    opt_(opt),
+    params_(layout.total),
+    grads_(layout.total + gradient_tail),
+    moment1_(layout.total),
+    moment2_(layout.total) {
   if (!(opt.lr > 0.0F)) throw std::invalid_argument("mlp: learning rate must be > 0");
   if (!(opt.momentum >= 0.0F && opt.momentum < 1.0F)) throw std::invalid_argument("mlp: momentum must be in [0, 1)");
   if (!(opt.beta1 >= 0.0F && opt.beta1 < 1.0F) || !(opt.beta2 >= 0.0F && opt.beta2 < 1.0F))
@@ -128,8 +131,8 @@ void mlp::update(const int* step, const launch_ctx& ctx) {
     kernels::adam_update(params_.data(), grads_.data(), moment1_.data(), moment2_.data(), layout.total, opt_.lr,
                          opt_.beta1, opt_.beta2, opt_.eps, step, ctx);
   else
-    kernels::sgd_momentum_update(params_.data(), grads_.data(), moment1_.data(), layout.total, opt_.lr,
-                                 opt_.momentum, ctx);
+    kernels::sgd_momentum_update(params_.data(), grads_.data(), moment1_.data(), layout.total, opt_.lr, opt_.momentum,
+                                 ctx);
 }
 
 } // namespace conveyor::train

@@ -46,8 +46,8 @@ std::size_t steps_per_epoch(std::size_t train_count, int batch) {
 int rows_in_step(std::size_t train_count, int batch, std::size_t step_in_epoch) {
   const std::size_t first = step_in_epoch * static_cast<std::size_t>(batch);
   if (first >= train_count)
-    throw std::invalid_argument(fmt::format("step {} of an epoch starts past the {} training samples", step_in_epoch,
-                                            train_count));
+    throw std::invalid_argument(
+        fmt::format("step {} of an epoch starts past the {} training samples", step_in_epoch, train_count));
   return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(batch), train_count - first));
 }
 
@@ -71,8 +71,8 @@ void check_options(const train_options& o, const dataset& data, const option_nam
   validate(data);
   if (o.epochs < 1) throw std::invalid_argument("epochs must be at least 1");
   if (o.batch < 1 || static_cast<std::size_t>(o.batch) > data.train_images.count)
-    throw std::invalid_argument(fmt::format("batch size {} outside [1, {}] (the training set size)", o.batch,
-                                            data.train_images.count));
+    throw std::invalid_argument(
+        fmt::format("batch size {} outside [1, {}] (the training set size)", o.batch, data.train_images.count));
   if (o.chunk_steps < 1) throw std::invalid_argument("chunk_steps must be at least 1");
   if (data.train_images.count > static_cast<std::size_t>(INT_MAX) ||
       data.test_images.count > static_cast<std::size_t>(INT_MAX))
@@ -92,11 +92,18 @@ namespace {
 class step_program {
 public:
   step_program(const device_split& train, int batch, const optimizer_config& opt, std::size_t history_len,
-               cudaStream_t s)
-      : train_(train), batch_(batch), history_len_(static_cast<int>(history_len)), blas(conveyor::stream::adopt(s)),
-        model(opt, s), act(batch), x(static_cast<std::size_t>(batch) * input_features),
-        y(static_cast<std::size_t>(batch)), perm(static_cast<std::size_t>(train.count)), counters(2),
-        loss_history(history_len) {
+               cudaStream_t s) :
+      train_(train),
+      batch_(batch),
+      history_len_(static_cast<int>(history_len)),
+      blas(conveyor::stream::adopt(s)),
+      model(opt, s),
+      act(batch),
+      x(static_cast<std::size_t>(batch) * input_features),
+      y(static_cast<std::size_t>(batch)),
+      perm(static_cast<std::size_t>(train.count)),
+      counters(2),
+      loss_history(history_len) {
     if (history_len < 1 || history_len > static_cast<std::size_t>(INT_MAX))
       throw std::invalid_argument("step count outside [1, INT_MAX]");
   }
@@ -202,12 +209,18 @@ private:
 //! captures on (graph mode: graphed's own warm-up call).
 class training_run final : public scenarios::workload {
 public:
-  training_run(const train_options& o, const dataset& data, execution_mode mode, train_result& result)
-      : options_(o), data_(data), mode_(mode), result_(result),
-        length_(detail::length_of(o, data.train_images.count)),
-        train_(upload_split(data.train_images, data.train_labels, stream_.get())),
-        test_(upload_split(data.test_images, data.test_labels, stream_.get())), init_(he_init(o.seed)), program_(train_, o.batch, o.optimizer, length_.steps, stream_.get()),
-        order_(data.train_images.count), chunks_(length_, o.chunk_steps) {
+  training_run(const train_options& o, const dataset& data, execution_mode mode, train_result& result) :
+      options_(o),
+      data_(data),
+      mode_(mode),
+      result_(result),
+      length_(detail::length_of(o, data.train_images.count)),
+      train_(upload_split(data.train_images, data.train_labels, stream_.get())),
+      test_(upload_split(data.test_images, data.test_labels, stream_.get())),
+      init_(he_init(o.seed)),
+      program_(train_, o.batch, o.optimizer, length_.steps, stream_.get()),
+      order_(data.train_images.count),
+      chunks_(length_, o.chunk_steps) {
     result_.mode = mode;
     result_.steps_per_epoch = length_.steps_per_epoch;
     result_.steps = length_.steps;
@@ -337,9 +350,13 @@ void graphed_step::after_rounds() {
 //! and instantiates it.
 class gradient_step final : public scenarios::workload {
 public:
-  gradient_step(const host_parameters& p, std::span<const float> x, std::span<const int> labels, execution_mode mode)
-      : p_(p), mode_(mode), rows_(static_cast<int>(labels.size())), batch_(upload_split(x, labels, stream_.get())),
-        program_(batch_, rows_, optimizer_config{}, 1, stream_.get()), identity_(labels.size()) {
+  gradient_step(const host_parameters& p, std::span<const float> x, std::span<const int> labels, execution_mode mode) :
+      p_(p),
+      mode_(mode),
+      rows_(static_cast<int>(labels.size())),
+      batch_(upload_split(x, labels, stream_.get())),
+      program_(batch_, rows_, optimizer_config{}, 1, stream_.get()),
+      identity_(labels.size()) {
     std::iota(identity_.data(), identity_.data() + labels.size(), 0);
   }
 
@@ -386,8 +403,9 @@ private:
 };
 
 std::unique_ptr<scenarios::graph_step> gradient_step::make_graph() {
-  const conveyor::graph g = conveyor::capture(
-      stream_, [&](const conveyor::stream& cs) { program_.enqueue(launch_ctx{cs.get(), false}, rows_); });
+  const conveyor::graph g = conveyor::capture(stream_, [&](const conveyor::stream& cs) {
+    program_.enqueue(launch_ctx{cs.get(), false}, rows_);
+  });
   return std::make_unique<captured_step>(g, stream_);
 }
 
@@ -419,18 +437,18 @@ double test_accuracy(const host_parameters& p, const dataset& data) {
   return evaluate(model, blas, test, data.test_labels, s.get());
 }
 
-step_gradients compute_step_gradients(const host_parameters& p, std::span<const float> x,
-                                      std::span<const int> labels, execution_mode mode) {
+step_gradients compute_step_gradients(const host_parameters& p, std::span<const float> x, std::span<const int> labels,
+                                      execution_mode mode) {
   const std::size_t rows = labels.size();
   if (rows == 0 || rows > static_cast<std::size_t>(INT_MAX / input_features))
     throw std::invalid_argument("compute_step_gradients: need between 1 and INT_MAX/784 samples");
   if (x.size() != rows * input_features)
-    throw std::invalid_argument(fmt::format("compute_step_gradients: x has {} values, expected {} x 784 = {}",
-                                            x.size(), rows, rows * input_features));
+    throw std::invalid_argument(fmt::format("compute_step_gradients: x has {} values, expected {} x 784 = {}", x.size(),
+                                            rows, rows * input_features));
   for (std::size_t i = 0; i < rows; ++i)
     if (labels[i] < 0 || labels[i] >= num_classes)
-      throw std::invalid_argument(fmt::format("compute_step_gradients: label {} at index {} outside [0, 10)",
-                                              labels[i], i));
+      throw std::invalid_argument(
+          fmt::format("compute_step_gradients: label {} at index {} outside [0, 10)", labels[i], i));
   gradient_step step(p, x, labels, mode);
   scenarios::run_settings settings;
   settings.mode = mode;
@@ -461,6 +479,7 @@ step_file_costs measure_step_file_costs(const train_options& options, const data
   std::vector<double> capture_ms;
   std::vector<double> save_ms;
   std::vector<double> load_ms;
+  std::vector<double> parse_ms, kernels_ms, buffers_ms, graphs_ms;
   step_file_costs out;
   for (int r = 0; r < repeats; ++r) {
     auto t0 = std::chrono::steady_clock::now();
@@ -477,7 +496,12 @@ step_file_costs measure_step_file_costs(const train_options& options, const data
     save_ms.push_back(ms_since(t0));
     t0 = std::chrono::steady_clock::now();
     {
-      conveyor::loaded_graphs l = conveyor::load(conveyor::from_bytes(bytes));
+      conveyor::graph_file f = conveyor::from_bytes(bytes);
+      parse_ms.push_back(ms_since(t0));
+      conveyor::loaded_graphs l = conveyor::load(std::move(f));
+      kernels_ms.push_back(l.spent().kernels * 1000.0);
+      buffers_ms.push_back(l.spent().buffers * 1000.0);
+      graphs_ms.push_back(l.spent().graphs * 1000.0);
       const conveyor::graph_exec e = conveyor::instantiate(l.at("train step"));
       load_ms.push_back(ms_since(t0));
     }
@@ -489,6 +513,10 @@ step_file_costs measure_step_file_costs(const train_options& options, const data
   out.capture_instantiate_ms = median_of(capture_ms);
   out.save_ms = median_of(save_ms);
   out.load_instantiate_ms = median_of(load_ms);
+  out.parse_ms = median_of(parse_ms);
+  out.kernels_ms = median_of(kernels_ms);
+  out.buffers_ms = median_of(buffers_ms);
+  out.graphs_ms = median_of(graphs_ms);
   return out;
 }
 

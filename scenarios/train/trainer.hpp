@@ -49,16 +49,15 @@ using scenarios::execution_mode;
 using scenarios::parse_execution_mode;
 using scenarios::to_string;
 
-
 //! Reported after each timed chunk of steps (outside the timed interval).
 struct train_progress {
-  execution_mode mode;     //!< mode being trained
-  int epoch = 0;           //!< current epoch, 0-based
-  int epochs = 0;          //!< epochs this run will execute (fewer than asked when max_steps cuts it short)
-  std::size_t step = 0;    //!< steps completed
-  std::size_t total_steps = 0; //!< steps this run will execute
+  execution_mode mode;             //!< mode being trained
+  int epoch = 0;                   //!< current epoch, 0-based
+  int epochs = 0;                  //!< epochs this run will execute (fewer than asked when max_steps cuts it short)
+  std::size_t step = 0;            //!< steps completed
+  std::size_t total_steps = 0;     //!< steps this run will execute
   std::size_t steps_per_epoch = 0; //!< batches per epoch, the last one partial when the batch does not divide it
-  float loss = 0.0F;       //!< loss of the last completed step
+  float loss = 0.0F;               //!< loss of the last completed step
 };
 
 //! Training settings.
@@ -90,31 +89,31 @@ struct train_options {
 
 //! What one run produced.
 struct train_result {
-  execution_mode mode = execution_mode::sync; //!< the mode that ran
-  std::size_t steps = 0;                      //!< training steps executed (warm-up excluded)
-  std::size_t steps_per_epoch = 0;            //!< training-set size / batch, rounded up (last batch partial)
-  int epochs = 0;                             //!< epochs executed (the last may be partial under max_steps)
-  std::vector<float> losses;                  //!< mean cross-entropy of every step, in order (`steps` values)
-  double test_accuracy = 0.0;                 //!< fraction of test images classified correctly at the end
-  std::vector<double> chunk_ms_per_step;      //!< wall-clock ms per step of each timed chunk
-  double ms_per_step = 0.0;                   //!< median of chunk_ms_per_step
-  double steps_per_second = 0.0;              //!< 1000 / ms_per_step
-  host_parameters final_parameters;           //!< parameters after the last step
-  std::size_t graph_nodes = 0;                //!< graph mode: nodes of the captured step (0 otherwise)
-  std::size_t graph_edges = 0;                //!< graph mode: edges of the captured step (0 otherwise)
-  std::string graph_dot;                      //!< graph mode: the captured step as Graphviz DOT (empty otherwise)
-  conveyor::graphed_statistics graphed;       //!< graph mode: what the graphed step did (replays, updates, ...)
-  std::string graphed_report;                 //!< graph mode: graphed's statistics and reasons, readable
-  bool programmatic = false;                  //!< graph mode with train_options::programmatic
-  std::size_t programmatic_changed = 0;       //!< edges of the full-batch step make_programmatic made programmatic
-  std::size_t programmatic_left = 0;          //!< edges into kernel nodes it left full (into cuBLAS, ...)
-  std::size_t programmatic_edges_before = 0;  //!< edges that were programmatic already (cuBLAS's own, if any)
+  execution_mode mode = execution_mode::sync;  //!< the mode that ran
+  std::size_t steps = 0;                       //!< training steps executed (warm-up excluded)
+  std::size_t steps_per_epoch = 0;             //!< training-set size / batch, rounded up (last batch partial)
+  int epochs = 0;                              //!< epochs executed (the last may be partial under max_steps)
+  std::vector<float> losses;                   //!< mean cross-entropy of every step, in order (`steps` values)
+  double test_accuracy = 0.0;                  //!< fraction of test images classified correctly at the end
+  std::vector<double> chunk_ms_per_step;       //!< wall-clock ms per step of each timed chunk
+  double ms_per_step = 0.0;                    //!< median of chunk_ms_per_step
+  double steps_per_second = 0.0;               //!< 1000 / ms_per_step
+  host_parameters final_parameters;            //!< parameters after the last step
+  std::size_t graph_nodes = 0;                 //!< graph mode: nodes of the captured step (0 otherwise)
+  std::size_t graph_edges = 0;                 //!< graph mode: edges of the captured step (0 otherwise)
+  std::string graph_dot;                       //!< graph mode: the captured step as Graphviz DOT (empty otherwise)
+  conveyor::graphed_statistics graphed;        //!< graph mode: what the graphed step did (replays, updates, ...)
+  std::string graphed_report;                  //!< graph mode: graphed's statistics and reasons, readable
+  bool programmatic = false;                   //!< graph mode with train_options::programmatic
+  std::size_t programmatic_changed = 0;        //!< edges of the full-batch step make_programmatic made programmatic
+  std::size_t programmatic_left = 0;           //!< edges into kernel nodes it left full (into cuBLAS, ...)
+  std::size_t programmatic_edges_before = 0;   //!< edges that were programmatic already (cuBLAS's own, if any)
   std::vector<std::string> programmatic_lines; //!< its report, one line per edge (programmatic_report::lines)
   // Data-parallel training (data_parallel.hpp); run_training leaves the defaults.
-  int world_size = 1;              //!< GPUs the global batch was split over (ranks of the communicator)
-  int local_replicas = 1;          //!< replicas this process drove (N with --gpus N, 1 per process with MPI)
-  std::vector<int> devices;        //!< their CUDA device ordinals, replica 0 first (empty for run_training)
-  bool replicas_identical = true;  //!< every local replica ended with bitwise replica 0's parameters and losses
+  int world_size = 1;                //!< GPUs the global batch was split over (ranks of the communicator)
+  int local_replicas = 1;            //!< replicas this process drove (N with --gpus N, 1 per process with MPI)
+  std::vector<int> devices;          //!< their CUDA device ordinals, replica 0 first (empty for run_training)
+  bool replicas_identical = true;    //!< every local replica ended with bitwise replica 0's parameters and losses
   std::uint64_t parameters_hash = 0; //!< parameters_hash(final_parameters), to compare across processes (0 for
                                      //!< run_training)
 };
@@ -157,6 +156,10 @@ struct step_file_costs {
   double capture_instantiate_ms = 0.0; //!< conveyor::capture of one step, then instantiate
   double save_ms = 0.0;                //!< to_graph_file and to_bytes (kernel images embedded from `images`)
   double load_instantiate_ms = 0.0;    //!< from_bytes, load (kernels from the embedded images), instantiate
+  double parse_ms = 0.0;               //!< of which from_bytes
+  double kernels_ms = 0.0;             //!< of which load's kernel resolution (the images loaded)
+  double buffers_ms = 0.0;             //!< of which load's buffer allocation
+  double graphs_ms = 0.0;              //!< of which load's graph building
   std::size_t file_bytes = 0;          //!< the file's size (no buffer contents)
   std::size_t nodes = 0;               //!< nodes of the step's graph
   std::size_t kernels = 0;             //!< distinct kernels, and those with an embedded image

@@ -8,6 +8,7 @@
 #include "conveyor/runtime/event.hpp"
 
 #include "cuda/check.hpp"
+#include "cuda/driver.hpp"
 
 #include <fmt/format.h>
 
@@ -47,9 +48,9 @@ pipeline_schedule::pipeline_schedule(const pipeline_lags& lags) : lags_(lags) {
     throw std::invalid_argument(fmt::format("pipeline lags: the upload's lag must be 0, got {}", lags[0]));
   for (std::size_t s = 1; s < pipeline_stage_count; ++s)
     if (lags[s] != lags[s - 1] && lags[s] != lags[s - 1] + 1)
-      throw std::invalid_argument(fmt::format(
-          "pipeline lags: the {} stage's lag must equal the {} stage's ({}) or be one more, got {}",
-          to_string(all_pipeline_stages[s]), to_string(all_pipeline_stages[s - 1]), lags[s - 1], lags[s]));
+      throw std::invalid_argument(
+          fmt::format("pipeline lags: the {} stage's lag must equal the {} stage's ({}) or be one more, got {}",
+                      to_string(all_pipeline_stages[s]), to_string(all_pipeline_stages[s - 1]), lags[s - 1], lags[s]));
 }
 
 pipeline_step pipeline_schedule::step(std::size_t k, std::size_t pushed) const noexcept {
@@ -72,7 +73,8 @@ namespace {
 struct device_memory {
   void* pointer = nullptr;
   explicit device_memory(std::size_t bytes, const std::string& what) {
-    detail::check_with(cudaMalloc(&pointer, bytes), "cudaMalloc", [&] { return fmt::format("{} ({} bytes)", what, bytes); });
+    detail::check_with(cudaMalloc(&pointer, bytes), "cudaMalloc",
+                       [&] { return fmt::format("{} ({} bytes)", what, bytes); });
   }
   device_memory(device_memory&& o) noexcept : pointer(std::exchange(o.pointer, nullptr)) {}
   device_memory& operator=(device_memory&&) = delete;
@@ -86,6 +88,11 @@ struct device_memory {
 //! The slots a step's active stages use: the key of its graph.
 using step_shape = std::array<std::size_t, pipeline_stage_count>;
 
+//! The allocation a host buffer belongs to: CUDA's process-wide unique buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID),
+//! 0 where CUDA gives none. A page-locked buffer allocated at a freed one's address has the same address but another
+//! id; a copy node set for the old one must be set again (issue: the address alone cannot tell them apart).
+using buffer_id = unsigned long long;
+
 //! One instantiated step graph and what its copy nodes hold now.
 struct step_graph_entry {
   step_shape shape{};
@@ -95,7 +102,15 @@ struct step_graph_entry {
   std::vector<node> downloads; // one per output
   std::vector<const void*> upload_sources;
   std::vector<void*> download_targets;
+  std::vector<buffer_id> upload_ids; // the allocation of each upload's source when its node was set
+  std::vector<buffer_id> download_ids;
 };
+
+//! Whether a copy node set for (`was`, `was_id`) must be set again for (`now`, `now_id`): another address, another
+//! allocation at the same address, or an allocation CUDA gives no id for (then always).
+bool copy_node_stale(const void* was, buffer_id was_id, const void* now, buffer_id now_id) noexcept {
+  return was != now || was_id != now_id || now_id == 0;
+}
 
 } // namespace
 
@@ -114,32 +129,37 @@ struct frame_pipeline::impl {
   // The current run: the host buffers of the items in flight, by slot.
   std::vector<std::vector<const void*>> item_inputs;
   std::vector<std::vector<void*>> item_outputs;
+  std::vector<std::vector<buffer_id>> item_input_ids; // [slot][input]: the allocation of each (copy_node_stale)
+  std::vector<std::vector<buffer_id>> item_output_ids;
   std::size_t steps_in_run = 0;
   std::size_t pushed = 0;
   std::size_t completed = 0;
-  bool drained = false; // the run was drained: the next push starts a new one
+  bool drained = false;    // the run was drained: the next push starts a new one
   std::vector<event> done; // [item % slots]: recorded after the step that downloads the item
   frame_pipeline_statistics stats;
   std::string broken; // why the pipeline is unusable (empty: usable)
 
-  impl(std::string n, const pipeline_schedule& sch, instantiate_flags f, const stream& s)
-      : name(std::move(n)), schedule(sch), flags(f), launch_on(stream::adopt(s.get(), ownership::borrowed)) {}
+  impl(std::string n, const pipeline_schedule& sch, instantiate_flags f, const stream& s) :
+      name(std::move(n)),
+      schedule(sch),
+      flags(f),
+      launch_on(stream::adopt(s.get(), ownership::borrowed)) {}
 
   void check_usable(const char* call) const {
     if (!broken.empty())
-      throw std::logic_error(fmt::format("{}: {}: unusable after an earlier failure ({}); make a new pipeline", name,
-                                         call, broken));
+      throw std::logic_error(
+          fmt::format("{}: {}: unusable after an earlier failure ({}); make a new pipeline", name, call, broken));
   }
 
-  // Checks one host buffer: not null, page-locked or managed host memory.
-  void check_host(const void* p, const char* call, const char* what, std::size_t i, std::size_t bytes) const {
+  // Checks one host buffer: not null, page-locked or managed host memory. Returns its allocation's buffer id.
+  buffer_id check_host(const void* p, const char* call, const char* what, std::size_t i, std::size_t bytes) const {
     if (p == nullptr)
       throw std::invalid_argument(fmt::format("{}: {}: {} buffer {} is a null pointer", name, call, what, i));
     cudaPointerAttributes a{};
     const cudaError_t rc = detail::cleared(cudaPointerGetAttributes(&a, p));
     if (rc != cudaSuccess)
       detail::throw_cuda(rc, "cudaPointerGetAttributes", fmt::format("{}: {}: {} buffer {}", name, call, what, i));
-    if (a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeManaged) return;
+    if (a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeManaged) return detail::driver::pointer_buffer_id(p);
     if (a.type == cudaMemoryTypeDevice)
       throw std::invalid_argument(fmt::format(
           "{}: {}: {} buffer {} ({}, {} bytes) is device memory; the pipeline copies between host buffers and its "
@@ -151,25 +171,33 @@ struct frame_pipeline::impl {
         name, call, what, i, p, bytes));
   }
 
-  void check_buffers(std::span<const void* const> inputs, std::span<void* const> outputs, const char* call,
-                     bool check_inputs, bool check_outputs) const {
+  // Checks the buffers of one item (those of the stages given); returns their allocations' ids.
+  std::pair<std::vector<buffer_id>, std::vector<buffer_id>> check_buffers(std::span<const void* const> inputs,
+                                                                          std::span<void* const> outputs,
+                                                                          const char* call, bool check_inputs,
+                                                                          bool check_outputs) const {
+    std::pair<std::vector<buffer_id>, std::vector<buffer_id>> ids;
     if (check_inputs) {
       if (inputs.size() != input_bytes.size())
         throw std::invalid_argument(fmt::format("{}: {}: {} input buffer(s) given, the pipeline has {}", name, call,
                                                 inputs.size(), input_bytes.size()));
-      for (std::size_t i = 0; i < inputs.size(); ++i) check_host(inputs[i], call, "input", i, input_bytes[i]);
+      for (std::size_t i = 0; i < inputs.size(); ++i)
+        ids.first.push_back(check_host(inputs[i], call, "input", i, input_bytes[i]));
     }
     if (check_outputs) {
       if (outputs.size() != output_bytes.size())
         throw std::invalid_argument(fmt::format("{}: {}: {} output buffer(s) given, the pipeline has {}", name, call,
                                                 outputs.size(), output_bytes.size()));
-      for (std::size_t i = 0; i < outputs.size(); ++i) check_host(outputs[i], call, "output", i, output_bytes[i]);
+      for (std::size_t i = 0; i < outputs.size(); ++i)
+        ids.second.push_back(check_host(outputs[i], call, "output", i, output_bytes[i]));
     }
+    return ids;
   }
 
   // The graph of shape `shape`, built and instantiated with the given host buffers when new.
   step_graph_entry& graph_for(const step_shape& shape, std::span<const void* const> inputs,
-                              std::span<void* const> outputs) {
+                              std::span<void* const> outputs, std::span<const buffer_id> input_ids,
+                              std::span<const buffer_id> output_ids) {
     for (auto& g : graphs)
       if (g->shape == shape) return *g;
     auto e = std::make_unique<step_graph_entry>();
@@ -185,6 +213,7 @@ struct frame_pipeline::impl {
         n.label(fmt::format("upload input {} to slot {}", i, up));
         e->uploads.push_back(n);
         e->upload_sources.push_back(inputs[i]);
+        e->upload_ids.push_back(input_ids[i]);
       }
     node compute_node;
     if (comp != none) {
@@ -201,6 +230,7 @@ struct frame_pipeline::impl {
         n.label(fmt::format("download output {} from slot {}", i, down));
         e->downloads.push_back(n);
         e->download_targets.push_back(outputs[i]);
+        e->download_ids.push_back(output_ids[i]);
       }
     e->exec.emplace(instantiate(g, flags, launch_on));
     ++stats.instantiations;
@@ -208,20 +238,22 @@ struct frame_pipeline::impl {
     return *graphs.back();
   }
 
-  // Sets the copy nodes whose host pointer differs, then launches.
-  void launch(step_graph_entry& e, std::span<const void* const> inputs, std::span<void* const> outputs) {
+  // Sets the copy nodes whose host buffer differs (copy_node_stale: address or allocation), then launches.
+  void launch(step_graph_entry& e, std::span<const void* const> inputs, std::span<void* const> outputs,
+              std::span<const buffer_id> input_ids, std::span<const buffer_id> output_ids) {
     for (std::size_t i = 0; i < e.uploads.size(); ++i)
-      if (e.upload_sources[i] != inputs[i]) {
-        e.exec->set_memcpy(e.uploads[i], slot_inputs[e.shape[0]][i], inputs[i], input_bytes[i],
-                           cudaMemcpyHostToDevice);
+      if (copy_node_stale(e.upload_sources[i], e.upload_ids[i], inputs[i], input_ids[i])) {
+        e.exec->set_memcpy(e.uploads[i], slot_inputs[e.shape[0]][i], inputs[i], input_bytes[i], cudaMemcpyHostToDevice);
         e.upload_sources[i] = inputs[i];
+        e.upload_ids[i] = input_ids[i];
         ++stats.nodes_updated;
       }
     for (std::size_t i = 0; i < e.downloads.size(); ++i)
-      if (e.download_targets[i] != outputs[i]) {
+      if (copy_node_stale(e.download_targets[i], e.download_ids[i], outputs[i], output_ids[i])) {
         e.exec->set_memcpy(e.downloads[i], outputs[i], slot_outputs[e.shape[2]][i], output_bytes[i],
                            cudaMemcpyDeviceToHost);
         e.download_targets[i] = outputs[i];
+        e.download_ids[i] = output_ids[i];
         ++stats.nodes_updated;
       }
     e.exec->launch(launch_on);
@@ -239,8 +271,10 @@ struct frame_pipeline::impl {
       const std::size_t down_slot = down_item == pipeline_step::none ? 0 : schedule.slot_of(down_item);
       const std::span<const void* const> in(item_inputs[up_slot]);
       const std::span<void* const> out(item_outputs[down_slot]);
-      step_graph_entry& e = graph_for(st.slot, in, out);
-      launch(e, in, out);
+      const std::span<const buffer_id> in_ids(item_input_ids[up_slot]);
+      const std::span<const buffer_id> out_ids(item_output_ids[down_slot]);
+      step_graph_entry& e = graph_for(st.slot, in, out, in_ids, out_ids);
+      launch(e, in, out, in_ids, out_ids);
       ++stats.steps;
       if (down_item != pipeline_step::none) {
         done[schedule.slot_of(down_item)].record(launch_on);
@@ -258,8 +292,7 @@ struct frame_pipeline::impl {
 
 frame_pipeline::frame_pipeline(std::vector<std::size_t> input_bytes, std::vector<std::size_t> output_bytes,
                                const compute_builder& compute, const stream& s, frame_pipeline_options options) {
-  const pipeline_schedule schedule = options.lags ? pipeline_schedule(*options.lags)
-                                                  : pipeline_schedule(options.depth);
+  const pipeline_schedule schedule = options.lags ? pipeline_schedule(*options.lags) : pipeline_schedule(options.depth);
   const std::string& name = options.name;
   if (schedule.depth() != options.depth)
     throw std::invalid_argument(fmt::format("{}: lags {{{}, {}, {}}} make a depth of {}, but the depth is {}", name,
@@ -288,7 +321,8 @@ frame_pipeline::frame_pipeline(std::vector<std::size_t> input_bytes, std::vector
   for (std::size_t sl = 0; sl < slots; ++sl) {
     auto& ins = m->slot_inputs.emplace_back();
     for (std::size_t i = 0; i < m->input_bytes.size(); ++i)
-      ins.push_back(m->memory.emplace_back(m->input_bytes[i], fmt::format("{}: slot {} input {}", name, sl, i)).pointer);
+      ins.push_back(
+          m->memory.emplace_back(m->input_bytes[i], fmt::format("{}: slot {} input {}", name, sl, i)).pointer);
     auto& outs = m->slot_outputs.emplace_back();
     for (std::size_t i = 0; i < m->output_bytes.size(); ++i)
       outs.push_back(
@@ -296,6 +330,8 @@ frame_pipeline::frame_pipeline(std::vector<std::size_t> input_bytes, std::vector
   }
   m->item_inputs.assign(slots, std::vector<const void*>(m->input_bytes.size(), nullptr));
   m->item_outputs.assign(slots, std::vector<void*>(m->output_bytes.size(), nullptr));
+  m->item_input_ids.assign(slots, std::vector<buffer_id>(m->input_bytes.size(), 0));
+  m->item_output_ids.assign(slots, std::vector<buffer_id>(m->output_bytes.size(), 0));
   for (std::size_t sl = 0; sl < slots; ++sl) m->done.emplace_back(cudaEventDisableTiming);
   impl_ = std::move(m);
   for (std::size_t sl = 0; sl < slots; ++sl) {
@@ -314,11 +350,10 @@ frame_pipeline::~frame_pipeline() {
   (void)detail::cleared(cudaStreamSynchronize(impl_->launch_on.get())); // the slots may still be in use
 }
 
-std::optional<std::size_t> frame_pipeline::push(std::span<const void* const> inputs,
-                                                std::span<void* const> outputs) {
+std::optional<std::size_t> frame_pipeline::push(std::span<const void* const> inputs, std::span<void* const> outputs) {
   impl& m = *impl_;
   m.check_usable("push");
-  m.check_buffers(inputs, outputs, "push", true, true);
+  auto [input_ids, output_ids] = m.check_buffers(inputs, outputs, "push", true, true);
   if (m.drained) {
     m.steps_in_run = m.pushed = m.completed = 0;
     m.drained = false;
@@ -327,6 +362,8 @@ std::optional<std::size_t> frame_pipeline::push(std::span<const void* const> inp
   const std::size_t sl = m.schedule.slot_of(item);
   std::copy(inputs.begin(), inputs.end(), m.item_inputs[sl].begin());
   std::copy(outputs.begin(), outputs.end(), m.item_outputs[sl].begin());
+  m.item_input_ids[sl] = std::move(input_ids);
+  m.item_output_ids[sl] = std::move(output_ids);
   ++m.pushed;
   return m.run_step(m.steps_in_run);
 }
@@ -363,14 +400,15 @@ void frame_pipeline::run_alone(pipeline_stage stage, std::size_t slot_index, std
     throw std::invalid_argument(
         fmt::format("{}: run_alone: slot {} out of range (depth {})", m.name, slot_index, m.schedule.slots()));
   if (m.completed < m.pushed)
-    throw std::logic_error(fmt::format("{}: run_alone: {} item(s) in flight; call drain() first", m.name,
-                                       m.pushed - m.completed));
-  m.check_buffers(inputs, outputs, "run_alone", stage == pipeline_stage::upload, stage == pipeline_stage::download);
+    throw std::logic_error(
+        fmt::format("{}: run_alone: {} item(s) in flight; call drain() first", m.name, m.pushed - m.completed));
+  const auto [input_ids, output_ids] =
+      m.check_buffers(inputs, outputs, "run_alone", stage == pipeline_stage::upload, stage == pipeline_stage::download);
   step_shape shape{pipeline_step::none, pipeline_step::none, pipeline_step::none};
   shape[static_cast<std::size_t>(stage)] = slot_index;
   try {
-    step_graph_entry& e = m.graph_for(shape, inputs, outputs);
-    m.launch(e, inputs, outputs);
+    step_graph_entry& e = m.graph_for(shape, inputs, outputs, input_ids, output_ids);
+    m.launch(e, inputs, outputs, input_ids, output_ids);
     ++m.stats.alone;
   } catch (const std::exception& e) {
     m.broken = e.what();

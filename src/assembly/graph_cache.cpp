@@ -17,12 +17,32 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
+#include <cstdlib>
 #include <limits>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
 namespace conveyor {
+
+namespace detail {
+std::size_t audit_every_env() {
+  static const std::string value = [] {
+    const char* v = std::getenv("CONVEYOR_AUDIT_EVERY");
+    return std::string(v == nullptr ? "" : v);
+  }();
+  if (value.empty()) return 0;
+  std::size_t n = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc{} || end != value.data() + value.size() || n >= (std::size_t{1} << 32))
+    throw std::invalid_argument(fmt::format(
+        "CONVEYOR_AUDIT_EVERY='{}': expected a whole number of calls in [0, 2^32) (1 audits every replayed call, 0 "
+        "none)",
+        value));
+  return n;
+}
+} // namespace detail
 
 namespace {
 
@@ -154,10 +174,9 @@ std::string call_key::changes_from(const call_key& before) const {
     const auto& a = before.args_[i];
     const auto& b = args_[i];
     if (!out.empty()) out += "; ";
-    out += b.kind == argument_kind::bytes
-               ? fmt::format("argument {} value changed ({} bytes)", b.position, b.size)
-               : fmt::format("argument {} {} changed from {} to {}", b.position, kind_text(b.kind), value_text(a),
-                             value_text(b));
+    out += b.kind == argument_kind::bytes ? fmt::format("argument {} value changed ({} bytes)", b.position, b.size)
+                                          : fmt::format("argument {} {} changed from {} to {}", b.position,
+                                                        kind_text(b.kind), value_text(a), value_text(b));
   }
   if (before.user_key_ != user_key_)
     out += fmt::format("{}key changed from {} to {}", out.empty() ? "" : "; ", before.user_key_, user_key_);
@@ -199,8 +218,8 @@ graph_cache::graph_cache(graphed_options options) : options_(std::move(options))
                fmt::format("the padding rule of argument {}", options_.dimensions[i].first));
     for (std::size_t j = 0; j < i; ++j)
       if (options_.dimensions[i].first == options_.dimensions[j].first)
-        throw std::invalid_argument(fmt::format("conveyor::graphed: dimensions names argument {} twice",
-                                                options_.dimensions[i].first));
+        throw std::invalid_argument(
+            fmt::format("conveyor::graphed: dimensions names argument {} twice", options_.dimensions[i].first));
   }
   const churn_guard& churn = options_.churn;
   if (churn.max_records != 0 && (churn.window <= churn.max_records || churn.settle_calls == 0))
@@ -434,8 +453,7 @@ std::vector<cached_graph> graph_cache::cached() const {
   for (const auto& e : entries_) order.push_back(e.get());
   std::sort(order.begin(), order.end(), [](const entry* a, const entry* b) { return a->last_used > b->last_used; });
   std::vector<cached_graph> out;
-  for (const entry* e : order)
-    out.push_back({e->key.shape_text(), e->nodes, e->allocations, e->bytes, e->last_call});
+  for (const entry* e : order) out.push_back({e->key.shape_text(), e->nodes, e->allocations, e->bytes, e->last_call});
   return out;
 }
 
@@ -591,8 +609,8 @@ bool graph_cache::rebind_and_launch(const call_key& key, const stream& s) {
     // The nodes set so far are marked patched in the executable graph: the re-capture's update sets them again.
     e.rebind.reset();
     e.rebind_broken = true;
-    not_rebound_ = fmt::format("CUDA refused patching node {} ({}): rebinding is off for this graph",
-                               nodes[applied], cudaGetErrorName(rc));
+    not_rebound_ = fmt::format("CUDA refused patching node {} ({}): rebinding is off for this graph", nodes[applied],
+                               cudaGetErrorName(rc));
     return false;
   }
   note(fmt::format("{}: patched {} node(s) in place, no capture", key.changes_from(e.key), nodes.size()));
@@ -619,7 +637,8 @@ namespace {
 
 // What differs between the graph an executable graph ran and a fresh capture, node by node, when the executable
 // graph runs `ran`'s fields for its patchable nodes (rebinding patched them) and the nodes of `current` otherwise.
-std::vector<std::string> patched_differences(const detail::graph_image& ran, const std::vector<cudaGraphNode_t>& current,
+std::vector<std::string> patched_differences(const detail::graph_image& ran,
+                                             const std::vector<cudaGraphNode_t>& current,
                                              const detail::graph_image& fresh, const std::vector<cudaGraphNode_t>& now,
                                              const detail::compare_context& ctx) {
   std::vector<std::string> out;
@@ -631,8 +650,9 @@ std::vector<std::string> patched_differences(const detail::graph_image& ran, con
     const std::string name = detail::node_name(ctx.after, now[i]);
     if (a.kind != b.kind) out.push_back(fmt::format("node {} ({}): another kind", i, name));
     else if (a.patchable && b.patchable && (a.fixed != b.fixed || a.bytes != b.bytes))
-      out.push_back(fmt::format("node {} ({}): {}", i, name, a.fixed != b.fixed ? "function, launch shape or sizes"
-                                                                               : "fields (arguments, pointers, values)"));
+      out.push_back(
+          fmt::format("node {} ({}): {}", i, name,
+                      a.fixed != b.fixed ? "function, launch shape or sizes" : "fields (arguments, pointers, values)"));
     else if (!a.patchable && detail::traits_of(b.kind).compare(current[i], now[i], ctx).differs)
       out.push_back(fmt::format("node {} ({}): its parameters", i, name));
   }
@@ -643,8 +663,8 @@ std::vector<std::string> graph_differences(const detail::graph_comparison& c, co
   if (!c.same_topology) return {fmt::format("the topology: {}", c.topology_reason)};
   std::vector<std::string> out;
   for (const auto& d : c.changed)
-    out.push_back(fmt::format("node {} ({}): {}", d.position, detail::node_name(ctx.after, c.after[d.position]),
-                              d.diff.what));
+    out.push_back(
+        fmt::format("node {} ({}): {}", d.position, detail::node_name(ctx.after, c.after[d.position]), d.diff.what));
   return out;
 }
 
@@ -722,8 +742,8 @@ void graph_cache::replay(const stream& s) {
 capture_options graph_cache::capture_settings() const noexcept {
   capture_options o(options_.mode);
   o.catch_default_streams = options_.catch_default_streams;
-  o.host_memory = options_.pageable == pageable_policy::refuse ? host_memory_check::refuse_pageable
-                                                               : host_memory_check::pageable;
+  o.host_memory =
+      options_.pageable == pageable_policy::refuse ? host_memory_check::refuse_pageable : host_memory_check::pageable;
   return o;
 }
 
@@ -783,9 +803,9 @@ std::string graph_cache::report(std::string_view name) const {
   std::size_t held = 0;
   for (const cached_graph& c : cached()) {
     held += c.allocation_bytes;
-    out += fmt::format("  graph for shape ({}): {} nodes, {} graph allocation(s) of {}, last used at call {}\n",
-                       c.shape, c.nodes, c.allocations, detail::byte_size(static_cast<double>(c.allocation_bytes)),
-                       c.last_call);
+    out +=
+        fmt::format("  graph for shape ({}): {} nodes, {} graph allocation(s) of {}, last used at call {}\n", c.shape,
+                    c.nodes, c.allocations, detail::byte_size(static_cast<double>(c.allocation_bytes)), c.last_call);
   }
   if (held != 0 || options_.max_bytes != 0)
     out += fmt::format("  the cached graphs hold {} of graph allocations{}; {} evicted for the budget\n",

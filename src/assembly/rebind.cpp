@@ -32,8 +32,8 @@ std::uint64_t mask(std::uint64_t v, std::uint32_t width) noexcept {
   return width >= 8 ? v : (v & ((std::uint64_t{1} << (8 * width)) - 1));
 }
 
-
-void write_word(std::vector<unsigned char>& bytes, std::uint32_t offset, std::uint32_t width, std::uint64_t v) noexcept {
+void write_word(std::vector<unsigned char>& bytes, std::uint32_t offset, std::uint32_t width,
+                std::uint64_t v) noexcept {
   if (offset + width <= bytes.size()) std::memcpy(bytes.data() + offset, &v, width);
 }
 
@@ -124,8 +124,8 @@ void rebinder::make_units(const call_key& key) {
       if (e.size > max_tracked_bytes || e.size % 4 != 0) {
         if (!a.binding) break;
         a.state = binding_state::recaptured;
-        a.reason = fmt::format("a value of {} bytes: rebind tracks the 4-byte words of values up to {} bytes",
-                               e.size, max_tracked_bytes);
+        a.reason = fmt::format("a value of {} bytes: rebind tracks the 4-byte words of values up to {} bytes", e.size,
+                               max_tracked_bytes);
         break;
       }
       for (std::uint32_t o = 0; o + 8 <= e.size; o += 8) add(o, 8, true);
@@ -249,7 +249,7 @@ bool rebinder::same_bytes(const site& x, const site& y) const noexcept {
 }
 
 bool rebinder::word_lookup::holds(std::uint32_t k, const unit& u, std::uint64_t w, const rebinder& rb,
-                                   const call_key& key, const range_query& ranges) {
+                                  const call_key& key, const range_query& ranges) {
   if (looked[k] == 0) {
     value[k] = key_word(key, u.entry, u.offset, u.width);
     looked[k] = value[k] != 0 && rb.looked_for(u, key, ranges) ? 1 : 2;
@@ -344,7 +344,7 @@ std::string rebinder::field_name(std::size_t node, std::uint32_t offset, std::ui
 void rebinder::round::add_note(const std::string& text) { note += (note.empty() ? "" : "; ") + text; }
 
 rebinder::round rebinder::compare_round(const graph_image& next, const call_key& key,
-                                         const recapture_facts& facts) const {
+                                        const recapture_facts& facts) const {
   round r;
   r.unit_changed.assign(units_.size(), false);
   for (std::size_t k = 0; k < units_.size(); ++k) {
@@ -364,10 +364,9 @@ rebinder::round rebinder::compare_round(const graph_image& next, const call_key&
     const auto& a = image_.nodes[n];
     const auto& b = next.nodes[n];
     if (a.fixed != b.fixed)
-      r.unexplained.push_back(fmt::format("node {} ({}): its function, launch shape or sizes changed", n,
-                                          to_string(b.kind)));
-    else if (a.bytes != b.bytes)
-      r.covered[n].assign(b.bytes.size(), 0);
+      r.unexplained.push_back(
+          fmt::format("node {} ({}): its function, launch shape or sizes changed", n, to_string(b.kind)));
+    else if (a.bytes != b.bytes) r.covered[n].assign(b.bytes.size(), 0);
   }
   return r;
 }
@@ -479,8 +478,9 @@ void rebinder::blame_unexplained(round& r) {
   if (live.size() == 1 && others.empty()) {
     give_up(live[0], fmt::format("a change of it is not explained by where it is embedded: {}", first));
   } else if (!live.empty() && !others.empty()) {
-    r.add_note(fmt::format("not verified: argument(s) {} changed together with argument(s) {}, which re-capture, and {}",
-                           positions_of(live), positions_of(others), first));
+    r.add_note(
+        fmt::format("not verified: argument(s) {} changed together with argument(s) {}, which re-capture, and {}",
+                    positions_of(live), positions_of(others), first));
   } else if (!live.empty()) {
     r.add_note(fmt::format("not verified: arguments {} changed together and {}", positions_of(live), first));
     for (std::size_t i : live)
@@ -526,10 +526,8 @@ void rebinder::judge(round& r) {
     // unexplained changes this time, and are looked for with their new values (rescan).
     r.add_note(fmt::format("not verified: argument(s) {} were 0 before (not looked for); learnt at the next change",
                            positions_of(zero)));
-  else if (!r.unexplained.empty())
-    blame_unexplained(r);
-  else
-    verify_changed(r);
+  else if (!r.unexplained.empty()) blame_unexplained(r);
+  else verify_changed(r);
 }
 
 void rebinder::refuse_overlaps() {
@@ -748,7 +746,8 @@ std::vector<std::string> rebinder::node_bindings(std::size_t node) const {
     const unit& u = units_[s.unit];
     if (arguments_[u.entry].state == binding_state::recaptured) continue;
     std::string line = fmt::format("argument {}", u.position);
-    if (arguments_[u.entry].kind == argument_kind::bytes) line += fmt::format(" bytes {}..{}", u.offset, u.offset + u.width - 1);
+    if (arguments_[u.entry].kind == argument_kind::bytes)
+      line += fmt::format(" bytes {}..{}", u.offset, u.offset + u.width - 1);
     if (s.delta != 0) line += fmt::format(" {:+} B", s.delta);
     line += fmt::format(" -> {}", field_name(node, s.offset, s.width));
     if (std::find(out.begin(), out.end(), line) == out.end()) out.push_back(std::move(line));

@@ -176,7 +176,7 @@ private:
     std::vector<std::pair<std::size_t, std::string>> contradictions; // (entry, why): a site broke its promise
     std::vector<std::pair<site, std::uint64_t>> doubtful; // candidates that changed otherwise than predicted, to what
     std::vector<std::pair<std::size_t, std::string>> verified; // (entry, note): verified in this round
-    std::string note;                               // what learn() returns
+    std::string note;                                          // what learn() returns
     void add_note(const std::string& text);
   };
   [[nodiscard]] round compare_round(const graph_image& next, const call_key& key, const recapture_facts& facts) const;
@@ -208,9 +208,9 @@ private:
   std::vector<unit> units_;
   std::vector<site> sites_;
   std::vector<argument> arguments_;
-  std::vector<int> unexplained_rounds_;      // per entry
-  std::vector<std::size_t> unit_first_;      // sites_ of unit k: [unit_first_[k], unit_first_[k + 1])
-  std::vector<std::size_t> unit_confirmed_;  // confirmed sites per unit
+  std::vector<int> unexplained_rounds_;     // per entry
+  std::vector<std::size_t> unit_first_;     // sites_ of unit k: [unit_first_[k], unit_first_[k + 1])
+  std::vector<std::size_t> unit_confirmed_; // confirmed sites per unit
   std::vector<std::size_t> touched_;
   std::vector<std::uint8_t> touched_flag_;
 };

@@ -32,7 +32,6 @@ namespace conveyor::detail {
 
 //! Sets nodes `nodes` of `e` to their fields in `image` (patch_fields: each kind's set_fields); returns the first
 //! error, with `applied` nodes set before it. Never throws, but for std::bad_alloc.
-cudaError_t apply_patch(graph_exec& e, graph_image& image, const std::vector<std::size_t>& nodes,
-                        std::size_t& applied);
+cudaError_t apply_patch(graph_exec& e, graph_image& image, const std::vector<std::size_t>& nodes, std::size_t& applied);
 
 } // namespace conveyor::detail

@@ -26,8 +26,8 @@ CUresult kernel_node_get_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* param
 }
 
 CUresult exec_kernel_node_set_params(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* params) {
-  static auto fn = entry<CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*)>(
-      "cuGraphExecKernelNodeSetParams");
+  static auto fn =
+      entry<CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*)>("cuGraphExecKernelNodeSetParams");
   return fn != nullptr ? fn(exec, node, params) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -52,15 +52,16 @@ CUresult kernel_get_param_info(CUkernel kernel, size_t index, size_t* offset, si
 }
 
 CUresult kernel_node_get_attribute(CUgraphNode node, CUlaunchAttributeID id, CUlaunchAttributeValue* value) {
-  static auto fn = entry<CUresult (*)(CUgraphNode, CUlaunchAttributeID, CUlaunchAttributeValue*)>(
-      "cuGraphKernelNodeGetAttribute");
+  static auto fn =
+      entry<CUresult (*)(CUgraphNode, CUlaunchAttributeID, CUlaunchAttributeValue*)>("cuGraphKernelNodeGetAttribute");
   return fn != nullptr ? fn(node, id, value) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult add_kernel_node(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count,
                          const CUDA_KERNEL_NODE_PARAMS* params) {
-  static auto fn = entry<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
-                                      const CUDA_KERNEL_NODE_PARAMS*)>("cuGraphAddKernelNode");
+  static auto fn =
+      entry<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*)>(
+          "cuGraphAddKernelNode");
   return fn != nullptr ? fn(node, graph, deps, count, params) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -131,6 +132,14 @@ CUresult kernel_get_function(CUfunction* function, CUkernel kernel) {
 CUresult ctx_get_current(CUcontext* ctx) {
   static auto fn = entry<CUresult (*)(CUcontext*)>("cuCtxGetCurrent", 4000);
   return fn != nullptr ? fn(ctx) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+unsigned long long pointer_buffer_id(const void* p) noexcept {
+  static auto fn = entry<CUresult (*)(void*, CUpointer_attribute, CUdeviceptr)>("cuPointerGetAttribute", 4000);
+  unsigned long long id = 0;
+  if (fn == nullptr || fn(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
+    return 0;
+  return id;
 }
 
 int stream_device(cudaStream_t s) noexcept {

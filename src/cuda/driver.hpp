@@ -44,4 +44,9 @@ CUresult ctx_get_current(CUcontext* ctx);
 // when the driver cannot tell.
 int stream_device(cudaStream_t s) noexcept;
 
+// The process-wide unique id of the allocation holding `p` (cuPointerGetAttribute, CU_POINTER_ATTRIBUTE_BUFFER_ID:
+// device, page-locked host, registered host and managed memory); 0 where CUDA gives none (pageable memory, no
+// driver). A new allocation at a freed one's address has another id.
+unsigned long long pointer_buffer_id(const void* p) noexcept;
+
 } // namespace conveyor::detail::driver

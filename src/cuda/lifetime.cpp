@@ -3,6 +3,8 @@
 #include "cuda/check.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -16,11 +18,11 @@ namespace {
 
 struct release_queue {
   std::mutex mutex;
-  std::condition_variable released;   // a scheduled payload was handed over
-  std::size_t scheduled = 0;          // payloads no Conveyor object references that CUDA has not handed over yet
-  std::vector<std::shared_ptr<void>> ready;                                    // from user-object destructors
+  std::condition_variable released;         // a scheduled payload was handed over
+  std::size_t scheduled = 0;                // payloads no Conveyor object references that CUDA has not handed over yet
+  std::vector<std::shared_ptr<void>> ready; // from user-object destructors
   std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<fence>>> fenced; // waiting for a launch
-  std::vector<cudaEvent_t> free_events;                                        // the fence pool
+  std::vector<cudaEvent_t> free_events;                                         // the fence pool
 };
 
 void release_at_exit() noexcept;
@@ -37,6 +39,15 @@ release_queue& queue() {
   return *q;
 }
 
+// How long release_at_exit waits for unfinished launches: CONVEYOR_EXIT_WAIT_S seconds (default 10; 0: not at all).
+std::chrono::duration<double> exit_wait() noexcept {
+  const char* v = std::getenv("CONVEYOR_EXIT_WAIT_S");
+  if (v == nullptr || *v == '\0') return std::chrono::seconds(10);
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  return std::chrono::duration<double>(end != v && s >= 0.0 && s < 1e6 ? s : 10.0);
+}
+
 void release_at_exit() noexcept {
   std::vector<std::shared_ptr<void>> doomed;
   std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<fence>>> fenced;
@@ -45,11 +56,26 @@ void release_at_exit() noexcept {
     doomed.swap(queue().ready);
     fenced.swap(queue().fenced);
   }
+  // Launches still running at exit use the fenced items: wait for them, but not without a bound (a kernel that never
+  // ends, a WHILE node whose condition stays true). What is still in use then is left unreleased, and said.
+  const auto deadline = std::chrono::steady_clock::now() + exit_wait();
+  std::size_t left = 0;
   for (auto& [item, after] : fenced) {
-    while (!after->done()) std::this_thread::yield(); // launches still running at exit use these items
+    while (!after->done() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    if (!after->done()) {
+      new std::shared_ptr<void>(std::move(item)); // leaked on purpose: the GPU may still read or write it
+      ++left;
+      continue;
+    }
     item.reset();
     after.reset();
   }
+  if (left > 0)
+    std::fprintf(stderr,
+                 "conveyor: at exit, %zu resource(s) of executable graphs were still in use by graph launches that had "
+                 "not finished after %.3g s (CONVEYOR_EXIT_WAIT_S); left unreleased. Synchronize the streams before "
+                 "exit, or look for a kernel that does not end (conveyor::step_through names it)\n",
+                 left, exit_wait().count());
   doomed.clear();
 }
 
@@ -158,10 +184,8 @@ std::size_t wait_for_releases(std::chrono::milliseconds timeout) noexcept {
 void defer_release(std::shared_ptr<void> item, std::shared_ptr<fence> after) {
   if (!item) return;
   std::lock_guard lock(queue().mutex);
-  if (after)
-    queue().fenced.emplace_back(std::move(item), std::move(after));
-  else
-    queue().ready.push_back(std::move(item));
+  if (after) queue().fenced.emplace_back(std::move(item), std::move(after));
+  else queue().ready.push_back(std::move(item));
   releases_queued.fetch_add(1, std::memory_order_release);
 }
 
@@ -178,10 +202,8 @@ std::size_t collect_queued() noexcept {
   // buffer) or re-enter the queue (a fence returning its event to the pool).
   std::vector<std::pair<std::shared_ptr<void>, std::shared_ptr<fence>>> waiting;
   for (auto& entry : fenced) {
-    if (entry.second->done())
-      doomed.push_back(std::move(entry.first));
-    else
-      waiting.push_back(std::move(entry));
+    if (entry.second->done()) doomed.push_back(std::move(entry.first));
+    else waiting.push_back(std::move(entry));
   }
   fenced.clear(); // returns the events of finished fences to the pool
   doomed.clear();

@@ -37,8 +37,8 @@ contents read_all(const std::vector<watched_buffer>& buffers) {
 
 void write_all(const std::vector<watched_buffer>& buffers, const contents& values) {
   for (std::size_t k = 0; k < buffers.size(); ++k)
-    CONVEYOR_CHECK(cudaMemcpy(const_cast<void*>(buffers[k].data), values[k].data(), values[k].size(),
-                              cudaMemcpyDefault));
+    CONVEYOR_CHECK(
+        cudaMemcpy(const_cast<void*>(buffers[k].data), values[k].data(), values[k].size(), cudaMemcpyDefault));
   CONVEYOR_CHECK(cudaDeviceSynchronize());
 }
 
@@ -79,8 +79,8 @@ determinism_report check_determinism(graph_exec& e, const stream& s, const std::
     throw std::invalid_argument("conveyor::check_determinism: no buffers to compare: name the graph's outputs");
   for (const auto& b : buffers)
     if (b.data == nullptr || b.count == 0)
-      throw std::invalid_argument(fmt::format("conveyor::check_determinism: buffer '{}' has no data or no elements",
-                                              b.name));
+      throw std::invalid_argument(
+          fmt::format("conveyor::check_determinism: buffer '{}' has no data or no elements", b.name));
   s.synchronize();
   const contents start = read_all(buffers);
   std::vector<std::pair<step_node, contents>> first_trail;

@@ -85,15 +85,21 @@ std::string step_node::text() const {
   return out;
 }
 
-step_failure::step_failure(step_node node, cudaError_t code, std::string call)
-    : std::runtime_error(failure_text(node, code, call)), node_(std::move(node)), code_(code),
-      sticky_(is_sticky(code)) {}
+step_failure::step_failure(step_node node, cudaError_t code, std::string call) :
+    std::runtime_error(failure_text(node, code, call)),
+    node_(std::move(node)),
+    code_(code),
+    sticky_(is_sticky(code)) {}
 
-nonfinite_error::nonfinite_error(step_node node, std::string buffer, std::size_t index, double before, double after)
-    : std::runtime_error(fmt::format("conveyor::step_through: after {}, buffer '{}' holds {} at index {} (it held {} "
-                                     "before that node): the first non-finite value of the watched buffers",
-                                     node.text(), buffer, after, index, before)),
-      node_(std::move(node)), buffer_(std::move(buffer)), index_(index), before_(before), after_(after) {}
+nonfinite_error::nonfinite_error(step_node node, std::string buffer, std::size_t index, double before, double after) :
+    std::runtime_error(fmt::format("conveyor::step_through: after {}, buffer '{}' holds {} at index {} (it held {} "
+                                   "before that node): the first non-finite value of the watched buffers",
+                                   node.text(), buffer, after, index, before)),
+    node_(std::move(node)),
+    buffer_(std::move(buffer)),
+    index_(index),
+    before_(before),
+    after_(after) {}
 
 step_report step_through(const graph& g, const stream& s, const step_options& options) {
   const detail::api_scope scope("conveyor::step_through", std::source_location::current());

@@ -39,8 +39,8 @@ double half_value(std::uint16_t h) {
   const int exponent = (h >> 10) & 0x1F;
   const int mantissa = h & 0x3FF;
   if (exponent == 0) return sign * std::ldexp(mantissa, -24);
-  if (exponent == 31) return mantissa == 0 ? sign * std::numeric_limits<double>::infinity()
-                                           : std::numeric_limits<double>::quiet_NaN();
+  if (exponent == 31)
+    return mantissa == 0 ? sign * std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
   return sign * std::ldexp(1024 + mantissa, exponent - 25);
 }
 
@@ -143,7 +143,9 @@ struct one_graph {
 // Device words a probe graph's conditional bodies write, freed on scope exit.
 struct probe_words {
   unsigned* data = nullptr;
-  explicit probe_words(std::size_t n) { CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), n * sizeof(unsigned))); }
+  explicit probe_words(std::size_t n) {
+    CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), n * sizeof(unsigned)));
+  }
   probe_words(const probe_words&) = delete;
   probe_words& operator=(const probe_words&) = delete;
   ~probe_words() { (void)cudaFree(data); }
@@ -243,8 +245,8 @@ void check_runnable(const graph_walk& w) {
             "with conveyor::add_conditional in the graph itself",
             where));
       for (std::size_t b = 0; b < info->bodies.size(); ++b)
-        check_runnable(walk_of(info->bodies[b]->handle, info->bodies[b].get(), fmt::format("{} > body {} > ", where, b),
-                               {}));
+        check_runnable(
+            walk_of(info->bodies[b]->handle, info->bodies[b].get(), fmt::format("{} > body {} > ", where, b), {}));
       continue;
     }
     throw std::invalid_argument(fmt::format(
@@ -290,8 +292,10 @@ std::vector<step_node> list_steps(const graph_state& g) {
 
 // ---- step_runner ---------------------------------------------------------------------------------------------
 
-step_runner::step_runner(const stream& s, const step_options& options)
-    : stream_(s), options_(options), watch_((s.synchronize(), options.nonfinite)) {}
+step_runner::step_runner(const stream& s, const step_options& options) :
+    stream_(s),
+    options_(options),
+    watch_((s.synchronize(), options.nonfinite)) {}
 
 void step_runner::track_conditions(const graph_state& g) {
   for (const auto& [node, info] : g.conditionals) {
@@ -405,9 +409,9 @@ void step_runner::run_probe(cudaGraphNode_t n, const step_node& info, const kern
     const conditional_info& c = *conditions_.at(handles[j].first);
     const bool switch_case = c.type == cudaGraphCondTypeSwitch;
     const auto kernel_node = reinterpret_cast<cudaGraphNode_t>(kernel);
-    auto [cond, bodies] = add_conditional(probe.handle, node_handles(&kernel_node, 1), handles[j].second,
-                                          switch_case ? cudaGraphCondTypeSwitch : cudaGraphCondTypeIf,
-                                          switch_case ? c.size : 1U);
+    auto [cond, bodies] =
+        add_conditional(probe.handle, node_handles(&kernel_node, 1), handles[j].second,
+                        switch_case ? cudaGraphCondTypeSwitch : cudaGraphCondTypeIf, switch_case ? c.size : 1U);
     for (std::size_t b = 0; b < bodies.size(); ++b)
       (void)add_memset(bodies[b], {}, words.data + j, sizeof(unsigned), static_cast<unsigned>(b + 1), 4, 1, 1);
   }
@@ -417,8 +421,7 @@ void step_runner::run_probe(cudaGraphNode_t n, const step_node& info, const kern
   for (std::size_t j = 0; j < handles.size(); ++j) {
     const conditional_info& c = *conditions_.at(handles[j].first);
     // IF and WHILE read zero or not; a SWITCH its case, or no body for a value at or above its case count.
-    values_[handles[j].first] =
-        c.type == cudaGraphCondTypeSwitch ? (seen[j] == 0 ? c.size : seen[j] - 1) : seen[j];
+    values_[handles[j].first] = c.type == cudaGraphCondTypeSwitch ? (seen[j] == 0 ? c.size : seen[j] - 1) : seen[j];
   }
 }
 

@@ -40,13 +40,13 @@ private:
 //! described, ordered.
 struct graph_walk {
   cudaGraph_t handle = nullptr;
-  const graph_state* owner = nullptr;  //!< Conveyor's state of it (labels, conditionals), or null
-  std::string prefix;                  //!< the path of the node holding it, with " > ", or empty at the top
-  std::vector<std::size_t> position;   //!< (node index, body index) pairs down to it: step_node::position
-  graph_snapshot snapshot;             //!< nodes, kinds, edges, kernel parameters
-  graph_description description;       //!< labels, kernel names, shapes, devices
+  const graph_state* owner = nullptr; //!< Conveyor's state of it (labels, conditionals), or null
+  std::string prefix;                 //!< the path of the node holding it, with " > ", or empty at the top
+  std::vector<std::size_t> position;  //!< (node index, body index) pairs down to it: step_node::position
+  graph_snapshot snapshot;            //!< nodes, kinds, edges, kernel parameters
+  graph_description description;      //!< labels, kernel names, shapes, devices
   std::vector<std::vector<std::size_t>> predecessors;
-  std::vector<std::size_t> order;      //!< a topological order: creation order among the nodes ready
+  std::vector<std::size_t> order; //!< a topological order: creation order among the nodes ready
 };
 
 //! Reads `g` into a walk; `described`, when given, is `g`'s description already made (a child graph's, with the

@@ -216,7 +216,9 @@ private:
 
 // The caller's stack pointer when it called the function whose frame address is `frame`: every address below it
 // belongs to frames of functions the caller calls later (the captured code), gone once they return.
-std::uintptr_t caller_stack(void* frame) noexcept { return reinterpret_cast<std::uintptr_t>(frame) + 2 * sizeof(void*); }
+std::uintptr_t caller_stack(void* frame) noexcept {
+  return reinterpret_cast<std::uintptr_t>(frame) + 2 * sizeof(void*);
+}
 
 // Whether `s` is a default stream: the legacy one (null or cudaStreamLegacy) or the per-thread one.
 bool default_stream(cudaStream_t s) noexcept {
@@ -240,11 +242,9 @@ bool joined_into(const cudaGraphNode_t* nodes, std::size_t count, const cudaGrap
     std::vector<cudaGraphNode_t> deps(k);
     if (k != 0 && detail::get_dependencies(n, deps.data(), &k) == cudaSuccess)
       todo.insert(todo.end(), deps.begin(), deps.begin() + static_cast<std::ptrdiff_t>(k));
-    else
-      (void)cudaGetLastError();
+    else (void)cudaGetLastError();
   }
-  return std::all_of(nodes, nodes + count,
-                     [&](cudaGraphNode_t n) { return seen.contains(n); });
+  return std::all_of(nodes, nodes + count, [&](cudaGraphNode_t n) { return seen.contains(n); });
 }
 
 // The graph a capture made, `g`, with the model the session kept while capturing (the nodes added to the capture in
@@ -299,9 +299,9 @@ capture_session::capture_session(const stream& s, capture_options options) : str
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t g = nullptr;
   unsigned long long id = 0;
-  const bool read = detail::cleared(detail::capture_point(stream_, &status, &id, &g, nullptr, nullptr, nullptr)) ==
-                        cudaSuccess &&
-                    status == cudaStreamCaptureStatusActive;
+  const bool read =
+      detail::cleared(detail::capture_point(stream_, &status, &id, &g, nullptr, nullptr, nullptr)) == cudaSuccess &&
+      status == cudaStreamCaptureStatusActive;
   if (read) capture_id_ = id; // for the end (the forks still open), one query fewer
   if (read && g != nullptr) {
     try {
@@ -316,8 +316,9 @@ capture_session::capture_session(const stream& s, capture_options options) : str
   begin_checks(options, caller_stack(__builtin_frame_address(0)), s.device());
 }
 
-capture_session::capture_session(graph& target, const stream& s, const node_list& deps, capture_options options)
-    : stream_(s.get()), target_(&target) {
+capture_session::capture_session(graph& target, const stream& s, const node_list& deps, capture_options options) :
+    stream_(s.get()),
+    target_(&target) {
   if (!detail::access::all_in(deps, detail::access::state(target).get()))
     throw std::invalid_argument("conveyor::capture_into: a dependency belongs to another graph");
   if (deps.typed())

@@ -84,8 +84,11 @@ struct walker {
     if (check == host_memory_check::refuse_pageable)
       throw std::invalid_argument(fmt::format(
           "conveyor::capture: node {} ({}) copies {} B with pageable host memory {} as its {}: a replay reads or "
-          "writes it when the copy runs, after the capturing code has moved on, and CUDA copies pageable memory "
-          "through a staging buffer (host_memory_check::refuse_pageable). Fix: {}",
+          "writes it when the copy runs, after the capturing code has moved on (a local std::vector freed when a "
+          "helper returned, a buffer the program changes between calls), and CUDA copies pageable memory through a "
+          "staging buffer. Fix: {}; or, when the buffer outlives the graph and holds what each replay must copy, "
+          "declare it: capture_options::host_memory = host_memory_check::returned_frames (graphed: "
+          "graphed_options::pageable = pageable_policy::allow)",
           position, node_name(names, n), u.bytes, u.address, u.role, fix_text(true)));
     if (owner != nullptr)
       owner->pageable.push_back({position, node_name(names, n), u.address, u.bytes, u.role == "source"});

@@ -38,6 +38,6 @@ struct returned_frames {
 //! (`check` off, not a body) or throws.
 //! \throws std::invalid_argument naming the node, what is wrong and the fix; cuda_error when a node cannot be read.
 void check_captured_nodes(cudaGraph_t g, std::size_t first, const graph_state* names, graph_state* owner,
-                       const returned_frames& gone, host_memory_check check);
+                          const returned_frames& gone, host_memory_check check);
 
 } // namespace conveyor::detail

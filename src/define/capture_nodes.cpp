@@ -142,10 +142,10 @@ node capture_add_kernel(const stream& s, const launch_config& cfg, const void* f
 void check_body_count(conditional_kind kind, std::size_t bodies) {
   const std::size_t wanted = kind == conditional_kind::if_then_else ? 2 : 1;
   if (kind == conditional_kind::switch_case ? bodies >= 1 : bodies == wanted) return;
-  throw std::invalid_argument(fmt::format(
-      "conveyor::capture_conditional: {} body callable(s) given; an if_then and a while_loop take 1, an "
-      "if_then_else 2 (then, else), a switch_case one per case",
-      bodies));
+  throw std::invalid_argument(
+      fmt::format("conveyor::capture_conditional: {} body callable(s) given; an if_then and a while_loop take 1, an "
+                  "if_then_else 2 (then, else), a switch_case one per case",
+                  bodies));
 }
 
 const stream& side_stream(const stream& s) {
@@ -158,8 +158,7 @@ const stream& side_stream(const stream& s) {
   for (const pooled& p : pool) {
     if (p.device != device || p.side->get() == s.get()) continue;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (cleared(cudaStreamIsCapturing(p.side->get(), &status)) == cudaSuccess &&
-        status == cudaStreamCaptureStatusNone)
+    if (cleared(cudaStreamIsCapturing(p.side->get(), &status)) == cudaSuccess && status == cudaStreamCaptureStatusNone)
       return *p.side;
   }
   // Creating a stream is not a capture's business: the thread's capture mode is relaxed for it, then restored.
@@ -187,8 +186,7 @@ void capture_keep_alive(const stream& s, std::shared_ptr<void> item) {
 capture_scope::capture_scope(const stream& s, std::string call) : call_(std::move(call)) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t g = nullptr;
-  if (detail::cleared(detail::capture_point(s.get(), &status, nullptr, &g, nullptr, nullptr, nullptr)) !=
-          cudaSuccess ||
+  if (detail::cleared(detail::capture_point(s.get(), &status, nullptr, &g, nullptr, nullptr, nullptr)) != cudaSuccess ||
       status != cudaStreamCaptureStatusActive || !detail::captured_state(g))
     return;
   std::size_t count = 0;
@@ -237,10 +235,10 @@ conditional_node capture_conditional(const stream& s, conditional_kind kind, con
         "capture_into or a capture_session",
         call));
   if (cond.graph != p.graph)
-    throw std::invalid_argument(fmt::format(
-        "{}: the condition was made for another graph than the one being captured; make it with "
-        "conveyor::capture_condition on the capturing stream",
-        call));
+    throw std::invalid_argument(
+        fmt::format("{}: the condition was made for another graph than the one being captured; make it with "
+                    "conveyor::capture_condition on the capturing stream",
+                    call));
   // A conditional node takes full dependencies only (CUDA allows other edge types only between kernels).
   auto [n, bodies] = detail::add_conditional(p.graph, p.deps, cond.handle, shape.type, shape.size);
   detail::advance(s, n, call);

@@ -27,15 +27,15 @@ const char* kind_name(conditional_kind kind) noexcept {
 void require_version(int needed, const char* what) {
   auto text = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
   if (CUDART_VERSION < needed)
-    throw cuda_error(cudaErrorNotSupported, what, std::source_location::current(),
-                     fmt::format("needs CUDA {}; Conveyor was built with CUDA Toolkit {}", text(needed),
-                                 text(CUDART_VERSION)));
+    throw cuda_error(
+        cudaErrorNotSupported, what, std::source_location::current(),
+        fmt::format("needs CUDA {}; Conveyor was built with CUDA Toolkit {}", text(needed), text(CUDART_VERSION)));
   int driver = 0;
   CONVEYOR_CHECK(cudaDriverGetVersion(&driver));
   if (driver < needed)
-    throw cuda_error(cudaErrorInsufficientDriver, what, std::source_location::current(),
-                     fmt::format("needs a driver for CUDA {}; the installed driver supports CUDA {}", text(needed),
-                                 text(driver)));
+    throw cuda_error(
+        cudaErrorInsufficientDriver, what, std::source_location::current(),
+        fmt::format("needs a driver for CUDA {}; the installed driver supports CUDA {}", text(needed), text(driver)));
 }
 
 } // namespace
@@ -51,8 +51,8 @@ condition make_condition(graph& g, unsigned default_value, condition_reset reset
   c.default_value = default_value;
   c.reset_each_launch = reset_each_launch;
   c.graph = g.get();
-  CONVEYOR_CHECK(cudaGraphConditionalHandleCreate(&c.handle, g.get(), default_value,
-                                                  reset_each_launch ? static_cast<unsigned>(cudaGraphCondAssignDefault) : 0U));
+  CONVEYOR_CHECK(cudaGraphConditionalHandleCreate(
+      &c.handle, g.get(), default_value, reset_each_launch ? static_cast<unsigned>(cudaGraphCondAssignDefault) : 0U));
   return c;
 }
 

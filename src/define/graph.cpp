@@ -167,12 +167,12 @@ node graph::memcpy(const node_list& deps, void* dst, const void* src, std::size_
   return wrap(detail::add_memcpy_1d(get(), handles, dst, src, bytes, kind));
 }
 
-node graph::memcpy_2d(const node_list& deps, void* dst, std::size_t dst_pitch, const void* src,
-                      std::size_t src_pitch, std::size_t width_bytes, std::size_t height, cudaMemcpyKind kind) {
+node graph::memcpy_2d(const node_list& deps, void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                      std::size_t width_bytes, std::size_t height, cudaMemcpyKind kind) {
   if (dst_pitch < width_bytes || src_pitch < width_bytes)
-    throw std::invalid_argument(fmt::format(
-        "conveyor::graph::memcpy_2d: pitch (dst {} B, src {} B) smaller than the row width {} B", dst_pitch,
-        src_pitch, width_bytes));
+    throw std::invalid_argument(
+        fmt::format("conveyor::graph::memcpy_2d: pitch (dst {} B, src {} B) smaller than the row width {} B", dst_pitch,
+                    src_pitch, width_bytes));
   auto handles = checked(state_.get(), deps, node_kind::memcpy, "memcpy_2d");
   return wrap(detail::add_memcpy_2d(get(), handles, dst, dst_pitch, src, src_pitch, width_bytes, height, kind));
 }
@@ -247,6 +247,30 @@ node graph::add_host(const node_list& deps, std::shared_ptr<std::function<void()
   return wrap(n);
 }
 
+namespace {
+// The first memory allocation or free node of `g` ("node 2 (name)"), or empty.
+std::string first_memory_node(const detail::graph_state& g) {
+  try {
+    const auto nodes = detail::graph_nodes(g.handle);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (const node_kind k = detail::kind_of(nodes[i]); k == node_kind::mem_alloc || k == node_kind::mem_free)
+        return fmt::format("node {} ({})", i, detail::node_name(&g, nodes[i]));
+  } catch (...) {}
+  return {};
+}
+
+// Why CUDA refused `body` as a child graph, when Conveyor can tell, else empty.
+std::string child_rule(const detail::graph_state& body, cudaError_t rc) {
+  if (rc != cudaErrorNotSupported && rc != cudaErrorInvalidValue) return {};
+  const std::string memory = first_memory_node(body);
+  if (memory.empty()) return {};
+  return fmt::format("conveyor::graph::child: CUDA does not allow a graph that holds memory allocation or free nodes "
+                     "as a child graph ({} of the body is one). Fix: add the allocation and the free to this graph "
+                     "around the child (graph::mem_alloc, graph::mem_free), or allocate outside the graph",
+                     memory);
+}
+} // namespace
+
 node graph::child(const node_list& deps, const graph& body) {
   if (body.has_conditional())
     throw std::invalid_argument("conveyor::graph::child: the body holds a conditional node, and CUDA does not allow a "
@@ -255,7 +279,10 @@ node graph::child(const node_list& deps, const graph& body) {
   // The copy CUDA makes takes over the body's user-object reference: per-node updates of the child keep it alive.
   // A body without resources needs neither (nor does the parent: its copy of the body points into nothing).
   detail::attach_resources(*body.state_);
-  cudaGraphNode_t n = detail::add_child(get(), handles, body.get());
+  cudaGraphNode_t n = nullptr;
+  if (const cudaError_t rc = cudaGraphAddChildGraphNode(&n, get(), handles.data(), handles.size(), body.get());
+      rc != cudaSuccess)
+    detail::throw_cuda(rc, "cudaGraphAddChildGraphNode", child_rule(*body.state_, rc));
   // The copy's kernels count among this graph's cluster attributes (a whole-graph update keeps old clusters at any
   // depth): known to be none when the body holds none, else read at an update. Before anything below can throw.
   if (!body.state_->clusters || !body.state_->clusters->empty()) state_->clusters.reset();
@@ -301,8 +328,8 @@ node graph::add_node(const node_list& deps, cudaGraphNodeParams& params) {
     }
   }
   cudaGraphNode_t n = nullptr;
-  CONVEYOR_CHECK(detail::add_node(&n, get(), handles.data(), data.empty() ? nullptr : data.data(), handles.size(),
-                                  &params));
+  CONVEYOR_CHECK(
+      detail::add_node(&n, get(), handles.data(), data.empty() ? nullptr : data.data(), handles.size(), &params));
   // A child graph or conditional node added this way holds kernels whose cluster attributes are not known here:
   // read at each whole-graph update (conditional bodies filled later through the handles CUDA returns included).
   if (params.type == cudaGraphNodeTypeGraph || params.type == cudaGraphNodeTypeConditional) state_->clusters.reset();
@@ -313,16 +340,11 @@ namespace {
 // Why CUDA refused to clone `g`, when Conveyor can tell, else empty.
 std::string clone_rule(const detail::graph_state& g, cudaError_t rc) {
   if (rc != cudaErrorNotSupported) return {};
-  try {
-    const auto nodes = detail::graph_nodes(g.handle);
-    for (std::size_t i = 0; i < nodes.size(); ++i)
-      if (const node_kind k = detail::kind_of(nodes[i]); k == node_kind::mem_alloc || k == node_kind::mem_free)
-        return fmt::format("CUDA cannot clone a graph that holds memory allocation or free nodes (node {}, {}): "
-                           "build or capture the graph again instead of cloning it",
-                           i, detail::node_name(&g, nodes[i]));
-  } catch (...) {
-  }
-  return {};
+  const std::string memory = first_memory_node(g);
+  if (memory.empty()) return {};
+  return fmt::format("CUDA cannot clone a graph that holds memory allocation or free nodes ({}): build or capture "
+                     "the graph again instead of cloning it",
+                     memory);
 }
 } // namespace
 
@@ -354,10 +376,8 @@ graph graph::clone() const {
   for (const auto& token : out.state_->copied_tokens) detail::hold(token);
   for (const auto& [original, text] : state_->labels) {
     cudaGraphNode_t cloned = nullptr;
-    if (cudaGraphNodeFindInClone(&cloned, original, copy) == cudaSuccess)
-      out.state_->labels.emplace(cloned, text);
-    else
-      (void)cudaGetLastError();
+    if (cudaGraphNodeFindInClone(&cloned, original, copy) == cudaSuccess) out.state_->labels.emplace(cloned, text);
+    else (void)cudaGetLastError();
   }
   return out;
 }

@@ -37,20 +37,19 @@ void check_edge_ends(const graph_state* owner, cudaGraphNode_t from, cudaGraphNo
     if (end == nullptr) continue; // the node about to be added: the caller checks its kind
     const node_kind kind = kind_of(end);
     if (kind != node_kind::kernel)
-      throw std::invalid_argument(fmt::format(
-          "{}: a {} edge from {} to {} needs kernel nodes at both ends, and {} is a {} node (CUDA allows "
-          "programmatic dependent launch only between kernels; use a full edge there)",
-          call, to_string(type), from != nullptr ? node_name(owner, from) : "the new node",
-          to != nullptr ? node_name(owner, to) : "the new node", node_name(owner, end), to_string(kind)));
+      throw std::invalid_argument(
+          fmt::format("{}: a {} edge from {} to {} needs kernel nodes at both ends, and {} is a {} node (CUDA allows "
+                      "programmatic dependent launch only between kernels; use a full edge there)",
+                      call, to_string(type), from != nullptr ? node_name(owner, from) : "the new node",
+                      to != nullptr ? node_name(owner, to) : "the new node", node_name(owner, end), to_string(kind)));
   }
 }
 
 void add_edge(const graph_state* owner, cudaGraphNode_t from, cudaGraphNode_t to, edge_type type, const char* call) {
   check_edge_ends(owner, from, to, type, call);
   if (type == edge_type::full) {
-    check_with(add_dependencies(owner->handle, &from, &to, 1), "cudaGraphAddDependencies", [&] {
-      return fmt::format("{}: edge {} -> {}", call, node_name(owner, from), node_name(owner, to));
-    });
+    check_with(add_dependencies(owner->handle, &from, &to, 1), "cudaGraphAddDependencies",
+               [&] { return fmt::format("{}: edge {} -> {}", call, node_name(owner, from), node_name(owner, to)); });
     return;
   }
   const cudaGraphEdgeData data = to_edge_data(type);
@@ -82,8 +81,7 @@ void add_all_or_none(const detail::graph_state* owner, std::span<const edge_to_a
     while (added > 0) {
       --added;
       const cudaGraphEdgeData data = to_edge_data(edges[added].type);
-      (void)detail::cleared(
-          detail::remove_dependencies(owner->handle, &edges[added].from, &edges[added].to, &data, 1));
+      (void)detail::cleared(detail::remove_dependencies(owner->handle, &edges[added].from, &edges[added].to, &data, 1));
     }
     throw;
   }
@@ -123,7 +121,6 @@ node& node::succeed(std::initializer_list<dependency> predecessors) {
   add_all_or_none(owner_, edges, "conveyor::node::succeed");
   return *this;
 }
-
 
 node& node::label(std::string text) {
   if (!*this || owner_ == nullptr) throw std::invalid_argument("conveyor::node::label: empty node handle");
@@ -196,6 +193,5 @@ void node_list::assign(const node* nodes, std::size_t count) {
   typed_ = false;
   for (std::size_t i = 0; i < count; ++i) store(i, nodes[i]);
 }
-
 
 } // namespace conveyor

@@ -29,7 +29,8 @@ bool waiting_kernels::contains(const void* function) const noexcept {
 std::vector<std::string> programmatic_report::lines() const {
   std::vector<std::string> out;
   auto where = [](const programmatic_edge& e) { return e.graph.empty() ? std::string{} : " (in " + e.graph + ")"; };
-  for (const auto& e : changed) out.push_back(fmt::format("made programmatic: {} -> {}{}", e.from_name, e.to_name, where(e)));
+  for (const auto& e : changed)
+    out.push_back(fmt::format("made programmatic: {} -> {}{}", e.from_name, e.to_name, where(e)));
   for (const auto& e : left)
     out.push_back(fmt::format("left as it was: {} -> {}{}: {}", e.from_name, e.to_name, where(e), e.reason));
   return out;
@@ -53,8 +54,8 @@ programmatic_plan plan_programmatic(const std::vector<plan_node>& nodes, const s
       continue;
     }
     if (from.kind != node_kind::kernel) {
-      out.left.emplace_back(i, fmt::format("the predecessor is a {} node (programmatic edges join kernels only)",
-                                           to_string(from.kind)));
+      out.left.emplace_back(
+          i, fmt::format("the predecessor is a {} node (programmatic edges join kernels only)", to_string(from.kind)));
       continue;
     }
     if (!to.waits) {
@@ -130,8 +131,8 @@ struct pass {
     const programmatic_plan plan = plan_programmatic(plan_nodes, edges);
     report.already += plan.already;
     auto describe_edge = [&](std::size_t e) {
-      return programmatic_edge{path, edges[e].from, edges[e].to, plan_nodes[edges[e].from].name,
-                               plan_nodes[edges[e].to].name, {}};
+      return programmatic_edge{
+          path, edges[e].from, edges[e].to, plan_nodes[edges[e].from].name, plan_nodes[edges[e].to].name, {}};
     };
     for (std::size_t e : plan.change) {
       const cudaGraphNode_t a = nodes[edges[e].from];
@@ -156,8 +157,7 @@ struct pass {
     }
     // Nested graphs: child graphs (CUDA's embedded copy, changed in place) and conditional bodies Conveyor built.
     for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const std::string here =
-          fmt::format("{}node {} ({})", path.empty() ? "" : path + " / ", i, plan_nodes[i].name);
+      const std::string here = fmt::format("{}node {} ({})", path.empty() ? "" : path + " / ", i, plan_nodes[i].name);
       if (plan_nodes[i].kind == node_kind::child_graph) {
         cudaGraph_t body = nullptr;
         CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(nodes[i], &body));

@@ -27,9 +27,9 @@ struct plan_edge {
 };
 
 struct programmatic_plan {
-  std::vector<std::size_t> change;                      //!< indices into the edges: make them programmatic
+  std::vector<std::size_t> change;                       //!< indices into the edges: make them programmatic
   std::vector<std::pair<std::size_t, std::string>> left; //!< edges into kernel nodes left alone, with the reason
-  std::size_t already = 0;                              //!< edges not full already
+  std::size_t already = 0;                               //!< edges not full already
 };
 
 //! Which edges become programmatic: full edges between two kernel nodes whose dependent waits. Edges into other

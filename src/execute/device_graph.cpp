@@ -33,12 +33,9 @@ using detail::traits_of;
 //! "node 3 'label' (kind)", "node 3 'kernel name' (kernel)" or "node 3 (kind)".
 std::string node_path(const std::string& parent, const node_description& n) {
   std::string name;
-  if (!n.label.empty())
-    name = fmt::format("node {} '{}' ({})", n.id, n.label, to_string(n.kind));
-  else if (!n.kernel_name.empty())
-    name = fmt::format("node {} '{}' ({})", n.id, n.kernel_name, to_string(n.kind));
-  else
-    name = fmt::format("node {} ({})", n.id, to_string(n.kind));
+  if (!n.label.empty()) name = fmt::format("node {} '{}' ({})", n.id, n.label, to_string(n.kind));
+  else if (!n.kernel_name.empty()) name = fmt::format("node {} '{}' ({})", n.id, n.kernel_name, to_string(n.kind));
+  else name = fmt::format("node {} ({})", n.id, to_string(n.kind));
   return parent.empty() ? name : fmt::format("{} > {}", parent, name);
 }
 
@@ -108,8 +105,8 @@ void check_cuda_graph(cudaGraph_t g, const graph_description& d, const std::stri
                        "copy through linear device memory (cudaMalloc / cudaMallocPitch), or do the array copy in a "
                        "host graph"});
     } else if (n.kind == node_kind::kernel && ctx != nullptr) {
-      if (const auto params = detail::read_kernel_node(nodes[i]); params && params->ctx != nullptr &&
-                                                                 params->ctx != ctx)
+      if (const auto params = detail::read_kernel_node(nodes[i]);
+          params && params->ctx != nullptr && params->ctx != ctx)
         out.push_back({where, n.kind,
                        "the nodes of a device graph must all be on one device; this kernel node belongs to another "
                        "CUDA context (device) than the current one",
@@ -124,8 +121,9 @@ void check_cuda_graph(cudaGraph_t g, const graph_description& d, const std::stri
 }
 
 std::string list(const std::vector<device_launch_violation>& violations) {
-  std::string text = fmt::format("conveyor: this graph cannot be launched from the device ({} rule{} broken):",
-                                 violations.size(), violations.size() == 1 ? "" : "s");
+  std::string text =
+      fmt::format("conveyor: this graph cannot be launched from the device ({} rule{} broken):", violations.size(),
+                  violations.size() == 1 ? "" : "s");
   for (const auto& v : violations) text += fmt::format("\n  - {}", v.message());
   return text;
 }
@@ -149,8 +147,9 @@ graph_exec instantiate_checked(const graph& g, const stream& upload, instantiate
     return instantiate(g, extra | instantiate_flags::device_launch, upload, where);
   } catch (const cuda_error& e) {
     throw cuda_error(
-        e.code(), fmt::format("cudaGraphInstantiateWithParams(flags={})",
-                              to_string(extra | instantiate_flags::device_launch | instantiate_flags::upload)),
+        e.code(),
+        fmt::format("cudaGraphInstantiateWithParams(flags={})",
+                    to_string(extra | instantiate_flags::device_launch | instantiate_flags::upload)),
         std::source_location::current(),
         fmt::format("{}. CUDA refused the graph for device launch although it keeps the rules Conveyor checks "
                     "beforehand; the others concern kernels: a kernel of a device graph may not use CUDA dynamic "
@@ -188,8 +187,9 @@ std::vector<device_launch_violation> device_launch_violations(const graph& g) {
   return out;
 }
 
-device_launch_error::device_launch_error(std::vector<device_launch_violation> violations)
-    : std::invalid_argument(list(violations)), violations_(std::move(violations)) {}
+device_launch_error::device_launch_error(std::vector<device_launch_violation> violations) :
+    std::invalid_argument(list(violations)),
+    violations_(std::move(violations)) {}
 
 void check_device_launchable(const graph_description& d) {
   if (auto v = device_launch_violations(d); !v.empty()) throw device_launch_error(std::move(v));
@@ -199,8 +199,8 @@ void check_device_launchable(const graph& g) {
   if (auto v = device_launch_violations(g); !v.empty()) throw device_launch_error(std::move(v));
 }
 
-device_graph::device_graph(const graph& g, const stream& upload, instantiate_flags extra, std::source_location where)
-    : exec_(instantiate_checked(g, upload, extra, where)) {
+device_graph::device_graph(const graph& g, const stream& upload, instantiate_flags extra, std::source_location where) :
+    exec_(instantiate_checked(g, upload, extra, where)) {
   // Kernels hold this handle (device_graph_ref): no update may replace the executable graph.
   detail::exec_access::state(exec_).pinned = true;
   // Its launches from the device cannot be run node by node: host launches of it run whole too, so that both see
@@ -228,14 +228,14 @@ device_node make_device_updatable(const node& kernel_node) {
                                             name(), driver / 1000, driver % 1000 / 10));
   cudaLaunchAttributeValue value{};
   value.deviceUpdatableKernelNode.deviceUpdatable = 1;
-  detail::check_with(cudaGraphKernelNodeSetAttribute(kernel_node.get(), cudaLaunchAttributeDeviceUpdatableKernelNode,
-                                                     &value),
-                     "cudaGraphKernelNodeSetAttribute(cudaLaunchAttributeDeviceUpdatableKernelNode)", name);
+  detail::check_with(
+      cudaGraphKernelNodeSetAttribute(kernel_node.get(), cudaLaunchAttributeDeviceUpdatableKernelNode, &value),
+      "cudaGraphKernelNodeSetAttribute(cudaLaunchAttributeDeviceUpdatableKernelNode)", name);
   // CUDA returns the device handle in the value (documented) and holds it on the node: read it back to be sure.
   cudaLaunchAttributeValue read{};
-  detail::check_with(cudaGraphKernelNodeGetAttribute(kernel_node.get(), cudaLaunchAttributeDeviceUpdatableKernelNode,
-                                                     &read),
-                     "cudaGraphKernelNodeGetAttribute(cudaLaunchAttributeDeviceUpdatableKernelNode)", name);
+  detail::check_with(
+      cudaGraphKernelNodeGetAttribute(kernel_node.get(), cudaLaunchAttributeDeviceUpdatableKernelNode, &read),
+      "cudaGraphKernelNodeGetAttribute(cudaLaunchAttributeDeviceUpdatableKernelNode)", name);
   device_node out{read.deviceUpdatableKernelNode.devNode != nullptr ? read.deviceUpdatableKernelNode.devNode
                                                                     : value.deviceUpdatableKernelNode.devNode};
   if (out.handle == nullptr)

@@ -42,8 +42,18 @@ std::string first_allocation(const detail::graph_state& g) {
     for (std::size_t i = 0; i < nodes.size(); ++i)
       if (detail::kind_of(nodes[i]) == node_kind::mem_alloc)
         return fmt::format("node {} ({})", i, detail::node_name(&g, nodes[i]));
-  } catch (...) {
-  }
+  } catch (...) {}
+  return {};
+}
+
+// The first conditional node of `g` ("node 3 (name)"), or empty.
+std::string first_conditional(const detail::graph_state& g) {
+  try {
+    const auto nodes = detail::graph_nodes(g.handle);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (detail::kind_of(nodes[i]) == node_kind::conditional)
+        return fmt::format("node {} ({})", i, detail::node_name(&g, nodes[i]));
+  } catch (...) {}
   return {};
 }
 
@@ -54,8 +64,7 @@ std::string instantiate_rule(const detail::graph_state& g, cudaError_t rc, cudaG
     node_kind kind = node_kind::other;
     try {
       kind = detail::kind_of(offending);
-    } catch (...) {
-    }
+    } catch (...) {}
     if (kind == node_kind::mem_alloc || kind == node_kind::mem_free)
       return "; CUDA does not allow memory allocation or free nodes inside a conditional node's body (nor in a "
              "graph for device launch): a library call captured into the body allocated its workspace there "
@@ -63,6 +72,13 @@ std::string instantiate_rule(const detail::graph_state& g, cudaError_t rc, cudaG
              "preallocated workspace before capturing the body (cublasSetWorkspace; cusparse*_bufferSize, then a "
              "buffer allocated ahead), and allocate outside the conditional node";
   }
+  if (rc == cudaErrorNotSupported || rc == cudaErrorInvalidValue)
+    if (const std::string cond = first_conditional(g); !cond.empty())
+      return fmt::format("; CUDA allows only one executable graph at a time of a graph that holds conditional nodes "
+                         "({} is one: its condition handle belongs to one executable graph), and one exists. Fix: "
+                         "destroy (or reset) the other executable graph first, update it in place "
+                         "(graph_exec::update) instead of instantiating again, or build a second graph",
+                         cond);
   if (rc == cudaErrorNotSupported)
     if (const std::string alloc = first_allocation(g); !alloc.empty())
       return fmt::format("; CUDA allows only one executable graph at a time of a graph that holds memory allocation "
@@ -209,7 +225,8 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
     throw std::invalid_argument("conveyor::instantiate: instantiate_flags::upload needs an upload stream");
   (void)detail::collect();
   const auto& state = access::state(g);
-  if (!state || state->handle == nullptr) throw std::invalid_argument("conveyor::instantiate: an empty (moved-from) graph");
+  if (!state || state->handle == nullptr)
+    throw std::invalid_argument("conveyor::instantiate: an empty (moved-from) graph");
   detail::check_not_lost(*state, "conveyor::instantiate");
   detail::attach_resources(*state); // the executable graph holds them until its last launch has finished
   auto made = std::make_unique<detail::exec_state>();
@@ -241,13 +258,18 @@ graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* up
 
 graph_exec::graph_exec() noexcept = default;
 
-graph_exec::graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_state> state) noexcept
-    : handle_(handle), step_launches_(detail::step_through_requested()), impl_(std::move(state)) {}
+graph_exec::graph_exec(cudaGraphExec_t handle, std::unique_ptr<detail::exec_state> state) noexcept :
+    handle_(handle),
+    step_launches_(detail::step_through_requested()),
+    impl_(std::move(state)) {}
 
-graph_exec::graph_exec(graph_exec&& other) noexcept
-    : handle_(std::exchange(other.handle_, nullptr)), tracks_launches_(std::exchange(other.tracks_launches_, false)),
-      launched_(std::exchange(other.launched_, false)), step_launches_(std::exchange(other.step_launches_, false)),
-      retired_(std::exchange(other.retired_, false)), impl_(std::move(other.impl_)) {}
+graph_exec::graph_exec(graph_exec&& other) noexcept :
+    handle_(std::exchange(other.handle_, nullptr)),
+    tracks_launches_(std::exchange(other.tracks_launches_, false)),
+    launched_(std::exchange(other.launched_, false)),
+    step_launches_(std::exchange(other.step_launches_, false)),
+    retired_(std::exchange(other.retired_, false)),
+    impl_(std::move(other.impl_)) {}
 
 namespace detail {
 bool step_through_requested() noexcept {
@@ -416,8 +438,8 @@ cudaGraphNode_t origin_of(detail::exec_state& state, const node& n, bool steppin
 // The one error check of the setters: names the node.
 void check_node(cudaError_t rc, std::string_view call, const node& n,
                 std::source_location where = std::source_location::current()) {
-  detail::check_with(rc, call, [&] { return fmt::format("node {}", detail::node_name(access::owner(n), n.get())); },
-                     where);
+  detail::check_with(
+      rc, call, [&] { return fmt::format("node {}", detail::node_name(access::owner(n), n.get())); }, where);
 }
 
 } // namespace
@@ -429,8 +451,9 @@ namespace {
 cudaGraphNode_t shadow_node(detail::exec_state& state, cudaGraphNode_t origin) {
   if (!state.shadow) {
     auto shadow = std::make_shared<detail::graph_state>();
-    detail::check_with(cudaGraphClone(&shadow->handle, state.current->handle), "cudaGraphClone",
-               [] { return std::string("a step-through copy of an executable graph changed by per-node setters"); });
+    detail::check_with(cudaGraphClone(&shadow->handle, state.current->handle), "cudaGraphClone", [] {
+      return std::string("a step-through copy of an executable graph changed by per-node setters");
+    });
     shadow->keep = state.current->keep;
     shadow->clusters.reset(); // a clone: its cluster attributes are not known by position (read if ever needed)
     for (const auto& [node, label] : state.current->labels) {
@@ -481,12 +504,9 @@ void graph_exec::set_kernel_args_raw(const node& n, const void* function, void**
   // set_kernel's, else the handle's own (graph::kernel made it), else the node's, read once (from the graph it
   // belongs to: the current one unless the caller kept a node of an older graph).
   detail::kernel_setting now;
-  if (auto it = state.configs.find(origin); !state.configs.empty() && it != state.configs.end())
-    now = it->second;
-  else if (n.kernel_function() != nullptr)
-    now = {n.kernel_function(), n.kernel_config()};
-  else if (auto r = state.read.find(origin); r != state.read.end())
-    now = r->second;
+  if (auto it = state.configs.find(origin); !state.configs.empty() && it != state.configs.end()) now = it->second;
+  else if (n.kernel_function() != nullptr) now = {n.kernel_function(), n.kernel_config()};
+  else if (auto r = state.read.find(origin); r != state.read.end()) now = r->second;
   else {
     state.node_level = true;
     now = state.read.emplace(origin, detail::read_kernel_setting(n.get())).first->second;
@@ -498,7 +518,8 @@ void graph_exec::set_kernel_args_raw(const node& n, const void* function, void**
   check_node(detail::set_exec_kernel(handle_, origin, now.config, function, arguments),
              "cudaGraphExecKernelNodeSetParams", n);
   state.current_exact = false;
-  shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_kernel(c, now.config, function, arguments); });
+  shadow_change(origin,
+                [&](cudaGraphNode_t c) { return detail::set_graph_kernel(c, now.config, function, arguments); });
 }
 
 void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
@@ -518,8 +539,7 @@ void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size
   shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_memcpy_1d(c, dst, src, bytes, kind); });
 }
 
-void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsigned element_size,
-                                std::size_t count) {
+void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsigned element_size, std::size_t count) {
   require_graph("set_memset");
   if (element_size != 1 && element_size != 2 && element_size != 4)
     throw std::invalid_argument(fmt::format(

@@ -29,7 +29,7 @@ struct exec_state {
   //! Graphs an update replaced as `current`: destroyed behind the next launch (graph_exec::after_launch), while the
   //! GPU runs it, instead of inside the update (destroying a graph of N nodes costs about as much as updating to it).
   std::vector<std::shared_ptr<graph_state>> retired;
-  bool current_exact = true;                    //!< false after a per-node setter changed a parameter
+  bool current_exact = true; //!< false after a per-node setter changed a parameter
   //! Node i of `current` is run by node i of the executable graph (`source`'s node i). cudaGraphExecUpdate pairs
   //! nodes through their dependencies, in the order they were added, not by creation order: after a whole-graph
   //! update to another graph this is not known (false) until paired_by_position checks it. What goes by position
@@ -103,7 +103,7 @@ struct exec_state {
   bool first_launch_before_upload = false;
   bool legacy_launch = false;
   cudaError_t launch_error = cudaSuccess; // the last launch call that failed
-  bool launched_at_instantiation = false;  // graphed made and launched it in one call (exec_facts)
+  bool launched_at_instantiation = false; // graphed made and launched it in one call (exec_facts)
 };
 
 //! True when the environment variable CONVEYOR_STEP_THROUGH asks for step-through launches (set, and not "0"): read
@@ -138,8 +138,7 @@ void swap_held_tokens(exec_state& state, const graph_state& g); // hold_tokens_o
 //! `state` now holds the user objects of `g` (instantiation, whole-graph update), no longer those it held. Inline:
 //! nothing to swap is the common case of every whole-graph update.
 inline void hold_tokens_of(exec_state& state, const graph_state& g) {
-  if (state.held.empty() && g.keep_object.load(std::memory_order_acquire) == nullptr && g.copied_tokens.empty())
-    return;
+  if (state.held.empty() && g.keep_object.load(std::memory_order_acquire) == nullptr && g.copied_tokens.empty()) return;
   swap_held_tokens(state, g);
 }
 

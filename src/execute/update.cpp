@@ -270,9 +270,9 @@ bool nothing_to_guard(const detail::exec_state& state, const detail::graph_state
 // The guards of a whole-graph update, in order: allocation addresses, cluster attributes (sets `attributes` to
 // `g`'s), pairing by position (sets `paired`). The first refusal, or nullopt.
 [[gnu::noinline]] std::optional<update_result> guard_whole_update(detail::exec_state& state, const graph& g,
-                                                                 const detail::graph_snapshot* after,
-                                                                 std::vector<detail::kernel_attribute>& attributes,
-                                                                 bool& paired) {
+                                                                  const detail::graph_snapshot* after,
+                                                                  std::vector<detail::kernel_attribute>& attributes,
+                                                                  bool& paired) {
   if (auto refused = refuse_other_allocations(state, g)) return refused;
   if (auto refused = refuse_cluster_change(state, g, after, attributes)) return refused;
   return refuse_unpaired_guards(state, g, attributes, paired);
@@ -291,10 +291,8 @@ update_result refused_result(const detail::exec_state& state, const graph& g, cu
     throw cuda_error(rc, "cudaGraphExecUpdate", std::source_location::current());
   result.method = update_method::refused;
   if (result.status == update_status::success) result.status = update_status::error;
-  if (info.errorNode != nullptr)
-    result.node_label = detail::node_name(access::state(g).get(), info.errorNode);
-  else if (info.errorFromNode != nullptr)
-    result.node_label = detail::node_name(state.source.get(), info.errorFromNode);
+  if (info.errorNode != nullptr) result.node_label = detail::node_name(access::state(g).get(), info.errorNode);
+  else if (info.errorFromNode != nullptr) result.node_label = detail::node_name(state.source.get(), info.errorFromNode);
   return result;
 }
 

@@ -105,10 +105,11 @@ struct checker {
                   const std::string& where) const {
     const std::string at = fmt::format("relocation at argument offset {}", r.offset);
     if (r.offset % 8 != 0 || std::uint64_t{r.offset} + 8 > k.arguments.size())
-      fail(where, at + fmt::format(": expected an 8-byte aligned word inside the {} argument bytes",
-                                   k.arguments.size()));
+      fail(where,
+           at + fmt::format(": expected an 8-byte aligned word inside the {} argument bytes", k.arguments.size()));
     for (std::size_t b = 0; b < 8; ++b)
-      if (k.arguments[r.offset + b] != 0) fail(where, at + ": expected the word zero in the arguments (load writes it)");
+      if (k.arguments[r.offset + b] != 0)
+        fail(where, at + ": expected the word zero in the arguments (load writes it)");
     if (r.target == relocation_target::condition) {
       if (r.index >= conditions) fail(where, at + fmt::format(": condition {} of {}", r.index, conditions));
       return;
@@ -144,7 +145,8 @@ struct checker {
     if ((extent[1] > 1 || extent[2] > 1) && p.pitch < p.position[0] + extent[0])
       fail(where, fmt::format("{}: pitch {} below the row's end {}", role, p.pitch, p.position[0] + extent[0]));
     if ((extent[2] > 1 || p.position[2] > 0) && p.ysize < p.position[1] + extent[1])
-      fail(where, fmt::format("{}: {} rows a slice, below the slice's end {}", role, p.ysize, p.position[1] + extent[1]));
+      fail(where,
+           fmt::format("{}: {} rows a slice, below the slice's end {}", role, p.ysize, p.position[1] + extent[1]));
     // Rows before the last byte: (z * ysize + y) * pitch + x + width.
     const auto rows = span_of(p.position[1] + extent[1] - 1, p.position[2] + extent[2] - 1, p.ysize);
     const auto bytes = rows ? span_of(p.position[0] + extent[0], *rows, p.pitch) : std::nullopt;
@@ -193,7 +195,8 @@ struct checker {
     const bool ok = (c.type == cudaGraphCondTypeIf && (c.size == 1 || c.size == 2)) ||
                     (c.type == cudaGraphCondTypeWhile && c.size == 1) ||
                     (c.type == cudaGraphCondTypeSwitch && c.size >= 1);
-    if (!ok) fail(where, fmt::format("type {} with {} bodies: expected IF 1-2, WHILE 1, SWITCH 1 or more", c.type, c.size));
+    if (!ok)
+      fail(where, fmt::format("type {} with {} bodies: expected IF 1-2, WHILE 1, SWITCH 1 or more", c.type, c.size));
     if (n.bodies.size() != c.size) fail(where, fmt::format("{} bodies for a size of {}", n.bodies.size(), c.size));
   }
 
@@ -226,7 +229,8 @@ struct checker {
     if (role == graph_role::body)
       return k == node_kind::kernel || k == node_kind::memcpy || k == node_kind::memset || k == node_kind::empty ||
              k == node_kind::child_graph || k == node_kind::conditional;
-    if (role == graph_role::child) return k != node_kind::conditional && k != node_kind::mem_alloc && k != node_kind::mem_free;
+    if (role == graph_role::child)
+      return k != node_kind::conditional && k != node_kind::mem_alloc && k != node_kind::mem_free;
     return true;
   }
 
@@ -242,7 +246,9 @@ struct checker {
     if (const auto* a = std::get_if<saved_mem_alloc_node>(&n.parameters)) allocation(*a, where);
     if (const auto* f = std::get_if<saved_mem_free_node>(&n.parameters)) free_node(*f, where);
     if (const auto* c = std::get_if<saved_conditional_node>(&n.parameters)) conditional(*c, n, conditions, where);
-    const std::size_t bodies = n.kind == node_kind::child_graph ? 1 : n.kind == node_kind::conditional ? n.bodies.size() : 0;
+    const std::size_t bodies = n.kind == node_kind::child_graph   ? 1
+                               : n.kind == node_kind::conditional ? n.bodies.size()
+                                                                  : 0;
     if (n.bodies.size() != bodies) fail(where, fmt::format("{} nested graphs: expected {}", n.bodies.size(), bodies));
   }
 
@@ -250,13 +256,14 @@ struct checker {
     if (d.from >= g.nodes.size() || d.from == i)
       fail(where, fmt::format("a dependency on node {} of a graph of {} (itself excluded)", d.from, g.nodes.size()));
     const bool full = d.from_port == 0 && d.to_port == 0 && d.type == 0;
-    const bool programmatic = d.to_port == 0 && d.type == cudaGraphDependencyTypeProgrammatic &&
-                              (d.from_port == cudaGraphKernelNodePortProgrammatic ||
-                               d.from_port == cudaGraphKernelNodePortLaunchCompletion);
+    const bool programmatic =
+        d.to_port == 0 && d.type == cudaGraphDependencyTypeProgrammatic &&
+        (d.from_port == cudaGraphKernelNodePortProgrammatic || d.from_port == cudaGraphKernelNodePortLaunchCompletion);
     if (!full && !programmatic)
-      fail(where, fmt::format("dependency on node {}: edge data (from_port {}, to_port {}, type {}) that is not a full, "
-                              "programmatic or launch-completion edge",
-                              d.from, d.from_port, d.to_port, d.type));
+      fail(where,
+           fmt::format("dependency on node {}: edge data (from_port {}, to_port {}, type {}) that is not a full, "
+                       "programmatic or launch-completion edge",
+                       d.from, d.from_port, d.to_port, d.type));
     if (programmatic && (g.nodes[d.from].kind != node_kind::kernel || g.nodes[i].kind != node_kind::kernel))
       fail(where, fmt::format("a programmatic dependency on node {}: both ends must be kernel nodes", d.from));
   }
@@ -306,7 +313,9 @@ struct checker {
       parameters(n, conditions, at);
       for (std::size_t b = 0; b < n.bodies.size(); ++b)
         graph(n.bodies[b], fmt::format("{} body {}", at, b), depth + 1, conditions,
-              n.kind == node_kind::conditional ? graph_role::body : role == graph_role::body ? role : graph_role::child);
+              n.kind == node_kind::conditional ? graph_role::body
+              : role == graph_role::body       ? role
+                                               : graph_role::child);
     }
     acyclic(g, where);
   }
@@ -325,13 +334,15 @@ struct checker {
 
 void graph_file_check(const graph_file& file, const graph_file_limits& limits) {
   if (file.version != graph_file_version)
-    throw graph_file_error(fmt::format("graph file: document version {}, expected {}", file.version, graph_file_version));
+    throw graph_file_error(
+        fmt::format("graph file: document version {}, expected {}", file.version, graph_file_version));
   checker c{file, limits, 0, {}};
   c.tables();
   std::set<std::string> names;
   for (const auto& g : file.graphs) {
     const std::string where = fmt::format("graph '{}'", g.name);
-    if (g.name.empty() || !names.insert(g.name).second) checker::fail(where, "expected a graph name unique in the file");
+    if (g.name.empty() || !names.insert(g.name).second)
+      checker::fail(where, "expected a graph name unique in the file");
     c.graph(g.graph, where, 0, g.graph.conditions.size(), checker::graph_role::top);
     if (g.key) c.key(*g.key, where + " key");
   }

@@ -61,8 +61,9 @@ header read_header(std::span<const unsigned char> bytes, const graph_file_limits
   header h;
   h.version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
   if (h.version > graph_file_version || h.version == 0)
-    fail_at(8, fmt::format("format version {}, and this Conveyor reads versions 1 to {}{}", h.version, graph_file_version,
-                           h.version > graph_file_version ? ": the file is newer; read it with a newer Conveyor" : ""));
+    fail_at(8,
+            fmt::format("format version {}, and this Conveyor reads versions 1 to {}{}", h.version, graph_file_version,
+                        h.version > graph_file_version ? ": the file is newer; read it with a newer Conveyor" : ""));
   if (const auto flags = get_le(bytes, 12, 4); flags != 0)
     fail_at(12, fmt::format("flags {:#x}: expected 0 (no flag is defined in version {})", flags, h.version));
   h.payload = get_le(bytes, 16, 8);
@@ -97,16 +98,16 @@ std::vector<unsigned char> decompress(std::span<const unsigned char> frame, std:
     const std::size_t out_before = o.pos;
     const std::size_t rc = ZSTD_decompressStream(dctx.get(), &o, &in);
     if (ZSTD_isError(rc))
-      fail_at(header_bytes + in.pos, fmt::format("the compressed payload is corrupt (Zstandard: {})", ZSTD_getErrorName(rc)));
+      fail_at(header_bytes + in.pos,
+              fmt::format("the compressed payload is corrupt (Zstandard: {})", ZSTD_getErrorName(rc)));
     if (rc == 0) break;
     if (in.pos == in_before && o.pos == out_before)
-      fail_at(header_bytes + in.pos, o.pos == o.size
-                                         ? fmt::format("the document is longer than the {} bytes the header gives", document)
-                                         : std::string("the compressed payload ends inside its frame"));
+      fail_at(header_bytes + in.pos,
+              o.pos == o.size ? fmt::format("the document is longer than the {} bytes the header gives", document)
+                              : std::string("the compressed payload ends inside its frame"));
   }
   if (in.pos != in.size) fail_at(header_bytes + in.pos, "bytes after the compressed frame");
-  if (o.pos != document)
-    fail_at(24, fmt::format("a document of {} bytes, but the frame holds {}", document, o.pos));
+  if (o.pos != document) fail_at(24, fmt::format("a document of {} bytes, but the frame holds {}", document, o.pos));
   out.resize(o.pos);
   return out;
 }
@@ -174,7 +175,8 @@ graph_file from_bytes(std::span<const unsigned char> bytes, const graph_file_lim
     throw graph_file_error("graph file: " + problem);
   graph_file file = detail::keep::from_document(doc.root(), limits);
   if (file.version != h.version)
-    throw graph_file_error(fmt::format("graph file: the document says version {}, the header {}", file.version, h.version));
+    throw graph_file_error(
+        fmt::format("graph file: the document says version {}, the header {}", file.version, h.version));
   graph_file_check(file, limits);
   return file;
 }
@@ -187,7 +189,8 @@ void write_graph_file(const std::filesystem::path& path, const graph_file& file)
       folder / fmt::format(".{}.tmp-{}-{}", path.filename().string(), ::getpid(), counter.fetch_add(1));
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(fmt::format("cannot write the graph file '{}': {}", path.string(), errno_text(errno)));
+    if (!out)
+      throw std::runtime_error(fmt::format("cannot write the graph file '{}': {}", path.string(), errno_text(errno)));
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     out.flush();
     if (!out) {
@@ -207,7 +210,8 @@ void write_graph_file(const std::filesystem::path& path, const graph_file& file)
 
 graph_file read_graph_file(const std::filesystem::path& path, const graph_file_limits& limits) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("cannot open the graph file '{}': {}", path.string(), errno_text(errno)));
+  if (!in)
+    throw std::runtime_error(fmt::format("cannot open the graph file '{}': {}", path.string(), errno_text(errno)));
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw std::runtime_error(fmt::format("cannot read the graph file '{}': {}", path.string(), ec.message()));

@@ -28,7 +28,8 @@ saved_key to_saved(const call_key& k, bool exact, const std::string& callable, c
   if (k.has_user_key()) out.user_key = k.user_key();
   for (std::size_t i = 0; i < k.size(); ++i) {
     const argument_key& a = k[i];
-    saved_key_entry e{a.bits, a.size, static_cast<std::uint8_t>(a.role), static_cast<std::uint8_t>(a.kind), a.position, {}};
+    saved_key_entry e{a.bits,     a.size, static_cast<std::uint8_t>(a.role), static_cast<std::uint8_t>(a.kind),
+                      a.position, {}};
     if (a.kind == argument_kind::bytes) {
       e.bits = out.bytes.size();
       out.bytes.insert(out.bytes.end(), k.bytes_of(i), k.bytes_of(i) + a.size);
@@ -70,7 +71,8 @@ call_key from_saved(const saved_key& k, const loaded_graphs& l, bool& exact) {
 graph_file bucket_file(const graph_cache& cache, const std::string& callable, const save_options& options) {
   const auto buckets = cache.buckets();
   std::vector<graph_to_save> entries;
-  for (std::size_t i = 0; i < buckets.size(); ++i) entries.push_back({fmt::format("bucket{}", i), nullptr, buckets[i].exec});
+  for (std::size_t i = 0; i < buckets.size(); ++i)
+    entries.push_back({fmt::format("bucket{}", i), nullptr, buckets[i].exec});
   std::vector<bool> exact;
   std::vector<const void*> bases;
   graph_file f = save_entries(entries, options, true, &exact, &bases);

@@ -71,12 +71,13 @@ graph_description describe(const graph_file& file, std::string_view name) {
 }
 
 std::string summary(const graph_file& file) {
-  std::string out = fmt::format("graph file version {}, written by Conveyor {} (CUDA runtime {}.{}, driver {}.{}) on "
-                                "{} (compute capability {}.{})\n",
-                                file.version, file.producer.conveyor, file.producer.cuda_runtime / 1000,
-                                file.producer.cuda_runtime % 1000 / 10, file.producer.driver / 1000,
-                                file.producer.driver % 1000 / 10, file.producer.device.empty() ? "?" : file.producer.device,
-                                file.producer.compute_capability / 10, file.producer.compute_capability % 10);
+  std::string out =
+      fmt::format("graph file version {}, written by Conveyor {} (CUDA runtime {}.{}, driver {}.{}) on "
+                  "{} (compute capability {}.{})\n",
+                  file.version, file.producer.conveyor, file.producer.cuda_runtime / 1000,
+                  file.producer.cuda_runtime % 1000 / 10, file.producer.driver / 1000, file.producer.driver % 1000 / 10,
+                  file.producer.device.empty() ? "?" : file.producer.device, file.producer.compute_capability / 10,
+                  file.producer.compute_capability % 10);
   out += fmt::format("graphs: {}\n", file.graphs.size());
   for (const auto& g : file.graphs) {
     graph_counts c;
@@ -91,8 +92,9 @@ std::string summary(const graph_file& file) {
   }
   out += fmt::format("kernels: {}\n", file.kernels.size());
   for (const auto& k : file.kernels)
-    out += fmt::format("  {}: {} parameters, {}\n", detail::readable_kernel_name(k.name.c_str()), k.parameters.size(),
-                       k.image ? fmt::format("image {}", *k.image) : std::string("resolved through the registry at load"));
+    out +=
+        fmt::format("  {}: {} parameters, {}\n", detail::readable_kernel_name(k.name.c_str()), k.parameters.size(),
+                    k.image ? fmt::format("image {}", *k.image) : std::string("resolved through the registry at load"));
   out += fmt::format("buffers: {}\n", file.buffers.size());
   for (const auto& b : file.buffers)
     out += fmt::format("  '{}': {} {}{}{}\n", b.name, bytes_text(b.bytes), to_string(b.memory),
@@ -129,7 +131,7 @@ graph_diff diff(const graph_file& a, std::string_view before, const graph_file& 
     nd.kind = n.kind;
     nd.label = n.label;
     if (const auto* f = detail::traits_of(n.kind).keep; f != nullptr && f->describe != nullptr) f->describe(n, b, nd);
-    change.name = !n.label.empty()           ? n.label
+    change.name = !n.label.empty()          ? n.label
                   : !nd.kernel_name.empty() ? fmt::format("{} '{}'", to_string(n.kind), nd.kernel_name)
                                             : std::string(to_string(n.kind));
     change.what = d.diff.what;

@@ -85,15 +85,16 @@ public:
     const auto t0 = clock_type::now();
     for (const auto& b : options_.buffers)
       if (std::none_of(file_.buffers.begin(), file_.buffers.end(), [&](const auto& f) { return f.name == b.name; }))
-        throw load_error(fmt::format("conveyor::load: load_options::buffers names '{}', which the file does not have",
-                                     b.name));
+        throw load_error(
+            fmt::format("conveyor::load: load_options::buffers names '{}', which the file does not have", b.name));
     for (const auto& b : file_.buffers) buffers.push_back(bind(b));
     spent.buffers += seconds_since(t0);
   }
 
   void bind_events() {
     for (const auto& name : file_.events) {
-      const auto it = std::find_if(options_.events.begin(), options_.events.end(), [&](const auto& e) { return e.name == name; });
+      const auto it =
+          std::find_if(options_.events.begin(), options_.events.end(), [&](const auto& e) { return e.name == name; });
       if (it != options_.events.end()) {
         events_.push_back(it->event);
         continue;
@@ -119,6 +120,7 @@ public:
 
   graph build(const named_graph& g) {
     const auto t0 = clock_type::now();
+    const double kernels_before = spent.kernels; // kernels resolve while nodes are added: counted there, not here
     place_ = fmt::format("graph '{}'", g.name);
     node_.reset();
     conditions_.assign(g.graph.conditions.size(), 0);
@@ -131,7 +133,7 @@ public:
     // events and kernels all the program's) adds no user object, which every launch would pay for.
     if (!made->empty()) state->keep->add(made);
     fill(state, g.graph);
-    spent.graphs += seconds_since(t0);
+    spent.graphs += seconds_since(t0) - (spent.kernels - kernels_before);
     return out;
   }
 
@@ -198,8 +200,7 @@ public:
     const auto& c = std::get<saved_conditional_node>(n.parameters);
     const saved_condition& sc = (*conditions_file_)[c.condition];
     conveyor::condition cond{conditions_[c.condition], current_->handle, sc.default_value, sc.reset};
-    (void)record_conditional(current_, node, bodies, cond,
-                             {static_cast<cudaGraphConditionalNodeType>(c.type), c.size});
+    (void)record_conditional(current_, node, bodies, cond, {static_cast<cudaGraphConditionalNodeType>(c.type), c.size});
     const auto& info = current_->conditionals.at(node);
     const std::shared_ptr<graph_state> parent = current_;
     const std::string place = place_;
@@ -223,7 +224,8 @@ private:
   loaded_buffer bind(const saved_buffer& b) {
     loaded_buffer out{b.name, nullptr, static_cast<std::size_t>(b.bytes), b.memory, false, false};
     if (b.memory == buffer_memory::graph_allocation) return out; // made by its allocation node
-    const auto it = std::find_if(options_.buffers.begin(), options_.buffers.end(), [&](const auto& x) { return x.name == b.name; });
+    const auto it =
+        std::find_if(options_.buffers.begin(), options_.buffers.end(), [&](const auto& x) { return x.name == b.name; });
     if (it != options_.buffers.end()) {
       if (it->pointer == nullptr || it->bytes < b.bytes)
         throw load_error(fmt::format("conveyor::load: buffer '{}' passed with {} bytes at {}, and the file needs {}",
@@ -283,8 +285,8 @@ private:
     int count = 0;
     CONVEYOR_CHECK(cudaGetDeviceCount(&count));
     if (saved >= count)
-      throw load_error(fmt::format("conveyor::load: {} was saved on device {}, and {} device(s) are visible", what,
-                                   saved, count));
+      throw load_error(
+          fmt::format("conveyor::load: {} was saved on device {}, and {} device(s) are visible", what, saved, count));
     return saved;
   }
 
@@ -306,7 +308,8 @@ private:
     if (r.function == nullptr && r.kernel == nullptr)
       throw load_error(fmt::format(
           "conveyor::load: {}: kernel {} cannot be found: it is not in load_options::registry, the file has no image "
-          "of it, and this program has not launched it through Conveyor's typed calls; fix: register it (kernel_registry::add), or save the file where its image is known (a module "
+          "of it, and this program has not launched it through Conveyor's typed calls; fix: register it "
+          "(kernel_registry::add), or save the file where its image is known (a module "
           "loaded through conveyor::kernel_module, or a profile::module_images recorder for library kernels)",
           where(), kernel_text(k)));
     check_layout(k, r);
@@ -351,13 +354,15 @@ private:
         throw load_error(fmt::format("conveyor::load: the image of kernel {} ({}, {} bytes from {}) does not load on "
                                      "this device: {}; fix: register the kernel (kernel_registry::add), or save on a "
                                      "GPU of this architecture",
-                                     kernel_text(k), to_string(i.format), i.bytes.size(), i.source, cudaGetErrorName(rc)));
+                                     kernel_text(k), to_string(i.format), i.bytes.size(), i.source,
+                                     cudaGetErrorName(rc)));
       }
       made->libraries.push_back(lib);
       libraries_[image] = lib;
     }
     resolved_kernel r;
-    if (driver::library_get_kernel(&r.kernel, reinterpret_cast<CUlibrary>(libraries_[image]), k.name.c_str()) != CUDA_SUCCESS)
+    if (driver::library_get_kernel(&r.kernel, reinterpret_cast<CUlibrary>(libraries_[image]), k.name.c_str()) !=
+        CUDA_SUCCESS)
       throw load_error(fmt::format("conveyor::load: the file's image {} has no kernel {}", image, kernel_text(k)));
     if (driver::ctx_get_current(&r.context) != CUDA_SUCCESS || r.context == nullptr) {
       CONVEYOR_CHECK(cudaFree(nullptr)); // make the device's primary context current
@@ -390,8 +395,9 @@ private:
       const auto* c = std::get_if<saved_conditional_node>(&n.parameters);
       if (c == nullptr || conditions_.at(c->condition) != 0) continue;
       const saved_condition& sc = (*conditions_file_)[c->condition];
-      CONVEYOR_CHECK(cudaGraphConditionalHandleCreate(&conditions_[c->condition], state.handle, sc.default_value,
-                                                      sc.reset ? static_cast<unsigned>(cudaGraphCondAssignDefault) : 0U));
+      CONVEYOR_CHECK(
+          cudaGraphConditionalHandleCreate(&conditions_[c->condition], state.handle, sc.default_value,
+                                           sc.reset ? static_cast<unsigned>(cudaGraphCondAssignDefault) : 0U));
     }
   }
 
@@ -429,7 +435,8 @@ private:
       for (const auto& dep : n.dependencies)
         if (dep.from < i && !full(dep)) edge(state->handle, nodes[dep.from], node, dep);
     }
-    for (const auto& [i, d] : deferred) edge(state->handle, nodes[g.nodes[i].dependencies[d].from], nodes[i], g.nodes[i].dependencies[d]);
+    for (const auto& [i, d] : deferred)
+      edge(state->handle, nodes[g.nodes[i].dependencies[d].from], nodes[i], g.nodes[i].dependencies[d]);
     made_keep_ = keep;
     current_ = parent;
   }
@@ -499,15 +506,15 @@ loaded_graphs loaded_graphs_access::load_file(graph_file loaded, const load_opti
   const graph_file& file = *shared;
   if (!checked) graph_file_check(file);
   for (const auto& name : options.graphs)
-    if (file.find(name) == nullptr)
-      throw load_error(fmt::format("conveyor::load: the file has no graph '{}'", name));
+    if (file.find(name) == nullptr) throw load_error(fmt::format("conveyor::load: the file has no graph '{}'", name));
   detail::keep::loader l(file, options);
   l.bind_buffers();
   l.bind_events();
   l.bind_hosts();
   loaded_graphs out;
   for (const auto& g : file.graphs) {
-    if (!options.graphs.empty() && std::find(options.graphs.begin(), options.graphs.end(), g.name) == options.graphs.end())
+    if (!options.graphs.empty() &&
+        std::find(options.graphs.begin(), options.graphs.end(), g.name) == options.graphs.end())
       continue;
     out.graphs_.emplace_back(g.name, l.build(g));
   }

@@ -44,7 +44,8 @@ live_modules& modules() {
 bool library_runs(cudaLibrary_t library, std::string_view name, CUfunction function) {
   CUkernel k = nullptr;
   const std::string n(name);
-  if (detail::driver::library_get_kernel(&k, reinterpret_cast<CUlibrary>(library), n.c_str()) != CUDA_SUCCESS) return false;
+  if (detail::driver::library_get_kernel(&k, reinterpret_cast<CUlibrary>(library), n.c_str()) != CUDA_SUCCESS)
+    return false;
   if (function == nullptr) return true;
   CUfunction f = nullptr;
   return detail::driver::kernel_get_function(&f, k) == CUDA_SUCCESS && f == function;
@@ -72,13 +73,14 @@ kernel_module kernel_module::load(std::vector<unsigned char> image, image_format
 
 kernel_module kernel_module::load_file(const std::filesystem::path& path) {
   const std::string ext = path.extension().string();
-  const image_format format = ext == ".cubin"    ? image_format::cubin
-                              : ext == ".fatbin" ? image_format::fatbin
-                              : ext == ".ptx"    ? image_format::ptx
-                                                 : throw std::invalid_argument(fmt::format(
-                                                       "conveyor::kernel_module::load_file: '{}': expected a .cubin, .fatbin or "
-                                                       ".ptx file",
-                                                       path.string()));
+  const image_format format =
+      ext == ".cubin"    ? image_format::cubin
+      : ext == ".fatbin" ? image_format::fatbin
+      : ext == ".ptx"    ? image_format::ptx
+                         : throw std::invalid_argument(
+                               fmt::format("conveyor::kernel_module::load_file: '{}': expected a .cubin, .fatbin or "
+                                              ".ptx file",
+                                           path.string()));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("conveyor::kernel_module::load_file: cannot read '{}'", path.string()));
   std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -39,12 +39,13 @@ std::vector<bytes_t> read_all(const graph_file& file, const std::vector<void*>& 
 void restore(const graph_file& file, const std::vector<void*>& addresses) {
   CONVEYOR_CHECK(cudaDeviceSynchronize());
   for (std::size_t i = 0; i < file.buffers.size(); ++i)
-    if (file.buffers[i].contents) copy(addresses[i], file.buffers[i].contents->data(), file.buffers[i].bytes, file.buffers[i].memory);
+    if (file.buffers[i].contents)
+      copy(addresses[i], file.buffers[i].contents->data(), file.buffers[i].bytes, file.buffers[i].memory);
   CONVEYOR_CHECK(cudaDeviceSynchronize());
 }
 
-std::size_t compare(const graph_file& file, const std::vector<bytes_t>& a, const std::vector<bytes_t>& b, std::string& first,
-                    const char* which) {
+std::size_t compare(const graph_file& file, const std::vector<bytes_t>& a, const std::vector<bytes_t>& b,
+                    std::string& first, const char* which) {
   std::size_t differ = 0;
   for (std::size_t i = 0; i < a.size(); ++i)
     for (std::size_t k = 0; k < a[i].size(); ++k)

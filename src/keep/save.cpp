@@ -63,13 +63,14 @@ public:
       const char side = memory_side(b.pointer, &pageable);
       int device = -1;
       (void)memory_side(b.pointer, nullptr, &device);
-      const buffer_memory memory = pageable ? buffer_memory::host : side == 'H' ? buffer_memory::pinned_host
-                                                                                : buffer_memory::device;
+      const buffer_memory memory = pageable      ? buffer_memory::host
+                                   : side == 'H' ? buffer_memory::pinned_host
+                                                 : buffer_memory::device;
       const auto base = reinterpret_cast<std::uint64_t>(b.pointer);
       for (const auto& r : named_)
         if (base < r.end && r.base < base + b.bytes)
-          throw std::invalid_argument(fmt::format("conveyor::save: named buffers '{}' and '{}' overlap", b.name,
-                                                  file_.buffers[r.buffer].name));
+          throw std::invalid_argument(
+              fmt::format("conveyor::save: named buffers '{}' and '{}' overlap", b.name, file_.buffers[r.buffer].name));
       named_.push_back({base, base + b.bytes, add_buffer(b.name, memory, b.bytes, device, true, b.pointer)});
     }
   }
@@ -81,9 +82,9 @@ public:
       cudaMemAllocNodeParams p{};
       CONVEYOR_CHECK(cudaGraphMemAllocNodeGetParams(n, &p));
       const auto base = reinterpret_cast<std::uint64_t>(p.dptr);
-      const std::uint32_t index = add_buffer(fmt::format("allocation{}", allocations_.size()),
-                                             buffer_memory::graph_allocation, p.bytesize, p.poolProps.location.id,
-                                             false, nullptr);
+      const std::uint32_t index =
+          add_buffer(fmt::format("allocation{}", allocations_.size()), buffer_memory::graph_allocation, p.bytesize,
+                     p.poolProps.location.id, false, nullptr);
       allocations_.push_back({base, base + p.bytesize, index});
     }
   }
@@ -223,11 +224,12 @@ private:
     const bool managed = cudaPointerGetAttributes(&attributes, reinterpret_cast<const void*>(base)) == cudaSuccess &&
                          attributes.type == cudaMemoryTypeManaged;
     (void)cudaGetLastError();
-    const buffer_memory memory = managed ? buffer_memory::managed : side == 'H' ? buffer_memory::pinned_host
-                                                                                : buffer_memory::device;
-    const std::uint32_t index = add_buffer(fmt::format("buffer{}", found_.size()), memory, size,
-                                           memory == buffer_memory::device ? device : -1, false,
-                                           reinterpret_cast<const void*>(base));
+    const buffer_memory memory = managed       ? buffer_memory::managed
+                                 : side == 'H' ? buffer_memory::pinned_host
+                                               : buffer_memory::device;
+    const std::uint32_t index =
+        add_buffer(fmt::format("buffer{}", found_.size()), memory, size, memory == buffer_memory::device ? device : -1,
+                   false, reinterpret_cast<const void*>(base));
     found_.push_back({base, base + size, index});
     return saved_address{index, u - base};
   }
@@ -268,7 +270,8 @@ private:
   std::optional<std::uint32_t> image_for(const std::string& name, CUfunction function) {
     if (!options_.embed_images) return std::nullopt;
     std::optional<saved_image> image = conveyor_image(name, function);
-    for (std::size_t i = 0; !image && i < options_.images.size(); ++i) image = options_.images[i]->image_of(name, function);
+    for (std::size_t i = 0; !image && i < options_.images.size(); ++i)
+      image = options_.images[i]->image_of(name, function);
     if (!image) return std::nullopt;
     for (std::size_t i = 0; i < file_.images.size(); ++i)
       if (file_.images[i].bytes == image->bytes) return static_cast<std::uint32_t>(i);
@@ -308,9 +311,7 @@ private:
     return it == conditions_.end() ? std::nullopt : std::optional<std::uint32_t>(it->second);
   }
 
-  void zero_word(saved_kernel_node& out, std::uint32_t offset) {
-    std::memset(out.arguments.data() + offset, 0, 8);
-  }
+  void zero_word(saved_kernel_node& out, std::uint32_t offset) { std::memset(out.arguments.data() + offset, 0, 8); }
 
   // A typed pointer parameter: relocated, or refused when it points into no buffer.
   void relocate_pointer(std::size_t param, std::uint32_t offset, saved_kernel_node& out) {
@@ -370,7 +371,8 @@ private:
   }
 
   // Labels of `g`'s nodes: from `state` by handle, or by position when `state` is the graph a child node copied.
-  std::vector<std::string> labels_of(cudaGraph_t g, const std::vector<cudaGraphNode_t>& nodes, const graph_state* state) {
+  std::vector<std::string> labels_of(cudaGraph_t g, const std::vector<cudaGraphNode_t>& nodes,
+                                     const graph_state* state) {
     std::vector<std::string> out(nodes.size());
     if (state == nullptr || state->labels.empty()) return out;
     const std::vector<cudaGraphNode_t> own = state->handle == g ? nodes : graph_nodes(state->handle);
@@ -391,7 +393,8 @@ private:
       refuse("its dependencies cannot be read (cuGraphNodeGetDependencies)", "use a driver of CUDA 12.3 or newer");
     std::vector<saved_dependency> out;
     for (std::size_t d = 0; d < count; ++d)
-      out.push_back({index.at(reinterpret_cast<cudaGraphNode_t>(deps[d])), data[d].from_port, data[d].to_port, data[d].type});
+      out.push_back(
+          {index.at(reinterpret_cast<cudaGraphNode_t>(deps[d])), data[d].from_port, data[d].to_port, data[d].type});
     return out;
   }
 
@@ -418,8 +421,9 @@ private:
     out.nodes.reserve(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       label_ = labels[i];
-      place_.path.push_back(labels[i].empty() ? fmt::format("node {} ({})", i, to_string(kind_of(nodes[i])))
-                                              : fmt::format("node {} ({} '{}')", i, to_string(kind_of(nodes[i])), labels[i]));
+      place_.path.push_back(labels[i].empty()
+                                ? fmt::format("node {} ({})", i, to_string(kind_of(nodes[i])))
+                                : fmt::format("node {} ({} '{}')", i, to_string(kind_of(nodes[i])), labels[i]));
       saved_node node = save_node(nodes[i], own != nullptr ? own : state);
       node.dependencies = dependencies_of(nodes[i], index);
       out.nodes.push_back(std::move(node));
@@ -503,7 +507,8 @@ graph_file save_entries(const std::vector<graph_to_save>& graphs, const save_opt
     if (exact != nullptr) exact->push_back(is_exact);
     s.add_allocations(states.back()->handle);
   }
-  for (std::size_t i = 0; i < graphs.size(); ++i) file.graphs.push_back({graphs[i].name, s.save_top(graphs[i].name, *states[i]), {}});
+  for (std::size_t i = 0; i < graphs.size(); ++i)
+    file.graphs.push_back({graphs[i].name, s.save_top(graphs[i].name, *states[i]), {}});
   s.save_contents();
   if (bases != nullptr) *bases = s.bases();
   return file;

@@ -62,7 +62,10 @@ json attribute_json(const saved_attribute& a) {
 }
 
 json pitched_json(const saved_pitched& p) {
-  return {{"address", address_json(p.address)}, {"pitch", p.pitch}, {"xsize", p.xsize}, {"ysize", p.ysize},
+  return {{"address", address_json(p.address)},
+          {"pitch", p.pitch},
+          {"xsize", p.xsize},
+          {"ysize", p.ysize},
           {"position", p.position}};
 }
 
@@ -143,8 +146,12 @@ json graph_json(const saved_graph& g) {
 json key_json(const saved_key& k) {
   json entries = json::array();
   for (const auto& e : k.entries)
-    entries.push_back({{"bits", e.bits}, {"size", e.size}, {"role", e.role}, {"kind", e.kind},
-                       {"position", e.position}, {"address", address_json(e.address)}});
+    entries.push_back({{"bits", e.bits},
+                       {"size", e.size},
+                       {"role", e.role},
+                       {"kind", e.kind},
+                       {"position", e.position},
+                       {"address", address_json(e.address)}});
   json j = {{"exact", k.exact}, {"callable", k.callable}, {"entries", std::move(entries)}, {"bytes", binary(k.bytes)}};
   if (k.user_key) j["user_key"] = *k.user_key;
   return j;
@@ -158,18 +165,26 @@ json tables_json(const graph_file& f) {
   for (const auto& k : f.kernels) {
     json classes = json::array();
     for (const auto c : k.classes) classes.push_back(static_cast<int>(c));
-    kernels.push_back({{"name", k.name}, {"image", k.image ? json(*k.image) : json(nullptr)},
-                       {"parameters", k.parameters}, {"classes", std::move(classes)}});
+    kernels.push_back({{"name", k.name},
+                       {"image", k.image ? json(*k.image) : json(nullptr)},
+                       {"parameters", k.parameters},
+                       {"classes", std::move(classes)}});
   }
   json buffers = json::array();
   for (const auto& b : f.buffers) {
-    json j = {{"name", b.name}, {"memory", std::string(to_string(b.memory))}, {"bytes", b.bytes},
-              {"device", b.device}, {"named", b.named}};
+    json j = {{"name", b.name},
+              {"memory", std::string(to_string(b.memory))},
+              {"bytes", b.bytes},
+              {"device", b.device},
+              {"named", b.named}};
     if (b.contents) j["contents"] = binary(*b.contents);
     buffers.push_back(std::move(j));
   }
-  return {{"images", std::move(images)}, {"kernels", std::move(kernels)}, {"buffers", std::move(buffers)},
-          {"events", f.events}, {"host_functions", f.host_functions}};
+  return {{"images", std::move(images)},
+          {"kernels", std::move(kernels)},
+          {"buffers", std::move(buffers)},
+          {"events", f.events},
+          {"host_functions", f.host_functions}};
 }
 
 // ---- reading ---------------------------------------------------------------------------------------------------
@@ -206,8 +221,11 @@ public:
 
 private:
   enum class segment : std::uint8_t { field, index, node, body, kind };
-  place(const place* up, segment s, std::string_view name, std::size_t index)
-      : up_(up), segment_(s), name_(name), index_(index) {}
+  place(const place* up, segment s, std::string_view name, std::size_t index) :
+      up_(up),
+      segment_(s),
+      name_(name),
+      index_(index) {}
   const place* up_ = nullptr;
   segment segment_ = segment::field;
   std::string_view name_;
@@ -216,9 +234,8 @@ private:
 };
 
 [[noreturn]] void fail(const place& where, std::string_view expected, const flat_value& got) {
-  throw graph_file_error(
-      fmt::format("graph file: {}: expected {}, got {}", where.text(), expected,
-                  got.is_discarded() ? std::string("nothing") : std::string(got.type_name())));
+  throw graph_file_error(fmt::format("graph file: {}: expected {}, got {}", where.text(), expected,
+                                     got.is_discarded() ? std::string("nothing") : std::string(got.type_name())));
 }
 
 flat_value field(const flat_value& object, std::string_view key, const place& where) {
@@ -322,7 +339,8 @@ template <class T, std::size_t N>
 std::array<T, N> uint_array(const flat_value& v, const place& where) {
   if (!v.is_array() || v.size() != N) fail(where, fmt::format("an array of {} unsigned integers", N), v);
   std::array<T, N> out{};
-  for (std::size_t i = 0; i < N; ++i) out[i] = static_cast<T>(as_uint(v[i], std::numeric_limits<T>::max(), where.at(i)));
+  for (std::size_t i = 0; i < N; ++i)
+    out[i] = static_cast<T>(as_uint(v[i], std::numeric_limits<T>::max(), where.at(i)));
   return out;
 }
 
@@ -490,17 +508,18 @@ saved_node read_node(const flat_value& j, const place& where, const graph_file_l
   if (!k) fail(where / "kind", "a node kind (kernel, memcpy, memset, host, child_graph, ...)", field(j, "kind", where));
   n.kind = *k;
   const place named = where.kind(kind);
-  if (const flat_value label = optional_field(j, "label"); label.valid()) n.label = text_of(label, named / "label", 4096);
+  if (const flat_value label = optional_field(j, "label"); label.valid())
+    n.label = text_of(label, named / "label", 4096);
   n.dependencies = read_dependencies(j, named);
   n.parameters = read_parameters(n.kind, j, named);
   if (const flat_value bodies = optional_field(j, "bodies"); bodies.valid()) {
     if (!bodies.is_array()) fail(named / "bodies", "an array of graphs", bodies);
     if (depth + 1 > limits.max_depth)
-      throw graph_file_error(fmt::format("graph file: {}: graphs nested deeper than {} levels", named.text(),
-                                         limits.max_depth));
+      throw graph_file_error(
+          fmt::format("graph file: {}: graphs nested deeper than {} levels", named.text(), limits.max_depth));
     for (std::size_t b = 0; b < bodies.size(); ++b)
-      n.bodies.push_back(read_graph(bodies[b], {fmt::format("{} body {}", named.text(), b)}, limits, depth + 1,
-                                    nodes_seen));
+      n.bodies.push_back(
+          read_graph(bodies[b], {fmt::format("{} body {}", named.text(), b)}, limits, depth + 1, nodes_seen));
   }
   return n;
 }
@@ -512,7 +531,8 @@ saved_graph read_graph(const flat_value& j, const place& where, const graph_file
   const flat_value& nodes = array_field(j, "nodes", where);
   nodes_seen += nodes.size();
   if (nodes_seen > limits.max_nodes)
-    throw graph_file_error(fmt::format("graph file: {}: more than {} nodes in the file", where.text(), limits.max_nodes));
+    throw graph_file_error(
+        fmt::format("graph file: {}: more than {} nodes in the file", where.text(), limits.max_nodes));
   g.nodes.reserve(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i)
     g.nodes.push_back(read_node(nodes[i], where.node(i), limits, depth, nodes_seen));
@@ -539,7 +559,8 @@ saved_key read_key(const flat_value& j, const place& where) {
     const flat_value& e = entries[i];
     k.entries.push_back({uint_field<std::uint64_t>(e, "bits", p), uint_field<std::uint32_t>(e, "size", p),
                          uint_field<std::uint8_t>(e, "role", p, 2), uint_field<std::uint8_t>(e, "kind", p, 5),
-                         uint_field<std::uint8_t>(e, "position", p), address_of(field(e, "address", p), p / "address")});
+                         uint_field<std::uint8_t>(e, "position", p),
+                         address_of(field(e, "address", p), p / "address")});
   }
   k.bytes = binary_field(j, "bytes", where);
   if (const flat_value user = optional_field(j, "user_key"); user.valid())
@@ -561,8 +582,9 @@ void read_images(const flat_value& d, graph_file& f) {
   const flat_value& images = array_field(d, "images", {"document"});
   for (std::size_t i = 0; i < images.size(); ++i) {
     const place p{fmt::format("images[{}]", i)};
-    f.images.push_back({enum_named(images[i], "format", p, {image_format::cubin, image_format::fatbin, image_format::ptx}),
-                        string_field(images[i], "source", p), binary_field(images[i], "bytes", p)});
+    f.images.push_back(
+        {enum_named(images[i], "format", p, {image_format::cubin, image_format::fatbin, image_format::ptx}),
+         string_field(images[i], "source", p), binary_field(images[i], "bytes", p)});
   }
 }
 
@@ -640,8 +662,10 @@ json to_document(const graph_file& file) {
   json d = tables_json(file);
   d["format"] = "conveyor-graph-file";
   d["version"] = file.version;
-  d["producer"] = {{"conveyor", file.producer.conveyor}, {"cuda_runtime", file.producer.cuda_runtime},
-                   {"driver", file.producer.driver}, {"device", file.producer.device},
+  d["producer"] = {{"conveyor", file.producer.conveyor},
+                   {"cuda_runtime", file.producer.cuda_runtime},
+                   {"driver", file.producer.driver},
+                   {"device", file.producer.device},
                    {"compute_capability", file.producer.compute_capability}};
   json graphs = json::array();
   for (const auto& g : file.graphs) {

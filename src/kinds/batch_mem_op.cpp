@@ -24,8 +24,9 @@ extern const kind_traits batch_mem_op_kind{
     .allowed_in_body = false,
     .has_builder = false,
     .comparable = false,
-    .device_launch = {.refusal = "a batch memory operation node cannot be in a device graph (CUDA allows only kernel, memcpy, "
-                    "memset and child-graph nodes)",
+    .device_launch = {.refusal =
+                          "a batch memory operation node cannot be in a device graph (CUDA allows only kernel, memcpy, "
+                          "memset and child-graph nodes)",
                       .fix = "do the memory operations in a kernel (atomics, volatile stores) or in a host graph"},
     .compare = &compare,
     .describe = &describe,

@@ -57,7 +57,8 @@ void apply_labels(graph_description& d, const graph_state& body) {
 void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) {
   d.bodies.push_back(describe_graph(nested(n), nullptr));
   if (owner != nullptr)
-    if (auto it = owner->child_bodies.find(n); it != owner->child_bodies.end()) apply_labels(d.bodies.back(), *it->second);
+    if (auto it = owner->child_bodies.find(n); it != owner->child_bodies.end())
+      apply_labels(d.bodies.back(), *it->second);
 }
 
 cudaError_t embedded_graph(cudaGraphNode_t n, cudaGraph_t* out) { return cudaGraphChildGraphNodeGetGraph(n, out); }

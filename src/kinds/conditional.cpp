@@ -35,8 +35,8 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context& 
   bool updatable = true;
   if (ia->handle != ib->handle) what = "condition handle";
   for (std::size_t i = 0; i < ia->bodies.size() && i < ib->bodies.size(); ++i) {
-    const auto c = compare_graphs(ia->bodies[i]->handle, ib->bodies[i]->handle,
-                                  {ia->bodies[i].get(), ib->bodies[i].get()});
+    const auto c =
+        compare_graphs(ia->bodies[i]->handle, ib->bodies[i]->handle, {ia->bodies[i].get(), ib->bodies[i].get()});
     if (!c.same_topology) {
       what += fmt::format("{}body {} topology: {}", what.empty() ? "" : "; ", i, c.topology_reason);
       continue;
@@ -55,7 +55,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) 
   if (const conditional_info* info = info_of(owner, n)) {
     d.conditional_type = info->type == cudaGraphCondTypeWhile ? "while"
                          : info->type == cudaGraphCondTypeIf  ? "if"
-                                                               : "switch";
+                                                              : "switch";
     for (const auto& body : info->bodies) d.bodies.push_back(describe_graph(body->handle, body.get()));
   }
 }
@@ -80,12 +80,15 @@ void save_conditional(cudaGraphNode_t n, const graph_state* owner, keep_saver& s
 
 cudaGraphNode_t load_conditional(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
   const auto& c = std::get<saved_conditional_node>(n.parameters);
-  auto [node, bodies] = add_conditional(g, deps, l.condition(c.condition), static_cast<cudaGraphConditionalNodeType>(c.type), c.size);
+  auto [node, bodies] =
+      add_conditional(g, deps, l.condition(c.condition), static_cast<cudaGraphConditionalNodeType>(c.type), c.size);
   l.conditional_added(node, n, bodies);
   return node;
 }
 
-std::string_view type_name(int type) { return type == cudaGraphCondTypeWhile ? "while" : type == cudaGraphCondTypeIf ? "if" : "switch"; }
+std::string_view type_name(int type) {
+  return type == cudaGraphCondTypeWhile ? "while" : type == cudaGraphCondTypeIf ? "if" : "switch";
+}
 
 void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
   d.conditional_type = std::string(type_name(std::get<saved_conditional_node>(n.parameters).type));
@@ -96,9 +99,9 @@ param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved
   const auto& a = std::get<saved_conditional_node>(na.parameters);
   const auto& b = std::get<saved_conditional_node>(nb.parameters);
   if (a.type != b.type || a.size != b.size)
-    return param_diff::change(fmt::format("conditional {}/{} bodies -> {}/{} bodies", type_name(a.type), a.size,
-                                          type_name(b.type), b.size),
-                              false);
+    return param_diff::change(
+        fmt::format("conditional {}/{} bodies -> {}/{} bodies", type_name(a.type), a.size, type_name(b.type), b.size),
+        false);
   std::string what;
   bool updatable = true;
   if (a.condition != b.condition) what = "condition handle";
@@ -134,10 +137,11 @@ extern const kind_traits conditional_kind_traits{
     .has_builder = true,
     .comparable = true,
     .dot_colour = "#d9d2e9",
-    .device_launch = {.refusal = "a conditional node (IF / WHILE / SWITCH) cannot be in a device graph (CUDA allows only kernel, "
+    .device_launch =
+        {.refusal = "a conditional node (IF / WHILE / SWITCH) cannot be in a device graph (CUDA allows only kernel, "
                     "memcpy, memset and child-graph nodes)",
-                      .fix = "decide on the device with launches of other device graphs instead (conveyor::device::launch_graph, "
-               "tail_launch; a loop: conveyor::device::add_relaunch), or keep the conditional node in a host graph"},
+         .fix = "decide on the device with launches of other device graphs instead (conveyor::device::launch_graph, "
+                "tail_launch; a loop: conveyor::device::add_relaunch), or keep the conditional node in a host graph"},
     .compare = &compare,
     .describe = &describe,
     .keep = &conditional_keep,
@@ -145,8 +149,7 @@ extern const kind_traits conditional_kind_traits{
 
 std::pair<cudaGraphNode_t, std::vector<cudaGraph_t>> add_conditional(cudaGraph_t g, node_handles deps,
                                                                      cudaGraphConditionalHandle handle,
-                                                                     cudaGraphConditionalNodeType type,
-                                                                     unsigned size) {
+                                                                     cudaGraphConditionalNodeType type, unsigned size) {
   cudaGraphNodeParams params{};
   params.type = cudaGraphNodeTypeConditional;
   params.conditional.handle = handle;

@@ -20,8 +20,12 @@ cudaError_t add_copy(cudaGraphNode_t, cudaGraph_t target, cudaGraphNode_t* out) 
 
 // ---- graph files (kinds/keep.hpp) -------------------------------------------------------------------------
 namespace {
-void save_empty(cudaGraphNode_t, const graph_state*, keep_saver&, saved_node& out) { out.parameters = std::monostate{}; }
-cudaGraphNode_t load_empty(const saved_node&, cudaGraph_t g, node_handles deps, keep_loader&) { return add_empty(g, deps); }
+void save_empty(cudaGraphNode_t, const graph_state*, keep_saver&, saved_node& out) {
+  out.parameters = std::monostate{};
+}
+cudaGraphNode_t load_empty(const saved_node&, cudaGraph_t g, node_handles deps, keep_loader&) {
+  return add_empty(g, deps);
+}
 void describe_saved(const saved_node&, const graph_file&, node_description&) {}
 param_diff compare_saved(const saved_node&, const saved_node&, const saved_context&) { return param_diff::same(); }
 } // namespace
@@ -39,9 +43,11 @@ extern const kind_traits empty_kind{
     .allowed_in_body = true,
     .has_builder = true,
     .comparable = true,
-    .device_launch = {.refusal = "an empty node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph "
-                    "nodes); Conveyor's builder also adds one for a copy or memset of size 0",
-                      .fix = "join with direct edges instead of an empty node, and give copies and memsets a non-zero size"},
+    .device_launch =
+        {.refusal =
+             "an empty node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph "
+             "nodes); Conveyor's builder also adds one for a copy or memset of size 0",
+         .fix = "join with direct edges instead of an empty node, and give copies and memsets a non-zero size"},
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,

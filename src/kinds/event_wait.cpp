@@ -43,7 +43,8 @@ void save_event(cudaGraphNode_t n, const graph_state*, keep_saver& s, saved_node
 
 cudaGraphNode_t load_event(const saved_node& n, cudaGraph_t g, node_handles deps, keep_loader& l) {
   cudaGraphNode_t node = nullptr;
-  CONVEYOR_CHECK(cudaGraphAddEventWaitNode(&node, g, deps.data(), deps.size(), l.event(std::get<saved_reference>(n.parameters).index)));
+  CONVEYOR_CHECK(cudaGraphAddEventWaitNode(&node, g, deps.data(), deps.size(),
+                                           l.event(std::get<saved_reference>(n.parameters).index)));
   return node;
 }
 
@@ -70,10 +71,11 @@ extern const kind_traits event_wait_kind{
     .allowed_in_body = false,
     .has_builder = true,
     .comparable = true,
-    .device_launch = {.refusal = "an event wait node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
+    .device_launch =
+        {.refusal = "an event wait node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
                     "child-graph nodes)",
-                      .fix = "order the work with edges inside the graph; wait for events on the stream before the host launch "
-               "that starts the device work"},
+         .fix = "order the work with edges inside the graph; wait for events on the stream before the host launch "
+                "that starts the device work"},
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,

@@ -45,7 +45,8 @@ cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out
 
 // Graph files (kinds/keep.hpp): refused at save.
 extern const keep_facets ext_semaphore_signal_keep{
-    .refusal = "an external semaphore is a handle of another API in this process (Vulkan, Direct3D, NvSciSync), which a file cannot carry",
+    .refusal = "an external semaphore is a handle of another API in this process (Vulkan, Direct3D, NvSciSync), which "
+               "a file cannot carry",
     .fix = "save the graph without the semaphore nodes, and add them after load (graph::add_node)",
 };
 
@@ -55,9 +56,10 @@ extern const kind_traits ext_semaphore_signal_kind{
     .allowed_in_body = false,
     .has_builder = false,
     .comparable = true,
-    .device_launch = {.refusal = "an external semaphore signal node cannot be in a device graph (CUDA allows only kernel, memcpy, "
+    .device_launch =
+        {.refusal = "an external semaphore signal node cannot be in a device graph (CUDA allows only kernel, memcpy, "
                     "memset and child-graph nodes)",
-                      .fix = "signal the semaphore in a host graph, or on the stream after the launch"},
+         .fix = "signal the semaphore in a host graph, or on the stream after the launch"},
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,

@@ -81,9 +81,11 @@ extern const kind_traits host_kind{
     .has_builder = true,
     .comparable = true,
     .dot_colour = "#f4cccc",
-    .device_launch = {.refusal = "a host node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph nodes; "
-                    "a host node runs on a CPU thread)",
-                      .fix = "do the host work in a host graph launched before or after the device graph, or in a kernel"},
+    .device_launch =
+        {.refusal =
+             "a host node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and child-graph nodes; "
+             "a host node runs on a CPU thread)",
+         .fix = "do the host work in a host graph launched before or after the device graph, or in a kernel"},
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,

@@ -14,7 +14,8 @@ namespace conveyor::detail {
 
 std::string saved_address_text(const saved_address& a, const graph_file& file) {
   if (a.is_null()) return "null";
-  const std::string name = a.buffer < file.buffers.size() ? file.buffers[a.buffer].name : fmt::format("buffer {}", a.buffer);
+  const std::string name =
+      a.buffer < file.buffers.size() ? file.buffers[a.buffer].name : fmt::format("buffer {}", a.buffer);
   return a.offset == 0 ? fmt::format("'{}'", name) : fmt::format("'{}' +{}", name, a.offset);
 }
 
@@ -38,7 +39,8 @@ std::string topology_difference(const saved_graph& a, const saved_graph& b) {
   if (a.nodes.size() != b.nodes.size()) return fmt::format("node count {} -> {}", a.nodes.size(), b.nodes.size());
   for (std::size_t i = 0; i < a.nodes.size(); ++i) {
     if (a.nodes[i].kind != b.nodes[i].kind)
-      return fmt::format("{}: {} -> {}", node_text(b.nodes[i], i), to_string(a.nodes[i].kind), to_string(b.nodes[i].kind));
+      return fmt::format("{}: {} -> {}", node_text(b.nodes[i], i), to_string(a.nodes[i].kind),
+                         to_string(b.nodes[i].kind));
     if (a.nodes[i].bodies.size() != b.nodes[i].bodies.size())
       return fmt::format("{}: {} -> {} nested graphs", node_text(b.nodes[i], i), a.nodes[i].bodies.size(),
                          b.nodes[i].bodies.size());

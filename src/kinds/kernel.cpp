@@ -48,11 +48,16 @@ namespace {
 // Every attribute CUDA may hold on a kernel node (cudaLaunchAttributeID values valid for graph nodes, plus those a
 // newer driver might accept): read each from both nodes; a read that fails on both with the same error is "absent".
 constexpr cudaLaunchAttributeID node_attributes[] = {
-    cudaLaunchAttributeAccessPolicyWindow,         cudaLaunchAttributeCooperative,
-    cudaLaunchAttributeClusterDimension,           cudaLaunchAttributeClusterSchedulingPolicyPreference,
-    cudaLaunchAttributePriority,                   cudaLaunchAttributeMemSyncDomainMap,
-    cudaLaunchAttributeMemSyncDomain,              cudaLaunchAttributePreferredClusterDimension,
-    cudaLaunchAttributeDeviceUpdatableKernelNode,  cudaLaunchAttributePreferredSharedMemoryCarveout,
+    cudaLaunchAttributeAccessPolicyWindow,
+    cudaLaunchAttributeCooperative,
+    cudaLaunchAttributeClusterDimension,
+    cudaLaunchAttributeClusterSchedulingPolicyPreference,
+    cudaLaunchAttributePriority,
+    cudaLaunchAttributeMemSyncDomainMap,
+    cudaLaunchAttributeMemSyncDomain,
+    cudaLaunchAttributePreferredClusterDimension,
+    cudaLaunchAttributeDeviceUpdatableKernelNode,
+    cudaLaunchAttributePreferredSharedMemoryCarveout,
 #if CUDART_VERSION >= 13000
     cudaLaunchAttributeNvlinkUtilCentricScheduling,
 #endif
@@ -69,9 +74,9 @@ static_assert(sizeof(CUlaunchAttributeValue) == sizeof(cudaLaunchAttributeValue)
 attribute_read read_attribute(cudaGraphNode_t n, cudaLaunchAttributeID id) {
   attribute_read r;
   std::memset(&r.value, 0, sizeof r.value);
-  const CUresult rc = driver::kernel_node_get_attribute(reinterpret_cast<CUgraphNode>(n),
-                                                        static_cast<CUlaunchAttributeID>(id),
-                                                        reinterpret_cast<CUlaunchAttributeValue*>(&r.value));
+  const CUresult rc =
+      driver::kernel_node_get_attribute(reinterpret_cast<CUgraphNode>(n), static_cast<CUlaunchAttributeID>(id),
+                                        reinterpret_cast<CUlaunchAttributeValue*>(&r.value));
   r.rc = rc == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
   return r;
 }
@@ -82,7 +87,8 @@ attribute_read read_attribute(cudaGraphNode_t n, cudaLaunchAttributeID id) {
 std::atomic<std::uint32_t> unsupported_ids{0};
 
 bool cluster_only(cudaLaunchAttributeID id) {
-  return id == cudaLaunchAttributeClusterSchedulingPolicyPreference || id == cudaLaunchAttributePreferredClusterDimension;
+  return id == cudaLaunchAttributeClusterSchedulingPolicyPreference ||
+         id == cudaLaunchAttributePreferredClusterDimension;
 }
 
 bool has_cluster(const attribute_read& r) {
@@ -107,7 +113,7 @@ attribute_read read_listed(cudaGraphNode_t n, std::size_t k, const attribute_rea
 // The attributes of node `n`, in node_attributes' order (read_listed); `with_clusters` reads the cluster-only
 // attributes even when this node has none.
 std::array<attribute_read, std::size(node_attributes)> read_attributes(cudaGraphNode_t n, const attribute_read& cluster,
-                                                                        bool with_clusters = false) {
+                                                                       bool with_clusters = false) {
   std::array<attribute_read, std::size(node_attributes)> out{};
   const bool clusters = with_clusters || has_cluster(cluster);
   for (std::size_t k = 0; k < std::size(node_attributes); ++k) out[k] = read_listed(n, k, cluster, clusters);
@@ -183,7 +189,8 @@ std::string value_only(cudaLaunchAttributeID id, const attribute_read& r) {
   case cudaLaunchAttributeMemSyncDomain: return fmt::format("{}", static_cast<int>(v.memSyncDomain));
   case cudaLaunchAttributePreferredClusterDimension:
     return fmt::format("{}x{}x{}", v.preferredClusterDim.x, v.preferredClusterDim.y, v.preferredClusterDim.z);
-  case cudaLaunchAttributeDeviceUpdatableKernelNode: return v.deviceUpdatableKernelNode.deviceUpdatable != 0 ? "yes" : "no";
+  case cudaLaunchAttributeDeviceUpdatableKernelNode:
+    return v.deviceUpdatableKernelNode.deviceUpdatable != 0 ? "yes" : "no";
   case cudaLaunchAttributePreferredSharedMemoryCarveout: return fmt::format("{}%", v.sharedMemCarveout);
   default: return fmt::format("(id {})", static_cast<int>(id));
   }
@@ -193,7 +200,7 @@ std::string value_only(cudaLaunchAttributeID id, const attribute_read& r) {
 std::string value_text(cudaLaunchAttributeID id, const attribute_read& r) {
   if (id == cudaLaunchAttributeCooperative || id == cudaLaunchAttributeDeviceUpdatableKernelNode)
     return r.rc == cudaSuccess && value_only(id, r) == "yes" ? std::string(attribute_name(id))
-                                                              : fmt::format("not {}", attribute_name(id));
+                                                             : fmt::format("not {}", attribute_name(id));
   return fmt::format("{} {}", attribute_name(id), value_only(id, r));
 }
 
@@ -239,8 +246,8 @@ std::string attribute_changes(const std::array<attribute_read, kernel_attribute_
     const cudaLaunchAttributeID id = node_attributes[k];
     if (same_at(k)) continue;
     if (cluster_only(id) && clusters_differ && (ra[k].rc != cudaSuccess || rb[k].rc != cudaSuccess)) continue;
-    out += fmt::format("{}{} {} -> {}", out.empty() ? "attributes: " : "; ", attribute_name(id),
-                       value_only(id, ra[k]), value_only(id, rb[k]));
+    out += fmt::format("{}{} {} -> {}", out.empty() ? "attributes: " : "; ", attribute_name(id), value_only(id, ra[k]),
+                       value_only(id, rb[k]));
   }
   return out;
 }
@@ -264,7 +271,7 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
 
 void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   const kernel_snapshot snap = read_kernel_snapshot(n, false); // one read: the launch and the argument bytes
-  if (!snap.readable) return; // the driver cannot read it: the kind only
+  if (!snap.readable) return;                                  // the driver cannot read it: the kind only
   const CUDA_KERNEL_NODE_PARAMS* p = &snap.params;
   d.kernel_name = kernel_name(*p);
   d.device = context_device(p->ctx);
@@ -332,9 +339,9 @@ void append_cluster_attributes(std::size_t position, const kernel_snapshot& k, s
     const cudaLaunchAttributeValue& v = k.attribute_values[next++];
     const cudaLaunchAttributeID id = node_attributes[a];
     if (id == cudaLaunchAttributeClusterDimension) cluster = true;
-    if (cluster && (id == cudaLaunchAttributeClusterDimension ||
-                    id == cudaLaunchAttributeClusterSchedulingPolicyPreference ||
-                    id == cudaLaunchAttributePreferredClusterDimension))
+    if (cluster &&
+        (id == cudaLaunchAttributeClusterDimension || id == cudaLaunchAttributeClusterSchedulingPolicyPreference ||
+         id == cudaLaunchAttributePreferredClusterDimension))
       out.push_back({position, 0, id, v});
   }
 }
@@ -391,7 +398,8 @@ namespace {
 // A copy through the driver (library kernels are driver functions), with the node's launch attributes.
 cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out) {
   CUDA_KERNEL_NODE_PARAMS p{};
-  if (driver::kernel_node_get_params(reinterpret_cast<CUgraphNode>(n), &p) != CUDA_SUCCESS) return cudaErrorInvalidValue;
+  if (driver::kernel_node_get_params(reinterpret_cast<CUgraphNode>(n), &p) != CUDA_SUCCESS)
+    return cudaErrorInvalidValue;
   CUgraphNode made = nullptr;
   if (driver::add_kernel_node(&made, reinterpret_cast<CUgraph>(target), nullptr, 0, &p) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
@@ -698,8 +706,8 @@ kernel_setting read_kernel_setting(cudaGraphNode_t node) {
   return {p.func, {p.gridDim, p.blockDim, p.sharedMemBytes}};
 }
 
-cudaError_t set_exec_kernel(cudaGraphExec_t exec, cudaGraphNode_t node, const launch_config& cfg,
-                            const void* function, void** arguments) noexcept {
+cudaError_t set_exec_kernel(cudaGraphExec_t exec, cudaGraphNode_t node, const launch_config& cfg, const void* function,
+                            void** arguments) noexcept {
   const cudaKernelNodeParams p = kernel_params(cfg, function, arguments);
   return cudaGraphExecKernelNodeSetParams(exec, node, &p);
 }
@@ -729,7 +737,9 @@ saved_attribute to_saved(cudaLaunchAttributeID id, const cudaLaunchAttributeValu
   case cudaLaunchAttributeClusterDimension: a.values = {v.clusterDim.x, v.clusterDim.y, v.clusterDim.z}; return a;
   case cudaLaunchAttributeClusterSchedulingPolicyPreference: a.values = {v.clusterSchedulingPolicyPreference}; return a;
   case cudaLaunchAttributePriority: a.values = {v.priority}; return a;
-  case cudaLaunchAttributeMemSyncDomainMap: a.values = {v.memSyncDomainMap.default_, v.memSyncDomainMap.remote}; return a;
+  case cudaLaunchAttributeMemSyncDomainMap:
+    a.values = {v.memSyncDomainMap.default_, v.memSyncDomainMap.remote};
+    return a;
   case cudaLaunchAttributeMemSyncDomain: a.values = {v.memSyncDomain}; return a;
   case cudaLaunchAttributePreferredClusterDimension:
     a.values = {v.preferredClusterDim.x, v.preferredClusterDim.y, v.preferredClusterDim.z};
@@ -744,9 +754,9 @@ saved_attribute to_saved(cudaLaunchAttributeID id, const cudaLaunchAttributeValu
     a.values = {word};
     return a;
   }
-  s.refuse(fmt::format("it holds launch attribute {}, which graph files of this version do not know",
-                       static_cast<int>(id)),
-           "clear the attribute before saving, or use a newer Conveyor");
+  s.refuse(
+      fmt::format("it holds launch attribute {}, which graph files of this version do not know", static_cast<int>(id)),
+      "clear the attribute before saving, or use a newer Conveyor");
 }
 
 cudaLaunchAttributeValue from_saved(const saved_attribute& a, void* window_base) {
@@ -774,7 +784,9 @@ cudaLaunchAttributeValue from_saved(const saved_attribute& a, void* window_base)
     break;
   case cudaLaunchAttributeMemSyncDomain: v.memSyncDomain = static_cast<cudaLaunchMemSyncDomain>(x[0]); break;
   case cudaLaunchAttributePreferredClusterDimension: v.preferredClusterDim = {u(0), u(1), u(2)}; break;
-  case cudaLaunchAttributeDeviceUpdatableKernelNode: v.deviceUpdatableKernelNode.deviceUpdatable = static_cast<int>(x[0]); break;
+  case cudaLaunchAttributeDeviceUpdatableKernelNode:
+    v.deviceUpdatableKernelNode.deviceUpdatable = static_cast<int>(x[0]);
+    break;
   case cudaLaunchAttributePreferredSharedMemoryCarveout: v.sharedMemCarveout = u(0); break;
   default: {
     const unsigned word = u(0); // cudaLaunchAttributeNvlinkUtilCentricScheduling: one unsigned int
@@ -791,7 +803,8 @@ void save_kernel(cudaGraphNode_t n, const graph_state*, keep_saver& s, saved_nod
     s.refuse("its arguments are passed through 'extra' (a packed buffer whose layout is not known)",
              "launch the kernel with kernelParams (the <<<>>> syntax, cudaLaunchKernel, conveyor::launch)");
   if (k.layout == nullptr)
-    s.refuse("the driver does not give its parameter layout (cuFuncGetParamInfo)", "use a driver of CUDA 12.4 or newer");
+    s.refuse("the driver does not give its parameter layout (cuFuncGetParamInfo)",
+             "use a driver of CUDA 12.4 or newer");
   saved_kernel_node kn;
   const auto& p = k.params;
   kn.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
@@ -801,7 +814,8 @@ void save_kernel(cudaGraphNode_t n, const graph_state*, keep_saver& s, saved_nod
   s.kernel(k, kn);
   std::size_t next = 0;
   for (std::size_t a = 0; a < kernel_attribute_slots; ++a)
-    if ((k.set_attributes & (1U << a)) != 0) kn.attributes.push_back(to_saved(node_attributes[a], k.attribute_values[next++], s));
+    if ((k.set_attributes & (1U << a)) != 0)
+      kn.attributes.push_back(to_saved(node_attributes[a], k.attribute_values[next++], s));
   std::sort(kn.attributes.begin(), kn.attributes.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
   out.parameters = std::move(kn);
 }
@@ -819,10 +833,13 @@ cudaGraphNode_t load_kernel(const saved_node& n, cudaGraph_t g, node_handles dep
   p.blockDimZ = k.block[2];
   p.sharedMemBytes = k.shared_bytes;
   CUgraphNode made = nullptr;
-  if (const CUresult rc = driver::add_kernel_node(&made, reinterpret_cast<CUgraph>(g), reinterpret_cast<const CUgraphNode*>(deps.data()), deps.size(), &p); rc != CUDA_SUCCESS)
-    throw_cuda(cudaErrorInvalidValue, "cuGraphAddKernelNode",
-               fmt::format("driver error {}: the launch shape or shared memory is not valid for this kernel on this device",
-                           static_cast<int>(rc)));
+  if (const CUresult rc = driver::add_kernel_node(&made, reinterpret_cast<CUgraph>(g),
+                                                  reinterpret_cast<const CUgraphNode*>(deps.data()), deps.size(), &p);
+      rc != CUDA_SUCCESS)
+    throw_cuda(
+        cudaErrorInvalidValue, "cuGraphAddKernelNode",
+        fmt::format("driver error {}: the launch shape or shared memory is not valid for this kernel on this device",
+                    static_cast<int>(rc)));
   const auto node = reinterpret_cast<cudaGraphNode_t>(made);
   for (const auto& a : k.attributes) {
     const cudaLaunchAttributeValue v =
@@ -854,9 +871,9 @@ void describe_saved(const saved_node& n, const graph_file& f, node_description& 
     if (a.id != cudaLaunchAttributeAccessPolicyWindow) r.value = from_saved(a, nullptr);
     const auto id = static_cast<cudaLaunchAttributeID>(a.id);
     if (a.id == cudaLaunchAttributeAccessPolicyWindow)
-      d.attributes.push_back(fmt::format("access policy window {} +{} B", saved_address_text(a.address, f), a.values[0]));
-    else if (!is_default(id, r))
-      d.attributes.push_back(value_text(id, r));
+      d.attributes.push_back(
+          fmt::format("access policy window {} +{} B", saved_address_text(a.address, f), a.values[0]));
+    else if (!is_default(id, r)) d.attributes.push_back(value_text(id, r));
   }
 }
 
@@ -898,7 +915,8 @@ param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved
     std::string args;
     const auto& layout = fa.kernels[a.kernel].parameters;
     for (std::size_t i = 0; i < layout.size(); ++i)
-      if (argument_word(a, layout[i].first, layout[i].second, fa) != argument_word(b, layout[i].first, layout[i].second, fb))
+      if (argument_word(a, layout[i].first, layout[i].second, fa) !=
+          argument_word(b, layout[i].first, layout[i].second, fb))
         args += fmt::format("{}{}", args.empty() ? "" : ", ", i);
     if (!args.empty()) c.what.push_back("arguments " + args);
   }
@@ -910,7 +928,8 @@ param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved
       !std::equal(a.attributes.begin(), a.attributes.end(), b.attributes.begin(), [](const auto& x, const auto& y) {
         return x.id == y.id && x.values == y.values && x.ratio == y.ratio;
       })) {
-    c.what.push_back(fmt::format("attributes: [{}] -> [{}]", fmt::join(da.attributes, ", "), fmt::join(db.attributes, ", ")));
+    c.what.push_back(
+        fmt::format("attributes: [{}] -> [{}]", fmt::join(da.attributes, ", "), fmt::join(db.attributes, ", ")));
     c.settable = false;
     c.updatable = false;
   }

@@ -52,9 +52,9 @@ struct device_launch_rule {
 //! One host address a node holds: a copy's host side, a host function's data pointer (the capture checks).
 struct host_address {
   const void* address = nullptr;
-  std::size_t bytes = 0;  //!< bytes the node moves through it (0: unknown, a host function's data)
-  std::string_view role;  //!< "source", "destination", "data pointer"
-  bool copied = false;    //!< a copy moves bytes through it (pageable memory matters)
+  std::size_t bytes = 0; //!< bytes the node moves through it (0: unknown, a host function's data)
+  std::string_view role; //!< "source", "destination", "data pointer"
+  bool copied = false;   //!< a copy moves bytes through it (pageable memory matters)
 };
 
 //! One node kind's table entry: everything Conveyor knows about the kind, defined in the kind's own file

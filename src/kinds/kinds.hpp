@@ -138,8 +138,8 @@ struct kernel_setting {
 kernel_setting read_kernel_setting(cudaGraphNode_t node);
 //! Sets a kernel node of an executable graph (`cudaGraphExecKernelNodeSetParams`); the one call through which
 //! graph_exec's typed kernel setters pass. (Nodes copied from another graph pass through the kind's copy_to_exec.)
-cudaError_t set_exec_kernel(cudaGraphExec_t exec, cudaGraphNode_t node, const launch_config& cfg,
-                            const void* function, void** arguments) noexcept;
+cudaError_t set_exec_kernel(cudaGraphExec_t exec, cudaGraphNode_t node, const launch_config& cfg, const void* function,
+                            void** arguments) noexcept;
 //! One launch attribute a kernel node holds (anything but unset or the value a node made without attributes has).
 struct kernel_attribute {
   //! The node's position in creation order; for a kernel inside a child graph or a conditional node's body, the
@@ -178,8 +178,7 @@ std::optional<kernel_attribute> first_attribute_difference(const std::vector<ker
 cudaGraphNode_t add_memcpy_1d(cudaGraph_t g, node_handles deps, void* dst, const void* src, std::size_t bytes,
                               cudaMemcpyKind kind);
 cudaGraphNode_t add_memcpy_2d(cudaGraph_t g, node_handles deps, void* dst, std::size_t dst_pitch, const void* src,
-                              std::size_t src_pitch, std::size_t width_bytes, std::size_t height,
-                              cudaMemcpyKind kind);
+                              std::size_t src_pitch, std::size_t width_bytes, std::size_t height, cudaMemcpyKind kind);
 cudaError_t set_exec_memcpy_1d(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst, const void* src,
                                std::size_t bytes, cudaMemcpyKind kind) noexcept;
 
@@ -232,7 +231,6 @@ void* read_mem_free(cudaGraphNode_t node);
 //! Adds a conditional node; returns it and its body graphs (owned by CUDA for the node's lifetime).
 std::pair<cudaGraphNode_t, std::vector<cudaGraph_t>> add_conditional(cudaGraph_t g, node_handles deps,
                                                                      cudaGraphConditionalHandle handle,
-                                                                     cudaGraphConditionalNodeType type,
-                                                                     unsigned size);
+                                                                     cudaGraphConditionalNodeType type, unsigned size);
 
 } // namespace conveyor::detail

@@ -112,10 +112,11 @@ extern const kind_traits mem_alloc_kind{
     .has_builder = true,
     .comparable = true,
     .dot_colour = "#fce5cd",
-    .device_launch = {.refusal = "a memory allocation node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
+    .device_launch =
+        {.refusal = "a memory allocation node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
                     "child-graph nodes)",
-                      .fix = "allocate before instantiating (cudaMalloc, or cudaMallocAsync outside the graph) and pass the "
-               "pointer; free after the last launch"},
+         .fix = "allocate before instantiating (cudaMalloc, or cudaMallocAsync outside the graph) and pass the "
+                "pointer; free after the last launch"},
     .compare = &compare,
     .describe = &describe,
     .keep = &mem_alloc_keep,

@@ -53,9 +53,11 @@ extern const kind_traits mem_free_kind{
     .has_builder = true,
     .comparable = true,
     .dot_colour = "#fce5cd",
-    .device_launch = {.refusal = "a memory free node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
-                    "child-graph nodes)",
-                      .fix = "free after the last launch, outside the graph (cudaFree, or cudaFreeAsync on the stream)"},
+    .device_launch = {.refusal =
+                          "a memory free node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
+                          "child-graph nodes)",
+                      .fix =
+                          "free after the last launch, outside the graph (cudaFree, or cudaFreeAsync on the stream)"},
     .compare = &compare,
     .describe = &describe,
     .keep = &mem_free_keep,

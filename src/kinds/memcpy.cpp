@@ -48,7 +48,8 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
     what.push_back(fmt::format("destination {} -> {}", pa.dstPtr.ptr, pb.dstPtr.ptr));
   if (pa.extent.width != pb.extent.width || pa.extent.height != pb.extent.height || pa.extent.depth != pb.extent.depth)
     what.push_back(fmt::format("size {} -> {} B", bytes_of(pa), bytes_of(pb)));
-  if (pa.kind != pb.kind) what.push_back(fmt::format("kind {} -> {}", copy_kind_name(pa.kind), copy_kind_name(pb.kind)));
+  if (pa.kind != pb.kind)
+    what.push_back(fmt::format("kind {} -> {}", copy_kind_name(pa.kind), copy_kind_name(pb.kind)));
   if (what.empty()) return param_diff::same();
   std::string text = "copy: ";
   for (std::size_t i = 0; i < what.size(); ++i) text += (i == 0 ? "" : ", ") + what[i];
@@ -91,9 +92,9 @@ void read_fields(cudaGraphNode_t n, node_fields& out) {
   append_word(out.bytes, reinterpret_cast<std::uint64_t>(p.srcPtr.ptr));
   append_word(out.bytes, reinterpret_cast<std::uint64_t>(p.dstPtr.ptr));
   out.fields = {{0U, 8U}, {8U, 8U}};
-  for (std::size_t v : {p.srcPos.x, p.srcPos.y, p.srcPos.z, p.srcPtr.pitch, p.srcPtr.xsize, p.srcPtr.ysize,
-                        p.dstPos.x, p.dstPos.y, p.dstPos.z, p.dstPtr.pitch, p.dstPtr.xsize, p.dstPtr.ysize,
-                        p.extent.width, p.extent.height, p.extent.depth})
+  for (std::size_t v :
+       {p.srcPos.x, p.srcPos.y, p.srcPos.z, p.srcPtr.pitch, p.srcPtr.xsize, p.srcPtr.ysize, p.dstPos.x, p.dstPos.y,
+        p.dstPos.z, p.dstPtr.pitch, p.dstPtr.xsize, p.dstPtr.ysize, p.extent.width, p.extent.height, p.extent.depth})
     append_word(out.fixed, v);
   append_word(out.fixed, static_cast<int>(p.kind));
   out.patchable = true;
@@ -133,8 +134,8 @@ namespace {
 // Bytes from a side's pointer to the last byte the copy touches: ((z + depth - 1) * ysize + y + height - 1) * pitch
 // + x + width.
 std::uint64_t span_bytes(const cudaPitchedPtr& p, const cudaPos& at, const cudaExtent& e) {
-  const std::uint64_t rows = (at.z + std::max<std::size_t>(e.depth, 1) - 1) * p.ysize + at.y +
-                             std::max<std::size_t>(e.height, 1) - 1;
+  const std::uint64_t rows =
+      (at.z + std::max<std::size_t>(e.depth, 1) - 1) * p.ysize + at.y + std::max<std::size_t>(e.height, 1) - 1;
   return rows * p.pitch + at.x + e.width;
 }
 
@@ -195,9 +196,9 @@ void describe_saved(const saved_node& n, const graph_file& f, node_description& 
   const int dst_device = device_of(c.destination.address, f);
   d.device = dst_device >= 0 ? dst_device : src_device;
   if (src_device >= 0 && dst_device >= 0 && src_device != dst_device) d.source_device = src_device;
-  d.pageable_host = (!c.source.address.is_null() && f.buffers[c.source.address.buffer].memory == buffer_memory::host) ||
-                    (!c.destination.address.is_null() &&
-                     f.buffers[c.destination.address.buffer].memory == buffer_memory::host);
+  d.pageable_host =
+      (!c.source.address.is_null() && f.buffers[c.source.address.buffer].memory == buffer_memory::host) ||
+      (!c.destination.address.is_null() && f.buffers[c.destination.address.buffer].memory == buffer_memory::host);
 }
 
 std::string side_text(const saved_pitched& p, const graph_file& f) {
@@ -216,7 +217,8 @@ param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved
   const std::string db = side_text(b.destination, *ctx.after);
   if (da != db) what.push_back(fmt::format("destination {} -> {}", da, db));
   if (a.extent != b.extent)
-    what.push_back(fmt::format("size {} -> {} B", a.extent[0] * a.extent[1] * a.extent[2], b.extent[0] * b.extent[1] * b.extent[2]));
+    what.push_back(fmt::format("size {} -> {} B", a.extent[0] * a.extent[1] * a.extent[2],
+                               b.extent[0] * b.extent[1] * b.extent[2]));
   if (a.kind != b.kind)
     what.push_back(fmt::format("kind {} -> {}", copy_kind_name(static_cast<cudaMemcpyKind>(a.kind)),
                                copy_kind_name(static_cast<cudaMemcpyKind>(b.kind))));
@@ -261,8 +263,7 @@ cudaGraphNode_t add_memcpy_1d(cudaGraph_t g, node_handles deps, void* dst, const
 }
 
 cudaGraphNode_t add_memcpy_2d(cudaGraph_t g, node_handles deps, void* dst, std::size_t dst_pitch, const void* src,
-                              std::size_t src_pitch, std::size_t width_bytes, std::size_t height,
-                              cudaMemcpyKind kind) {
+                              std::size_t src_pitch, std::size_t width_bytes, std::size_t height, cudaMemcpyKind kind) {
   if (width_bytes == 0 || height == 0) return add_empty(g, deps);
   cudaMemcpy3DParms p{};
   p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), src_pitch, width_bytes, height};

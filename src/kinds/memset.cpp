@@ -15,9 +15,7 @@ namespace conveyor::detail {
 
 namespace {
 
-std::size_t bytes_of(const cudaMemsetParams& p) {
-  return p.width * p.elementSize * std::max<std::size_t>(p.height, 1);
-}
+std::size_t bytes_of(const cudaMemsetParams& p) { return p.width * p.elementSize * std::max<std::size_t>(p.height, 1); }
 
 param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
   cudaMemsetParams pa{};
@@ -27,7 +25,8 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
   std::vector<std::string> what;
   if (pa.dst != pb.dst) what.push_back(fmt::format("destination {} -> {}", pa.dst, pb.dst));
   if (pa.value != pb.value) what.push_back(fmt::format("value {:#x} -> {:#x}", pa.value, pb.value));
-  if (pa.elementSize != pb.elementSize) what.push_back(fmt::format("element size {} -> {} B", pa.elementSize, pb.elementSize));
+  if (pa.elementSize != pb.elementSize)
+    what.push_back(fmt::format("element size {} -> {} B", pa.elementSize, pb.elementSize));
   if (pa.width != pb.width || pa.height != pb.height || pa.pitch != pb.pitch)
     what.push_back(fmt::format("shape {}x{} pitch {} -> {}x{} pitch {}", pa.width, pa.height, pa.pitch, pb.width,
                                pb.height, pb.pitch));
@@ -123,7 +122,8 @@ cudaGraphNode_t load_memset(const saved_node& n, cudaGraph_t g, node_handles dep
 void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
   const auto& m = std::get<saved_memset_node>(n.parameters);
   d.bytes = m.width * m.element_size * m.height;
-  if (!m.destination.is_null() && m.destination.buffer < f.buffers.size()) d.device = f.buffers[m.destination.buffer].device;
+  if (!m.destination.is_null() && m.destination.buffer < f.buffers.size())
+    d.device = f.buffers[m.destination.buffer].device;
 }
 
 param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
@@ -134,9 +134,11 @@ param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved
   const std::string db = saved_address_text(b.destination, *ctx.after);
   if (da != db) what.push_back(fmt::format("destination {} -> {}", da, db));
   if (a.value != b.value) what.push_back(fmt::format("value {:#x} -> {:#x}", a.value, b.value));
-  if (a.element_size != b.element_size) what.push_back(fmt::format("element size {} -> {} B", a.element_size, b.element_size));
+  if (a.element_size != b.element_size)
+    what.push_back(fmt::format("element size {} -> {} B", a.element_size, b.element_size));
   if (a.width != b.width || a.height != b.height || a.pitch != b.pitch)
-    what.push_back(fmt::format("shape {}x{} pitch {} -> {}x{} pitch {}", a.width, a.height, a.pitch, b.width, b.height, b.pitch));
+    what.push_back(
+        fmt::format("shape {}x{} pitch {} -> {}x{} pitch {}", a.width, a.height, a.pitch, b.width, b.height, b.pitch));
   if (what.empty()) return param_diff::same();
   return param_diff::change(fmt::format("memset: {}", fmt::join(what, ", ")));
 }

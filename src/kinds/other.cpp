@@ -22,9 +22,10 @@ extern const kind_traits other_kind{
     .allowed_in_body = false,
     .has_builder = false,
     .comparable = false,
-    .device_launch = {.refusal = "a node of a kind this version of Conveyor does not know cannot be checked, and CUDA allows only "
+    .device_launch =
+        {.refusal = "a node of a kind this version of Conveyor does not know cannot be checked, and CUDA allows only "
                     "kernel, memcpy, memset and child-graph nodes in a device graph",
-                      .fix = "replace it by kernel, memcpy, memset or child-graph nodes"},
+         .fix = "replace it by kernel, memcpy, memset or child-graph nodes"},
     .compare = &compare,
     .describe = &describe,
     .keep = &other_keep,

@@ -23,8 +23,9 @@ static_assert(sizeof(CUgraphEdgeData) == sizeof(cudaGraphEdgeData), "the driver'
 // A node's dependencies with their edge data: through the driver (a fraction of the runtime's cost, per node of
 // every walk), the runtime's call where the driver's entry point is missing (and for its error).
 cudaError_t dependencies_of(cudaGraphNode_t n, cudaGraphNode_t* deps, cudaGraphEdgeData* data, std::size_t* count) {
-  const CUresult rc = driver::node_get_dependencies(reinterpret_cast<CUgraphNode>(n), reinterpret_cast<CUgraphNode*>(deps),
-                                                    reinterpret_cast<CUgraphEdgeData*>(data), count);
+  const CUresult rc =
+      driver::node_get_dependencies(reinterpret_cast<CUgraphNode>(n), reinterpret_cast<CUgraphNode*>(deps),
+                                    reinterpret_cast<CUgraphEdgeData*>(data), count);
   if (rc == CUDA_SUCCESS) return cudaSuccess;
   return get_dependencies(n, deps, data, count);
 }
@@ -155,7 +156,8 @@ std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g) {
   // the driver refuses, for its error.
   const auto cu = reinterpret_cast<CUgraph>(g);
   std::size_t count = 0;
-  if (driver::graph_get_nodes(cu, nullptr, &count) != CUDA_SUCCESS) CONVEYOR_CHECK(cudaGraphGetNodes(g, nullptr, &count));
+  if (driver::graph_get_nodes(cu, nullptr, &count) != CUDA_SUCCESS)
+    CONVEYOR_CHECK(cudaGraphGetNodes(g, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
   if (count > 0 && driver::graph_get_nodes(cu, reinterpret_cast<CUgraphNode*>(nodes.data()), &count) != CUDA_SUCCESS)
     CONVEYOR_CHECK(cudaGraphGetNodes(g, nodes.data(), &count));
@@ -200,10 +202,8 @@ graph_snapshot snapshot_graph(cudaGraph_t g, bool with_fields) {
     append_sorted_dependencies(reader, out.nodes[i], i, out.edges);
     if (!with_fields) continue;
     out.fields[i].kind = kind;
-    if (kind == node_kind::kernel)
-      kernel_fields(out.kernels[i], out.fields[i]);
-    else if (const auto read = traits_of(kind).read_fields)
-      read(out.nodes[i], out.fields[i]);
+    if (kind == node_kind::kernel) kernel_fields(out.kernels[i], out.fields[i]);
+    else if (const auto read = traits_of(kind).read_fields) read(out.nodes[i], out.fields[i]);
   }
   return out;
 }
@@ -217,10 +217,9 @@ void append_nested_clusters(cudaGraph_t g, const graph_state* state, std::size_t
 // a conditional node Conveyor did not record, whose bodies cannot be read, the marker unreadable_bodies.
 void append_embedded(cudaGraphNode_t n, node_kind kind, const graph_state* state, std::size_t position,
                      std::uint32_t& inner, std::vector<kernel_attribute>& out) {
-  const bool readable =
-      for_each_embedded(n, kind, state, [&](cudaGraph_t embedded, const graph_state* embedded_state) {
-        append_nested_clusters(embedded, embedded_state, position, inner, out);
-      });
+  const bool readable = for_each_embedded(n, kind, state, [&](cudaGraph_t embedded, const graph_state* embedded_state) {
+    append_nested_clusters(embedded, embedded_state, position, inner, out);
+  });
   if (!readable) out.push_back({position, unreadable_bodies, cudaLaunchAttributeIgnore, {}});
 }
 
@@ -228,10 +227,8 @@ void append_nested_clusters(cudaGraph_t g, const graph_state* state, std::size_t
                             std::vector<kernel_attribute>& out) {
   for (cudaGraphNode_t n : graph_nodes(g)) {
     const node_kind kind = kind_of(n);
-    if (kind == node_kind::kernel)
-      read_cluster_attributes(n, position, out, ++inner);
-    else
-      append_embedded(n, kind, state, position, inner, out);
+    if (kind == node_kind::kernel) read_cluster_attributes(n, position, out, ++inner);
+    else append_embedded(n, kind, state, position, inner, out);
   }
 }
 
@@ -248,10 +245,8 @@ std::vector<kernel_attribute> cluster_attributes(cudaGraph_t g, const graph_stat
   std::vector<kernel_attribute> out;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const node_kind kind = kind_of(nodes[i]);
-    if (kind == node_kind::kernel)
-      read_cluster_attributes(nodes[i], i, out);
-    else
-      append_embedded_cluster_attributes(nodes[i], kind, state, i, out);
+    if (kind == node_kind::kernel) read_cluster_attributes(nodes[i], i, out);
+    else append_embedded_cluster_attributes(nodes[i], kind, state, i, out);
   }
   return out;
 }
@@ -259,10 +254,8 @@ std::vector<kernel_attribute> cluster_attributes(cudaGraph_t g, const graph_stat
 std::vector<kernel_attribute> cluster_attributes(const graph_snapshot& s, const graph_state* state) {
   std::vector<kernel_attribute> out;
   for (std::size_t i = 0; i < s.kinds.size(); ++i) {
-    if (s.kinds[i] == node_kind::kernel)
-      append_cluster_attributes(i, s.kernels[i], out);
-    else
-      append_embedded_cluster_attributes(s.nodes[i], s.kinds[i], state, i, out);
+    if (s.kinds[i] == node_kind::kernel) append_cluster_attributes(i, s.kernels[i], out);
+    else append_embedded_cluster_attributes(s.nodes[i], s.kinds[i], state, i, out);
   }
   return out;
 }

@@ -3,7 +3,6 @@
 #include <stdexcept>
 #include <string>
 
-
 #include "cuda/check.hpp"
 #include "cuda/lifetime.hpp"
 

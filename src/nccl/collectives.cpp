@@ -89,9 +89,9 @@ std::pair<comm_state*, stream_facts> prepare(const communicator& comm, const con
   const cudaError_t cap = conveyor::detail::capture_info(s.get(), &status, &id, nullptr, nullptr);
   if (cap != cudaSuccess) {
     (void)cudaGetLastError();
-    refuse(*st, ncclInvalidArgument, call,
-           fmt::format("the stream's capture state cannot be read (cudaStreamGetCaptureInfo: {})",
-                       cudaGetErrorName(cap)));
+    refuse(
+        *st, ncclInvalidArgument, call,
+        fmt::format("the stream's capture state cannot be read (cudaStreamGetCaptureInfo: {})", cudaGetErrorName(cap)));
   }
   if (status == cudaStreamCaptureStatusInvalidated)
     refuse(*st, ncclInvalidUsage, call,
@@ -142,8 +142,7 @@ void check_pointer(const comm_state& st, std::string_view call, const void* p, s
 void check_rank(const comm_state& st, std::string_view call, int r, std::string_view name) {
   if (r < 0 || r >= st.size)
     refuse(st, ncclInvalidArgument, call,
-           fmt::format("{} {} is out of range: the communicator has {} rank(s), 0..{}", name, r, st.size,
-                       st.size - 1));
+           fmt::format("{} {} is out of range: the communicator has {} rank(s), 0..{}", name, r, st.size, st.size - 1));
 }
 
 //! The state of `comm` for argument checks that need its rank and size (usable() first, so that an empty
@@ -167,13 +166,12 @@ void all_reduce(const communicator& comm, const void* send, void* recv, std::siz
   const comm_state& st = checked(comm, call);
   check_pointer(st, call, send, count, "send");
   check_pointer(st, call, recv, count, "recv");
-  run(comm, s, call, [&](ncclComm_t c, cudaStream_t h) {
-    return ncclAllReduce(send, recv, count, type, to_nccl(op), c, h);
-  });
+  run(comm, s, call,
+      [&](ncclComm_t c, cudaStream_t h) { return ncclAllReduce(send, recv, count, type, to_nccl(op), c, h); });
 }
 
-void broadcast(const communicator& comm, const void* send, void* recv, std::size_t count, ncclDataType_t type,
-               int root, const conveyor::stream& s) {
+void broadcast(const communicator& comm, const void* send, void* recv, std::size_t count, ncclDataType_t type, int root,
+               const conveyor::stream& s) {
   constexpr std::string_view call = "ncclBroadcast";
   const comm_state& st = checked(comm, call);
   check_rank(st, call, root, "root");
@@ -182,15 +180,14 @@ void broadcast(const communicator& comm, const void* send, void* recv, std::size
   run(comm, s, call, [&](ncclComm_t c, cudaStream_t h) { return ncclBroadcast(send, recv, count, type, root, c, h); });
 }
 
-void reduce_scatter(const communicator& comm, const void* send, void* recv, std::size_t recv_count,
-                    ncclDataType_t type, reduce_op op, const conveyor::stream& s) {
+void reduce_scatter(const communicator& comm, const void* send, void* recv, std::size_t recv_count, ncclDataType_t type,
+                    reduce_op op, const conveyor::stream& s) {
   constexpr std::string_view call = "ncclReduceScatter";
   const comm_state& st = checked(comm, call);
   check_pointer(st, call, send, recv_count, "send");
   check_pointer(st, call, recv, recv_count, "recv");
-  run(comm, s, call, [&](ncclComm_t c, cudaStream_t h) {
-    return ncclReduceScatter(send, recv, recv_count, type, to_nccl(op), c, h);
-  });
+  run(comm, s, call,
+      [&](ncclComm_t c, cudaStream_t h) { return ncclReduceScatter(send, recv, recv_count, type, to_nccl(op), c, h); });
 }
 
 void all_gather(const communicator& comm, const void* send, void* recv, std::size_t send_count, ncclDataType_t type,
@@ -258,8 +255,8 @@ void group::end() {
   --current_group.depth;
   const ncclResult_t r = ncclGroupEnd();
   if (current_group.depth > 0) {
-    if (r != ncclSuccess && r != ncclInProgress) mark_group_failed(fmt::format("a nested ncclGroupEnd failed with {}",
-                                                                               result_name(r)));
+    if (r != ncclSuccess && r != ncclInProgress)
+      mark_group_failed(fmt::format("a nested ncclGroupEnd failed with {}", result_name(r)));
     return;
   }
   // The outermost group: every communicator used in it, once each.
@@ -368,8 +365,8 @@ void agree_on_capture(std::span<const communicator> comms, std::span<const conve
     st.agree_host[0] = tag;
     st.agree_host[1] = ~tag;
     const device_guard on(st.device);
-    CONVEYOR_CHECK(cudaMemcpyAsync(st.agree_device, st.agree_host, 2 * sizeof(std::uint64_t),
-                                   cudaMemcpyHostToDevice, streams[i]->get()));
+    CONVEYOR_CHECK(cudaMemcpyAsync(st.agree_device, st.agree_host, 2 * sizeof(std::uint64_t), cudaMemcpyHostToDevice,
+                                   streams[i]->get()));
   }
   {
     group g;
@@ -381,8 +378,8 @@ void agree_on_capture(std::span<const communicator> comms, std::span<const conve
   for (std::size_t i = 0; i < states.size(); ++i) {
     comm_state& st = *states[i];
     const device_guard on(st.device);
-    CONVEYOR_CHECK(cudaMemcpyAsync(st.agree_host, st.agree_device, 2 * sizeof(std::uint64_t),
-                                   cudaMemcpyDeviceToHost, streams[i]->get()));
+    CONVEYOR_CHECK(cudaMemcpyAsync(st.agree_host, st.agree_device, 2 * sizeof(std::uint64_t), cudaMemcpyDeviceToHost,
+                                   streams[i]->get()));
   }
   synchronize(comms, streams);
   const comm_state& st = *states.front();

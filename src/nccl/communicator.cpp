@@ -143,8 +143,7 @@ void wait_ready(comm_state& state, std::string_view call, std::string_view what,
     if (async == ncclSuccess) return;
     if (async != ncclInProgress) fail(state, async, call, fmt::format("{} failed", what));
     if (clock::now() > deadline)
-      fail_timeout(state, call,
-                   fmt::format("{} did not finish within {} ms", what, state.options.timeout.count()));
+      fail_timeout(state, call, fmt::format("{} did not finish within {} ms", what, state.options.timeout.count()));
     pause.wait();
   }
 }
@@ -209,8 +208,7 @@ void release(std::unique_ptr<comm_state>& state) noexcept {
                            "%lld ms; a graph that captured its operations may still exist (destroy graphs before "
                            "communicators): the communicator is left to the end of the process\n",
                            st.rank, st.device, static_cast<long long>(st.options.timeout.count()));
-            } catch (...) {
-            }
+            } catch (...) {}
           } else {
             r = ncclInProgress;
           }
@@ -220,10 +218,8 @@ void release(std::unique_ptr<comm_state>& state) noexcept {
       }
     }
     if (!left) {
-      if (r == ncclSuccess)
-        (void)ncclCommDestroy(st.comm);
-      else
-        (void)ncclCommAbort(st.comm);
+      if (r == ncclSuccess) (void)ncclCommDestroy(st.comm);
+      else (void)ncclCommAbort(st.comm);
     }
     st.comm = nullptr;
   }
@@ -239,8 +235,7 @@ void release(std::unique_ptr<comm_state>& state) noexcept {
                      "its release; a graph that captured its operations may still exist (destroy graphs before "
                      "communicators): the abort is left running in the background\n",
                      st.rank, st.device, static_cast<long long>(st.options.timeout.count()));
-    } catch (...) {
-    }
+    } catch (...) {}
   }
   if (st.agree_device != nullptr) (void)cudaFree(st.agree_device);
   if (st.agree_host != nullptr) (void)cudaFreeHost(st.agree_host);
@@ -281,10 +276,9 @@ communicator communicator::init_rank(int nranks, int rank, const unique_id& id, 
     throw detail::make_error(nullptr, ncclInvalidArgument, call,
                              fmt::format("{} ranks: a communicator has at least one", nranks), false);
   if (rank < 0 || rank >= nranks)
-    throw detail::make_error(nullptr, ncclInvalidArgument, call,
-                             fmt::format("rank {} is outside [0, {}) for a communicator of {} ranks", rank, nranks,
-                                         nranks),
-                             false);
+    throw detail::make_error(
+        nullptr, ncclInvalidArgument, call,
+        fmt::format("rank {} is outside [0, {}) for a communicator of {} ranks", rank, nranks, nranks), false);
   check_device(device, call, rank);
   auto state = std::make_unique<comm_state>();
   state->rank = rank;
@@ -456,20 +450,23 @@ std::vector<communicator> communicator::init_all(std::span<const int> devices, c
 }
 
 int communicator::rank() const {
-  if (!state_) throw detail::make_error(nullptr, ncclInvalidUsage, "conveyor::nccl::communicator::rank",
-                                        "the communicator is empty (default-made or moved from)", false);
+  if (!state_)
+    throw detail::make_error(nullptr, ncclInvalidUsage, "conveyor::nccl::communicator::rank",
+                             "the communicator is empty (default-made or moved from)", false);
   return state_->rank;
 }
 
 int communicator::size() const {
-  if (!state_) throw detail::make_error(nullptr, ncclInvalidUsage, "conveyor::nccl::communicator::size",
-                                        "the communicator is empty (default-made or moved from)", false);
+  if (!state_)
+    throw detail::make_error(nullptr, ncclInvalidUsage, "conveyor::nccl::communicator::size",
+                             "the communicator is empty (default-made or moved from)", false);
   return state_->size;
 }
 
 int communicator::device() const {
-  if (!state_) throw detail::make_error(nullptr, ncclInvalidUsage, "conveyor::nccl::communicator::device",
-                                        "the communicator is empty (default-made or moved from)", false);
+  if (!state_)
+    throw detail::make_error(nullptr, ncclInvalidUsage, "conveyor::nccl::communicator::device",
+                             "the communicator is empty (default-made or moved from)", false);
   return state_->device;
 }
 
@@ -571,8 +568,8 @@ void wait_streams(std::span<comm_state* const> states, std::span<const conveyor:
         nccl_error_info info;
         info.result = ncclUnhandledCudaError;
         info.call = std::string(call);
-        info.detail = fmt::format("the stream reported a CUDA error: {} ({})", cudaGetErrorName(q),
-                                  cudaGetErrorString(q));
+        info.detail =
+            fmt::format("the stream reported a CUDA error: {} ({})", cudaGetErrorName(q), cudaGetErrorString(q));
         abort_all_and_throw(i, std::move(info));
       }
       all = false;
@@ -584,8 +581,8 @@ void wait_streams(std::span<comm_state* const> states, std::span<const conveyor:
       for (std::size_t i = 0; i < states.size(); ++i)
         if (!done[i]) {
           if (waiting.empty()) first = i;
-          waiting += fmt::format("{}rank {} (device {})", waiting.empty() ? "" : ", ", states[i]->rank,
-                                 states[i]->device);
+          waiting +=
+              fmt::format("{}rank {} (device {})", waiting.empty() ? "" : ", ", states[i]->rank, states[i]->device);
         }
       nccl_error_info info;
       info.result = ncclInProgress;

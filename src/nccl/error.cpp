@@ -16,9 +16,7 @@ std::string where_text(const nccl_error_info& info) {
   return {};
 }
 
-std::string describe(ncclResult_t r) {
-  return fmt::format("{} ({})", result_name(r), ncclGetErrorString(r));
-}
+std::string describe(ncclResult_t r) { return fmt::format("{} ({})", result_name(r), ncclGetErrorString(r)); }
 
 std::string format_message(const nccl_error_info& info) {
   std::string m;
@@ -70,8 +68,7 @@ std::string_view hint_for(ncclResult_t result, bool timed_out) noexcept {
   case ncclSystemError:
     return "a system call inside NCCL failed (sockets, or shared memory: in a container /dev/shm may be too small): "
            "run with NCCL_DEBUG=WARN to see which";
-  case ncclInternalError:
-    return "NCCL reports an internal error: run with NCCL_DEBUG=INFO to see where";
+  case ncclInternalError: return "NCCL reports an internal error: run with NCCL_DEBUG=INFO to see where";
   case ncclInvalidArgument:
     return "an argument is invalid: buffers must be device memory of the communicator's device, roots and peers "
            "ranks of the communicator, and counts and types the same on every rank";
@@ -83,8 +80,7 @@ std::string_view hint_for(ncclResult_t result, bool timed_out) noexcept {
     return "a peer (another rank, process or node) failed or disconnected: look at that rank's own error output";
   case ncclSuccess:
   case ncclInProgress:
-  case ncclNumResults:
-    break;
+  case ncclNumResults: break;
   }
   return {};
 }

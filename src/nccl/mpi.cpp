@@ -21,10 +21,9 @@ namespace {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
-  throw std::runtime_error(fmt::format("conveyor::nccl: {} failed: {} (MPI error {})", call,
-                                       length > 0 ? std::string(text, static_cast<std::size_t>(length))
-                                                  : std::string("no description"),
-                                       rc));
+  throw std::runtime_error(fmt::format(
+      "conveyor::nccl: {} failed: {} (MPI error {})", call,
+      length > 0 ? std::string(text, static_cast<std::size_t>(length)) : std::string("no description"), rc));
 }
 
 void check_mpi(int rc, std::string_view call) {
@@ -34,7 +33,7 @@ void check_mpi(int rc, std::string_view call) {
 //! What every rank tells the others before the communicator is made (MPI_Allgather as bytes).
 struct rank_facts {
   int device = -1;
-  int visible = 0;     // CUDA devices this rank sees
+  int visible = 0;                            // CUDA devices this rank sees
   char host[MPI_MAX_PROCESSOR_NAME + 1] = {}; // MPI_Get_processor_name, whole
 };
 
@@ -105,8 +104,7 @@ communicator init_with_mpi(MPI_Comm comm, int device, const comm_options& option
   // No throw before the Allgather (the other ranks would wait in it): a name MPI cannot give is "unknown host".
   if (MPI_Get_processor_name(mine.host, &host_length) != MPI_SUCCESS || host_length <= 0)
     std::strncpy(mine.host, "unknown host", sizeof mine.host - 1);
-  else
-    mine.host[std::min(host_length, MPI_MAX_PROCESSOR_NAME)] = '\0';
+  else mine.host[std::min(host_length, MPI_MAX_PROCESSOR_NAME)] = '\0';
   std::vector<rank_facts> all(static_cast<std::size_t>(size));
   check_mpi(MPI_Allgather(&mine, static_cast<int>(sizeof mine), MPI_BYTE, all.data(), static_cast<int>(sizeof mine),
                           MPI_BYTE, comm),

@@ -24,7 +24,6 @@ std::size_t count_nested(const graph_description& d) {
 
 } // namespace
 
-
 graph_description describe(const graph& g) { return detail::describe_graph(g.get(), detail::access::state(g).get()); }
 
 graph_description describe(const graph_exec& e) {
@@ -49,7 +48,8 @@ graph_statistics statistics(const graph_description& d) {
   for (const auto& [from, to] : d.edges) {
     if (from >= n || to >= n)
       throw std::invalid_argument(fmt::format("conveyor::statistics: edge {} -> {} names a node out of range "
-                                              "(the graph has {} nodes)", from, to, n));
+                                              "(the graph has {} nodes)",
+                                              from, to, n));
     successors[from].push_back(to);
     ++indegree[to];
   }

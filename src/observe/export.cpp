@@ -29,7 +29,6 @@ std::string dot_quoted(std::string_view text) {
   return out + "\"";
 }
 
-
 std::string size_text(std::size_t bytes) { return detail::byte_size(static_cast<double>(bytes), 2); }
 
 std::string node_text(const node_description& n) {
@@ -73,8 +72,9 @@ void write_dot_body(std::string& out, const graph_description& d, const std::str
     for (const auto& n : d.nodes)
       if (n.device < 0) write_dot_node(out, n, prefix, depth);
     for (const int device : devices) {
-      out += fmt::format("{}subgraph cluster_{}device_{} {{\n{}  label={}; style=\"rounded,dashed\"; color=\"#555555\";\n",
-                         indent, prefix, device, indent, dot_quoted(fmt::format("device {}", device)));
+      out +=
+          fmt::format("{}subgraph cluster_{}device_{} {{\n{}  label={}; style=\"rounded,dashed\"; color=\"#555555\";\n",
+                      indent, prefix, device, indent, dot_quoted(fmt::format("device {}", device)));
       for (const auto& n : d.nodes)
         if (n.device == device) write_dot_node(out, n, prefix, depth + 1);
       out += fmt::format("{}}}\n", indent);
@@ -107,8 +107,8 @@ void write_dot_node(std::string& out, const node_description& n, const std::stri
 nlohmann::json to_json_value(const graph_description& d) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : d.nodes) {
-    nlohmann::json j{{"id", n.id}, {"kind", std::string(to_string(n.kind))}, {"label", n.label},
-                     {"name", n.display_name()}};
+    nlohmann::json j{
+        {"id", n.id}, {"kind", std::string(to_string(n.kind))}, {"label", n.label}, {"name", n.display_name()}};
     if (n.kind == node_kind::kernel) {
       j["kernel"] = n.kernel_name;
       j["grid"] = n.grid;

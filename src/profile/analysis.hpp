@@ -21,10 +21,10 @@ inline constexpr std::uint64_t tolerance_ns = 50;
 //! One node of a watched graph in CUPTI's flattened numbering (index = the low 32 bits of its node id).
 struct flat_node {
   const node_description* node = nullptr;
-  std::vector<std::size_t> path; // node_ref::path
-  std::string label;             // display names joined with "/": "loop/body 0/spmv"
-  std::size_t top = 0;           // flat index (= node id) of its top-level ancestor; itself when top-level
-  std::size_t owner = npos;      // flat index of the node whose body holds it; npos for top-level nodes
+  std::vector<std::size_t> path;  // node_ref::path
+  std::string label;              // display names joined with "/": "loop/body 0/spmv"
+  std::size_t top = 0;            // flat index (= node id) of its top-level ancestor; itself when top-level
+  std::size_t owner = npos;       // flat index of the node whose body holds it; npos for top-level nodes
   std::vector<std::size_t> preds; // flat indices of its direct predecessors in its own (body) graph
   //! The predecessors of `preds` reached through a programmatic or launch-completion edge: this node may start
   //! before they end (programmatic dependent launch), so the critical path lets them overlap it.
@@ -57,13 +57,13 @@ struct unit {
   type kind = type::eager;
   std::string track;
   std::uint64_t step = 0;
-  std::uint32_t exec_id = 0;     // graph units: the executable graph
-  std::uint32_t correlation = 0; // graph units: the launch; steps: the first graph launch in it
-  std::string graph;             // watched name of the (first) graph launched
+  std::uint32_t exec_id = 0;        // graph units: the executable graph
+  std::uint32_t correlation = 0;    // graph units: the launch; steps: the first graph launch in it
+  std::string graph;                // watched name of the (first) graph launched
   std::vector<std::size_t> members; // activity indices, by start time
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
-  bool kept = true;              // false: left out by analyze_options::skip_launches
+  bool kept = true; // false: left out by analyze_options::skip_launches
 };
 
 struct analysis {

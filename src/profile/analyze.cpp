@@ -37,7 +37,6 @@ double to_us(std::uint64_t from_ns, std::uint64_t to_ns) {
 
 std::string shape_text(const std::array<unsigned, 3>& s) { return fmt::format("{}x{}x{}", s[0], s[1], s[2]); }
 
-
 // CUPTI's numbering: the graph's own nodes in creation order, then, for each node and each of its bodies in order,
 // that body's nodes followed by their own bodies (depth first).
 void flatten(flat_graph& fg, const graph_description& g, const std::vector<std::size_t>& prefix,
@@ -107,8 +106,8 @@ void attribute(const activity& a, const std::unordered_map<std::uint32_t, const 
   info.graph = &g;
   const auto& name = g.watched->name;
   if ((a.node_id >> 32U) != a.exec_id)
-    return fail(fmt::format("the node id's high 32 bits are not the id of executable graph {} ('{}')", a.exec_id,
-                            name));
+    return fail(
+        fmt::format("the node id's high 32 bits are not the id of executable graph {} ('{}')", a.exec_id, name));
   const std::size_t index = a.node_id & 0xffffffffU;
   if (index >= g.nodes.size())
     return fail(fmt::format("node index beyond the {} nodes of graph '{}' (executable graph {}, nested bodies "
@@ -182,8 +181,8 @@ std::pair<std::set<std::size_t>, std::set<std::size_t>> relatives(const flat_gra
 
 // Whether a conditional body's record `a` (under top-level node `top`) can belong to launch `w`: the launch's records
 // of the node's ancestors ended before it, those of its descendants start after it, and it was launched before.
-using relatives_cache = std::map<std::pair<const flat_graph*, std::size_t>,
-                                  std::pair<std::set<std::size_t>, std::set<std::size_t>>>;
+using relatives_cache =
+    std::map<std::pair<const flat_graph*, std::size_t>, std::pair<std::set<std::size_t>, std::set<std::size_t>>>;
 
 bool fits(const activity& a, const flat_graph* g, std::size_t top, const launch_window& w, relatives_cache& cache) {
   if (w.host_start != std::numeric_limits<std::uint64_t>::max() && w.host_start > a.start_ns) return false;
@@ -475,7 +474,8 @@ private:
     else if (ca.exec_id == 0) best = eager_gate(cur);
     if (best != npos) return best;
     // Else (a root node, eager work first on its stream, unattributed work): any other work of the unit.
-    return latest_before(cur, [&](std::size_t j) { return ci.flat == npos || !same_launch(j, cur); }, no_overlap);
+    return latest_before(
+        cur, [&](std::size_t j) { return ci.flat == npos || !same_launch(j, cur); }, no_overlap);
   }
 
   static bool no_overlap(std::size_t) { return false; }
@@ -535,8 +535,12 @@ std::unordered_map<std::size_t, std::size_t> add_critical_path(const trace& t, c
 class gap_scan {
 public:
   gap_scan(const trace& t, const analysis& an, const unit& u,
-           const std::unordered_map<std::size_t, std::size_t>& path_pred)
-      : t_(t), an_(an), u_(u), m_(u.members), path_pred_(path_pred) {}
+           const std::unordered_map<std::size_t, std::size_t>& path_pred) :
+      t_(t),
+      an_(an),
+      u_(u),
+      m_(u.members),
+      path_pred_(path_pred) {}
 
   void run(launch_profile& lp) {
     std::uint64_t piece_start = t_.activities[m_.front()].start_ns;
@@ -741,7 +745,8 @@ analysis analyse(const trace& t, const analyze_options& options) {
     const auto& a = t.activities[i];
     if (a.end_ns < a.start_ns)
       throw std::invalid_argument(fmt::format("conveyor::profile::analyze: activity {} ('{}') ends before it starts "
-                                              "({} < {} ns)", i, a.name, a.end_ns, a.start_ns));
+                                              "({} < {} ns)",
+                                              i, a.name, a.end_ns, a.start_ns));
     auto& info = an.activities[i];
     info.correlation = a.correlation;
     info.step = a.step;
@@ -777,7 +782,8 @@ std::vector<std::string> while_notes(const trace& t) {
       notes.push_back(fmt::format(
           "graph '{}' was instantiated before the first profiler of the process started: CUPTI then records only the "
           "first iteration of its WHILE bodies in each launch (CUDA 13.0, H200); instantiate it after a profiler "
-          "has started to see every iteration", w.name));
+          "has started to see every iteration",
+          w.name));
   return notes;
 }
 

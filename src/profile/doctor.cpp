@@ -71,12 +71,12 @@ bool has_programmatic_attribute(const node_description& n) {
 // One graph (the top level or a nested body) with its adjacency; reachability on demand.
 struct level {
   const graph_description* g = nullptr;
-  std::string prefix;                  // "" or "loop/body 0/"
-  std::vector<std::size_t> path;       // path of its container node + body index ({} at the top)
-  std::size_t first = 0;               // flat index of its node 0
-  std::optional<std::size_t> parent;   // flat index of the container node
+  std::string prefix;                                 // "" or "loop/body 0/"
+  std::vector<std::size_t> path;                      // path of its container node + body index ({} at the top)
+  std::size_t first = 0;                              // flat index of its node 0
+  std::optional<std::size_t> parent;                  // flat index of the container node
   std::vector<std::vector<std::size_t>> preds, succs; // distinct, in id order
-  std::vector<std::size_t> topo;       // each node's place in a topological order (set by graph_view::add)
+  std::vector<std::size_t> topo; // each node's place in a topological order (set by graph_view::add)
 
   [[nodiscard]] std::size_t size() const { return g->nodes.size(); }
 
@@ -161,9 +161,8 @@ struct graph_view {
             "conveyor::profile::diagnose: edge {} ({} -> {}) of {} names a node out of range (it has {} nodes)", e,
             from, to, where, n));
       if (from == to)
-        throw std::invalid_argument(
-            fmt::format("conveyor::profile::diagnose: edge {} of {} is a cycle (node {} depends on itself)", e, where,
-                        from));
+        throw std::invalid_argument(fmt::format(
+            "conveyor::profile::diagnose: edge {} of {} is a cycle (node {} depends on itself)", e, where, from));
       edges.insert({from, to});
     }
     for (const auto& [from, to] : edges) {
@@ -412,8 +411,8 @@ private:
                           "others into a neighbouring kernel; or launch the consumers with programmatic dependent "
                           "launch so that they start while their producer finishes",
                           joined(pairs, ", "));
-    add("short_kernels", shorts.size() >= 2 ? severity::warning : severity::info, std::move(names),
-        std::move(evidence), std::move(fix));
+    add("short_kernels", shorts.size() >= 2 ? severity::warning : severity::info, std::move(names), std::move(evidence),
+        std::move(fix));
   }
 
   // 3. Idle time on the critical path.
@@ -573,8 +572,8 @@ private:
         if (const node_profile* np = profile_of(f)) evidence += fmt::format("; median {}", us(np->median_us));
         const std::size_t on = on_critical_path(f);
         if (on > 0) {
-          evidence += fmt::format("; on the critical path in {} of {}", on,
-                                  plural(p_.launches.size(), "launch", "launches"));
+          evidence +=
+              fmt::format("; on the critical path in {} of {}", on, plural(p_.launches.size(), "launch", "launches"));
           worse = true;
         }
       }
@@ -599,8 +598,8 @@ private:
       const bool dtod = f.d->copy_kind == "DtoD";
       const bool small = f.d->bytes > 0 && f.d->bytes <= t_.small_copy_bytes;
       if (!dtod && !(small && !kernels.empty())) continue;
-      std::string evidence = fmt::format("{} copy of {}", f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind,
-                                         bytes_text(f.d->bytes));
+      std::string evidence =
+          fmt::format("{} copy of {}", f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind, bytes_text(f.d->bytes));
       if (small) evidence += fmt::format(", small (at most {})", human_bytes(t_.small_copy_bytes));
       if (!kernels.empty()) evidence += fmt::format("; kernel neighbours: {}", joined(kernels));
       double share = 0;
@@ -726,7 +725,7 @@ private:
     for (const std::string& r : *in_.graphed_reasons) {
       std::string text = std::regex_replace(r, call_prefix, "");
       if (text.starts_with("[") || text.find("no capture") != std::string::npos) continue; // rebinds: no capture
-      if (text.starts_with("churn guard")) continue;                                        // the guard's own notes
+      if (text.starts_with("churn guard")) continue;                                       // the guard's own notes
       text = std::regex_replace(text, change_values, " changed");
       text = std::regex_replace(text, shape_values, " for a new shape");
       text = std::regex_replace(text, node_count, "");
@@ -761,8 +760,7 @@ private:
     const auto groups = churn_reasons();
     if (!groups.empty()) {
       binding = shape = 0;
-      for (const auto& r : groups)
-        (r.text.find("re-captured") != std::string::npos ? binding : shape) += r.count;
+      for (const auto& r : groups) (r.text.find("re-captured") != std::string::npos ? binding : shape) += r.count;
       std::vector<std::string> top;
       for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
         top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
@@ -820,9 +818,8 @@ private:
           ++reinstantiated;
           reinstantiations_known = true;
         }
-    const bool maybe_reinstantiated =
-        !reinstantiations_known && g->instantiations > 1 &&
-        g->per_node_updates + g->whole_graph_updates + g->unchanged_recaptures > 0;
+    const bool maybe_reinstantiated = !reinstantiations_known && g->instantiations > 1 &&
+                                      g->per_node_updates + g->whole_graph_updates + g->unchanged_recaptures > 0;
     const bool rebind_failing = g->rebind_fallbacks > 1 && g->rebind_fallbacks > g->rebinds;
     if (g->whole_graph_updates == 0 && reinstantiated == 0 && !maybe_reinstantiated && g->unchanged_recaptures == 0 &&
         !rebind_failing)
@@ -844,8 +841,8 @@ private:
       fixes.push_back("pass the reasons (graphed::reasons()) to tell re-instantiations from new shapes");
     }
     if (g->unchanged_recaptures > 0) {
-      parts.push_back(plural(g->unchanged_recaptures, "re-capture that changed nothing",
-                             "re-captures that changed nothing"));
+      parts.push_back(
+          plural(g->unchanged_recaptures, "re-capture that changed nothing", "re-captures that changed nothing"));
       fixes.push_back("re-captures that change nothing come from an argument the GPU work does not use: wrap it in "
                       "conveyor::unkeyed or give the graphed callable a key function");
     }
@@ -856,8 +853,8 @@ private:
                       "used on the host or inside a child graph): pass the pointer itself, or set rebind_policy::patch "
                       "for arguments embedded at fixed offsets");
     }
-    const std::size_t events = g->whole_graph_updates + reinstantiated + g->unchanged_recaptures +
-                               (rebind_failing ? g->rebind_fallbacks : 0);
+    const std::size_t events =
+        g->whole_graph_updates + reinstantiated + g->unchanged_recaptures + (rebind_failing ? g->rebind_fallbacks : 0);
     const std::size_t calls = g->calls > g->warmups ? g->calls - g->warmups : 0;
     const double rate = calls == 0 ? 0 : static_cast<double>(events) / static_cast<double>(calls);
     std::string evidence = fmt::format("{} over {} calls after warm-ups ({} per-node updates, {} rebinds)",
@@ -896,10 +893,10 @@ private:
             const node_profile* pv = profile_of(fv);
             if (pu != nullptr && pv != nullptr) {
               const double overlap = std::min(pu->median_us, pv->median_us);
-              evidence += fmt::format("; medians {} and {}: running them side by side could save up to {} ({} of "
-                                      "the median wall time)",
-                                      us(pu->median_us), us(pv->median_us), us(overlap),
-                                      percent(overlap / p_.median_wall));
+              evidence +=
+                  fmt::format("; medians {} and {}: running them side by side could save up to {} ({} of "
+                              "the median wall time)",
+                              us(pu->median_us), us(pv->median_us), us(overlap), percent(overlap / p_.median_wall));
               if (overlap > t_.gap_share * p_.median_wall) s = severity::warning;
             }
           }
@@ -1023,7 +1020,8 @@ std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& t
   const auto check = [](double v, const char* name) {
     if (!std::isfinite(v) || v < 0)
       throw std::invalid_argument(fmt::format("conveyor::profile::diagnose: threshold {} must be a finite number >= 0, "
-                                              "got {}", name, v));
+                                              "got {}",
+                                              name, v));
   };
   check(thresholds.launch_overhead_us, "launch_overhead_us");
   check(thresholds.short_kernel_us, "short_kernel_us");
@@ -1032,7 +1030,8 @@ std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& t
   check(thresholds.churn_rate, "churn_rate");
   if (thresholds.min_nodes == 0 || thresholds.pdl_chain < 2)
     throw std::invalid_argument(fmt::format("conveyor::profile::diagnose: min_nodes must be >= 1 and pdl_chain >= 2, "
-                                            "got {} and {}", thresholds.min_nodes, thresholds.pdl_chain));
+                                            "got {} and {}",
+                                            thresholds.min_nodes, thresholds.pdl_chain));
   return doctor(in, thresholds).run();
 }
 
@@ -1072,10 +1071,10 @@ std::string to_text(const std::vector<finding>& findings, std::string_view name,
       ++counts[static_cast<int>(f.level)];
       ++applying;
     }
-  std::string out = applying == 0 ? fmt::format("{}: no findings\n", head)
-                                  : fmt::format("{}: {} ({} critical, {} warning, {} info)\n", head,
-                                                plural(applying, "finding", "findings"), counts[2], counts[1],
-                                                counts[0]);
+  std::string out = applying == 0
+                        ? fmt::format("{}: no findings\n", head)
+                        : fmt::format("{}: {} ({} critical, {} warning, {} info)\n", head,
+                                      plural(applying, "finding", "findings"), counts[2], counts[1], counts[0]);
   for (const auto& f : findings)
     if (f.applies) out += "\n" + (verbose ? in_full(f) : brief(f));
   if (!verbose) return out;

@@ -59,8 +59,8 @@ bool defines(const std::vector<unsigned char>& image, std::string_view name) {
 module_images::module_images() : state_(std::make_shared<state>()) {
   check(cuptiSubscribe(&state_->subscriber, reinterpret_cast<CUpti_CallbackFunc>(&on_resource), state_.get()),
         "cuptiSubscribe");
-  const CUptiResult rc = cuptiEnableCallback(1, state_->subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                             CUPTI_CBID_RESOURCE_MODULE_LOADED);
+  const CUptiResult rc =
+      cuptiEnableCallback(1, state_->subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
   if (rc != CUPTI_SUCCESS) {
     (void)cuptiUnsubscribe(state_->subscriber);
     check(rc, "cuptiEnableCallback(CUPTI_CBID_RESOURCE_MODULE_LOADED)");

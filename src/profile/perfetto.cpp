@@ -75,7 +75,7 @@ namespace {
 
 // The records under each active node of one launch of a graph, for its flow arrows.
 struct launch_records {
-  std::vector<bool> active;                 // per flat node: it (or a node inside it) ran
+  std::vector<bool> active;                    // per flat node: it (or a node inside it) ran
   std::vector<std::vector<std::size_t>> under; // per node: records under it (itself or its bodies), by end time
   std::vector<std::vector<std::size_t>> own;   // per node: its own records
 };
@@ -83,20 +83,20 @@ struct launch_records {
 // Builds the trace: processes, slices on rows and lanes, metadata, flow arrows.
 class trace_writer {
 public:
-  trace_writer(const trace& t, const profile_report& r, const perfetto_options& options)
-      : t_(t), r_(r), options_(options), an_(detail::analyse(t, {})) {}
+  trace_writer(const trace& t, const profile_report& r, const perfetto_options& options) :
+      t_(t),
+      r_(r),
+      options_(options),
+      an_(detail::analyse(t, {})) {}
 
   std::string write() {
     add_units();
     if (options_.host_calls) add_host_calls();
     place_slices();
     add_flows();
-    json other{{"generator", "conveyor profile"},
-               {"device", t_.device_name},
-               {"activities", t_.activities.size()},
-               {"records_analysed", r_.records},
-               {"attributed", r_.attributed},
-               {"dropped_records", t_.dropped_records},
+    json other{{"generator", "conveyor profile"},      {"device", t_.device_name},
+               {"activities", t_.activities.size()},   {"records_analysed", r_.records},
+               {"attributed", r_.attributed},          {"dropped_records", t_.dropped_records},
                {"align_tracks", options_.align_tracks}};
     json out{{"traceEvents", std::move(events_)}, {"displayTimeUnit", "ns"}, {"otherData", std::move(other)}};
     return out.dump();
@@ -128,11 +128,10 @@ private:
     span.row_order = 0;
     span.start = u.start_ns;
     span.end = u.end_ns;
-    std::string name = u.kind == detail::unit::type::step    ? fmt::format("step {}", u.step)
-                       : u.kind == detail::unit::type::graph ? fmt::format("graph {} launch", u.graph.empty()
-                                                                                  ? std::to_string(u.exec_id)
-                                                                                  : u.graph)
-                                                             : std::string("eager work");
+    std::string name = u.kind == detail::unit::type::step ? fmt::format("step {}", u.step)
+                       : u.kind == detail::unit::type::graph
+                           ? fmt::format("graph {} launch", u.graph.empty() ? std::to_string(u.exec_id) : u.graph)
+                           : std::string("eager work");
     json args{{"activities", u.members.size()}, {"track", u.track}};
     if (u.step != 0) args["step"] = u.step;
     if (!u.graph.empty()) args["graph"] = u.graph;
@@ -257,7 +256,7 @@ private:
       events_.push_back(
           {{"ph", "M"}, {"name", "process_name"}, {"pid", p.pid}, {"tid", 0}, {"args", {{"name", p.name}}}});
     std::vector<std::pair<std::tuple<std::size_t, int, std::string>, std::vector<slice*>>> ordered(rows.begin(),
-                                                                                                     rows.end());
+                                                                                                   rows.end());
     // Stream rows sort by (device, stream) numerically rather than by text.
     auto numbers = [](const std::string& row) {
       unsigned d = 0;
@@ -283,7 +282,8 @@ private:
   }
 
   // One row's lanes, each a thread of process `p` named after the row.
-  void place_row(std::size_t p, const std::string& name, std::vector<slice*>& row, std::map<std::size_t, int>& next_tid) {
+  void place_row(std::size_t p, const std::string& name, std::vector<slice*>& row,
+                 std::map<std::size_t, int>& next_tid) {
     assign_lanes(row);
     std::size_t lanes = 0;
     for (const auto* s : row) lanes = std::max(lanes, s->lane + 1);
@@ -309,10 +309,21 @@ private:
     const double s_ts = micros(from_start ? sf.start + s_inset : sf.end - s_inset, processes_[sf.process].offset);
     const double f_ts = micros(st.start + f_inset, processes_[st.process].offset);
     ++flow_id_;
-    events_.push_back({{"ph", "s"}, {"id", flow_id_}, {"name", "dependency"}, {"cat", "dependency"},
-                       {"pid", processes_[sf.process].pid}, {"tid", sf.tid}, {"ts", s_ts}});
-    events_.push_back({{"ph", "f"}, {"bp", "e"}, {"id", flow_id_}, {"name", "dependency"}, {"cat", "dependency"},
-                       {"pid", processes_[st.process].pid}, {"tid", st.tid}, {"ts", f_ts}});
+    events_.push_back({{"ph", "s"},
+                       {"id", flow_id_},
+                       {"name", "dependency"},
+                       {"cat", "dependency"},
+                       {"pid", processes_[sf.process].pid},
+                       {"tid", sf.tid},
+                       {"ts", s_ts}});
+    events_.push_back({{"ph", "f"},
+                       {"bp", "e"},
+                       {"id", flow_id_},
+                       {"name", "dependency"},
+                       {"cat", "dependency"},
+                       {"pid", processes_[st.process].pid},
+                       {"tid", st.tid},
+                       {"ts", f_ts}});
   }
 
   // Flow arrows along the dependencies, for the first launches of each executable graph.

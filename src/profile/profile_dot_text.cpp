@@ -115,9 +115,8 @@ std::string to_dot(const graph_description& d, const profile_report& r, std::str
     const auto outside = std::find_if(r.nodes.begin(), r.nodes.end(), [&](const node_profile& n) {
       return n.ref.graph == graph && n.ref.track.empty();
     });
-    const auto any = std::find_if(r.nodes.begin(), r.nodes.end(), [&](const node_profile& n) {
-      return n.ref.graph == graph;
-    });
+    const auto any =
+        std::find_if(r.nodes.begin(), r.nodes.end(), [&](const node_profile& n) { return n.ref.graph == graph; });
     if (outside == r.nodes.end() && any != r.nodes.end()) chosen = any->ref.track;
   }
   std::map<std::vector<std::size_t>, const node_profile*> profiles;
@@ -129,9 +128,9 @@ std::string to_dot(const graph_description& d, const profile_report& r, std::str
   }
   const dot_context c{profiles, max_share};
   std::string out = fmt::format("digraph {} {{\n", dot_quoted(name));
-  out += fmt::format("  label={}; labelloc=t;\n",
-                     dot_quoted(fmt::format("{}: {} (colour: share of the track's node time)", graph,
-                                            track_name(chosen))));
+  out += fmt::format(
+      "  label={}; labelloc=t;\n",
+      dot_quoted(fmt::format("{}: {} (colour: share of the track's node time)", graph, track_name(chosen))));
   out += "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n";
   write_body(out, c, d, "n", {}, 1);
   out += "}\n";

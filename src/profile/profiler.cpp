@@ -26,7 +26,7 @@ namespace conveyor::profile {
 
 namespace {
 
-constexpr std::size_t buffer_alignment = 8;                   // CUPTI's requirement for activity buffers
+constexpr std::size_t buffer_alignment = 8; // CUPTI's requirement for activity buffers
 constexpr CUpti_ExternalCorrelationKind step_kind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
 void check_cupti(CUptiResult rc, const char* call) {
@@ -120,7 +120,7 @@ void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::si
     std::lock_guard lock(g_active_mutex);
     if (g_active != nullptr) bytes = g_active->options.buffer_bytes;
   }
-  *buffer = static_cast<std::uint8_t*>(::operator new(bytes, std::align_val_t{buffer_alignment}, std::nothrow));
+  *buffer = static_cast<std::uint8_t*>(::operator new (bytes, std::align_val_t{buffer_alignment}, std::nothrow));
   *size = *buffer != nullptr ? bytes : 0;
   *max_records = 0; // as many as fit
 }
@@ -138,7 +138,7 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream_id, std::
         g_active->dropped += dropped;
     }
   }
-  ::operator delete(buffer, std::align_val_t{buffer_alignment});
+  ::operator delete (buffer, std::align_val_t{buffer_alignment});
 }
 
 } // namespace
@@ -179,8 +179,7 @@ void profiler::state::take(const CUpti_Activity* r) {
     if (it == names.end()) it = names.emplace(mangled, detail::readable_kernel_name(mangled.c_str())).first;
     a.name = it->second;
     a.grid = {static_cast<unsigned>(k->gridX), static_cast<unsigned>(k->gridY), static_cast<unsigned>(k->gridZ)};
-    a.block = {static_cast<unsigned>(k->blockX), static_cast<unsigned>(k->blockY),
-               static_cast<unsigned>(k->blockZ)};
+    a.block = {static_cast<unsigned>(k->blockX), static_cast<unsigned>(k->blockY), static_cast<unsigned>(k->blockZ)};
     activities.push_back(std::move(a));
     break;
   }
@@ -213,12 +212,12 @@ void profiler::state::take(const CUpti_Activity* r) {
     call.start_ns = c->start;
     call.end_ns = c->end;
     const char* name = nullptr;
-    const auto domain = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                                               : CUPTI_CB_DOMAIN_DRIVER_API;
+    const auto domain =
+        r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
     if (cuptiGetCallbackName(domain, c->cbid, &name) == CUPTI_SUCCESS && name != nullptr) call.name = name;
     // "cudaGraphLaunch_v10000" -> "cudaGraphLaunch"
     if (const auto v = call.name.find("_v"); v != std::string::npos && v + 2 < call.name.size() &&
-                                              std::isdigit(static_cast<unsigned char>(call.name[v + 2])))
+                                             std::isdigit(static_cast<unsigned char>(call.name[v + 2])))
       call.name.erase(v);
     call.graph_launch = call.name.rfind("cudaGraphLaunch", 0) == 0 || call.name.rfind("cuGraphLaunch", 0) == 0;
     host_calls.push_back(std::move(call));
@@ -239,15 +238,15 @@ void profiler::state::take(const CUpti_Activity* r) {
 
 // ---- step_scope ----------------------------------------------------------------------------------------------
 
-step_scope::step_scope(step_scope&& other) noexcept
-    : owner_(std::exchange(other.owner_, nullptr)), alive_(std::move(other.alive_)), id_(std::exchange(other.id_, 0)) {}
+step_scope::step_scope(step_scope&& other) noexcept :
+    owner_(std::exchange(other.owner_, nullptr)),
+    alive_(std::move(other.alive_)),
+    id_(std::exchange(other.id_, 0)) {}
 
 step_scope::~step_scope() {
   if (owner_ == nullptr) return;
-  if (alive_.lock())
-    owner_->end_step(id_);
-  else
-    profiler::end_orphan_step();
+  if (alive_.lock()) owner_->end_step(id_);
+  else profiler::end_orphan_step();
 }
 
 void profiler::end_orphan_step() noexcept {
@@ -260,8 +259,8 @@ void profiler::end_orphan_step() noexcept {
 
 profiler::profiler(const profiler_options& options) : state_(std::make_unique<state>()) {
   if (options.buffer_bytes < (64u << 10))
-    throw std::invalid_argument(fmt::format("conveyor::profile::profiler: buffer_bytes {} is below 64 KiB",
-                                            options.buffer_bytes));
+    throw std::invalid_argument(
+        fmt::format("conveyor::profile::profiler: buffer_bytes {} is below 64 KiB", options.buffer_bytes));
   if (options.max_records == 0)
     throw std::invalid_argument("conveyor::profile::profiler: max_records must be at least 1");
   state_->options = options;
@@ -333,7 +332,8 @@ profiler::~profiler() {
 void profiler::watch(const graph_exec& exec, std::string name, graph_description description) {
   if (exec.get() == nullptr)
     throw std::invalid_argument(fmt::format("conveyor::profile::profiler::watch('{}'): an empty (moved-from) "
-                                            "executable graph", name));
+                                            "executable graph",
+                                            name));
   std::uint32_t id = 0;
   check_cupti(cuptiGetGraphExecId(reinterpret_cast<CUgraphExec>(exec.get()), &id), "cuptiGetGraphExecId");
   bool before = false;
@@ -355,7 +355,8 @@ void profiler::watch(const graph_exec& exec, std::string name, graph_description
 step_scope profiler::step(std::string track) {
   if (t_step != 0)
     throw std::logic_error(fmt::format("conveyor::profile::profiler::step('{}'): the calling thread is already in "
-                                       "step {}; steps do not nest", track, t_step));
+                                       "step {}; steps do not nest",
+                                       track, t_step));
   std::uint64_t id = 0;
   {
     std::lock_guard lock(state_->mutex);
@@ -415,8 +416,7 @@ trace profiler::collect() {
   cudaDeviceProp prop{};
   if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess)
     t.device_name = prop.name;
-  else
-    (void)cudaGetLastError();
+  else (void)cudaGetLastError();
   t.step_through = conveyor::detail::step_through_requested();
   return t;
 }

@@ -36,10 +36,8 @@ std::string drop_templates(std::string_view s) {
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
     const std::size_t end = opens_template(s, i) ? template_end(s, i) : std::string_view::npos;
-    if (end != std::string_view::npos)
-      i = end;
-    else
-      out += s[i];
+    if (end != std::string_view::npos) i = end;
+    else out += s[i];
   }
   return out;
 }
@@ -89,9 +87,7 @@ std::string bare_name(std::string_view name) {
 
 // Kernel templates whose name says nothing and whose first template argument names the work (CUTLASS's, as cuBLAS
 // launches them: "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(...)").
-bool is_wrapper(const std::string& bare) {
-  return bare == "Kernel" || bare == "Kernel2" || bare == "device_kernel";
-}
+bool is_wrapper(const std::string& bare) { return bare == "Kernel" || bare == "Kernel2" || bare == "device_kernel"; }
 
 // The first template argument of `bare`'s template argument list in `name`; empty where there is none.
 std::string first_template_argument(std::string_view name, const std::string& bare) {

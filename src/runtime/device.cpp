@@ -49,9 +49,9 @@ peer_access enable_peer_access(int device, int peer) {
   out.peer = peer;
   const int count = device_count();
   if (device < 0 || device >= count || peer < 0 || peer >= count)
-    throw cuda_error(cudaErrorInvalidDevice, "conveyor::enable_peer_access", std::source_location::current(),
-                     fmt::format("device {} -> peer {}: {} device(s) are visible (ordinals 0..{})", device, peer,
-                                 count, count - 1));
+    throw cuda_error(
+        cudaErrorInvalidDevice, "conveyor::enable_peer_access", std::source_location::current(),
+        fmt::format("device {} -> peer {}: {} device(s) are visible (ordinals 0..{})", device, peer, count, count - 1));
   if (device == peer) {
     out.possible = out.enabled = true;
     out.reason = "same device";
@@ -76,9 +76,9 @@ peer_access enable_peer_access(int device, int peer) {
     return out;
   }
   if (rc != cudaSuccess)
-    throw cuda_error(rc, "cudaDeviceEnablePeerAccess", std::source_location::current(),
-                     fmt::format("device {} -> peer {}: CUDA says access is possible but refused to enable it",
-                                 device, peer));
+    throw cuda_error(
+        rc, "cudaDeviceEnablePeerAccess", std::source_location::current(),
+        fmt::format("device {} -> peer {}: CUDA says access is possible but refused to enable it", device, peer));
   out.enabled = true;
   out.reason = "enabled";
   return out;
@@ -87,8 +87,8 @@ peer_access enable_peer_access(int device, int peer) {
 std::vector<peer_access> enable_peer_access(std::span<const int> devices) {
   for (std::size_t i = 0; i < devices.size(); ++i)
     if (std::count(devices.begin(), devices.end(), devices[i]) > 1)
-      throw std::invalid_argument(fmt::format("conveyor::enable_peer_access: device {} is listed more than once",
-                                              devices[i]));
+      throw std::invalid_argument(
+          fmt::format("conveyor::enable_peer_access: device {} is listed more than once", devices[i]));
   std::vector<peer_access> out;
   for (const int d : devices)
     for (const int p : devices)
@@ -109,10 +109,9 @@ int device_of(const void* ptr) noexcept {
 std::vector<int> first_devices(int count) {
   const int visible = device_count();
   if (count < 1 || count > visible)
-    throw std::invalid_argument(fmt::format("{} GPU(s) asked for, but {} CUDA device(s) are visible{}", count,
-                                            visible,
-                                            count < 1 ? ": ask for at least 1"
-                                                      : " (CUDA_VISIBLE_DEVICES and the machine decide how many)"));
+    throw std::invalid_argument(
+        fmt::format("{} GPU(s) asked for, but {} CUDA device(s) are visible{}", count, visible,
+                    count < 1 ? ": ask for at least 1" : " (CUDA_VISIBLE_DEVICES and the machine decide how many)"));
   std::vector<int> out(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) out[static_cast<std::size_t>(i)] = i;
   return out;

@@ -35,8 +35,7 @@ void launch_kernel(const stream& s, const launch_config& cfg, const void* functi
         const char* name = nullptr;
         if (detail::cleared(cudaFuncGetName(&name, function)) != cudaSuccess || name == nullptr) name = "?";
         return fmt::format("conveyor::launch: kernel {}, grid {}x{}x{}, block {}x{}x{}, {} B shared{}{}", name,
-                           cfg.grid.x,
-                           cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z, cfg.shared_bytes,
+                           cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y, cfg.block.z, cfg.shared_bytes,
                            cfg.priority != 0 ? fmt::format(", priority {}", cfg.priority) : std::string{},
                            cfg.programmatic ? ", programmatic" : "");
       },

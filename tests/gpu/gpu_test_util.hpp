@@ -121,10 +121,8 @@ inline launch_config cover(std::size_t n, unsigned block = 256) {
 namespace detail {
 template <class T>
 auto printable(T v) {
-  if constexpr (std::is_integral_v<T>)
-    return static_cast<long long>(v);
-  else
-    return v;
+  if constexpr (std::is_integral_v<T>) return static_cast<long long>(v);
+  else return v;
 }
 } // namespace detail
 
@@ -148,7 +146,8 @@ template <class T>
 //! Every float bitwise equal (memcmp: -0 differs from 0, NaNs of the same bits match), against an eager run of the
 //! same calls. Reports the first difference.
 inline ::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
   for (std::size_t i = 0; i < got.size(); ++i)
     if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
       return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs eager " << want[i];

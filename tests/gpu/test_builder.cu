@@ -182,10 +182,8 @@ namespace {
 template <class T>
 void check_memset(T value, std::size_t size, std::size_t offset, std::size_t count, unsigned seed) {
   std::vector<T> before;
-  if constexpr (std::is_floating_point_v<T>)
-    before = random_floats(size, seed);
-  else
-    before = random_ints<T>(size, seed, 0, static_cast<long long>(std::numeric_limits<T>::max()));
+  if constexpr (std::is_floating_point_v<T>) before = random_floats(size, seed);
+  else before = random_ints<T>(size, seed, 0, static_cast<long long>(std::numeric_limits<T>::max()));
   device_array<T> buf(before);
   sync_device();
 
@@ -274,7 +272,7 @@ TEST(Builder, MemsetOfEightByteValuesWithEqualHalves) {
 
 TEST(Builder, Memset2DSetsOnlyTheSubRectangle) {
   CONVEYOR_REQUIRE_GPU();
-  const std::size_t w = 90, h = 30;              // buffer, in uint16 elements
+  const std::size_t w = 90, h = 30;                   // buffer, in uint16 elements
   const std::size_t cw = 41, ch = 17, r0 = 6, c0 = 9; // block to set
   const std::uint16_t value = 0x5A3C;
   const auto before = random_ints<std::uint16_t>(w * h, 311, 0, 65535);
@@ -682,8 +680,7 @@ TEST(Builder, SeveralDependenciesAtInsertionAndVariadicPrecede) {
   const int n = 2000;
   const auto x0 = random_floats(n, 921);
   const auto y0 = random_floats(n, 922);
-  device_array<float> x(x0), y(y0), sum(random_floats(n, 923)), p(random_floats(n, 924)),
-      q(random_floats(n, 925));
+  device_array<float> x(x0), y(y0), sum(random_floats(n, 923)), p(random_floats(n, 924)), q(random_floats(n, 925));
   sync_device();
 
   conveyor::graph g;

@@ -234,7 +234,7 @@ TEST(Capture, ExceptionMidCapturePropagatesAndLeavesStreamUsable) {
 
   s.synchronize();
   EXPECT_TRUE(all_equal(x.download(), x0)); // the captured kernel never ran
-  launch_scale(s, n, 2.0F, x.get());         // eager work on the same stream
+  launch_scale(s, n, 2.0F, x.get());        // eager work on the same stream
   s.synchronize();
   std::vector<float> want(n);
   for (int i = 0; i < n; ++i) want[i] = x0[i] * 2.0F;
@@ -391,7 +391,7 @@ TEST(Capture, SynchronousMemcpyInsideCaptureIsRefusedAndOtherwiseRunsAtOnce) {
   unchecked.catch_default_streams = false;
   auto g = conveyor::capture(s, body, unchecked);
   EXPECT_EQ(copy_rc, cudaSuccess) << cudaGetErrorName(copy_rc);
-  EXPECT_EQ(g.node_count(), 1U); // only the kernel
+  EXPECT_EQ(g.node_count(), 1U);            // only the kernel
   EXPECT_TRUE(all_equal(y.download(), x0)); // copied at capture time, before the captured kernel ever ran
   auto exec = conveyor::instantiate(g);
   exec.launch(s);
@@ -484,11 +484,11 @@ TEST(Capture, ForkJoinKeepsOrderWhenEagerAndCapturedRunsAlternate) {
     launch_scale(s3, n, 3.0F, x.get()); // after the addition
     conveyor::join(main, s3);
   };
-  step(s);                                                   // eager
+  step(s); // eager
   auto g = conveyor::capture(s, [&](const conveyor::stream& cs) { step(cs); });
-  step(s);                                                   // eager again, after a capture used the events
+  step(s); // eager again, after a capture used the events
   auto exec = conveyor::instantiate(g);
-  exec.launch(s);                                            // the captured step, twice
+  exec.launch(s); // the captured step, twice
   exec.launch(s);
   auto g2 = conveyor::capture(s, [&](const conveyor::stream& cs) { step(cs); });
   // doubling -> addition -> scaling, plus doubling -> scaling: join adds the branch to the main stream's
@@ -497,7 +497,7 @@ TEST(Capture, ForkJoinKeepsOrderWhenEagerAndCapturedRunsAlternate) {
   EXPECT_EQ(g2.edge_count(), 3U);
   for (const auto& node : g2.nodes())
     if (node.dependents().empty()) EXPECT_EQ(node.dependencies().size(), 2U); // the scaling waits for both
-  step(s);                                                   // and eager once more
+  step(s);                                                                    // and eager once more
   s.synchronize();
   std::vector<float> want(x0);
   for (auto& v : want)
@@ -628,13 +628,12 @@ TEST(Capture, CaptureIntoThatThrowsKeepsTheTargetGraphUsable) {
   auto first = g.kernel(cover(n), scale, n, 2.0F, x.get());
   EXPECT_THROW(
       {
-        (void)conveyor::capture_into(
-            g, s,
-            [&](const conveyor::stream& cs) {
-              launch_add(cs, n, 1.0F, x.get());
-              throw std::runtime_error("boom inside capture_into");
-            },
-            {first});
+        (void)conveyor::capture_into(g, s,
+                                     [&](const conveyor::stream& cs) {
+                                       launch_add(cs, n, 1.0F, x.get());
+                                       throw std::runtime_error("boom inside capture_into");
+                                     },
+                                     {first});
       },
       std::runtime_error);
   EXPECT_FALSE(s.is_capturing());
@@ -663,13 +662,12 @@ TEST(Capture, CaptureIntoWithUnjoinedForkThrowsAndKeepsTheTargetGraph) {
   conveyor::graph g;
   auto first = g.kernel(cover(n), scale, n, 2.0F, x.get());
   try {
-    (void)conveyor::capture_into(
-        g, s,
-        [&](const conveyor::stream& cs) {
-          conveyor::fork(cs, s2);
-          launch_scale(s2, n, 3.0F, y.get());
-        },
-        {first});
+    (void)conveyor::capture_into(g, s,
+                                 [&](const conveyor::stream& cs) {
+                                   conveyor::fork(cs, s2);
+                                   launch_scale(s2, n, 3.0F, y.get());
+                                 },
+                                 {first});
     ADD_FAILURE() << "capture_into with an unjoined fork did not throw";
   } catch (const conveyor::cuda_error& e) {
     EXPECT_EQ(e.code(), cudaErrorStreamCaptureUnjoined) << e.what();

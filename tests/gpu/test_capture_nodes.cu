@@ -46,13 +46,13 @@ __global__ void set_if_even(cudaGraphConditionalHandle h, const int* counter) {
   conveyor::set_condition(h, (*counter % 2 == 0) ? 1U : 0U);
 }
 
-#define REQUIRE_CONDITIONAL(kind)                                                                                  \
-  do {                                                                                                             \
-    int driver_ = 0;                                                                                               \
-    CONVEYOR_CHECK(cudaDriverGetVersion(&driver_));                                                                \
-    if (driver_ < conveyor::required_cuda_version(kind))                                                          \
-      GTEST_SKIP() << "the driver supports CUDA " << driver_ << "; this conditional kind needs "                   \
-                   << conveyor::required_cuda_version(kind);                                                       \
+#define REQUIRE_CONDITIONAL(kind)                                                                                      \
+  do {                                                                                                                 \
+    int driver_ = 0;                                                                                                   \
+    CONVEYOR_CHECK(cudaDriverGetVersion(&driver_));                                                                    \
+    if (driver_ < conveyor::required_cuda_version(kind))                                                               \
+      GTEST_SKIP() << "the driver supports CUDA " << driver_ << "; this conditional kind needs "                       \
+                   << conveyor::required_cuda_version(kind);                                                           \
   } while (0)
 
 int read_one(const device_array<int>& a) { return a.download().at(0); }
@@ -205,10 +205,8 @@ TEST(CaptureNodes, HostCallableInsideAGraphedCallableRunsAtEveryReplay) {
   conveyor::graphed step([&](const conveyor::stream& cs, int* v) {
     add_one<<<1, 1, 0, cs.get()>>>(v);
     conveyor::check_launch("add_one");
-    if (cs.is_capturing())
-      (void)conveyor::capture_host(cs, [c = calls.get()] { *c += 1; });
-    else
-      calls[0] += 1; // the eager warm-up: the stream is synchronised below before it is read
+    if (cs.is_capturing()) (void)conveyor::capture_host(cs, [c = calls.get()] { *c += 1; });
+    else calls[0] += 1; // the eager warm-up: the stream is synchronised below before it is read
   });
   for (int k = 0; k < 6; ++k) step(s, value.get());
   s.synchronize();
@@ -395,9 +393,9 @@ TEST(CaptureNodes, ConditionalRefusals) {
   conveyor::graph g = conveyor::capture(s, [&](const conveyor::stream& cs) {
     EXPECT_THROW((void)conveyor::capture_conditional(cs, conditional_kind::if_then, foreign), std::invalid_argument);
     const auto c = conveyor::capture_condition(cs, 1, conveyor::condition_reset::each_launch);
-    EXPECT_THROW((void)conveyor::capture_conditional(cs, conditional_kind::if_then_else, c,
-                                                     [](const conveyor::stream&) {}),
-                 std::invalid_argument); // an IF/ELSE needs two bodies
+    EXPECT_THROW(
+        (void)conveyor::capture_conditional(cs, conditional_kind::if_then_else, c, [](const conveyor::stream&) {}),
+        std::invalid_argument); // an IF/ELSE needs two bodies
     (void)conveyor::capture_conditional(cs, conditional_kind::if_then, c, [&](const conveyor::stream& b) {
       try {
         (void)conveyor::capture_host(b, [] {});

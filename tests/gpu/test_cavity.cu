@@ -118,8 +118,8 @@ TEST(CavityGpu, Re100ProfilesMatchGhia) {
   const run_result r = run_cavity(o, execution_mode::graph);
   EXPECT_TRUE(r.converged) << "change per step " << r.final_change << " after " << r.steps << " steps";
   const flow_field f = compute_fields(r.populations, o.n);
-  const auto c = compare_with_ghia(ref, 100, u_vertical_centerline(f, o.lid_speed),
-                                   v_horizontal_centerline(f, o.lid_speed));
+  const auto c =
+      compare_with_ghia(ref, 100, u_vertical_centerline(f, o.lid_speed), v_horizontal_centerline(f, o.lid_speed));
   ASSERT_TRUE(c.has_value());
   // The same bound as the target on 257 x 257 (0.02): the CPU reference (the same per-cell code) gives 0.0048 (u)
   // and 0.0066 (v) on this lattice, 0.0050 and 0.0079 on 257 x 257: at Re 100 the agreement is limited by Ghia's
@@ -172,8 +172,7 @@ TEST(CavityGpu, TriggerPlacementsAndStepLayoutsAreBitwiseEqualToSync) {
       o.step_layout = layout;
       const run_result r = run_cavity(o, execution_mode::graph);
       ASSERT_EQ(r.populations.size(), reference.populations.size());
-      EXPECT_EQ(std::memcmp(r.populations.data(), reference.populations.data(),
-                            r.populations.size() * sizeof(float)),
+      EXPECT_EQ(std::memcmp(r.populations.data(), reference.populations.data(), r.populations.size() * sizeof(float)),
                 0);
     }
   cavity_options rows_sync = base;

@@ -109,8 +109,8 @@ TEST(CavitySlabs, CpuSlabsWithHaloExchangeAreBitwiseTheWholeLattice) {
         const slab& g = slabs[static_cast<std::size_t>(s)];
         for (int y = g.row_begin; y < g.row_begin + g.rows; ++y)
           for (int x = 0; x < n; ++x)
-            stream_collide_cell(fa[static_cast<std::size_t>(s)].data(), fb[static_cast<std::size_t>(s)].data(), p, g,
-                                x, y);
+            stream_collide_cell(fa[static_cast<std::size_t>(s)].data(), fb[static_cast<std::size_t>(s)].data(), p, g, x,
+                                y);
       }
       std::swap(fa, fb);
       for (int s = 0; s + 1 < count; ++s) {
@@ -184,11 +184,8 @@ void run_task(const task& t) {
       std::memcpy(static_cast<char*>(t.dst) + h * t.dst_pitch, static_cast<const char*>(t.src) + h * t.src_pitch,
                   t.width);
     return;
-  case task_kind::zero_word:
-    std::memset(t.dst, 0, sizeof(unsigned));
-    return;
-  case task_kind::kernel:
-    break;
+  case task_kind::zero_word: std::memset(t.dst, 0, sizeof(unsigned)); return;
+  case task_kind::kernel: break;
   }
   const kernel_call& c = t.call;
   if (c.name == "stream_collide_flat_kernel" || c.name == "stream_collide_kernel") {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,13 +48,13 @@ __global__ void set_if_even(cudaGraphConditionalHandle h, const int* counter) {
 // ---- helpers -----------------------------------------------------------------------------------------------------
 
 //! Skips when the driver is older than what `kind` needs (IF/ELSE and SWITCH: CUDA 12.8).
-#define REQUIRE_CONDITIONAL(kind)                                                                                  \
-  do {                                                                                                             \
-    int driver_ = 0;                                                                                               \
-    CONVEYOR_CHECK(cudaDriverGetVersion(&driver_));                                                                \
-    if (driver_ < conveyor::required_cuda_version(kind))                                                          \
-      GTEST_SKIP() << "the driver supports CUDA " << driver_ << "; this conditional kind needs "                   \
-                   << conveyor::required_cuda_version(kind);                                                       \
+#define REQUIRE_CONDITIONAL(kind)                                                                                      \
+  do {                                                                                                                 \
+    int driver_ = 0;                                                                                                   \
+    CONVEYOR_CHECK(cudaDriverGetVersion(&driver_));                                                                    \
+    if (driver_ < conveyor::required_cuda_version(kind))                                                               \
+      GTEST_SKIP() << "the driver supports CUDA " << driver_ << "; this conditional kind needs "                       \
+                   << conveyor::required_cuda_version(kind);                                                           \
   } while (0)
 
 int read_one(const device_array<int>& a) { return a.download().at(0); }
@@ -68,7 +69,8 @@ TEST(Conditional, WhileCountsUpToALimitReadFromDeviceMemory) {
   device_array<int> counter(1);
   device_array<int> limit(1);
   conveyor::graph g;
-  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch); // default 0, reset at each launch
+  const auto cond =
+      conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch); // default 0, reset at each launch
   const auto zero = g.memset(counter.get(), 0, 1).label("counter = 0");
   const auto init = g.kernel({zero}, one_thread, set_below_limit, cond.handle, counter.get(), limit.get());
   auto loop = conveyor::add_conditional(g, {init}, conditional_kind::while_loop, cond);
@@ -235,7 +237,8 @@ TEST(Conditional, SwitchPicksOneOfThreeBodiesAndNoneOutOfRange) {
   const auto set = g.kernel({clear}, one_thread, set_from_value, cond.handle, value.get());
   auto choice = conveyor::add_conditional(g, {set}, conditional_kind::switch_case, cond, 3);
   ASSERT_EQ(choice.bodies.size(), 3U);
-  for (int c = 0; c < 3; ++c) (void)choice.bodies[static_cast<std::size_t>(c)].kernel(one_thread, store, out.get(), 10 + c);
+  for (int c = 0; c < 3; ++c)
+    (void)choice.bodies[static_cast<std::size_t>(c)].kernel(one_thread, store, out.get(), 10 + c);
 
   conveyor::stream s;
   auto exec = conveyor::instantiate(g);
@@ -396,6 +399,40 @@ TEST(ConditionalExport, DescribeAndJsonNestTheBodies) {
   const std::string dot = conveyor::to_dot(g);
   EXPECT_NE(dot.find("body 0 of if value"), std::string::npos) << dot;
   EXPECT_NE(dot.find("body 1 of if value"), std::string::npos) << dot;
+}
+
+// CUDA allows one executable graph at a time of a graph holding conditional nodes: a second instantiation is
+// refused with the rule, the node and the fix, not CUDA's bare error; after the first is destroyed it succeeds.
+TEST(Conditional, ASecondInstantiationNamesTheRuleTheNodeAndTheFix) {
+  CONVEYOR_REQUIRE_GPU();
+  REQUIRE_CONDITIONAL(conditional_kind::while_loop);
+  device_array<int> counter(1);
+  device_array<int> limit(1);
+  conveyor::graph g;
+  const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
+  const auto zero = g.memset(counter.get(), 0, 1);
+  const auto init = g.kernel({zero}, one_thread, set_below_limit, cond.handle, counter.get(), limit.get());
+  auto loop = conveyor::add_conditional(g, {init}, conditional_kind::while_loop, cond);
+  (void)loop.bodies[0].kernel(one_thread, count_up, cond.handle, counter.get(), limit.get());
+  std::optional<conveyor::graph_exec> first(conveyor::instantiate(g));
+  try {
+    auto second = conveyor::instantiate(g);
+    FAIL() << "CUDA accepted a second executable graph of a graph with a conditional node";
+  } catch (const conveyor::cuda_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("only one executable graph at a time of a graph that holds conditional nodes"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("node 2"), std::string::npos) << what;
+    EXPECT_NE(what.find("graph_exec::update"), std::string::npos) << what;
+  }
+  first.reset();
+  write_one(limit, 4);
+  auto again = conveyor::instantiate(g);
+  conveyor::stream s;
+  again.launch(s);
+  s.synchronize();
+  EXPECT_EQ(read_one(counter), 4);
 }
 
 } // namespace

@@ -55,7 +55,9 @@ __global__ void stamp_clock(long long* out) { out[0] = clock64(); }
 //! WHILE body of the SWITCH test: body `which` adds `which + 1` to x[0].
 __global__ void add_case(float* x, int which) { x[0] += static_cast<float>(which + 1); }
 //! Sets the condition from a value in device memory.
-__global__ void set_from(cudaGraphConditionalHandle h, const int* v) { conveyor::set_condition(h, static_cast<unsigned>(*v)); }
+__global__ void set_from(cudaGraphConditionalHandle h, const int* v) {
+  conveyor::set_condition(h, static_cast<unsigned>(*v));
+}
 __global__ void grow_and_continue(cudaGraphConditionalHandle h, float* x, int* counter, int limit) {
   x[0] = x[0] * 1.5F + static_cast<float>(*counter);
   const int c = ++*counter;
@@ -116,7 +118,8 @@ TEST(StepThrough, ADagRunNodeByNodeEqualsItsReplayBitwise) {
   EXPECT_EQ(report.steps, 8U); // 7 nodes, the child graph stepped into (1 node)
   ASSERT_EQ(seen.size(), 8U);
   const auto at = [&](const std::string& part) {
-    return std::find_if(seen.begin(), seen.end(), [&](const std::string& p) { return p.find(part) != std::string::npos; }) -
+    return std::find_if(seen.begin(), seen.end(),
+                        [&](const std::string& p) { return p.find(part) != std::string::npos; }) -
            seen.begin();
   };
   EXPECT_LT(at("'upload x'"), at("'scale x'"));
@@ -154,17 +157,20 @@ TEST(StepThrough, ConditionalBodiesAreFollowedIterationByIteration) {
                                static_cast<const int*>(counter.get()), static_cast<const int*>(limit_value.get()))
                          .label("loop while counter < limit");
   auto loop = conveyor::add_conditional(g2, {first}, conditional_kind::while_loop, c_loop);
-  (void)loop.bodies[0].kernel(one_thread, grow_and_continue, c_loop.handle, x.get(), counter.get(), limit).label("grow");
-  const auto set_if = g2.kernel({loop.node}, one_thread, set_from, c_if.handle, static_cast<const int*>(flag.get()))
-                          .label("if flag");
+  (void)loop.bodies[0]
+      .kernel(one_thread, grow_and_continue, c_loop.handle, x.get(), counter.get(), limit)
+      .label("grow");
+  const auto set_if =
+      g2.kernel({loop.node}, one_thread, set_from, c_if.handle, static_cast<const int*>(flag.get())).label("if flag");
   auto branch = conveyor::add_conditional(g2, {set_if}, conditional_kind::if_then_else, c_if);
   (void)branch.bodies[0].kernel(one_thread, add_case, x.get(), 10).label("flag set");
   (void)branch.bodies[1].kernel(one_thread, add_case, x.get(), 20).label("flag clear");
-  const auto set_switch = g2.kernel({branch.node}, one_thread, set_from, c_switch.handle,
-                                    static_cast<const int*>(which.get()))
-                              .label("switch on which");
+  const auto set_switch =
+      g2.kernel({branch.node}, one_thread, set_from, c_switch.handle, static_cast<const int*>(which.get()))
+          .label("switch on which");
   auto cases = conveyor::add_conditional(g2, {set_switch}, conditional_kind::switch_case, c_switch, 3);
-  for (int k = 0; k < 3; ++k) (void)cases.bodies[static_cast<std::size_t>(k)].kernel(one_thread, add_case, x.get(), 100 * k);
+  for (int k = 0; k < 3; ++k)
+    (void)cases.bodies[static_cast<std::size_t>(k)].kernel(one_thread, add_case, x.get(), 100 * k);
 
   std::printf("condition handles: %#llx %#llx %#llx\n", static_cast<unsigned long long>(c_loop.handle),
               static_cast<unsigned long long>(c_if.handle), static_cast<unsigned long long>(c_switch.handle));
@@ -207,8 +213,8 @@ TEST(StepThrough, ANodeCudaRefusesIsNamedWithItsShapeAndDependencies) {
   CONVEYOR_CHECK(cudaFuncGetAttributes(&attributes, triple));
   CONVEYOR_CHECK(cudaFuncSetAttribute(triple, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10));
   (void)g.kernel({a}, big, triple, n, x.get()).label("triple x");
-  CONVEYOR_CHECK(cudaFuncSetAttribute(triple, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      attributes.maxDynamicSharedSizeBytes));
+  CONVEYOR_CHECK(
+      cudaFuncSetAttribute(triple, cudaFuncAttributeMaxDynamicSharedMemorySize, attributes.maxDynamicSharedSizeBytes));
   const auto before = x.download();
   conveyor::stream s;
   try {
@@ -310,8 +316,10 @@ TEST(StepThrough, NonFiniteValuesAreFoundInDoubleHalfAndBfloat16) {
   };
   for (const auto& k : cases) {
     conveyor::graph g;
-    if (k.buffer.type == conveyor::element_type::f64) (void)g.kernel(one_thread, spoil_double, d.get(), k.index).label(k.label);
-    if (k.buffer.type == conveyor::element_type::f16) (void)g.kernel(one_thread, overflow_half, h.get(), k.index).label(k.label);
+    if (k.buffer.type == conveyor::element_type::f64)
+      (void)g.kernel(one_thread, spoil_double, d.get(), k.index).label(k.label);
+    if (k.buffer.type == conveyor::element_type::f16)
+      (void)g.kernel(one_thread, overflow_half, h.get(), k.index).label(k.label);
     if (k.buffer.type == conveyor::element_type::bf16)
       (void)g.kernel(one_thread, divide_bfloat16, bf.get(), k.index).label(k.label);
     conveyor::step_options o;
@@ -452,8 +460,7 @@ TEST(Determinism, AClockReadingNodeIsNamedAndADeterministicGraphPasses) {
 // refused node.
 __global__ void spin_then_flag(volatile int* flag, long long cycles) {
   const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
+  while (clock64() - start < cycles) {}
   *flag = 1;
 }
 
@@ -476,6 +483,43 @@ TEST(StepThroughEnv, AnUnchangedLaunchRunsNodeByNodeWhenTheVariableIsSet) {
   EXPECT_EQ(*static_cast<volatile int*>(flag), 1);
   s.synchronize();
   CONVEYOR_CHECK(cudaFreeHost(flag));
+}
+
+// Run by CTest with CONVEYOR_AUDIT_EVERY=1 (AuditEnv.*): a whole program audited without changing its code. The
+// callable sizes its grid from what a pointer argument points to; the caller changes it in place. The key sees the
+// pointer, not the value: the replay would run the old grid. The audit (on through the variable) names the node.
+struct step_params {
+  int n = 0;
+};
+
+void sized_by_params(const conveyor::stream& s, const step_params* p, float* x) {
+  scale<<<cover(p->n).grid, cover(p->n).block, 0, s.get()>>>(p->n, 2.0F, x);
+  conveyor::check_launch("sized_by_params");
+}
+
+TEST(AuditEnv, TheVariableAuditsAProgramThatChangesStateBehindAPointer) {
+  CONVEYOR_REQUIRE_GPU();
+  const char* v = std::getenv("CONVEYOR_AUDIT_EVERY");
+  if (v == nullptr || std::string(v) != "1") GTEST_SKIP() << "run with CONVEYOR_AUDIT_EVERY=1 (CTest does)";
+  conveyor::graphed_options o;
+  EXPECT_EQ(o.audit_every, 1U);
+  o.warmup_calls = 0;
+  conveyor::graphed step(sized_by_params, o);
+  device_array<float> x(conveyor::test::random_floats(4096, 23));
+  step_params p{256};
+  conveyor::stream s;
+  step(s, &p, x.get()); // captured: one block
+  step(s, &p, x.get()); // replayed, audited, equal
+  p.n = 4096;           // changed in place: the eager call would launch 16 blocks
+  try {
+    step(s, &p, x.get());
+    FAIL() << "the audit did not see the grid the eager call would launch\n" << step.report();
+  } catch (const conveyor::audit_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("node 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("scale"), std::string::npos) << what;
+  }
+  EXPECT_EQ(step.statistics().audits, 2U);
 }
 
 } // namespace

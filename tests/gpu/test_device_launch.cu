@@ -101,11 +101,11 @@ struct count_runs {
 // ---- helpers -----------------------------------------------------------------------------------------------------
 
 //! Skips when the driver is older than CUDA `version` (12040 = 12.4).
-#define REQUIRE_DRIVER(version)                                                                                    \
-  do {                                                                                                             \
-    int driver_ = 0;                                                                                               \
-    CONVEYOR_CHECK(cudaDriverGetVersion(&driver_));                                                                \
-    if (driver_ < (version)) GTEST_SKIP() << "the driver supports CUDA " << driver_ << "; this needs " << (version); \
+#define REQUIRE_DRIVER(version)                                                                                        \
+  do {                                                                                                                 \
+    int driver_ = 0;                                                                                                   \
+    CONVEYOR_CHECK(cudaDriverGetVersion(&driver_));                                                                    \
+    if (driver_ < (version)) GTEST_SKIP() << "the driver supports CUDA " << driver_ << "; this needs " << (version);   \
   } while (0)
 
 template <class T>
@@ -561,7 +561,8 @@ TEST(DeviceGraphRules, EveryGraphCudaRefusesIsRefusedBeforehand) {
     const auto v = conveyor::device_launch_violations(c.g);
     const bool conveyor_refuses = !v.empty();
     const bool cuda_refuses = !cuda_accepts_for_device_launch(c.g);
-    EXPECT_FALSE(cuda_refuses && !conveyor_refuses) << c.name << ": CUDA refuses it for device launch, Conveyor's "
+    EXPECT_FALSE(cuda_refuses && !conveyor_refuses) << c.name
+                                                    << ": CUDA refuses it for device launch, Conveyor's "
                                                        "check let it through (a rule is missing)";
     if (c.name.find("(allowed)") != std::string::npos) {
       EXPECT_FALSE(conveyor_refuses) << c.name << ": " << v.at(0).message();
@@ -573,8 +574,7 @@ TEST(DeviceGraphRules, EveryGraphCudaRefusesIsRefusedBeforehand) {
       std::printf("[ note     ] %s: refused by the documented rules, but driver %d instantiates it for device "
                   "launch\n",
                   c.name.c_str(), driver);
-    else
-      ++agreed;
+    else ++agreed;
   }
   std::printf("[ rules    ] Conveyor and driver %d agree on %d of %zu graphs\n", driver, agreed, cases.size());
 }

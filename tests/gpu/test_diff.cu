@@ -178,7 +178,8 @@ TEST(Diff, ClusterAttributesAreSeenWhereverACaptureAddedThem) {
     conveyor::capture_options o;
     o.host_memory = conveyor::host_memory_check::off;
     o.catch_default_streams = false;
-    return conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); }, o);
+    return conveyor::capture(
+        s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), c); }, o);
   };
   refuses(unchecked(1), unchecked(2), "a capture with its checks off");
   const auto clustered = [&](unsigned c) {
@@ -261,20 +262,26 @@ TEST(Diff, EveryKernelLaunchParameterIsCompared) {
       {"pointer", [&](conveyor::graph& g) { g.kernel(base_cfg, scale, n, 2.0F, other.get()); }, "arguments 2", true},
       {"function", [&](conveyor::graph& g) { g.kernel(base_cfg, add_scalar, n, 2.0F, x.get()); }, "function", true},
       {"launch shape",
-       [&](conveyor::graph& g) { g.kernel({dim3(8), dim3(128), 0}, scale, n, 2.0F, x.get()); }, "launch shape", true},
+       [&](conveyor::graph& g) {
+         g.kernel({dim3(8), dim3(128), 0}, scale, n, 2.0F, x.get());
+       },
+       "launch shape", true},
       {"dynamic shared memory",
-       [&](conveyor::graph& g) { g.kernel({base_cfg.grid, base_cfg.block, 256}, scale, n, 2.0F, x.get()); },
+       [&](conveyor::graph& g) {
+         g.kernel({base_cfg.grid, base_cfg.block, 256}, scale, n, 2.0F, x.get());
+       },
        "dynamic shared memory 0 -> 256 B", true},
       {"priority", with_attribute(cudaLaunchAttributePriority, [&](auto& v) { v.priority = highest; }), "priority",
        false},
       {"memory sync domain",
-       with_attribute(cudaLaunchAttributeMemSyncDomain, [](auto& v) { v.memSyncDomain = cudaLaunchMemSyncDomainRemote; }),
+       with_attribute(cudaLaunchAttributeMemSyncDomain,
+                      [](auto& v) { v.memSyncDomain = cudaLaunchMemSyncDomainRemote; }),
        "memory sync domain", false},
       {"carveout",
        with_attribute(cudaLaunchAttributePreferredSharedMemoryCarveout, [](auto& v) { v.sharedMemCarveout = 50; }),
        "shared memory carveout 0% -> 50%", false},
-      {"cooperative", with_attribute(cudaLaunchAttributeCooperative, [](auto& v) { v.cooperative = 1; }),
-       "cooperative", false},
+      {"cooperative", with_attribute(cudaLaunchAttributeCooperative, [](auto& v) { v.cooperative = 1; }), "cooperative",
+       false},
   };
   conveyor::stream s;
   for (const auto& v : variants) {
@@ -348,7 +355,7 @@ struct far_joins {
   // The graph, and its branch nodes. `first`: the first join's dependencies, in order, and the branches it adds;
   // `second`: the second join's other dependencies, in order.
   std::pair<conveyor::graph, std::vector<conveyor::node>> build(float a, std::vector<int> first,
-                                                                 std::vector<int> second) const {
+                                                                std::vector<int> second) const {
     conveyor::graph g;
     std::vector<conveyor::node> branch;
     for (int k = 0; k < branches; ++k)
@@ -460,8 +467,7 @@ TEST(Update, AGraphCudaPairsThroughItsDependenciesIsNotMatchedByPosition) {
   std::vector<float> want = f.want(2.0F, 0, 5);
   const auto x5 = f.x[5]->download();
   const auto x0 = f.x[0]->download(), xl = f.x.back()->download();
-  for (int i = 0; i < far_joins::n; ++i)
-    want[i] = ((x0[i] + 2.0F) + (x5[i] + 7.0F)) + (xl[i] + (2.0F + float(last)));
+  for (int i = 0; i < far_joins::n; ++i) want[i] = ((x0[i] + 2.0F) + (x5[i] + 7.0F)) + (xl[i] + (2.0F + float(last)));
   EXPECT_TRUE(all_near(f.run(exec, s), want));
 }
 
@@ -553,7 +559,8 @@ TEST(Diff, ConditionalBodiesAreComparedRecursively) {
   device_array<int> out(1);
   auto build = [&](int value) {
     conveyor::graph g;
-    const auto cond = conveyor::make_condition(g, 1, conveyor::condition_reset::each_launch); // the IF body runs at every launch
+    const auto cond =
+        conveyor::make_condition(g, 1, conveyor::condition_reset::each_launch); // the IF body runs at every launch
     auto c = conveyor::add_conditional(g, {}, conveyor::conditional_kind::if_then, cond);
     c.bodies[0].kernel({dim3(1), dim3(1)}, fill_int, 1, value, out.get()).label("store");
     return g;
@@ -651,8 +658,7 @@ TEST(Diff, ClustersInsideChildGraphsAndConditionalBodiesRunWhatTheNewGraphSays) 
       const int after_incremental = run_and_read(again, s, out);
       if (r.method == conveyor::update_method::refused)
         EXPECT_EQ(after_incremental, static_cast<int>(from)) << "a refused update changed the executable graph";
-      else
-        EXPECT_EQ(after_incremental, static_cast<int>(to)) << r.reason() << ": the replay runs the old cluster size";
+      else EXPECT_EQ(after_incremental, static_cast<int>(to)) << r.reason() << ": the replay runs the old cluster size";
       r = again.update_incremental(build(to));
       EXPECT_TRUE(static_cast<bool>(r)) << r.reason();
       EXPECT_EQ(run_and_read(again, s, out), static_cast<int>(to)) << r.reason();
@@ -762,7 +768,8 @@ TEST(Diff, ClustersAfterUpdatesWithNothingToGuardAreStillSeen) {
     conveyor::capture_options o;
     o.host_memory = conveyor::host_memory_check::off;
     o.catch_default_streams = false;
-    return conveyor::capture(s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), 2); }, o);
+    return conveyor::capture(
+        s, [&](const conveyor::stream& cs) { launch_clustered(cs, out.get(), 2); }, o);
   };
   auto check = [&](const std::function<conveyor::graph()>& clustered, const char* where) {
     SCOPED_TRACE(where);
@@ -787,8 +794,7 @@ TEST(Diff, ClustersAfterUpdatesWithNothingToGuardAreStillSeen) {
     const int after_back = run_and_read(exec, s, out);
     if (back.method == conveyor::update_method::refused)
       EXPECT_EQ(after_back, 2) << "a refused update changed the executable graph";
-    else
-      EXPECT_EQ(after_back, 1) << back.reason() << ": the replay runs the old cluster size";
+    else EXPECT_EQ(after_back, 1) << back.reason() << ": the replay runs the old cluster size";
   };
   check(top, "a top-level kernel");
   check(in_child, "a child graph");

@@ -58,10 +58,8 @@ void maybe_scaled(const conveyor::stream& s, int n, float f, float* x) {
 
 // An in-place variant when the two pointers are equal.
 void maybe_in_place(const conveyor::stream& s, int n, const float* in, float* out) {
-  if (in == out)
-    k::scale<<<blocks(n), 256, 0, s.get()>>>(n, 2.0F, out);
-  else
-    k::copy_plus<<<blocks(n), 256, 0, s.get()>>>(n, in, 1.0F, out);
+  if (in == out) k::scale<<<blocks(n), 256, 0, s.get()>>>(n, 2.0F, out);
+  else k::copy_plus<<<blocks(n), 256, 0, s.get()>>>(n, in, 1.0F, out);
   conveyor::check_launch("maybe_in_place");
 }
 
@@ -191,8 +189,8 @@ TEST(Soundness, ACopyFromALocalVariableOfTheCapturedCodeIsRefused) {
   EXPECT_THROW((void)conveyor::capture_into(g, s,
                                             [&] {
                                               float tmp = 3.0F;
-                                              CONVEYOR_CHECK(cudaMemcpyAsync(d.get(), &tmp, 4, cudaMemcpyHostToDevice,
-                                                                             s.get()));
+                                              CONVEYOR_CHECK(
+                                                  cudaMemcpyAsync(d.get(), &tmp, 4, cudaMemcpyHostToDevice, s.get()));
                                             }),
                std::invalid_argument);
   // The stream is usable again, and a local of the frame that outlives the graph is fine.
@@ -251,7 +249,7 @@ TEST(Soundness, GraphedRefusesCopiesFromItsCallablesLocalsAndFromItsCopyOfTheArg
   EXPECT_EQ(d.download()[0], 7.0F);
 }
 
-TEST(Soundness, GraphedWarnsOfOtherPageableHostMemoryAndRefusesItOnRequest) {
+TEST(Soundness, GraphedRefusesPageableHostMemoryUnlessTheCallerDeclaresIt) {
   CONVEYOR_REQUIRE_GPU();
   device_array<float> d(4);
   std::vector<float> host = {1.0F, 2.0F, 3.0F, 4.0F}; // heap, pageable: the replay reads it when it runs
@@ -259,17 +257,63 @@ TEST(Soundness, GraphedWarnsOfOtherPageableHostMemoryAndRefusesItOnRequest) {
     CONVEYOR_CHECK(cudaMemcpyAsync(out, host.data(), 16, cudaMemcpyHostToDevice, cs.get()));
   };
   conveyor::stream s;
-  conveyor::graphed warned(body, {.warmup_calls = 0});
+  conveyor::graphed refused(body, {.warmup_calls = 0}); // the default: refused, naming the node and the fix
+  try {
+    refused(s, d.get());
+    FAIL() << "pageable host memory was accepted by default";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(has(e.what(), "node 0")) << e.what();
+    EXPECT_TRUE(has(e.what(), "pageable host memory")) << e.what();
+    EXPECT_TRUE(has(e.what(), "pageable_policy::allow")) << e.what();
+  }
+  conveyor::graphed warned(body, {.warmup_calls = 0, .pageable = conveyor::pageable_policy::warn}); // declared
   warned(s, d.get());
   s.synchronize();
   EXPECT_EQ(d.download()[3], 4.0F);
   EXPECT_TRUE(has(reasons_of(warned), "pageable host memory in 1 copy node(s)")) << reasons_of(warned);
-  conveyor::graphed refused(body, {.warmup_calls = 0, .pageable = conveyor::pageable_policy::refuse});
-  EXPECT_THROW(refused(s, d.get()), std::invalid_argument);
-  conveyor::graphed quiet(body, {.warmup_calls = 0, .pageable = conveyor::pageable_policy::allow});
+  conveyor::graphed quiet(body, {.warmup_calls = 0, .pageable = conveyor::pageable_policy::allow}); // declared
   quiet(s, d.get());
   s.synchronize();
   EXPECT_FALSE(has(reasons_of(quiet), "pageable")) << reasons_of(quiet);
+}
+
+// A helper that uploads from a local std::vector: eagerly right (the copy is done, through a staging buffer, before
+// the vector is freed), captured wrong (every replay would read the freed heap block). conveyor::capture refuses it
+// by default, naming the node, the address and the fix; declared (host_memory_check::returned_frames), it is kept.
+[[gnu::noinline]] void upload_from_local(const conveyor::stream& s, float* out, float value) {
+  std::vector<float> local(64, value);
+  CONVEYOR_CHECK(cudaMemcpyAsync(out, local.data(), local.size() * sizeof(float), cudaMemcpyHostToDevice, s.get()));
+}
+
+TEST(Soundness, CaptureRefusesPageableHeapMemoryACopyReadsByDefault) {
+  CONVEYOR_REQUIRE_GPU();
+  device_array<float> d(64);
+  conveyor::stream s;
+  upload_from_local(s, d.get(), 5.0F); // eager
+  s.synchronize();
+  EXPECT_EQ(d.download()[63], 5.0F);
+  try {
+    (void)conveyor::capture(s, [&](const conveyor::stream& cs) { upload_from_local(cs, d.get(), 6.0F); });
+    FAIL() << "a copy from freed heap memory was captured";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(has(e.what(), "node 0")) << e.what();
+    EXPECT_TRUE(has(e.what(), "pageable host memory 0x")) << e.what();
+    EXPECT_TRUE(has(e.what(), "cudaMallocHost")) << e.what();
+    EXPECT_TRUE(has(e.what(), "host_memory_check::returned_frames")) << e.what();
+  }
+  std::vector<float> kept(64, 7.0F); // outlives the graph: declared
+  conveyor::capture_options declared;
+  declared.host_memory = conveyor::host_memory_check::returned_frames;
+  const conveyor::graph g = conveyor::capture(
+      s,
+      [&](const conveyor::stream& cs) {
+        CONVEYOR_CHECK(cudaMemcpyAsync(d.get(), kept.data(), 64 * sizeof(float), cudaMemcpyHostToDevice, cs.get()));
+      },
+      declared);
+  auto e = conveyor::instantiate(g);
+  e.launch(s);
+  s.synchronize();
+  EXPECT_EQ(d.download()[0], 7.0F);
 }
 
 // ---- 3. work that escapes a capture on a default stream ----------------------------------------------------------
@@ -346,8 +390,7 @@ TEST(Soundness, ThePerThreadDefaultStreamIsLeftAsItWasAfterAGuardedCapture) {
   exec.launch(s);
   s.synchronize();
   const auto after = x.download();
-  for (std::size_t i = 0; i < after.size(); ++i)
-    ASSERT_EQ(after[i], ((x0[i] + 1.0F) + 0.5F) * 2.0F) << "element " << i;
+  for (std::size_t i = 0; i < after.size(); ++i) ASSERT_EQ(after[i], ((x0[i] + 1.0F) + 0.5F) * 2.0F) << "element " << i;
   EXPECT_THROW((void)conveyor::capture(s,
                                        [&] {
                                          k::scale<<<1, 256, 0, s.get()>>>(256, 2.0F, x.get());
@@ -402,7 +445,8 @@ TEST(Soundness, AnEscapeIntoAConditionalBodyIsRefusedByADryRun) {
     }
     CONVEYOR_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(branch.bodies[0].node_count(), 0U);
-    (void)conveyor::capture_into(branch.bodies[0], s, [&] { k::add_scalar<<<1, 256, 0, s.get()>>>(256, 1.0F, x.get()); });
+    (void)conveyor::capture_into(branch.bodies[0], s,
+                                 [&] { k::add_scalar<<<1, 256, 0, s.get()>>>(256, 1.0F, x.get()); });
     EXPECT_EQ(branch.bodies[0].node_count(), 1U);
     auto exec = conveyor::instantiate(parent);
     exec.launch(s);
@@ -421,7 +465,8 @@ TEST(Soundness, WithTheCheckOffAnEscapeRunsOnceAndIsMissingFromTheGraph) {
   conveyor::stream s;
   conveyor::capture_options off;
   off.catch_default_streams = false;
-  const conveyor::graph escaped = conveyor::capture(s, [&] { forgetful{x.get()}(s, 2.0F); }, off);
+  const conveyor::graph escaped = conveyor::capture(
+      s, [&] { forgetful{x.get()}(s, 2.0F); }, off);
   CONVEYOR_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(escaped.node_count(), 1U);
 }
@@ -469,18 +514,15 @@ std::vector<float> realloc_run(const conveyor::graphed_options& options, bool st
   conveyor::graphed with_batch(at_offsets_padded, o);
   int n = 0;
   auto step = [&](float* p) {
-    if (padded)
-      with_batch(s, p, conveyor::batch_size{static_cast<std::size_t>(n)});
-    else
-      with_size(s, p, n);
+    if (padded) with_batch(s, p, conveyor::batch_size{static_cast<std::size_t>(n)});
+    else with_size(s, p, n);
   };
   std::vector<float> out;
   float* p = nullptr;
   const int sizes[] = {1024, 4096, 1024, 1024, 256, 8192, 4096, 4096, 256, 1024};
   for (int round = 0; round < 10; ++round) {
     if (p != nullptr) {
-      if (stream_ordered)
-        CONVEYOR_CHECK(cudaFreeAsync(p, s.get()));
+      if (stream_ordered) CONVEYOR_CHECK(cudaFreeAsync(p, s.get()));
       else {
         s.synchronize();
         CONVEYOR_CHECK(cudaFree(p));
@@ -488,10 +530,8 @@ std::vector<float> realloc_run(const conveyor::graphed_options& options, bool st
     }
     n = sizes[round];
     const auto init = random_floats(static_cast<std::size_t>(n), 40U + static_cast<unsigned>(round));
-    if (stream_ordered)
-      CONVEYOR_CHECK(cudaMallocAsync(&p, sizeof(float) * n, s.get()));
-    else
-      CONVEYOR_CHECK(cudaMalloc(&p, sizeof(float) * n));
+    if (stream_ordered) CONVEYOR_CHECK(cudaMallocAsync(&p, sizeof(float) * n, s.get()));
+    else CONVEYOR_CHECK(cudaMalloc(&p, sizeof(float) * n));
     CONVEYOR_CHECK(cudaMemcpyAsync(p, init.data(), sizeof(float) * n, cudaMemcpyHostToDevice, s.get()));
     for (int call = 0; call < 3; ++call) step(p);
     std::vector<float> host(static_cast<std::size_t>(n));
@@ -499,10 +539,8 @@ std::vector<float> realloc_run(const conveyor::graphed_options& options, bool st
     s.synchronize();
     out.insert(out.end(), host.begin(), host.end());
   }
-  if (stream_ordered)
-    CONVEYOR_CHECK(cudaFreeAsync(p, s.get()));
-  else
-    CONVEYOR_CHECK(cudaFree(p));
+  if (stream_ordered) CONVEYOR_CHECK(cudaFreeAsync(p, s.get()));
+  else CONVEYOR_CHECK(cudaFree(p));
   s.synchronize();
   return out;
 }

@@ -71,8 +71,7 @@ struct sample {
     clear = g.memset(y.get(), fill, n).label("clear y");
     step = g.kernel({upload, clear}, cover(n), export_axpy, n, a, x.get(), y.get()).label("axpy step");
     post = g.child({step}, body).label("post-process");
-    download =
-        g.memcpy({post}, host_out.get(), y.get(), host_out.bytes(), cudaMemcpyDeviceToHost).label("download y");
+    download = g.memcpy({post}, host_out.get(), y.get(), host_out.bytes(), cudaMemcpyDeviceToHost).label("download y");
     notify = g.host({download}, [this] { host_calls.fetch_add(1); }).label("notify");
   }
 
@@ -422,7 +421,8 @@ TEST(ExportGpu, CapturedGraphExportNamesItsKernels) {
   ASSERT_EQ(j["nodes"].size(), 3U);
   std::vector<std::string> json_kernels;
   for (const auto& node : j["nodes"]) json_kernels.push_back(node.value("kernel", ""));
-  for (const char* id : {"export_scale", "export_add", "export_axpy"}) EXPECT_TRUE(any_contains(json_kernels, id)) << id;
+  for (const char* id : {"export_scale", "export_add", "export_axpy"})
+    EXPECT_TRUE(any_contains(json_kernels, id)) << id;
 
   // And the captured graph computes what it says.
   auto exec = conveyor::instantiate(g);

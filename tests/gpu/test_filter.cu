@@ -88,10 +88,8 @@ dot_graph parse_dot(const std::string& dot) {
   std::vector<std::pair<std::string, std::string>> raw_edges;
   while (std::getline(in, line)) {
     std::smatch m;
-    if (std::regex_search(line, m, node_line))
-      g.label_of[m[1]] = m[2];
-    else if (std::regex_search(line, m, edge_line))
-      raw_edges.emplace_back(m[1], m[2]);
+    if (std::regex_search(line, m, node_line)) g.label_of[m[1]] = m[2];
+    else if (std::regex_search(line, m, edge_line)) raw_edges.emplace_back(m[1], m[2]);
   }
   for (const auto& [a, b] : raw_edges) g.edges.insert({g.label_of[a], g.label_of[b]});
   return g;
@@ -152,18 +150,17 @@ TEST_F(Filter, GraphHasTheForkJoinStructure) {
   EXPECT_EQ(g.edges.size(), 13U);
   const std::pair<std::string, std::string> expected[] = {
       {"upload rgb8", "rgb8 to float"},
-      {"rgb8 to float", "blur rows"},          // fork: edges branch
-      {"rgb8 to float", "colour blur rows"},   // fork: colour branch
-      {"blur columns", "sobel x"},             // fork: Sobel x ...
-      {"blur columns", "sobel y"},             // ... and Sobel y
-      {"sobel x", "magnitude"},                // join
-      {"sobel y", "magnitude"},                // join
+      {"rgb8 to float", "blur rows"},        // fork: edges branch
+      {"rgb8 to float", "colour blur rows"}, // fork: colour branch
+      {"blur columns", "sobel x"},           // fork: Sobel x ...
+      {"blur columns", "sobel y"},           // ... and Sobel y
+      {"sobel x", "magnitude"},              // join
+      {"sobel y", "magnitude"},              // join
       {"magnitude", "threshold"},
       {"threshold", "download edges"},
       {"unsharp mask", "download sharpened"},
   };
-  for (const auto& e : expected)
-    EXPECT_TRUE(g.edges.count(e) == 1) << "missing edge " << e.first << " -> " << e.second;
+  for (const auto& e : expected) EXPECT_TRUE(g.edges.count(e) == 1) << "missing edge " << e.first << " -> " << e.second;
 }
 
 TEST_F(Filter, NextFrameUpdatesOnlyTheNodesWhoseArgumentsChange) {
@@ -238,9 +235,9 @@ TEST_F(Filter, BenchmarkRunsEveryModeAndLogsTheGraphUpdates) {
   EXPECT_GE(r.stats->width, 3U);
   EXPECT_NE(r.dot.find("sobel y"), std::string::npos);
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    const output_check c = check_outputs(slots[i].edges_image(), slots[i].sharp_image(),
-                                         run_reference(frames[i], filter_params{}), filter_params{}.threshold,
-                                         edge_margin);
+    const output_check c =
+        check_outputs(slots[i].edges_image(), slots[i].sharp_image(), run_reference(frames[i], filter_params{}),
+                      filter_params{}.threshold, edge_margin);
     EXPECT_TRUE(c.ok()) << names[i] << ": " << c.summary();
   }
 }

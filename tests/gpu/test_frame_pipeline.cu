@@ -24,10 +24,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -136,7 +139,7 @@ TEST_F(FramePipeline, EqualsUnpipelinedAndHostForEveryDepthAndLagSet) {
         if (const auto f = push(*p, *bufs[i])) finished.push_back(*f);
       EXPECT_EQ(p->in_flight(), std::min(run_items, p->depth() - 1));
       const std::size_t drained = p->drain();
-      EXPECT_EQ(drained, p->depth() - 1); // the epilogue
+      EXPECT_EQ(drained, p->depth() - 1);                                              // the epilogue
       for (std::size_t i = finished.size(); i < run_items; ++i) finished.push_back(i); // drain finishes the rest
       for (std::size_t i = 0; i < run_items; ++i) EXPECT_EQ(finished[i], i) << "results out of order";
       EXPECT_EQ(p->completed(), run_items);
@@ -163,8 +166,8 @@ TEST_F(FramePipeline, EveryRunLengthAfterEveryEarlierRunDeliversEveryItem) {
     auto p = make_pipeline(c, s, depth);
     for (std::size_t first = 1; first <= most; ++first)
       for (std::size_t second = 1; second <= most; ++second) {
-        SCOPED_TRACE("depth " + std::to_string(depth) + ": a run of " + std::to_string(second) +
-                     " after a run of " + std::to_string(first));
+        SCOPED_TRACE("depth " + std::to_string(depth) + ": a run of " + std::to_string(second) + " after a run of " +
+                     std::to_string(first));
         for (const auto [run, base] : {std::pair{first, std::size_t{0}}, std::pair{second, most}}) {
           // The second run uses other buffers than the first, so a stale pointer shows.
           for (std::size_t i = 0; i < run; ++i) {
@@ -213,8 +216,7 @@ TEST_F(FramePipeline, ARefusedPushChangesNothingAndAnExceptionLeavesNothingInFli
     (void)push(*p, *bufs[2]);
     (void)push(*p, *bufs[3]);
     throw std::runtime_error("the caller fails with two items in flight");
-  } catch (const std::runtime_error&) {
-  }
+  } catch (const std::runtime_error&) {}
   s.synchronize();
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
@@ -240,6 +242,42 @@ TEST_F(FramePipeline, ResultsArriveInOrderWhileStreaming) {
   (void)p->drain();
   p->wait_for(bufs.size() - 1);
   for (auto& b : bufs) EXPECT_TRUE(b->correct());
+}
+
+// The pipeline's contract lets a caller free an item's buffers once the item is done. A new page-locked buffer may
+// then come at a freed one's address: the copy nodes must be set for the new allocation, not kept because the address
+// is equal. Every item is delivered exactly once, in order, and correct, whatever addresses the allocator returns.
+TEST_F(FramePipeline, BuffersFreedAndReallocatedAtTheSameAddressAreDeliveredExactlyOnce) {
+  std::mt19937 rng(11);
+  compute_stage c;
+  conveyor::stream s;
+  auto p = make_pipeline(c, s, 2);
+  constexpr std::size_t items = 24;
+  std::vector<std::unique_ptr<item_buffers>> live(items);
+  std::set<const void*> freed;
+  std::size_t reused = 0;
+  std::vector<std::size_t> delivered;
+  auto finish = [&](std::size_t f) {
+    p->wait_for(f);
+    EXPECT_TRUE(live[f]->correct()) << "item " << f;
+    delivered.push_back(f);
+    for (const void* q : {static_cast<const void*>(live[f]->in0.get()), static_cast<const void*>(live[f]->out0.get())})
+      freed.insert(q);
+    live[f].reset(); // freed as soon as its item is done (cudaFreeHost)
+  };
+  for (std::size_t i = 0; i < items; ++i) {
+    live[i] = std::make_unique<item_buffers>(rng);
+    reused += freed.count(live[i]->in0.get()) + freed.count(live[i]->out0.get());
+    if (const auto f = push(*p, *live[i])) finish(*f);
+  }
+  const std::size_t before_drain = delivered.size();
+  (void)p->drain();
+  for (std::size_t f = before_drain; f < items; ++f) finish(f);
+  std::vector<std::size_t> in_order(items);
+  std::iota(in_order.begin(), in_order.end(), 0);
+  EXPECT_EQ(delivered, in_order);
+  std::printf("[ pipeline ] %zu of %zu new buffers came at a freed buffer's address; %zu copy-node sets\n", reused,
+              2 * items, p->statistics().nodes_updated);
 }
 
 TEST_F(FramePipeline, StepGraphsHaveTheScheduledBranchesAndAreReused) {
@@ -320,18 +358,31 @@ TEST_F(FramePipeline, RefusesMisuseWithTheReason) {
   auto p = make_pipeline(c, s, 3);
   std::vector<float> pageable(n);
   conveyor::test::device_array<float> device(n);
-  expect_refused<std::invalid_argument>([&] { (void)p->push({b.in0.get()}, {b.out0.get(), b.out1.get()}); },
-                                        "frame pipeline: push: 1 input buffer(s) given, the pipeline has 2");
   expect_refused<std::invalid_argument>(
-      [&] { (void)p->push({b.in0.get(), nullptr}, {b.out0.get(), b.out1.get()}); },
+      [&] {
+        (void)p->push({b.in0.get()}, {b.out0.get(), b.out1.get()});
+      },
+      "frame pipeline: push: 1 input buffer(s) given, the pipeline has 2");
+  expect_refused<std::invalid_argument>(
+      [&] {
+        (void)p->push({b.in0.get(), nullptr}, {b.out0.get(), b.out1.get()});
+      },
       "frame pipeline: push: input buffer 1 is a null pointer");
   expect_refused<std::invalid_argument>(
-      [&] { (void)p->push({b.in0.get(), b.in1.get()}, {pageable.data(), b.out1.get()}); },
+      [&] {
+        (void)p->push({b.in0.get(), b.in1.get()}, {pageable.data(), b.out1.get()});
+      },
       "output buffer 0");
   expect_refused<std::invalid_argument>(
-      [&] { (void)p->push({b.in0.get(), b.in1.get()}, {pageable.data(), b.out1.get()}); }, "is pageable host memory");
+      [&] {
+        (void)p->push({b.in0.get(), b.in1.get()}, {pageable.data(), b.out1.get()});
+      },
+      "is pageable host memory");
   expect_refused<std::invalid_argument>(
-      [&] { (void)p->push({device.get(), b.in1.get()}, {b.out0.get(), b.out1.get()}); }, "is device memory");
+      [&] {
+        (void)p->push({device.get(), b.in1.get()}, {b.out0.get(), b.out1.get()});
+      },
+      "is device memory");
   EXPECT_EQ(p->pushed(), 0U) << "a refused push must not count";
   expect_refused<std::logic_error>([&] { p->wait_for(0); }, "item 0 has not been downloaded yet");
   (void)push(*p, b);
@@ -354,12 +405,18 @@ TEST_F(FramePipeline, RefusesMisuseWithTheReason) {
   o.lags = pipeline_lags{0, 1, 1};
   expect_refused<std::invalid_argument>([&] { frame_pipeline q({bytes}, {bytes}, builder, s, o); },
                                         "lags {0, 1, 1} make a depth of 2, but the depth is 3");
-  expect_refused<std::invalid_argument>([&] { frame_pipeline q({bytes, 0}, {bytes}, builder, s); },
-                                        "input buffer 1 has a size of 0 bytes");
+  expect_refused<std::invalid_argument>(
+      [&] {
+        frame_pipeline q({bytes, 0}, {bytes}, builder, s);
+      },
+      "input buffer 1 has a size of 0 bytes");
   expect_refused<std::invalid_argument>([&] { frame_pipeline q({bytes}, {}, builder, s); },
                                         "needs at least one output buffer");
   expect_refused<std::invalid_argument>(
-      [&] { frame_pipeline q({bytes}, {bytes}, [](conveyor::graph&, const pipeline_slot&) {}, s); },
+      [&] {
+        frame_pipeline q(
+            {bytes}, {bytes}, [](conveyor::graph&, const pipeline_slot&) {}, s);
+      },
       "the compute builder added no node for slot 0");
 }
 

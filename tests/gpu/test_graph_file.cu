@@ -64,7 +64,9 @@ __global__ void countdown(cudaGraphConditionalHandle h, int* counter, float* x) 
   x[c] += 1.0F;
   conveyor::set_condition(h, c > 0 ? 1U : 0U);
 }
-__global__ void choose(cudaGraphConditionalHandle h, const int* which) { conveyor::set_condition(h, static_cast<unsigned>(*which)); }
+__global__ void choose(cudaGraphConditionalHandle h, const int* which) {
+  conveyor::set_condition(h, static_cast<unsigned>(*which));
+}
 
 constexpr int n = 1024;
 
@@ -223,9 +225,11 @@ TEST(GraphFiles, ConditionalNodesReplayBitwiseEqual) {
   branch.bodies[1].kernel({blocks, 256}, k::scale, n, -1.0F, x.get());
   const auto switch_cond = conveyor::make_condition(g, 2, conveyor::condition_reset::each_launch);
   auto sw = conveyor::add_conditional(g, {branch.node}, conveyor::conditional_kind::switch_case, switch_cond, 3);
-  for (unsigned c = 0; c < 3; ++c) sw.bodies[c].kernel({blocks, 256}, k::add_scalar, n, 0.5F * static_cast<float>(c + 1), x.get());
+  for (unsigned c = 0; c < 3; ++c)
+    sw.bodies[c].kernel({blocks, 256}, k::add_scalar, n, 0.5F * static_cast<float>(c + 1), x.get());
   conveyor::save_options o;
-  o.buffers = {{"counter", counter.get(), counter.bytes()}, {"which", which.get(), which.bytes()}, {"x", x.get(), x.bytes()}};
+  o.buffers = {
+      {"counter", counter.get(), counter.bytes()}, {"which", which.get(), which.bytes()}, {"x", x.get(), x.bytes()}};
   const conveyor::stream s;
   expect_bitwise(conveyor::check_round_trip({"conditional", &g, nullptr}, o, s.get()));
   const auto f = conveyor::to_graph_file({{"conditional", &g, nullptr}}, o);
@@ -235,7 +239,8 @@ TEST(GraphFiles, ConditionalNodesReplayBitwiseEqual) {
     for (const auto& b : node.bodies)
       for (const auto& inner : b.nodes)
         if (const auto* kn = std::get_if<conveyor::saved_kernel_node>(&inner.parameters))
-          for (const auto& r : kn->relocations) conditions += r.target == conveyor::relocation_target::condition ? 1 : 0;
+          for (const auto& r : kn->relocations)
+            conditions += r.target == conveyor::relocation_target::condition ? 1 : 0;
   EXPECT_EQ(conditions, 1U); // the loop body's handle (typed: cudaGraphConditionalHandle)
 }
 
@@ -277,7 +282,7 @@ TEST(GraphFiles, AValueThatLooksLikeAnAddressStaysAValueWhereTheProgramSaysSo) {
   device_array<long long> struct_out(std::vector<long long>{0});
   const long long looks_like_x = static_cast<long long>(reinterpret_cast<std::uintptr_t>(x.get() + 16));
   conveyor::graph g;
-  auto a = g.kernel({1, 1}, write_value, looks_like_x, typed_out.get()); // typed: long long is a value
+  auto a = g.kernel({1, 1}, write_value, looks_like_x, typed_out.get());   // typed: long long is a value
   g.kernel({a}, {1, 1}, write_word, word{looks_like_x}, struct_out.get()); // a class: scanned
   conveyor::save_options o;
   o.contents = true;
@@ -301,12 +306,14 @@ TEST(GraphFiles, AValueThatLooksLikeAnAddressStaysAValueWhereTheProgramSaysSo) {
     EXPECT_EQ(typed, looks_like_x) << "a typed value was relocated";
     // The guaranteed side above; the heuristic side: the struct's word fell inside buffer x, so it was relocated
     // into the new x (docs/graph-files.md: a scanned word is relocated).
-    EXPECT_EQ(scanned, static_cast<long long>(reinterpret_cast<std::uintptr_t>(static_cast<float*>(l.buffer("x").pointer) + 16)));
+    EXPECT_EQ(scanned, static_cast<long long>(
+                           reinterpret_cast<std::uintptr_t>(static_cast<float*>(l.buffer("x").pointer) + 16)));
   }
   // Declaring the struct's class makes it a value too.
   conveyor::kernel_registry declared;
   declared.add(write_value);
-  declared.add_untyped(reinterpret_cast<const void*>(&write_word), {conveyor::parameter_class::value, conveyor::parameter_class::pointer});
+  declared.add_untyped(reinterpret_cast<const void*>(&write_word),
+                       {conveyor::parameter_class::value, conveyor::parameter_class::pointer});
   o.registry = &declared;
   f = conveyor::to_graph_file({{"values", &g, nullptr}}, o);
   const auto& second = std::get<conveyor::saved_kernel_node>(f.graphs[0].graph.nodes.at(1).parameters);

@@ -42,9 +42,9 @@ struct gemm_case {
       handle.bind(cs);
       const float one = 1.0F;
       const float zero = 0.0F;
-      conveyor::libraries::check_cublas(cublasSgemm(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a.get(), m,
-                                                    b.get(), m, &zero, c.get(), m),
-                                        "cublasSgemm");
+      conveyor::libraries::check_cublas(
+          cublasSgemm(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a.get(), m, b.get(), m, &zero, c.get(), m),
+          "cublasSgemm");
     });
   }
 };
@@ -61,8 +61,8 @@ TEST(GraphFileLibraries, CublasKernelsSaveWithTheImagesCuptiRecordedAndReplayBit
   std::size_t with_image = 0;
   for (const auto& k : f.kernels) with_image += k.image ? 1 : 0;
   std::cout << "module_images: " << recorder.modules() << " modules, " << recorder.bytes() << " bytes recorded; "
-            << f.kernels.size() << " kernels in the GEMM graph, " << with_image << " with an image; set-up "
-            << seconds << " s\n"
+            << f.kernels.size() << " kernels in the GEMM graph, " << with_image << " with an image; set-up " << seconds
+            << " s\n"
             << conveyor::summary(f);
   EXPECT_EQ(with_image, f.kernels.size()) << conveyor::summary(f);
   const auto report = conveyor::check_round_trip({"gemm", &g.g, nullptr}, o, g.s.get());

@@ -76,6 +76,28 @@ TEST(GraphMemory, AccountingFollowsAnAllocationNodeAndTrimGivesItBack) {
   EXPECT_THROW((void)conveyor::graph_memory(conveyor::device_count()), conveyor::cuda_error);
 }
 
+// A graph holding memory allocation or free nodes as a child graph: CUDA refuses it, and the error names the rule,
+// the node and the fix instead of passing CUDA's bare error on.
+TEST(GraphMemory, AChildGraphWithMemoryNodesNamesTheRuleTheNodeAndTheFix) {
+  CONVEYOR_REQUIRE_GPU();
+  conveyor::graph body;
+  const conveyor::allocation a = body.mem_alloc(1 << 20);
+  (void)body.mem_free({a.node}, a.pointer);
+  conveyor::graph parent;
+  try {
+    (void)parent.child(body);
+    FAIL() << "CUDA accepted a child graph with memory nodes";
+  } catch (const conveyor::cuda_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("does not allow a graph that holds memory allocation or free nodes as a child graph"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("node 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("graph::mem_alloc"), std::string::npos) << what;
+  }
+  EXPECT_EQ(parent.node_count(), 0U);
+}
+
 TEST(GraphMemory, AllocationOnAnExplicitDeviceCarriesItsPoolProperties) {
   CONVEYOR_REQUIRE_GPU();
   const int dev = conveyor::current_device();

@@ -51,8 +51,7 @@ int blocks(std::size_t n) { return static_cast<int>((n + 255) / 256); }
 __global__ void spin_then_double_kernel(int n, float* x, long long cycles) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     const long long start = clock64();
-    while (clock64() - start < cycles) {
-    }
+    while (clock64() - start < cycles) {}
   }
   __syncthreads();
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -117,8 +116,8 @@ TEST(Graphed, PointerOrScalarChangeUpdatesOnlyTheChangedNodes) {
   auto hx = random_floats(n, 3);
   device_array<float> x(hx), y(n), z1(n), z2(n);
   conveyor::stream s;
-  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 0,
-                                                               .recapture = conveyor::recapture_update::per_node});
+  conveyor::graphed step(
+      three_step, conveyor::graphed_options{.warmup_calls = 0, .recapture = conveyor::recapture_update::per_node});
   step(s, n, 2.0F, x.get(), y.get(), z1.get());
   // Scalar a changes: only the scale kernel embeds it.
   step(s, n, 3.0F, x.get(), y.get(), z1.get());
@@ -169,7 +168,7 @@ TEST(Graphed, RecaptureByWholeGraphUpdateMatchesEagerBitwise) {
       const auto g = got->download();
       const auto e = want->download();
       ASSERT_EQ(std::memcmp(g.data(), e.data(), g.size() * sizeof(float)), 0) << "call " << call << "\n"
-                                                                               << step.report();
+                                                                              << step.report();
     }
   }
   // Calls 1, 2 and 5 re-capture with the node count of the first graph (whole-graph updates); 3 branches into six

@@ -69,8 +69,8 @@ TEST(GraphedShapes, TwoDimensionsPadByTheirOwnRulesAndMatchEager) {
   device_array<float> want(max_rows * max_cols);
   conveyor::stream s;
   conveyor::graphed step(step_2d, two_dimensions());
-  const std::vector<std::pair<std::size_t, std::size_t>> calls{
-      {5, 100}, {7, 100}, {20, 60}, {5, 100}, {3, 300}, {40, 10}, {16, 128}};
+  const std::vector<std::pair<std::size_t, std::size_t>> calls{{5, 100}, {7, 100}, {20, 60}, {5, 100},
+                                                               {3, 300}, {40, 10}, {16, 128}};
   for (const auto& [rows, cols] : calls) {
     CONVEYOR_CHECK(cudaMemsetAsync(out.get(), 0x7F, out.bytes(), s.get())); // a finite sentinel
     CONVEYOR_CHECK(cudaMemsetAsync(want.get(), 0x7F, want.bytes(), s.get()));
@@ -144,11 +144,9 @@ TEST(GraphedShapes, ChurnGuardRunsEagerlyThenResumesOnceTheShapeSettles) {
   EXPECT_EQ(st.captures, 4U) << step.report(); // shapes 1, 2, 3, then 6 once settled
   EXPECT_EQ(st.replays, 9U) << step.report();  // 4 first launches and 5 replays of shape 6
   const std::string report = step.report("fill");
-  EXPECT_NE(report.find("engaged 1 time(s), 5 call(s) run eagerly, resumed 1 time(s); graphing now"),
-            std::string::npos)
+  EXPECT_NE(report.find("engaged 1 time(s), 5 call(s) run eagerly, resumed 1 time(s); graphing now"), std::string::npos)
       << report;
-  EXPECT_TRUE(has_reason(step.reasons(), "churn guard: 4 captures and re-captures in the last 20 calls"))
-      << report;
+  EXPECT_TRUE(has_reason(step.reasons(), "churn guard: 4 captures and re-captures in the last 20 calls")) << report;
 }
 
 } // namespace

@@ -54,8 +54,7 @@ __global__ void increment_all(int n, int* x) {
 // read the old values.
 __global__ void spin_then_scale(int n, float a, float* x, long long cycles) {
   long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
+  while (clock64() - start < cycles) {}
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] = x[i] * a;
 }
@@ -64,8 +63,7 @@ __global__ void spin_then_scale(int n, float a, float* x, long long cycles) {
 // that a failing test cannot hang the GPU). Work queued behind it stays queued meanwhile.
 __global__ void wait_until_open(const volatile int* open, long long max_cycles) {
   const long long start = clock64();
-  while (*open == 0 && clock64() - start < max_cycles) {
-  }
+  while (*open == 0 && clock64() - start < max_cycles) {}
 }
 
 // out[0] = the number of blocks in this block's thread-block cluster (1 without clusters).
@@ -99,8 +97,7 @@ __global__ void pdl_affine(int n, float a, float b, float* x, long long cycles) 
   conveyor::device::launch_dependents();
   conveyor::device::wait_for_dependencies();
   const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
+  while (clock64() - start < cycles) {}
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] = a * x[i] + b;
 }
@@ -116,8 +113,7 @@ __device__ inline unsigned long long global_ns() {
 // as the time the kernel's last block finished. For priority tests: many blocks, so that kernels contend for SMs.
 __global__ void stamp_finish(long long cycles, unsigned long long* finish) {
   const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
+  while (clock64() - start < cycles) {}
   __syncthreads();
   if (threadIdx.x == 0) atomicMax(finish, global_ns());
 }

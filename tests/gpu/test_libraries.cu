@@ -136,8 +136,10 @@ struct cublas_case {
   lib::cublas_handle handle{setup};
   struct data {
     device_array<float> a, b, c;
-    explicit data(const cublas_case&)
-        : a(random_floats(n * n, 101)), b(random_floats(n * n, 102)), c(random_floats(n * n, 103)) {}
+    explicit data(const cublas_case&) :
+        a(random_floats(n * n, 101)),
+        b(random_floats(n * n, 102)),
+        c(random_floats(n * n, 103)) {}
   };
   void step(const conveyor::stream& s, data& d) {
     handle.bind(s);
@@ -187,9 +189,11 @@ struct cublaslt_case {
   }
   struct data {
     device_array<float> a, b, c, d;
-    explicit data(const cublaslt_case&)
-        : a(random_floats(n * n, 201, -0.1F, 0.1F)), b(random_floats(n * n, 202)), c(random_floats(n * n, 203)),
-          d(n * n) {}
+    explicit data(const cublaslt_case&) :
+        a(random_floats(n * n, 201, -0.1F, 0.1F)),
+        b(random_floats(n * n, 202)),
+        c(random_floats(n * n, 203)),
+        d(n * n) {}
   };
   void step(const conveyor::stream& s, data& x) {
     const float alpha = 1.0F;
@@ -232,8 +236,7 @@ struct cusparse_case {
     for (int r = 0; r <= rows; ++r) row_ptr.push_back(r * per_row);
     for (int r = 0; r < rows; ++r) // distinct, ascending columns in each row
       for (int k = 0; k < per_row; ++k) col_idx.push_back((cols[r * per_row] + k * (rows / per_row)) % rows);
-    for (int r = 0; r < rows; ++r)
-      std::sort(col_idx.begin() + r * per_row, col_idx.begin() + (r + 1) * per_row);
+    for (int r = 0; r < rows; ++r) std::sort(col_idx.begin() + r * per_row, col_idx.begin() + (r + 1) * per_row);
   }
   struct data {
     device_array<int> rp, ci;
@@ -241,8 +244,12 @@ struct cusparse_case {
     cusparseSpMatDescr_t a = nullptr;
     cusparseDnVecDescr_t xd = nullptr, yd = nullptr;
     std::unique_ptr<lib::cusparse_spmv<float>> spmv;
-    explicit data(cusparse_case& c)
-        : rp(c.row_ptr), ci(c.col_idx), v(c.values), x(random_floats(rows, 303)), y(random_floats(rows, 304)) {
+    explicit data(cusparse_case& c) :
+        rp(c.row_ptr),
+        ci(c.col_idx),
+        v(c.values),
+        x(random_floats(rows, 303)),
+        y(random_floats(rows, 304)) {
       lib::check_cusparse(cusparseCreateCsr(&a, rows, rows, rows * per_row, rp.get(), ci.get(), v.get(),
                                             CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
                                             CUDA_R_32F),
@@ -446,8 +453,8 @@ TEST(Libraries, DoctorNamesTheCallThatAllocatedInACapture) {
   in.name = "allocating";
   in.graph = &d;
   const auto findings = conveyor::profile::diagnose(in);
-  const auto it = std::find_if(findings.begin(), findings.end(),
-                               [](const auto& f) { return f.check == "captured_allocations"; });
+  const auto it =
+      std::find_if(findings.begin(), findings.end(), [](const auto& f) { return f.check == "captured_allocations"; });
   ASSERT_NE(it, findings.end()) << conveyor::profile::to_text(findings, "allocating", true);
   EXPECT_EQ(it->level, conveyor::profile::severity::warning);
   EXPECT_NE(it->evidence.find("made by scratch_library_call ×1"), std::string::npos) << it->evidence;

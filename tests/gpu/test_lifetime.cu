@@ -10,6 +10,7 @@
 
 #include <conveyor/conveyor.hpp>
 
+#include "cuda/lifetime.hpp"           // defer_release, fence: the release queue at exit
 #include "execute/graph_exec_impl.hpp" // exec_access: the definitions an update retired
 
 #include <gtest/gtest.h>
@@ -230,8 +231,8 @@ TEST_F(Lifetime, WholeGraphUpdateKeepsTheOldCallableForQueuedLaunches) {
     g2.host(writes_checksum(std::move(b), out.get() + 1));
     const auto r = exec->update(g2);
     ASSERT_EQ(r.method, conveyor::update_method::whole_graph) << r.reason();
-    exec->launch(s); // runs b's callable, queued
-  } // both graphs destroyed
+    exec->launch(s);                                               // runs b's callable, queued
+  }                                                                // both graphs destroyed
   (void)conveyor::reclaim_resources(std::chrono::milliseconds(0)); // launches still queued: no wait
   EXPECT_EQ(tracked_state::live.load(), 2);
   held.open();
@@ -297,11 +298,11 @@ TEST_F(Lifetime, SetHostReleasesTheReplacedCallableOnlyAfterQueuedLaunches) {
   auto h = g.host(writes_checksum(std::move(a), out.get()));
   auto exec = conveyor::instantiate(g);
   held.hold(s);
-  exec.launch(s);                                                // a
-  exec.set_host(h, writes_checksum(std::move(b), out.get() + 1)); // b replaces the graph's callable
-  exec.launch(s);                                                // b
-  exec.set_host(h, writes_checksum(std::move(c), out.get() + 2)); // c replaces b, whose launch is still queued
-  exec.launch(s);                                                // c
+  exec.launch(s);                                                  // a
+  exec.set_host(h, writes_checksum(std::move(b), out.get() + 1));  // b replaces the graph's callable
+  exec.launch(s);                                                  // b
+  exec.set_host(h, writes_checksum(std::move(c), out.get() + 2));  // c replaces b, whose launch is still queued
+  exec.launch(s);                                                  // c
   (void)conveyor::reclaim_resources(std::chrono::milliseconds(0)); // launches still queued: no wait
   EXPECT_EQ(tracked_state::live.load(), 3) << "a callable a queued launch uses was released";
   held.open();
@@ -453,8 +454,7 @@ TEST(ThreadSafety, ThreadsCaptureAndUpdateTheirOwnGraphsConcurrently) {
             conveyor::join(cs, side);
             add_vectors<<<(n + 255) / 256, 256, 0, cs.get()>>>(n, l.y.get(), l.z.get(), l.y.get());
           });
-          if (!exec)
-            exec.emplace(conveyor::instantiate(g));
+          if (!exec) exec.emplace(conveyor::instantiate(g));
           else if (const auto r = exec->update_incremental(g); !r)
             throw std::runtime_error("update refused: " + r.reason());
           exec->launch(s);
@@ -470,4 +470,25 @@ TEST(ThreadSafety, ThreadsCaptureAndUpdateTheirOwnGraphsConcurrently) {
     });
   for (auto& th : pool) th.join();
   for (int t = 0; t < threads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+}
+
+// At exit, the release queue waits for the launches that still use what it holds, but not without a bound: with
+// CONVEYOR_EXIT_WAIT_S=0.2, a launch that runs for seconds leaves its item unreleased, and stderr says so. (A
+// "threadsafe" death test: the child re-runs this program, so CUDA starts afresh there.)
+// The child's body: a launch that runs for seconds, an item released behind it, then exit.
+[[noreturn]] void exit_while_a_launch_runs() {
+  setenv("CONVEYOR_EXIT_WAIT_S", "0.2", 1);
+  const conveyor::stream s;
+  conveyor::test::device_array<float> x(256);
+  // About 2 s of spinning at ~2 GHz, then a scale: the item is still in use when exit begins.
+  conveyor::test::kernels::spin_then_scale<<<1, 256, 0, s.get()>>>(256, 2.0f, x.get(), 4'000'000'000LL);
+  conveyor::detail::defer_release(std::make_shared<int>(7), conveyor::detail::fence::record(s.get()));
+  std::exit(0);
+}
+
+TEST(ReleaseAtExit, WaitsForUnfinishedLaunchesWithABoundAndSaysWhatWasLeft) {
+  CONVEYOR_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(exit_while_a_launch_runs(), ::testing::ExitedWithCode(0),
+              "at exit, 1 resource\\(s\\) of executable graphs were still in use .* not finished after 0.2 s");
 }

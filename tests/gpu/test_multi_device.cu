@@ -71,6 +71,20 @@ const conveyor::node_description* find_kind(const conveyor::graph_description& d
 
 // ---- the peer-access helper and device counts ---------------------------------------------------------------------
 
+TEST(DeviceArchitecture, EveryVisibleDeviceRunsThisBuildAndAnotherBuildIsRefusedWithTheFix) {
+  CONVEYOR_REQUIRE_GPU();
+  for (int d = 0; d < conveyor::device_count(); ++d) EXPECT_NO_THROW(conveyor::check_device_architecture(d)) << d;
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  // A build for a lower major's machine code only (no PTX) cannot run here: the message names the fix.
+  const std::string other = std::to_string((prop.major - 1) * 10) + "-real";
+  const std::string why = conveyor::architecture_mismatch(other, prop.major, prop.minor);
+  EXPECT_NE(why.find("-DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) + std::to_string(prop.minor)),
+            std::string::npos)
+      << why;
+  EXPECT_THROW(conveyor::check_device_architecture(conveyor::device_count()), conveyor::cuda_error);
+}
+
 TEST(PeerAccess, SameDeviceIsTrivialAndBadOrdinalsAreRefused) {
   CONVEYOR_REQUIRE_GPU();
   const conveyor::peer_access self = conveyor::enable_peer_access(0, 0);
@@ -159,7 +173,8 @@ TEST(MultiDevice, DescribeNamesTheDeviceOfEveryNodeOnOneGpu) {
 TEST(MultiDevice, BuilderNodesRunOnTheDeviceOfTheirScopeJoinedByAPeerCopy) {
   CONVEYOR_REQUIRE_GPUS(2);
   const std::vector<int> devices{0, 1};
-  for (const auto& p : conveyor::enable_peer_access(devices)) RecordProperty("peer_" + std::to_string(p.device), p.reason);
+  for (const auto& p : conveyor::enable_peer_access(devices))
+    RecordProperty("peer_" + std::to_string(p.device), p.reason);
   constexpr int n = 1 << 16;
   const std::vector<float> x_host = random_floats(n, 1601);
   const float a = 1.75F;

@@ -154,9 +154,8 @@ void expect_close(const std::vector<T>& got, const reference& ref, int nranks, c
     }
     largest = std::max(largest, std::abs(ref.value[i]));
   }
-  const double tolerance = std::is_floating_point_v<T>
-                               ? 4.0 * nranks * static_cast<double>(std::numeric_limits<T>::epsilon())
-                               : 0.0;
+  const double tolerance =
+      std::is_floating_point_v<T> ? 4.0 * nranks * static_cast<double>(std::numeric_limits<T>::epsilon()) : 0.0;
   EXPECT_GT(largest, 0.1) << what << ": the reference is all (near) zero";
   EXPECT_LE(worst, tolerance) << what << ": element " << worst_at << " is " << static_cast<double>(got[worst_at])
                               << ", the CPU says " << ref.value[worst_at];
@@ -174,8 +173,8 @@ void all_reduce_matches_cpu(const ranks& r, std::size_t count, reduce_op op, boo
   {
     conveyor::nccl::group g;
     for (int k = 0; k < r.n(); ++k)
-      conveyor::nccl::all_reduce(r.comms[static_cast<std::size_t>(k)], send[k], in_place ? send[k] : recv[k], count,
-                                 op, r.streams[static_cast<std::size_t>(k)]);
+      conveyor::nccl::all_reduce(r.comms[static_cast<std::size_t>(k)], send[k], in_place ? send[k] : recv[k], count, op,
+                                 r.streams[static_cast<std::size_t>(k)]);
     g.end();
   }
   r.synchronize();
@@ -243,8 +242,8 @@ TEST(Nccl, ReduceScatterMatchesCpu) {
   {
     conveyor::nccl::group g;
     for (int k = 0; k < r.n(); ++k)
-      conveyor::nccl::reduce_scatter(r.comms[static_cast<std::size_t>(k)], send[k], recv[k], recv_count,
-                                     reduce_op::sum, r.streams[static_cast<std::size_t>(k)]);
+      conveyor::nccl::reduce_scatter(r.comms[static_cast<std::size_t>(k)], send[k], recv[k], recv_count, reduce_op::sum,
+                                     r.streams[static_cast<std::size_t>(k)]);
     g.end();
   }
   r.synchronize();
@@ -502,8 +501,7 @@ TEST(Nccl, AGroupCapturedOnOneRankAndNotOnAnotherIsRefused) {
       FAIL() << "the group ended without error";
     } catch (const nccl_error& e) {
       EXPECT_TRUE(e.aborted());
-      EXPECT_NE(std::string(e.what()).find("a call in the group failed or was refused"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("a call in the group failed or was refused"), std::string::npos) << e.what();
     }
   }
   EXPECT_TRUE(r.comms[0].aborted());

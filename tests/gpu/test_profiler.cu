@@ -32,24 +32,24 @@ namespace profile = conveyor::profile;
 
 const conveyor::launch_config one_thread{dim3(1), dim3(1)};
 
-#define REQUIRE_WHILE()                                                                                            \
-  do {                                                                                                             \
-    int driver_ = 0;                                                                                               \
-    CONVEYOR_CHECK(cudaDriverGetVersion(&driver_));                                                                \
-    if (driver_ < conveyor::required_cuda_version(conveyor::conditional_kind::while_loop))                         \
-      GTEST_SKIP() << "the driver supports CUDA " << driver_ << "; WHILE nodes need more";                         \
+#define REQUIRE_WHILE()                                                                                                \
+  do {                                                                                                                 \
+    int driver_ = 0;                                                                                                   \
+    CONVEYOR_CHECK(cudaDriverGetVersion(&driver_));                                                                    \
+    if (driver_ < conveyor::required_cuda_version(conveyor::conditional_kind::while_loop))                             \
+      GTEST_SKIP() << "the driver supports CUDA " << driver_ << "; WHILE nodes need more";                             \
   } while (0)
 
 // A profiler, or the test skips when CUPTI cannot start one here (another CUPTI tool, e.g. compute-sanitizer, is
 // attached: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
-#define START_PROFILER(name)                                                                                       \
-  std::optional<profile::profiler> name##_holder;                                                                  \
-  try {                                                                                                            \
-    name##_holder.emplace();                                                                                       \
-  } catch (const profile::profiler_error& e) {                                                                     \
-    if (std::string(e.what()).find("another CUPTI tool") != std::string::npos) GTEST_SKIP() << e.what();            \
-    throw;                                                                                                         \
-  }                                                                                                                \
+#define START_PROFILER(name)                                                                                           \
+  std::optional<profile::profiler> name##_holder;                                                                      \
+  try {                                                                                                                \
+    name##_holder.emplace();                                                                                           \
+  } catch (const profile::profiler_error& e) {                                                                         \
+    if (std::string(e.what()).find("another CUPTI tool") != std::string::npos) GTEST_SKIP() << e.what();               \
+    throw;                                                                                                             \
+  }                                                                                                                    \
   profile::profiler& name = *name##_holder
 
 const profile::node_profile* find_node(const profile::profile_report& r, const std::string& label) {
@@ -84,11 +84,12 @@ conveyor::graph nested_graph(nested_buffers& b) {
   const auto child = g.child({ax}, body).label("child");
   const auto reset = g.memset({child}, b.counter.get(), 0, 1).label("counter = 0");
   const auto cond = conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch);
-  const auto init = g.kernel({reset}, one_thread, kernels::set_below_limit, cond.handle, b.counter.get(),
-                             b.limit.get()).label("init");
+  const auto init = g.kernel({reset}, one_thread, kernels::set_below_limit, cond.handle, b.counter.get(), b.limit.get())
+                        .label("init");
   auto loop = conveyor::add_conditional(g, {init}, conveyor::conditional_kind::while_loop, cond);
   loop.node.label("loop");
-  (void)loop.bodies[0].kernel(one_thread, kernels::count_up, cond.handle, b.counter.get(), b.limit.get())
+  (void)loop.bodies[0]
+      .kernel(one_thread, kernels::count_up, cond.handle, b.counter.get(), b.limit.get())
       .label("count");
   (void)g.memcpy({loop.node}, b.out.get(), b.y.get(), b.n * sizeof(float), cudaMemcpyDeviceToHost).label("download");
   return g;
@@ -349,7 +350,8 @@ TEST(ExecFacts, UploadBeforeTheFirstLaunchAndTheLegacyStream) {
   const auto uploaded_facts = uploaded.facts();
   in.exec = &uploaded_facts;
   findings = profile::diagnose(in);
-  EXPECT_FALSE(std::any_of(findings.begin(), findings.end(), [](const auto& x) { return x.check == "missing_upload"; }));
+  EXPECT_FALSE(
+      std::any_of(findings.begin(), findings.end(), [](const auto& x) { return x.check == "missing_upload"; }));
   in.exec = &f;
   findings = profile::diagnose(in);
   EXPECT_TRUE(std::any_of(findings.begin(), findings.end(), [](const auto& x) { return x.check == "legacy_stream"; }));
@@ -385,9 +387,8 @@ TEST(Describe, BuffersPageableCopiesAndTheCaptureStream) {
 
   for (const unsigned flags : {unsigned{cudaStreamNonBlocking}, unsigned{cudaStreamDefault}}) {
     conveyor::stream s(flags);
-    auto c = conveyor::capture(s, [&] {
-      kernels::scale<<<cover(n).grid, cover(n).block, 0, s.get()>>>(n, 1.0F, x.get());
-    });
+    auto c =
+        conveyor::capture(s, [&] { kernels::scale<<<cover(n).grid, cover(n).block, 0, s.get()>>>(n, 1.0F, x.get()); });
     const auto cd = conveyor::describe(c);
     EXPECT_TRUE(cd.captured);
     EXPECT_EQ(cd.captured_on_blocking_stream, flags == cudaStreamDefault);

@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
+using conveyor::edge_type;
 using conveyor::test::all_near;
 using conveyor::test::cover;
 using conveyor::test::device_array;
 using conveyor::test::random_floats;
 using conveyor::test::sync_device;
-using conveyor::edge_type;
 
 using namespace conveyor::test::kernels;
 
@@ -52,8 +52,7 @@ conveyor::graph build_chain(int n, float* x, int steps, edge_type type) {
   conveyor::node previous;
   for (int k = 0; k < steps; ++k) {
     const auto cfg = cover(static_cast<std::size_t>(n), 128);
-    if (!previous)
-      previous = g.kernel(cfg, pdl_affine, n, coefficient_a(k), coefficient_b(k), x, step_cycles);
+    if (!previous) previous = g.kernel(cfg, pdl_affine, n, coefficient_a(k), coefficient_b(k), x, step_cycles);
     else
       previous = g.kernel({conveyor::dependency(previous, type)}, cfg, pdl_affine, n, coefficient_a(k),
                           coefficient_b(k), x, step_cycles);
@@ -105,11 +104,11 @@ TEST_P(EdgeTypes, BuiltChainComputesTheHostResultAndDescribesItsEdges) {
   const auto json = nlohmann::json::parse(conveyor::to_json(d));
   ASSERT_EQ(json["edge_types"].size(), static_cast<std::size_t>(steps - 1));
   EXPECT_EQ(json["edge_types"][0].get<std::string>(), std::string(conveyor::to_string(GetParam())));
-  if (GetParam() == edge_type::full)
-    EXPECT_EQ(dot.find("programmatic"), std::string::npos);
+  if (GetParam() == edge_type::full) EXPECT_EQ(dot.find("programmatic"), std::string::npos);
   else
-    EXPECT_NE(dot.find(GetParam() == edge_type::programmatic ? "label=\"programmatic\"" : "label=\"launch completion\""),
-              std::string::npos)
+    EXPECT_NE(
+        dot.find(GetParam() == edge_type::programmatic ? "label=\"programmatic\"" : "label=\"launch completion\""),
+        std::string::npos)
         << dot;
 
   // Three launches: each runs the chain's steps again on the last one's result.
@@ -386,7 +385,8 @@ TEST(Priority, BuilderAndLaunchRecordThePriorityAttribute) {
             d.nodes[0].attributes.end());
 
   conveyor::stream s;
-  auto captured = conveyor::capture(s, [&](const conveyor::stream& cs) { conveyor::launch(cs, cfg, scale, n, 2.0F, x.get()); });
+  auto captured =
+      conveyor::capture(s, [&](const conveyor::stream& cs) { conveyor::launch(cs, cfg, scale, n, 2.0F, x.get()); });
   const auto dc = conveyor::describe(captured);
   ASSERT_EQ(dc.nodes.size(), 1U);
   EXPECT_NE(std::find(dc.nodes[0].attributes.begin(), dc.nodes[0].attributes.end(), expected),

@@ -92,11 +92,11 @@ TEST(Rebind, ReCaptureOnlyAndDeclaredPatchGiveTheSameResult) {
   EXPECT_EQ(off.captures, 20U);
   conveyor::graphed_statistics declared;
   std::string log;
-  EXPECT_TRUE(same_bits(ping_pong({.warmup_calls = 0,
-                                   .rebind_arguments = {{2, conveyor::rebind_policy::patch},
-                                                        {3, conveyor::rebind_policy::patch}}},
-                                  &declared, &log),
-                        want));
+  EXPECT_TRUE(same_bits(
+      ping_pong({.warmup_calls = 0,
+                 .rebind_arguments = {{2, conveyor::rebind_policy::patch}, {3, conveyor::rebind_policy::patch}}},
+                &declared, &log),
+      want));
   EXPECT_EQ(declared.rebinds, 18U) << log; // no verifying re-capture for the declared pointers
 }
 
@@ -115,8 +115,7 @@ std::vector<float> run_offsets(const conveyor::graphed_options& options, conveyo
   device_array<float> q1(random_floats(n, 3)), q2(random_floats(n, 4));
   conveyor::stream s;
   conveyor::graphed step(offsets, options);
-  for (int call = 0; call < 12; ++call)
-    step(s, n, arena.get() + (call % 3) * n, call % 4 < 2 ? q1.get() : q2.get());
+  for (int call = 0; call < 12; ++call) step(s, n, arena.get() + (call % 3) * n, call % 4 < 2 ? q1.get() : q2.get());
   s.synchronize();
   if (stats != nullptr) *stats = step.statistics();
   if (log != nullptr) *log = step.report();
@@ -127,7 +126,8 @@ TEST(Rebind, PointersAtOffsetsInsideTheArgumentsAllocationFollowIt) {
   CONVEYOR_REQUIRE_GPU();
   conveyor::graphed_statistics st;
   std::string log;
-  EXPECT_TRUE(same_bits(run_offsets({.warmup_calls = 0, .rebind = learn}, &st, &log), run_offsets(eager, nullptr, nullptr)));
+  EXPECT_TRUE(
+      same_bits(run_offsets({.warmup_calls = 0, .rebind = learn}, &st, &log), run_offsets(eager, nullptr, nullptr)));
   EXPECT_GE(st.rebinds, 8U) << log;
   EXPECT_EQ(st.instantiations, 1U) << log;
 }
@@ -306,8 +306,7 @@ __global__ void masked_scale(int real, float a, float* x) {
 TEST(Rebind, APartialBatchSizeIsPatchedIntoTheGraph) {
   CONVEYOR_REQUIRE_GPU();
   auto body = [](const conveyor::stream& s, conveyor::batch_size n, float* x) {
-    masked_scale<<<static_cast<unsigned>((n.padded + 255) / 256), 256, 0, s.get()>>>(static_cast<int>(n.real), 1.5F,
-                                                                                        x);
+    masked_scale<<<static_cast<unsigned>((n.padded + 255) / 256), 256, 0, s.get()>>>(static_cast<int>(n.real), 1.5F, x);
     conveyor::check_launch("masked_scale");
   };
   auto run = [&](const conveyor::graphed_options& options, conveyor::graphed_statistics* st) {

@@ -303,8 +303,8 @@ TEST(Solve, RelaunchGraphIsOneIterationAndItsController) {
   std::size_t sinks = 0;
   for (const auto& n : g.nodes()) sinks += n.dependents().empty() ? 1U : 0U;
   EXPECT_EQ(sinks, 1U); // the controller, after everything
-  const auto controller = std::find_if(d.nodes.begin(), d.nodes.end(),
-                                       [](const auto& n) { return n.label == "relaunch while"; });
+  const auto controller =
+      std::find_if(d.nodes.begin(), d.nodes.end(), [](const auto& n) { return n.label == "relaunch while"; });
   ASSERT_NE(controller, d.nodes.end());
   EXPECT_NE(std::find_if(d.nodes.begin(), d.nodes.end(),
                          [](const auto& n) { return n.kernel_name.find("cg_check") != std::string::npos; }),

@@ -105,7 +105,7 @@ void expect_modes_agree(const train_options& options, const dataset& data, std::
       std::cout << "note: " << bitwise_different << " of " << expected_steps
                 << " losses are not bitwise equal (sync vs " << to_string(r.mode) << ")\n";
     ::testing::Test::RecordProperty(std::string("bitwise_different_") + std::string(to_string(r.mode)),
-                   static_cast<int>(bitwise_different));
+                                    static_cast<int>(bitwise_different));
   }
   const train_result& graph = results.back();
   EXPECT_GT(graph.graph_nodes, 10U);

@@ -46,9 +46,7 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-bool bitwise_equal(const host_parameters& a, const host_parameters& b) {
-  return bitwise_equal(pack(a), pack(b));
-}
+bool bitwise_equal(const host_parameters& a, const host_parameters& b) { return bitwise_equal(pack(a), pack(b)); }
 
 //! Communicators of the first n devices of this process.
 std::vector<nccl::communicator> communicators(int n) {

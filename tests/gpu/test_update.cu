@@ -58,9 +58,12 @@ struct buffers {
   int n;
   std::vector<float> x0;
   device_array<float> x, y, out;
-  buffers(int count, unsigned seed)
-      : n(count), x0(random_floats(count, seed)), x(x0), y(random_floats(count, seed + 1)),
-        out(random_floats(count, seed + 2)) {
+  buffers(int count, unsigned seed) :
+      n(count),
+      x0(random_floats(count, seed)),
+      x(x0),
+      y(random_floats(count, seed + 1)),
+      out(random_floats(count, seed + 2)) {
     sync_device();
   }
   // Overwrites `out` with stale random values, to tell later whether something wrote it.
@@ -79,8 +82,8 @@ struct pipeline {
   pipeline(buffers& b, float a, float fill, bool extra_node = false) {
     fill_node = g.memset(b.y.get(), fill, b.n).label("fill y");
     kernel_node = g.kernel({fill_node}, cover(b.n), axpy, b.n, a, b.x.get(), b.y.get()).label("axpy");
-    copy_node = g.memcpy({kernel_node}, b.out.get(), b.y.get(), b.out.bytes(), cudaMemcpyDeviceToDevice)
-                    .label("copy out");
+    copy_node =
+        g.memcpy({kernel_node}, b.out.get(), b.y.get(), b.out.bytes(), cudaMemcpyDeviceToDevice).label("copy out");
     if (extra_node) g.kernel({copy_node}, cover(b.n), scale, b.n, 2.0F, b.out.get()).label("double out");
   }
 };
@@ -516,8 +519,7 @@ TEST(Update, TheSameDagWithDependenciesAddedInAnotherOrderIsUpdated) {
   s.synchronize();
   const auto h0 = x0.download(), h1 = x1.download(), h2 = x2.download();
   std::vector<float> want(n);
-  for (int i = 0; i < n; ++i)
-    want[i] = ((h0[i] + -0.5F) + (h1[i] + 0.25F)) + ((h1[i] + 0.25F) + (h2[i] + 4.0F));
+  for (int i = 0; i < n; ++i) want[i] = ((h0[i] + -0.5F) + (h1[i] + 0.25F)) + ((h1[i] + 0.25F) + (h2[i] + 4.0F));
   EXPECT_TRUE(all_equal(z.download(), want));
   // Back to the first graph with update_incremental. After Conveyor's per-node update the nodes still match by
   // position, and the three changed ones are set again; after CUDA's whole-graph update they do not (CUDA paired
@@ -756,7 +758,7 @@ TEST(Update, MoveConstructedExecutableGraphStillLaunches) {
     auto exec = conveyor::instantiate(g);
     holder.emplace(std::move(exec));
     EXPECT_EQ(exec.get(), nullptr); // moved-from: owns nothing
-  } // destroying the moved-from object must not destroy the handle now held by `holder`
+  }                                 // destroying the moved-from object must not destroy the handle now held by `holder`
   conveyor::stream s;
   ASSERT_NE(holder->get(), nullptr);
   holder->launch(s);

@@ -1,6 +1,7 @@
 // Host-only tests of `conveyor bench`'s reports: the JSON schema, the Markdown tables and number formats, the plan,
 // and the summary of Google Benchmark runs, all on hand-made records (no GPU needed).
 #include "bench/collect.hpp"
+#include "bench/graph_files.hpp"
 #include "bench/graph_memory.hpp"
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed_rebind.hpp"
@@ -83,31 +84,36 @@ bench_report sample_report() {
                    {{"wall_us_per_kernel", {9.0, 8.9, 9.2}}, {"host_us_per_call", {2.5, 2.4, 2.6}}}));
   r.push_back(make({"launch", "chain", "stream", "cuda", 100, 0},
                    {{"wall_us_per_kernel", {3.6, 3.5, 3.7}}, {"host_us_per_call", {2.2, 2.1, 2.3}}}));
-  r.push_back(make({"launch", "chain", "graph", "conveyor", 100, 0},
-                   {{"wall_us_per_kernel", {0.75, 0.74, 0.77}}, {"host_us_per_call", {4.0, 3.9, 4.4}},
-                    {"iteration_us", {75.0, 74.0, 77.0}}}));
+  r.push_back(make({"launch", "chain", "graph", "conveyor", 100, 0}, {{"wall_us_per_kernel", {0.75, 0.74, 0.77}},
+                                                                      {"host_us_per_call", {4.0, 3.9, 4.4}},
+                                                                      {"iteration_us", {75.0, 74.0, 77.0}}}));
   r.push_back(make({"launch", "chain", "graph", "raw", 100, 0},
                    {{"wall_us_per_kernel", {0.78, 0.76, 0.8}}, {"host_us_per_call", {4.0, 3.8, 4.1}}}));
   r.push_back(make({"launch", "fork_join", "sync", "cuda", 100, 0}, {}, "cudaErrorLaunchFailure | boom"));
   r.push_back(make({"build", "chain", "explicit", "conveyor", 100, 0},
                    {{"us_per_node", {5.5, 5.0, 6.0}}, {"build_us_per_node", {1.2, 1.1, 1.3}}}));
   r.push_back(make({"paired", "chain", "replay", "conveyor_vs_raw", 100, 0},
-                   {{"conveyor_wall_us_per_kernel", {0.76, 0.75, 0.8}}, {"raw_wall_us_per_kernel", {0.75, 0.74, 0.79}},
-                    {"wall_ratio", {1.0042, 0.9951, 1.0123}}, {"host_ratio", {1.01, 0.98, 1.03}}}));
+                   {{"conveyor_wall_us_per_kernel", {0.76, 0.75, 0.8}},
+                    {"raw_wall_us_per_kernel", {0.75, 0.74, 0.79}},
+                    {"wall_ratio", {1.0042, 0.9951, 1.0123}},
+                    {"host_ratio", {1.01, 0.98, 1.03}}}));
   r.push_back(make({"paired", "fork_join", "explicit", "conveyor_vs_raw", 100, 0},
-                   {{"conveyor_us_per_node", {3.1, 3.0, 3.3}}, {"raw_us_per_node", {3.0, 2.9, 3.2}},
-                    {"ratio", {1.021, 1.0, 1.05}}, {"build_ratio", {1.05, 1.01, 1.1}},
+                   {{"conveyor_us_per_node", {3.1, 3.0, 3.3}},
+                    {"raw_us_per_node", {3.0, 2.9, 3.2}},
+                    {"ratio", {1.021, 1.0, 1.05}},
+                    {"build_ratio", {1.05, 1.01, 1.1}},
                     {"instantiate_ratio", {0.998, 0.97, 1.02}}}));
-  r.push_back(make({"paired", "chain", "setters", "conveyor_vs_raw", 100, 10},
-                   {{"conveyor_update_us", {4.0, 3.9, 4.2}}, {"raw_update_us", {4.1, 4.0, 4.3}},
-                    {"ratio", {0.976, 0.95, 1.0}}}));
+  r.push_back(make(
+      {"paired", "chain", "setters", "conveyor_vs_raw", 100, 10},
+      {{"conveyor_update_us", {4.0, 3.9, 4.2}}, {"raw_update_us", {4.1, 4.0, 4.3}}, {"ratio", {0.976, 0.95, 1.0}}}));
   r.push_back(make({"first_launch", "chain", "upload", "conveyor", 100, 0},
                    {{"upload_us", {40.0, 39.0, 41.0}}, {"first_launch_wall_us", {90.0, 88.0, 95.0}}}));
   r.push_back(make({"update", "chain", "setters", "conveyor", 100, 10},
                    {{"update_us", {6.0, 5.5, 7.0}}, {"launch_after_wall_us", {80.0, 79.0, 85.0}}}));
   r.push_back(make({"update", "chain", "whole", "raw", 100, 100}, {{"update_us", {30.0, 29.0, 33.0}}}));
   r.push_back(make({"memory", "chain", "instantiate_upload", "conveyor", 100, 0},
-                   {{"bytes_per_graph", {1536.0, 1024.0, 2048.0}}, {"bytes_per_node", {15.36, 10.24, 20.48}},
+                   {{"bytes_per_graph", {1536.0, 1024.0, 2048.0}},
+                    {"bytes_per_node", {15.36, 10.24, 20.48}},
                     {"copies", {100.0, 100.0, 100.0}}}));
   return report;
 }
@@ -153,16 +159,14 @@ std::size_t code_points(const std::string& text) {
 
 TEST(MarkdownTable, PadsAndAlignsColumns) {
   const std::string table = markdown_table({"N", "name"}, {{"1", "a"}, {"100", "bcd"}}, "rl");
-  EXPECT_EQ(table,
-            "|   N | name |\n"
-            "| --: | :--- |\n"
-            "|   1 | a    |\n"
-            "| 100 | bcd  |\n");
+  EXPECT_EQ(table, "|   N | name |\n"
+                   "| --: | :--- |\n"
+                   "|   1 | a    |\n"
+                   "| 100 | bcd  |\n");
 }
 
 TEST(MarkdownTable, EscapesPipesAndCountsUtf8AsOneColumn) {
-  const std::string table =
-      markdown_table({"µs", "x"}, {{"a|b", "line\nbreak"}, {"9.01 [8.95–9.20]", "—"}}, "rr");
+  const std::string table = markdown_table({"µs", "x"}, {{"a|b", "line\nbreak"}, {"9.01 [8.95–9.20]", "—"}}, "rr");
   EXPECT_NE(table.find("a\\|b"), std::string::npos);
   EXPECT_NE(table.find("line break"), std::string::npos);
   std::istringstream in(table);
@@ -228,7 +232,7 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   all.name = "graphed/pointer-all-nodes/N=1000";
   all.reached = 1000;
   all.us = 1300;
-  all.call_us = 300;      // in the call
+  all.call_us = 300;       // in the call
   all.replay_call_us = 50; // replay's
   all.rebinds = 21;
   const std::string md = conveyor::bench::format_graphed_rebind({eager, all});
@@ -305,7 +309,8 @@ TEST(Names, CarryEveryFieldOfTheId) {
   EXPECT_EQ(bench_name({"update", "chain", "setters", "raw", 1000, 100}), "update/chain/setters/raw/1000/100");
   EXPECT_EQ(bench_name({"paired", "chain", "setters", "conveyor_vs_raw", 100, 10}),
             "paired/chain/setters/conveyor_vs_raw/100/10");
-  EXPECT_EQ(bench_name({"paired", "chain", "replay", "conveyor_vs_raw", 100, 0}), "paired/chain/replay/conveyor_vs_raw/100");
+  EXPECT_EQ(bench_name({"paired", "chain", "replay", "conveyor_vs_raw", 100, 0}),
+            "paired/chain/replay/conveyor_vs_raw/100");
   EXPECT_EQ(metric_unit("wall_us_per_kernel"), "us");
   EXPECT_EQ(metric_unit("update_us"), "us");
   EXPECT_EQ(metric_unit("bytes_per_graph"), "bytes");
@@ -477,22 +482,27 @@ TEST(Json, SchemaRefusesWhatNoGpuOrRunReports) {
       },
       "$.results[0].topology: must be a word of letters, digits, '_' and '-'");
   expect_problem([](json& j) { j["results"][0]["variant"] = "a|b"; }, "$.results[0].variant: must be a word");
-  expect_problem([](json& j) { j["results"][0]["metrics"]["x y_us"] = j["results"][0]["metrics"]["wall_us_per_kernel"]; },
-                 "$.results[0].metrics: the name 'x y_us' is not a word");
+  expect_problem(
+      [](json& j) { j["results"][0]["metrics"]["x y_us"] = j["results"][0]["metrics"]["wall_us_per_kernel"]; },
+      "$.results[0].metrics: the name 'x y_us' is not a word");
   // Negative values: times, ratios, counts and settings cannot be; bytes (a memory difference) can.
   expect_problem(
       [](json& j) {
-        j["results"][0]["metrics"]["wall_us_per_kernel"] = {{"unit", "us"}, {"median", -1.0}, {"min", -2.0}, {"max", 0.5}};
+        j["results"][0]["metrics"]["wall_us_per_kernel"] = {
+            {"unit", "us"}, {"median", -1.0}, {"min", -2.0}, {"max", 0.5}};
       },
       "$.results[0].metrics.wall_us_per_kernel.min: -2 is negative; a time cannot be");
-  expect_problem(
-      [&](json& j) { result_of(j, "paired")["metrics"]["wall_ratio"]["min"] = -0.5; }, "is negative; a ratio cannot be");
+  expect_problem([&](json& j) { result_of(j, "paired")["metrics"]["wall_ratio"]["min"] = -0.5; },
+                 "is negative; a ratio cannot be");
   expect_problem([&](json& j) { result_of(j, "memory")["metrics"]["copies"]["min"] = -1.0; },
                  "is negative; a count cannot be");
   EXPECT_EQ(problems([&](json& j) { result_of(j, "memory")["metrics"]["bytes_per_graph"]["min"] = -512.0; }), "");
-  expect_problem([](json& j) { j["settings"]["target_ms"] = -10.0; }, "$.settings.target_ms: must be a finite number > 0");
-  expect_problem([](json& j) { j["settings"]["target_ms"] = 0.0; }, "$.settings.target_ms: must be a finite number > 0");
-  expect_problem([](json& j) { j["settings"]["elapsed_s"] = -1.0; }, "$.settings.elapsed_s: must be a finite number >= 0");
+  expect_problem([](json& j) { j["settings"]["target_ms"] = -10.0; },
+                 "$.settings.target_ms: must be a finite number > 0");
+  expect_problem([](json& j) { j["settings"]["target_ms"] = 0.0; },
+                 "$.settings.target_ms: must be a finite number > 0");
+  expect_problem([](json& j) { j["settings"]["elapsed_s"] = -1.0; },
+                 "$.settings.elapsed_s: must be a finite number >= 0");
   // Counts read into std::int64_t must fit it.
   expect_problem([](json& j) { j["results"][0]["iterations"] = 1ULL << 63; },
                  "$.results[0].iterations: must be a non-negative integer of at most 9223372036854775807");
@@ -502,8 +512,8 @@ TEST(MarkdownText, EscapesWhatMarkdownOrHtmlWouldActOn) {
   EXPECT_EQ(markdown_text("a_b*c\\d`e<f>g|h~i&j[k]l\nm\tn"), "a\\_b\\*c\\\\d\\`e\\<f\\>g\\|h\\~i\\&j\\[k\\]l m n");
   EXPECT_EQ(markdown_text("NVIDIA H200 (0000:19:00.0)"), "NVIDIA H200 (0000:19:00.0)"); // nothing to escape
   EXPECT_EQ(markdown_code("^launch/chain/"), "`^launch/chain/`");
-  EXPECT_EQ(markdown_code("a`b|c"), "``a`b|c``");   // one more backtick than the longest run inside
-  EXPECT_EQ(markdown_code("``x"), "``` ``x ```");    // padded where it starts or ends with a backtick
+  EXPECT_EQ(markdown_code("a`b|c"), "``a`b|c``"); // one more backtick than the longest run inside
+  EXPECT_EQ(markdown_code("``x"), "``` ``x ```"); // padded where it starts or ends with a backtick
   EXPECT_EQ(markdown_code("a\nb"), "`a b`");
 }
 
@@ -552,8 +562,8 @@ TEST(MarkdownReport, ShowsMachineAndEverySection) {
   for (const char* heading :
        {"## 1. Launch cost per kernel", "### chain: wall time per kernel (µs)", "### chain: host time per launch call",
         "## 2. Graph replay: Conveyor against the raw CUDA Runtime API", "### Replay, paired", "## 3. Build costs",
-        "### Build + instantiate, paired", "### Per-node setters, paired",
-        "### First launch of a new executable graph", "## 4. Update costs", "## 5. Device memory", "## Failures"})
+        "### Build + instantiate, paired", "### Per-node setters, paired", "### First launch of a new executable graph",
+        "## 4. Update costs", "## 5. Device memory", "## Failures"})
     EXPECT_NE(md.find(heading), std::string::npos) << heading;
 }
 
@@ -730,7 +740,8 @@ gbench_run aggregate_run(const std::string& name, const std::string& statistic, 
 
 TEST(Collect, UsesTheMedianMinAndMaxAggregates) {
   const std::string name = "launch/chain/graph/conveyor/100";
-  std::vector<gbench_run> runs{iteration_run(name, 0.010, 100, 1.0), iteration_run(name, 0.011, 100, 1.1),
+  std::vector<gbench_run> runs{iteration_run(name, 0.010, 100, 1.0),
+                               iteration_run(name, 0.011, 100, 1.1),
                                iteration_run(name, 0.012, 100, 1.2),
                                aggregate_run(name, "mean", 110.0, 1.1),
                                aggregate_run(name, "median", 110.0, 1.1),
@@ -826,7 +837,8 @@ TEST(Study, MeasuredFormatsWhatItMeasured) {
 }
 
 TEST(Format, UpdateGrowthTableHasOneRowPerCheckpoint) {
-  const std::string table = format_update_growth({{100, 290.6, 1, 3.2, 5.82, 14.2}, {200, 290.6, 1, 2.75, 5.39, 15.45}});
+  const std::string table =
+      format_update_growth({{100, 290.6, 1, 3.2, 5.82, 14.2}, {200, 290.6, 1, 2.75, 5.39, 15.45}});
   EXPECT_EQ(table, "| updates | resident MiB | callable states alive | build µs/step | update µs | launch µs |\n"
                    "|---:|---:|---:|---:|---:|---:|\n"
                    "| 100 | 290.6 | 1 | 3.20 | 5.82 | 14.20 |\n"
@@ -872,4 +884,38 @@ TEST(SavedReport, NamesTheFileAndTheProblem) {
             std::string::npos)
       << render_error(broken);
   for (const auto& p : {nul, broken}) std::filesystem::remove(p);
+}
+
+TEST(GraphFilesTable, RatiosAndPhasesComeFromTheRow) {
+  graph_files_result r;
+  graph_file_row chain;
+  chain.what = "chain of 10 kernels";
+  chain.nodes = 10;
+  chain.file_bytes = 1850;
+  chain.capture_instantiate_ms = 0.5;
+  chain.load_instantiate_ms = 2.0;
+  chain.registry_load_instantiate_ms = 0.25;
+  chain.parse_ms = 0.125;
+  chain.kernels_ms = 1.5;
+  chain.buffers_ms = 0.0625;
+  chain.graphs_ms = 0.0625;
+  chain.replay_us = 3.0;
+  chain.replay_loaded_us = 3.5;
+  graph_file_row train = chain;
+  train.what = "train step";
+  train.registry_load_instantiate_ms = 0.0;
+  train.parse_ms = 0.0; // no phases measured: no row in the second table
+  r.rows = {chain, train};
+  const std::string t = format_graph_files(r);
+  // bytes per node 185; load ÷ capture 4; registry ÷ capture 0.5; instantiate = 2 - 0.125 - 1.5 - 0.0625 * 2 = 0.25.
+  EXPECT_NE(t.find(" 185 |"), std::string::npos) << t;
+  EXPECT_NE(t.find(" 4.00 |"), std::string::npos) << t;
+  EXPECT_NE(t.find(" 0.500 |"), std::string::npos) << t;
+  EXPECT_NE(t.find(" 3.00 / 3.50 |"), std::string::npos) << t;
+  const auto phases = t.find("| from_bytes");
+  ASSERT_NE(phases, std::string::npos) << t;
+  const std::string second = t.substr(phases);
+  EXPECT_NE(second.find(" 0.250 |"), std::string::npos) << second;
+  EXPECT_EQ(second.find("train step"), std::string::npos) << second;
+  EXPECT_NE(t.substr(0, phases).find("train step"), std::string::npos) << t;
 }

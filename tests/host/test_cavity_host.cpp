@@ -82,7 +82,7 @@ TEST(CavityValidation, AcceptsDefaultsAndTheGhiaCases) {
   EXPECT_NO_THROW(validate(cavity_options{}));
   for (const double re : {100.0, 400.0, 1000.0}) EXPECT_NO_THROW(validate(options(re, 257))) << re;
   EXPECT_NO_THROW(validate(options(100, 65)));
-  EXPECT_NO_THROW(validate(options(1000, 129))); // Re / n = 7.75
+  EXPECT_NO_THROW(validate(options(1000, 129)));       // Re / n = 7.75
   EXPECT_NO_THROW(validate(options(10.0 * 100, 100))); // exactly the upper end
 }
 
@@ -222,7 +222,7 @@ TEST(GhiaReader, ReadsTheSharedTables) {
   EXPECT_EQ(r.u.reynolds, (std::vector<int>{100, 400, 1000, 3200, 5000, 7500, 10000}));
   EXPECT_DOUBLE_EQ((*r.u.column(100))[8], -0.20581); // y = 0.5000
   EXPECT_DOUBLE_EQ(r.u.position[8], 0.5);
-  EXPECT_DOUBLE_EQ((*r.u.column(1000)).back(), 1.0); // the lid
+  EXPECT_DOUBLE_EQ((*r.u.column(1000)).back(), 1.0);   // the lid
   EXPECT_DOUBLE_EQ((*r.v.column(1000))[11], -0.51550); // x = 0.9063, the corrected cell (SOURCES.md)
 }
 
@@ -291,10 +291,8 @@ TEST(GhiaReader, DefaultFolderFollowsTheEnvironment) {
   const auto dir = default_ghia_dir();
   ASSERT_TRUE(dir.has_value());
   EXPECT_EQ(*dir, fs::path("/some/where/ghia1982"));
-  if (old != nullptr)
-    setenv("CONVEYOR_SHARED_DATA", saved.c_str(), 1);
-  else
-    unsetenv("CONVEYOR_SHARED_DATA");
+  if (old != nullptr) setenv("CONVEYOR_SHARED_DATA", saved.c_str(), 1);
+  else unsetenv("CONVEYOR_SHARED_DATA");
 }
 
 // ---- profiles ------------------------------------------------------------------------------------------------
@@ -364,8 +362,8 @@ TEST(Profiles, CentreLinesOfOddAndEvenLattices) {
     EXPECT_EQ(u.position.front(), 0.0);
     EXPECT_EQ(u.value.front(), 0.0);
     EXPECT_EQ(u.position.back(), 1.0);
-    EXPECT_EQ(u.value.back(), 1.0);  // the lid
-    EXPECT_EQ(v.value.back(), 0.0);  // the right wall
+    EXPECT_EQ(u.value.back(), 1.0); // the lid
+    EXPECT_EQ(v.value.back(), 0.0); // the right wall
     for (int j = 0; j < n; ++j) {
       const double c = (j + 0.5) / n;
       EXPECT_NEAR(u.position[static_cast<std::size_t>(j) + 1], c, 1e-15);
@@ -390,9 +388,9 @@ TEST(Profiles, GhiaComparisonOfTheTablesThemselvesIsZero) {
     EXPECT_EQ(c->u.compared, 17U);
     EXPECT_EQ(c->v_trusted.skipped, re == 400.0 ? 1U : 0U);
   }
-  EXPECT_FALSE(compare_with_ghia(r, 200.0, profile{r.u.position, *r.u.column(100)},
-                                 profile{r.v.position, *r.v.column(100)})
-                   .has_value());
+  EXPECT_FALSE(
+      compare_with_ghia(r, 200.0, profile{r.u.position, *r.u.column(100)}, profile{r.v.position, *r.v.column(100)})
+          .has_value());
   temp_dir tmp;
   const profile u{r.u.position, *r.u.column(100)};
   const profile v{r.v.position, *r.v.column(100)};
@@ -635,7 +633,8 @@ TEST(CpuReference, Re100OnACoarseLatticeIsCloseToGhia) {
   cpu_lattice lat(make_lattice_params(o));
   lat.step(20000);
   const flow_field f = compute_fields(lat.populations(), o.n);
-  const auto c = compare_with_ghia(r, 100, u_vertical_centerline(f, o.lid_speed), v_horizontal_centerline(f, o.lid_speed));
+  const auto c =
+      compare_with_ghia(r, 100, u_vertical_centerline(f, o.lid_speed), v_horizontal_centerline(f, o.lid_speed));
   ASSERT_TRUE(c.has_value());
   EXPECT_LT(c->u.max_abs, 0.025) << "at y = " << c->u.position;
   EXPECT_LT(c->v.max_abs, 0.025) << "at x = " << c->v.position;

@@ -121,13 +121,11 @@ std::vector<finding> run(const doctor_input& in, const std::string& check) { ret
 // ---- the list, empty input, validation -------------------------------------------------------------------------
 
 TEST(Doctor, ChecksListsSeventeenIdsInOrder) {
-  const std::vector<std::string> expected{"failed_launch",     "few_nodes",           "short_kernels",
-                                          "critical_path_gaps", "pdl_chains",         "host_on_critical_path",
-                                          "removable_copies",  "missing_upload",      "unfreed_allocations",
-                                          "captured_allocations", "recapture_churn",  "churn_guard",
-                                          "update_fallbacks",
-                                          "serialised_branches", "tiny_loop_body",    "legacy_stream",
-                                          "step_through"};
+  const std::vector<std::string> expected{
+      "failed_launch",         "few_nodes",        "short_kernels",    "critical_path_gaps",  "pdl_chains",
+      "host_on_critical_path", "removable_copies", "missing_upload",   "unfreed_allocations", "captured_allocations",
+      "recapture_churn",       "churn_guard",      "update_fallbacks", "serialised_branches", "tiny_loop_body",
+      "legacy_stream",         "step_through"};
   EXPECT_EQ(doctor_checks(), expected);
   EXPECT_STREQ(to_string(severity::info), "info");
   EXPECT_STREQ(to_string(severity::warning), "warning");
@@ -235,8 +233,8 @@ TEST(Doctor, FewNodesNearMisses) {
 profile_report short_kernel_profile(double gap_total) {
   profile_report r;
   for (int i = 0; i < 4; ++i) r.launches.push_back(launch(40, gap_total, 5));
-  r.nodes = {measured({0}, "k0", 1.0), measured({1}, "k1", 1.5), measured({2}, "k2", 2.5),
-             measured({3}, "k3", 10.0), measured({4}, "k4", 0.5, node_kind::memset)};
+  r.nodes = {measured({0}, "k0", 1.0), measured({1}, "k1", 1.5), measured({2}, "k2", 2.5), measured({3}, "k3", 10.0),
+             measured({4}, "k4", 0.5, node_kind::memset)};
   return r;
 }
 
@@ -597,8 +595,8 @@ TEST(Doctor, ChurnGuardNamesTheEagerCallsAndWhatReRecorded) {
   s.churn_window = 20;
   std::deque<std::string> reasons;
   for (int i = 0; i < 5; ++i)
-    reasons.push_back("call " + std::to_string(i + 1) + ": captured and instantiated a graph of 3 nodes for shape (0=" +
-                      std::to_string(i) + ")");
+    reasons.push_back("call " + std::to_string(i + 1) +
+                      ": captured and instantiated a graph of 3 nodes for shape (0=" + std::to_string(i) + ")");
   reasons.push_back("call 5: churn guard: 5 captures and re-captures in the last 20 calls, more than 4: running "
                     "eagerly until the arguments settle (10 steady calls in a row)");
   reasons.push_back("call 17: churn guard: 10 steady calls in a row: graphing again");
@@ -677,8 +675,8 @@ TEST(Doctor, RecaptureChurnFromShapesIsCriticalAboveHalf) {
   s.evictions = 2;
   std::deque<std::string> reasons;
   for (int i = 0; i < 6; ++i)
-    reasons.push_back("call " + std::to_string(3 + i) + ": captured and instantiated a graph of 4 nodes for shape (0=" +
-                      std::to_string(100 + i) + ")");
+    reasons.push_back("call " + std::to_string(3 + i) +
+                      ": captured and instantiated a graph of 4 nodes for shape (0=" + std::to_string(100 + i) + ")");
   reasons.push_back("call 9: evicted the least recently used graph (cache holds 4)");
   doctor_input in;
   in.graphed = &s;
@@ -896,8 +894,8 @@ struct many {
   many() {
     g = chain(3, "s"); // pdl_chains (info), few_nodes (warning)
     g.nodes.push_back(node(3, node_kind::host, "log \"quoted\""));
-    g.edges.push_back({2, 3}); // host on every path: critical
-    g.captured_on_blocking_stream = true; // legacy_stream: warning
+    g.edges.push_back({2, 3});               // host on every path: critical
+    g.captured_on_blocking_stream = true;    // legacy_stream: warning
     facts.first_launch_before_upload = true; // missing_upload: warning
     in = with_graph(g);
     in.exec = &facts;
@@ -909,8 +907,8 @@ TEST(Doctor, FindingsAreSortedBySeverityThenCheckOrder) {
   const auto f = diagnose(m.in);
   std::vector<std::string> checks;
   for (const auto& x : f) checks.push_back(x.check);
-  EXPECT_EQ(checks, (std::vector<std::string>{"host_on_critical_path", "few_nodes", "missing_upload",
-                                              "legacy_stream", "pdl_chains"}));
+  EXPECT_EQ(checks, (std::vector<std::string>{"host_on_critical_path", "few_nodes", "missing_upload", "legacy_stream",
+                                              "pdl_chains"}));
   for (std::size_t i = 1; i < f.size(); ++i) EXPECT_GE(f[i - 1].level, f[i].level);
 }
 
@@ -970,7 +968,9 @@ TEST(Doctor, BriefTextFoldsNumberedRuns) {
   finding x;
   x.check = "few_nodes";
   x.level = severity::warning;
-  for (int i = 1; i <= 100; ++i) x.nodes.push_back("step " + std::to_string(i) + " (f" + std::to_string(i % 2) + " -> f" + std::to_string((i + 1) % 2) + ")");
+  for (int i = 1; i <= 100; ++i)
+    x.nodes.push_back("step " + std::to_string(i) + " (f" + std::to_string(i % 2) + " -> f" +
+                      std::to_string((i + 1) % 2) + ")");
   x.evidence = "e";
   x.fix = "f";
   EXPECT_HAS(to_text({x}, "g"), "[warning] few_nodes: step 1 (f1 -> f0) … step 100 (f0 -> f1): 100 nodes\n");
@@ -1016,7 +1016,7 @@ TEST(Doctor, LargeGraphsStayLinear) {
   const auto f = diagnose(with_graph(g));
   ASSERT_EQ(of(f, "host_on_critical_path").size(), 1u);
   EXPECT_EQ(of(f, "host_on_critical_path")[0].level, severity::critical);
-  EXPECT_EQ(of(f, "pdl_chains").size(), 2u); // the host node splits the chain
+  EXPECT_EQ(of(f, "pdl_chains").size(), 2u);                   // the host node splits the chain
   EXPECT_EQ(of(f, "serialised_branches").size(), 19999u - 2u); // every kernel-kernel edge (alternating buffers)
 }
 

@@ -70,8 +70,7 @@ opencv_chain run_opencv(const image& rgb, const filter_params& p, int depth) {
   cv::threshold(c.mag, edges, p.threshold, 255.0, cv::THRESH_BINARY);
   edges.convertTo(c.edges8, CV_8U);
   const int kc = 2 * gaussian_radius(p.unsharp_sigma) + 1;
-  cv::GaussianBlur(rgb_f, c.colour_blurred, cv::Size(kc, kc), p.unsharp_sigma, p.unsharp_sigma,
-                   cv::BORDER_REPLICATE);
+  cv::GaussianBlur(rgb_f, c.colour_blurred, cv::Size(kc, kc), p.unsharp_sigma, p.unsharp_sigma, cv::BORDER_REPLICATE);
   cv::Mat sharp;
   cv::addWeighted(rgb_f, 1.0 + p.unsharp_amount, c.colour_blurred, -p.unsharp_amount, 0.0, sharp);
   sharp.convertTo(c.sharp8, CV_8UC3);
@@ -79,8 +78,8 @@ opencv_chain run_opencv(const image& rgb, const filter_params& p, int depth) {
 }
 
 //! Counts the edge pixels that differ, split by whether the reference magnitude is within `margin` of t.
-std::pair<std::size_t, std::size_t> edge_flips(const std::vector<std::uint8_t>& a, const chain_reference& ref,
-                                               double t, double margin) {
+std::pair<std::size_t, std::size_t> edge_flips(const std::vector<std::uint8_t>& a, const chain_reference& ref, double t,
+                                               double margin) {
   std::size_t near = 0;
   std::size_t far = 0;
   for (std::size_t i = 0; i < a.size(); ++i)
@@ -89,7 +88,7 @@ std::pair<std::size_t, std::size_t> edge_flips(const std::vector<std::uint8_t>& 
 }
 
 const filter_params parameter_sets[] = {
-    filter_params{},                                                                          // the defaults
+    filter_params{},                                                                             // the defaults
     filter_params{.sigma = 2.5, .threshold = 40.0, .unsharp_sigma = 1.0, .unsharp_amount = 1.5}, // other radii
 };
 
@@ -148,9 +147,10 @@ TEST(FilterOpenCV, CpuReferenceEqualsOpenCvOnTheRealImages) {
         const char* name;
         const cv::Mat& theirs;
         const plane& ours;
-      } planes[] = {{"grey", cv64.grey, ref.grey},          {"blurred", cv64.blurred, ref.blurred},
-                    {"sobel x", cv64.gx, ref.gradient_x},   {"sobel y", cv64.gy, ref.gradient_y},
-                    {"magnitude", cv64.mag, ref.magnitude}, {"colour blurred", cv64.colour_blurred, ref.colour_blurred}};
+      } planes[] = {
+          {"grey", cv64.grey, ref.grey},          {"blurred", cv64.blurred, ref.blurred},
+          {"sobel x", cv64.gx, ref.gradient_x},   {"sobel y", cv64.gy, ref.gradient_y},
+          {"magnitude", cv64.mag, ref.magnitude}, {"colour blurred", cv64.colour_blurred, ref.colour_blurred}};
       for (const auto& pl : planes) {
         const auto d = max_abs_difference(values_of(pl.theirs), pl.ours.values);
         EXPECT_LE(d.value, 1e-9) << pl.name << " at sample " << d.index;

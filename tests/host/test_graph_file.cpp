@@ -157,7 +157,8 @@ TEST(GraphFile, TextThatIsNotUtf8IsRefused) {
   auto doc = nlohmann::json::from_cbor(document_of(conveyor::to_bytes(sample_graph_file())));
   doc["graphs"][0]["graph"]["nodes"][0]["label"] = std::string("ax\xffpy");
   const auto text = refusal(with_document(nlohmann::json::to_cbor(doc)));
-  EXPECT_NE(text.find("graph 'step' node 0 (kernel): 'label': expected a string of valid UTF-8"), std::string::npos) << text;
+  EXPECT_NE(text.find("graph 'step' node 0 (kernel): 'label': expected a string of valid UTF-8"), std::string::npos)
+      << text;
 }
 
 TEST(GraphFile, EveryRuleALoaderReliesOnIsChecked) {
@@ -168,25 +169,44 @@ TEST(GraphFile, EveryRuleALoaderReliesOnIsChecked) {
   auto step = [](graph_file& f) -> conveyor::saved_graph& { return f.graphs[0].graph; };
   const rule rules[] = {
       {"a dependency on node 99", [](graph_file& f) { f.graphs[0].graph.nodes[3].dependencies[0].from = 99; }},
-      {"its dependencies make a cycle", [](graph_file& f) { f.graphs[0].graph.nodes[0].dependencies.push_back({14, 0, 0, 0}); }},
+      {"its dependencies make a cycle",
+       [](graph_file& f) {
+         f.graphs[0].graph.nodes[0].dependencies.push_back({14, 0, 0, 0});
+       }},
       {"relocation at argument offset 8: expected the word zero",
-       [](graph_file& f) { std::get<conveyor::saved_kernel_node>(f.graphs[0].graph.nodes[0].parameters).arguments[9] = 1; }},
+       [](graph_file& f) {
+         std::get<conveyor::saved_kernel_node>(f.graphs[0].graph.nodes[0].parameters).arguments[9] = 1;
+       }},
       {"bytes [4000, 5024) of buffer 'x', which holds 4096 bytes",
-       [](graph_file& f) { std::get<conveyor::saved_memcpy_node>(f.graphs[0].graph.nodes[2].parameters).destination.address.offset = 4000; }},
+       [](graph_file& f) {
+         std::get<conveyor::saved_memcpy_node>(f.graphs[0].graph.nodes[2].parameters).destination.address.offset = 4000;
+       }},
       {"kernel 9 of a table of 3",
        [](graph_file& f) { std::get<conveyor::saved_kernel_node>(f.graphs[0].graph.nodes[0].parameters).kernel = 9; }},
       {"8 argument bytes for kernel '_Z4axpyfPKfPfi', whose parameters take 32",
        [](graph_file& f) { std::get<conveyor::saved_kernel_node>(f.graphs[0].graph.nodes[1].parameters).kernel = 0; }},
       {"a kind CUDA does not allow in a conditional body",
-       [](graph_file& f) { f.graphs[0].graph.nodes[12].bodies[0].nodes.push_back(conveyor::test::simple_node(conveyor::node_kind::host, conveyor::saved_reference{0}, {})); }},
-      {"both ends must be kernel nodes", [](graph_file& f) { f.graphs[0].graph.nodes[2].dependencies[0] = {0, 1, 0, 1}; }},
+       [](graph_file& f) {
+         f.graphs[0].graph.nodes[12].bodies[0].nodes.push_back(
+             conveyor::test::simple_node(conveyor::node_kind::host, conveyor::saved_reference{0}, {}));
+       }},
+      {"both ends must be kernel nodes",
+       [](graph_file& f) {
+         f.graphs[0].graph.nodes[2].dependencies[0] = {0, 1, 0, 1};
+       }},
       {"condition 5 of 2",
-       [](graph_file& f) { std::get<conveyor::saved_conditional_node>(f.graphs[0].graph.nodes[12].parameters).condition = 5; }},
-      {"made by a second allocation node", [](graph_file& f) { f.graphs[0].graph.nodes.push_back(f.graphs[0].graph.nodes[10]); }},
+       [](graph_file& f) {
+         std::get<conveyor::saved_conditional_node>(f.graphs[0].graph.nodes[12].parameters).condition = 5;
+       }},
+      {"made by a second allocation node",
+       [](graph_file& f) { f.graphs[0].graph.nodes.push_back(f.graphs[0].graph.nodes[10]); }},
       {"value 4660 wider than its 1-byte elements",
-       [](graph_file& f) { std::get<conveyor::saved_memset_node>(f.graphs[0].graph.nodes[4].parameters).value = 0x1234; }},
+       [](graph_file& f) {
+         std::get<conveyor::saved_memset_node>(f.graphs[0].graph.nodes[4].parameters).value = 0x1234;
+       }},
       {"expected a name unique in the file", [](graph_file& f) { f.buffers[1].name = "x"; }},
-      {"contents of 3 bytes for a buffer of 4096", [](graph_file& f) { f.buffers[0].contents = std::vector<unsigned char>(3); }},
+      {"contents of 3 bytes for a buffer of 4096",
+       [](graph_file& f) { f.buffers[0].contents = std::vector<unsigned char>(3); }},
       {"host function 4 of a table of 1",
        [](graph_file& f) { std::get<conveyor::saved_reference>(f.graphs[0].graph.nodes[5].parameters).index = 4; }},
       {"2 nested graphs: expected 1", [](graph_file& f) { f.graphs[0].graph.nodes[6].bodies.push_back({}); }},
@@ -260,14 +280,17 @@ TEST(GraphFileOffline, DiffSaysWhatChangedAndWhatCouldApplyIt) {
   std::get<conveyor::saved_kernel_node>(c.graphs[0].graph.nodes[0].parameters).attributes[0].values = {-4};
   d = conveyor::diff(a, "step", c, "step");
   ASSERT_EQ(d.changed.size(), 1U);
-  EXPECT_NE(d.changed[0].what.find("launch shape grid 4x1x1 block 128x1x1 -> grid 8x1x1"), std::string::npos) << d.changed[0].what;
-  EXPECT_NE(d.changed[0].what.find("attributes: [priority -2] -> [priority -4]"), std::string::npos) << d.changed[0].what;
+  EXPECT_NE(d.changed[0].what.find("launch shape grid 4x1x1 block 128x1x1 -> grid 8x1x1"), std::string::npos)
+      << d.changed[0].what;
+  EXPECT_NE(d.changed[0].what.find("attributes: [priority -2] -> [priority -4]"), std::string::npos)
+      << d.changed[0].what;
   EXPECT_NE(conveyor::update_verdict(d).find("a new instantiation: node 0 (axpy)"), std::string::npos);
   graph_file e = sample_graph_file();
   std::get<conveyor::saved_memcpy_node>(e.graphs[0].graph.nodes[2].parameters).destination.address = {1, 0};
   d = conveyor::diff(a, "step", e, "step");
   ASSERT_EQ(d.changed.size(), 1U);
-  EXPECT_EQ(d.changed[0].what, "copy: destination 'x' pitch 1024 size 1024x1 at 0,0,0 -> 'y' pitch 1024 size 1024x1 at 0,0,0");
+  EXPECT_EQ(d.changed[0].what,
+            "copy: destination 'x' pitch 1024 size 1024x1 at 0,0,0 -> 'y' pitch 1024 size 1024x1 at 0,0,0");
   graph_file t = sample_graph_file();
   t.graphs[0].graph.nodes[4].dependencies.clear();
   d = conveyor::diff(a, "step", t, "step");

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -182,11 +184,11 @@ TEST(GraphedPlan, EachDimensionPadsByItsOwnRule) {
 // argument padded by a multiple keeps its own size, padded; arguments without a rule share `buckets`.
 TEST(GraphedPlan, PrepareShapesCombineTheBucketListsLargestFirst) {
   using rule = conveyor::padding_rule;
-  conveyor::graph_cache cache({.buckets = {2, 4},
-                               .dimensions = {{0, rule{.buckets = {8, 16, 32}}}, {1, rule{.multiple = 128}}}});
+  conveyor::graph_cache cache(
+      {.buckets = {2, 4}, .dimensions = {{0, rule{.buckets = {8, 16, 32}}}, {1, rule{.multiple = 128}}}});
   const auto shapes = cache.prepare_shapes({{0, 10}, {1, 200}, {2, 3}, {4, 1}});
-  const std::vector<std::vector<std::size_t>> expected{
-      {32, 256, 4, 4}, {32, 256, 2, 2}, {16, 256, 4, 4}, {16, 256, 2, 2}, {8, 256, 4, 4}, {8, 256, 2, 2}};
+  const std::vector<std::vector<std::size_t>> expected{{32, 256, 4, 4}, {32, 256, 2, 2}, {16, 256, 4, 4},
+                                                       {16, 256, 2, 2}, {8, 256, 4, 4},  {8, 256, 2, 2}};
   EXPECT_EQ(shapes, expected);
   conveyor::graph_cache none({.dimensions = {{0, rule{.multiple = 64}}}});
   EXPECT_TRUE(none.prepare_shapes({{0, 10}}).empty()) << "no bucket list: nothing to enumerate";
@@ -256,3 +258,28 @@ TEST(GraphedPlan, ChurnGuardCountsOnlyTheWindow) {
 }
 
 } // namespace
+
+// CONVEYOR_AUDIT_EVERY turns the audit on for a whole program; a value that is not a count is refused by name. (Death
+// tests in the "threadsafe" style: the child re-runs the program, so the variable is read afresh there.)
+TEST(GraphedAuditEnv, TheVariableSetsTheDefaultAndABadValueIsNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("CONVEYOR_AUDIT_EVERY", "5", 1);
+        std::exit(conveyor::graphed_options{}.audit_every == 5 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setenv("CONVEYOR_AUDIT_EVERY", "every", 1);
+        try {
+          (void)conveyor::graphed_options{};
+        } catch (const std::invalid_argument& e) {
+          std::fputs(e.what(), stderr);
+          std::exit(3);
+        }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(3), "CONVEYOR_AUDIT_EVERY='every': expected a whole number of calls");
+  EXPECT_EQ(conveyor::detail::audit_every_env(), 0U); // this process: unset
+}

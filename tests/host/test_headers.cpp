@@ -35,6 +35,7 @@
 #include <conveyor/profile/profiler.hpp>
 #include <conveyor/profile/report.hpp>
 #include <conveyor/profile/trace.hpp>
+#include <conveyor/runtime/architecture.hpp>
 #include <conveyor/runtime/device.hpp>
 #include <conveyor/runtime/graph_memory.hpp>
 #include <conveyor/runtime/event.hpp>

@@ -54,7 +54,8 @@ image test_pattern(int w, int h, int channels) {
   img.height = h;
   img.channels = channels;
   img.pixels.resize(img.samples());
-  for (std::size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<std::uint8_t>((i * 37 + i / 7) & 0xFF);
+  for (std::size_t i = 0; i < img.pixels.size(); ++i)
+    img.pixels[i] = static_cast<std::uint8_t>((i * 37 + i / 7) & 0xFF);
   return img;
 }
 
@@ -167,12 +168,10 @@ TEST_F(ImageIo, CorruptPngDataFails) {
 TEST_F(ImageIo, UnsupportedEmptyAndMissingFilesFailWithTheReason) {
   const fs::path text = dir_ / "notes.png";
   write_bytes(text, "hello, not an image\n", 20);
-  EXPECT_NE(error_of([&] { (void)conveyor::filter::read_image(text); }).find("unsupported format"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)conveyor::filter::read_image(text); }).find("unsupported format"), std::string::npos);
   const fs::path gif = dir_ / "anim.gif";
   write_bytes(gif, "GIF89a\x01\x00\x01\x00", 10);
-  EXPECT_NE(error_of([&] { (void)conveyor::filter::read_image(gif); }).find("neither PNG nor JPEG"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)conveyor::filter::read_image(gif); }).find("neither PNG nor JPEG"), std::string::npos);
   const fs::path empty = dir_ / "empty.jpg";
   write_bytes(empty, "", 0);
   EXPECT_NE(error_of([&] { (void)conveyor::filter::read_image(empty); }).find("empty file"), std::string::npos);
@@ -251,8 +250,9 @@ TEST_F(ImageIo, PngHeaderDeclaringMoreThanTheFileCanHoldIsRefused) {
   const std::string bytes = conveyor::test::png_file(32768, 32768, 16, 6, 64);
   write_text(rgba, bytes);
   EXPECT_EQ(error_of([&] { (void)conveyor::filter::read_image(rgba); }),
-            rgba.string() + ": truncated or corrupt PNG: its header declares 32768x32768 pixels (8589934592 bytes of "
-                            "image data at 64 bits per pixel), more than this " +
+            rgba.string() +
+                ": truncated or corrupt PNG: its header declares 32768x32768 pixels (8589934592 bytes of "
+                "image data at 64 bits per pixel), more than this " +
                 std::to_string(bytes.size()) + "-byte file can hold (deflate expands at most 1032-fold)");
   const fs::path bits = dir_ / "bits.png";
   write_text(bits, conveyor::test::png_file(32768, 32768, 1, 0, 64));

@@ -45,9 +45,15 @@ TEST(NodeKinds, ValuesAreCudasOwnAndConvertBothWays) {
 struct cuda_rules {
   // cudaGraphExec*NodeSetParams exist (empty: nothing to set); memory, conditional and batch-memory-operation nodes
   // change only through a whole-graph update or a new instantiation.
-  std::set<node_kind> per_node_setter{node_kind::kernel,     node_kind::memcpy,      node_kind::memset,
-                                      node_kind::host,       node_kind::child_graph, node_kind::empty,
-                                      node_kind::event_wait, node_kind::event_record, node_kind::ext_semaphore_signal,
+  std::set<node_kind> per_node_setter{node_kind::kernel,
+                                      node_kind::memcpy,
+                                      node_kind::memset,
+                                      node_kind::host,
+                                      node_kind::child_graph,
+                                      node_kind::empty,
+                                      node_kind::event_wait,
+                                      node_kind::event_record,
+                                      node_kind::ext_semaphore_signal,
                                       node_kind::ext_semaphore_wait};
   std::set<node_kind> in_conditional_body{node_kind::kernel, node_kind::memcpy,      node_kind::memset,
                                           node_kind::empty,  node_kind::child_graph, node_kind::conditional};
@@ -63,16 +69,21 @@ struct cuda_rules {
   std::set<node_kind> embeds_a_graph{node_kind::child_graph};
   // Step-through runs these as graphs of their own; it steps into child graphs and conditional bodies, and cannot
   // run allocation nodes apart from their executable graph (CUDA reserves their addresses at instantiation).
-  std::set<node_kind> runs_alone{node_kind::kernel,       node_kind::memcpy,     node_kind::memset,
-                                 node_kind::host,         node_kind::empty,      node_kind::event_record,
-                                 node_kind::event_wait,   node_kind::ext_semaphore_signal,
+  std::set<node_kind> runs_alone{node_kind::kernel,
+                                 node_kind::memcpy,
+                                 node_kind::memset,
+                                 node_kind::host,
+                                 node_kind::empty,
+                                 node_kind::event_record,
+                                 node_kind::event_wait,
+                                 node_kind::ext_semaphore_signal,
                                  node_kind::ext_semaphore_wait};
   // Graph files (docs/graph-files.md): kinds saved with a stated meaning; the others are refused at save with a reason
   // and a fix (external semaphores are another API's handles; batch memory operations cannot be read back).
-  std::set<node_kind> saved_in_files{node_kind::kernel,      node_kind::memcpy,       node_kind::memset,
-                                     node_kind::host,        node_kind::child_graph,  node_kind::empty,
-                                     node_kind::event_wait,  node_kind::event_record, node_kind::mem_alloc,
-                                     node_kind::mem_free,    node_kind::conditional};
+  std::set<node_kind> saved_in_files{node_kind::kernel,     node_kind::memcpy,       node_kind::memset,
+                                     node_kind::host,       node_kind::child_graph,  node_kind::empty,
+                                     node_kind::event_wait, node_kind::event_record, node_kind::mem_alloc,
+                                     node_kind::mem_free,   node_kind::conditional};
 };
 
 // Every entry of the kind table, facet by facet, against CUDA's rules.
@@ -162,11 +173,16 @@ cudaLaunchAttributeValue one_field_changed(cudaLaunchAttributeID id, int which) 
 // same_attribute_value. The two must agree for every attribute, or a snapshot would drop a change diff would see.
 TEST(LaunchAttributes, TheDefaultTestAgreesWithTheComparisonForEveryAttribute) {
   const cudaLaunchAttributeID ids[] = {
-      cudaLaunchAttributeAccessPolicyWindow,         cudaLaunchAttributeCooperative,
-      cudaLaunchAttributeClusterDimension,           cudaLaunchAttributeClusterSchedulingPolicyPreference,
-      cudaLaunchAttributePriority,                   cudaLaunchAttributeMemSyncDomainMap,
-      cudaLaunchAttributeMemSyncDomain,              cudaLaunchAttributePreferredClusterDimension,
-      cudaLaunchAttributeDeviceUpdatableKernelNode,  cudaLaunchAttributePreferredSharedMemoryCarveout,
+      cudaLaunchAttributeAccessPolicyWindow,
+      cudaLaunchAttributeCooperative,
+      cudaLaunchAttributeClusterDimension,
+      cudaLaunchAttributeClusterSchedulingPolicyPreference,
+      cudaLaunchAttributePriority,
+      cudaLaunchAttributeMemSyncDomainMap,
+      cudaLaunchAttributeMemSyncDomain,
+      cudaLaunchAttributePreferredClusterDimension,
+      cudaLaunchAttributeDeviceUpdatableKernelNode,
+      cudaLaunchAttributePreferredSharedMemoryCarveout,
   };
   for (cudaLaunchAttributeID id : ids) {
     SCOPED_TRACE(static_cast<int>(id));

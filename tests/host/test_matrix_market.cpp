@@ -96,8 +96,8 @@ TEST(MatrixMarket, ReadsSymmetricRealFileAndExpandsBothTriangles) {
 
 TEST(MatrixMarket, GeneralStorageThatIsSymmetricGivesTheSameCsr) {
   temp_dir dir;
-  const auto p = dir.write("g.mtx", std::string(banner_gen) +
-                                        "3 3 7\n1 1 4\n1 2 -1\n2 1 -1\n2 2 4\n3 2 -2\n2 3 -2\n3 3 5\n");
+  const auto p =
+      dir.write("g.mtx", std::string(banner_gen) + "3 3 7\n1 1 4\n1 2 -1\n2 1 -1\n2 2 4\n3 2 -2\n2 3 -2\n3 3 5\n");
   const coo_matrix m = read_matrix_market(p);
   EXPECT_EQ(m.symmetry, mm_symmetry::general);
   EXPECT_NO_THROW(require_symmetric(m));
@@ -108,8 +108,9 @@ TEST(MatrixMarket, GeneralStorageThatIsSymmetricGivesTheSameCsr) {
 
 TEST(MatrixMarket, AcceptsIntegerFieldCrlfBlankLinesAndUppercaseKeywords) {
   temp_dir dir;
-  const auto p =
-      dir.write("i.mtx", "%%MatrixMarket MATRIX Coordinate INTEGER Symmetric\r\n%c\r\n2 2 3\r\n1 1 2\r\n\r\n2 1 1\r\n2 2 3\r\n\r\n");
+  const auto p = dir.write(
+      "i.mtx",
+      "%%MatrixMarket MATRIX Coordinate INTEGER Symmetric\r\n%c\r\n2 2 3\r\n1 1 2\r\n\r\n2 1 1\r\n2 2 3\r\n\r\n");
   const coo_matrix m = read_matrix_market(p);
   ASSERT_EQ(m.entries.size(), 3U);
   EXPECT_EQ(m.entries[2].value, 3.0);
@@ -133,7 +134,8 @@ TEST(MatrixMarketErrors, Banner) {
   expect_error("%%MatrixMarket vector coordinate real general\n", 1, "object 'vector' is not supported");
   expect_error("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", 1, "dense 'array' format");
   expect_error("%%MatrixMarket matrix coordinat real general\n", 1, "unknown format 'coordinat'");
-  expect_error("%%MatrixMarket matrix coordinate pattern symmetric\n2 2 1\n1 1\n", 1, "'pattern' matrices hold no values");
+  expect_error("%%MatrixMarket matrix coordinate pattern symmetric\n2 2 1\n1 1\n", 1,
+               "'pattern' matrices hold no values");
   expect_error("%%MatrixMarket matrix coordinate complex hermitian\n", 1, "'complex' matrices are not supported");
   expect_error("%%MatrixMarket matrix coordinate real skew-symmetric\n", 1, "'skew-symmetric' storage");
   expect_error("%%MatrixMarket matrix coordinate real hermitian\n", 1, "'hermitian' storage");
@@ -175,7 +177,8 @@ TEST(MatrixMarketErrors, Entries) {
 
 TEST(MatrixMarketErrors, EntryCount) {
   // Bytes enough for 3 entry lines, but only 2 of them.
-  expect_error(std::string(banner_sym) + "3 3 3\n1 1 1.0000\n2 2 1.0000\n", 4, "the file ends after 2 of the 3 entries");
+  expect_error(std::string(banner_sym) + "3 3 3\n1 1 1.0000\n2 2 1.0000\n", 4,
+               "the file ends after 2 of the 3 entries");
   expect_error(std::string(banner_sym) + "3 3 3\n1 1 1\n2 2 1\n3 3 1\n3 1 1\n", 6,
                "more entries than the 3 the size line announces");
 }
@@ -221,7 +224,9 @@ TEST(MatrixMarketLimits, MoreEntriesThanTheFileCanHoldAreRefusedAtTheSizeLine) {
 //! A stream that cannot seek (as a pipe): its size is unknown.
 class pipe_buf : public std::streambuf {
 public:
-  explicit pipe_buf(std::string text) : text_(std::move(text)) { setg(text_.data(), text_.data(), text_.data() + text_.size()); }
+  explicit pipe_buf(std::string text) : text_(std::move(text)) {
+    setg(text_.data(), text_.data(), text_.data() + text_.size());
+  }
 
 private:
   std::string text_;
@@ -391,10 +396,10 @@ TEST(MatrixMarket, ReadsTheSharedSpdMatrices) {
     std::size_t nnz;
   };
   // From ../shared/data/matrices/SOURCES.md.
-  for (const expected& e : {expected{"gr_30_30.mtx", 900, 4322, 7744}, expected{"1138_bus.mtx", 1138, 2596, 4054},
-                            expected{"Trefethen_2000.mtx", 2000, 21953, 41906},
-                            expected{"bcsstk13.mtx", 2003, 42943, 83883}, expected{"bcsstk21.mtx", 3600, 15100, 26600},
-                            expected{"bcsstm25.mtx", 15439, 15439, 15439}}) {
+  for (const expected& e :
+       {expected{"gr_30_30.mtx", 900, 4322, 7744}, expected{"1138_bus.mtx", 1138, 2596, 4054},
+        expected{"Trefethen_2000.mtx", 2000, 21953, 41906}, expected{"bcsstk13.mtx", 2003, 42943, 83883},
+        expected{"bcsstk21.mtx", 3600, 15100, 26600}, expected{"bcsstm25.mtx", 15439, 15439, 15439}}) {
     SCOPED_TRACE(e.file);
     const coo_matrix m = read_matrix_market(dir / e.file);
     EXPECT_EQ(m.rows, e.rows);

@@ -84,7 +84,7 @@ TEST(ModeRunner, EagerModeResetsWarmsUpResetsAgainThenRunsTheRounds) {
   s.mode = execution_mode::sync;
   const mode_timing t = run_workload(w, s);
   const std::vector<std::string> expected{
-      "reset",   "warm up sync", "synchronize", "reset",       "synchronize", "round 0",   "prologue",
+      "reset",          "warm up sync",   "synchronize",    "reset",       "synchronize", "round 0", "prologue",
       "enqueue 0 sync", "enqueue 1 sync", "enqueue 2 sync", "synchronize", "end round 3", "round 1", "prologue",
       "enqueue 0 sync", "enqueue 1 sync", "enqueue 2 sync", "synchronize", "end round 3", "round 2"};
   EXPECT_EQ(w.log, expected);
@@ -101,10 +101,9 @@ TEST(ModeRunner, GraphModeMakesTheGraphOnceThenLaunchesIt) {
   s.mode = execution_mode::graph;
   s.programmatic = true;
   const mode_timing t = run_workload(w, s);
-  const std::vector<std::string> expected{"reset",       "warm up pdl", "make graph",     "synchronize",
-                                          "synchronize", "reset",       "synchronize",    "round 0",
-                                          "graph prologue", "launch 0", "launch 1",       "synchronize",
-                                          "end round 2", "round 1",     "after rounds"};
+  const std::vector<std::string> expected{"reset",    "warm up pdl", "make graph",  "synchronize",    "synchronize",
+                                          "reset",    "synchronize", "round 0",     "graph prologue", "launch 0",
+                                          "launch 1", "synchronize", "end round 2", "round 1",        "after rounds"};
   EXPECT_EQ(w.log, expected);
   EXPECT_TRUE(t.programmatic);
   EXPECT_GE(t.setup_ms, 0.0);

@@ -40,9 +40,10 @@ TEST(NcclError, CarriesCallRankDeviceNcclTextAsyncErrorAndHint) {
   EXPECT_EQ(e.last_error(), "socket closed by peer");
   const std::string expected_start = std::string("conveyor::nccl: ncclAllReduce failed on rank 1 (device 3): "
                                                  "ncclRemoteError (") +
-                                     ncclGetErrorString(ncclRemoteError) + "): NCCL refused the call; NCCL says: "
-                                                                           "socket closed by peer; asynchronous "
-                                                                           "error: ncclSystemError (" +
+                                     ncclGetErrorString(ncclRemoteError) +
+                                     "): NCCL refused the call; NCCL says: "
+                                     "socket closed by peer; asynchronous "
+                                     "error: ncclSystemError (" +
                                      ncclGetErrorString(ncclSystemError) + "); the communicator was aborted. Hint: ";
   EXPECT_EQ(m.substr(0, expected_start.size()), expected_start) << m;
   EXPECT_NE(m.find("a peer (another rank, process or node) failed or disconnected"), std::string::npos) << m;
@@ -158,8 +159,7 @@ TEST(NcclChecks, AnEmptyCommunicatorRefusesEveryUseAndSaysWhy) {
     FAIL() << "all_reduce on an empty communicator";
   } catch (const nccl_error& e) {
     EXPECT_EQ(e.call(), "ncclAllReduce");
-    EXPECT_NE(std::string(e.what()).find("the communicator is empty (default-made or moved from)"),
-              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("the communicator is empty (default-made or moved from)"), std::string::npos);
   }
   EXPECT_THROW(conveyor::nccl::broadcast(empty, p, p, 0, 0, s), nccl_error);
   EXPECT_THROW(conveyor::nccl::send(empty, p, 0, 0, s), nccl_error);
@@ -256,8 +256,7 @@ TEST(NcclChecks, ARefusedCallFailsItsGroup) {
     FAIL() << "a group with a refused call ended without error";
   } catch (const nccl_error& e) {
     EXPECT_EQ(e.call(), "ncclGroupEnd");
-    EXPECT_NE(std::string(e.what()).find("a call in the group failed or was refused"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("a call in the group failed or was refused"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("the communicator is empty"), std::string::npos) << e.what();
   }
   // The next group starts clean.

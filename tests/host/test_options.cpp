@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace conveyor::scenarios;
 
-#define EXPECT_CONTAINS(text, part)                                                                                   \
+#define EXPECT_CONTAINS(text, part)                                                                                    \
   EXPECT_NE(std::string(text).find(part), std::string::npos) << "'" << (text) << "' lacks '" << (part) << "'"
 
 // The message of the std::invalid_argument `f` throws, or "" (and a failure) when it throws none.
@@ -54,7 +54,8 @@ TEST(NumericOptions, UnsignedOptionRefusesMinusOneInsteadOfWrappingRound) {
 
 TEST(NumericOptions, IntegerMustFitTheRangeOfItsType) {
   // --max-iter is an int: 3e9 would not fit, and is refused with the int range's bound.
-  EXPECT_EQ(signed_integer_problem("3000000000", 0, INT_MAX), "must be an integer in [0, 2147483647], got '3000000000'");
+  EXPECT_EQ(signed_integer_problem("3000000000", 0, INT_MAX),
+            "must be an integer in [0, 2147483647], got '3000000000'");
   EXPECT_EQ(signed_integer_problem("0", 0, INT_MAX), "");
   EXPECT_EQ(signed_integer_problem("+7", 1, 10), "");
   EXPECT_EQ(signed_integer_problem("-3", -5, 5), "");
@@ -192,7 +193,9 @@ TEST_F(OutputPaths, SpecialFilesAndFoldersAreNoOutputFiles) {
 TEST_F(OutputPaths, TwoOptionsNamingOneFileAreRefused) {
   const std::string a = (dir_ / "report.md").string();
   const std::string b = (dir_ / "." / "report.md").string();
-  EXPECT_EQ(invalid_argument_message([&] { check_distinct_outputs({{"--json", a}, {"--markdown", b}}); }),
+  EXPECT_EQ(invalid_argument_message([&] {
+              check_distinct_outputs({{"--json", a}, {"--markdown", b}});
+            }),
             "--json and --markdown name the same file '" + b + "': the second would replace the first");
   EXPECT_NO_THROW(check_distinct_outputs({{"--json", a}, {"--markdown", ""}, {"--gbench-json", a + ".g"}}));
 }

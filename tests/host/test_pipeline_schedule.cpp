@@ -27,9 +27,7 @@ namespace {
 constexpr std::size_t none = pipeline_step::none;
 
 //! Every lag set the schedule accepts.
-std::vector<pipeline_lags> valid_lags() {
-  return {{0, 0, 0}, {0, 0, 1}, {0, 1, 1}, {0, 1, 2}};
-}
+std::vector<pipeline_lags> valid_lags() { return {{0, 0, 0}, {0, 0, 1}, {0, 1, 1}, {0, 1, 2}}; }
 
 //! The steps frame_pipeline launches for a run of n items: push k runs step(k, k + 1), drain runs the steps left
 //! with pushed = n until the last item is downloaded.
@@ -99,13 +97,8 @@ TEST(PipelineSchedule, Depth3PrologueSteadyStateEpilogue) {
   const std::vector<pipeline_step> steps = simulate(s, 5);
   ASSERT_EQ(steps.size(), 7U);
   EXPECT_EQ(s.steps(5), 7U);
-  const std::array<std::array<std::size_t, 3>, 7> items{{{0, none, none},
-                                                          {1, 0, none},
-                                                          {2, 1, 0},
-                                                          {3, 2, 1},
-                                                          {4, 3, 2},
-                                                          {none, 4, 3},
-                                                          {none, none, 4}}};
+  const std::array<std::array<std::size_t, 3>, 7> items{
+      {{0, none, none}, {1, 0, none}, {2, 1, 0}, {3, 2, 1}, {4, 3, 2}, {none, 4, 3}, {none, none, 4}}};
   for (std::size_t k = 0; k < steps.size(); ++k) {
     EXPECT_EQ(steps[k].item, items[k]) << "step " << k;
     for (std::size_t st = 0; st < 3; ++st)
@@ -158,7 +151,8 @@ TEST(PipelineSchedule, EveryItemOnceInOrderAndNoSlotReusedWhileInFlight) {
           }
       }
       for (std::size_t i = 0; i < n; ++i) {
-        for (std::size_t g = 0; g < 3; ++g) ASSERT_NE(when[i][g], -1) << what << ": item " << i << " skipped stage " << g;
+        for (std::size_t g = 0; g < 3; ++g)
+          ASSERT_NE(when[i][g], -1) << what << ": item " << i << " skipped stage " << g;
         EXPECT_LE(when[i][0], when[i][1]) << what << ", item " << i;
         EXPECT_LE(when[i][1], when[i][2]) << what << ", item " << i;
       }

@@ -52,8 +52,8 @@ graph_description graph_of(std::vector<node_description> nodes,
 }
 
 // A kernel record of node `index` of executable graph `exec` (times in ns from t0).
-activity graph_kernel(std::uint32_t exec, std::uint32_t index, std::string name, std::uint64_t start,
-                      std::uint64_t end, std::uint32_t correlation, std::uint32_t stream = 7) {
+activity graph_kernel(std::uint32_t exec, std::uint32_t index, std::string name, std::uint64_t start, std::uint64_t end,
+                      std::uint32_t correlation, std::uint32_t stream = 7) {
   activity a;
   a.kind = activity_kind::kernel;
   a.start_ns = t0 + start;
@@ -81,7 +81,7 @@ activity eager_kernel(std::string name, std::uint64_t start, std::uint64_t end, 
 }
 
 host_call call(std::uint32_t correlation, std::uint64_t start, std::uint64_t step, bool graph_launch,
-              std::string name = "cudaLaunchKernel") {
+               std::string name = "cudaLaunchKernel") {
   return {correlation, t0 + start, t0 + start + 2000, std::move(name), step, graph_launch};
 }
 
@@ -202,8 +202,8 @@ TEST(ProfileAnalyze, MismatchesAreUnattributedWithTheReason) {
   auto out_of_range = graph_kernel(7, 10, "axpy", 800, 900, 1);
   auto unwatched1 = graph_kernel(99, 0, "foo", 0, 100, 50);
   auto unwatched2 = graph_kernel(99, 1, "bar", 200, 300, 50);
-  t.activities = {good,      wrong_name, wrong_grid,   wrong_block, wrong_bytes, right_bytes, any_memset,
-                  wrong_kind, high_bits, out_of_range, unwatched1,  unwatched2};
+  t.activities = {good,       wrong_name, wrong_grid, wrong_block,  wrong_bytes, right_bytes,
+                  any_memset, wrong_kind, high_bits,  out_of_range, unwatched1,  unwatched2};
   const auto r = analyze(t);
   EXPECT_EQ(r.records, 12U);
   EXPECT_EQ(r.attributed, 3U); // good, right_bytes, any_memset
@@ -251,12 +251,12 @@ TEST(ProfileAnalyze, WhileBodyRecordsCountPerIterationInTheirLaunch) {
   t.graphs.push_back({3, "solver", while_graph()});
   t.host_calls = {call(100, 0, 0, true, "cudaGraphLaunch"), call(200, 9000, 0, true, "cudaGraphLaunch")};
   // Launch 1: three iterations; launch 2: two. Body records have no correlation.
-  t.activities = {graph_kernel(3, 0, "prep", 5000, 5010, 100),      graph_kernel(3, 3, "step_kernel", 5012, 5020, 0),
-                  graph_kernel(3, 3, "step_kernel", 5022, 5030, 0), graph_kernel(3, 3, "step_kernel", 5032, 5040, 0),
-                  graph_kernel(3, 2, "finish", 5042, 5050, 100),    graph_kernel(3, 0, "prep", 10000, 10010, 200),
-                  graph_kernel(3, 3, "step_kernel", 10012, 10020, 0),
-                  graph_kernel(3, 3, "step_kernel", 10022, 10030, 0),
-                  graph_kernel(3, 2, "finish", 10032, 10040, 200)};
+  t.activities = {
+      graph_kernel(3, 0, "prep", 5000, 5010, 100),        graph_kernel(3, 3, "step_kernel", 5012, 5020, 0),
+      graph_kernel(3, 3, "step_kernel", 5022, 5030, 0),   graph_kernel(3, 3, "step_kernel", 5032, 5040, 0),
+      graph_kernel(3, 2, "finish", 5042, 5050, 100),      graph_kernel(3, 0, "prep", 10000, 10010, 200),
+      graph_kernel(3, 3, "step_kernel", 10012, 10020, 0), graph_kernel(3, 3, "step_kernel", 10022, 10030, 0),
+      graph_kernel(3, 2, "finish", 10032, 10040, 200)};
   const auto r = analyze(t);
   EXPECT_EQ(r.attributed, 9U);
   const auto* body = find_node(r, "loop/body 0/step");
@@ -312,7 +312,7 @@ TEST(ProfileAnalyze, BodyRecordsBeforeTheirLaunchsFirstRecordGoToTheRightLaunch)
   trace t;
   t.graphs.push_back({4, "g", graph_of({loop, kernel_node("finish")}, {{0, 1}})});
   t.host_calls = {call(100, 0, 0, true, "cudaGraphLaunch"), call(200, 40, 0, true, "cudaGraphLaunch")};
-  t.activities = {graph_kernel(4, 2, "body", 100, 110, 0),     graph_kernel(4, 2, "body", 112, 120, 0),
+  t.activities = {graph_kernel(4, 2, "body", 100, 110, 0), graph_kernel(4, 2, "body", 112, 120, 0),
                   graph_kernel(4, 1, "finish", 122, 130, 100), graph_kernel(4, 2, "body", 200, 210, 0),
                   graph_kernel(4, 1, "finish", 212, 220, 200)};
   const auto r = analyze(t);
@@ -442,10 +442,10 @@ TEST(ProfileAnalyze, CriticalPathFollowsTheLongBranch) {
 TEST(ProfileAnalyze, CriticalPathWalksThroughNodesWithoutRecords) {
   // A -> E (empty) -> B; C is an independent root that ends after A, before B starts.
   trace t;
-  t.graphs.push_back({2, "g",
-                      graph_of({kernel_node("ka", "A"), make(node_kind::empty, "E"), kernel_node("kb", "B"),
-                                kernel_node("kc", "C")},
-                               {{0, 1}, {1, 2}})});
+  t.graphs.push_back(
+      {2, "g",
+       graph_of({kernel_node("ka", "A"), make(node_kind::empty, "E"), kernel_node("kb", "B"), kernel_node("kc", "C")},
+                {{0, 1}, {1, 2}})});
   t.activities = {graph_kernel(2, 0, "ka", 0, 1000, 1), graph_kernel(2, 3, "kc", 0, 1900, 1, 8),
                   graph_kernel(2, 2, "kb", 2000, 3000, 1)};
   const auto r = analyze(t);
@@ -505,8 +505,7 @@ TEST(ProfileAnalyze, EagerStepsAreNamedByKernelAndOccurrence) {
   ASSERT_EQ(r.launches.size(), 4U);
   EXPECT_EQ(r.launches[0].step, 1U);
   EXPECT_NEAR(r.launches[0].api_to_gpu_us, 5.0, 1e-9);
-  EXPECT_EQ(r.launches[0].critical_path,
-            (std::vector<std::string>{"memcpy HtoD", "gemm #1", "relu", "gemm #2"}));
+  EXPECT_EQ(r.launches[0].critical_path, (std::vector<std::string>{"memcpy HtoD", "gemm #1", "relu", "gemm #2"}));
   ASSERT_EQ(r.tracks.size(), 2U);
   const auto& stream = r.tracks[0];
   EXPECT_EQ(stream.track, "stream");
@@ -570,8 +569,8 @@ TEST(ProfileAnalyze, SkipLaunchesLeavesOutEachTracksFirstUnits) {
 
 TEST(ProfileAnalyze, InvalidDescriptionsThrow) {
   trace t;
-  t.graphs.push_back({1, "cyclic", graph_of({kernel_node("a"), kernel_node("b"), kernel_node("c")},
-                                            {{0, 1}, {1, 2}, {2, 1}})});
+  t.graphs.push_back(
+      {1, "cyclic", graph_of({kernel_node("a"), kernel_node("b"), kernel_node("c")}, {{0, 1}, {1, 2}, {2, 1}})});
   try {
     (void)analyze(t);
     FAIL() << "a cycle must throw";
@@ -688,8 +687,8 @@ std::vector<std::string> trace_event_errors(const json& doc, bool aligned) {
       continue;
     }
     const std::string ph = e["ph"];
-    const bool has_ids = e.contains("pid") && e["pid"].is_number_integer() && e.contains("tid") &&
-                         e["tid"].is_number_integer();
+    const bool has_ids =
+        e.contains("pid") && e["pid"].is_number_integer() && e.contains("tid") && e["tid"].is_number_integer();
     if (ph == "X") {
       const auto before = errors.size();
       if (!e.contains("ts") || !e["ts"].is_number()) error("X without numeric ts: " + e.dump());
@@ -728,9 +727,8 @@ std::vector<std::string> trace_event_errors(const json& doc, bool aligned) {
   for (auto& [thread, spans] : threads) {
     if (named_threads.count(thread) == 0) error(fmt_thread(thread) + " has no thread_name");
     if (named_processes.count(thread.first) == 0) error("pid " + std::to_string(thread.first) + " has no name");
-    std::sort(spans.begin(), spans.end(), [](const span& x, const span& y) {
-      return x.ts != y.ts ? x.ts < y.ts : x.end > y.end;
-    });
+    std::sort(spans.begin(), spans.end(),
+              [](const span& x, const span& y) { return x.ts != y.ts ? x.ts < y.ts : x.end > y.end; });
     std::vector<span> open;
     for (const auto& s : spans) {
       while (!open.empty() && open.back().end <= s.ts + eps) open.pop_back();
@@ -871,9 +869,8 @@ TEST(ProfileExport, DotColoursNodesByShare) {
   EXPECT_NE(dot.find("n1 [label=\"B\\nmedian 4.00 µs\\ntotal 4.0 µs / 61.5 %\", fillcolor=\"#ff0000\"]"),
             std::string::npos)
       << dot;
-  EXPECT_NE(dot.find("n3 [label=\"join\\nempty\\nno profile data\", fillcolor=\"#d9d9d9\"]"), std::string::npos)
-      << dot;
-  EXPECT_NE(dot.find("A \\\"first\\\""), std::string::npos); // quotes escaped
+  EXPECT_NE(dot.find("n3 [label=\"join\\nempty\\nno profile data\", fillcolor=\"#d9d9d9\"]"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("A \\\"first\\\""), std::string::npos);              // quotes escaped
   EXPECT_NE(dot.find("fillcolor=\"#ffbfbf\""), std::string::npos) << dot; // A: 1/4 of B's share
   EXPECT_NE(dot.find("subgraph cluster_n4_0"), std::string::npos);
   EXPECT_NE(dot.find("n4_0_0 [label=\"body\\nmedian 0.50 µs"), std::string::npos) << dot;
@@ -900,8 +897,8 @@ TEST(ProfileExport, TextReportHasTheNumbers) {
   for (const std::string part :
        {"profile on NVIDIA H200: 29 records, 28 attributed (96.6 %)", "WARNING: 17 records were dropped",
         "track \"graph\": 4 launches, median wall 6.00 µs, median busy 5.75 µs, utilisation 95.8 %",
-        "critical path 5.65 µs of 6.00 µs wall", "largest gap: 0.15 µs after 'B' before 'D'",
-        "on the critical path", "track \"stream\": 3 launches", "B ", "3.80", "unattributed: 1 of 29 records",
+        "critical path 5.65 µs of 6.00 µs wall", "largest gap: 0.15 µs after 'B' before 'D'", "on the critical path",
+        "track \"stream\": 3 launches", "B ", "3.80", "unattributed: 1 of 29 records",
         "1 records: executable graph 77 was not watched (profiler::watch) (e.g. kernel other at node 77:0)",
         "track (outside steps)", "... and 1 more nodes"})
     EXPECT_NE(text.find(part), std::string::npos) << "missing: " << part << "\n" << text;
@@ -955,7 +952,8 @@ TEST(ProfileAnalyze, CriticalPathRunsThroughEveryWhileIteration) {
   const std::uint32_t corr = 50;
   t.host_calls.push_back(call(corr, 0, 0, true, "cudaGraphLaunch"));
   std::uint64_t at = 5000;
-  for (std::uint32_t k = 0; k < 3; ++k, at += 1500) t.activities.push_back(graph_kernel(9, k, k == 0 ? "init" : k == 1 ? "finish" : "check", at, at + 1000, corr));
+  for (std::uint32_t k = 0; k < 3; ++k, at += 1500)
+    t.activities.push_back(graph_kernel(9, k, k == 0 ? "init" : k == 1 ? "finish" : "check", at, at + 1000, corr));
   constexpr int iterations = 200;
   for (int i = 0; i < iterations; ++i) {
     at += 20000;

@@ -24,8 +24,9 @@ plan_node of(node_kind kind, const char* name) { return {kind, false, name}; }
 } // namespace
 
 TEST(ProgrammaticPlan, ChangesFullEdgesBetweenKernelsIntoWaitingKernelsOnly) {
-  const std::vector<plan_node> nodes{kernel("a", false), kernel("b", true), kernel("c", false),
-                                     of(node_kind::memcpy, "copy"), kernel("d", true), of(node_kind::memset, "m")};
+  const std::vector<plan_node> nodes{kernel("a", false), kernel("b", true),
+                                     kernel("c", false), of(node_kind::memcpy, "copy"),
+                                     kernel("d", true),  of(node_kind::memset, "m")};
   const std::vector<plan_edge> edges{{0, 1, edge_type::full},  // a -> b: b waits: change
                                      {1, 2, edge_type::full},  // b -> c: c does not wait
                                      {2, 3, edge_type::full},  // c -> copy: not into a kernel: not reported
@@ -44,9 +45,8 @@ TEST(ProgrammaticPlan, ChangesFullEdgesBetweenKernelsIntoWaitingKernelsOnly) {
 
 TEST(ProgrammaticPlan, CountsTypedEdgesAndReportsUnnamedPorts) {
   const std::vector<plan_node> nodes{kernel("a", true), kernel("b", true), kernel("c", true)};
-  const std::vector<plan_edge> edges{{0, 1, edge_type::programmatic},
-                                     {1, 2, edge_type::launch_completion},
-                                     {0, 2, std::nullopt}};
+  const std::vector<plan_edge> edges{
+      {0, 1, edge_type::programmatic}, {1, 2, edge_type::launch_completion}, {0, 2, std::nullopt}};
   const auto plan = plan_programmatic(nodes, edges);
   EXPECT_TRUE(plan.change.empty());
   EXPECT_EQ(plan.already, 2U);

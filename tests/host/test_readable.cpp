@@ -80,7 +80,8 @@ TEST(Readable, ANodePathInsideConditionalBodiesIsShortened) {
   EXPECT_EQ(short_path("while rel_res > tol && iterations < max_iter/body 0/void vector_scalar_multiply_kernel"),
             "while…/body 0/vector_scalar_multiply_kernel");
   EXPECT_EQ(short_path("loop/body 1/ns::axpy(double*, int)"), "loop/body 1/axpy");
-  EXPECT_EQ(short_path("switch on the mode/body 2/inner while loop/body 0/step 3"), "switch…/body 2/inner…/body 0/step 3");
+  EXPECT_EQ(short_path("switch on the mode/body 2/inner while loop/body 0/step 3"),
+            "switch…/body 2/inner…/body 0/step 3");
   EXPECT_EQ(short_path("void ns::relu(float*)"), "relu");
   EXPECT_EQ(short_path("rgb8 to float"), "rgb8 to float");
 }

@@ -54,7 +54,8 @@ rlim_t status_bytes(const std::string& key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.starts_with(key + ":")) return static_cast<rlim_t>(std::strtoull(line.c_str() + key.size() + 1, nullptr, 10)) * 1024;
+    if (line.starts_with(key + ":"))
+      return static_cast<rlim_t>(std::strtoull(line.c_str() + key.size() + 1, nullptr, 10)) * 1024;
   return 0;
 }
 
@@ -108,8 +109,7 @@ child_result run_limited(const std::function<std::string()>& f) {
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  if (WIFEXITED(status))
-    r.how = static_cast<ending>(WEXITSTATUS(status));
+  if (WIFEXITED(status)) r.how = static_cast<ending>(WEXITSTATUS(status));
   else {
     r.how = ending::killed;
     r.message += fmt::format(" (killed by signal {})", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -242,12 +242,8 @@ TEST_F(ReaderLimits, Idx) {
   using namespace conveyor::train;
   const std::string gib_of_images = be32(idx_images_magic) + be32(1024) + be32(1024) + be32(1024);
   const std::string gib_of_labels = be32(idx_labels_magic) + be32(1U << 30);
-  auto images = [](const fs::path& p) {
-    return [p] { return std::to_string(read_idx_images(p).pixels.size()); };
-  };
-  auto labels = [](const fs::path& p) {
-    return [p] { return std::to_string(read_idx_labels(p).count()); };
-  };
+  auto images = [](const fs::path& p) { return [p] { return std::to_string(read_idx_images(p).pixels.size()); }; };
+  auto labels = [](const fs::path& p) { return [p] { return std::to_string(read_idx_labels(p).count()); }; };
   const std::string type = "conveyor::train::idx_error";
   expect_refused(run_limited(images(write("img", gib_of_images + std::string(84, '\x7f')))), type,
                  "truncated: the header declares 1024 x 1024 x 1024 = 1073741824 bytes of pixel data, but the file "
@@ -258,8 +254,8 @@ TEST_F(ReaderLimits, Idx) {
                  "truncated: the header declares 1073741824 bytes of label data");
   expect_refused(run_limited(labels(write("lbl.gz", gzip(gib_of_labels)))), type,
                  "truncated or corrupt: the header declares 1073741824 bytes of label data");
-  expect_refused(run_limited(images(write("max", be32(idx_images_magic) + be32(0xFFFFFFFFU) + be32(0xFFFFFFFFU) +
-                                                     be32(0xFFFFFFFFU)))),
+  expect_refused(run_limited(images(
+                     write("max", be32(idx_images_magic) + be32(0xFFFFFFFFU) + be32(0xFFFFFFFFU) + be32(0xFFFFFFFFU)))),
                  type, "idx_max_data_bytes");
   if (fs::exists("/dev/zero")) expect_refused(run_limited(images("/dev/zero")), type, "not a regular file");
   // The data set loader on a folder whose training images are hostile.
@@ -267,7 +263,8 @@ TEST_F(ReaderLimits, Idx) {
   expect_refused(run_limited([&] { return std::to_string(load_fashion_mnist(dir_).train_images.count); }), type,
                  "train-images-idx3-ubyte.gz': truncated or corrupt");
   // 40 MB of real elements (gzip trailer confirming the size) read within the limit: allocated once.
-  const std::string big = gzip(be32(idx_images_magic) + be32(1000) + be32(200) + be32(200) + std::string(40000000, '\0'));
+  const std::string big =
+      gzip(be32(idx_images_magic) + be32(1000) + be32(200) + be32(200) + std::string(40000000, '\0'));
   const child_result ok = run_limited(images(write("big.gz", big, 1U << 20)));
   EXPECT_EQ(describe(ok.how), describe(ending::returned)) << ok.message;
   EXPECT_EQ(ok.message, "40000000");
@@ -306,9 +303,7 @@ TEST_F(ReaderLimits, Images) {
 
 TEST_F(ReaderLimits, GhiaCsv) {
   using namespace conveyor::cavity;
-  auto read = [](const fs::path& p) {
-    return [p] { return std::to_string(read_ghia_csv(p).position.size()); };
-  };
+  auto read = [](const fs::path& p) { return [p] { return std::to_string(read_ghia_csv(p).position.size()); }; };
   const std::string type = "conveyor::cavity::ghia_error";
   expect_refused(run_limited(read(write("nul.csv", std::string(100, '\0')))), type,
                  ":1: a NUL byte at column 1: binary data, not CSV text");

@@ -60,7 +60,8 @@ std::uint64_t float_bits(float f) {
 
 call_key pointer_key(std::vector<std::uint64_t> pointers) {
   call_key k;
-  for (std::size_t i = 0; i < pointers.size(); ++i) k.add(pointers[i], argument_role::binding, argument_kind::pointer, i);
+  for (std::size_t i = 0; i < pointers.size(); ++i)
+    k.add(pointers[i], argument_role::binding, argument_kind::pointer, i);
   return k;
 }
 
@@ -154,9 +155,7 @@ TEST(Rebind, ACoincidentalScalarIsDroppedAndOnlyTheRealSiteIsPatched) {
     k.add(float_bits(a), argument_role::binding, argument_kind::floating, 0, 4);
     return k;
   };
-  auto graph_for = [](float a) {
-    return graph_image{{kernel({{float_bits(a), 4}}), kernel({{float_bits(2.0F), 4}})}};
-  };
+  auto graph_for = [](float a) { return graph_image{{kernel({{float_bits(a), 4}}), kernel({{float_bits(2.0F), 4}})}}; };
   rebinder rb(learning());
   rb.start(graph_for(2.0F), key_for(2.0F), ranges);
   EXPECT_EQ(rb.bindings({})[0].sites.size(), 2U); // both are candidates
@@ -177,7 +176,9 @@ TEST(Rebind, ATransformedValueSendsTheArgumentToReCapture) {
     return k;
   };
   // The callable passes a to node 0 and 2a to node 1: node 1 changes in a way no argument explains.
-  auto graph_for = [](float a) { return graph_image{{kernel({{float_bits(a), 4}}), kernel({{float_bits(2 * a), 4}})}}; };
+  auto graph_for = [](float a) {
+    return graph_image{{kernel({{float_bits(a), 4}}), kernel({{float_bits(2 * a), 4}})}};
+  };
   rebinder rb(learning());
   rb.start(graph_for(1.5F), key_for(1.5F), ranges);
   const std::string note = rb.learn(graph_for(2.5F), key_for(2.5F), clean, ranges);
@@ -334,8 +335,8 @@ TEST(Rebind, ReCapturesThatTeachNothingOnlyRefreshTheImageAndCheckTheSites) {
   EXPECT_EQ(rb.image().nodes[1].bytes, graph_for(c, a).nodes[1].bytes);
   // A re-capture after which argument 0's site no longer holds it: argument 0 re-captures too.
   rb.mark_stale();
-  const std::string note = rb.refresh(graph_image{{kernel({{0x7777, 8}}), kernel({{b + 0x5000000, 8}})}},
-                                      pointer_key({c, b}), ranges);
+  const std::string note =
+      rb.refresh(graph_image{{kernel({{0x7777, 8}}), kernel({{b + 0x5000000, 8}})}}, pointer_key({c, b}), ranges);
   EXPECT_NE(note.find("argument 0 re-captures from now on"), std::string::npos) << note;
   EXPECT_FALSE(rb.can_patch(pointer_key({c, b}), pointer_key({a, b})));
 }
@@ -364,8 +365,7 @@ TEST(Rebind, ATopologyChangeStartsLearningAgain) {
   rb.start(graph_image{{kernel({{a, 8}})}}, pointer_key({a}), ranges);
   (void)rb.learn(graph_image{{kernel({{b, 8}})}}, pointer_key({b}), clean, ranges);
   ASSERT_TRUE(rb.can_patch(pointer_key({b}), pointer_key({a})));
-  const std::string note =
-      rb.learn(graph_image{{kernel({{a, 8}}), kernel({{a, 8}})}}, pointer_key({a}), clean, ranges);
+  const std::string note = rb.learn(graph_image{{kernel({{a, 8}}), kernel({{a, 8}})}}, pointer_key({a}), clean, ranges);
   EXPECT_NE(note.find("learnt again"), std::string::npos) << note;
   EXPECT_FALSE(rb.can_patch(pointer_key({a}), pointer_key({b})));
 }

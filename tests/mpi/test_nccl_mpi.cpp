@@ -103,9 +103,8 @@ int case_all_reduce(const conveyor::nccl::mpi_session& mpi) {
   {
     CONVEYOR_CHECK(cudaMemset(recv.p, 0, count * sizeof(float)));
     CONVEYOR_CHECK(cudaDeviceSynchronize());
-    const conveyor::graph g = conveyor::capture(s, [&] {
-      conveyor::nccl::all_reduce(comm, send.p, recv.p, count, conveyor::nccl::reduce_op::sum, s);
-    });
+    const conveyor::graph g = conveyor::capture(
+        s, [&] { conveyor::nccl::all_reduce(comm, send.p, recv.p, count, conveyor::nccl::reduce_op::sum, s); });
     const conveyor::graph_exec exec = conveyor::instantiate(g);
     exec.launch(s);
     exec.launch(s);
@@ -192,8 +191,8 @@ int case_duplicate_device(const conveyor::nccl::mpi_session& mpi) {
     std::printf("rank %d: WRONG: two ranks were given device 0 of one host\n", mpi.rank());
     return 1;
   } catch (const nccl_error& e) {
-    const bool ok = std::string_view(e.what()).find("ranks 0 and 1 both use CUDA device 0 on host") !=
-                    std::string::npos;
+    const bool ok =
+        std::string_view(e.what()).find("ranks 0 and 1 both use CUDA device 0 on host") != std::string::npos;
     std::printf("rank %d: %s: %s\n", mpi.rank(), ok ? "refused as expected" : "WRONG error", e.what());
     return ok ? 0 : 1;
   }
@@ -249,8 +248,9 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       return rc;
     }
-    std::fprintf(stderr, "test_nccl_mpi: unknown case '%s' (all_reduce, early_exit, capture_mismatch, "
-                         "duplicate_device, world_size)\n",
+    std::fprintf(stderr,
+                 "test_nccl_mpi: unknown case '%s' (all_reduce, early_exit, capture_mismatch, "
+                 "duplicate_device, world_size)\n",
                  which.c_str());
     return 2;
   } catch (const std::exception& e) {

@@ -24,16 +24,16 @@ struct shared_image {
   int height;
 };
 inline constexpr shared_image shared_image_list[] = {
-    {"astronaut.png", 512, 512}, {"camera.png", 512, 512}, {"chelsea.png", 451, 300},
-    {"coffee.png", 600, 400},    {"hubble_deep_field.jpg", 1000, 872},
+    {"astronaut.png", 512, 512},          {"camera.png", 512, 512}, {"chelsea.png", 451, 300}, {"coffee.png", 600, 400},
+    {"hubble_deep_field.jpg", 1000, 872},
 };
 
 } // namespace conveyor::test
 
 //! Skips the current test, with the reason, when the shared images are not present.
-#define CONVEYOR_REQUIRE_IMAGES()                                                                                  \
-  do {                                                                                                             \
-    if (!std::filesystem::exists(::conveyor::test::shared_images() / "astronaut.png"))                            \
-      GTEST_SKIP() << "shared images not found in " << ::conveyor::test::shared_images()                          \
-                   << " (set CONVEYOR_SHARED_DATA to the folder holding images/)";                                 \
+#define CONVEYOR_REQUIRE_IMAGES()                                                                                      \
+  do {                                                                                                                 \
+    if (!std::filesystem::exists(::conveyor::test::shared_images() / "astronaut.png"))                                 \
+      GTEST_SKIP() << "shared images not found in " << ::conveyor::test::shared_images()                               \
+                   << " (set CONVEYOR_SHARED_DATA to the folder holding images/)";                                     \
   } while (0)

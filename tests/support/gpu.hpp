@@ -11,17 +11,17 @@
 #include <vector>
 
 //! Skips the current test with the reason when no CUDA device is visible.
-#define CONVEYOR_REQUIRE_GPU()                                                                                     \
-  do {                                                                                                             \
-    if (!::conveyor::has_device()) GTEST_SKIP() << "no CUDA device";                                               \
+#define CONVEYOR_REQUIRE_GPU()                                                                                         \
+  do {                                                                                                                 \
+    if (!::conveyor::has_device()) GTEST_SKIP() << "no CUDA device";                                                   \
   } while (0)
 
 //! Skips the current test with the reason when fewer than `n` CUDA devices are visible (multi-GPU tests).
-#define CONVEYOR_REQUIRE_GPUS(n)                                                                                   \
-  do {                                                                                                             \
-    const int conveyor_visible_devices_ = ::conveyor::device_count();                                              \
-    if (conveyor_visible_devices_ < (n))                                                                           \
-      GTEST_SKIP() << "needs " << (n) << " CUDA devices, " << conveyor_visible_devices_ << " visible";             \
+#define CONVEYOR_REQUIRE_GPUS(n)                                                                                       \
+  do {                                                                                                                 \
+    const int conveyor_visible_devices_ = ::conveyor::device_count();                                                  \
+    if (conveyor_visible_devices_ < (n))                                                                               \
+      GTEST_SKIP() << "needs " << (n) << " CUDA devices, " << conveyor_visible_devices_ << " visible";                 \
   } while (0)
 
 namespace conveyor::test {

@@ -22,8 +22,9 @@ inline std::string png_chunk(const std::string& type, const std::string& data) {
   put_be(out, static_cast<std::uint32_t>(data.size()), 4);
   const std::string body = type + data;
   out += body;
-  put_be(out, static_cast<std::uint32_t>(
-                  crc32(0L, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))),
+  put_be(out,
+         static_cast<std::uint32_t>(
+             crc32(0L, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))),
          4);
   return out;
 }
@@ -66,9 +67,9 @@ inline std::string jpeg_file(std::uint16_t width, std::uint16_t height, bool pro
   put_be(out, 12, 2);
   out.push_back(3);
   for (const char c : {'\x01', '\x00', '\x02', '\x11', '\x03', '\x11'}) out.push_back(c);
-  out.push_back(0);                               // Ss
-  out.push_back(progressive ? '\x00' : '\x3F');   // Se: DC only in a progressive first scan
-  out.push_back(0);                               // Ah, Al
+  out.push_back(0);                             // Ss
+  out.push_back(progressive ? '\x00' : '\x3F'); // Se: DC only in a progressive first scan
+  out.push_back(0);                             // Ah, Al
   out += std::string("\x12\x34\x56\x78\xFF\xD9", 6);
   return out;
 }

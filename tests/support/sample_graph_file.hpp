@@ -55,10 +55,14 @@ inline graph_file sample_graph_file(std::uint64_t scale = 3, std::uint32_t grid 
   f.producer = {"0.test", 13000, 13000, "NVIDIA H200", 90};
   f.images.push_back({image_format::cubin, "module 'sample.cubin'", std::vector<unsigned char>(64, 0x7f)});
   // axpy(float a, const float* x, float* y, int n) laid out as 4 parameters of 8, 8, 8, 8 bytes for simplicity.
-  f.kernels.push_back({"_Z4axpyfPKfPfi", 0, {{0, 8}, {8, 8}, {16, 8}, {24, 8}},
-                       {parameter_class::value, parameter_class::pointer, parameter_class::pointer, parameter_class::value}});
+  f.kernels.push_back(
+      {"_Z4axpyfPKfPfi",
+       0,
+       {{0, 8}, {8, 8}, {16, 8}, {24, 8}},
+       {parameter_class::value, parameter_class::pointer, parameter_class::pointer, parameter_class::value}});
   f.kernels.push_back({"_Z4stepPv", std::nullopt, {{0, 8}}, {parameter_class::opaque}});
-  f.kernels.push_back({"_Z3setyj", std::nullopt, {{0, 8}, {8, 8}}, {parameter_class::condition, parameter_class::value}});
+  f.kernels.push_back(
+      {"_Z3setyj", std::nullopt, {{0, 8}, {8, 8}}, {parameter_class::condition, parameter_class::value}});
   f.buffers.push_back({"x", buffer_memory::device, 4096, 0, true, std::vector<unsigned char>(4096, 1)});
   f.buffers.push_back({"y", buffer_memory::device, 4096, 0, true, std::nullopt});
   f.buffers.push_back({"buffer0", buffer_memory::pinned_host, 1024, -1, false, std::nullopt});
@@ -73,26 +77,26 @@ inline graph_file sample_graph_file(std::uint64_t scale = 3, std::uint32_t grid 
   auto& n = g.nodes;
   saved_kernel_node axpy;
   n.push_back(kernel_node(0, argument_bytes({scale, 0, 0, 1024}),
-                          {{8, relocation_target::buffer, 0, 0, true}, {16, relocation_target::buffer, 1, 64, true}}, {},
-                          "axpy"));
+                          {{8, relocation_target::buffer, 0, 0, true}, {16, relocation_target::buffer, 1, 64, true}},
+                          {}, "axpy"));
   std::get<saved_kernel_node>(n.back().parameters).grid = {grid, 1, 1};
   std::get<saved_kernel_node>(n.back().parameters).attributes.push_back({cudaLaunchAttributePriority, {-2}, {}, 0.0});
   n.push_back(kernel_node(1, argument_bytes({0}), {{0, relocation_target::buffer, 3, 128, false}}, {{0, 1, 0, 1}}));
-  n.push_back(simple_node(node_kind::memcpy,
-                          saved_memcpy_node{{{2, 0}, 1024, 1024, 1, {0, 0, 0}}, {{0, 0}, 1024, 1024, 1, {0, 0, 0}},
-                                            {1024, 1, 1}, 4},
-                          {{1, 0, 0, 0}}, "upload"));
-  n.push_back(simple_node(node_kind::memcpy,
-                          saved_memcpy_node{{{0, 0}, 256, 64, 8, {0, 0, 0}}, {{1, 0}, 512, 64, 8, {0, 0, 0}},
-                                            {64, 8, 1}, 3},
-                          {{2, 0, 0, 0}}));
+  n.push_back(simple_node(
+      node_kind::memcpy,
+      saved_memcpy_node{{{2, 0}, 1024, 1024, 1, {0, 0, 0}}, {{0, 0}, 1024, 1024, 1, {0, 0, 0}}, {1024, 1, 1}, 4},
+      {{1, 0, 0, 0}}, "upload"));
+  n.push_back(
+      simple_node(node_kind::memcpy,
+                  saved_memcpy_node{{{0, 0}, 256, 64, 8, {0, 0, 0}}, {{1, 0}, 512, 64, 8, {0, 0, 0}}, {64, 8, 1}, 3},
+                  {{2, 0, 0, 0}}));
   n.push_back(simple_node(node_kind::memset, saved_memset_node{{1, 0}, 0, 0xab, 1, 256, 1}, {{3, 0, 0, 0}}));
   n.push_back(simple_node(node_kind::host, saved_reference{0}, {{4, 0, 0, 0}}, "log_step"));
   saved_node child = simple_node(node_kind::child_graph, std::monostate{}, {{5, 0, 0, 0}}, "inner");
   saved_graph body;
-  body.nodes.push_back(kernel_node(0, argument_bytes({7, 0, 0, 16}),
-                                   {{8, relocation_target::buffer, 0, 8, true}, {16, relocation_target::buffer, 1, 8, true}},
-                                   {}));
+  body.nodes.push_back(
+      kernel_node(0, argument_bytes({7, 0, 0, 16}),
+                  {{8, relocation_target::buffer, 0, 8, true}, {16, relocation_target::buffer, 1, 8, true}}, {}));
   body.nodes.push_back(simple_node(node_kind::empty, std::monostate{}, {{0, 0, 0, 0}}));
   child.bodies.push_back(body);
   n.push_back(std::move(child));
@@ -103,7 +107,8 @@ inline graph_file sample_graph_file(std::uint64_t scale = 3, std::uint32_t grid 
   n.push_back(kernel_node(2, argument_bytes({0, 5}), {{0, relocation_target::condition, 0, 0, true}}, {{10, 0, 0, 0}}));
   saved_node loop = simple_node(node_kind::conditional, saved_conditional_node{1, 1, 0}, {{11, 0, 0, 0}}, "loop");
   saved_graph loop_body;
-  loop_body.nodes.push_back(kernel_node(2, argument_bytes({0, 1}), {{0, relocation_target::condition, 0, 0, true}}, {}));
+  loop_body.nodes.push_back(
+      kernel_node(2, argument_bytes({0, 1}), {{0, relocation_target::condition, 0, 0, true}}, {}));
   loop.bodies.push_back(loop_body);
   n.push_back(std::move(loop));
   saved_node branch = simple_node(node_kind::conditional, saved_conditional_node{0, 2, 1}, {{12, 0, 0, 0}});
@@ -117,9 +122,9 @@ inline graph_file sample_graph_file(std::uint64_t scale = 3, std::uint32_t grid 
   f.graphs.push_back({"step", g, std::nullopt});
 
   saved_graph small;
-  small.nodes.push_back(kernel_node(0, argument_bytes({2, 0, 0, 256}),
-                                    {{8, relocation_target::buffer, 0, 0, true}, {16, relocation_target::buffer, 1, 0, true}},
-                                    {}));
+  small.nodes.push_back(
+      kernel_node(0, argument_bytes({2, 0, 0, 256}),
+                  {{8, relocation_target::buffer, 0, 0, true}, {16, relocation_target::buffer, 1, 0, true}}, {}));
   saved_key key;
   key.entries.push_back({0, 8, 1, 0, 0, {0, 0}});
   key.entries.push_back({256, 4, 0, 1, 1, {}});

@@ -38,9 +38,9 @@ void register_allreduce_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--json", options->json, "Also write the rows to this JSON file (schema conveyor-allreduce/1)");
   auto* with_blocking = cmd->add_flag("--blocking-baseline", options->blocking_baseline,
-                                     "Also under --distributed, measure the plain blocking NCCL communicators' eager "
-                                     "column (off by default there: a blocking ncclCommInitRank has no timeout, so "
-                                     "a rank that fails can leave the others waiting until MPI_Abort ends them)");
+                                      "Also under --distributed, measure the plain blocking NCCL communicators' eager "
+                                      "column (off by default there: a blocking ncclCommInitRank has no timeout, so "
+                                      "a rank that fails can leave the others waiting until MPI_Abort ends them)");
   cmd->add_flag("--no-blocking-baseline", options->no_blocking_baseline,
                 "Leave out the plain blocking NCCL communicators' eager column (one process)")
       ->excludes(with_blocking);

@@ -104,8 +104,8 @@ void run_suite_command(const suite_command_options& o) {
   const auto failed = std::count_if(report.results.begin(), report.results.end(),
                                     [](const result_record& r) { return !r.error.empty(); });
   if (failed > 0)
-    throw std::runtime_error(fmt::format("{} of {} benchmarks failed (listed under Failures in the report)", failed,
-                                         report.results.size()));
+    throw std::runtime_error(
+        fmt::format("{} of {} benchmarks failed (listed under Failures in the report)", failed, report.results.size()));
 }
 
 void add_suite_command(CLI::App& bench) {
@@ -140,8 +140,7 @@ void run_render_command(const render_options& o) {
   conveyor::scenarios::check_output_file("--markdown", o.markdown);
   std::error_code ec;
   if (!o.markdown.empty() && std::filesystem::equivalent(o.report, o.markdown, ec))
-    throw std::runtime_error(
-        fmt::format("--markdown '{}' is the report itself: it would be overwritten", o.markdown));
+    throw std::runtime_error(fmt::format("--markdown '{}' is the report itself: it would be overwritten", o.markdown));
   const std::string markdown = render_saved_report(o.report);
   write_output(o.markdown, markdown);
   fmt::print("{}", markdown);

@@ -3,6 +3,7 @@
 
 #include "commands/cavity.hpp"
 
+#include "common/require_gpu.hpp"
 #include "common/file_output.hpp"
 #include "common/hash.hpp"
 #include "common/mode_option.hpp"
@@ -53,18 +54,18 @@ struct cli_options {
   std::string png;
   std::string dot;
   std::string ghia;
-  double bandwidth_gbs = 4300.0; // --bandwidth: device memory bandwidth for the bound, GB/s
+  double bandwidth_gbs = 4300.0;              // --bandwidth: device memory bandwidth for the bound, GB/s
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
-  conveyor::scenarios::graph_saving_cli save;   // --save-graph, --save-graph-contents, --check-saved-graph
-  bool pdl_trigger_given = false; // --pdl-trigger was on the command line (its default included)
-  int gpus = 1;                    // --gpus N: slabs on devices 0..N-1
-  std::vector<int> devices;        // --devices LIST: the device of each slab (may repeat); empty: from --gpus
-  bool halo_copy_given = false;    // --halo-copy was on the command line
+  conveyor::scenarios::graph_saving_cli save; // --save-graph, --save-graph-contents, --check-saved-graph
+  bool pdl_trigger_given = false;             // --pdl-trigger was on the command line (its default included)
+  int gpus = 1;                               // --gpus N: slabs on devices 0..N-1
+  std::vector<int> devices;     // --devices LIST: the device of each slab (may repeat); empty: from --gpus
+  bool halo_copy_given = false; // --halo-copy was on the command line
 };
 
 //! The options of the command line as validate() names them.
-constexpr option_names cavity_names{"--re", "--n", "--lid-speed", "--steps", "--tol", "--steps-per-graph",
-                                    "--gpus / --devices", "--halo-copy"};
+constexpr option_names cavity_names{
+    "--re", "--n", "--lid-speed", "--steps", "--tol", "--steps-per-graph", "--gpus / --devices", "--halo-copy"};
 
 //! The slab devices the command line asks for, before any is counted: --devices as given, else 0..--gpus - 1.
 std::vector<int> requested_devices(const cli_options& c) {
@@ -133,7 +134,9 @@ void check_outputs_and_devices(const cli_options& c) {
   conveyor::scenarios::check_output_file("--dot", c.dot);
   conveyor::scenarios::check_output_folder("--csv", c.csv);
   conveyor::scenarios::check_distinct_outputs(
-      {{"--png", c.png}, {"--dot", c.dot}, {"--profile", c.profile.trace},
+      {{"--png", c.png},
+       {"--dot", c.dot},
+       {"--profile", c.profile.trace},
        {"--profile (its DOT file)", conveyor::scenarios::profile_dot_path(c.profile.trace)}});
   check_devices_visible(c);
 }
@@ -215,8 +218,14 @@ void print_table(const std::vector<run_result>& results, const cavity_options& o
   const std::vector<int> distinct = distinct_devices(o.devices);
   const double bound_mlups = static_cast<double>(distinct.size()) * bandwidth_gbs * 1e9 / bytes_per_cell_update / 1e6;
   using table = conveyor::scenarios::results_table;
-  table t({{"mode", 10, true}, {"steps", 9}, {"time (s)", 9}, {"us/step", 11}, {"MLUPS", 8}, table::speedup_column(),
-           {"of bound", 8}, {"converged", 20}});
+  table t({{"mode", 10, true},
+           {"steps", 9},
+           {"time (s)", 9},
+           {"us/step", 11},
+           {"MLUPS", 8},
+           table::speedup_column(),
+           {"of bound", 8},
+           {"converged", 20}});
   for (const auto& r : results)
     t.add_row(r.mode, r.ms_per_step,
               {mode_label(r), fmt::format("{}", r.steps), fmt::format("{:.3f}", r.seconds),
@@ -258,8 +267,7 @@ void print_state_checks(const std::vector<run_result>& results) {
     double worst = 0.0;
     for (std::size_t k = 0; !equal && k < std::min(a.populations.size(), b.populations.size()); ++k)
       worst = std::max(worst, std::fabs(double{a.populations[k]} - double{b.populations[k]}));
-    if (equal)
-      fmt::print("state {} vs {}: bitwise identical after {} steps\n", mode_label(a), mode_label(b), a.steps);
+    if (equal) fmt::print("state {} vs {}: bitwise identical after {} steps\n", mode_label(a), mode_label(b), a.steps);
     else
       fmt::print("state {} vs {}: DIFFER after {} steps, max |df| {:.3g}\n", mode_label(a), mode_label(b), a.steps,
                  worst);
@@ -346,7 +354,7 @@ void run(const cli_options& c) {
   std::string ghia_note;
   const std::optional<ghia_reference> ghia = load_ghia(c, ghia_note); // an explicit --ghia must be readable
   check_outputs_and_devices(c);
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor cavity` needs a GPU");
+  conveyor::scenarios::require_gpu("`conveyor cavity`");
   print_header(*o);
 
   const auto saving = conveyor::scenarios::make_graph_saving(c.save); // before the first kernel
@@ -365,8 +373,8 @@ void run(const cli_options& c) {
   const run_result& r = results.back();
   const double mass0 = total_mass(initial_populations(o->n));
   const double mass = total_mass(r.populations);
-  fmt::print("mass: relative drift {:.3e} over {} steps (float64 sum of float32 populations)\n",
-             (mass - mass0) / mass0, r.steps);
+  fmt::print("mass: relative drift {:.3e} over {} steps (float64 sum of float32 populations)\n", (mass - mass0) / mass0,
+             r.steps);
   const flow_field field = compute_fields(r.populations, o->n);
   const profile u = u_vertical_centerline(field, o->lid_speed);
   const profile v = v_horizontal_centerline(field, o->lid_speed);
@@ -449,10 +457,12 @@ void register_cavity_command(CLI::App& app) {
   sub->add_option("--ghia", opts->ghia,
                   "Folder of Ghia et al.'s CSV tables (default: $CONVEYOR_SHARED_DATA/ghia1982, else "
                   "../shared/data/ghia1982 when present)");
-  conveyor::scenarios::add_graph_saving_options(*sub, opts->save, "the block graph (K time steps and the convergence check)");
+  conveyor::scenarios::add_graph_saving_options(*sub, opts->save,
+                                                "the block graph (K time steps and the convergence check)");
   conveyor::scenarios::add_profiling_options(
-      *sub, opts->profile, "one block of K = --steps-per-graph time steps and its convergence check (one graph launch "
-                           "in graph mode)",
+      *sub, opts->profile,
+      "one block of K = --steps-per-graph time steps and its convergence check (one graph launch "
+      "in graph mode)",
       opts->mode.graph_modes());
   sub->callback([opts, sub] {
     opts->pdl_trigger_given = sub->count("--pdl-trigger") > 0;

@@ -5,6 +5,7 @@
 
 #include "cavity/parameters.hpp"
 #include "cavity/solver.hpp"
+#include "common/require_gpu.hpp"
 #include "common/output_paths.hpp"
 #include "common/profiling.hpp"
 #include "common/usage_error.hpp"
@@ -33,8 +34,8 @@
 namespace {
 
 constexpr std::array<const char*, 4> workloads{"train", "cavity", "filter", "solve"};
-constexpr std::size_t doctor_steps = 20;        // profiled steps (launches) per graph mode
-constexpr std::size_t doctor_warmup_steps = 3;  // before them
+constexpr std::size_t doctor_steps = 20;       // profiled steps (launches) per graph mode
+constexpr std::size_t doctor_warmup_steps = 3; // before them
 
 struct cli_options {
   std::string workload = "all";
@@ -67,7 +68,8 @@ conveyor::filter::image synthetic_frame(int width, int height) {
   img.pixels.resize(img.samples());
   for (int y = 0; y < height; ++y)
     for (int x = 0; x < width; ++x) {
-      const std::size_t pixel = static_cast<std::size_t>(y) * static_cast<std::size_t>(width) + static_cast<std::size_t>(x);
+      const std::size_t pixel =
+          static_cast<std::size_t>(y) * static_cast<std::size_t>(width) + static_cast<std::size_t>(x);
       std::uint8_t* p = &img.pixels[3 * pixel];
       p[0] = static_cast<std::uint8_t>(255 * x / width);
       p[1] = static_cast<std::uint8_t>(255 * y / height);
@@ -174,16 +176,14 @@ void run(const cli_options& o) {
       train_skipped = e.what();
     }
   }
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor doctor` needs a GPU");
+  conveyor::scenarios::require_gpu("`conveyor doctor`");
   if (!o.profile_dir.empty()) std::filesystem::create_directories(o.profile_dir);
   fmt::print("tuning doctor: {} in graph mode, small settings; up to {} profiled launches per graph\ndevice: {}\n",
              all ? std::string("train, cavity, filter, solve") : o.workload, doctor_steps,
              conveyor::describe_device(0));
   if (selected("train")) {
-    if (data)
-      doctor_train(*data, o);
-    else
-      fmt::print("\n== train: skipped: {} (give --data DIR) ==\n", train_skipped);
+    if (data) doctor_train(*data, o);
+    else fmt::print("\n== train: skipped: {} (give --data DIR) ==\n", train_skipped);
   }
   if (selected("cavity")) doctor_cavity(o);
   if (selected("filter")) doctor_filter(o);
@@ -211,7 +211,7 @@ void register_doctor_command(CLI::App& app) {
                   "Also write each workload's profile into DIR (created): WORKLOAD.json (Perfetto), WORKLOAD.dot "
                   "and .svg (the graph coloured by time)");
   sub->add_flag("--verbose", opts->verbose,
-               "Print each finding in full (every node's full name, the whole evidence) instead of three short lines");
+                "Print each finding in full (every node's full name, the whole evidence) instead of three short lines");
   auto* data = sub->add_option("--data", opts->data, "Folder holding the four Fashion-MNIST IDX .gz files (train)")
                    ->capture_default_str();
   sub->callback([opts, data] {

@@ -3,6 +3,7 @@
 
 #include "commands/filter.hpp"
 
+#include "common/require_gpu.hpp"
 #include "common/file_output.hpp"
 #include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
@@ -55,11 +56,11 @@ struct cli_options {
   std::size_t limit = 0;
   std::string dot;
   bool verify = false;
-  std::size_t pipeline = 0;          // --pipeline DEPTH: 0 = off
-  std::size_t pipeline_frames = 60;  // --pipeline-frames
+  std::size_t pipeline = 0;         // --pipeline DEPTH: 0 = off
+  std::size_t pipeline_frames = 60; // --pipeline-frames
   bool pipeline_frames_given = false;
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
-  conveyor::scenarios::graph_saving_cli save;   // --save-graph, --save-graph-contents, --check-saved-graph
+  conveyor::scenarios::graph_saving_cli save; // --save-graph, --save-graph-contents, --check-saved-graph
 };
 
 struct named_image {
@@ -99,9 +100,8 @@ std::vector<std::pair<frame_size, std::vector<std::size_t>>> make_batches(const 
   if (native) {
     for (std::size_t i = 0; i < images.size(); ++i) {
       const frame_size s{images[i].img.width, images[i].img.height};
-      auto it = std::find_if(batches.begin(), batches.end(), [&](const auto& b) {
-        return b.first.width == s.width && b.first.height == s.height;
-      });
+      auto it = std::find_if(batches.begin(), batches.end(),
+                             [&](const auto& b) { return b.first.width == s.width && b.first.height == s.height; });
       if (it == batches.end()) batches.push_back({s, {i}});
       else it->second.push_back(i);
     }
@@ -147,25 +147,29 @@ void print_bound_table(const std::vector<size_report>& reports,
     const std::string vs_graph =
         g != nullptr && p.ms_per_frame > 0.0 ? fmt::format("{:.2f}x", g->ms_per_frame / p.ms_per_frame) : "n/a";
     const bool same = !r.modes.empty() && p.output_hash == r.modes.front().output_hash;
-    fmt::print("{:<10} | {:>5} | {:>6} | {:>8.4f} | {:>9.1f} | {:>12.4f} | {:>11.4f} | {:>14.4f} | {:>8.4f} | {:>8} | "
-               "{:>7.1f}% | {:>8} | {:>12} | {:>9}\n",
-               size_text(r.width, r.height), p.depth, p.frames_per_pass, p.ms_per_frame, p.frames_per_second,
-               p.upload_ms, p.chain_ms, p.download_ms, p.bound_ms, conveyor::to_string(p.bound_by),
-               100.0 * p.fraction_of_bound, vs_graph,
-               fmt::format("{}/{}", p.statistics.instantiations, p.statistics.nodes_updated),
-               same ? "bitwise" : "DIFFERS");
+    fmt::print(
+        "{:<10} | {:>5} | {:>6} | {:>8.4f} | {:>9.1f} | {:>12.4f} | {:>11.4f} | {:>14.4f} | {:>8.4f} | {:>8} | "
+        "{:>7.1f}% | {:>8} | {:>12} | {:>9}\n",
+        size_text(r.width, r.height), p.depth, p.frames_per_pass, p.ms_per_frame, p.frames_per_second, p.upload_ms,
+        p.chain_ms, p.download_ms, p.bound_ms, conveyor::to_string(p.bound_by), 100.0 * p.fraction_of_bound, vs_graph,
+        fmt::format("{}/{}", p.statistics.instantiations, p.statistics.nodes_updated), same ? "bitwise" : "DIFFERS");
   }
   fmt::print("(per frame: upload 3 bytes per pixel, downloads 4; of bound: frames/s over the bound's frames/s; "
              "graphs/nodes: executable graphs made, copy nodes given new host pointers)\n");
 }
 
 //! The results table: per size, a row per mode (and the pipelined mode's), the speedup against that size's sync.
-void print_table(const std::vector<size_report>& reports,
-                 const std::vector<std::optional<pipelined_report>>& pipelined, const std::string& device) {
+void print_table(const std::vector<size_report>& reports, const std::vector<std::optional<pipelined_report>>& pipelined,
+                 const std::string& device) {
   fmt::print("\ndevice: {}\n", device);
   using table = conveyor::scenarios::results_table;
-  table t({{"size", 10, true}, {"mode", 6, true}, {"frames", 6}, {"ms/frame (median)", 17}, {"frames/s", 9},
-           table::speedup_column(), {"nodes updated/frame", 19}});
+  table t({{"size", 10, true},
+           {"mode", 6, true},
+           {"frames", 6},
+           {"ms/frame (median)", 17},
+           {"frames/s", 9},
+           table::speedup_column(),
+           {"nodes updated/frame", 19}});
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const size_report& r = reports[i];
     t.new_group();
@@ -310,7 +314,7 @@ void run(const cli_options& o) {
   if (std::error_code ec; !std::filesystem::exists(o.input, ec))
     throw conveyor::scenarios::input_error(fmt::format("--input '{}': no such file or folder", o.input));
   const std::vector<named_image> images = read_images(o);
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor filter` needs a GPU");
+  conveyor::scenarios::require_gpu("`conveyor filter`");
   if (!o.out.empty()) std::filesystem::create_directories(o.out);
   fmt::print("chain: grey, Gaussian sigma {} (radius {}), Sobel x | Sobel y, magnitude, threshold {}; unsharp "
              "sigma {} amount {}; modes: {}; {} warm-up + {} timed pass(es)\n",

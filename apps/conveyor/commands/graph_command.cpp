@@ -3,6 +3,7 @@
 
 #include "commands/graph_command.hpp"
 
+#include "common/require_gpu.hpp"
 #include "common/file_output.hpp"
 #include "common/numeric_options.hpp"
 #include "common/output_paths.hpp"
@@ -71,8 +72,10 @@ const conveyor::named_graph& pick(const conveyor::graph_file& file, const std::s
 }
 
 void run_show(const show_options& o) {
-  conveyor::scenarios::check_distinct_outputs({{"--dot", o.dot}, {"--svg", o.svg}, {"--json", o.json}, {"--document", o.document}});
-  for (const auto& [option, path] : {std::pair{"--dot", o.dot}, {"--svg", o.svg}, {"--json", o.json}, {"--document", o.document}})
+  conveyor::scenarios::check_distinct_outputs(
+      {{"--dot", o.dot}, {"--svg", o.svg}, {"--json", o.json}, {"--document", o.document}});
+  for (const auto& [option, path] :
+       {std::pair{"--dot", o.dot}, {"--svg", o.svg}, {"--json", o.json}, {"--document", o.document}})
     conveyor::scenarios::check_output_file(option, path);
   conveyor::scenarios::check_input_file("file", o.file);
   const conveyor::graph_file file = conveyor::read_graph_file(o.file);
@@ -111,7 +114,9 @@ int run_diff(const diff_options& o) {
   if (!d.same_topology) fmt::print("topology differs: {}\n", d.topology_reason);
   for (const auto& c : d.changed)
     fmt::print("  node {} ({}): {} [{}]\n", c.position, c.name, c.what,
-               c.settable ? "per-node setter" : c.updatable ? "whole-graph update" : "new instantiation");
+               c.settable    ? "per-node setter"
+               : c.updatable ? "whole-graph update"
+                             : "new instantiation");
   fmt::print("to apply: {}\n", conveyor::update_verdict(d));
   return o.exit_code && !d.identical() ? 3 : 0;
 }
@@ -129,7 +134,7 @@ void run_replay(const replay_options& o) {
   conveyor::scenarios::check_input_file("file", o.file);
   conveyor::graph_file file = conveyor::read_graph_file(o.file);
   const std::string name = pick(file, o.graph, o.file).name;
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `graph replay` runs the graph on a GPU");
+  conveyor::scenarios::require_gpu("`conveyor graph replay`");
   auto profiling = conveyor::scenarios::make_profiling(o.profile, "replay");
   conveyor::load_options lo;
   lo.graphs = {name};
@@ -137,7 +142,8 @@ void run_replay(const replay_options& o) {
   std::mt19937_64 rng(o.seed);
   std::size_t random = 0;
   for (const auto& b : l.buffers())
-    if (b.allocated && !b.filled && b.memory != conveyor::buffer_memory::graph_allocation) fill_random(b, rng), ++random;
+    if (b.allocated && !b.filled && b.memory != conveyor::buffer_memory::graph_allocation)
+      fill_random(b, rng), ++random;
   const conveyor::stream s;
   conveyor::graph_exec e = conveyor::instantiate(l.at(name), conveyor::instantiate_flags::none, s);
   e.step_through_launches(o.step_through);
@@ -165,14 +171,13 @@ void run_replay(const replay_options& o) {
   const double most = *std::max_element(ms.begin(), ms.end());
   fmt::print("replayed '{}' of {}: {} launches after {} warm-up, {} buffer(s) from the saved contents, {} filled at "
              "random (seed {})\n",
-             name, o.file, o.launches, warmup, std::count_if(l.buffers().begin(), l.buffers().end(),
-                                                            [](const auto& b) { return b.filled; }),
-             random, o.seed);
+             name, o.file, o.launches, warmup,
+             std::count_if(l.buffers().begin(), l.buffers().end(), [](const auto& b) { return b.filled; }), random,
+             o.seed);
   fmt::print("time per launch: median {:.2f} us (min {:.2f}, max {:.2f}); load {:.2f} ms (kernels {:.2f}, buffers "
              "{:.2f}, graph {:.2f})\n",
-             median * 1e3, least * 1e3, most * 1e3,
-             (l.spent().kernels + l.spent().buffers + l.spent().graphs) * 1e3, l.spent().kernels * 1e3,
-             l.spent().buffers * 1e3, l.spent().graphs * 1e3);
+             median * 1e3, least * 1e3, most * 1e3, (l.spent().kernels + l.spent().buffers + l.spent().graphs) * 1e3,
+             l.spent().kernels * 1e3, l.spent().buffers * 1e3, l.spent().graphs * 1e3);
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 
 #include "commands/solve.hpp"
 
+#include "common/require_gpu.hpp"
 #include "common/file_output.hpp"
 #include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
@@ -64,11 +65,11 @@ struct cli_options {
   int max_iter = 0;
   conveyor::scenarios::mode_option mode{solver_modes()}; // --mode
   std::string dot;
-  bool seed_given = false; // --seed on the command line (it applies to --rhs random only)
+  bool seed_given = false;                    // --seed on the command line (it applies to --rhs random only)
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
-  conveyor::scenarios::graph_saving_cli save;   // --save-graph, --save-graph-contents, --check-saved-graph
-  std::string readback = "mapped"; // --readback
-  bool pdl = false;                // --pdl
+  conveyor::scenarios::graph_saving_cli save; // --save-graph, --save-graph-contents, --check-saved-graph
+  std::string readback = "mapped";            // --readback
+  bool pdl = false;                           // --pdl
 };
 
 struct problem {
@@ -108,8 +109,8 @@ problem load_problem(const cli_options& o) {
 void check_system(const problem& p) {
   const csr_matrix& a = p.a;
   if (a.rows != a.cols)
-    throw std::invalid_argument(fmt::format("{}: the matrix is {} x {}; CG needs a square matrix", p.name, a.rows,
-                                            a.cols));
+    throw std::invalid_argument(
+        fmt::format("{}: the matrix is {} x {}; CG needs a square matrix", p.name, a.rows, a.cols));
   if (a.rows < 1 || a.nnz() == 0)
     throw std::invalid_argument(fmt::format("{}: the matrix ({} x {}) has no entries: it is empty, not symmetric "
                                             "positive definite",
@@ -139,15 +140,14 @@ std::string mode_label(const solve_result& r) {
 
 //! Whether the modes took the same iterations (within one) and gave bitwise the same solution.
 void print_agreement(const std::vector<solve_result>& results) {
-  const auto [lo, hi] = std::minmax_element(results.begin(), results.end(), [](const auto& a, const auto& b) {
-    return a.iterations < b.iterations;
-  });
+  const auto [lo, hi] = std::minmax_element(results.begin(), results.end(),
+                                            [](const auto& a, const auto& b) { return a.iterations < b.iterations; });
   if (hi->iterations - lo->iterations <= 1)
     fmt::print("iterations agree across modes ({}{})\n", lo->iterations,
                hi->iterations != lo->iterations ? fmt::format("..{}", hi->iterations) : "");
   else
-    fmt::print("iterations DIFFER across modes: {} ({}) .. {} ({})\n", lo->iterations, mode_label(*lo),
-               hi->iterations, mode_label(*hi));
+    fmt::print("iterations DIFFER across modes: {} ({}) .. {} ({})\n", lo->iterations, mode_label(*lo), hi->iterations,
+               mode_label(*hi));
   bool bitwise = true;
   for (const auto& r : results) bitwise = bitwise && r.x == results.front().x;
   fmt::print("solutions {} across modes\n", bitwise ? "bitwise identical" : "DIFFER bitwise");
@@ -159,8 +159,7 @@ void print_programmatic(const std::vector<solve_result>& results) {
     if (r.programmatic)
       fmt::print("{}: make_programmatic made {} edge(s) programmatic, left {} full (edges into cuSPARSE's kernels or "
                  "from non-kernel nodes){}\n",
-                 mode_label(r), r.programmatic_changed, r.programmatic_left,
-                 r.programmatic_lines.empty() ? "" : ":");
+                 mode_label(r), r.programmatic_changed, r.programmatic_left, r.programmatic_lines.empty() ? "" : ":");
   for (const auto& r : results)
     if (r.programmatic) {
       for (const auto& line : r.programmatic_lines) fmt::print("  {}\n", line);
@@ -171,8 +170,15 @@ void print_programmatic(const std::vector<solve_result>& results) {
 void print_table(const std::vector<solve_result>& results, double tol) {
   // (mode names up to 19 characters; "graph-relaunch+pdl" is 18)
   using table = conveyor::scenarios::results_table;
-  table t({{"mode", 19, true}, {"iters", 7}, {"solver rel.res", 14}, {"true rel.res", 14}, {"setup ms", 9},
-           {"solve ms", 10}, {"us/iter", 9}, table::speedup_column(), {"nodes", 5}});
+  table t({{"mode", 19, true},
+           {"iters", 7},
+           {"solver rel.res", 14},
+           {"true rel.res", 14},
+           {"setup ms", 9},
+           {"solve ms", 10},
+           {"us/iter", 9},
+           table::speedup_column(),
+           {"nodes", 5}});
   for (const auto& r : results)
     t.add_row(as_run_mode(r.mode), r.us_per_iteration,
               {mode_label(r), fmt::format("{}", r.iterations), fmt::format("{:.3e}", r.solver_residual),
@@ -209,7 +215,7 @@ void run(const cli_options& o) {
   // Every input check before the GPU is needed: a bad matrix is reported on any machine.
   const problem p = load_problem(o);
   check_system(p);
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor solve` needs a GPU");
+  conveyor::scenarios::require_gpu("`conveyor solve`");
 
   const auto saving = conveyor::scenarios::make_graph_saving(o.save); // before the first kernel
   const auto b = make_rhs(static_cast<std::size_t>(p.a.rows), rhs, o.seed);
@@ -222,8 +228,8 @@ void run(const cli_options& o) {
   const long long max_iter = o.max_iter > 0 ? o.max_iter : std::min(10LL * p.a.rows, 2'000'000'000LL); // as CG caps it
   fmt::print("problem: {}: {} x {}, {} nonzeros; rhs {}{}; Jacobi-preconditioned CG, double; tol {:g}; max-iter {}; "
              "read-back {}\n",
-             p.name, p.a.rows, p.a.cols, p.a.nnz(), o.rhs, rhs == rhs_kind::random ? fmt::format(" (seed {})", o.seed) : "",
-             o.tol, max_iter, o.readback);
+             p.name, p.a.rows, p.a.cols, p.a.nnz(), o.rhs,
+             rhs == rhs_kind::random ? fmt::format(" (seed {})", o.seed) : "", o.tol, max_iter, o.readback);
   fmt::print("device: {}\n", conveyor::describe_device(0));
   std::fflush(stdout);
 
@@ -249,7 +255,8 @@ void run(const cli_options& o) {
       failed += fmt::format("{}{} ({} after {} iterations, relative residual {:.3e})", failed.empty() ? "" : ", ",
                             to_string(r.mode), r.breakdown ? "breakdown: the matrix is not SPD" : "not converged",
                             r.iterations, r.solver_residual);
-  if (!failed.empty()) throw std::runtime_error(fmt::format("{}: CG did not reach tol {:g}: {}", p.name, o.tol, failed));
+  if (!failed.empty())
+    throw std::runtime_error(fmt::format("{}: CG did not reach tol {:g}: {}", p.name, o.tol, failed));
 }
 
 } // namespace
@@ -269,7 +276,9 @@ void register_solve_command(CLI::App& app) {
                         ->check(integer_in(1, 600));
   matrix->excludes(poisson, poisson3d);
   poisson->excludes(poisson3d);
-  sub->add_option("--rhs", opts->rhs, "Right-hand side")->check(CLI::IsMember({"ones", "random"}))->capture_default_str();
+  sub->add_option("--rhs", opts->rhs, "Right-hand side")
+      ->check(CLI::IsMember({"ones", "random"}))
+      ->capture_default_str();
   sub->add_option("--seed", opts->seed, "Seed of --rhs random (only with it)")
       ->check(integer_in(std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max()))
       ->capture_default_str();
@@ -290,7 +299,8 @@ void register_solve_command(CLI::App& app) {
       ->check(CLI::IsMember({"mapped", "copy"}))
       ->capture_default_str();
   sub->add_option("--dot", opts->dot, "Write the graph-while graph (WHILE body nested) as Graphviz DOT to this file");
-  conveyor::scenarios::add_graph_saving_options(*sub, opts->save, "the CG graph of the first graph mode run (graph-while: the WHILE graph)");
+  conveyor::scenarios::add_graph_saving_options(
+      *sub, opts->save, "the CG graph of the first graph mode run (graph-while: the WHILE graph)");
   conveyor::scenarios::add_profiling_options(
       *sub, opts->profile,
       "one CG iteration with its residual read-back (one graph launch in graph-per-iteration), and in graph-while "

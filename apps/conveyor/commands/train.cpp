@@ -4,6 +4,7 @@
 
 #include "commands/train.hpp"
 
+#include "common/require_gpu.hpp"
 #include "common/file_output.hpp"
 #include "common/mode_option.hpp"
 #include "common/numeric_options.hpp"
@@ -65,15 +66,15 @@ struct cli_options {
   std::string dot;
   std::size_t max_steps = 0;
   int chunk = 50;
-  bool momentum_given = false; // --momentum on the command line (it applies to --optimizer sgd only)
-  bool pdl = false;            // --pdl
-  bool debug_nonfinite = false; // --debug-nonfinite
+  bool momentum_given = false;                // --momentum on the command line (it applies to --optimizer sgd only)
+  bool pdl = false;                           // --pdl
+  bool debug_nonfinite = false;               // --debug-nonfinite
   conveyor::scenarios::profiling_cli profile; // --profile, --profile-steps, --doctor
-  conveyor::scenarios::graph_saving_cli save;   // --save-graph, --save-graph-contents, --check-saved-graph
-  int gpus = 1;                // --gpus: data-parallel over this many GPUs of this process
-  bool distributed = false;    // --distributed: data-parallel, one process per GPU (mpirun)
-  int nccl_timeout_ms = 60000; // --nccl-timeout-ms
-  int world_size = 0;          // --world-size: MPI processes expected with --distributed (0: any)
+  conveyor::scenarios::graph_saving_cli save; // --save-graph, --save-graph-contents, --check-saved-graph
+  int gpus = 1;                               // --gpus: data-parallel over this many GPUs of this process
+  bool distributed = false;                   // --distributed: data-parallel, one process per GPU (mpirun)
+  int nccl_timeout_ms = 60000;                // --nccl-timeout-ms
+  int world_size = 0;                         // --world-size: MPI processes expected with --distributed (0: any)
   bool nccl_timeout_given = false;
 };
 
@@ -99,8 +100,8 @@ public:
       const int filled = static_cast<int>(fraction * width);
       fmt::print(stderr, "\r{:>6} [{}{}] {:3.0f}%  epoch {}/{}  step {}/{}  loss {:.4f} ", to_string(p.mode),
                  std::string(static_cast<std::size_t>(filled), '#'),
-                 std::string(static_cast<std::size_t>(width - filled), '.'), 100.0 * fraction, p.epoch + 1,
-                 p.epochs, p.step, p.total_steps, p.loss);
+                 std::string(static_cast<std::size_t>(width - filled), '.'), 100.0 * fraction, p.epoch + 1, p.epochs,
+                 p.step, p.total_steps, p.loss);
       if (p.step == p.total_steps) fmt::print(stderr, "\n");
       std::fflush(stderr);
     } else if (p.step == p.total_steps || p.step % p.steps_per_epoch == 0) {
@@ -135,11 +136,8 @@ std::string mode_label(const train_result& r) { return conveyor::scenarios::mode
 void print_table(const std::vector<train_result>& results, const std::vector<std::string>& devices) {
   using table = conveyor::scenarios::results_table;
   for (const auto& d : devices) fmt::print("{}\n", d);
-  table t({{"mode", 9, true},
-           {"ms/step (median)", 16},
-           {"steps/s", 9},
-           table::speedup_column(),
-           {"test accuracy", 13}});
+  table t(
+      {{"mode", 9, true}, {"ms/step (median)", 16}, {"steps/s", 9}, table::speedup_column(), {"test accuracy", 13}});
   for (const auto& r : results)
     t.add_row(r.mode, r.ms_per_step,
               {mode_label(r), fmt::format("{:.4f}", r.ms_per_step), fmt::format("{:.1f}", r.steps_per_second),
@@ -162,8 +160,8 @@ void print_table(const std::vector<train_result>& results, const std::vector<std
   for (std::size_t i = 1; i < results.size(); ++i) {
     const auto [diff, at] = max_relative_difference(results[0].losses, results[i].losses);
     if (diff == 0.0)
-      fmt::print("losses {} vs {}: bitwise identical over {} steps\n", mode_label(results[0]),
-                 mode_label(results[i]), results[i].losses.size());
+      fmt::print("losses {} vs {}: bitwise identical over {} steps\n", mode_label(results[0]), mode_label(results[i]),
+                 results[i].losses.size());
     else
       fmt::print("losses {} vs {}: DIFFER, max relative difference {:.3g} at step {}\n", mode_label(results[0]),
                  mode_label(results[i]), diff, at);
@@ -196,13 +194,13 @@ std::vector<execution_mode> check_cli(const cli_options& o) {
                                             "--mode {} it would be ignored: use --mode graph or all",
                                             o.mode.text));
   if (o.momentum_given && o.optimizer != "sgd")
-    throw option_error("--momentum",
-                       fmt::format("applies to --optimizer sgd only; with --optimizer {} it would be ignored",
-                                   o.optimizer));
+    throw option_error(
+        "--momentum",
+        fmt::format("applies to --optimizer sgd only; with --optimizer {} it would be ignored", o.optimizer));
   const char* data_parallel_flag = o.distributed ? "--distributed" : "--gpus";
   if (data_parallel && o.pdl)
-    throw option_error("--pdl", fmt::format("applies to the one-GPU run; with {} it would be ignored",
-                                            data_parallel_flag));
+    throw option_error("--pdl",
+                       fmt::format("applies to the one-GPU run; with {} it would be ignored", data_parallel_flag));
 
   if (data_parallel && (!o.profile.trace.empty() || o.profile.doctor))
     throw option_error(o.profile.doctor ? "--doctor" : "--profile",
@@ -253,9 +251,8 @@ train_options make_options(const cli_options& o) {
 void print_header(const cli_options& o, const train_options& options, std::size_t spe) {
   fmt::print("Fashion-MNIST MLP 784-256-128-10: {} lr {:g}{}, batch {}, {} epoch(s) x {} steps{}, seed {}\n",
              to_string(options.optimizer.kind), o.lr,
-             options.optimizer.kind == optimizer_kind::sgd ? fmt::format(" momentum {:g}", o.momentum) : "",
-             o.batch, o.epochs, spe, o.max_steps > 0 ? fmt::format(" (capped at {} steps)", o.max_steps) : "",
-             o.seed);
+             options.optimizer.kind == optimizer_kind::sgd ? fmt::format(" momentum {:g}", o.momentum) : "", o.batch,
+             o.epochs, spe, o.max_steps > 0 ? fmt::format(" (capped at {} steps)", o.max_steps) : "", o.seed);
   std::fflush(stdout);
 }
 
@@ -273,8 +270,8 @@ void write_dot(const cli_options& o, const std::vector<train_result>& results) {
 void run_one_gpu(const cli_options& o, const std::vector<execution_mode>& modes) {
   train_options options = make_options(o);
   const dataset data = load_fashion_mnist(o.data); // file errors first: they need no GPU to report
-  check_options(options, data, train_names);        // and every other input check
-  if (!conveyor::has_device()) throw std::runtime_error("no CUDA device: `conveyor train` needs a GPU");
+  check_options(options, data, train_names);       // and every other input check
+  conveyor::scenarios::require_gpu("`conveyor train`");
   print_header(o, options, steps_per_epoch(data.train_images.count, o.batch));
 
   const auto saving = conveyor::scenarios::make_graph_saving(o.save); // before the first kernel
@@ -339,8 +336,8 @@ bool check_modes_bitwise(const std::vector<train_result>& results) {
   const train_result& first = results.front();
   const int n = first.world_size;
   for (std::size_t i = 1; i < results.size(); ++i) {
-    const bool same = bitwise_equal(first.losses, results[i].losses) &&
-                      first.parameters_hash == results[i].parameters_hash;
+    const bool same =
+        bitwise_equal(first.losses, results[i].losses) && first.parameters_hash == results[i].parameters_hash;
     if (!same) {
       ok = false;
       fmt::print("check: {} vs {} on {} GPUs: NOT bitwise identical (losses or final parameters): FAIL\n",
@@ -405,8 +402,8 @@ bool check_accuracy(const cli_options& o, const std::vector<train_result>& resul
 //! equal (losses and parameters), the replicas identical (`ranks_identical`: across processes, when known), the
 //! losses within reference_tolerance of the one-GPU run (`reference`, when run), the accuracy target for the
 //! default 10-epoch run.
-bool report_data_parallel(const cli_options& o, const std::vector<train_result>& results,
-                          const train_result* reference, std::optional<bool> ranks_identical) {
+bool report_data_parallel(const cli_options& o, const std::vector<train_result>& results, const train_result* reference,
+                          std::optional<bool> ranks_identical) {
   bool ok = check_modes_bitwise(results);
   ok = check_replicas(results, ranks_identical) && ok;
   if (reference != nullptr) ok = check_against_one_gpu(o, results, *reference) && ok;
@@ -436,8 +433,8 @@ void run_multi_gpu(const cli_options& o, const std::vector<execution_mode>& mode
   std::vector<train_result> results;
   std::optional<train_result> reference;
   {
-    const std::vector<nccl::communicator> comms = nccl::communicator::init_all(
-        devices, nccl::comm_options{std::chrono::milliseconds(o.nccl_timeout_ms)});
+    const std::vector<nccl::communicator> comms =
+        nccl::communicator::init_all(devices, nccl::comm_options{std::chrono::milliseconds(o.nccl_timeout_ms)});
     for (const auto mode : modes) results.push_back(run_data_parallel(options, data, mode, comms));
   } // the communicators are finalised before the reference runs
   {
@@ -542,8 +539,8 @@ void run_distributed(const cli_options& o, const std::vector<execution_mode>& mo
         nccl::init_with_mpi(MPI_COMM_WORLD, device, nccl::comm_options{std::chrono::milliseconds(o.nccl_timeout_ms)}));
     if (lead) {
       print_header(o, options, steps_per_epoch(data->train_images.count, o.batch));
-      fmt::print("data-parallel over {} MPI ranks, one GPU each (NCCL {}, timeout {} ms): {}\n", world,
-                 nccl_version(), o.nccl_timeout_ms, split_text(o.batch, world));
+      fmt::print("data-parallel over {} MPI ranks, one GPU each (NCCL {}, timeout {} ms): {}\n", world, nccl_version(),
+                 o.nccl_timeout_ms, split_text(o.batch, world));
       std::fflush(stdout);
     }
     std::vector<train_result> results;
@@ -576,8 +573,7 @@ void run_distributed(const cli_options& o, const std::vector<execution_mode>& mo
       throw;
     } catch (const std::exception& e) {
       what = e.what();
-    } catch (...) {
-    }
+    } catch (...) {}
     std::fflush(stdout);
     fmt::print(stderr, "conveyor: error: rank {} of {} (host {}, {}): {}\n", rank, world, host_name(),
                device >= 0 ? fmt::format("device {}", device) : std::string("no device yet"), what);
@@ -586,9 +582,9 @@ void run_distributed(const cli_options& o, const std::vector<execution_mode>& mo
     std::abort();
   }
   if (!ok)
-    throw std::runtime_error(lead ? fmt::format("rank 0 of {}: data-parallel checks failed (see above)", world)
-                                  : fmt::format("rank {} of {}: data-parallel checks failed (see rank 0's output)",
-                                                rank, world));
+    throw std::runtime_error(
+        lead ? fmt::format("rank 0 of {}: data-parallel checks failed (see above)", world)
+             : fmt::format("rank {} of {}: data-parallel checks failed (see rank 0's output)", rank, world));
 }
 
 #endif // CONVEYOR_TRAIN_DISTRIBUTED

@@ -28,10 +28,10 @@ class graph_exec;
 
 //! The device buffers of one slot, as the compute builder sees them. Valid as long as the frame_pipeline.
 struct pipeline_slot {
-  std::size_t index = 0;               //!< 0 .. depth - 1
-  std::span<void* const> inputs;       //!< device buffers the upload fills, one per input, in the pipeline's order
-  std::span<void* const> outputs;      //!< device buffers the download reads, one per output
-  std::span<const std::size_t> input_bytes;  //!< their sizes in bytes
+  std::size_t index = 0;                    //!< 0 .. depth - 1
+  std::span<void* const> inputs;            //!< device buffers the upload fills, one per input, in the pipeline's order
+  std::span<void* const> outputs;           //!< device buffers the download reads, one per output
+  std::span<const std::size_t> input_bytes; //!< their sizes in bytes
   std::span<const std::size_t> output_bytes; //!< their sizes in bytes
 
   //! Input buffer `i` as a T*. \throws std::out_of_range when `i` >= inputs.size().
@@ -50,20 +50,20 @@ struct pipeline_slot {
 
 //! Options of a frame_pipeline.
 struct frame_pipeline_options {
-  std::size_t depth = 3;              //!< items in flight, 1 (no overlap) to 3; sets the default lags
-  std::optional<pipeline_lags> lags;  //!< other lags (see pipeline_schedule); their depth must equal `depth`
+  std::size_t depth = 3;             //!< items in flight, 1 (no overlap) to 3; sets the default lags
+  std::optional<pipeline_lags> lags; //!< other lags (see pipeline_schedule); their depth must equal `depth`
   instantiate_flags flags = instantiate_flags::none; //!< for every step graph (upload is always added)
-  std::string name = "frame pipeline"; //!< starts every error message and node label
+  std::string name = "frame pipeline";               //!< starts every error message and node label
 };
 
 //! Counters of a frame_pipeline, for reports and tests.
 struct frame_pipeline_statistics {
-  std::size_t steps = 0;             //!< step graphs launched by push and drain
-  std::size_t alone = 0;             //!< single-stage graphs launched by run_alone
+  std::size_t steps = 0; //!< step graphs launched by push and drain
+  std::size_t alone = 0; //!< single-stage graphs launched by run_alone
   //! Executable graphs made: each step shape once, at most depth² + 4 × depth − 1 (prologue, steady state, the
   //! epilogue of each run length modulo depth, and run_alone's one per stage and slot).
   std::size_t instantiations = 0;
-  std::size_t nodes_updated = 0;     //!< copy nodes given new host pointers (graph_exec::set_memcpy)
+  std::size_t nodes_updated = 0; //!< copy nodes given new host pointers (graph_exec::set_memcpy)
 };
 
 //! Pipelines a step (upload, compute, download) over a stream of items, expressed in CUDA graphs.

@@ -159,7 +159,7 @@ public:
 
 private:
   struct entry {
-    call_key key;      // the binding the executable graph runs
+    call_key key; // the binding the executable graph runs
     graph_exec exec;
     std::uint64_t last_used = 0;
     std::shared_ptr<detail::rebinder> rebind; // null until a binding changes (or rebinding is off)
@@ -168,7 +168,7 @@ private:
     std::size_t allocations = 0;
     std::size_t bytes = 0;
     std::size_t last_call = 0;
-    bool binding_unknown = false;             // loaded from a file that could not say: re-capture before replaying
+    bool binding_unknown = false; // loaded from a file that could not say: re-capture before replaying
   };
   void note(std::string reason);
   detail::rebinder& rebinder_of(entry& e);
@@ -187,17 +187,17 @@ private:
   std::deque<std::string> reasons_;
   std::vector<std::unique_ptr<entry>> entries_;
   std::vector<std::pair<call_key, int>> warmups_; // per shape
-  entry* matched_ = nullptr;                       // set by plan()
-  std::string not_rebound_;                        // why plan() chose recapture over rebind
-  bool rebinding_ = true;                          // some argument may be rebound (from the options)
-  bool declared_patch_ = false;                    // some argument is declared rebind_policy::patch
-  bool warned_pageable_ = false;                   // the pageable-memory warning went to stderr
-  std::size_t audit_count_ = 0;                    // calls that could be audited so far
+  entry* matched_ = nullptr;                      // set by plan()
+  std::string not_rebound_;                       // why plan() chose recapture over rebind
+  bool rebinding_ = true;                         // some argument may be rebound (from the options)
+  bool declared_patch_ = false;                   // some argument is declared rebind_policy::patch
+  bool warned_pageable_ = false;                  // the pageable-memory warning went to stderr
+  std::size_t audit_count_ = 0;                   // calls that could be audited so far
   std::uint64_t clock_ = 0;
-  padding_rule default_rule_;          // `buckets` as a rule: the dimension of batch_size arguments without their own
-  std::deque<std::size_t> records_;   // churn guard: the calls (numbers) that recorded, within its window
-  std::size_t steady_ = 0;            // churn guard engaged: steady calls in a row so far
-  call_key last_key_;                 // churn guard engaged: the key of the call before
+  padding_rule default_rule_;       // `buckets` as a rule: the dimension of batch_size arguments without their own
+  std::deque<std::size_t> records_; // churn guard: the calls (numbers) that recorded, within its window
+  std::size_t steady_ = 0;          // churn guard engaged: steady calls in a row so far
+  call_key last_key_;               // churn guard engaged: the key of the call before
 };
 
 } // namespace conveyor

@@ -4,6 +4,21 @@
 //! shape, updates in place what changed, pads sizes to captured buckets, and says why it re-recorded.
 //! Follows the practice of PyTorch's CUDA graph trees: warm-up on the capture stream, static shapes, readable
 //! reasons when a graph is skipped or re-recorded.
+//!
+//! **The rule: a call is keyed by its arguments' own bytes, and nothing else.** What a pointer or span argument
+//! points to is not keyed, nor are references the callable captured, nor globals. A callable that reads such state
+//! on the host to decide its work (a grid, a kernel, a node count) replays the work of the call that was captured,
+//! not what its eager call would launch now:
+//!
+//!     void step(const conveyor::stream& s, const params* p, float* x) {
+//!       scale<<<(p->n + 255) / 256, 256, 0, s.get()>>>(p->n, x);   // reads *p on the host
+//!     }
+//!     conveyor::graphed run(step);
+//!     run(s, &p, x);  p.n *= 2;  run(s, &p, x);   // replays the old grid: pass n as an argument instead
+//!
+//! Pass such values as arguments (they are then keyed), or audit: graphed_options::audit_every, or the environment
+//! variable CONVEYOR_AUDIT_EVERY=N for a whole program without changing code, re-captures every N-th replayed call
+//! and throws audit_error naming the node that differs (docs/assembly-line.md).
 
 #include "conveyor/assembly/graph_cache.hpp"
 #include "conveyor/assembly/graphed_types.hpp"
@@ -22,7 +37,7 @@ namespace conveyor {
 
 //! How key_argument keys arguments of one graphed callable.
 struct keying {
-  bool user_keyed = false;                       //!< a key function chooses the shape: integers become binding
+  bool user_keyed = false;                           //!< a key function chooses the shape: integers become binding
   const std::vector<std::size_t>* statics = nullptr; //!< positions of pointers declared static (may be null)
 };
 
@@ -51,16 +66,14 @@ void key_argument(call_key& key, const T& value, std::size_t position, const key
             position);
     key.add(value.real, argument_role::binding, argument_kind::real_size, position);
   } else if constexpr (std::is_pointer_v<T>) {
-    const bool is_static = how.statics != nullptr &&
-                           std::find(how.statics->begin(), how.statics->end(), position) != how.statics->end();
+    const bool is_static =
+        how.statics != nullptr && std::find(how.statics->begin(), how.statics->end(), position) != how.statics->end();
     key.add(reinterpret_cast<std::uintptr_t>(value), is_static ? argument_role::static_pointer : argument_role::binding,
             argument_kind::pointer, position);
   } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
     std::uint64_t bits = 0;
-    if constexpr (std::is_enum_v<T>)
-      bits = static_cast<std::uint64_t>(static_cast<std::underlying_type_t<T>>(value));
-    else
-      bits = static_cast<std::uint64_t>(value);
+    if constexpr (std::is_enum_v<T>) bits = static_cast<std::uint64_t>(static_cast<std::underlying_type_t<T>>(value));
+    else bits = static_cast<std::uint64_t>(value);
     key.add(bits, how.user_keyed ? argument_role::binding : argument_role::shape, argument_kind::integer, position,
             sizeof(T));
   } else if constexpr (std::is_floating_point_v<T> && sizeof(T) <= sizeof(std::uint64_t)) {
@@ -119,8 +132,10 @@ public:
   //! \param key     optional `std::uint64_t key(const Args&...)` choosing the graph instead of the integral
   //!                arguments (which then count as binding)
   //! \throws std::invalid_argument when max_graphs is 0, warmup_calls is negative or a bucket is 0.
-  explicit graphed(F f, graphed_options options = {}, Key key = {})
-      : f_(std::move(f)), key_(std::move(key)), core_(std::move(options)) {}
+  explicit graphed(F f, graphed_options options = {}, Key key = {}) :
+      f_(std::move(f)),
+      key_(std::move(key)),
+      core_(std::move(options)) {}
 
   //! Runs the work for these arguments on `s`: eagerly, by replay, or by capture (see the class comment).
   //! Thread safety: not thread-safe; one graphed callable per thread (its captures use thread-local capture mode,
@@ -230,10 +245,8 @@ private:
           (
               [&](auto& value) {
                 if constexpr (std::is_same_v<std::decay_t<decltype(value)>, batch_size>) {
-                  if (auto bucket = core_.bucket_for(position, value.real))
-                    value.padded = *bucket;
-                  else if (!reason)
-                    reason.emplace(position, value.real);
+                  if (auto bucket = core_.bucket_for(position, value.real)) value.padded = *bucket;
+                  else if (!reason) reason.emplace(position, value.real);
                 }
                 ++position;
               }(v),

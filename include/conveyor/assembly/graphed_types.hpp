@@ -89,19 +89,24 @@ enum class recapture_update : std::uint8_t {
 //! writes. Host memory in stack frames that returned — the callable's locals and temporaries, graphed's copy of the
 //! call's arguments — is always refused: a replay would read it after it is gone.
 enum class pageable_policy : std::uint8_t {
-  //! Record a reason (reasons(), report()) at each capture that holds such a copy, and write one line to stderr
-  //! the first time: the copy reads or writes the buffer when the replay runs it, so the buffer must outlive the
-  //! graph and must not change between the call and the replay (eager code copies it at the call).
+  //! Declares the buffers outlive the graph, and records a reason (reasons(), report()) at each capture that holds
+  //! such a copy, writing one line to stderr the first time: the copy reads or writes the buffer when the replay
+  //! runs it, so the buffer must outlive the graph and must not change between the call and the replay (eager code
+  //! copies it at the call).
   warn,
-  //! Refuse the capture (std::invalid_argument naming the node): every host buffer must be page-locked.
+  //! Refuse the capture (std::invalid_argument naming the node, the address and the fix): every host buffer must
+  //! be page-locked, or declared with warn or allow. The default, as for conveyor::capture.
   refuse,
-  //! Say nothing (the caller owns the buffer for as long as the graph).
+  //! Declares the buffers outlive the graph, and says nothing (the caller owns them for as long as the graph).
   allow,
 };
 
 namespace detail {
 //! True when the environment variable CONVEYOR_STEP_THROUGH is set and not "0" (read once per process).
 [[nodiscard]] bool step_through_env() noexcept;
+//! The environment variable CONVEYOR_AUDIT_EVERY as a count of calls (read once per process): 0 when unset or empty.
+//! \throws std::invalid_argument naming the variable and its value when it is not a whole number in [0, 2^32).
+[[nodiscard]] std::size_t audit_every_env();
 } // namespace detail
 
 //! How graphed pads one size dimension (the batch_size arguments given the rule): a size pads up to the size the
@@ -193,7 +198,7 @@ struct graphed_options {
   //! runs once, at capture time, and a replay would miss it.
   bool catch_default_streams = true;
   //! Pageable host memory in captured copies (pageable_policy).
-  pageable_policy pageable = pageable_policy::warn;
+  pageable_policy pageable = pageable_policy::refuse;
   //! How a re-capture updates the executable graph (recapture_update).
   recapture_update recapture = recapture_update::whole_graph;
   //! Debugging: every call captures the callable and runs the capture step by step (conveyor::step_through with
@@ -203,11 +208,13 @@ struct graphed_options {
   bool step_through = detail::step_through_env();
   //! The watched buffers and callback of step_through.
   step_options step;
-  //! Testing: every `audit_every` calls that replay or patch (0: never), graphed also captures the callable and
-  //! compares the capture with what the executable graph ran (its graph, with the patched node fields), and throws
-  //! audit_error at the first call where they differ: a fast path that ran something else than the callable's own
-  //! code would have. Costs a capture and a comparison per audited call.
-  std::size_t audit_every = 0;
+  //! Every `audit_every` calls that replay or patch (0: never), graphed also captures the callable and compares the
+  //! capture with what the executable graph ran (its graph, with the patched node fields), and throws audit_error at
+  //! the first call where they differ, naming the node: a replay that ran something else than the callable's own
+  //! code would have (state the key cannot see: what a pointer argument points to, captured references, globals;
+  //! see graphed.hpp). Costs a capture and a comparison per audited call. Defaults to the environment variable
+  //! CONVEYOR_AUDIT_EVERY (unset: 0), so a whole program can be audited without changing its code.
+  std::size_t audit_every = detail::audit_every_env();
 };
 
 //! Thrown by a graphed call whose audit (graphed_options::audit_every) found that the executable graph ran other
@@ -219,39 +226,39 @@ public:
 
 //! Counts of what a graphed callable did. A plain value.
 struct graphed_statistics {
-  std::size_t calls = 0;               //!< all calls
-  std::size_t warmups = 0;             //!< eager warm-up calls
-  std::size_t captures = 0;            //!< captures (each followed by instantiate or update)
-  std::size_t replays = 0;             //!< graph launches
-  std::size_t per_node_updates = 0;    //!< in-place updates that set only the changed nodes
-  std::size_t nodes_set = 0;           //!< nodes set by those updates
-  std::size_t whole_graph_updates = 0; //!< in-place updates through cudaGraphExecUpdate
+  std::size_t calls = 0;                //!< all calls
+  std::size_t warmups = 0;              //!< eager warm-up calls
+  std::size_t captures = 0;             //!< captures (each followed by instantiate or update)
+  std::size_t replays = 0;              //!< graph launches
+  std::size_t per_node_updates = 0;     //!< in-place updates that set only the changed nodes
+  std::size_t nodes_set = 0;            //!< nodes set by those updates
+  std::size_t whole_graph_updates = 0;  //!< in-place updates through cudaGraphExecUpdate
   std::size_t unchanged_recaptures = 0; //!< re-captures that found nothing to update
-  std::size_t instantiations = 0;      //!< executable graphs made (first capture of a shape, or topology change)
-  std::size_t eager_fallbacks = 0;     //!< calls run eagerly because no graph fits (e.g. above the largest bucket)
-  std::size_t evictions = 0;           //!< executable graphs dropped by the LRU cap
-  std::size_t rebinds = 0;             //!< calls whose changed arguments were patched in place, without capture
-  std::size_t nodes_patched = 0;       //!< nodes set by those calls
-  std::size_t rebind_fallbacks = 0;    //!< calls that changed an argument rebind cannot patch (yet): re-captured
-  std::size_t stepped = 0;             //!< calls run step by step (graphed_options::step_through)
-  std::size_t audits = 0;              //!< calls audited against a re-capture (graphed_options::audit_every)
-  std::size_t guarded_calls = 0;       //!< calls the churn guard ran eagerly (graphed_options::churn)
-  std::size_t guard_trips = 0;         //!< times the churn guard engaged
-  std::size_t guard_resumes = 0;       //!< times graphing resumed after the arguments settled
-  bool guard_engaged = false;          //!< the churn guard runs the calls eagerly now
-  std::size_t churn_max_records = 0;   //!< the guard's cap (graphed_options::churn), for readers of the numbers
-  std::size_t churn_window = 0;        //!< and its window, in calls
-  std::size_t budget_evictions = 0;    //!< evictions to stay within graphed_options::max_bytes (counted in evictions)
-  std::size_t held_bytes = 0;          //!< bytes of graph allocations the cached executable graphs hold now
+  std::size_t instantiations = 0;       //!< executable graphs made (first capture of a shape, or topology change)
+  std::size_t eager_fallbacks = 0;      //!< calls run eagerly because no graph fits (e.g. above the largest bucket)
+  std::size_t evictions = 0;            //!< executable graphs dropped by the LRU cap
+  std::size_t rebinds = 0;              //!< calls whose changed arguments were patched in place, without capture
+  std::size_t nodes_patched = 0;        //!< nodes set by those calls
+  std::size_t rebind_fallbacks = 0;     //!< calls that changed an argument rebind cannot patch (yet): re-captured
+  std::size_t stepped = 0;              //!< calls run step by step (graphed_options::step_through)
+  std::size_t audits = 0;               //!< calls audited against a re-capture (graphed_options::audit_every)
+  std::size_t guarded_calls = 0;        //!< calls the churn guard ran eagerly (graphed_options::churn)
+  std::size_t guard_trips = 0;          //!< times the churn guard engaged
+  std::size_t guard_resumes = 0;        //!< times graphing resumed after the arguments settled
+  bool guard_engaged = false;           //!< the churn guard runs the calls eagerly now
+  std::size_t churn_max_records = 0;    //!< the guard's cap (graphed_options::churn), for readers of the numbers
+  std::size_t churn_window = 0;         //!< and its window, in calls
+  std::size_t budget_evictions = 0;     //!< evictions to stay within graphed_options::max_bytes (counted in evictions)
+  std::size_t held_bytes = 0;           //!< bytes of graph allocations the cached executable graphs hold now
 };
 
 //! What one cached executable graph holds (graph_cache::cached, graphed::cached). A plain value.
 struct cached_graph {
-  std::string shape;                 //!< the shape it was captured for, "0=128, 1=512"
-  std::size_t nodes = 0;             //!< nodes of its graph (top level)
-  std::size_t allocations = 0;       //!< its graph allocation (mem_alloc) nodes
-  std::size_t allocation_bytes = 0;  //!< their sizes summed: what the graph maps from the graph memory pool at most
-  std::size_t last_call = 0;         //!< the call (1-based count of calls) that last used it
+  std::string shape;                //!< the shape it was captured for, "0=128, 1=512"
+  std::size_t nodes = 0;            //!< nodes of its graph (top level)
+  std::size_t allocations = 0;      //!< its graph allocation (mem_alloc) nodes
+  std::size_t allocation_bytes = 0; //!< their sizes summed: what the graph maps from the graph memory pool at most
+  std::size_t last_call = 0;        //!< the call (1-based count of calls) that last used it
 };
 
 //! A graphed argument the key must not look at: its value does not change what the captured work does (a logger,
@@ -300,11 +307,11 @@ enum class argument_role : std::uint8_t {
 
 //! One argument as its key records it.
 struct argument_key {
-  std::uint64_t bits = 0;                     //!< the value; for argument_kind::bytes, the offset of its bytes
-  std::uint32_t size = 0;                     //!< argument_kind::bytes: the value's size in bytes
+  std::uint64_t bits = 0;                      //!< the value; for argument_kind::bytes, the offset of its bytes
+  std::uint32_t size = 0;                      //!< argument_kind::bytes: the value's size in bytes
   argument_role role = argument_role::binding; //!< how it is keyed
   argument_kind kind = argument_kind::integer; //!< what it is
-  std::uint8_t position = 0;                  //!< argument position (0-based, after the stream)
+  std::uint8_t position = 0;                   //!< argument position (0-based, after the stream)
 };
 
 //! The key of one graphed call: its arguments (at most `capacity` entries; a batch_size takes two) and an optional
@@ -360,29 +367,29 @@ private:
 
 //! Where rebinding stands for one argument of a graphed callable's executable graph.
 enum class binding_state : std::uint8_t {
-  learning,  //!< not verified yet: a change re-captures, and teaches where the argument is embedded
-  patched,   //!< verified (or declared rebind_policy::patch): a change patches its sites in place, without capture
+  learning,   //!< not verified yet: a change re-captures, and teaches where the argument is embedded
+  patched,    //!< verified (or declared rebind_policy::patch): a change patches its sites in place, without capture
   recaptured, //!< a change always re-captures (declared so, or the mapping could not explain a change: see reason)
 };
 
 //! One field of one node that holds (a word of) an argument's value.
 struct binding_site {
-  std::size_t node = 0;        //!< node position in creation order of the executable graph's graph
-  std::string node_name;       //!< the node's label, else its kernel name, else its kind
-  std::string field;           //!< "kernel parameter 2", "kernel parameter 0 bytes 8..15", "memcpy source", ...
-  std::int64_t offset = 0;     //!< the field's value minus the argument's (bytes inside the allocation; 0: as is)
+  std::size_t node = 0;         //!< node position in creation order of the executable graph's graph
+  std::string node_name;        //!< the node's label, else its kernel name, else its kind
+  std::string field;            //!< "kernel parameter 2", "kernel parameter 0 bytes 8..15", "memcpy source", ...
+  std::int64_t offset = 0;      //!< the field's value minus the argument's (bytes inside the allocation; 0: as is)
   std::size_t value_offset = 0; //!< where the word sits inside the argument's value, bytes (structs)
-  std::size_t width = 0;       //!< bytes of the word: 4 or 8
-  bool verified = false;       //!< seen to move with the argument in a re-capture (or declared patch)
+  std::size_t width = 0;        //!< bytes of the word: 4 or 8
+  bool verified = false;        //!< seen to move with the argument in a re-capture (or declared patch)
 };
 
 //! The mapping of one binding argument: its state and the node fields it reaches. A plain value.
 struct argument_binding {
-  std::size_t position = 0;                  //!< argument position (0-based, after the stream)
-  argument_kind kind = argument_kind::pointer; //!< what it is
+  std::size_t position = 0;                      //!< argument position (0-based, after the stream)
+  argument_kind kind = argument_kind::pointer;   //!< what it is
   binding_state state = binding_state::learning; //!< how a change reaches the graph
-  std::string reason;                        //!< why it re-captures, or how it was verified
-  std::vector<binding_site> sites;           //!< the fields holding it (candidates while learning)
+  std::string reason;                            //!< why it re-captures, or how it was verified
+  std::vector<binding_site> sites;               //!< the fields holding it (candidates while learning)
 };
 
 //! "learning", "patched" or "recaptured". Never throws.

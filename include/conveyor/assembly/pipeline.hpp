@@ -40,10 +40,8 @@ public:
   //! \throws whatever a stage throws, and what graphed throws.
   void operator()(const stream& s, Args... args) {
     for (auto& st : stages_) {
-      if (st.captured)
-        (*st.captured)(s, args...);
-      else
-        st.eager(s, args...);
+      if (st.captured) (*st.captured)(s, args...);
+      else st.eager(s, args...);
     }
   }
 
@@ -57,8 +55,7 @@ public:
   //! One report per graphed stage, and a line per eager stage.
   [[nodiscard]] std::string report() const {
     std::string out;
-    for (const auto& st : stages_)
-      out += st.captured ? st.captured->report(st.name) : st.name + ": eager\n";
+    for (const auto& st : stages_) out += st.captured ? st.captured->report(st.name) : st.name + ": eager\n";
     return out;
   }
 

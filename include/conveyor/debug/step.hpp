@@ -40,30 +40,30 @@ enum class element_type : std::uint8_t {
 //! A device (or managed, or pinned) buffer a step-through run watches: `count` elements of `type` at `data`.
 //! A plain value; the buffer must stay allocated during the run.
 struct watched_buffer {
-  std::string name;                     //!< for reports, e.g. "loss"
-  const void* data = nullptr;           //!< device address of element 0
+  std::string name;                      //!< for reports, e.g. "loss"
+  const void* data = nullptr;            //!< device address of element 0
   element_type type = element_type::f32; //!< what the elements are
-  std::size_t count = 0;                //!< elements (not bytes)
+  std::size_t count = 0;                 //!< elements (not bytes)
 };
 
 //! One node of a step-through run: where it is, what it is, and what it runs with. A plain value.
 struct step_node {
-  std::size_t order = 0;   //!< position in the step order of the run (0-based): body iterations count again
-  std::string path;        //!< "node 3 'scale x' (kernel)", inside bodies "node 5 (conditional) > iteration 2 >
-                           //!< node 1 (kernel)", inside child graphs "node 2 (child_graph) > node 0 (memset)"
+  std::size_t order = 0; //!< position in the step order of the run (0-based): body iterations count again
+  std::string path;      //!< "node 3 'scale x' (kernel)", inside bodies "node 5 (conditional) > iteration 2 >
+                         //!< node 1 (kernel)", inside child graphs "node 2 (child_graph) > node 0 (memset)"
   //! Where it is: its index in the top-level graph (creation order), or for a node inside a child graph or a
   //! conditional body, (node index, body index) pairs down to its graph and then its index there: the path through
   //! graph_description's nodes and bodies (mark_fault).
   std::vector<std::size_t> position;
-  node_kind kind = node_kind::other; //!< what the node is
-  std::string label;       //!< the node's label, or empty
-  std::string kernel_name; //!< kernels: the demangled name
+  node_kind kind = node_kind::other;      //!< what the node is
+  std::string label;                      //!< the node's label, or empty
+  std::string kernel_name;                //!< kernels: the demangled name
   std::array<unsigned, 3> grid{0, 0, 0};  //!< kernels: blocks per grid (x, y, z)
   std::array<unsigned, 3> block{0, 0, 0}; //!< kernels: threads per block (x, y, z)
   std::size_t shared_bytes = 0;           //!< kernels: dynamic shared memory, bytes
-  std::string arguments;   //!< kernels: each parameter's bytes, "0: 0x7f3a00000000 (8 B), 1: 0x40000000 (4 B)"
+  std::string arguments; //!< kernels: each parameter's bytes, "0: 0x7f3a00000000 (8 B), 1: 0x40000000 (4 B)"
   std::vector<std::string> dependencies; //!< the nodes it depends on in its own graph, as "node 1 'label' (kind)"
-  int device = -1;         //!< the device it runs on (-1: not a device node)
+  int device = -1;                       //!< the device it runs on (-1: not a device node)
   //! One line: "step 12: node 3 'scale x' (kernel scale_kernel, grid 16x1x1 block 256x1x1, arguments ...), after
   //! node 1 'load' (memcpy)".
   [[nodiscard]] std::string text() const;
@@ -168,9 +168,9 @@ bool mark_fault(graph_description& d, const step_node& node, std::string text);
 
 //! A named buffer that differed between two runs of the same graph from the same inputs.
 struct nondeterministic_buffer {
-  std::string name;          //!< the buffer
+  std::string name;            //!< the buffer
   std::size_t first_index = 0; //!< the first element that differs
-  std::size_t differing = 0; //!< elements that differ
+  std::size_t differing = 0;   //!< elements that differ
 };
 
 //! The result of check_determinism.

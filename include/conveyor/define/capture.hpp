@@ -18,9 +18,9 @@ namespace conveyor {
 
 //! Which CUDA calls other threads may make during a capture (`cudaStreamCaptureMode`).
 enum class capture_mode {
-  global = cudaStreamCaptureModeGlobal,           //!< unsafe calls are refused in every thread
+  global = cudaStreamCaptureModeGlobal,             //!< unsafe calls are refused in every thread
   thread_local_ = cudaStreamCaptureModeThreadLocal, //!< refused only in the capturing thread (the default)
-  relaxed = cudaStreamCaptureModeRelaxed,         //!< not refused (the caller takes responsibility)
+  relaxed = cudaStreamCaptureModeRelaxed,           //!< not refused (the caller takes responsibility)
 };
 
 //! What a capture checks of the host memory its copy and host nodes use, when it ends. A replay re-reads every
@@ -28,13 +28,17 @@ enum class capture_mode {
 //! after the code that captured it has returned.
 enum class host_memory_check : std::uint8_t {
   //! Refuse host addresses in stack frames that returned before the capture ended: a local variable or temporary
-  //! of the captured code (`cudaMemcpyAsync(d, &local, ...)`), which a replay would read after it is gone.
-  //! The default. Costs one pass over the graph's nodes when the capture ends.
+  //! of the captured code (`cudaMemcpyAsync(d, &local, ...)`), which a replay would read after it is gone. Pageable
+  //! heap memory is let through: choosing this **declares** that every pageable buffer a captured copy reads or
+  //! writes outlives the graph and holds, at each replay, what the eager code would have copied. Costs one pass over
+  //! the graph's nodes when the capture ends.
   returned_frames,
   //! As returned_frames, and also record every other pageable host buffer a copy node reads or writes
   //! (cudaPointerGetAttributes: cudaMemoryTypeUnregistered), on the graph: conveyor::graphed warns of them.
   pageable,
-  //! As returned_frames, and refuse every other pageable host buffer a copy node reads or writes too.
+  //! As returned_frames, and refuse every other pageable host buffer a copy node reads or writes too: a helper that
+  //! uploads from a local std::vector freed when it returns would leave a node that reads freed heap memory at every
+  //! replay. The default. Costs one cudaPointerGetAttributes per host side of each copy node.
   refuse_pageable,
   //! Check nothing: no node is read when the capture ends.
   off,
@@ -60,7 +64,7 @@ struct capture_options {
   //! refused safely.
   bool catch_default_streams = true;
   //! What to check of the host memory the captured nodes use (host_memory_check).
-  host_memory_check host_memory = host_memory_check::returned_frames;
+  host_memory_check host_memory = host_memory_check::refuse_pageable;
   //! Check the capture (into a new graph) by a conditional node's body's rules: the node kinds CUDA does not allow
   //! in a body (memory allocation and free, host, event nodes) are refused when it ends, and capture_host refuses to
   //! add a host node. capture_into sets it for the dry run of a body's callable, so that what the body would refuse
@@ -106,7 +110,7 @@ public:
   //!         cuda_error when the capture was invalidated by an illegal call (the message says which calls are
   //!         illegal and what to use instead), work was enqueued on a default stream (catch_default_streams), or
   //!         forked streams were left unjoined; std::invalid_argument when a node uses host memory of a frame that
-  //!         returned (or pageable memory, with host_memory_check::refuse_pageable), naming the node, the address,
+  //!         returned or pageable heap memory (host_memory_check::refuse_pageable, the default), naming the node, the address,
   //!         where it lies and the fix. The graph is destroyed before any of these is thrown.
   [[nodiscard]] graph finish();
   //! Ends the capture into the existing graph and returns the frontier: the captured nodes that later work should
@@ -158,10 +162,8 @@ namespace detail {
 //! memory check finds a copy node that still points at them (host_memory_check::returned_frames).
 template <class F>
 [[gnu::noinline]] void run_captured(F& f, const stream& s) {
-  if constexpr (std::is_invocable_v<F&, const stream&>)
-    f(s);
-  else
-    f();
+  if constexpr (std::is_invocable_v<F&, const stream&>) f(s);
+  else f();
 }
 //! True when `g` is a conditional node's body (conditional.hpp). Never throws.
 [[nodiscard]] bool is_conditional_body(const graph& g) noexcept;
@@ -170,7 +172,8 @@ template <class F>
 //! Captures the work `f` enqueues on `s` into a new graph. `f` is called as `f(s)` or `f()`. If `f` throws, the
 //! capture is ended, the partial graph destroyed, forked streams released, and the exception propagates: the
 //! stream is usable again. `options` (or a capture_mode) chooses the mode and the checks made at the end: work
-//! escaped to a default stream and host memory of frames that returned are refused by default.
+//! escaped to a default stream, host memory of frames that returned and pageable heap memory in copies are refused
+//! by default (capture_options::host_memory says how to declare a pageable buffer that outlives the graph).
 //! \throws cuda_error and std::invalid_argument as capture_session and capture_session::finish; whatever `f` throws.
 template <class F>
 [[nodiscard]] graph capture(const stream& s, F&& f, capture_options options = {},

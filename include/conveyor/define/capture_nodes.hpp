@@ -159,9 +159,8 @@ node capture_kernel(const stream& s, const launch_config& cfg, void (*fn)(Params
 //!         and capture_into; whatever a callable throws (the node stays in the capture with what its bodies hold:
 //!         let the exception end the capture).
 template <class... Bodies>
-  requires(sizeof...(Bodies) > 0 && (std::is_invocable_v<Bodies&, const stream&> && ...))
-conditional_node capture_conditional(const stream& s, conditional_kind kind, const condition& cond,
-                                     Bodies&&... bodies) {
+requires(sizeof...(Bodies) > 0 && (std::is_invocable_v<Bodies&, const stream&> && ...)) conditional_node
+    capture_conditional(const stream& s, conditional_kind kind, const condition& cond, Bodies&&... bodies) {
   detail::check_body_count(kind, sizeof...(Bodies));
   conditional_node out = capture_conditional(s, kind, cond, static_cast<unsigned>(sizeof...(Bodies)));
   const stream& side = detail::side_stream(s);

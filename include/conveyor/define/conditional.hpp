@@ -50,8 +50,8 @@ struct condition {
 //! - kernels of the one device context of the parent graph, at any depth. Thread safety: the bodies are
 //! parts of the parent graph: build them from the thread that builds the parent.
 struct conditional_node {
-  conveyor::node node;      //!< the cudaGraphNodeTypeConditional node
-  conveyor::condition cond; //!< its condition handle
+  conveyor::node node;       //!< the cudaGraphNodeTypeConditional node
+  conveyor::condition cond;  //!< its condition handle
   std::vector<graph> bodies; //!< 1 (if_then, while_loop), 2 (if_then_else) or n (switch_case) body graphs
 };
 

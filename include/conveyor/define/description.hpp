@@ -58,14 +58,14 @@ struct node_description {
 
 //! Nodes and edges of one graph; edges are (from, to) indices into `nodes`. A plain value.
 struct graph_description {
-  std::vector<node_description> nodes;                     //!< in creation order; node_description::id = index
-  std::vector<std::pair<std::size_t, std::size_t>> edges;  //!< dependencies as (from, to) indices into `nodes`
+  std::vector<node_description> nodes;                    //!< in creation order; node_description::id = index
+  std::vector<std::pair<std::size_t, std::size_t>> edges; //!< dependencies as (from, to) indices into `nodes`
   //! The type of each edge, parallel to `edges` (describe fills one per edge; a description built by hand may leave
   //! it shorter: missing entries are full; entries beyond edges.size() are ignored). Read through edge_type_of.
   std::vector<edge_type> edge_types;
-  bool captured = false;                  //!< made by stream capture (conveyor::capture / capture_into)
+  bool captured = false;                    //!< made by stream capture (conveyor::capture / capture_into)
   bool captured_on_blocking_stream = false; //!< captured on a stream created without cudaStreamNonBlocking: it
-                                          //!< synchronises with the legacy default stream
+                                            //!< synchronises with the legacy default stream
   //! The distinct devices the nodes run on (node_description::device >= 0), ascending, nested bodies included:
   //! more than one for a multi-device graph. Never throws except std::bad_alloc.
   [[nodiscard]] std::vector<int> devices() const;

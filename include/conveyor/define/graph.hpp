@@ -213,7 +213,7 @@ public:
   //! Adds a node running a copy of `body` (`cudaGraphAddChildGraphNode`); later changes to `body` do not affect
   //! it. The parent keeps the child's resources alive.
   //! \throws std::invalid_argument when `body` holds a conditional node; cuda_error when it holds other kinds child
-  //!         graphs do not allow (memory nodes).
+  //!         graphs do not allow (memory allocation or free nodes: the message names the node, the rule and the fix).
   node child(const node_list& deps, const graph& body);
   //! As above, with no dependencies (a root node).
   node child(const graph& body) { return child(node_list{}, body); }

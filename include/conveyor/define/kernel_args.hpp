@@ -117,8 +117,9 @@ inline void note_kernel_parameters(const void* kernel, std::span<const parameter
 //! float, std::size_t to int, a float to an integer, ...).
 template <class Param, class Arg>
 inline constexpr bool narrows =
-    std::is_arithmetic_v<std::remove_cvref_t<Arg>> && std::is_arithmetic_v<std::remove_cvref_t<Param>> &&
-    !requires { std::remove_cvref_t<Param>{std::declval<Arg>()}; };
+    std::is_arithmetic_v<std::remove_cvref_t<Arg>>&& std::is_arithmetic_v<std::remove_cvref_t<Param>> && !requires {
+  std::remove_cvref_t<Param>{std::declval<Arg>()};
+};
 
 //! Narrowing arithmetic arguments are refused when CONVEYOR_REFUSE_NARROWING is defined to 1 before Conveyor's headers
 //! (docs/capture.md, "Typed kernel arguments"); by default they convert as a call of the kernel would.
@@ -135,8 +136,9 @@ inline constexpr bool arg_fits =
 template <class ParamList, class ArgList>
 struct accepts : std::false_type {};
 template <class... Params, class... Args>
-  requires(sizeof...(Params) == sizeof...(Args))
-struct accepts<std::tuple<Params...>, std::tuple<Args...>> : std::bool_constant<(arg_fits<Params, Args> && ...)> {};
+requires(sizeof...(Params) == sizeof...(Args)) struct accepts<std::tuple<Params...>, std::tuple<Args...>>
+    : std::bool_constant<(arg_fits<Params, Args> && ...)> {
+};
 
 //! The position (from 0) of the first argument that does not fit its parameter, or the count when all fit.
 template <class... Params, class... Args>
@@ -157,7 +159,8 @@ template <std::size_t Position, class GivenType, class ParameterType>
 struct kernel_argument_refused {
   static_assert(refused_argument<Position>,
                 "conveyor: a kernel argument does not fit its parameter type; the instantiation of "
-                "'kernel_argument_refused<P, A, T>' beside this message names it: P its position (from 0), A the argument's type, T the parameter's type"
+                "'kernel_argument_refused<P, A, T>' beside this message names it: P its position (from 0), A the "
+                "argument's type, T the parameter's type"
 #if defined(CONVEYOR_REFUSE_NARROWING) && CONVEYOR_REFUSE_NARROWING
                 " (narrowing conversions are refused: CONVEYOR_REFUSE_NARROWING)"
 #endif
@@ -192,7 +195,7 @@ template <class... Params, class... Args>
     (void)detail::kernel_argument_count_refused<sizeof...(Args), sizeof...(Params)>{};
     std::abort(); // not reached: the line above does not compile
   } else if constexpr (constexpr std::size_t bad = detail::first_misfit(static_cast<std::tuple<Params...>*>(nullptr),
-                                                                          static_cast<std::tuple<Args...>*>(nullptr));
+                                                                        static_cast<std::tuple<Args...>*>(nullptr));
                        bad < sizeof...(Params)) {
     (void)detail::kernel_argument_refused<bad, std::remove_cvref_t<std::tuple_element_t<bad, std::tuple<Args...>>>,
                                           std::tuple_element_t<bad, std::tuple<Params...>>>{};

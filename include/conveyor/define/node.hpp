@@ -104,8 +104,11 @@ private:
   friend struct detail::access;
   friend class node_list;
   node(cudaGraphNode_t handle, detail::graph_state* owner) noexcept : handle_(handle), owner_(owner) {}
-  node(cudaGraphNode_t handle, detail::graph_state* owner, const void* function, const launch_config& cfg) noexcept
-      : handle_(handle), owner_(owner), function_(function), config_(cfg) {}
+  node(cudaGraphNode_t handle, detail::graph_state* owner, const void* function, const launch_config& cfg) noexcept :
+      handle_(handle),
+      owner_(owner),
+      function_(function),
+      config_(cfg) {}
 
   cudaGraphNode_t handle_ = nullptr;
   detail::graph_state* owner_ = nullptr;

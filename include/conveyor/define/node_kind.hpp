@@ -16,29 +16,39 @@ namespace conveyor {
 //! Everything Conveyor knows about a kind (its name, how to add, read, compare, set on an executable graph and
 //! describe it) lives in one place in the library, one table entry per value (docs/architecture.md).
 enum class node_kind : int {
-  kernel = cudaGraphNodeTypeKernel,                            //!< a kernel launch
-  memcpy = cudaGraphNodeTypeMemcpy,                            //!< a copy (1D, 2D or 3D)
-  memset = cudaGraphNodeTypeMemset,                            //!< a fill of 1-, 2- or 4-byte elements
-  host = cudaGraphNodeTypeHost,                                //!< a CPU callable run by the CUDA runtime
-  child_graph = cudaGraphNodeTypeGraph,                        //!< a nested graph
-  empty = cudaGraphNodeTypeEmpty,                              //!< no operation: a join point
-  event_wait = cudaGraphNodeTypeWaitEvent,                     //!< waits for an event
-  event_record = cudaGraphNodeTypeEventRecord,                 //!< records an event
-  ext_semaphore_signal = cudaGraphNodeTypeExtSemaphoreSignal,  //!< signals external semaphores
-  ext_semaphore_wait = cudaGraphNodeTypeExtSemaphoreWait,      //!< waits on external semaphores
-  mem_alloc = cudaGraphNodeTypeMemAlloc,                       //!< allocates device memory
-  mem_free = cudaGraphNodeTypeMemFree,                         //!< frees a graph allocation
-  batch_mem_op = 12,                                           //!< a batch of memory operations (driver API only)
-  conditional = cudaGraphNodeTypeConditional,                  //!< IF / IF-ELSE / WHILE / SWITCH on a device value
-  other = 0x7fff,                                              //!< a type this version of Conveyor does not know
+  kernel = cudaGraphNodeTypeKernel,                           //!< a kernel launch
+  memcpy = cudaGraphNodeTypeMemcpy,                           //!< a copy (1D, 2D or 3D)
+  memset = cudaGraphNodeTypeMemset,                           //!< a fill of 1-, 2- or 4-byte elements
+  host = cudaGraphNodeTypeHost,                               //!< a CPU callable run by the CUDA runtime
+  child_graph = cudaGraphNodeTypeGraph,                       //!< a nested graph
+  empty = cudaGraphNodeTypeEmpty,                             //!< no operation: a join point
+  event_wait = cudaGraphNodeTypeWaitEvent,                    //!< waits for an event
+  event_record = cudaGraphNodeTypeEventRecord,                //!< records an event
+  ext_semaphore_signal = cudaGraphNodeTypeExtSemaphoreSignal, //!< signals external semaphores
+  ext_semaphore_wait = cudaGraphNodeTypeExtSemaphoreWait,     //!< waits on external semaphores
+  mem_alloc = cudaGraphNodeTypeMemAlloc,                      //!< allocates device memory
+  mem_free = cudaGraphNodeTypeMemFree,                        //!< frees a graph allocation
+  batch_mem_op = 12,                                          //!< a batch of memory operations (driver API only)
+  conditional = cudaGraphNodeTypeConditional,                 //!< IF / IF-ELSE / WHILE / SWITCH on a device value
+  other = 0x7fff,                                             //!< a type this version of Conveyor does not know
 };
 
 //! Every kind, in CUDA's order (other last): for tables and for tests that every operation handles every kind.
-inline constexpr std::array<node_kind, 15> all_node_kinds{
-    node_kind::kernel,       node_kind::memcpy,     node_kind::memset,       node_kind::host,
-    node_kind::child_graph,  node_kind::empty,      node_kind::event_wait,   node_kind::event_record,
-    node_kind::ext_semaphore_signal, node_kind::ext_semaphore_wait, node_kind::mem_alloc, node_kind::mem_free,
-    node_kind::batch_mem_op, node_kind::conditional, node_kind::other};
+inline constexpr std::array<node_kind, 15> all_node_kinds{node_kind::kernel,
+                                                          node_kind::memcpy,
+                                                          node_kind::memset,
+                                                          node_kind::host,
+                                                          node_kind::child_graph,
+                                                          node_kind::empty,
+                                                          node_kind::event_wait,
+                                                          node_kind::event_record,
+                                                          node_kind::ext_semaphore_signal,
+                                                          node_kind::ext_semaphore_wait,
+                                                          node_kind::mem_alloc,
+                                                          node_kind::mem_free,
+                                                          node_kind::batch_mem_op,
+                                                          node_kind::conditional,
+                                                          node_kind::other};
 
 //! The kind's name as used in exports and messages ("kernel", "memcpy", "child_graph", ...). Never throws.
 [[nodiscard]] std::string_view to_string(node_kind kind) noexcept;
@@ -48,11 +58,11 @@ inline constexpr std::array<node_kind, 15> all_node_kinds{
 
 //! What Conveyor implements for a node kind: read from the library's kind table, one entry per kind.
 struct node_kind_support {
-  node_kind kind = node_kind::other; //!< the kind the entry describes
-  std::string_view name;             //!< to_string(kind)
-  bool builder = false;              //!< graph has a typed builder call for it (any kind: graph::add_node)
-  bool comparable = false;           //!< diff compares every parameter of it (else: always "not comparable")
-  bool settable_per_node = false;    //!< update_incremental can set it alone on an executable graph
+  node_kind kind = node_kind::other;        //!< the kind the entry describes
+  std::string_view name;                    //!< to_string(kind)
+  bool builder = false;                     //!< graph has a typed builder call for it (any kind: graph::add_node)
+  bool comparable = false;                  //!< diff compares every parameter of it (else: always "not comparable")
+  bool settable_per_node = false;           //!< update_incremental can set it alone on an executable graph
   bool allowed_in_conditional_body = false; //!< CUDA allows it in a conditional node's body
 };
 

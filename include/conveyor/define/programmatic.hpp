@@ -39,20 +39,20 @@ private:
 
 //! One edge the pass looked at. Names as in reports: the label, else "kernel 'name'". A plain value.
 struct programmatic_edge {
-  std::string graph;      //!< "" for the top-level graph, else the path of nested graphs, e.g. "node 4 (loop) body 0"
-  std::size_t from = 0;   //!< the predecessor's position in creation order within that graph
-  std::size_t to = 0;     //!< the dependent's position
-  std::string from_name;  //!< the predecessor's name
-  std::string to_name;    //!< the dependent's name
-  std::string reason;     //!< for edges left alone: why, e.g. "the predecessor is a memcpy node"
+  std::string graph;     //!< "" for the top-level graph, else the path of nested graphs, e.g. "node 4 (loop) body 0"
+  std::size_t from = 0;  //!< the predecessor's position in creation order within that graph
+  std::size_t to = 0;    //!< the dependent's position
+  std::string from_name; //!< the predecessor's name
+  std::string to_name;   //!< the dependent's name
+  std::string reason;    //!< for edges left alone: why, e.g. "the predecessor is a memcpy node"
 };
 
 //! What make_programmatic did. A plain value.
 struct programmatic_report {
-  std::vector<programmatic_edge> changed;   //!< edges now of the requested type
-  std::vector<programmatic_edge> left;      //!< edges into kernel nodes left as they were, with the reason
-  std::size_t already = 0;                  //!< edges that were programmatic or launch-completion already
-  std::size_t edges = 0;                    //!< edges examined (every graph, nested graphs included)
+  std::vector<programmatic_edge> changed; //!< edges now of the requested type
+  std::vector<programmatic_edge> left;    //!< edges into kernel nodes left as they were, with the reason
+  std::size_t already = 0;                //!< edges that were programmatic or launch-completion already
+  std::size_t edges = 0;                  //!< edges examined (every graph, nested graphs included)
 
   //! One line per changed edge ("made programmatic: a -> b", with " (in <graph path>)" for a nested graph) and per
   //! edge left ("left as it was: a -> b: reason"). \throws std::bad_alloc only.

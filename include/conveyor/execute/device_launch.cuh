@@ -20,7 +20,8 @@
 #include <vector>
 
 #if defined(__CUDACC__) && !defined(__CUDACC_RDC__) && !defined(__CUDACC_EWP__)
-#error "conveyor/execute/device_launch.cuh: device-side graph launch needs relocatable device code linked with the device runtime: compile with nvcc -rdc=true and link -lcudadevrt (CMake: set_target_properties(<target> PROPERTIES CUDA_SEPARABLE_COMPILATION ON))"
+#error                                                                                                                 \
+    "conveyor/execute/device_launch.cuh: device-side graph launch needs relocatable device code linked with the device runtime: compile with nvcc -rdc=true and link -lcudadevrt (CMake: set_target_properties(<target> PROPERTIES CUDA_SEPARABLE_COMPILATION ON))"
 #endif
 
 namespace conveyor::device {
@@ -151,6 +152,5 @@ node add_relaunch(graph& g, Condition keep_going, int* status = nullptr) {
   return g.kernel(node_list(sinks), launch_config{dim3(1), dim3(1)}, &relaunch_while<Condition>, keep_going, status)
       .label("relaunch while");
 }
-
 
 } // namespace conveyor::device

@@ -25,9 +25,9 @@
 namespace conveyor {
 
 namespace detail {
-struct exec_state;  // what an executable graph knows beyond its handle (defined in the library)
-struct exec_access; // the attorney: the library's one way to an executable graph's handle and state
-struct graph_snapshot; // a graph read once for comparisons (kinds layer)
+struct exec_state;       // what an executable graph knows beyond its handle (defined in the library)
+struct exec_access;      // the attorney: the library's one way to an executable graph's handle and state
+struct graph_snapshot;   // a graph read once for comparisons (kinds layer)
 struct graph_comparison; // two snapshots compared (kinds layer)
 struct kernel_attribute; // a kernel node's thread-block cluster attribute, by position (kinds layer)
 } // namespace detail
@@ -189,8 +189,7 @@ public:
   //! instantiation throws, this executable graph is unchanged.
   //! \throws cuda_error when re-instantiation fails; std::logic_error, changing nothing, when it would have to
   //!         re-instantiate a device_graph's executable graph (kernels hold its handle).
-  update_result update_or_reinstantiate(const graph& g,
-                                        std::source_location where = std::source_location::current());
+  update_result update_or_reinstantiate(const graph& g, std::source_location where = std::source_location::current());
   //! Brings this executable graph to `g`'s parameters at a cost that scales with what changed: compares `g` with
   //! the graph whose parameters it holds (diff) and sets only the nodes that differ (method per_node); uses a
   //! whole-graph update when a change cannot be set node by node (launch attributes, memory nodes, conditional
@@ -224,7 +223,8 @@ private:
   void require_graph(const char* call) const;
   // With step-through launches: makes the same per-node change on the shadow graph a step-through run steps through
   // (`set` on its node standing for `origin`), or disables that node there (`enabled` false).
-  void shadow_change(cudaGraphNode_t origin, const std::function<cudaError_t(cudaGraphNode_t)>& set, bool enabled = true);
+  void shadow_change(cudaGraphNode_t origin, const std::function<cudaError_t(cudaGraphNode_t)>& set,
+                     bool enabled = true);
   // launch() when step_launches_ (src/debug/step.cpp): conveyor::step_through of the graph this one runs.
   void launch_stepping(const stream& s, const std::source_location& where) const;
   void set_host_raw(const node& n, std::shared_ptr<std::function<void()>> callable);
@@ -245,7 +245,7 @@ private:
   bool set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out);
 
   cudaGraphExec_t handle_ = nullptr;
-  bool tracks_launches_ = false; // true once the executable graph owns callables set node by node
+  bool tracks_launches_ = false;  // true once the executable graph owns callables set node by node
   mutable bool launched_ = false; // the first launch was recorded (exec_facts)
   bool step_launches_ = false;    // launches run step by step (step_through_launches)
   mutable bool retired_ = false;  // graph definitions an update replaced wait for the next launch to be destroyed

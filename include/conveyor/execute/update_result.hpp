@@ -47,12 +47,12 @@ enum class update_method {
 struct update_result {
   update_method method = update_method::none;    //!< what was done
   update_status status = update_status::success; //!< CUDA's verdict on the whole-graph update, when one was tried
-  cudaGraphNode_t node = nullptr;      //!< the offending node of the new graph when refused, or null
-  cudaGraphNode_t from_node = nullptr; //!< the node of the executable graph it was paired with, or null
-  std::string node_label;              //!< the offending node's label, else "kind 'kernel name'", else empty
-  std::size_t nodes_changed = 0;       //!< nodes whose parameters differed (update_incremental)
-  std::size_t nodes_set = 0;           //!< nodes set one by one (per_node)
-  std::string explanation;             //!< the changes made, or why the cheaper methods were not used
+  cudaGraphNode_t node = nullptr;                //!< the offending node of the new graph when refused, or null
+  cudaGraphNode_t from_node = nullptr;           //!< the node of the executable graph it was paired with, or null
+  std::string node_label;                        //!< the offending node's label, else "kind 'kernel name'", else empty
+  std::size_t nodes_changed = 0;                 //!< nodes whose parameters differed (update_incremental)
+  std::size_t nodes_set = 0;                     //!< nodes set one by one (per_node)
+  std::string explanation;                       //!< the changes made, or why the cheaper methods were not used
 
   //! True when the executable graph now runs the new graph's parameters (every method but refused).
   explicit operator bool() const noexcept { return method != update_method::refused; }

@@ -35,8 +35,8 @@ inline constexpr std::uint32_t graph_file_version = 1;
 //! graph_file::buffers. A plain value.
 struct saved_address {
   static constexpr std::uint32_t null_buffer = 0xFFFFFFFFU; //!< `buffer` of the null pointer
-  std::uint32_t buffer = null_buffer;                        //!< index into graph_file::buffers
-  std::uint64_t offset = 0;                                  //!< bytes from the buffer's start
+  std::uint32_t buffer = null_buffer;                       //!< index into graph_file::buffers
+  std::uint64_t offset = 0;                                 //!< bytes from the buffer's start
   //! True for the null pointer. Never throws.
   [[nodiscard]] bool is_null() const noexcept { return buffer == null_buffer; }
   //! Member-wise equality.
@@ -57,11 +57,11 @@ enum class buffer_memory : std::uint8_t {
 
 //! One buffer of a file: memory that nodes' addresses point into. A plain value.
 struct saved_buffer {
-  std::string name;         //!< the program's name for it (save_options::buffers), else "buffer<k>"; unique
+  std::string name; //!< the program's name for it (save_options::buffers), else "buffer<k>"; unique
   buffer_memory memory = buffer_memory::device; //!< its kind
-  std::uint64_t bytes = 0;  //!< its size at save, bytes; load refuses a smaller buffer passed for it
-  int device = -1;          //!< device memory and graph allocations: the device ordinal at save; else -1
-  bool named = false;       //!< the program named it at save (rather than Conveyor finding the allocation)
+  std::uint64_t bytes = 0; //!< its size at save, bytes; load refuses a smaller buffer passed for it
+  int device = -1;         //!< device memory and graph allocations: the device ordinal at save; else -1
+  bool named = false;      //!< the program named it at save (rather than Conveyor finding the allocation)
   //! Its contents at save (save_options::contents), exactly `bytes` bytes; load may fill a buffer it allocates
   //! with them. Empty optional: not saved.
   std::optional<std::vector<unsigned char>> contents;
@@ -108,10 +108,10 @@ enum class relocation_target : std::uint8_t {
 
 //! One 8-byte word of a kernel node's arguments that load rewrites. A plain value.
 struct saved_relocation {
-  std::uint32_t offset = 0;                           //!< the word's offset in the argument bytes
+  std::uint32_t offset = 0;                             //!< the word's offset in the argument bytes
   relocation_target target = relocation_target::buffer; //!< what it points to
-  std::uint32_t index = 0;                            //!< buffer or condition index
-  std::uint64_t at = 0;                               //!< buffers: bytes from the buffer's start
+  std::uint32_t index = 0;                              //!< buffer or condition index
+  std::uint64_t at = 0;                                 //!< buffers: bytes from the buffer's start
   bool typed = true; //!< the parameter's type said it is an address (else a scanned word: a heuristic)
   //! Member-wise equality.
   friend bool operator==(const saved_relocation&, const saved_relocation&) = default;
@@ -120,21 +120,21 @@ struct saved_relocation {
 //! One launch attribute of a kernel node (cudaLaunchAttributeID `id`), as the numbers CUDA's value holds, in the
 //! order docs/graph-files.md gives per attribute (cluster: x, y, z; priority: p; ...). A plain value.
 struct saved_attribute {
-  std::uint32_t id = 0;              //!< CUDA's cudaLaunchAttributeID
-  std::vector<std::int64_t> values;  //!< its integer fields
-  saved_address address;             //!< the access policy window's base address; null for other attributes
-  double ratio = 0.0;                //!< the access policy window's hit ratio; 0 for other attributes
+  std::uint32_t id = 0;             //!< CUDA's cudaLaunchAttributeID
+  std::vector<std::int64_t> values; //!< its integer fields
+  saved_address address;            //!< the access policy window's base address; null for other attributes
+  double ratio = 0.0;               //!< the access policy window's hit ratio; 0 for other attributes
   //! Member-wise equality.
   friend bool operator==(const saved_attribute&, const saved_attribute&) = default;
 };
 
 //! A kernel node. A plain value.
 struct saved_kernel_node {
-  std::uint32_t kernel = 0;               //!< index into graph_file::kernels
-  std::array<std::uint32_t, 3> grid{};    //!< blocks per grid
-  std::array<std::uint32_t, 3> block{};   //!< threads per block
-  std::uint32_t shared_bytes = 0;         //!< dynamic shared memory, bytes
-  int device = 0;                         //!< the device of its context at save
+  std::uint32_t kernel = 0;             //!< index into graph_file::kernels
+  std::array<std::uint32_t, 3> grid{};  //!< blocks per grid
+  std::array<std::uint32_t, 3> block{}; //!< threads per block
+  std::uint32_t shared_bytes = 0;       //!< dynamic shared memory, bytes
+  int device = 0;                       //!< the device of its context at save
   //! The argument bytes at the parameters' offsets; relocated words are zero here (load writes them).
   std::vector<unsigned char> arguments;
   std::vector<saved_relocation> relocations; //!< by offset
@@ -145,10 +145,10 @@ struct saved_kernel_node {
 
 //! One side of a copy (cudaPitchedPtr and its position). A plain value.
 struct saved_pitched {
-  saved_address address;                  //!< the buffer and offset of the pointer
-  std::uint64_t pitch = 0;                //!< bytes per row
-  std::uint64_t xsize = 0;                //!< logical width, bytes
-  std::uint64_t ysize = 0;                //!< logical height, rows
+  saved_address address;                   //!< the buffer and offset of the pointer
+  std::uint64_t pitch = 0;                 //!< bytes per row
+  std::uint64_t xsize = 0;                 //!< logical width, bytes
+  std::uint64_t ysize = 0;                 //!< logical height, rows
   std::array<std::uint64_t, 3> position{}; //!< cudaPos (x in bytes)
   //! Member-wise equality.
   friend bool operator==(const saved_pitched&, const saved_pitched&) = default;
@@ -156,22 +156,22 @@ struct saved_pitched {
 
 //! A copy node (cudaMemcpy3DParms between addresses; copies of CUDA arrays are refused at save). A plain value.
 struct saved_memcpy_node {
-  saved_pitched source;                   //!< where it reads
-  saved_pitched destination;              //!< where it writes
-  std::array<std::uint64_t, 3> extent{};  //!< width (bytes), height, depth
-  int kind = 4;                           //!< cudaMemcpyKind (4: cudaMemcpyDefault)
+  saved_pitched source;                  //!< where it reads
+  saved_pitched destination;             //!< where it writes
+  std::array<std::uint64_t, 3> extent{}; //!< width (bytes), height, depth
+  int kind = 4;                          //!< cudaMemcpyKind (4: cudaMemcpyDefault)
   //! Member-wise equality.
   friend bool operator==(const saved_memcpy_node&, const saved_memcpy_node&) = default;
 };
 
 //! A memset node (cudaMemsetParams). A plain value.
 struct saved_memset_node {
-  saved_address destination;   //!< where it writes
-  std::uint64_t pitch = 0;     //!< bytes between rows (height > 1)
-  std::uint32_t value = 0;     //!< the element value (its low element_size bytes)
+  saved_address destination;      //!< where it writes
+  std::uint64_t pitch = 0;        //!< bytes between rows (height > 1)
+  std::uint32_t value = 0;        //!< the element value (its low element_size bytes)
   std::uint32_t element_size = 1; //!< 1, 2 or 4 bytes
-  std::uint64_t width = 0;     //!< elements per row
-  std::uint64_t height = 1;    //!< rows
+  std::uint64_t width = 0;        //!< elements per row
+  std::uint64_t height = 1;       //!< rows
   //! Member-wise equality.
   friend bool operator==(const saved_memset_node&, const saved_memset_node&) = default;
 };
@@ -186,11 +186,11 @@ struct saved_reference {
 
 //! A memory allocation node (cudaMemAllocNodeParams). A plain value.
 struct saved_mem_alloc_node {
-  std::uint32_t buffer = 0;  //!< its buffer (buffer_memory::graph_allocation) in graph_file::buffers
-  int device = 0;            //!< poolProps.location: the device whose memory holds it
+  std::uint32_t buffer = 0; //!< its buffer (buffer_memory::graph_allocation) in graph_file::buffers
+  int device = 0;           //!< poolProps.location: the device whose memory holds it
   //! accessDescs: the other devices that reach it, and whether read-only.
   std::vector<std::pair<int, bool>> access;
-  std::uint16_t usage = 0;   //!< poolProps.usage
+  std::uint16_t usage = 0; //!< poolProps.usage
   //! Member-wise equality.
   friend bool operator==(const saved_mem_alloc_node&, const saved_mem_alloc_node&) = default;
 };
@@ -204,8 +204,8 @@ struct saved_mem_free_node {
 
 //! A conditional node (cudaConditionalNodeParams); its bodies are saved_node::bodies. A plain value.
 struct saved_conditional_node {
-  int type = 0;               //!< cudaGraphConditionalNodeType: 0 IF, 1 WHILE, 2 SWITCH
-  std::uint32_t size = 1;     //!< number of bodies
+  int type = 0;                //!< cudaGraphConditionalNodeType: 0 IF, 1 WHILE, 2 SWITCH
+  std::uint32_t size = 1;      //!< number of bodies
   std::uint32_t condition = 0; //!< index into the top-level saved_graph::conditions
   //! Member-wise equality.
   friend bool operator==(const saved_conditional_node&, const saved_conditional_node&) = default;
@@ -213,10 +213,10 @@ struct saved_conditional_node {
 
 //! A dependency of a node on an earlier or later node of the same graph, with CUDA's edge data. A plain value.
 struct saved_dependency {
-  std::uint32_t from = 0;      //!< the node it waits for (position in creation order)
-  std::uint8_t from_port = 0;  //!< cudaGraphEdgeData::from_port
-  std::uint8_t to_port = 0;    //!< cudaGraphEdgeData::to_port
-  std::uint8_t type = 0;       //!< cudaGraphEdgeData::type
+  std::uint32_t from = 0;     //!< the node it waits for (position in creation order)
+  std::uint8_t from_port = 0; //!< cudaGraphEdgeData::from_port
+  std::uint8_t to_port = 0;   //!< cudaGraphEdgeData::to_port
+  std::uint8_t type = 0;      //!< cudaGraphEdgeData::type
   //! Member-wise equality.
   friend bool operator==(const saved_dependency&, const saved_dependency&) = default;
 };
@@ -224,17 +224,17 @@ struct saved_dependency {
 struct saved_graph;
 
 //! The parameters of a node, by kind (std::monostate: a kind with none, an empty node).
-using saved_parameters = std::variant<std::monostate, saved_kernel_node, saved_memcpy_node, saved_memset_node,
-                                      saved_reference, saved_mem_alloc_node, saved_mem_free_node,
-                                      saved_conditional_node>;
+using saved_parameters =
+    std::variant<std::monostate, saved_kernel_node, saved_memcpy_node, saved_memset_node, saved_reference,
+                 saved_mem_alloc_node, saved_mem_free_node, saved_conditional_node>;
 
 //! One node of a saved graph. A plain value.
 struct saved_node {
-  node_kind kind = node_kind::empty;           //!< CUDA's node type
-  std::string label;                           //!< the program's label, or empty
-  std::vector<saved_dependency> dependencies;  //!< in the order CUDA lists them (the order they were added)
-  saved_parameters parameters;                 //!< by kind (saved_reference for host and event nodes)
-  std::vector<saved_graph> bodies;             //!< a child graph's graph; a conditional node's bodies
+  node_kind kind = node_kind::empty;          //!< CUDA's node type
+  std::string label;                          //!< the program's label, or empty
+  std::vector<saved_dependency> dependencies; //!< in the order CUDA lists them (the order they were added)
+  saved_parameters parameters;                //!< by kind (saved_reference for host and event nodes)
+  std::vector<saved_graph> bodies;            //!< a child graph's graph; a conditional node's bodies
   //! Member-wise equality.
   friend bool operator==(const saved_node&, const saved_node&) = default;
 };
@@ -259,10 +259,10 @@ struct saved_graph {
 
 //! One entry of a graphed callable's key (call_key), saved with its bucket. A plain value.
 struct saved_key_entry {
-  std::uint64_t bits = 0;   //!< argument_key::bits (pointers: zero, see `address`)
-  std::uint32_t size = 0;   //!< argument_key::size
-  std::uint8_t role = 0;    //!< argument_role
-  std::uint8_t kind = 0;    //!< argument_kind
+  std::uint64_t bits = 0;    //!< argument_key::bits (pointers: zero, see `address`)
+  std::uint32_t size = 0;    //!< argument_key::size
+  std::uint8_t role = 0;     //!< argument_role
+  std::uint8_t kind = 0;     //!< argument_kind
   std::uint8_t position = 0; //!< argument position
   //! A pointer entry: where it points (load relocates it as the graph's own addresses); null when the pointer is
   //! null or points into no buffer of the file (then kept as `bits`).
@@ -296,11 +296,11 @@ struct named_graph {
 
 //! Who wrote a file (informational: load checks none of it but the format version). A plain value.
 struct file_producer {
-  std::string conveyor;           //!< the library's version
-  int cuda_runtime = 0;           //!< CUDART_VERSION it was built with
-  int driver = 0;                 //!< cudaDriverGetVersion at save
-  std::string device;             //!< the GPU's name at save
-  int compute_capability = 0;     //!< major * 10 + minor
+  std::string conveyor;       //!< the library's version
+  int cuda_runtime = 0;       //!< CUDART_VERSION it was built with
+  int driver = 0;             //!< cudaDriverGetVersion at save
+  std::string device;         //!< the GPU's name at save
+  int compute_capability = 0; //!< major * 10 + minor
   //! Member-wise equality.
   friend bool operator==(const file_producer&, const file_producer&) = default;
 };
@@ -325,8 +325,8 @@ struct graph_file {
 //! Bounds a reader holds a file to before it allocates (every size is checked against them).
 struct graph_file_limits {
   std::uint64_t max_document_bytes = std::uint64_t{1} << 32; //!< the decompressed CBOR document, bytes
-  std::size_t max_depth = 24;            //!< nesting of child graphs and conditional bodies
-  std::size_t max_nodes = std::size_t{1} << 24; //!< nodes in the whole file
+  std::size_t max_depth = 24;                                //!< nesting of child graphs and conditional bodies
+  std::size_t max_nodes = std::size_t{1} << 24;              //!< nodes in the whole file
 };
 
 //! A file that cannot be read: a bad header, a corrupt frame, a document that does not follow the schema, or a

@@ -20,7 +20,8 @@ namespace conveyor {
 namespace detail::keep {
 //! The cache's buckets as a file, each named "bucket<k>" with its key (`callable` names the callable's type).
 //! \throws as to_graph_file.
-[[nodiscard]] graph_file bucket_file(const graph_cache& cache, const std::string& callable, const save_options& options);
+[[nodiscard]] graph_file bucket_file(const graph_cache& cache, const std::string& callable,
+                                     const save_options& options);
 //! Loads the buckets of `file` into `cache` (instantiated and uploaded on `s`); returns how many.
 //! \throws load_error when a graph has no key or was saved from another callable type; as load.
 std::size_t load_buckets(graph_cache& cache, const std::string& callable, graph_file file, const load_options& options,

@@ -32,7 +32,8 @@ namespace conveyor {
 //! through its kind. Addresses compare as buffer names and offsets; kernels as mangled names. Each change says
 //! whether a per-node setter or a whole-graph update could apply it.
 //! \throws std::out_of_range when a file has no graph of that name.
-[[nodiscard]] graph_diff diff(const graph_file& a, std::string_view before, const graph_file& b, std::string_view after);
+[[nodiscard]] graph_diff diff(const graph_file& a, std::string_view before, const graph_file& b,
+                              std::string_view after);
 
 //! One line saying what would apply `d` to an executable graph made from the first graph: "identical", "per-node
 //! setters (N nodes)", "a whole-graph update", or "a new instantiation" with the first reason. Never throws but for

@@ -31,7 +31,7 @@ struct buffer_binding {
 
 //! An event the program passes at load for the file's event `name`. A plain value.
 struct event_binding {
-  std::string name;           //!< the file's name for it (the saved node's label, or "event<k>")
+  std::string name;            //!< the file's name for it (the saved node's label, or "event<k>")
   cudaEvent_t event = nullptr; //!< the event the loaded nodes record or wait for
 };
 
@@ -52,13 +52,13 @@ struct load_options {
 
 //! One buffer of a loaded file. A plain value.
 struct loaded_buffer {
-  std::string name;                              //!< the file's name for it
-  void* pointer = nullptr;                       //!< its address in this process (graph allocations: the address
-                                                 //!< the loaded allocation node reserves, valid while the graph runs)
-  std::size_t bytes = 0;                         //!< its saved size
-  buffer_memory memory = buffer_memory::device;  //!< what memory it is
-  bool allocated = false;                        //!< load allocated it (else the program passed it)
-  bool filled = false;                           //!< load filled it with the saved contents
+  std::string name;                             //!< the file's name for it
+  void* pointer = nullptr;                      //!< its address in this process (graph allocations: the address
+                                                //!< the loaded allocation node reserves, valid while the graph runs)
+  std::size_t bytes = 0;                        //!< its saved size
+  buffer_memory memory = buffer_memory::device; //!< what memory it is
+  bool allocated = false;                       //!< load allocated it (else the program passed it)
+  bool filled = false;                          //!< load filled it with the saved contents
 };
 
 //! The graphs of a loaded file and what they use. Each graph keeps what its nodes point into (buffers load
@@ -88,7 +88,8 @@ public:
   struct timing {
     double kernels = 0.0; //!< seconds resolving kernels and loading images
     double buffers = 0.0; //!< seconds allocating and filling buffers
-    double graphs = 0.0;  //!< seconds adding nodes and dependencies
+    double graphs =
+        0.0; //!< seconds adding nodes and dependencies (kernel resolution, met on the way, counted in `kernels`)
   };
   //! What load spent, by phase.
   [[nodiscard]] const timing& spent() const noexcept { return spent_; }

@@ -26,7 +26,8 @@ public:
   virtual ~image_source() = default;
   //! The image holding `mangled_name` (`function`: the kernel's driver function in the current context, or null),
   //! or nullopt. Must be thread-safe.
-  [[nodiscard]] virtual std::optional<saved_image> image_of(std::string_view mangled_name, CUfunction function) const = 0;
+  [[nodiscard]] virtual std::optional<saved_image> image_of(std::string_view mangled_name,
+                                                            CUfunction function) const = 0;
 };
 
 //! A kernel image loaded through Conveyor (`cudaLibraryLoadData`): its kernels launch as any kernel does

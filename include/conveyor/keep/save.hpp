@@ -20,9 +20,9 @@ namespace conveyor {
 
 //! A buffer the program names at save (and passes by the same name at load). A plain value.
 struct named_buffer {
-  std::string name;             //!< unique; what load_options::buffers gives it by
+  std::string name;              //!< unique; what load_options::buffers gives it by
   const void* pointer = nullptr; //!< its start (device, pinned, managed or pageable host memory)
-  std::size_t bytes = 0;        //!< its size in bytes
+  std::size_t bytes = 0;         //!< its size in bytes
 };
 
 //! What save records, and what it knows about the program's memory and kernels. A plain value.
@@ -50,8 +50,8 @@ struct save_options {
 //! was instantiated from, or the one last applied to it as a whole). A plain value (the objects must outlive the
 //! call).
 struct graph_to_save {
-  std::string name;                     //!< unique in the file
-  const graph* definition = nullptr;    //!< the graph, or null
+  std::string name;                       //!< unique in the file
+  const graph* definition = nullptr;      //!< the graph, or null
   const graph_exec* executable = nullptr; //!< else the executable graph
 };
 
@@ -70,7 +70,8 @@ public:
 [[nodiscard]] graph_file to_graph_file(const std::vector<graph_to_save>& graphs, const save_options& options = {});
 
 //! Saves `graphs` to `path` (to_graph_file, then write_graph_file). \throws as both.
-void save(const std::filesystem::path& path, const std::vector<graph_to_save>& graphs, const save_options& options = {});
+void save(const std::filesystem::path& path, const std::vector<graph_to_save>& graphs,
+          const save_options& options = {});
 
 //! Saves one graph, named `name`, to `path`. \throws as save.
 void save(const std::filesystem::path& path, const graph& g, const save_options& options = {},

@@ -55,8 +55,8 @@ public:
   //! \throws library_error when cuBLAS refuses a call (cublasCreate, the mode setters, cublasSetStream,
   //!         cublasSetWorkspace); cuda_error when the workspace cannot be allocated; as workspace::keep_with when `s`
   //!         is capturing.
-  explicit cublas_handle(const stream& s, std::size_t workspace_bytes = cublas_default_workspace)
-      : cublas_handle(s, cublas_settings{.workspace_bytes = workspace_bytes}) {}
+  explicit cublas_handle(const stream& s, std::size_t workspace_bytes = cublas_default_workspace) :
+      cublas_handle(s, cublas_settings{.workspace_bytes = workspace_bytes}) {}
   //! Creates the handle and a workspace as `settings` say (`cublasCreate`, `cublasSetPointerMode`,
   //! `cublasSetMathMode`, `cublasSetAtomicsMode`), bound to `s`.
   //! \throws library_error when cuBLAS refuses a call (cublasCreate, the mode setters, cublasSetStream,

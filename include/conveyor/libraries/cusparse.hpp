@@ -67,8 +67,14 @@ public:
   //! \throws library_error when cuSPARSE refuses; cuda_error when an allocation or copy fails.
   cusparse_spmv(cusparse_handle& handle, const stream& s, cusparseOperation_t op, T alpha, cusparseSpMatDescr_t a,
                 cusparseDnVecDescr_t x, T beta, cusparseDnVecDescr_t y,
-                cusparseSpMVAlg_t algorithm = CUSPARSE_SPMV_CSR_ALG2)
-      : handle_(&handle), op_(op), a_(a), x_(x), y_(y), algorithm_(algorithm), scalars_(2 * sizeof(T)) {
+                cusparseSpMVAlg_t algorithm = CUSPARSE_SPMV_CSR_ALG2) :
+      handle_(&handle),
+      op_(op),
+      a_(a),
+      x_(x),
+      y_(y),
+      algorithm_(algorithm),
+      scalars_(2 * sizeof(T)) {
     const T values[2] = {alpha, beta};
     CONVEYOR_CHECK(cudaMemcpyAsync(scalars_.data(), values, sizeof values, cudaMemcpyHostToDevice, s.get()));
     handle.bind(s);

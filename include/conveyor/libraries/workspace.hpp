@@ -29,10 +29,12 @@ public:
   //! \param call    the library call, e.g. "cublasSgemm"
   //! \param status  the status code the call returned
   //! \param name    the status' name, e.g. "CUBLAS_STATUS_NOT_INITIALIZED" (may be empty)
-  library_error(std::string library, std::string call, int status, const std::string& name)
-      : std::runtime_error(library + ": " + call + " failed: " + (name.empty() ? "status" : name) + " (" +
-                           std::to_string(status) + ")"),
-        library_(std::move(library)), call_(std::move(call)), status_(status) {}
+  library_error(std::string library, std::string call, int status, const std::string& name) :
+      std::runtime_error(library + ": " + call + " failed: " + (name.empty() ? "status" : name) + " (" +
+                         std::to_string(status) + ")"),
+      library_(std::move(library)),
+      call_(std::move(call)),
+      status_(status) {}
   //! The library's name.
   [[nodiscard]] const std::string& library() const noexcept { return library_; }
   //! The call that failed.

@@ -65,16 +65,11 @@ template <class T>
 [[nodiscard]] constexpr ncclDataType_t data_type_of() noexcept {
   static_assert(is_element_type_v<T>, "conveyor::nccl collectives take elements of type float, double, "
                                       "std::int32_t, std::int64_t or std::uint8_t");
-  if constexpr (std::is_same_v<T, float>)
-    return ncclFloat32;
-  else if constexpr (std::is_same_v<T, double>)
-    return ncclFloat64;
-  else if constexpr (std::is_same_v<T, std::int32_t>)
-    return ncclInt32;
-  else if constexpr (std::is_same_v<T, std::int64_t>)
-    return ncclInt64;
-  else
-    return ncclUint8;
+  if constexpr (std::is_same_v<T, float>) return ncclFloat32;
+  else if constexpr (std::is_same_v<T, double>) return ncclFloat64;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return ncclInt32;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return ncclInt64;
+  else return ncclUint8;
 }
 
 namespace detail {
@@ -82,11 +77,11 @@ namespace detail {
 void all_reduce(const communicator& comm, const void* send, void* recv, std::size_t count, ncclDataType_t type,
                 reduce_op op, const conveyor::stream& s);
 //! \copydoc all_reduce
-void broadcast(const communicator& comm, const void* send, void* recv, std::size_t count, ncclDataType_t type,
-               int root, const conveyor::stream& s);
+void broadcast(const communicator& comm, const void* send, void* recv, std::size_t count, ncclDataType_t type, int root,
+               const conveyor::stream& s);
 //! \copydoc all_reduce
-void reduce_scatter(const communicator& comm, const void* send, void* recv, std::size_t recv_count,
-                    ncclDataType_t type, reduce_op op, const conveyor::stream& s);
+void reduce_scatter(const communicator& comm, const void* send, void* recv, std::size_t recv_count, ncclDataType_t type,
+                    reduce_op op, const conveyor::stream& s);
 //! \copydoc all_reduce
 void all_gather(const communicator& comm, const void* send, void* recv, std::size_t send_count, ncclDataType_t type,
                 const conveyor::stream& s);
@@ -150,8 +145,7 @@ void reduce_scatter(const communicator& comm, const T* send, T* recv, std::size_
 //! \param s          a stream of the communicator's device
 //! \throws nccl_error as all_reduce.
 template <class T>
-void all_gather(const communicator& comm, const T* send, T* recv, std::size_t send_count,
-                const conveyor::stream& s) {
+void all_gather(const communicator& comm, const T* send, T* recv, std::size_t send_count, const conveyor::stream& s) {
   detail::all_gather(comm, send, recv, send_count, data_type_of<T>(), s);
 }
 
@@ -209,7 +203,6 @@ public:
 private:
   bool open_ = true;
   int uncaught_ = std::uncaught_exceptions(); //!< exceptions in flight when the group opened
-
 };
 
 //! Makes every rank agree, before a capture, on what it will capture: an eager all-reduce (max over ranks of

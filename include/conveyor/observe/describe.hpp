@@ -29,13 +29,13 @@ class graph_exec;
 
 //! Counts over a description. A plain value.
 struct graph_statistics {
-  std::size_t nodes = 0;                       //!< top-level nodes
-  std::size_t edges = 0;                       //!< top-level edges
-  std::size_t nested_nodes = 0;                //!< nodes inside child graphs and conditional bodies, all levels
-  std::map<node_kind, std::size_t> by_kind;    //!< top-level nodes by kind
-  std::size_t depth = 0;                       //!< nodes on the longest dependency path (the critical path)
-  std::size_t width = 0;                       //!< most nodes at one depth level (parallelism available)
-  std::size_t memcpy_bytes = 0;                //!< bytes moved by top-level memcpy nodes
+  std::size_t nodes = 0;                    //!< top-level nodes
+  std::size_t edges = 0;                    //!< top-level edges
+  std::size_t nested_nodes = 0;             //!< nodes inside child graphs and conditional bodies, all levels
+  std::map<node_kind, std::size_t> by_kind; //!< top-level nodes by kind
+  std::size_t depth = 0;                    //!< nodes on the longest dependency path (the critical path)
+  std::size_t width = 0;                    //!< most nodes at one depth level (parallelism available)
+  std::size_t memcpy_bytes = 0;             //!< bytes moved by top-level memcpy nodes
 };
 
 //! Computes statistics of a description. Pure function of `d`; thread-safe.

@@ -45,31 +45,31 @@ struct finding {
 //! an empty profile_graph for the profile, leaves the checks that need it out). Pointers are not owned and must
 //! outlive diagnose().
 struct doctor_input {
-  std::string name;                                   //!< the graph's name, for the findings' text
-  const graph_description* graph = nullptr;           //!< describe(graph) or describe(graph_exec)
-  const exec_facts* exec = nullptr;                   //!< graph_exec::facts()
-  const profile_report* profile = nullptr;            //!< a profile holding launches of this graph
-  std::string profile_graph;                          //!< watched graph name of this graph in `profile`
-  std::string profile_track;                          //!< track of its launches in `profile` ("" any)
-  const graphed_statistics* graphed = nullptr;        //!< a graphed callable's statistics
+  std::string name;                            //!< the graph's name, for the findings' text
+  const graph_description* graph = nullptr;    //!< describe(graph) or describe(graph_exec)
+  const exec_facts* exec = nullptr;            //!< graph_exec::facts()
+  const profile_report* profile = nullptr;     //!< a profile holding launches of this graph
+  std::string profile_graph;                   //!< watched graph name of this graph in `profile`
+  std::string profile_track;                   //!< track of its launches in `profile` ("" any)
+  const graphed_statistics* graphed = nullptr; //!< a graphed callable's statistics
 
   const std::deque<std::string>* graphed_reasons = nullptr; //!< and its reasons (graphed::reasons())
 };
 
 //! Where the checks draw their lines. Times in µs.
 struct doctor_thresholds {
-  double launch_overhead_us = 2.5;  //!< host+GPU cost of one graph launch; graphs whose work is not several times
-                                    //!< this do not amortise it
-  std::size_t min_nodes = 4;        //!< graphs with fewer kernel/copy nodes are "too few nodes"
-  double short_kernel_us = 3.0;     //!< kernels shorter than this (and than the gap before them) are fusion
-                                    //!< candidates
-  double gap_share = 0.10;          //!< idle gaps on the critical path above this share of the wall time matter
-  std::size_t pdl_chain = 3;        //!< kernel chains at least this long (each node one predecessor, one
-                                    //!< successor) are candidates for programmatic dependent launch
+  double launch_overhead_us = 2.5; //!< host+GPU cost of one graph launch; graphs whose work is not several times
+                                   //!< this do not amortise it
+  std::size_t min_nodes = 4;       //!< graphs with fewer kernel/copy nodes are "too few nodes"
+  double short_kernel_us = 3.0;    //!< kernels shorter than this (and than the gap before them) are fusion
+                                   //!< candidates
+  double gap_share = 0.10;         //!< idle gaps on the critical path above this share of the wall time matter
+  std::size_t pdl_chain = 3;       //!< kernel chains at least this long (each node one predecessor, one
+                                   //!< successor) are candidates for programmatic dependent launch
   std::size_t small_copy_bytes = 64u << 10; //!< device copies up to this size could be part of a kernel
-  double tiny_body_us = 5.0;        //!< WHILE bodies shorter than this per iteration are dominated by overhead
-  std::size_t tiny_body_nodes = 2;  //!< without a profile: WHILE bodies with at most this many nodes are tiny
-  double churn_rate = 0.05;         //!< graphed: captures + instantiations per call above this are churn
+  double tiny_body_us = 5.0;                //!< WHILE bodies shorter than this per iteration are dominated by overhead
+  std::size_t tiny_body_nodes = 2;          //!< without a profile: WHILE bodies with at most this many nodes are tiny
+  double churn_rate = 0.05;                 //!< graphed: captures + instantiations per call above this are churn
 };
 
 //! Every check the doctor runs, by id: failed_launch, few_nodes, short_kernels, critical_path_gaps, pdl_chains,

@@ -29,11 +29,11 @@ public:
 
 //! What a profiler records.
 struct profiler_options {
-  bool copies = true;                     //!< record memcpy and memset activity as well as kernels
-  std::size_t buffer_bytes = 8u << 20;    //!< size of each activity buffer handed to CUPTI, bytes (>= 64 KiB)
-  std::size_t max_records = 4u << 20;     //!< GPU activity records kept between two collect() calls; later ones
-                                          //!< are counted in trace::dropped_records (memory stays bounded, about
-                                          //!< 200 bytes a record)
+  bool copies = true;                  //!< record memcpy and memset activity as well as kernels
+  std::size_t buffer_bytes = 8u << 20; //!< size of each activity buffer handed to CUPTI, bytes (>= 64 KiB)
+  std::size_t max_records = 4u << 20;  //!< GPU activity records kept between two collect() calls; later ones
+                                       //!< are counted in trace::dropped_records (memory stays bounded, about
+                                       //!< 200 bytes a record)
 };
 
 class profiler;
@@ -44,18 +44,20 @@ class profiler;
 //! the step on the thread's CUPTI stack and records nothing.
 class step_scope {
 public:
-  step_scope(step_scope&& other) noexcept;            //!< takes over `other`'s step; `other` ends nothing
-  step_scope& operator=(step_scope&&) = delete;       //!< not assignable
-  step_scope(const step_scope&) = delete;             //!< not copyable
-  step_scope& operator=(const step_scope&) = delete;  //!< not copyable
-  ~step_scope();                                      //!< ends the step (pops its id); never throws
+  step_scope(step_scope&& other) noexcept;           //!< takes over `other`'s step; `other` ends nothing
+  step_scope& operator=(step_scope&&) = delete;      //!< not assignable
+  step_scope(const step_scope&) = delete;            //!< not copyable
+  step_scope& operator=(const step_scope&) = delete; //!< not copyable
+  ~step_scope();                                     //!< ends the step (pops its id); never throws
   //! The step's id (step_info::id).
   [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
 
 private:
   friend class profiler;
-  step_scope(profiler* owner, std::weak_ptr<void> alive, std::uint64_t id) noexcept
-      : owner_(owner), alive_(std::move(alive)), id_(id) {}
+  step_scope(profiler* owner, std::weak_ptr<void> alive, std::uint64_t id) noexcept :
+      owner_(owner),
+      alive_(std::move(alive)),
+      id_(id) {}
   profiler* owner_ = nullptr;
   std::weak_ptr<void> alive_; // expires with the profiler
   std::uint64_t id_ = 0;

@@ -17,72 +17,72 @@ namespace conveyor::profile {
 
 //! Where an activity was attributed: a node of a watched graph, or eager work. A plain value.
 struct node_ref {
-  std::string track;              //!< step_info::track of its steps ("" outside steps)
-  std::string graph;              //!< watched_graph::name; empty for eager work
-  std::vector<std::size_t> path;  //!< graph nodes: node id, then for each level down body index and node id
-                                  //!< ({3} top-level node 3; {5, 0, 1} node 1 of body 0 of node 5); eager: empty
-  std::size_t ordinal = 0;        //!< eager work: which occurrence of `label` in its step (1, 2, ...)
-  std::string label;              //!< readable: "axpy", "loop/body 0/spmv", "sgemm #2"
+  std::string track;             //!< step_info::track of its steps ("" outside steps)
+  std::string graph;             //!< watched_graph::name; empty for eager work
+  std::vector<std::size_t> path; //!< graph nodes: node id, then for each level down body index and node id
+                                 //!< ({3} top-level node 3; {5, 0, 1} node 1 of body 0 of node 5); eager: empty
+  std::size_t ordinal = 0;       //!< eager work: which occurrence of `label` in its step (1, 2, ...)
+  std::string label;             //!< readable: "axpy", "loop/body 0/spmv", "sgemm #2"
 };
 
 //! Time spent in one node (or one eager kernel), over all launches analysed. Durations in µs. A plain value.
 struct node_profile {
-  node_ref ref;                 //!< which node
+  node_ref ref;                      //!< which node
   node_kind kind = node_kind::other; //!< kernel, memcpy or memset (graph nodes: the description's kind)
-  std::string kernel_name;      //!< kernel: the function's name
-  std::size_t records = 0;      //!< activities attributed (a WHILE body's node counts each iteration)
-  std::size_t launches = 0;     //!< launches (or steps) it ran in
-  double total_us = 0;          //!< sum of its activities' durations
-  double median_us = 0;         //!< median activity duration
-  double min_us = 0;            //!< shortest activity
-  double max_us = 0;            //!< longest activity
-  double share = 0;             //!< total_us / sum of total_us over its track's nodes (0..1)
+  std::string kernel_name;           //!< kernel: the function's name
+  std::size_t records = 0;           //!< activities attributed (a WHILE body's node counts each iteration)
+  std::size_t launches = 0;          //!< launches (or steps) it ran in
+  double total_us = 0;               //!< sum of its activities' durations
+  double median_us = 0;              //!< median activity duration
+  double min_us = 0;                 //!< shortest activity
+  double max_us = 0;                 //!< longest activity
+  double share = 0;                  //!< total_us / sum of total_us over its track's nodes (0..1)
 };
 
 //! An interval in a launch when no activity of it ran on the GPU. A plain value.
 struct idle_gap {
-  double start_us = 0;    //!< from the launch's first activity
-  double duration_us = 0; //!< length
-  std::string after;      //!< label of the activity that ended last before it
-  std::string before;     //!< label of the activity that starts it ending ("before which node")
+  double start_us = 0;           //!< from the launch's first activity
+  double duration_us = 0;        //!< length
+  std::string after;             //!< label of the activity that ended last before it
+  std::string before;            //!< label of the activity that starts it ending ("before which node")
   bool on_critical_path = false; //!< true when `before` is on the critical path and waited on `after`
 };
 
 //! One graph launch, or one marked step of eager work. Times in µs. A plain value.
 struct launch_profile {
-  std::string track;               //!< step_info::track ("" when not in a step)
-  std::string graph;               //!< watched graph launched ("" for eager steps)
-  std::uint64_t step = 0;          //!< step_info::id; 0 when not in a step
-  std::uint32_t correlation = 0;   //!< graph launches: the cudaGraphLaunch's correlation id
-  std::uint64_t start_ns = 0;      //!< first activity's start
-  std::uint64_t end_ns = 0;        //!< last activity's end
-  double wall_us = 0;              //!< end - start
-  double busy_us = 0;              //!< union of its activities' intervals
-  double utilisation = 0;          //!< busy / wall (0..1); 0 when wall is 0
-  double api_to_gpu_us = -1;       //!< first enqueuing API call's host start to the first activity; -1: unknown
-  std::size_t activities = 0;      //!< records in it
-  std::size_t gap_count = 0;       //!< idle intervals between the first start and the last end
-  double gap_total_us = 0;         //!< their sum (= wall - busy)
-  idle_gap largest_gap;            //!< the longest (duration 0 when none)
+  std::string track;                      //!< step_info::track ("" when not in a step)
+  std::string graph;                      //!< watched graph launched ("" for eager steps)
+  std::uint64_t step = 0;                 //!< step_info::id; 0 when not in a step
+  std::uint32_t correlation = 0;          //!< graph launches: the cudaGraphLaunch's correlation id
+  std::uint64_t start_ns = 0;             //!< first activity's start
+  std::uint64_t end_ns = 0;               //!< last activity's end
+  double wall_us = 0;                     //!< end - start
+  double busy_us = 0;                     //!< union of its activities' intervals
+  double utilisation = 0;                 //!< busy / wall (0..1); 0 when wall is 0
+  double api_to_gpu_us = -1;              //!< first enqueuing API call's host start to the first activity; -1: unknown
+  std::size_t activities = 0;             //!< records in it
+  std::size_t gap_count = 0;              //!< idle intervals between the first start and the last end
+  double gap_total_us = 0;                //!< their sum (= wall - busy)
+  idle_gap largest_gap;                   //!< the longest (duration 0 when none)
   std::vector<std::string> critical_path; //!< labels, first to last: the chain of activities each of which waited
                                           //!< for the one before it (graph: a dependency; eager: the stream order)
-  double critical_path_us = 0;     //!< sum of the durations on the critical path, each counted from the end of the
-                                   //!< one before it (under programmatic dependent launch a node starts, and
-                                   //!< waits, while its predecessor still runs)
-  double critical_gaps_us = 0;     //!< idle time between consecutive activities of the critical path
+  double critical_path_us = 0; //!< sum of the durations on the critical path, each counted from the end of the
+                               //!< one before it (under programmatic dependent launch a node starts, and
+                               //!< waits, while its predecessor still runs)
+  double critical_gaps_us = 0; //!< idle time between consecutive activities of the critical path
 };
 
 //! Per-track totals over its launches. Times in µs. A plain value.
 struct track_summary {
-  std::string track;               //!< as in step_info::track
-  std::size_t launches = 0;        //!< launch_profiles in it
-  double median_wall_us = 0;       //!< median over launches
-  double median_busy_us = 0;       //!< median over launches
-  double utilisation = 0;          //!< sum busy / sum wall over its launches
-  double span_utilisation = 0;     //!< sum busy / (last end - first start): counts the idle time between launches
-  double node_time_us = 0;         //!< sum of node_profile::total_us in the track
-  double busy_us = 0;              //!< sum of busy time: node_time_us / busy_us > 1 means nodes overlapped
-  double gap_total_us = 0;         //!< idle time inside launches
+  std::string track;                  //!< as in step_info::track
+  std::size_t launches = 0;           //!< launch_profiles in it
+  double median_wall_us = 0;          //!< median over launches
+  double median_busy_us = 0;          //!< median over launches
+  double utilisation = 0;             //!< sum busy / sum wall over its launches
+  double span_utilisation = 0;        //!< sum busy / (last end - first start): counts the idle time between launches
+  double node_time_us = 0;            //!< sum of node_profile::total_us in the track
+  double busy_us = 0;                 //!< sum of busy time: node_time_us / busy_us > 1 means nodes overlapped
+  double gap_total_us = 0;            //!< idle time inside launches
   double median_critical_path_us = 0; //!< median over launches
 };
 
@@ -95,16 +95,16 @@ struct unattributed_group {
 
 //! The analysis of a trace. A plain value.
 struct profile_report {
-  std::vector<node_profile> nodes;       //!< by track, then by total time, longest first
-  std::vector<launch_profile> launches;  //!< in start order
-  std::vector<track_summary> tracks;     //!< in order of first appearance
+  std::vector<node_profile> nodes;              //!< by track, then by total time, longest first
+  std::vector<launch_profile> launches;         //!< in start order
+  std::vector<track_summary> tracks;            //!< in order of first appearance
   std::vector<unattributed_group> unattributed; //!< empty when every record was attributed
-  std::vector<std::string> notes;        //!< what limits the profile, e.g. a watched graph with a WHILE node that
-                                         //!< was instantiated before profiling started
-  std::size_t records = 0;               //!< activities analysed
-  std::size_t attributed = 0;            //!< of which attributed to a node (graph node or eager kernel)
-  std::uint64_t dropped_records = 0;     //!< trace::dropped_records
-  std::string device_name;               //!< trace::device_name
+  std::vector<std::string> notes;    //!< what limits the profile, e.g. a watched graph with a WHILE node that
+                                     //!< was instantiated before profiling started
+  std::size_t records = 0;           //!< activities analysed
+  std::size_t attributed = 0;        //!< of which attributed to a node (graph node or eager kernel)
+  std::uint64_t dropped_records = 0; //!< trace::dropped_records
+  std::string device_name;           //!< trace::device_name
 };
 
 //! How analyze() groups and filters.
@@ -128,9 +128,9 @@ struct analyze_options {
 
 //! How to_perfetto() lays the trace out.
 struct perfetto_options {
-  bool align_tracks = true;        //!< start every track (execution mode) at time 0, so they lie side by side
-  std::size_t flow_launches = 3;   //!< draw dependency arrows for the first so many launches of each graph
-  bool host_calls = true;          //!< a "host" row per track with the API calls that enqueued the work
+  bool align_tracks = true;      //!< start every track (execution mode) at time 0, so they lie side by side
+  std::size_t flow_launches = 3; //!< draw dependency arrows for the first so many launches of each graph
+  bool host_calls = true;        //!< a "host" row per track with the API calls that enqueued the work
 };
 
 //! The trace in the Chrome trace-event JSON format (what ui.perfetto.dev and chrome://tracing open): one process per

@@ -57,8 +57,8 @@ struct host_call {
 //! A step the user marked (profiler::step): the GPU work enqueued by the calling thread between its begin and end.
 //! Steps of one `track` are one way of running the same work ("sync", "stream", "graph"). A plain value.
 struct step_info {
-  std::uint64_t id = 0;          //!< 1, 2, ... in the order steps began
-  std::string track;             //!< e.g. the execution mode
+  std::uint64_t id = 0;            //!< 1, 2, ... in the order steps began
+  std::string track;               //!< e.g. the execution mode
   std::uint64_t host_begin_ns = 0; //!< host time the step began (CUPTI clock)
   std::uint64_t host_end_ns = 0;   //!< host time it ended
 };
@@ -67,9 +67,9 @@ struct step_info {
 //! the graph it runs (describe(const graph_exec&)), whose nodes the activity records are attributed to. A plain
 //! value.
 struct watched_graph {
-  std::uint32_t exec_id = 0;  //!< CUPTI id of the executable graph (`cuptiGetGraphExecId`)
-  std::string name;           //!< the user's name for it
-  graph_description graph;    //!< its nodes, edges and nested bodies
+  std::uint32_t exec_id = 0;                  //!< CUPTI id of the executable graph (`cuptiGetGraphExecId`)
+  std::string name;                           //!< the user's name for it
+  graph_description graph;                    //!< its nodes, edges and nested bodies
   bool instantiated_before_profiling = false; //!< instantiated before the process's first profiler started (CUPTI
                                               //!< initialised): CUPTI then misses WHILE iterations after the first
                                               //!< (measured: CUDA 13.0, H200); analyze() notes it
@@ -77,12 +77,13 @@ struct watched_graph {
 
 //! Everything a profiler collected. A plain value; analyze() (report.hpp) turns it into a report.
 struct trace {
-  std::vector<activity> activities; //!< GPU work, in the order CUPTI delivered it
-  std::vector<host_call> host_calls;  //!< host calls that enqueued work
-  std::vector<step_info> steps;     //!< marked steps, by id
+  std::vector<activity> activities;  //!< GPU work, in the order CUPTI delivered it
+  std::vector<host_call> host_calls; //!< host calls that enqueued work
+  std::vector<step_info> steps;      //!< marked steps, by id
   std::vector<watched_graph> graphs; //!< executable graphs with descriptions
-  std::uint64_t dropped_records = 0; //!< records dropped (CUPTI's buffers full, or beyond profiler_options::max_records): the report says so
-  std::string device_name;           //!< e.g. "NVIDIA H200"
+  std::uint64_t dropped_records =
+      0; //!< records dropped (CUPTI's buffers full, or beyond profiler_options::max_records): the report says so
+  std::string device_name; //!< e.g. "NVIDIA H200"
   //! Graph launches ran step by step (CONVEYOR_STEP_THROUGH was set: conveyor::step_through): each node was a graph
   //! of its own, so the report's numbers are a debugging run's, and its records belong to no watched graph.
   bool step_through = false;

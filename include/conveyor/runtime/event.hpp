@@ -25,8 +25,9 @@ public:
   [[nodiscard]] static event adopt(cudaEvent_t handle, ownership own = ownership::borrowed) noexcept;
 
   //! Takes over `other`'s handle; `other` is left empty.
-  event(event&& other) noexcept
-      : handle_(std::exchange(other.handle_, nullptr)), owned_(std::exchange(other.owned_, false)) {}
+  event(event&& other) noexcept :
+      handle_(std::exchange(other.handle_, nullptr)),
+      owned_(std::exchange(other.owned_, false)) {}
   //! Destroys the owned event, if any, and takes over `other`'s handle; `other` is left empty. Never throws.
   event& operator=(event&& other) noexcept;
   event(const event&) = delete;

@@ -37,9 +37,10 @@ public:
   [[nodiscard]] static stream adopt(cudaStream_t handle, ownership own = ownership::borrowed) noexcept;
 
   //! Takes over `other`'s handle; `other` is left empty.
-  stream(stream&& other) noexcept
-      : handle_(std::exchange(other.handle_, nullptr)), owned_(std::exchange(other.owned_, false)),
-        device_(std::exchange(other.device_, -1)) {}
+  stream(stream&& other) noexcept :
+      handle_(std::exchange(other.handle_, nullptr)),
+      owned_(std::exchange(other.owned_, false)),
+      device_(std::exchange(other.device_, -1)) {}
   //! Destroys the owned stream, if any, and takes over `other`'s handle; `other` is left empty. Never throws.
   stream& operator=(stream&& other) noexcept;
   stream(const stream&) = delete;

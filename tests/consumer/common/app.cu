@@ -24,7 +24,8 @@ int main() {
   CONVEYOR_CHECK(cudaMalloc(&x, 256 * sizeof(float)));
   CONVEYOR_CHECK(cudaMemset(x, 0, 256 * sizeof(float)));
   conveyor::stream s;
-  conveyor::graphed step([](const conveyor::stream& cs, float a, float* p) { scale<<<1, 256, 0, cs.get()>>>(256, a, p); });
+  conveyor::graphed step(
+      [](const conveyor::stream& cs, float a, float* p) { scale<<<1, 256, 0, cs.get()>>>(256, a, p); });
   for (float a : {1.0F, 2.0F, 3.0F}) step(s, a, x);
   s.synchronize();
   CONVEYOR_CHECK(cudaFree(x));

@@ -16,6 +16,6 @@ std::string describe_builder() {
   conveyor::profile::doctor_input in;
   in.graph = &d;
   const auto findings = conveyor::profile::diagnose(in);
-  return conveyor::to_json(d, -1) + "\nprofile: " + std::to_string(report.records) + " records; doctor: " +
-         std::to_string(findings.size()) + " finding(s)";
+  return conveyor::to_json(d, -1) + "\nprofile: " + std::to_string(report.records) +
+         " records; doctor: " + std::to_string(findings.size()) + " finding(s)";
 }
