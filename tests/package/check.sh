@@ -26,11 +26,11 @@ for f in ./usr/share/doc/conveyor/LICENSE ./usr/share/doc/conveyor/README.md ./u
 done
 dpkg-deb -x "$deb" "$work/root"
 # Every NEEDED library that a Debian package provides must come with a package named in Depends.
+ldconfig -p >"$work/ldconfig.txt"
 for lib in $(readelf -d "$work/root/usr/bin/conveyor" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
-  path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+  path=$(awk -v l="$lib" '$1 == l && /x86-64/ && !found {print $NF; found = 1}' "$work/ldconfig.txt")
   [ -n "$path" ] || continue # the CUDA toolkit's (not from a Debian package)
-  owner=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -1 | cut -d: -f1) || true
-  [ -n "$owner" ] || owner=$(dpkg -S "$path" 2>/dev/null | head -1 | cut -d: -f1) || true
+  owner=$( (dpkg -S "$(readlink -f "$path")" 2>/dev/null || dpkg -S "$path" 2>/dev/null || true) | sed -n '1s/:.*//p')
   [ -n "$owner" ] || continue
   echo ", $depends," | grep -q ", $owner," || fail "the program needs $lib (Debian package $owner), which Depends lacks"
 done
