@@ -742,8 +742,9 @@ void graph_cache::replay(const stream& s) {
 capture_options graph_cache::capture_settings() const noexcept {
   capture_options o(options_.mode);
   o.catch_default_streams = options_.catch_default_streams;
-  o.host_memory =
-      options_.pageable == pageable_policy::refuse ? host_memory_check::refuse_pageable : host_memory_check::pageable;
+  // Pageable copies are recorded, not refused, by the capture: inspect() names those from graphed's copy of the
+  // arguments first, then applies the policy (refuse, warn, allow).
+  o.host_memory = host_memory_check::pageable;
   return o;
 }
 
@@ -762,8 +763,16 @@ void graph_cache::inspect(const graph& g, const void* arguments, std::size_t byt
           "pass it to a kernel by value",
           a.node, a.node_name, a.bytes, a.source ? "from" : "into", a.address));
   }
-  if (options_.pageable != pageable_policy::warn) return;
   const auto& a = found.front();
+  if (options_.pageable == pageable_policy::refuse)
+    throw std::invalid_argument(fmt::format(
+        "conveyor::graphed: node {} ({}) copies {} B {} pageable host memory {}: a replay reads or writes it when "
+        "the copy runs, not at the call (a local std::vector freed when a helper returned, a buffer the program "
+        "changes between calls). Fix: copy from (or into) a page-locked buffer that lives as long as the graph "
+        "(cudaMallocHost, cudaHostRegister); or, when the buffer outlives the graph and holds what each replay must "
+        "copy, declare it: graphed_options::pageable = pageable_policy::allow (or warn)",
+        a.node, a.node_name, a.bytes, a.source ? "from" : "into", a.address));
+  if (options_.pageable != pageable_policy::warn) return;
   std::string line = fmt::format("pageable host memory in {} copy node(s), e.g. node {} ({}) {} {} ({} B): a replay "
                                  "copies it when the node runs, not at the call; keep it alive and unchanged as long "
                                  "as the graph, or use page-locked memory (graphed_options::pageable)",

@@ -79,6 +79,7 @@ struct walker {
   void check_host_address(cudaGraphNode_t n, std::size_t position, const host_address& u) const {
     if (gone.holds(u.address)) refuse_returned(names, n, position, u, u.copied);
     if (!u.copied || check == host_memory_check::returned_frames) return;
+    if (in_allocation(u.address)) return; // a graph allocation's address: device memory, mapped when the graph runs
     bool pageable = false;
     if (memory_side(u.address, &pageable) != 'H' || !pageable) return;
     if (check == host_memory_check::refuse_pageable)
@@ -110,10 +111,32 @@ struct walker {
     }
   }
 
+  // The address ranges of the graph's allocation nodes seen so far (walked in creation order, an allocation comes
+  // before the nodes that use it). cudaPointerGetAttributes calls such an address unregistered host memory while the
+  // graph is not running: it is not pageable memory.
+  mutable std::vector<std::pair<std::uintptr_t, std::size_t>> allocations;
+  bool in_allocation(const void* p) const noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    for (const auto& [base, bytes] : allocations)
+      if (a >= base && a - base < bytes) return true;
+    return false;
+  }
+  void note_allocation(cudaGraphNode_t n) const {
+    cudaMemAllocNodeParams p{};
+    if (cudaGraphMemAllocNodeGetParams(n, &p) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    allocations.emplace_back(reinterpret_cast<std::uintptr_t>(p.dptr), p.bytesize);
+  }
+
   void walk(cudaGraph_t g, std::size_t first) const {
     const auto nodes = graph_nodes(g);
+    for (std::size_t i = 0; i < first; ++i) // nodes before a capture_into: their allocations count too
+      if (kind_of(nodes[i]) == node_kind::mem_alloc) note_allocation(nodes[i]);
     for (std::size_t i = first; i < nodes.size(); ++i) {
       const node_kind kind = kind_of(nodes[i]);
+      if (kind == node_kind::mem_alloc) note_allocation(nodes[i]);
       const kind_traits& traits = traits_of(kind);
       if (body && !traits.allowed_in_body) refuse_in_body(names, nodes[i], i, kind);
       if (check != host_memory_check::off) check_node(nodes[i], i, traits);

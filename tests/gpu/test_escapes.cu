@@ -193,10 +193,13 @@ TEST(Soundness, ACopyFromALocalVariableOfTheCapturedCodeIsRefused) {
                                                   cudaMemcpyAsync(d.get(), &tmp, 4, cudaMemcpyHostToDevice, s.get()));
                                             }),
                std::invalid_argument);
-  // The stream is usable again, and a local of the frame that outlives the graph is fine.
+  // The stream is usable again, and a local of the frame that outlives the graph is kept once declared (it is
+  // pageable memory: refused by default).
   float alive = 4.0F;
+  conveyor::capture_options declared;
+  declared.host_memory = conveyor::host_memory_check::returned_frames;
   const conveyor::graph ok = conveyor::capture(
-      s, [&] { CONVEYOR_CHECK(cudaMemcpyAsync(d.get(), &alive, 4, cudaMemcpyHostToDevice, s.get())); });
+      s, [&] { CONVEYOR_CHECK(cudaMemcpyAsync(d.get(), &alive, 4, cudaMemcpyHostToDevice, s.get())); }, declared);
   auto exec = conveyor::instantiate(ok);
   exec.launch(s);
   s.synchronize();

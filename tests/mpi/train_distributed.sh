@@ -13,7 +13,8 @@
 #   blanks; @DATA@ stands for the Fashion-MNIST folder) and passes when the job ends within 60 s (no rank left
 #   waiting for another), exits non-zero, and printed "conveyor: error: rank 0 of 2: " followed by a match of the
 #   extended regular expression EXPECT0, and the same for rank 1 with EXPECT1. Needs no GPU: these refusals come
-#   before the device check. Exits 77 without mpirun, or without the data when the arguments name @DATA@.
+#   before the device check. A rank whose ARGS name no --data gets --data @DATA@. Exits 77 without mpirun, or
+#   without the data.
 set -u
 if ! command -v mpirun >/dev/null 2>&1; then
   echo "SKIP: no mpirun on PATH"
@@ -26,6 +27,10 @@ trap 'rm -f "$log"' EXIT
 
 if [ "${1:-}" = "--refuses" ]; then
   conveyor=$2 expect0=$3 expect1=$4 args0=$5 args1=$6
+  # A rank whose arguments name no --data reads the data folder (checked before the refusals the job agrees on):
+  # give it the one found here.
+  case "$args0" in *--data*) ;; *) args0="$args0 --data @DATA@" ;; esac
+  case "$args1" in *--data*) ;; *) args1="$args1 --data @DATA@" ;; esac
   case "$args0 $args1" in
   *@DATA@*)
     if ! have_data; then
