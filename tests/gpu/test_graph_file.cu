@@ -394,7 +394,10 @@ TEST(GraphFiles, RefusalsNameTheNodeTheReasonAndTheFixAndARefusedLoadLeavesNothi
   }
   std::size_t free_after = 0;
   CONVEYOR_CHECK(cudaMemGetInfo(&free_after, &total));
-  EXPECT_EQ(free_after, free_before) << "a refused load left device memory behind";
+  // cudaMemGetInfo is device-wide: in a parallel test run other processes allocate and free meanwhile. A leaked
+  // 256 MiB buffer shows as at least that much less free memory; less than half of it is taken for noise.
+  EXPECT_GT(free_after + (std::size_t{128} << 20), free_before)
+      << "a refused load left device memory behind: " << free_before - free_after << " bytes fewer free";
   // A kernel whose parameters differ from the saved ones (another build of it) is refused.
   conveyor::kernel_registry registry;
   registry.add(copy_pair);
