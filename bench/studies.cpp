@@ -3,11 +3,11 @@
 
 #include "bench/studies.hpp"
 
-#include "bench/faster.hpp"
+#include "bench/pdl.hpp"
 #include "bench/graph_files.hpp"
 #include "bench/graph_memory.hpp"
 #include "bench/graphed_overhead.hpp"
-#include "bench/graphed_rebind.hpp"
+#include "bench/graphed.hpp"
 #include "bench/profile_overhead.hpp"
 #include "bench/update_growth.hpp"
 

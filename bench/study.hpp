@@ -3,7 +3,7 @@
 //! A study of `conveyor bench`: one measurement beside the Google Benchmark suite (the graphed/ group, PDL, the
 //! profiler's cost, ...), run as its own subcommand, `conveyor bench <name>`. Every study is one entry of the table
 //! in studies.hpp: its name, help, options, what it measures and how the result is written. The command
-//! (apps/conveyor/commands/bench_command.cpp) makes one subcommand per entry, with --markdown FILE and --device N
+//! (apps/conveyor/commands/bench.cpp) makes one subcommand per entry, with --markdown FILE and --device N
 //! besides the entry's options, and prints the study's report (study_report). Host-only.
 
 #include <cstddef>

@@ -1,10 +1,10 @@
 // The `conveyor` program: CUDA Graph workloads, each a subcommand, each runnable in sync, stream and graph modes.
-#include "commands/allreduce_command.hpp"
-#include "commands/bench_command.hpp"
+#include "commands/allreduce.hpp"
+#include "commands/bench.hpp"
 #include "commands/cavity.hpp"
 #include "commands/doctor.hpp"
 #include "commands/filter.hpp"
-#include "commands/graph_command.hpp"
+#include "commands/graph.hpp"
 #include "commands/solve.hpp"
 #include "commands/train.hpp"
 

@@ -8,7 +8,7 @@
 
 namespace conveyor::allreduce {
 
-//! What to measure and how; the command line's options (apps/conveyor/commands/allreduce_command.cpp).
+//! What to measure and how; the command line's options (apps/conveyor/commands/allreduce.cpp).
 struct options {
   std::size_t min_bytes = 4;                     //!< smallest size, bytes: a multiple of 4 (a float)
   std::size_t max_bytes = std::size_t{64} << 20; //!< largest size, bytes (at most 1 GiB)

@@ -6,10 +6,13 @@
 #include "filter/chain_sinks.hpp"
 #include "filter/kernels.hpp"
 
+#include "common/hash.hpp"
+
 #include <conveyor/execute/graph_exec.hpp>
 
 #include <cstring>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -126,13 +129,8 @@ image frame_slot::sharp_image() const {
 }
 
 std::uint64_t frame_slot::output_hash() const noexcept {
-  std::uint64_t h = 14695981039346656037ULL;
-  const auto mix = [&h](const std::uint8_t* p, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  };
-  mix(edges_.data(), edges_.size());
-  mix(sharp_.data(), sharp_.size());
-  return h;
+  const std::uint64_t h = scenarios::fnv1a_of(std::span<const std::uint8_t>(edges_.data(), edges_.size()));
+  return scenarios::fnv1a_of(std::span<const std::uint8_t>(sharp_.data(), sharp_.size()), h);
 }
 
 // ---- filter_chain ----------------------------------------------------------------------------------------------

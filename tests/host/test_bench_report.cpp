@@ -4,7 +4,7 @@
 #include "bench/graph_files.hpp"
 #include "bench/graph_memory.hpp"
 #include "bench/graphed_overhead.hpp"
-#include "bench/graphed_rebind.hpp"
+#include "bench/graphed.hpp"
 #include "bench/markdown.hpp"
 #include "bench/plan.hpp"
 #include "bench/profile_overhead.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-//! \file graphed_rebind.hpp
+//! \file graphed.hpp
 //! The `graphed` study of `conveyor bench` (the `graphed/` group): what a conveyor::graphed call costs when its
 //! arguments change, against replay, against full re-capture (rebinding off) and against eager execution. The callable
 //! enqueues N tiny kernels (1 block of 32 threads) that all read one pointer and one scalar argument; node 0 also reads

@@ -1,7 +1,7 @@
-//! \file faster_kernels.cu
+//! \file pdl_kernels.cu
 //! The `faster/` group's kernel and relaunch controller (relocatable device code).
 
-#include "bench/faster_kernels.hpp"
+#include "bench/pdl_kernels.hpp"
 #include "bench/kernels.hpp"
 
 #include <conveyor/define/programmatic.cuh>

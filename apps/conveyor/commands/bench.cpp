@@ -1,8 +1,8 @@
-//! \file bench_command.cpp
+//! \file bench.cpp
 //! `conveyor bench`: the subcommands suite, list, render and one per study of the study table; their options,
 //! output checks and writes.
 
-#include "bench_command.hpp"
+#include "bench.hpp"
 
 #include "bench/environment.hpp"
 #include "bench/report_json.hpp"

@@ -1,7 +1,7 @@
-//! \file graph_command.cpp
+//! \file graph.cpp
 //! `conveyor graph show | diff | replay`: graph files offline (show, diff: no GPU) and on the GPU (replay).
 
-#include "commands/graph_command.hpp"
+#include "commands/graph.hpp"
 
 #include "common/require_gpu.hpp"
 #include "common/file_output.hpp"

@@ -1,7 +1,7 @@
-//! \file allreduce_command.cpp
+//! \file allreduce.cpp
 //! `conveyor allreduce`: the options of the all-reduce workload (scenarios/allreduce).
 
-#include "allreduce_command.hpp"
+#include "allreduce.hpp"
 
 #include "allreduce/allreduce.hpp"
 

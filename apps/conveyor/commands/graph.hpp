@@ -1,5 +1,5 @@
 #pragma once
-//! \file graph_command.hpp
+//! \file graph.hpp
 //! The `conveyor graph` subcommand: graph files (docs/graph-files.md) shown, compared and replayed.
 
 #include <CLI/CLI.hpp>

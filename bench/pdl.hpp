@@ -1,5 +1,5 @@
 #pragma once
-//! \file faster.hpp
+//! \file pdl.hpp
 //! The `pdl` study of `conveyor bench` (the `faster/` group): what programmatic dependent launch and device-side
 //! relaunch save against a plain graph. Shapes: a chain of N tiny kernels each updating the same chunk (every edge a
 //! real data dependency), and fork/join stages (one kernel, four parallel kernels, one join: 6 nodes a stage).

@@ -1,5 +1,5 @@
-// The `faster/` group's table (faster.hpp): host-only.
-#include "bench/faster.hpp"
+// The `faster/` group's table (pdl.hpp): host-only.
+#include "bench/pdl.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-//! \file bench_command.hpp
+//! \file bench.hpp
 //! The `conveyor bench` subcommand.
 
 #include <CLI/CLI.hpp>

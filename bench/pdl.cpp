@@ -1,7 +1,7 @@
-// The `faster/` group: plain graph vs programmatic edges vs device relaunch (faster.hpp).
-#include "bench/faster.hpp"
+// The `faster/` group: plain graph vs programmatic edges vs device relaunch (pdl.hpp).
+#include "bench/pdl.hpp"
 
-#include "bench/faster_kernels.hpp"
+#include "bench/pdl_kernels.hpp"
 #include "bench/kernels.hpp"
 #include "bench/statistics.hpp"
 

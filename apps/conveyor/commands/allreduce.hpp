@@ -1,5 +1,5 @@
 #pragma once
-//! \file allreduce_command.hpp
+//! \file allreduce.hpp
 //! The `conveyor allreduce` subcommand.
 
 #include <CLI/CLI.hpp>

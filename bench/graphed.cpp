@@ -1,5 +1,5 @@
-// The `graphed/` group: changed arguments of a graphed call — rebind vs re-capture vs eager (graphed_rebind.hpp).
-#include "bench/graphed_rebind.hpp"
+// The `graphed/` group: changed arguments of a graphed call — rebind vs re-capture vs eager (graphed.hpp).
+#include "bench/graphed.hpp"
 
 #include "bench/kernels.hpp"
 #include "bench/statistics.hpp"

@@ -1,6 +1,6 @@
 #pragma once
-//! \file faster_kernels.hpp
-//! The `faster/` group's device code (faster_kernels.cu, compiled as relocatable device code: device-side graph
+//! \file pdl_kernels.hpp
+//! The `faster/` group's device code (pdl_kernels.cu, compiled as relocatable device code: device-side graph
 //! launch needs the device runtime), declared for host compilers.
 
 #include <conveyor/define/graph.hpp>

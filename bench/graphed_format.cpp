@@ -1,5 +1,5 @@
-// Host-only half of graphed_rebind.hpp: the Markdown table (in conveyor_bench_report, tested without a GPU).
-#include "bench/graphed_rebind.hpp"
+// Host-only half of graphed.hpp: the Markdown table (in conveyor_bench_report, tested without a GPU).
+#include "bench/graphed.hpp"
 
 #include "bench/markdown.hpp"
 
