@@ -278,7 +278,10 @@ public:
   static const check_entry checks[17];
 
   std::vector<finding> run() {
-    for (const auto& c : checks) (this->*c.run)();
+    for (const auto& c : checks) {
+      current_ = c.id; // what add() and not_applicable() file their findings under
+      (this->*c.run)();
+    }
     const auto& ids = doctor_checks();
     const auto order = [&](const finding& f) {
       return static_cast<std::size_t>(std::find(ids.begin(), ids.end(), f.check) - ids.begin());
@@ -297,13 +300,14 @@ private:
   profile_view p_;
   std::optional<graph_view> view_;
   std::vector<finding> out_;
+  const char* current_ = ""; // the id of the check running (checks[])
 
-  void add(std::string check, severity s, std::vector<std::string> nodes, std::string evidence, std::string fix) {
-    out_.push_back({std::move(check), s, std::move(nodes), std::move(evidence), std::move(fix)});
+  void add(severity s, std::vector<std::string> nodes, std::string evidence, std::string fix) {
+    out_.push_back({current_, s, std::move(nodes), std::move(evidence), std::move(fix)});
   }
   // A check that saw its pattern but cannot apply here: why, for --verbose and the JSON.
-  void not_applicable(std::string check, std::vector<std::string> nodes, std::string why) {
-    out_.push_back({std::move(check), severity::info, std::move(nodes), std::move(why), {}, false});
+  void not_applicable(std::vector<std::string> nodes, std::string why) {
+    out_.push_back({current_, severity::info, std::move(nodes), std::move(why), {}, false});
   }
 
   [[nodiscard]] bool profiled() const { return !p_.launches.empty(); }
@@ -354,14 +358,14 @@ private:
           "median wall time {} per launch over {}, below 4 × the launch overhead of {} = {}", us(p_.median_wall),
           plural(p_.launches.size(), "launch", "launches"), us(t_.launch_overhead_us), us(line));
       if (view_) evidence += fmt::format("; {} kernel/memcpy/memset nodes", work.size());
-      add("few_nodes", p_.median_wall <= t_.launch_overhead_us ? severity::critical : severity::warning,
+      add(p_.median_wall <= t_.launch_overhead_us ? severity::critical : severity::warning,
           work.size() < t_.min_nodes ? work : std::vector<std::string>{}, std::move(evidence),
           "capture more work per graph: several steps or iterations per launch, or a WHILE loop (conditional node) "
           "that repeats the step on the device, so that one launch's overhead is shared by more work");
       return;
     }
     if (!view_ || has_while || work.size() >= t_.min_nodes) return;
-    add("few_nodes", severity::warning, work,
+    add(severity::warning, work,
         fmt::format("{} kernel/memcpy/memset nodes (nested bodies counted), fewer than {}: a launch costs about {} of "
                     "host and GPU time, likely not amortised (no profile to measure it)",
                     work.size(), t_.min_nodes, us(t_.launch_overhead_us)),
@@ -411,8 +415,7 @@ private:
                           "others into a neighbouring kernel; or launch the consumers with programmatic dependent "
                           "launch so that they start while their producer finishes",
                           joined(pairs, ", "));
-    add("short_kernels", shorts.size() >= 2 ? severity::warning : severity::info, std::move(names), std::move(evidence),
-        std::move(fix));
+    add(shorts.size() >= 2 ? severity::warning : severity::info, std::move(names), std::move(evidence), std::move(fix));
   }
 
   // 3. Idle time on the critical path.
@@ -450,8 +453,7 @@ private:
     if (largest != nullptr && copies_data(largest->after))
       fix += "; the largest gap follows a copy, so the GPU waits for its data: keep several items in flight, one's "
              "copies beside another's compute (conveyor::frame_pipeline; conveyor filter --pipeline 3)";
-    add("critical_path_gaps", share > 0.3 ? severity::critical : severity::warning, std::move(nodes),
-        std::move(evidence), std::move(fix));
+    add(share > 0.3 ? severity::critical : severity::warning, std::move(nodes), std::move(evidence), std::move(fix));
   }
 
   // True when the node the profile calls `name` is a copy between the host and the device.
@@ -493,12 +495,11 @@ private:
       left += l.g->edge_type_of(e) == edge_type::full && plain_kernel(l, u) && plain_kernel(l, v) ? 1 : 0;
     }
     if (left == 0) return;
-    not_applicable("pdl_chains", {},
-                   fmt::format("{} has {} programmatic link(s); its {} full link(s) between kernels lead into kernels "
-                               "the programmatic pass left alone (kernels that do not wait for their dependencies, "
-                               "such as cuBLAS's and cuSPARSE's): no chain to make programmatic",
-                               li == 0 ? std::string("the graph") : fmt::format("body {}", l.prefix), programmatic,
-                               left));
+    not_applicable(
+        {}, fmt::format("{} has {} programmatic link(s); its {} full link(s) between kernels lead into kernels "
+                        "the programmatic pass left alone (kernels that do not wait for their dependencies, "
+                        "such as cuBLAS's and cuSPARSE's): no chain to make programmatic",
+                        li == 0 ? std::string("the graph") : fmt::format("body {}", l.prefix), programmatic, left));
   }
 
   // Each node's one successor along a chain of plain kernels (each the only successor and predecessor).
@@ -541,7 +542,7 @@ private:
                               percent(p_.median_wall > 0 ? idle / p_.median_wall : 0), us(p_.median_wall));
       if (p_.median_wall > 0 && idle > t_.gap_share * p_.median_wall) s_level = severity::warning;
     }
-    add("pdl_chains", s_level, std::move(names), std::move(evidence),
+    add(s_level, std::move(names), std::move(evidence),
         "use programmatic dependent launch along the chain: call conveyor::device::wait_for_dependencies() "
         "(cudaGridDependencySynchronize) in each consumer before it reads the producer's output, then make the edges "
         "programmatic — conveyor::make_programmatic(graph, waiting_kernels) on the built or captured graph, "
@@ -577,7 +578,7 @@ private:
           worse = true;
         }
       }
-      add("host_on_critical_path", worse ? severity::critical : severity::warning, {f.name}, std::move(evidence),
+      add(worse ? severity::critical : severity::warning, {f.name}, std::move(evidence),
           host ? "move the host work out of the graph: run it between graph launches (a stream callback with "
                  "cudaLaunchHostFunc, or plain host code after synchronising), or do it on the device"
                : "pin the host memory (cudaMallocHost, or cudaHostRegister on the existing buffer) so that the copy "
@@ -618,8 +619,7 @@ private:
             fix.empty() ? "" : "; or, ", kernels.size() == 1 ? "neighbouring" : "producing or consuming",
             joined(kernels));
       const bool costly = (dtod && !small) || share >= 0.05;
-      add("removable_copies", costly ? severity::warning : severity::info, {f.name}, std::move(evidence),
-          std::move(fix));
+      add(costly ? severity::warning : severity::info, {f.name}, std::move(evidence), std::move(fix));
     }
   }
 
@@ -627,11 +627,10 @@ private:
   void missing_upload() {
     if (in_.exec == nullptr || !in_.exec->first_launch_before_upload) return;
     if (in_.exec->launched_at_instantiation)
-      return not_applicable("missing_upload", {},
-                            "the first launch came before any upload, but graphed made and launched the executable "
-                            "graph in one call: an upload there would not be ahead of the launch (graphed::prepare "
-                            "instantiates and uploads every bucket ahead)");
-    add("missing_upload", severity::warning, {},
+      return not_applicable({}, "the first launch came before any upload, but graphed made and launched the executable "
+                                "graph in one call: an upload there would not be ahead of the launch (graphed::prepare "
+                                "instantiates and uploads every bucket ahead)");
+    add(severity::warning, {},
         fmt::format("the first launch came before any upload (uploaded since: {}): it paid for the upload of the "
                     "executable graph to the device",
                     in_.exec->uploaded ? "yes" : "no"),
@@ -646,7 +645,7 @@ private:
     const char* fix = "add a mem_free node for each allocation at the end of the graph (graph::mem_free, or "
                       "cudaFreeAsync in the captured work), or instantiate with instantiate_flags::auto_free_on_launch";
     if (e != nullptr && e->allocations_read && !e->unfreed_allocations.empty() && !auto_free) {
-      add("unfreed_allocations", severity::critical, e->unfreed_allocations,
+      add(severity::critical, e->unfreed_allocations,
           fmt::format("{} still allocated after the last launch and the executable graph was instantiated without "
                       "auto_free_on_launch: launching it again fails until they are freed",
                       plural(e->unfreed_allocations.size(), "graph allocation is", "graph allocations are")),
@@ -662,7 +661,7 @@ private:
       if (f.d->kind == node_kind::mem_free) ++frees;
     }
     if (allocs.size() <= frees) return;
-    add("unfreed_allocations", severity::warning, allocs,
+    add(severity::warning, allocs,
         fmt::format("{} and {} in the graph: {} not freed by it, and the executable graph is {}; a second launch "
                     "fails unless the memory is freed between launches",
                     plural(allocs.size(), "mem_alloc node", "mem_alloc nodes"),
@@ -697,7 +696,7 @@ private:
     for (const auto& [call, count] : calls) made_by.push_back(fmt::format("{} ×{}", call, count));
     const bool named =
         std::any_of(calls.begin(), calls.end(), [](const auto& c) { return !c.first.starts_with("an "); });
-    add("captured_allocations", named ? severity::warning : severity::info, nodes,
+    add(named ? severity::warning : severity::info, nodes,
         fmt::format("{} in a captured graph ({} in all), made by {}: a conditional node's body cannot hold them "
                     "(instantiation fails), and every launch maps them from the graph memory pool",
                     plural(nodes.size(), "allocation node", "allocation nodes"), bytes_text(bytes),
@@ -778,8 +777,7 @@ private:
             "into node fields (graphed_options::rebind_arguments with rebind_policy::learn or patch) so that their "
             "changes are patched instead of re-captured; wrap arguments the work does not depend on in "
             "conveyor::unkeyed";
-    add("recapture_churn", rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence),
-        std::move(fix));
+    add(rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence), std::move(fix));
   }
 
   // 9b. The churn guard ran calls eagerly: the callable re-recorded more often than its cap allows.
@@ -797,8 +795,7 @@ private:
     for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
       top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
     if (!top.empty()) evidence += fmt::format("; what re-recorded: {}", joined(top, "; "));
-    add("churn_guard", share > 0.5 || g->guard_engaged ? severity::critical : severity::warning, {},
-        std::move(evidence),
+    add(share > 0.5 || g->guard_engaged ? severity::critical : severity::warning, {}, std::move(evidence),
         "the shapes or arguments change faster than graphs pay back: pad sizes to a few shapes (batch_size with "
         "graphed_options::buckets, or a padding_rule per dimension in graphed_options::dimensions: buckets, multiple, "
         "power_of_two, limit), keep buffers stable or declare arguments that only flow into node fields "
@@ -859,8 +856,7 @@ private:
     const double rate = calls == 0 ? 0 : static_cast<double>(events) / static_cast<double>(calls);
     std::string evidence = fmt::format("{} over {} calls after warm-ups ({} per-node updates, {} rebinds)",
                                        joined(parts, ", "), calls, g->per_node_updates, g->rebinds);
-    add("update_fallbacks", rate > t_.churn_rate ? severity::warning : severity::info, {}, std::move(evidence),
-        joined(fixes, "; "));
+    add(rate > t_.churn_rate ? severity::warning : severity::info, {}, std::move(evidence), joined(fixes, "; "));
   }
 
   // 11. Dependencies between nodes that touch no common allocation.
@@ -900,7 +896,7 @@ private:
               if (overlap > t_.gap_share * p_.median_wall) s = severity::warning;
             }
           }
-          add("serialised_branches", s, {fu.name, fv.name}, std::move(evidence),
+          add(s, {fu.name, fv.name}, std::move(evidence),
               fmt::format("if {} does not read or write what {} writes, drop the dependency so they can run in "
                           "parallel (capture them on forked streams, or add {} without the edge); check first: "
                           "kernels can share memory through pointers stored in device memory, which the buffer "
@@ -934,7 +930,7 @@ private:
       if (measured > 0) {
         if (per_iteration >= t_.tiny_body_us) continue;
         const double iterations = launches == 0 ? 0 : static_cast<double>(records) / static_cast<double>(launches);
-        add("tiny_loop_body", severity::warning, {f.name},
+        add(severity::warning, {f.name},
             fmt::format("the WHILE body takes {} per iteration (sum of its {} measured nodes' medians; {} kernel "
                         "nodes), below {}; about {:.0f} iterations per launch pay the loop's per-iteration overhead",
                         us(per_iteration), measured, kernels, us(t_.tiny_body_us), iterations),
@@ -943,7 +939,7 @@ private:
         continue;
       }
       if (kernels > t_.tiny_body_nodes) continue;
-      add("tiny_loop_body", severity::info, {f.name},
+      add(severity::info, {f.name},
           fmt::format("the WHILE body holds {}, at most {} (no profile of it to measure an iteration)",
                       plural(kernels, "kernel node", "kernel nodes"), t_.tiny_body_nodes),
           "do more work per iteration: unroll k iterations into the body (k copies of the step, the condition "
@@ -955,7 +951,7 @@ private:
   // 0. A launch that failed: the fault is in one of the nodes, which a step-through run names.
   void failed_launch() {
     if (in_.exec == nullptr || in_.exec->launch_error.empty()) return;
-    add("failed_launch", severity::critical, {},
+    add(severity::critical, {},
         fmt::format("the last failed launch of the executable graph returned {}", in_.exec->launch_error),
         "run the graph node by node to find the node: conveyor::step_through(exec, stream), or the unchanged "
         "program with CONVEYOR_STEP_THROUGH=1 (a sticky error such as an illegal address needs a fresh process; "
@@ -965,7 +961,7 @@ private:
   // 14. Launches that ran node by node: their timings are a debugging run's.
   void step_through() {
     if (in_.exec == nullptr || !in_.exec->step_through) return;
-    add("step_through", severity::info, {},
+    add(severity::info, {},
         "the executable graph launches step by step (CONVEYOR_STEP_THROUGH or step_through_launches): every node is "
         "a launch of its own followed by a synchronisation, so the timings are a debugging run's, not a replay's",
         "unset CONVEYOR_STEP_THROUGH (or call step_through_launches(false)) to measure");
@@ -973,12 +969,12 @@ private:
 
   void legacy_stream() {
     if (in_.graph != nullptr && in_.graph->captured_on_blocking_stream)
-      add("legacy_stream", severity::warning, {},
+      add(severity::warning, {},
           "captured on a blocking stream (created without cudaStreamNonBlocking): its work synchronises with the "
           "legacy default stream",
           "capture on a stream created with cudaStreamNonBlocking (conveyor::stream is by default)");
     if (in_.exec != nullptr && in_.exec->launched_on_legacy_stream)
-      add("legacy_stream", severity::warning, {},
+      add(severity::warning, {},
           "a launch went to the legacy default stream (stream 0 or cudaStreamLegacy): it serialises with every "
           "blocking stream on the device",
           "launch on a non-default stream created with cudaStreamNonBlocking (conveyor::stream is by default)");
