@@ -156,6 +156,21 @@ void build_pairs(benchmark::State& state, const bench_case& c, bench_context& ct
   state.counters["instantiate_ratio"] = median(instantiation.ratios);
 }
 
+// One side of a pair, as a replay loop runs it: change to B (`change(to_b)`), launch, wait; then back to A (timed:
+// what `change(to_a)` returns, seconds), launch, wait. Timing only the change back measures both sides right after a
+// launch of their own graph (the host-side state the driver touched last is warm in the CPU caches), so that neither
+// side pays for the other having run last.
+template <class Change, class B, class A, class Launch>
+double there_and_back(const conveyor::stream& s, Change&& change, const B& to_b, const A& to_a, Launch&& launch) {
+  (void)change(to_b);
+  launch();
+  s.synchronize();
+  const double t = change(to_a);
+  launch();
+  s.synchronize();
+  return t;
+}
+
 // Runs `conveyor_side` and `raw_side` (each returns the seconds of its timed update) as one pair per iteration,
 // Conveyor first on even iterations and raw first on odd ones, after the warm-up; records the per-update means and
 // the median ratio as the benchmark's counters conveyor_update_us, raw_update_us and ratio.
@@ -207,23 +222,11 @@ void setter_pairs(benchmark::State& state, const bench_case& c, bench_context& c
     return set_b_conveyor(ctx, conveyor_exec, built.nodes, changed, n, rot.base, value);
   };
   auto set_raw = [&](float value) { return set_b_raw(ctx, raw_exec.get(), raw.nodes, changed, n, rot.base, value); };
-  // One side of a pair, as a replay loop runs it: change the nodes, launch, wait — twice, the first time to the
-  // changed value, the second time (timed) back to the original one. Timing only the second update measures both
-  // sides right after a launch of their own graph (the host-side state the driver touched last is warm in the CPU
-  // caches), so that neither side pays for the other having run last.
-  auto side = [&](auto&& set, auto&& launch) {
-    (void)set(axpb_b_changed);
-    launch();
-    main.synchronize();
-    const double t = set(axpb_b);
-    launch();
-    main.synchronize();
-    return t;
-  };
   auto launch_conveyor = [&] { conveyor_exec.launch(main); };
   auto launch_raw = [&] { CONVEYOR_CHECK(cudaGraphLaunch(raw_exec.get(), main.get())); };
   measure_update_pairs(
-      state, c, [&] { return side(set_conveyor, launch_conveyor); }, [&] { return side(set_raw, launch_raw); });
+      state, c, [&] { return there_and_back(main, set_conveyor, axpb_b_changed, axpb_b, launch_conveyor); },
+      [&] { return there_and_back(main, set_raw, axpb_b_changed, axpb_b, launch_raw); });
 }
 
 // Whole-graph update, paired: two executable graphs of the chain (Conveyor's from the builder, raw from the Runtime
@@ -261,21 +264,12 @@ void whole_pairs(benchmark::State& state, const bench_case& c, bench_context& ct
     CONVEYOR_CHECK(rc);
     return t;
   };
-  // Update to B, launch, wait; then back to A (timed), launch, wait.
-  auto side = [&](auto&& update, auto&& to_b, auto&& to_a, auto&& launch) {
-    (void)update(to_b);
-    launch();
-    main.synchronize();
-    const double t = update(to_a);
-    launch();
-    main.synchronize();
-    return t;
-  };
   auto launch_conveyor = [&] { conveyor_exec.launch(main); };
   auto launch_raw = [&] { CONVEYOR_CHECK(cudaGraphLaunch(raw_exec.get(), main.get())); };
   measure_update_pairs(
-      state, c, [&] { return side(update_conveyor, conveyor_b.graph, conveyor_a.graph, launch_conveyor); },
-      [&] { return side(update_raw, raw_b.graph.get(), raw_a.graph.get(), launch_raw); });
+      state, c,
+      [&] { return there_and_back(main, update_conveyor, conveyor_b.graph, conveyor_a.graph, launch_conveyor); },
+      [&] { return there_and_back(main, update_raw, raw_b.graph.get(), raw_a.graph.get(), launch_raw); });
 }
 
 } // namespace
