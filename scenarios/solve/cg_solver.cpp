@@ -292,15 +292,20 @@ private:
   std::string name_;
 };
 
-//! graph-per-iteration: one iteration and its check captured, launched once per iteration, the scalars read back
-//! after each; the set-up eager in the prologue.
-class per_iteration_step final : public cg_graph_step {
+//! graph-per-iteration and graph-while: one executable graph launched from the host, the scalars read back after
+//! each launch. graph-per-iteration (`eager_set_up`): one iteration and its check captured, launched once per
+//! iteration, the set-up eager in the prologue. graph-while: the whole solve in one launch: the set-up kernels, the
+//! check setting the condition, a WHILE node whose body is one iteration and the check (the scenarios' showcase of
+//! conditional nodes).
+class host_launched_step final : public cg_graph_step {
 public:
-  per_iteration_step(cg_run& run, conveyor::graph g) : cg_graph_step(run, std::move(g), "CG iteration") {
+  host_launched_step(cg_run& run, conveyor::graph g, std::string name, bool eager_set_up) :
+      cg_graph_step(run, std::move(g), std::move(name)),
+      eager_set_up_(eager_set_up) {
     exec_.emplace(conveyor::instantiate(graph_));
     exec_->upload(run.solver_stream());
   }
-  bool prologue() override { return run_.set_up(false); }
+  bool prologue() override { return !eager_set_up_ || run_.set_up(false); }
   void launch(std::size_t) override {
     exec_->launch(run_.solver_stream());
     (void)run_.read_back();
@@ -308,24 +313,7 @@ public:
 
 private:
   [[nodiscard]] const conveyor::graph_exec& exec() const override { return *exec_; }
-  std::optional<conveyor::graph_exec> exec_;
-};
-
-//! graph-while: the whole solve in one launch: the set-up kernels, the check setting the condition, a WHILE node
-//! whose body is one iteration and the check (the scenarios' showcase of conditional nodes).
-class while_loop_step final : public cg_graph_step {
-public:
-  while_loop_step(cg_run& run, conveyor::graph g) : cg_graph_step(run, std::move(g), "CG while loop") {
-    exec_.emplace(conveyor::instantiate(graph_));
-    exec_->upload(run.solver_stream());
-  }
-  void launch(std::size_t) override {
-    exec_->launch(run_.solver_stream());
-    (void)run_.read_back();
-  }
-
-private:
-  [[nodiscard]] const conveyor::graph_exec& exec() const override { return *exec_; }
+  bool eager_set_up_;
   std::optional<conveyor::graph_exec> exec_;
 };
 
@@ -363,11 +351,14 @@ std::unique_ptr<scenarios::graph_step> cg_run::make_graph() {
   plain.programmatic = false; // the pass runs once, on the whole graph (cg_graph_step)
   switch (mode_) {
   case solve_mode::graph_per_iteration:
-    return std::make_unique<per_iteration_step>(*this,
-                                                conveyor::capture(solver_.stream_, [&](const conveyor::stream& s) {
-                                                  for (const auto& f : iteration_) f(s.get());
-                                                }));
-  case solve_mode::graph_while: return std::make_unique<while_loop_step>(*this, solver_.make_while_graph(plain));
+    return std::make_unique<host_launched_step>(*this,
+                                                conveyor::capture(solver_.stream_,
+                                                                  [&](const conveyor::stream& s) {
+                                                                    for (const auto& f : iteration_) f(s.get());
+                                                                  }),
+                                                "CG iteration", true);
+  case solve_mode::graph_while:
+    return std::make_unique<host_launched_step>(*this, solver_.make_while_graph(plain), "CG while loop", false);
   case solve_mode::graph_relaunch: {
     device_buffer<int> status(1);
     status.zero_async(solver_.stream_.get());
