@@ -114,7 +114,7 @@ struct walker {
   // The address ranges of the graph's allocation nodes seen so far (walked in creation order, an allocation comes
   // before the nodes that use it). cudaPointerGetAttributes calls such an address unregistered host memory while the
   // graph is not running: it is not pageable memory.
-  mutable std::vector<std::pair<std::uintptr_t, std::size_t>> allocations;
+  mutable std::vector<std::pair<std::uintptr_t, std::size_t>> allocations{};
   bool in_allocation(const void* p) const noexcept {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     for (const auto& [base, bytes] : allocations)
