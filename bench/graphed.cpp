@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace conveyor::bench {
@@ -496,6 +497,81 @@ std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t
   return out;
 }
 
+namespace {
+
+// The raw Runtime API's captures of `count` buckets of `chain` on `s` (one graph each; the batch size only selects
+// the scalar, as graphed's body does).
+std::vector<cudaGraph_t> raw_captures(const conveyor::stream& s, const tiny_chain& chain, std::size_t count, float* all,
+                                      float* one) {
+  std::vector<cudaGraph_t> graphs;
+  for (std::size_t k = count; k >= 1; --k) { // largest first, as prepare
+    CONVEYOR_CHECK(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeThreadLocal));
+    chain(s, all, static_cast<float>((16 * k) % 7), one, 2.0F);
+    cudaGraph_t g = nullptr;
+    CONVEYOR_CHECK(cudaStreamEndCapture(s.get(), &g));
+    graphs.push_back(g);
+  }
+  return graphs;
+}
+
+// ms of the raw capture, instantiation and upload of `count` buckets, one after another.
+double raw_prepare_ms(const conveyor::stream& s, const tiny_chain& chain, std::size_t count, float* all, float* one) {
+  const auto t0 = clock_type::now();
+  const auto graphs = raw_captures(s, chain, count, all, one);
+  std::vector<cudaGraphExec_t> execs;
+  for (cudaGraph_t g : graphs) {
+    cudaGraphExec_t e = nullptr;
+    CONVEYOR_CHECK(cudaGraphInstantiate(&e, g, 0));
+    CONVEYOR_CHECK(cudaGraphUpload(e, s.get()));
+    execs.push_back(e);
+  }
+  const double ms = us(clock_type::now() - t0) / 1000.0;
+  s.synchronize();
+  for (auto e : execs) CONVEYOR_CHECK(cudaGraphExecDestroy(e));
+  for (auto g : graphs) CONVEYOR_CHECK(cudaGraphDestroy(g));
+  return ms;
+}
+
+// ms (wall) of cudaGraphInstantiate of every graph of `graphs`, spread round-robin over `threads` host threads.
+double threaded_instantiate_ms(const std::vector<cudaGraph_t>& graphs, int threads) {
+  std::vector<cudaGraphExec_t> execs(graphs.size(), nullptr);
+  std::vector<cudaError_t> errors(static_cast<std::size_t>(threads), cudaSuccess);
+  int device = 0;
+  CONVEYOR_CHECK(cudaGetDevice(&device));
+  const auto t0 = clock_type::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      errors[static_cast<std::size_t>(t)] = cudaSetDevice(device);
+      for (std::size_t i = static_cast<std::size_t>(t); i < graphs.size(); i += static_cast<std::size_t>(threads))
+        if (errors[static_cast<std::size_t>(t)] == cudaSuccess)
+          errors[static_cast<std::size_t>(t)] = cudaGraphInstantiate(&execs[i], graphs[i], 0);
+    });
+  for (auto& th : pool) th.join();
+  const double ms = us(clock_type::now() - t0) / 1000.0;
+  for (auto e : execs)
+    if (e != nullptr) CONVEYOR_CHECK(cudaGraphExecDestroy(e));
+  for (cudaError_t rc : errors) CONVEYOR_CHECK(rc);
+  return ms;
+}
+
+// The raw columns of a prepare_cost row, each the median of `calls` runs.
+void measure_raw_prepare(prepare_cost& row, const conveyor::stream& s, const tiny_chain& chain, int calls, float* all,
+                         float* one) {
+  std::vector<double> raw;
+  for (int c = 0; c < calls; ++c) raw.push_back(raw_prepare_ms(s, chain, row.buckets, all, one));
+  row.raw_ms = median(raw);
+  const auto graphs = raw_captures(s, chain, row.buckets, all, one);
+  for (std::size_t k = 0; k < instantiate_threads.size(); ++k) {
+    std::vector<double> times;
+    for (int c = 0; c < calls; ++c) times.push_back(threaded_instantiate_ms(graphs, instantiate_threads[k]));
+    row.instantiate_ms[k] = median(times);
+  }
+  for (auto g : graphs) CONVEYOR_CHECK(cudaGraphDestroy(g));
+}
+
+} // namespace
+
 std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& bucket_counts, std::size_t nodes,
                                                int calls) {
   if (bucket_counts.empty() || calls < 1) throw std::invalid_argument("measure_prepare_cost: need counts and calls");
@@ -519,8 +595,12 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
       times.push_back(us(clock_type::now() - t0) / 1000.0);
       s.synchronize();
     }
-    std::sort(times.begin(), times.end());
-    out.push_back({count, nodes, times[times.size() / 2]});
+    prepare_cost row;
+    row.buckets = count;
+    row.nodes = nodes;
+    row.prepare_ms = median(times);
+    measure_raw_prepare(row, s, chain, calls, b.all1.p, b.one1.p);
+    out.push_back(row);
   }
   return out;
 }

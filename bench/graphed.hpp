@@ -7,6 +7,7 @@
 
 #include "bench/study.hpp"
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -77,7 +78,17 @@ struct prepare_cost {
   std::size_t buckets = 0;
   std::size_t nodes = 0;
   double prepare_ms = 0;
+  //! The raw Runtime API's own work for the same buckets, in the same run: each bucket captured
+  //! (cudaStreamBeginCapture, the N launches, cudaStreamEndCapture), instantiated and uploaded, one after another (ms)
+  double raw_ms = 0;
+  //! The raw cudaGraphInstantiate of the same B captured graphs spread over 1, 2, 4 and 8 host threads (ms, wall,
+  //! from the first thread's start to the last one's end): how instantiation scales over threads
+  std::array<double, 4> instantiate_ms{};
+  //! prepare / raw
+  [[nodiscard]] double ratio() const noexcept { return raw_ms > 0 ? prepare_ms / raw_ms : 0; }
 };
+//! The thread counts of prepare_cost::instantiate_ms.
+inline constexpr std::array<int, 4> instantiate_threads{1, 2, 4, 8};
 //! Measures prepare_cost for each bucket count. \throws conveyor::cuda_error; std::invalid_argument for no counts.
 [[nodiscard]] std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& bucket_counts,
                                                              std::size_t nodes = 100, int calls = 3);

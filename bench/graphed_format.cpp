@@ -95,13 +95,25 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
 
 std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {
   std::vector<std::vector<std::string>> body;
-  for (const auto& r : rows)
-    body.push_back({fmt::format("{}", r.buckets), fmt::format("{}", r.nodes), format_number(r.prepare_ms),
-                    format_number(r.buckets > 0 ? r.prepare_ms / static_cast<double>(r.buckets) : 0.0)});
+  for (const auto& r : rows) {
+    std::vector<std::string> row{fmt::format("{}", r.buckets),
+                                 fmt::format("{}", r.nodes),
+                                 format_number(r.prepare_ms),
+                                 format_number(r.buckets > 0 ? r.prepare_ms / static_cast<double>(r.buckets) : 0.0),
+                                 format_number(r.raw_ms),
+                                 fmt::format("{:.2f}", r.ratio())};
+    for (double ms : r.instantiate_ms) row.push_back(format_number(ms));
+    row.push_back(fmt::format("{:.2f}", r.instantiate_ms[3] > 0 ? r.instantiate_ms[0] / r.instantiate_ms[3] : 0.0));
+    body.push_back(std::move(row));
+  }
   return fmt::format("### graphed/: start-up with many shapes\n\nHost ms, medians: `graphed::prepare` of a callable of "
                      "N tiny kernels over B batch-size buckets (one warm-up, then each bucket captured and "
-                     "instantiated, largest first).\n\n{}",
-                     markdown_table({"buckets", "N", "prepare ms", "ms per bucket"}, body, "rrrr"));
+                     "instantiated, largest first); the raw Runtime API's capture, instantiation and upload of the "
+                     "same buckets one after another, in the same run; and the raw `cudaGraphInstantiate` of the B "
+                     "captured graphs spread over 1, 2, 4 and 8 host threads.\n\n{}",
+                     markdown_table({"buckets", "N", "prepare ms", "ms per bucket", "raw ms", "prepare / raw",
+                                     "instantiate ms, 1 thread", "2 threads", "4 threads", "8 threads", "1 thread / 8"},
+                                    body, "rrrrrrrrrrr"));
 }
 
 std::string format_graphed_study(const graphed_study_result& result) {

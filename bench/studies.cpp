@@ -5,6 +5,7 @@
 
 #include "bench/pdl.hpp"
 #include "bench/graph_files.hpp"
+#include "bench/capture_checks.hpp"
 #include "bench/graph_memory.hpp"
 #include "bench/graphed_overhead.hpp"
 #include "bench/graphed.hpp"
@@ -71,6 +72,13 @@ const std::vector<study>& studies() {
        {quick("chains of 10, 1000, 10,000 kernels and 16 buckets (default 10, 100, 1000, 10,000 and 64)")},
        ": kernels load from the images embedded in the file (recorded through CUPTI from the study's start).",
        measured(measure_graph_files_study, format_graph_files)},
+      {"capture-checks",
+       "What each check of a capture costs (capture_options): N tiny kernels and N host-to-device copies captured "
+       "with no check, the default checks, and the defaults with the stream watch, N = 10..1000",
+       {quick("N = 10, 1000 and 11 repetitions (default N = 10, 100, 1000 and 41)")},
+       ": µs per capture (begin, N calls, end, the graph destroyed), median of repetitions alternating the three sets "
+       "of checks; \"ns added a call\" is the difference from no check, divided by N.",
+       measured(measure_capture_checks_study, format_capture_checks)},
   };
   return table;
 }

@@ -12,7 +12,7 @@ export LD_LIBRARY_PATH="$PWD/gpu-carry/lib:/usr/local/cuda/lib64" CONVEYOR_FASHI
 export CONVEYOR_SHARED_DATA="$PWD/gpu-carry/shared-data" NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 start=$(date +%s)
-(cd gpu-build && timeout ${SUITE_TIMEOUT:-330} ctest -j 6 -E '^Cli\.' >"$DEST/suite.log" 2>&1)
+(cd gpu-build && timeout ${SUITE_TIMEOUT:-330} ctest -j 6 --output-on-failure -E '^Cli\.' >"$DEST/suite.log" 2>&1)
 echo "[suite] $(($(date +%s) - start)) s: $(grep -E 'tests passed' "$DEST/suite.log") $(grep -E '\*\*\*(Failed|Timeout|Exception)|\(Failed\)|\(Timeout\)' "$DEST/suite.log" | tr -s ' ' | tr '\n' ';')"
 grep -E "^\[ pipeline \]" -r gpu-build/Testing 2>/dev/null | head -2
 timeout 120 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --leak-check full --report-api-errors no \

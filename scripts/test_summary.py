@@ -11,6 +11,9 @@ import sys
 import xml.etree.ElementTree as ET
 
 REASON = re.compile(r"Skipped\n(.+)")
+# Messages CTest writes itself for a skip, which say how it saw the skip, not why.
+CTEST_MARKERS = ("SKIP_REGULAR_EXPRESSION_MATCHED", "SKIP_RETURN_CODE")
+SKIP_LINE = re.compile(r"\bskip", re.IGNORECASE)
 
 
 def reason_of(case):
@@ -21,8 +24,18 @@ def reason_of(case):
             # "needs 2 CUDA devices, 1 visible" and the like: the counts of this machine are dropped from the key.
             return re.sub(r", \d+ visible$", "", line)
     skipped = case.find("skipped")
-    if skipped is not None and skipped.get("message"):
-        return skipped.get("message").strip()
+    message = (skipped.get("message") or "").strip() if skipped is not None else ""
+    if message and not message.startswith(CTEST_MARKERS):
+        return message
+    # CTest's own marker (a script's exit status 77, a SKIP_REGULAR_EXPRESSION): the reason is what the test printed,
+    # its last line that says it skips, or what the regular expression names.
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if SKIP_LINE.search(line) and not line.startswith("["):
+            return line[:120]
+    for known in ("no CUDA device", "shared data missing", "needs 2", "running as root"):
+        if known in text:
+            return known
     return "skipped"
 
 

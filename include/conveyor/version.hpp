@@ -9,14 +9,14 @@
 //! Major version: incompatible API changes (in 0.x, docs/stability.md says what a minor version may change).
 #define CONVEYOR_VERSION_MAJOR 0
 //! Minor version: added functionality.
-#define CONVEYOR_VERSION_MINOR 3
+#define CONVEYOR_VERSION_MINOR 4
 //! Patch version: fixes.
 #define CONVEYOR_VERSION_PATCH 0
 //! The version as one number, major * 10000 + minor * 100 + patch, for preprocessor comparisons
 //! (`#if CONVEYOR_VERSION_NUMBER >= 300`).
 #define CONVEYOR_VERSION_NUMBER (CONVEYOR_VERSION_MAJOR * 10000 + CONVEYOR_VERSION_MINOR * 100 + CONVEYOR_VERSION_PATCH)
 //! The version as a string literal, e.g. "0.3.0".
-#define CONVEYOR_VERSION_STRING "0.3.0"
+#define CONVEYOR_VERSION_STRING "0.4.0"
 
 namespace conveyor {
 

@@ -739,9 +739,10 @@ void graph_cache::replay(const stream& s) {
   ++stats_.replays;
 }
 
-capture_options graph_cache::capture_settings() const noexcept {
+capture_options graph_cache::capture_settings(bool first_of_shape) const noexcept {
   capture_options o(options_.mode);
   o.catch_default_streams = options_.catch_default_streams;
+  if (first_of_shape) o.watch_streams = stream_watch::if_available;
   // Pageable copies are recorded, not refused, by the capture: inspect() names those from graphed's copy of the
   // arguments first, then applies the policy (refuse, warn, allow).
   o.host_memory = host_memory_check::pageable;

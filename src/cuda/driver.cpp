@@ -142,6 +142,11 @@ unsigned long long pointer_buffer_id(const void* p) noexcept {
   return id;
 }
 
+CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus* status) noexcept {
+  static auto fn = entry<CUresult (*)(CUstream, CUstreamCaptureStatus*)>("cuStreamIsCapturing", 10000);
+  return fn == nullptr ? CUDA_ERROR_NOT_SUPPORTED : fn(s, status);
+}
+
 int stream_device(cudaStream_t s) noexcept {
   CUcontext ctx = nullptr;
   CUdevice device = 0;

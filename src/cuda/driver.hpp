@@ -40,6 +40,9 @@ CUresult node_get_dependencies(CUgraphNode n, CUgraphNode* deps, CUgraphEdgeData
 CUresult library_get_kernel(CUkernel* kernel, CUlibrary library, const char* name);
 CUresult kernel_get_function(CUfunction* function, CUkernel kernel);
 CUresult ctx_get_current(CUcontext* ctx);
+// cuStreamIsCapturing, looked up once (the first call resolves it: make it outside a CUPTI callback). A driver call
+// alone, for the stream watch's callback (src/define/stream_watch.cpp), which must not re-enter the runtime.
+CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus* status) noexcept;
 // The device of stream `s` through its context (stream_get_ctx, ctx_get_device): safe on a capturing stream. -1
 // when the driver cannot tell.
 int stream_device(cudaStream_t s) noexcept;

@@ -5,6 +5,7 @@
 #include "cuda/compat.hpp"
 #include "define/capture_checks.hpp"
 #include "define/capture_registry.hpp"
+#include "define/stream_watch.hpp"
 #include "model/graph_state.hpp"
 
 #include <fmt/format.h>
@@ -288,13 +289,35 @@ bool empty_branch_ends_with_capture() noexcept {
 
 } // namespace
 
+namespace {
+// Runs `begin` (the capture's start); when it throws, the stream watch begun for the capture (`ticket`) ends first.
+template <class Begin>
+void begin_watched(std::uint64_t ticket, Begin&& begin) {
+  try {
+    begin();
+  } catch (...) {
+    (void)detail::end_stream_watch(ticket);
+    throw;
+  }
+}
+
+// The stream watch's refusal at the capture's end (stream_watch.hpp).
+[[noreturn]] void throw_foreign_work(const std::vector<detail::foreign_work>& found) {
+  throw cuda_error(cudaErrorStreamCaptureIsolation, "conveyor::capture (capture_options::watch_streams)",
+                   std::source_location::current(), detail::foreign_work_message(found, detail::this_thread_id()));
+}
+} // namespace
+
 capture_session::capture_session(const stream& s, capture_options options) : stream_(s.get()) {
   if (stream_ == nullptr)
     throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture(legacy default stream)",
                      std::source_location::current(),
                      "the legacy default stream cannot be captured; make a conveyor::stream");
   (void)empty_branch_ends_with_capture(); // read before the capture (once a process)
-  CONVEYOR_CHECK(cudaStreamBeginCapture(stream_, static_cast<cudaStreamCaptureMode>(options.mode)));
+  watch_ = detail::begin_stream_watch(options.watch_streams);
+  begin_watched(watch_, [&] {
+    CONVEYOR_CHECK(cudaStreamBeginCapture(stream_, static_cast<cudaStreamCaptureMode>(options.mode)));
+  });
   open_ = true;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t g = nullptr;
@@ -333,8 +356,11 @@ capture_session::capture_session(graph& target, const stream& s, const node_list
   nodes_before_ = target.node_count();
   const auto handles = deps.handles();
   (void)empty_branch_ends_with_capture(); // read before the capture (once a process)
-  CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(stream_, target.get(), handles.data(), nullptr, handles.size(),
-                                               static_cast<cudaStreamCaptureMode>(options.mode)));
+  watch_ = detail::begin_stream_watch(options.watch_streams);
+  begin_watched(watch_, [&] {
+    CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(stream_, target.get(), handles.data(), nullptr, handles.size(),
+                                                 static_cast<cudaStreamCaptureMode>(options.mode)));
+  });
   open_ = true;
   register_graph(target.get(), detail::access::state(target));
   begin_checks(options, caller_stack(__builtin_frame_address(0)), s.device());
@@ -414,6 +440,10 @@ void capture_session::check_nodes(cudaGraph_t g, detail::graph_state* owner, std
 
 capture_session::~capture_session() {
   unregister_graph();
+  try {
+    (void)detail::end_stream_watch(std::exchange(watch_, 0));
+  } catch (...) { // out of memory: what the watch saw is not needed here
+  }
   if (!open_) return;
   if (target_ != nullptr) detail::access::state(*target_)->clusters.reset(); // nodes were added, not read
   (void)end_guard();
@@ -433,7 +463,8 @@ graph capture_session::finish() {
   const escape escaped = end_guard();
   std::size_t unjoined = 0;
   auto [g, rc] = detail::end_capture(stream_, &unjoined, capture_id_);
-  if (rc == cudaSuccess && unjoined == 0 && !escaped) {
+  const auto foreign = detail::end_stream_watch(std::exchange(watch_, 0));
+  if (rc == cudaSuccess && unjoined == 0 && !escaped && foreign.empty()) {
     graph out = adopt_captured(g, std::move(state_));
     detail::note_capture(*detail::access::state(out), stream_);
     check_nodes(out.get(), detail::access::state(out).get(), 0); // throws: `out` destroys the graph
@@ -444,6 +475,7 @@ graph capture_session::finish() {
   if (unjoined != 0)
     throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
                      fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
+  if (rc == cudaSuccess) throw_foreign_work(foreign);
   throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current(),
                    rc == cudaErrorStreamCaptureInvalidated ? "the capture was invalidated and no graph was made" : "");
 }
@@ -467,6 +499,7 @@ std::vector<node> capture_session::finish_into() {
   const escape escaped = end_guard();
   std::size_t unjoined = 0;
   auto [g, rc] = detail::end_capture(stream_, &unjoined, capture_id_);
+  const auto foreign = detail::end_stream_watch(std::exchange(watch_, 0));
   (void)g; // the target graph itself
   if (status == cudaStreamCaptureStatusInvalidated || rc == cudaErrorStreamCaptureInvalidated || escaped.legacy)
     detail::lose(*detail::access::state(*target_)); // CUDA freed the target's definition
@@ -479,6 +512,7 @@ std::vector<node> capture_session::finish_into() {
     throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
                      fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
   if (rc != cudaSuccess) throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current());
+  if (!foreign.empty()) throw_foreign_work(foreign);
   detail::note_capture(*state, stream_);
   state->clusters = std::move(clusters);
   check_nodes(target_->get(), state.get(), nodes_before_);

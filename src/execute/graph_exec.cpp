@@ -409,11 +409,12 @@ namespace {
       "conveyor::graph_exec: {}{}. Nothing was changed. {}",
       of_current ? fmt::format("node {} belongs to the graph last applied by a whole-graph update, and ",
                                detail::node_name(access::owner(n), n.get()))
-                 : std::string("step-through launches follow per-node changes by position, and "),
+                 : fmt::format("node {} belongs to the graph this executable graph was instantiated from, which a "
+                               "whole-graph update replaced (or step-through launches follow per-node changes by "
+                               "position), and ",
+                               detail::node_name(access::owner(n), n.get())),
       detail::not_paired_by_position(),
-      of_current ? "Set the node through the graph the executable graph was instantiated from, or update to a graph "
-                   "built or captured in the same order"
-                 : "Update to a graph built or captured in the same order first"));
+      "Update to a graph built or captured in the same order as the source first (or instantiate the new graph)"));
 }
 
 // The node of the instantiation graph that `n` (of it, or of the graph last applied by an update) stands for.
@@ -422,7 +423,11 @@ namespace {
 cudaGraphNode_t origin_of(detail::exec_state& state, const node& n, bool stepping) {
   const auto* owner = access::owner(n);
   const bool of_current = owner != state.source.get() && owner == state.current.get();
-  if ((of_current || stepping) && !detail::paired_by_position(state)) refuse_unpaired(n, of_current);
+  // A node of the source after a whole-graph update that CUDA paired through dependencies: the executable graph's
+  // node it names may now run another node's work of the graph applied, so setting it would reach that work.
+  const bool of_replaced_source = owner == state.source.get() && state.current != state.source;
+  if ((of_current || stepping || of_replaced_source) && !detail::paired_by_position(state))
+    refuse_unpaired(n, of_current);
   if (!of_current) return n.get();
   if (state.to_origin.empty()) {
     if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
@@ -433,6 +438,18 @@ cudaGraphNode_t origin_of(detail::exec_state& state, const node& n, bool steppin
   }
   auto it = state.to_origin.find(n.get());
   return it != state.to_origin.end() ? it->second : n.get();
+}
+
+// The node of the graph applied last (`current`) that node `origin` of the executable graph runs the parameters of:
+// the same position (origin_of has checked that the nodes pair by position).
+cudaGraphNode_t applied_node(detail::exec_state& state, cudaGraphNode_t origin) {
+  if (state.current == state.source) return origin;
+  if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
+  const auto at = std::find(state.origin_nodes.begin(), state.origin_nodes.end(), origin);
+  const auto nodes = detail::graph_nodes(state.current->handle);
+  const auto position = static_cast<std::size_t>(at - state.origin_nodes.begin());
+  if (position >= nodes.size()) throw std::logic_error("conveyor::graph_exec: a node outside the executable graph");
+  return nodes[position];
 }
 
 // The one error check of the setters: names the node.
@@ -462,13 +479,8 @@ cudaGraphNode_t shadow_node(detail::exec_state& state, cudaGraphNode_t origin) {
     }
     state.shadow = std::move(shadow);
   }
-  if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
-  const auto at = std::find(state.origin_nodes.begin(), state.origin_nodes.end(), origin);
-  const auto current = detail::graph_nodes(state.current->handle);
-  const auto position = static_cast<std::size_t>(at - state.origin_nodes.begin());
-  if (position >= current.size()) throw std::logic_error("conveyor::graph_exec: a node outside the executable graph");
   cudaGraphNode_t copy = nullptr;
-  CONVEYOR_CHECK(cudaGraphNodeFindInClone(&copy, current[position], state.shadow->handle));
+  CONVEYOR_CHECK(cudaGraphNodeFindInClone(&copy, applied_node(state, origin), state.shadow->handle));
   return copy;
 }
 
@@ -503,13 +515,18 @@ void graph_exec::set_kernel_args_raw(const node& n, const void* function, void**
   const cudaGraphNode_t origin = origin_of(state, n, step_launches_);
   // set_kernel's, else the handle's own (graph::kernel made it), else the node's, read once (from the graph it
   // belongs to: the current one unless the caller kept a node of an older graph).
+  // The launch shape is that of the node whose parameters the executable graph runs now: `n` itself when it
+  // belongs to the graph applied last, else that graph's node at the same position (an update may have changed the
+  // grid or the shared memory since `n` was made).
   detail::kernel_setting now;
+  const bool of_applied = access::owner(n) == state.current.get();
   if (auto it = state.configs.find(origin); !state.configs.empty() && it != state.configs.end()) now = it->second;
-  else if (n.kernel_function() != nullptr) now = {n.kernel_function(), n.kernel_config()};
+  else if (of_applied && n.kernel_function() != nullptr) now = {n.kernel_function(), n.kernel_config()};
   else if (auto r = state.read.find(origin); r != state.read.end()) now = r->second;
   else {
+    const cudaGraphNode_t runs = of_applied ? n.get() : applied_node(state, origin);
     state.node_level = true;
-    now = state.read.emplace(origin, detail::read_kernel_setting(n.get())).first->second;
+    now = state.read.emplace(origin, detail::read_kernel_setting(runs)).first->second;
   }
   if (now.function != nullptr && now.function != function) // the runtime may not report a fresh node's function
     throw std::invalid_argument(fmt::format("conveyor::graph_exec::set_kernel_args: node {} runs another kernel; "

@@ -323,6 +323,19 @@ const detail::node_delta* first_unsettable(const detail::graph_comparison& c, bo
   return nullptr;
 }
 
+// Marks every node of `c.after` that a per-node setter could have changed (kernel, copy, memset, host: the kinds with
+// a copy_to_exec) as patched, so that set_changed_nodes sets it to the new graph's parameters whether or not it
+// differs from `current`'s: after per-node setters the executable graph runs neither.
+void mark_every_settable_node_patched(detail::exec_state& state, const detail::graph_comparison& c) {
+  state.patched_flag.assign(c.after.size(), 0);
+  state.patched.clear();
+  for (std::size_t p = 0; p < c.after.size(); ++p) {
+    if (detail::traits_of(detail::kind_of(c.after[p])).copy_to_exec == nullptr) continue;
+    state.patched_flag[p] = 1;
+    state.patched.push_back(p);
+  }
+}
+
 } // namespace
 
 bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out) {
@@ -365,6 +378,11 @@ bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_compariso
     if (kind == node_kind::memcpy || kind == node_kind::memset)
       (void)detail::enable_if_zero_disabled(handle_, state, origin);
   }
+  // The executable graph's CUDA user objects hold the resources of the graph it was instantiated from or last
+  // updated to as a whole (cudaGraphExecUpdate swaps them), not those of a graph applied node by node, yet launches
+  // queued while `g` is current use its keep_alive buffers, callables and child-graph copies: the executable graph
+  // owns `g` (in the slot of no node) until a later graph replaces it, then releases it behind the last launch.
+  own_for_node(nullptr, access::state(g));
   out.method = update_method::per_node;
   out.nodes_set = set;
   const std::size_t restored = positions.size() - c.changed.size();
@@ -407,29 +425,35 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
                                                                  const cudaGraphExecUpdateResultInfo& info) {
   auto& state = *impl_;
   update_result result = refused_result(state, g, rc, info);
-  if (result.status != update_status::topology_changed || !state.current_exact) return result;
-  if (!detail::paired_by_position(state)) {
-    result.explanation = std::string(detail::not_paired_by_position());
-    return result;
-  }
+  if (result.status != update_status::topology_changed) return result;
   // CUDA pairs each node's dependencies by the order they were added: the same DAG with its dependencies added in
   // another order is refused. Where Conveyor's comparison proves the DAG the same, the change is set node by node.
+  // CUDA's reason stays first in the explanation; what Conveyor found follows.
+  result.explanation = "CUDA refused the whole-graph update (topology_changed: it pairs each node's dependencies in "
+                       "the order they were added)";
+  if (!detail::paired_by_position(state)) {
+    result.explanation += fmt::format("; {}", detail::not_paired_by_position());
+    return result;
+  }
   std::optional<detail::graph_snapshot> read;
   if (after == nullptr) after = &read.emplace(detail::snapshot_graph(g.get()));
   if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
   const auto c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), access::state(g).get()});
-  if (!c.same_topology) return result;
-  const detail::node_delta* blocker = first_unsettable(c, false);
-  if (blocker != nullptr) {
-    result.explanation = fmt::format("the DAG is the same with its dependencies added in another order, but {} "
-                                     "cannot be set node by node",
-                                     change_line(c, *blocker, access::state(g).get()));
+  if (!c.same_topology) {
+    result.explanation += fmt::format("; Conveyor's comparison: {}", c.topology_reason);
     return result;
   }
+  if (const detail::node_delta* blocker = first_unsettable(c, false)) {
+    result.explanation += fmt::format("; Conveyor's comparison found the same DAG, but {} cannot be set node by node",
+                                      change_line(c, *blocker, access::state(g).get()));
+    return result;
+  }
+  // After per-node setters the executable graph runs other parameters than `current`'s: every node a setter can
+  // reach is set to g's, changed from `current` or not (as graphed's patched nodes are).
+  if (!state.current_exact) mark_every_settable_node_patched(state, c);
   update_result per_node;
   per_node.nodes_changed = c.changed.size();
-  per_node.explanation = "CUDA's whole-graph update refused it (topology_changed: CUDA pairs dependencies by the "
-                         "order they were added) and Conveyor's comparison found the same DAG: set node by node";
+  per_node.explanation = result.explanation + "; Conveyor's comparison found the same DAG: set node by node";
   if (!set_changed_nodes(g, c, per_node)) {
     result.explanation = per_node.explanation;
     return result;
@@ -524,6 +548,7 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   }
   // 2. Apply.
   if (step == incremental_step::nothing) {
+    own_for_node(nullptr, access::state(g)); // its parameters run now: as set_changed_nodes', owned until replaced
     retired_ = adopt_current(state, g, true, detail::known_structure(state, *access::state(g)));
     state.snapshot = std::move(*after);
     out.method = update_method::none;

@@ -8,9 +8,14 @@
 
 #include <conveyor/conveyor.hpp>
 
+#include "define/stream_watch.hpp" // stream_watch_unavailable
+
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
+#include <thread>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -842,4 +847,171 @@ TEST(Capture, AdoptingTheCapturingStreamTellsItsDeviceAndLeavesTheCaptureValid) 
   EXPECT_EQ(adopted_device, current);
   EXPECT_EQ(status, cudaStreamCaptureStatusActive);
   EXPECT_EQ(g.nodes().size(), 1U);
+}
+
+// ---- the stream watch (capture_options::watch_streams, issue 39 item 1) -----------------------------------------
+
+namespace {
+
+// Skips the test where CUPTI's callback API cannot be had (under compute-sanitizer, itself a subscriber).
+#define REQUIRE_STREAM_WATCH()                                                                                         \
+  do {                                                                                                                 \
+    const std::string why = conveyor::detail::stream_watch_unavailable();                                              \
+    if (!why.empty()) GTEST_SKIP() << "the stream watch cannot run here: " << why;                                     \
+  } while (0)
+
+conveyor::capture_options watching(conveyor::stream_watch w = conveyor::stream_watch::on) {
+  conveyor::capture_options o;
+  o.watch_streams = w;
+  return o;
+}
+
+// A pointer as the refusal prints it ("0x7f..."), glibc's %p and fmt's {} alike.
+std::string fmt_pointer(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
+// The refusal's text, or "" when `capture` did not throw a cuda_error.
+template <class F>
+std::string refusal_of(F&& capture) {
+  try {
+    capture();
+  } catch (const conveyor::cuda_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+// x = 2 x on the capturing stream, then y = y + 1 on `side`: eagerly, both run.
+struct forgotten_side_stream {
+  static constexpr int n = 4096;
+  std::vector<float> x0 = random_floats(n, 3101), y0 = random_floats(n, 3102);
+  device_array<float> x{x0}, y{y0};
+  conveyor::stream side;
+  void reset() {
+    x.upload(x0);
+    y.upload(y0);
+    sync_device();
+  }
+  void operator()(const conveyor::stream& s) {
+    scale<<<cover(n).grid, cover(n).block, 0, s.get()>>>(n, 2.0F, x.get());
+    add_scalar<<<cover(n).grid, cover(n).block, 0, side.get()>>>(n, 1.0F, y.get()); // not forked into the capture
+  }
+};
+
+} // namespace
+
+// A kernel on a side stream the code forgot to fork runs once at capture time: the unwatched graph's replay computes
+// less than the eager call (shown here), and the watched capture refuses, naming the call, the kernel and the stream.
+TEST(StreamWatch, AKernelOnAStreamTheCaptureDoesNotKnowIsRefusedByName) {
+  CONVEYOR_REQUIRE_GPU();
+  REQUIRE_STREAM_WATCH();
+  forgotten_side_stream w;
+  conveyor::stream s;
+  w.reset();
+  w(s);
+  sync_device();
+  const auto eager_x = w.x.download(), eager_y = w.y.download();
+
+  w.reset();
+  auto unwatched = conveyor::capture(
+      s, [&](const conveyor::stream& cs) { w(cs); }, watching(conveyor::stream_watch::off));
+  w.reset();
+  auto exec = conveyor::instantiate(unwatched);
+  exec.launch(s);
+  sync_device();
+  EXPECT_TRUE(all_equal(w.x.download(), eager_x));
+  EXPECT_FALSE(all_equal(w.y.download(), eager_y))
+      << "the unwatched replay was expected to miss the side stream's work";
+
+  w.reset();
+  const std::string text = refusal_of([&] {
+    (void)conveyor::capture(
+        s, [&](const conveyor::stream& cs) { w(cs); }, watching());
+  });
+  std::printf("stream watch: %s\n", text.c_str());
+  EXPECT_TRUE(contains(text, "cuLaunchKernel")) << text;
+  EXPECT_TRUE(contains(text, "add_scalar")) << text;
+  EXPECT_TRUE(contains(text, fmt_pointer(w.side.get()))) << text;
+  EXPECT_TRUE(contains(text, "from the capturing thread")) << text;
+  EXPECT_TRUE(contains(text, "conveyor::fork")) << text;
+  EXPECT_FALSE(s.is_capturing());
+  // Forked and joined, the same work is captured: accepted, and the replay is the eager call's, bit for bit.
+  w.reset();
+  auto joined = conveyor::capture(
+      s,
+      [&](const conveyor::stream& cs) {
+        conveyor::fork(cs, w.side);
+        w(cs);
+        conveyor::join(cs, w.side);
+      },
+      watching());
+  auto exec2 = conveyor::instantiate(joined);
+  exec2.launch(s);
+  sync_device();
+  EXPECT_TRUE(all_equal(w.x.download(), eager_x));
+  EXPECT_TRUE(all_equal(w.y.download(), eager_y));
+}
+
+// Copies and memsets on such a stream, and a helper thread's work on its own per-thread default stream, are refused
+// too, each named (the helper's from another thread).
+TEST(StreamWatch, CopiesMemsetsAndAHelperThreadsPerThreadStreamAreRefused) {
+  CONVEYOR_REQUIRE_GPU();
+  REQUIRE_STREAM_WATCH();
+  const int n = 2048;
+  device_array<float> a(random_floats(n, 3111)), b(n);
+  conveyor::stream s, side;
+  const std::string copies = refusal_of([&] {
+    (void)conveyor::capture(
+        s,
+        [&](const conveyor::stream& cs) {
+          scale<<<cover(n).grid, cover(n).block, 0, cs.get()>>>(n, 2.0F, a.get());
+          CONVEYOR_CHECK(cudaMemcpyAsync(b.get(), a.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, side.get()));
+          CONVEYOR_CHECK(cudaMemsetAsync(b.get(), 0, n * sizeof(float), side.get()));
+        },
+        watching());
+  });
+  EXPECT_TRUE(contains(copies, "2 operation(s)")) << copies;
+  EXPECT_TRUE(contains(copies, "cuMemcpy")) << copies;
+  EXPECT_TRUE(contains(copies, "cuMemset")) << copies;
+  side.synchronize();
+
+  const std::string helper = refusal_of([&] {
+    (void)conveyor::capture(
+        s,
+        [&](const conveyor::stream& cs) {
+          scale<<<cover(n).grid, cover(n).block, 0, cs.get()>>>(n, 2.0F, a.get());
+          std::thread t([&] {
+            add_scalar<<<cover(n).grid, cover(n).block, 0, cudaStreamPerThread>>>(n, 1.0F, b.get());
+            (void)cudaStreamSynchronize(cudaStreamPerThread);
+          });
+          t.join();
+        },
+        watching());
+  });
+  EXPECT_TRUE(contains(helper, "add_scalar")) << helper;
+  EXPECT_TRUE(contains(helper, "the per-thread default stream, from another thread")) << helper;
+}
+
+// graphed watches the first capture of each shape by default (where CUPTI is free); CONVEYOR_WATCH_STREAMS=0 turns it
+// off, and the replay then misses the side stream's work, as the unwatched capture above.
+TEST(StreamWatch, GraphedWatchesTheFirstCaptureOfEachShapeByDefault) {
+  CONVEYOR_REQUIRE_GPU();
+  REQUIRE_STREAM_WATCH();
+  forgotten_side_stream w;
+  conveyor::stream s;
+  ASSERT_EQ(std::getenv("CONVEYOR_WATCH_STREAMS"), nullptr) << "the test sets the variable itself";
+  conveyor::graphed_options options;
+  options.warmup_calls = 0;
+  conveyor::graphed step([&](const conveyor::stream& cs, int) { w(cs); }, options);
+  w.reset();
+  const std::string text = refusal_of([&] { step(s, 1); });
+  EXPECT_TRUE(contains(text, "add_scalar")) << text;
+  ::setenv("CONVEYOR_WATCH_STREAMS", "0", 1);
+  w.reset();
+  EXPECT_NO_THROW(step(s, 2));
+  ::unsetenv("CONVEYOR_WATCH_STREAMS");
+  sync_device();
 }

@@ -453,6 +453,14 @@ TEST(Update, AGraphCudaPairsThroughItsDependenciesIsNotMatchedByPosition) {
     EXPECT_TRUE(contains(e.what(), "creation order")) << e.what();
   }
   EXPECT_TRUE(all_near(f.run(exec, s), f.want(2.0F, 0, 6)));
+  // Nor is branch 6 of the graph it was instantiated from: the executable graph's node 6 may run other work now.
+  try {
+    exec.set_kernel_args(g1.second[6], copy_plus, far_joins::n, f.x[6]->get(), 100.0F, f.u[6]->get());
+    ADD_FAILURE() << "a node of the replaced source was set after CUDA paired the nodes otherwise";
+  } catch (const std::logic_error& e) {
+    EXPECT_TRUE(contains(e.what(), "instantiated from")) << e.what();
+  }
+  EXPECT_TRUE(all_near(f.run(exec, s), f.want(2.0F, 0, 6)));
 
   // update_incremental cannot compare by position: the whole-graph update applies it.
   const auto inc = exec.update_incremental(g4.first, false);

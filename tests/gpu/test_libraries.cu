@@ -16,6 +16,8 @@
 #include <conveyor/libraries/cusparse.hpp>
 #include <conveyor/profile/doctor.hpp>
 
+#include "define/stream_watch.hpp" // stream_watch_unavailable
+
 #include <cub/device/device_reduce.cuh>
 #include <thrust/execution_policy.h>
 #include <thrust/system/cuda/execution_policy.h>
@@ -166,6 +168,51 @@ TEST(Libraries, CublasThroughGraphed) {
   CONVEYOR_REQUIRE_GPU();
   cublas_case c;
   through_graphed(c);
+}
+
+// A cuBLAS handle bound once to another stream (issue 39, item 1): the GEMM runs there, once, at capture time, and
+// a watched capture refuses, naming cuBLAS's kernel and the stream; bound to the capturing stream, the capture is
+// accepted and its replay is the eager GEMM's.
+TEST(StreamWatch, ACublasHandleBoundToAnotherStreamIsRefused) {
+  CONVEYOR_REQUIRE_GPU();
+  const std::string why = conveyor::detail::stream_watch_unavailable();
+  if (!why.empty()) GTEST_SKIP() << "the stream watch cannot run here: " << why;
+  cublas_case c;
+  cublas_case::data eager(c), captured(c);
+  conveyor::stream s, other;
+  c.step(s, eager);
+  s.synchronize();
+  c.handle.bind(other); // bound once to another stream
+  conveyor::capture_options watched;
+  watched.watch_streams = conveyor::stream_watch::on;
+  std::string text;
+  try {
+    (void)conveyor::capture(
+        s,
+        [&](const conveyor::stream&) {
+          const float alpha = 0.5F, beta = 1.0F;
+          lib::check_cublas(cublasSgemm(c.handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, cublas_case::n, cublas_case::n,
+                                        cublas_case::n, &alpha, captured.a.get(), cublas_case::n, captured.b.get(),
+                                        cublas_case::n, &beta, captured.c.get(), cublas_case::n),
+                            "cublasSgemm");
+        },
+        watched);
+    ADD_FAILURE() << "the GEMM on the handle's other stream was not refused";
+  } catch (const conveyor::cuda_error& e) {
+    text = e.what();
+  }
+  c.handle.bind(s);
+  std::printf("stream watch (cuBLAS): %s\n", text.c_str());
+  EXPECT_NE(text.find("cuLaunchKernel"), std::string::npos) << text;
+  EXPECT_NE(text.find("gemm"), std::string::npos) << text;
+  other.synchronize();
+  cublas_case::data replayed(c);
+  auto g = conveyor::capture(
+      s, [&](const conveyor::stream& cs) { c.step(cs, replayed); }, watched);
+  auto exec = conveyor::instantiate(g);
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_equal(replayed.c.download(), eager.c.download()));
 }
 
 // ---- cuBLASLt: D = A B + C, then C = D (cublasLtMatmul with the heuristic's algorithm) ------------------------------

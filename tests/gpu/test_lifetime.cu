@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 #include <vector>
 
+using conveyor::test::all_equal;
 using conveyor::test::all_near;
 using conveyor::test::contains;
 using conveyor::test::cover;
@@ -283,6 +285,73 @@ TEST_F(Lifetime, PerNodeUpdateOfAHostNodeKeepsTheOldCallableForQueuedLaunches) {
   EXPECT_EQ(settle(2), 2);
   exec.reset();
   EXPECT_EQ(settle(0), 0);
+}
+
+// Every update path keeps what a graph applied node by node holds for the launches queued while it was current, as a
+// whole-graph update does (issue 39, item 5). Here the buffer the first graph reads is kept by it (keep_alive) with a
+// deleter that does not synchronise: it hands the buffer back to a pool, whose next user overwrites it on another
+// stream at once. The replay must read what the eager kernel reads: the buffer's values, not the next user's.
+TEST_F(Lifetime, AGraphAppliedNodeByNodeKeepsItsBuffersForTheLaunchesQueuedWhileItWasCurrent) {
+  const int n = 4096;
+  const std::vector<float> b0 = random_floats(n, 311);
+  device_array<float> a(random_floats(n, 312)), out1(n), out2(n), eager(n);
+  struct buffer_pool { // buffers handed back, for the next user; shared with the deleter, which may run late
+    std::mutex mutex;
+    std::vector<float*> free;
+    std::atomic<bool> opened{false};
+    std::atomic<int> released_while_queued{0};
+  };
+  auto pool = std::make_shared<buffer_pool>();
+  float* raw = nullptr;
+  CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&raw), n * sizeof(float)));
+  CONVEYOR_CHECK(cudaMemcpy(raw, b0.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  copy_plus<<<cover(n).grid, cover(n).block>>>(n, raw, 1.0F, eager.get()); // eager: the same kernel, same buffer
+  CONVEYOR_CHECK(cudaDeviceSynchronize());
+  conveyor::stream s, side;
+  gate held;
+  auto build = [&](const float* in, float b, float* out) {
+    conveyor::graph g;
+    (void)g.kernel(cover(n), copy_plus, n, in, b, out);
+    return g;
+  };
+  auto exec = conveyor::instantiate(build(a.get(), 0.5F, out2.get()));
+  {
+    conveyor::graph g1 = build(raw, 1.0F, out1.get());
+    g1.keep_alive(std::shared_ptr<float>(raw, [pool](float* p) {
+      if (!pool->opened.load()) pool->released_while_queued.fetch_add(1);
+      const std::lock_guard lock(pool->mutex);
+      pool->free.push_back(p);
+    }));
+    const auto r = exec.update_incremental(g1);
+    ASSERT_EQ(r.method, conveyor::update_method::per_node) << r.reason();
+    held.hold(s);
+    exec.launch(s); // waits behind the gate, then reads the buffer g1 keeps
+  }                 // the caller lets g1 go
+  const auto r2 = exec.update_incremental(build(a.get(), 2.0F, out2.get()));
+  ASSERT_EQ(r2.method, conveyor::update_method::per_node) << r2.reason();
+  exec.launch(s);
+  (void)conveyor::reclaim_resources(std::chrono::milliseconds(0));
+  {
+    const std::lock_guard lock(pool->mutex); // the pool's next user overwrites what it was handed, at once
+    for (float* p : pool->free) CONVEYOR_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), side.get()));
+  }
+  side.synchronize();
+  pool->opened = true;
+  held.open();
+  s.synchronize();
+  EXPECT_EQ(pool->released_while_queued.load(), 0) << "the buffer went back to the pool while a launch using it was "
+                                                      "queued";
+  EXPECT_TRUE(all_equal(out1.download(), eager.download())) << "the replay read the buffer's next user's values";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  auto released = [&] {
+    const std::lock_guard lock(pool->mutex);
+    return pool->free.size();
+  };
+  while (released() == 0 && std::chrono::steady_clock::now() < until) (void)conveyor::reclaim_resources();
+  EXPECT_EQ(released(), 1U) << "the buffer was not released once its launches had finished";
+  exec.reset();
+  (void)conveyor::reclaim_resources();
+  CONVEYOR_CHECK(cudaFree(raw));
 }
 
 TEST_F(Lifetime, SetHostReleasesTheReplacedCallableOnlyAfterQueuedLaunches) {

@@ -547,6 +547,85 @@ TEST(Update, TheSameDagWithDependenciesAddedInAnotherOrderIsUpdated) {
   EXPECT_TRUE(all_equal(z.download(), want));
 }
 
+// The same DAG with its dependencies added in another order, after a per-node setter changed a node that the new
+// graph does not change (issue 39, item 7): CUDA refuses the whole-graph update, Conveyor proves the DAG the same and
+// sets every node a setter can reach, so the replay runs the new graph, the setter's value gone, as its eager run;
+// CUDA's reason stays in the explanation.
+TEST(Update, TheSameDagReorderedIsUpdatedAfterAPerNodeSetter) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 2000;
+  device_array<float> x0(random_floats(n, 71)), x1(random_floats(n, 72)), u0(n), u1(n), z(n), eager(n);
+  struct built {
+    conveyor::graph g;
+    conveyor::node first;
+  };
+  auto build = [&](float a0, float a1, bool lists) {
+    built b;
+    b.first = b.g.kernel(cover(n), copy_plus, n, x0.get(), a0, u0.get());
+    auto c1 = b.g.kernel(cover(n), copy_plus, n, x1.get(), a1, u1.get());
+    if (lists) {
+      (void)b.g.kernel({b.first, c1}, cover(n), add_vectors, n, u0.get(), u1.get(), z.get());
+    } else {
+      auto sum = b.g.kernel(cover(n), add_vectors, n, u0.get(), u1.get(), z.get());
+      sum.succeed({c1, b.first}); // the dependencies in the other order
+    }
+    return b;
+  };
+  const built first = build(1.0F, 2.0F, true);
+  const built second = build(1.0F, -0.5F, false); // the first kernel as in `first`
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(first.g);
+  exec.set_kernel_args(first.first, copy_plus, n, x0.get(), 10.0F, u0.get()); // the executable graph only
+  const auto r = exec.update(second.g);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.reason();
+  std::printf("reordered dependencies after a setter: %s\n", r.reason().c_str());
+  if (r.method == conveyor::update_method::per_node)
+    EXPECT_TRUE(contains(r.reason(), "CUDA refused the whole-graph update (topology_changed")) << r.reason();
+  exec.launch(s);
+  s.synchronize();
+  // Eager: the same kernels, in the new graph's order and arguments.
+  copy_plus<<<cover(n).grid, cover(n).block, 0, s.get()>>>(n, x0.get(), 1.0F, u0.get());
+  copy_plus<<<cover(n).grid, cover(n).block, 0, s.get()>>>(n, x1.get(), -0.5F, u1.get());
+  add_vectors<<<cover(n).grid, cover(n).block, 0, s.get()>>>(n, u0.get(), u1.get(), eager.get());
+  CONVEYOR_CHECK(cudaGetLastError());
+  s.synchronize();
+  EXPECT_TRUE(all_equal(z.download(), eager.download())) << "the replay kept the setter's value";
+}
+
+// set_kernel_args given a node of the source after an update that changed the grid sets the arguments with the launch
+// shape the executable graph runs now, not the one the node was made with (issue 39, item 6), after a whole-graph
+// update and after a per-node one; a node of the graph applied carries that shape itself. Compared with the eager
+// launch of the same kernel, shape and arguments.
+TEST(Update, SetKernelArgsKeepsTheLaunchShapeAnUpdateApplied) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 4096;
+  device_array<int> out(n), eager(n);
+  fill_int<<<cover(n).grid, cover(n).block>>>(n, 7, eager.get());
+  CONVEYOR_CHECK(cudaDeviceSynchronize());
+  const std::vector<int> want = eager.download();
+  conveyor::stream s;
+  for (const bool whole : {true, false}) {
+    for (const bool of_source : {true, false}) {
+      SCOPED_TRACE(std::string(whole ? "whole-graph update" : "per-node update") +
+                   (of_source ? ", node of the source" : ", node of the graph applied"));
+      conveyor::graph g1;
+      const auto k1 = g1.kernel(cover(256), fill_int, n, 1, out.get()); // one block: 256 elements
+      conveyor::graph g2;
+      const auto k2 = g2.kernel(cover(n), fill_int, n, 2, out.get()); // every element
+      auto exec = conveyor::instantiate(g1);
+      const auto r = whole ? exec.update(g2) : exec.update_incremental(g2);
+      ASSERT_TRUE(static_cast<bool>(r)) << r.reason();
+      ASSERT_EQ(r.method, whole ? conveyor::update_method::whole_graph : conveyor::update_method::per_node)
+          << r.reason();
+      exec.set_kernel_args(of_source ? k1 : k2, fill_int, n, 7, out.get());
+      CONVEYOR_CHECK(cudaMemset(out.get(), 0xff, n * sizeof(int)));
+      exec.launch(s);
+      s.synchronize();
+      EXPECT_TRUE(all_equal(out.download(), want)) << "the setter restored the grid of the node it was given";
+    }
+  }
+}
+
 TEST(Update, SettersAcceptNodesOfTheUpdatedGraphAndOfTheSource) {
   CONVEYOR_REQUIRE_GPU();
   buffers b1(1800, 2301), b2(1800, 2311);

@@ -1,5 +1,6 @@
 // Host-only tests of `conveyor bench`'s reports: the JSON schema, the Markdown tables and number formats, the plan,
 // and the summary of Google Benchmark runs, all on hand-made records (no GPU needed).
+#include "bench/capture_checks.hpp"
 #include "bench/collect.hpp"
 #include "bench/graph_files.hpp"
 #include "bench/graph_memory.hpp"
@@ -267,9 +268,17 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   EXPECT_NE(cost.find(" 0.775 |"), std::string::npos) << cost; // raw, all nodes changed: 24800 / 32000
   EXPECT_NE(cost.find(" 0.400 |"), std::string::npos) << cost; // Conveyor's read a node: 4000 / 10000
   EXPECT_NE(cost.find(" 0.530 |"), std::string::npos) << cost; // the driver's calls a node: 5300 / 10000
-  const std::string prep = conveyor::bench::format_prepare_cost({{32, 100, 64.0}});
+  conveyor::bench::prepare_cost p;
+  p.buckets = 32;
+  p.nodes = 100;
+  p.prepare_ms = 64.0;
+  p.raw_ms = 51.2;
+  p.instantiate_ms = {40.0, 21.0, 12.0, 10.0};
+  const std::string prep = conveyor::bench::format_prepare_cost({p});
   EXPECT_NE(prep.find("|      32 |"), std::string::npos) << prep;
   EXPECT_NE(prep.find(" 2.00 |"), std::string::npos) << prep; // ms per bucket
+  EXPECT_NE(prep.find(" 1.25 |"), std::string::npos) << prep; // prepare / raw: 64 / 51.2
+  EXPECT_NE(prep.find(" 4.00 |"), std::string::npos) << prep; // 1 thread / 8: 40 / 10
 }
 
 TEST(Format, ProfileOverheadTableGivesBothRatios) {
@@ -918,4 +927,28 @@ TEST(GraphFilesTable, RatiosAndPhasesComeFromTheRow) {
   EXPECT_NE(second.find(" 0.250 |"), std::string::npos) << second;
   EXPECT_EQ(second.find("train step"), std::string::npos) << second;
   EXPECT_NE(t.substr(0, phases).find("train step"), std::string::npos) << t;
+}
+
+// The capture-checks study's table: the ns a check adds per call come from the row; without the stream watch its
+// columns are left out and the reason given.
+TEST(CaptureChecksTable, AddedCostPerCallComesFromTheRow) {
+  using conveyor::bench::capture_checks_row;
+  using conveyor::bench::capture_checks_study;
+  using conveyor::bench::format_capture_checks;
+  capture_checks_study study;
+  study.first_watch_us = 41234.0;
+  capture_checks_row row;
+  row.calls = "copies";
+  row.count = 100;
+  row.none_us = 50.0;
+  row.defaults_us = 60.0; // 10 µs over 100 copies: 100 ns each
+  row.watched_us = 72.5;  // 225 ns each
+  study.rows = {row};
+  const std::string t = format_capture_checks(study);
+  EXPECT_NE(t.find("41234 µs"), std::string::npos) << t;
+  EXPECT_NE(t.find("| copies | 100 | 50.0 | 60.0 | 100 | 72.5 | 225 |"), std::string::npos) << t;
+  study.watch_unavailable = "cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
+  const std::string without = format_capture_checks(study);
+  EXPECT_NE(without.find("cannot run here (cuptiSubscribe"), std::string::npos) << without;
+  EXPECT_NE(without.find("| copies | 100 | 50.0 | 60.0 | 100 |\n"), std::string::npos) << without;
 }

@@ -4,10 +4,13 @@
 #include <conveyor/execute/instantiate_flags.hpp>
 #include <conveyor/execute/update_result.hpp>
 
+#include "define/stream_watch.hpp"
+
 #include <gtest/gtest.h>
 
 #include <source_location>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -124,6 +127,49 @@ TEST(KernelArgs, CompileTimeSignatureCheck) {
   EXPECT_EQ(*static_cast<int*>(args.pointers()[0]), 7);
   EXPECT_FLOAT_EQ(*static_cast<float*>(args.pointers()[1]), 2.5F);
   EXPECT_EQ(*static_cast<float**>(args.pointers()[3]), &x);
+}
+
+// The stream watch's table (capture_options::watch_streams with CONVEYOR_WATCH_STREAMS): every row.
+TEST(StreamWatch, TheOptionAndTheEnvironmentVariableResolveAsDocumented) {
+  using conveyor::stream_watch;
+  using conveyor::detail::resolve_stream_watch;
+  struct row {
+    stream_watch requested;
+    const char* env;
+    stream_watch resolved;
+  };
+  const row rows[] = {
+      {stream_watch::environment, nullptr, stream_watch::off},
+      {stream_watch::environment, "1", stream_watch::on},
+      {stream_watch::environment, "0", stream_watch::off},
+      {stream_watch::environment, "yes", stream_watch::off},
+      {stream_watch::if_available, nullptr, stream_watch::if_available}, // graphed's first capture of a shape
+      {stream_watch::if_available, "1", stream_watch::on},
+      {stream_watch::if_available, "0", stream_watch::off},
+      {stream_watch::on, "0", stream_watch::on}, // asked for in code: the variable does not turn it off
+      {stream_watch::off, "1", stream_watch::off},
+      {stream_watch::on, nullptr, stream_watch::on},
+      {stream_watch::off, nullptr, stream_watch::off},
+  };
+  for (const auto& r : rows)
+    EXPECT_EQ(resolve_stream_watch(r.requested, r.env), r.resolved)
+        << conveyor::detail::to_string(r.requested) << " with CONVEYOR_WATCH_STREAMS=" << (r.env ? r.env : "(unset)");
+}
+
+// The refusal names each call, its kernel, stream and thread (the capturing one or another), the count beyond the
+// first four, and the fix.
+TEST(StreamWatch, TheRefusalNamesTheCallTheStreamTheThreadAndTheFix) {
+  using conveyor::detail::foreign_work;
+  std::vector<foreign_work> found{{"cuLaunchKernel", "_Z5scaleifPf", "stream 0x5a10", 7},
+                                  {"cuMemcpyAsync", "", "the per-thread default stream", 9}};
+  for (int i = 0; i < 4; ++i) found.push_back({"cuMemsetD32Async", "", "the legacy default stream", 7});
+  const std::string text = conveyor::detail::foreign_work_message(found, 7);
+  for (const char* part : {"6 operation(s)",
+                           "cuLaunchKernel (kernel _Z5scaleifPf) on stream 0x5a10, from the capturing "
+                           "thread",
+                           "cuMemcpyAsync on the per-thread default stream, from another thread (thread 9)",
+                           "and 2 more", "no replay", "conveyor::fork", "cublasSetStream", "stream_watch::off"})
+    EXPECT_NE(text.find(part), std::string::npos) << "lacks '" << part << "': " << text;
 }
 
 } // namespace

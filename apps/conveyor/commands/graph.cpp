@@ -77,7 +77,7 @@ void run_show(const show_options& o) {
   for (const auto& [option, path] :
        {std::pair{"--dot", o.dot}, {"--svg", o.svg}, {"--json", o.json}, {"--document", o.document}})
     conveyor::scenarios::check_output_file(option, path);
-  conveyor::scenarios::check_input_file("file", o.file);
+  conveyor::scenarios::check_input_file("graph file", o.file);
   const conveyor::graph_file file = conveyor::read_graph_file(o.file);
   const conveyor::named_graph& g = pick(file, o.graph, o.file);
   fmt::print("{}", conveyor::summary(file));
@@ -102,8 +102,8 @@ void run_show(const show_options& o) {
 }
 
 int run_diff(const diff_options& o) {
-  conveyor::scenarios::check_input_file("a", o.a);
-  conveyor::scenarios::check_input_file("b", o.b);
+  conveyor::scenarios::check_input_file("first graph file", o.a);
+  conveyor::scenarios::check_input_file("second graph file", o.b);
   const conveyor::graph_file a = conveyor::read_graph_file(o.a);
   const conveyor::graph_file b = conveyor::read_graph_file(o.b);
   const conveyor::named_graph& ga = pick(a, o.graph, o.a);
@@ -131,7 +131,7 @@ void fill_random(const conveyor::loaded_buffer& b, std::mt19937_64& rng) {
 
 void run_replay(const replay_options& o) {
   conveyor::scenarios::check_profiling_options(o.profile, true, "(replay runs a graph)");
-  conveyor::scenarios::check_input_file("file", o.file);
+  conveyor::scenarios::check_input_file("graph file", o.file);
   conveyor::graph_file file = conveyor::read_graph_file(o.file);
   const std::string name = pick(file, o.graph, o.file).name;
   conveyor::scenarios::require_gpu("`conveyor graph replay`");

@@ -120,8 +120,10 @@ public:
   //! cuda_error from launch.
   void replay(const stream& s);
   //! The capture options of the callable's captures (mode, default-stream check, host memory check from
-  //! graphed_options::pageable).
-  [[nodiscard]] capture_options capture_settings() const noexcept;
+  //! graphed_options::pageable); `first_of_shape`: the first capture of a shape, whose stream watch is
+  //! stream_watch::if_available (CONVEYOR_WATCH_STREAMS decides otherwise: "0" never, "1" every capture), where
+  //! other captures' is stream_watch::environment.
+  [[nodiscard]] capture_options capture_settings(bool first_of_shape = false) const noexcept;
   //! Checks a new capture `g` of the callable, made with capture_settings(): a copy node reading or writing host
   //! memory in [`arguments`, `arguments` + `bytes`) — graphed's copy of the call's arguments, gone after the call —
   //! is refused; other pageable host memory is reported as graphed_options::pageable says.

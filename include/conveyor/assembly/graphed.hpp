@@ -188,7 +188,7 @@ public:
       for (int i = 0; first && i < core_.options().warmup_calls; ++i)
         std::apply([&](auto&... v) { (*this)(s, v...); }, values);
       first = false;
-      if (!core_.has_shape(key)) core_.add(key, record(s, values), s);
+      if (!core_.has_shape(key)) core_.add(key, record(s, values, true), s);
     }
   }
 
@@ -301,7 +301,7 @@ private:
     case call_plan::eager_warmup:
     case call_plan::eager_guarded:
     case call_plan::eager_fallback: std::apply([&](auto&... v) { f_(s, v...); }, values); return;
-    case call_plan::capture_new: core_.add_and_launch(key, record(s, values), s); return;
+    case call_plan::capture_new: core_.add_and_launch(key, record(s, values, true), s); return;
     case call_plan::recapture: core_.update_and_launch(key, record(s, values), s); return;
     case call_plan::rebind:
       if (core_.rebind_and_launch(key, s)) return;
@@ -312,10 +312,11 @@ private:
 
   // Captures the callable with `values` (the call's copy of its arguments, gone after the call: a copy node that
   // reads it is refused like one that reads the callable's locals), checks the capture, applies the transform.
+  // `first_of_shape`: the first capture of its shape, which the stream watch watches by default.
   template <class Tuple>
-  graph record(const stream& s, Tuple& values) {
+  graph record(const stream& s, Tuple& values, bool first_of_shape = false) {
     graph g = capture(
-        s, [&] { std::apply([&](auto&... v) { f_(s, v...); }, values); }, core_.capture_settings());
+        s, [&] { std::apply([&](auto&... v) { f_(s, v...); }, values); }, core_.capture_settings(first_of_shape));
     core_.inspect(g, &values, sizeof(values));
     if (core_.options().transform) {
       g.note_raw_change(); // the transform may set launch attributes through raw handles

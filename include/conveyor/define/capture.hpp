@@ -44,6 +44,27 @@ enum class host_memory_check : std::uint8_t {
   off,
 };
 
+//! Whether a capture watches for work that misses it: a kernel launch, copy, memset, host function or graph launch
+//! enqueued while the capture is open, by any thread of the process, on a stream that takes part in no capture (a
+//! library handle bound once to another stream, a side stream the code forgot to fork, a helper thread's per-thread
+//! default stream, the legacy default stream). Such work runs once, at capture time, and no replay runs it: the
+//! capture's end throws a cuda_error naming each call, its kernel, its stream and thread, and the fix. The watch
+//! subscribes to CUPTI's driver-API callbacks (libcupti, loaded at the first watch) while watched captures are open,
+//! and lets go when the last one ends; CUPTI takes one subscriber per process (compute-sanitizer, Nsight Systems and
+//! conveyor::profile::module_images are subscribers too). Costs are in docs/benchmarks.md ("The stream watch").
+enum class stream_watch : std::uint8_t {
+  //! Watch when the environment variable CONVEYOR_WATCH_STREAMS is "1" (as `on`), not otherwise. The default.
+  environment,
+  //! Never watch.
+  off,
+  //! Watch; the capture's start throws std::runtime_error when CUPTI's callback API cannot be had (libcupti not
+  //! found, or another subscriber holds it), saying why.
+  on,
+  //! Watch when CUPTI's callback API can be had, else capture unwatched. conveyor::graphed watches its first capture
+  //! of each shape so, unless CONVEYOR_WATCH_STREAMS is "0" (never) or "1" (always, as `on`).
+  if_available,
+};
+
 //! Options of a capture. A plain value; converts from a capture_mode (`capture(s, f, capture_mode::global)`).
 struct capture_options {
   //! Which CUDA calls other threads may make during the capture.
@@ -71,6 +92,8 @@ struct capture_options {
   //! is refused before anything is captured into the body. Ignored by capture_into itself (a body is checked so
   //! anyway).
   bool body_rules = false;
+  //! Watch for work enqueued on streams outside every capture while this one is open (stream_watch).
+  stream_watch watch_streams = stream_watch::environment;
 
   //! The defaults.
   capture_options() = default;
@@ -147,6 +170,7 @@ private:
   int guard_device_ = 0;
   std::uintptr_t frame_ = 0;
   host_memory_check host_memory_ = host_memory_check::returned_frames;
+  std::uint64_t watch_ = 0; // the stream watch's ticket (0: not watched)
   std::size_t nodes_before_ = 0;
   // The model of the graph being captured into — a new one for capture(), whose handle is CUDA's capture graph (not
   // owned until finish() hands it over), the target's for capture_into — registered under that graph while the
