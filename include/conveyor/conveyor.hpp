@@ -9,11 +9,12 @@
 //! - debug:   step-through replay, non-finite values     (conveyor/debug/)
 //! - assembly line: graphed callables, hybrid pipelines  (conveyor/assembly/)
 
-//! \namespace conveyor
-//! Conveyor's public API: graphs and their builder (`graph`, `node`), capture (`capture`, `capture_into`, `fork`,
-//! `join`), executable graphs (`instantiate`, `graph_exec`, `update`), exports (`describe`, `to_dot`, `to_json`),
-//! the assembly line (`graphed`), graph files (`save`, `load`), and the runtime (`stream`, `event`). Functions
-//! declared in namespace conveyor::detail are the library's own.
+//! \namespace conveyor Conveyor's public API: graphs and their builder (`graph`,
+//!            `node`), capture (`capture`, `capture_into`, `fork`, `join`), executable graphs
+//!            (`instantiate`, `graph_exec`, `update`), exports (`describe`, `to_dot`, `to_json`),
+//!            the assembly line (`graphed`), graph files (`save`, `load`), and the runtime
+//!            (`stream`, `event`). Functions declared in namespace conveyor::detail are the
+//!            library's own.
 
 #include "conveyor/error.hpp"
 #include "conveyor/runtime/architecture.hpp"
@@ -48,5 +49,6 @@
 #include "conveyor/assembly/frame_pipeline.hpp"
 #ifdef __CUDACC__
 #include "conveyor/define/conditional_device.cuh" // conveyor::set_condition, for device code
-#include "conveyor/define/programmatic.cuh"       // conveyor::device::wait_for_dependencies, launch_dependents
+// conveyor::device::wait_for_dependencies, launch_dependents
+#include "conveyor/define/programmatic.cuh"
 #endif

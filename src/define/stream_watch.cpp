@@ -130,7 +130,13 @@ struct watch_state {
   int open = 0;
   CUpti_SubscriberHandle subscriber = nullptr;
   std::uint64_t next_ticket = 1;
-  std::unordered_map<std::uint64_t, std::size_t> first_entry; // ticket -> index in `log` when it began
+  //! An open watch: where it began in `log`, and, for stream_watch::if_available, the capturing thread whose work
+  //! alone it refuses (0: every thread's).
+  struct opened {
+    std::size_t first = 0;
+    std::uint64_t only_thread = 0;
+  };
+  std::unordered_map<std::uint64_t, opened> open_watches; // by ticket
   std::mutex log_mutex;
   std::vector<foreign_work> log;
   std::size_t log_base = 0; // entries dropped from the front of `log` (none while watches are open)
@@ -264,7 +270,10 @@ std::uint64_t begin_stream_watch(stream_watch requested) {
     const std::lock_guard log_lock(state.log_mutex);
     first = state.log_base + state.log.size();
   }
-  state.first_entry.emplace(ticket, first);
+  // graphed's default watch refuses the capturing thread's work only: another thread's eager work meanwhile may be
+  // on purpose (a loader, a second pipeline), and a default must not refuse a correct program.
+  state.open_watches.emplace(ticket,
+                             watch_state::opened{first, w == stream_watch::if_available ? this_thread_id() : 0});
   return ticket;
 }
 
@@ -272,17 +281,18 @@ std::vector<foreign_work> end_stream_watch(std::uint64_t ticket) {
   if (ticket == 0) return {};
   auto& state = watch();
   const std::lock_guard lock(state.control);
-  const auto it = state.first_entry.find(ticket);
-  if (it == state.first_entry.end()) return {};
-  const std::size_t first = it->second;
-  state.first_entry.erase(it);
+  const auto it = state.open_watches.find(ticket);
+  if (it == state.open_watches.end()) return {};
+  const watch_state::opened watch_of = it->second;
+  state.open_watches.erase(it);
   std::vector<foreign_work> found;
   if (--state.open == 0 && state.subscriber != nullptr) {
     (void)cupti().unsubscribe(state.subscriber); // no callback from here on
     state.subscriber = nullptr;
   }
   const std::lock_guard log_lock(state.log_mutex);
-  for (std::size_t i = first - state.log_base; i < state.log.size(); ++i) found.push_back(state.log[i]);
+  for (std::size_t i = watch_of.first - state.log_base; i < state.log.size(); ++i)
+    if (watch_of.only_thread == 0 || state.log[i].thread == watch_of.only_thread) found.push_back(state.log[i]);
   if (state.open == 0) {
     state.log_base += state.log.size();
     state.log.clear();

@@ -31,7 +31,9 @@ struct foreign_work {
 
 //! Begins watching for a capture about to begin, as `requested` (resolved with CONVEYOR_WATCH_STREAMS) says: loads
 //! libcupti and subscribes to its driver-API callbacks when no watch is open. Returns a ticket for
-//! end_stream_watch, 0 when the capture is not watched. Thread-safe.
+//! end_stream_watch, 0 when the capture is not watched. stream_watch::on sees every thread's work;
+//! stream_watch::if_available (graphed's default) the calling thread's only, so that a default never refuses a
+//! program whose other threads run eager work on purpose meanwhile. Thread-safe.
 //! \throws std::runtime_error when the watch is `on` and CUPTI's callback API cannot be had (why, in the message).
 [[nodiscard]] std::uint64_t begin_stream_watch(stream_watch requested);
 

@@ -1014,4 +1014,23 @@ TEST(StreamWatch, GraphedWatchesTheFirstCaptureOfEachShapeByDefault) {
   EXPECT_NO_THROW(step(s, 2));
   ::unsetenv("CONVEYOR_WATCH_STREAMS");
   sync_device();
+  // The default refuses the capturing thread's work only: another thread's eager work meanwhile (here on its own
+  // stream, while the first capture of a shape is open) is not refused, and the graph replays the capture.
+  conveyor::stream elsewhere;
+  device_array<float> other(random_floats(forgotten_side_stream::n, 3121));
+  conveyor::graphed loader(
+      [&](const conveyor::stream& cs, int) {
+        scale<<<cover(forgotten_side_stream::n).grid, cover(forgotten_side_stream::n).block, 0, cs.get()>>>(
+            forgotten_side_stream::n, 2.0F, w.x.get());
+        std::thread t([&] {
+          add_scalar<<<cover(forgotten_side_stream::n).grid, cover(forgotten_side_stream::n).block, 0,
+                       elsewhere.get()>>>(forgotten_side_stream::n, 1.0F, other.get());
+        });
+        t.join();
+      },
+      options);
+  w.reset();
+  EXPECT_NO_THROW(loader(s, 1));
+  EXPECT_EQ(loader.statistics().captures, 1U) << loader.report();
+  sync_device();
 }

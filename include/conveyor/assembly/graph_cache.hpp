@@ -1,8 +1,9 @@
 #pragma once
 //! \file graph_cache.hpp
-//! conveyor::graph_cache: the non-template part of conveyor::graphed — executable graphs keyed by call shape, least
-//! recently used eviction, in-place updates, statistics and the reasons for each capture, update and eager run.
-//! Plain logic around graph_exec, usable on its own and testable without a GPU (plan, bucket_for, keys).
+//! conveyor::graph_cache: the non-template part of conveyor::graphed — executable graphs keyed by
+//! call shape, least recently used eviction, in-place updates, statistics and the reasons for each
+//! capture, update and eager run. Plain logic around graph_exec, usable on its own and testable
+//! without a GPU (plan, bucket_for, keys).
 
 #include "conveyor/assembly/graphed_types.hpp"
 #include "conveyor/define/capture.hpp"
@@ -32,59 +33,71 @@ enum class call_plan {
   capture_new,    //!< capture and instantiate a new executable graph
   recapture,      //!< capture and update the matching executable graph in place (arguments changed)
   replay,         //!< launch the matching executable graph
-  rebind,         //!< patch the changed arguments into the matching executable graph (no capture), then launch
-  eager_guarded,  //!< run eagerly: the churn guard holds graphing off until the arguments settle
+  //! patch the changed arguments into the matching executable graph (no capture), then launch
+  rebind,
+  eager_guarded, //!< run eagerly: the churn guard holds graphing off until the arguments settle
 };
 
-//! Executable graphs keyed by call shape (see call_key), with warm-up counting, bucket padding, LRU eviction and a
-//! log of reasons. Thread safety: not thread-safe; one cache per thread, or external locking.
+//! Executable graphs keyed by call shape (see call_key), with warm-up counting, bucket padding, LRU
+//! eviction and a log of reasons. Thread safety: not thread-safe; one cache per thread, or external
+//! locking.
 class graph_cache {
 public:
-  //! \throws std::invalid_argument when max_graphs is 0, warmup_calls is negative, a bucket is 0, a padding rule
-  //!         gives more than one of buckets, multiple and power_of_two, a dimension is listed twice, or the churn
-  //!         guard's window is not above its cap or its settle_calls is 0.
+  //! \throws std::invalid_argument when max_graphs is 0, warmup_calls is negative, a bucket
+  //!         is 0, a padding rule gives more than one of buckets, multiple and power_of_two, a
+  //!         dimension is listed twice, or the churn guard's window is not above its cap or its
+  //!         settle_calls is 0.
   explicit graph_cache(graphed_options options);
   graph_cache(const graph_cache&) = delete;
   graph_cache& operator=(const graph_cache&) = delete;
   //! Moves the cache; `other` is left without graphs.
   graph_cache(graph_cache&&) noexcept;
-  //! Replaces this cache by `other`'s (its graphs are destroyed without waiting for their launches).
+  //! Replaces this cache by `other`'s (its graphs are destroyed without waiting for their
+  //! launches).
   graph_cache& operator=(graph_cache&&) noexcept;
   //! Destroys the executable graphs without waiting for their launches. Never throws.
   ~graph_cache();
 
-  //! The bucket `n` pads to, or nullopt when `n` is above the largest bucket. Without buckets, `n` itself.
+  //! The bucket `n` pads to, or nullopt when `n` is above the largest bucket. Without buckets, `n`
+  //! itself.
   [[nodiscard]] std::optional<std::size_t> bucket_for(std::size_t n) const noexcept;
-  //! The size the batch_size argument at `position` pads `n` to, by its dimension's rule (graphed_options::dimensions;
-  //! else `buckets`), or nullopt when the rule cannot pad it (above the largest bucket or the rule's limit): the call
-  //! then runs eagerly.
-  [[nodiscard]] std::optional<std::size_t> bucket_for(std::size_t position, std::size_t n) const noexcept;
-  //! The shapes graphed::prepare captures, largest first, for a call whose batch_size arguments are `sizes`
-  //! ((position, size) each, in argument order): every combination of the bucket lists of their dimensions (the
-  //! arguments without a rule of their own share one, `buckets`), each shape one size per entry of `sizes`; an
-  //! argument whose dimension has no bucket list keeps its own size, padded. Empty when no dimension has a bucket list
-  //! (nothing to enumerate). Pure. \throws std::bad_alloc only.
+  //! The size the batch_size argument at `position` pads `n` to, by its dimension's rule
+  //! (graphed_options::dimensions; else `buckets`), or nullopt when the rule cannot pad it (above
+  //! the largest bucket or the rule's limit): the call then runs eagerly.
+  [[nodiscard]] std::optional<std::size_t> bucket_for(std::size_t position,
+                                                      std::size_t n) const noexcept;
+  //! The shapes graphed::prepare captures, largest first, for a call whose batch_size arguments are
+  //! `sizes` ((position, size) each, in argument order): every combination of the bucket lists of
+  //! their dimensions (the arguments without a rule of their own share one, `buckets`), each shape
+  //! one size per entry of `sizes`; an argument whose dimension has no bucket list keeps its own
+  //! size, padded. Empty when no dimension has a bucket list (nothing to enumerate). Pure. \throws
+  //! std::bad_alloc only.
   [[nodiscard]] std::vector<std::vector<std::size_t>>
   prepare_shapes(const std::vector<std::pair<std::size_t, std::size_t>>& sizes) const;
-  //! Decides what the call with `key` does; counts the call and its warm-ups. A known shape whose binding changed
-  //! is rebind when every changed argument's words are verified (see rebind_policy), else recapture. With the churn
-  //! guard on (graphed_options::churn), a capture or re-capture beyond its cap is eager_guarded instead, and so is
-  //! every call until the arguments settle.
-  //! \throws std::invalid_argument when a static pointer changed (a replay would read the old address).
+  //! Decides what the call with `key` does; counts the call and its warm-ups. A known shape whose
+  //! binding changed is rebind when every changed argument's words are verified (see
+  //! rebind_policy), else recapture. With the churn guard on (graphed_options::churn), a capture or
+  //! re-capture beyond its cap is eager_guarded instead, and so is every call until the arguments
+  //! settle.
+  //! \throws std::invalid_argument when a static pointer changed (a replay would read the
+  //!         old address).
   [[nodiscard]] call_plan plan(const call_key& key);
-  //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap, without waiting
-  //! for its launches), then launches it on `s`. \throws cuda_error from instantiate or launch.
+  //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap,
+  //! without waiting for its launches), then launches it on `s`. \throws cuda_error from
+  //! instantiate or launch.
   void add_and_launch(const call_key& key, graph g, const stream& s);
-  //! Instantiates `g` for `key` and uploads it on `s` (cudaGraphUpload), without launching it (prepare): its first
-  //! launch then pays no upload. \throws cuda_error from instantiate or upload.
+  //! Instantiates `g` for `key` and uploads it on `s` (cudaGraphUpload), without launching it
+  //! (prepare): its first launch then pays no upload. \throws cuda_error from instantiate or
+  //! upload.
   void add(const call_key& key, graph g, const stream& s);
-  //! Adds `g`, made elsewhere (a bucket loaded from a graph file, conveyor/keep/graphed_file.hpp), for `key`:
-  //! instantiated and uploaded on `s`. With `binding_known` false (the file could not say which binding the graph
-  //! runs), the first call of its shape re-captures and updates it instead of replaying it.
+  //! Adds `g`, made elsewhere (a bucket loaded from a graph file, conveyor/keep/graphed_file.hpp),
+  //! for `key`: instantiated and uploaded on `s`. With `binding_known` false (the file could not
+  //! say which binding the graph runs), the first call of its shape re-captures and updates it
+  //! instead of replaying it.
   //! \throws cuda_error from instantiate or upload.
   void add_saved(const call_key& key, graph g, const stream& s, bool binding_known);
-  //! One cached bucket, for saving it: its key, its executable graph (valid until the cache's next call), and whether
-  //! the key's binding is what the graph runs.
+  //! One cached bucket, for saving it: its key, its executable graph (valid until the cache's next
+  //! call), and whether the key's binding is what the graph runs.
   struct bucket {
     call_key key;                     //!< the shape and binding it was made for
     const graph_exec* exec = nullptr; //!< its executable graph
@@ -94,43 +107,47 @@ public:
   [[nodiscard]] std::vector<bucket> buckets() const;
   //! True when an executable graph for `key`'s shape exists.
   [[nodiscard]] bool has_shape(const call_key& key) const noexcept;
-  //! After recapture: updates the executable graph plan() matched to `g` as graphed_options::recapture says
-  //! (graph_exec::update, re-instantiating when refused; or graph_exec::update_incremental, which is also used while
-  //! rebinding arguments are learnt), launches it on `s`, then destroys the replaced graph definition (while the GPU
-  //! runs). \throws std::logic_error when plan() matched none; cuda_error from update or launch.
+  //! After recapture: updates the executable graph plan() matched to `g` as
+  //! graphed_options::recapture says (graph_exec::update, re-instantiating when refused; or
+  //! graph_exec::update_incremental, which is also used while rebinding arguments are learnt),
+  //! launches it on `s`, then destroys the replaced graph definition (while the GPU runs). \throws
+  //! std::logic_error when plan() matched none; cuda_error from update or launch.
   void update_and_launch(const call_key& key, graph g, const stream& s);
-  //! After rebind: patches the changed arguments' fields into the executable graph plan() matched (per-node
-  //! setters: cuGraphExecKernelNodeSetParams, cudaGraphExecMemcpyNodeSetParams, cudaGraphExecMemsetNodeSetParams),
-  //! then launches it on `s`. Returns false, launching nothing, when CUDA refused a setter (rebinding is then off
-  //! for that graph) or when re-reading the graph after re-captures showed an argument no longer where it was
-  //! learnt (that argument re-captures from then on): the caller re-captures (update_and_launch).
+  //! After rebind: patches the changed arguments' fields into the executable graph plan() matched
+  //! (per-node setters: cuGraphExecKernelNodeSetParams, cudaGraphExecMemcpyNodeSetParams,
+  //! cudaGraphExecMemsetNodeSetParams), then launches it on `s`. Returns false, launching nothing,
+  //! when CUDA refused a setter (rebinding is then off for that graph) or when re-reading the graph
+  //! after re-captures showed an argument no longer where it was learnt (that argument re-captures
+  //! from then on): the caller re-captures (update_and_launch).
   //! \throws std::logic_error when plan() matched none; cuda_error from launch.
   [[nodiscard]] bool rebind_and_launch(const call_key& key, const stream& s);
-  //! Step-through mode (graphed_options::step_through): runs the capture `g` node by node on `s` with the options'
-  //! step settings (conveyor::step_through), counting the call. \throws as conveyor::step_through.
+  //! Step-through mode (graphed_options::step_through): runs the capture `g` node by node on `s`
+  //! with the options' step settings (conveyor::step_through), counting the call. \throws as
+  //! conveyor::step_through.
   void step(const graph& g, const stream& s);
-  //! True when the call just planned as `plan` is to be audited (graphed_options::audit_every: every n-th call that
-  //! replayed or patched).
+  //! True when the call just planned as `plan` is to be audited (graphed_options::audit_every:
+  //! every n-th call that replayed or patched).
   [[nodiscard]] bool audit_due(call_plan plan) noexcept;
-  //! Compares `fresh`, a capture of the call just made, with what the executable graph plan() matched ran: its
-  //! graph, and the node fields rebinding patched. \throws audit_error naming the nodes that differ; cuda_error when
-  //! a graph cannot be read.
+  //! Compares `fresh`, a capture of the call just made, with what the executable graph plan()
+  //! matched ran: its graph, and the node fields rebinding patched. \throws audit_error naming the
+  //! nodes that differ; cuda_error when a graph cannot be read.
   void audit(const graph& fresh);
-  //! Launches the executable graph plan() matched on `s`. \throws std::logic_error when plan() matched none;
-  //! cuda_error from launch.
+  //! Launches the executable graph plan() matched on `s`. \throws std::logic_error when plan()
+  //! matched none; cuda_error from launch.
   void replay(const stream& s);
-  //! The capture options of the callable's captures (mode, default-stream check, host memory check from
-  //! graphed_options::pageable); `first_of_shape`: the first capture of a shape, whose stream watch is
-  //! stream_watch::if_available (CONVEYOR_WATCH_STREAMS decides otherwise: "0" never, "1" every capture), where
-  //! other captures' is stream_watch::environment.
+  //! The capture options of the callable's captures (mode, default-stream check, host memory check
+  //! from graphed_options::pageable); `first_of_shape`: the first capture of a shape, whose stream
+  //! watch is stream_watch::if_available (CONVEYOR_WATCH_STREAMS decides otherwise: "0" never, "1"
+  //! every capture), where other captures' is stream_watch::environment.
   [[nodiscard]] capture_options capture_settings(bool first_of_shape = false) const noexcept;
-  //! Checks a new capture `g` of the callable, made with capture_settings(): a copy node reading or writing host
-  //! memory in [`arguments`, `arguments` + `bytes`) — graphed's copy of the call's arguments, gone after the call —
-  //! is refused; other pageable host memory is reported as graphed_options::pageable says.
+  //! Checks a new capture `g` of the callable, made with capture_settings(): a copy node reading or
+  //! writing host memory in [`arguments`, `arguments` + `bytes`) — graphed's copy of the call's
+  //! arguments, gone after the call — is refused; other pageable host memory is reported as
+  //! graphed_options::pageable says.
   //! \throws std::invalid_argument naming the node, the address and the fix.
   void inspect(const graph& g, const void* arguments, std::size_t bytes);
-  //! Records an eager fallback: argument `position` has size `size`, which its dimension's rule cannot pad (above
-  //! the largest bucket or the rule's limit).
+  //! Records an eager fallback: argument `position` has size `size`, which its dimension's rule
+  //! cannot pad (above the largest bucket or the rule's limit).
   void note_fallback(std::size_t position, std::size_t size);
 
   //! What was done so far.
@@ -141,22 +158,25 @@ public:
   [[nodiscard]] const graphed_options& options() const noexcept { return options_; }
   //! Executable graphs cached now.
   [[nodiscard]] std::size_t cached_graphs() const noexcept { return entries_.size(); }
-  //! What each cached executable graph holds (nodes, graph allocations and their bytes, last use), most recently
-  //! used first. Never throws but for std::bad_alloc.
+  //! What each cached executable graph holds (nodes, graph allocations and their bytes, last use),
+  //! most recently used first. Never throws but for std::bad_alloc.
   [[nodiscard]] std::vector<cached_graph> cached() const;
   //! A readable table of the statistics and the most recent reasons, headed by `name`.
   [[nodiscard]] std::string report(std::string_view name) const;
-  //! The rebinding map of the most recently used executable graph: for each binding argument, its state and the
-  //! node fields holding it (candidates until a re-capture verified them). Reads the graph when nothing was learnt
-  //! yet. Empty when no graph is cached. \throws cuda_error when the graph cannot be read.
+  //! The rebinding map of the most recently used executable graph: for each binding argument, its
+  //! state and the node fields holding it (candidates until a re-capture verified them). Reads the
+  //! graph when nothing was learnt yet. Empty when no graph is cached. \throws cuda_error when the
+  //! graph cannot be read.
   [[nodiscard]] std::vector<argument_binding> bindings();
-  //! The most recently used executable graph's graph as exports show it (observe/export.hpp), each node listing
-  //! the arguments patched into it (node_description::bindings). Empty when no graph is cached.
+  //! The most recently used executable graph's graph as exports show it (observe/export.hpp), each
+  //! node listing the arguments patched into it (node_description::bindings). Empty when no graph
+  //! is cached.
   //! \throws cuda_error when the graph cannot be read.
   [[nodiscard]] graph_description describe();
-  //! The cached executable graphs, most recently used first, read-only: to profile or export them without another
-  //! capture (describe(const graph_exec&), profile::profiler::watch). Pointers stay valid until the next call,
-  //! which may evict or re-instantiate one. Never throws but for std::bad_alloc.
+  //! The cached executable graphs, most recently used first, read-only: to profile or export them
+  //! without another capture (describe(const graph_exec&), profile::profiler::watch). Pointers stay
+  //! valid until the next call, which may evict or re-instantiate one. Never throws but for
+  //! std::bad_alloc.
   [[nodiscard]] std::vector<const graph_exec*> executables() const;
 
 private:
@@ -170,7 +190,8 @@ private:
     std::size_t allocations = 0;
     std::size_t bytes = 0;
     std::size_t last_call = 0;
-    bool binding_unknown = false; // loaded from a file that could not say: re-capture before replaying
+    // loaded from a file that could not say: re-capture before replaying
+    bool binding_unknown = false;
   };
   void note(std::string reason);
   detail::rebinder& rebinder_of(entry& e);
@@ -196,10 +217,12 @@ private:
   bool warned_pageable_ = false;                  // the pageable-memory warning went to stderr
   std::size_t audit_count_ = 0;                   // calls that could be audited so far
   std::uint64_t clock_ = 0;
-  padding_rule default_rule_;       // `buckets` as a rule: the dimension of batch_size arguments without their own
-  std::deque<std::size_t> records_; // churn guard: the calls (numbers) that recorded, within its window
-  std::size_t steady_ = 0;          // churn guard engaged: steady calls in a row so far
-  call_key last_key_;               // churn guard engaged: the key of the call before
+  // `buckets` as a rule: the dimension of batch_size arguments without their own
+  padding_rule default_rule_;
+  // churn guard: the calls (numbers) that recorded, within its window
+  std::deque<std::size_t> records_;
+  std::size_t steady_ = 0; // churn guard engaged: steady calls in a row so far
+  call_key last_key_;      // churn guard engaged: the key of the call before
 };
 
 } // namespace conveyor

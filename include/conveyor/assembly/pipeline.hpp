@@ -1,7 +1,8 @@
 #pragma once
 //! \file pipeline.hpp
-//! conveyor::pipeline: hybrid execution — stages run in order on one stream, each either graphed (captured once,
-//! replayed) or eager (work that cannot be captured: host-dependent control flow, a library that synchronises).
+//! conveyor::pipeline: hybrid execution — stages run in order on one stream, each either graphed
+//! (captured once, replayed) or eager (work that cannot be captured: host-dependent control flow, a
+//! library that synchronises).
 
 #include "conveyor/assembly/graphed.hpp"
 #include "conveyor/runtime/stream.hpp"
@@ -14,10 +15,10 @@
 
 namespace conveyor {
 
-//! A sequence of stages `void(const stream&, Args...)` run in order on the caller's stream. Ordering between stages
-//! is the stream's own: no extra synchronisation is added. Graphed stages are conveyor::graphed callables (one
-//! per stage, with its own cache and statistics); eager stages run as plain calls.
-//! Thread safety: not thread-safe (as graphed); one pipeline per thread.
+//! A sequence of stages `void(const stream&, Args...)` run in order on the caller's stream.
+//! Ordering between stages is the stream's own: no extra synchronisation is added. Graphed stages
+//! are conveyor::graphed callables (one per stage, with its own cache and statistics); eager stages
+//! run as plain calls. Thread safety: not thread-safe (as graphed); one pipeline per thread.
 template <class... Args>
 class pipeline {
 public:
@@ -27,7 +28,9 @@ public:
   //! Appends a stage that is captured and replayed (see conveyor::graphed).
   pipeline& graphed_stage(std::string name, stage_function f, graphed_options options = {}) {
     stages_.push_back(
-        {std::move(name), {}, std::make_unique<conveyor::graphed<stage_function>>(std::move(f), std::move(options))});
+        {std::move(name),
+         {},
+         std::make_unique<conveyor::graphed<stage_function>>(std::move(f), std::move(options))});
     return *this;
   }
   //! Appends a stage that always runs eagerly (it may read values on the host and synchronise).
@@ -55,7 +58,8 @@ public:
   //! One report per graphed stage, and a line per eager stage.
   [[nodiscard]] std::string report() const {
     std::string out;
-    for (const auto& st : stages_) out += st.captured ? st.captured->report(st.name) : st.name + ": eager\n";
+    for (const auto& st : stages_)
+      out += st.captured ? st.captured->report(st.name) : st.name + ": eager\n";
     return out;
   }
 

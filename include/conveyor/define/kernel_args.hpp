@@ -1,7 +1,7 @@
 #pragma once
 //! \file kernel_args.hpp
-//! Typed kernel arguments: a kernel's parameter list checked against the given arguments at compile time, and the
-//! `void**` array CUDA's kernel-node calls take.
+//! Typed kernel arguments: a kernel's parameter list checked against the given arguments at compile
+//! time, and the `void**` array CUDA's kernel-node calls take.
 
 #include "conveyor/cxx20.hpp"
 
@@ -19,37 +19,39 @@
 
 namespace conveyor {
 
-//! Grid, block and dynamic shared memory of a kernel launch (the `<<<grid, block, shared_bytes>>>` triple), and the
-//! launch attributes Conveyor names (`cudaLaunchConfig_t` / `cudaLaunchAttribute`). A plain value.
+//! Grid, block and dynamic shared memory of a kernel launch (the `<<<grid, block, shared_bytes>>>`
+//! triple), and the launch attributes Conveyor names (`cudaLaunchConfig_t` /
+//! `cudaLaunchAttribute`). A plain value.
 struct launch_config {
   dim3 grid{1, 1, 1};           //!< blocks per grid, in x, y, z
   dim3 block{1, 1, 1};          //!< threads per block, in x, y, z
   std::size_t shared_bytes = 0; //!< dynamic shared memory per block, in bytes
-  //! Scheduling priority of the kernel's blocks (`cudaLaunchAttributePriority`): lower numbers are higher priority,
-  //! within cudaDeviceGetStreamPriorityRange (0 to -5 on the H200); 0 leaves the default (the stream's priority, or
-  //! for a graph node none). A graph honours node priorities when instantiated with
-  //! instantiate_flags::use_node_priority.
+  //! Scheduling priority of the kernel's blocks (`cudaLaunchAttributePriority`): lower numbers are
+  //! higher priority, within cudaDeviceGetStreamPriorityRange (0 to -5 on the H200); 0 leaves the
+  //! default (the stream's priority, or for a graph node none). A graph honours node priorities
+  //! when instantiated with instantiate_flags::use_node_priority.
   int priority = 0;
-  //! Programmatic dependent launch: the kernel may begin while the kernels it depends on are still running, and calls
-  //! conveyor::device::wait_for_dependencies() before reading their results. On a stream (conveyor::launch) this is
-  //! `cudaLaunchAttributeProgrammaticStreamSerialization`, which stream capture turns into a programmatic edge
-  //! from the previous kernel; in the builder (graph::kernel) the dependencies given that are kernel nodes become
-  //! programmatic edges (others stay full).
+  //! Programmatic dependent launch: the kernel may begin while the kernels it depends on are still
+  //! running, and calls conveyor::device::wait_for_dependencies() before reading their results. On
+  //! a stream (conveyor::launch) this is `cudaLaunchAttributeProgrammaticStreamSerialization`,
+  //! which stream capture turns into a programmatic edge from the previous kernel; in the builder
+  //! (graph::kernel) the dependencies given that are kernel nodes become programmatic edges (others
+  //! stay full).
   bool programmatic = false;
 };
 
-//! The values of a kernel's arguments, converted to the kernel's parameter types and held so that CUDA can copy
-//! them (`kernelParams` of cudaKernelNodeParams). Built only through make_kernel_args, which checks at compile time
-//! that the arguments match `void kernel(Params...)` in number and type. Not copyable (pointers() points into it);
-//! thread safety: a plain value.
+//! The values of a kernel's arguments, converted to the kernel's parameter types and held so that
+//! CUDA can copy them (`kernelParams` of cudaKernelNodeParams). Built only through
+//! make_kernel_args, which checks at compile time that the arguments match `void kernel(Params...)`
+//! in number and type. Not copyable (pointers() points into it); thread safety: a plain value.
 template <class... Params>
 class kernel_args {
 public:
   //! The parameter types, without cv-qualifiers, as stored.
   using values_type = std::tuple<std::remove_cvref_t<Params>...>;
 
-  //! Converts each argument to its parameter type. Prefer make_kernel_args, which also checks count and types
-  //! with readable messages.
+  //! Converts each argument to its parameter type. Prefer make_kernel_args, which also checks count
+  //! and types with readable messages.
   template <class... Args>
   explicit kernel_args(Args&&... args) : values_(std::forward<Args>(args)...) {
     point(std::index_sequence_for<Params...>{});
@@ -71,14 +73,19 @@ private:
   std::array<void*, sizeof...(Params) == 0 ? 1 : sizeof...(Params)> pointers_{};
 };
 
-//! How a kernel parameter's type says its bits are to be read when a graph is saved to a file (graph files,
-//! conveyor/keep): whether a word that falls inside a buffer is an address (relocated at load) or a value.
+//! How a kernel parameter's type says its bits are to be read when a graph is saved to a file
+//! (graph files, conveyor/keep): whether a word that falls inside a buffer is an address (relocated
+//! at load) or a value.
 enum class parameter_class : std::uint8_t {
-  pointer,   //!< a pointer type: relocated, and refused at save when it points into no buffer Conveyor knows
-  value,     //!< an arithmetic or enum type: never relocated, whatever its bits
-  opaque,    //!< a class type, or no type known: each aligned 8-byte word inside a buffer is relocated (a heuristic)
-  condition, //!< unsigned long long, CUDA's cudaGraphConditionalHandle: relocated when it equals a condition
-             //!< handle of the saved graph, else a value
+  //! a pointer type: relocated, and refused at save when it points into no buffer Conveyor knows
+  pointer,
+  value, //!< an arithmetic or enum type: never relocated, whatever its bits
+  //! a class type, or no type known: each aligned 8-byte word inside a buffer is relocated (a
+  //! heuristic)
+  opaque,
+  //! unsigned long long, CUDA's cudaGraphConditionalHandle: relocated when it equals a condition
+  condition,
+  // !< handle of the saved graph, else a value
 };
 
 namespace detail {
@@ -93,19 +100,24 @@ consteval parameter_class parameter_class_of() {
 }
 //! The classes of a kernel's parameters, one array per signature.
 template <class... Params>
-inline constexpr std::array<parameter_class, sizeof...(Params)> parameter_classes{parameter_class_of<Params>()...};
+inline constexpr std::array<parameter_class, sizeof...(Params)> parameter_classes{
+    parameter_class_of<Params>()...};
 
-//! Records, once per process, the parameter classes of the kernel whose host function is `kernel` (what graph files
-//! use to tell addresses from values in the kernel's arguments). Thread-safe; never throws.
-void record_kernel_parameters(const void* kernel, std::span<const parameter_class> classes) noexcept;
+//! Records, once per process, the parameter classes of the kernel whose host function is `kernel`
+//! (what graph files use to tell addresses from values in the kernel's arguments). Thread-safe;
+//! never throws.
+void record_kernel_parameters(const void* kernel,
+                              std::span<const parameter_class> classes) noexcept;
 //! The classes recorded for `kernel`, or an empty span. Thread-safe; never throws.
-[[nodiscard]] std::span<const parameter_class> recorded_kernel_parameters(const void* kernel) noexcept;
+[[nodiscard]] std::span<const parameter_class>
+recorded_kernel_parameters(const void* kernel) noexcept;
 //! Every kernel recorded so far (host functions), for graph files. Thread-safe.
 [[nodiscard]] std::vector<const void*> recorded_kernels();
 
-//! record_kernel_parameters behind a small per-thread cache: a typed launch of a kernel seen recently costs a load
-//! and a compare.
-inline void note_kernel_parameters(const void* kernel, std::span<const parameter_class> classes) noexcept {
+//! record_kernel_parameters behind a small per-thread cache: a typed launch of a kernel seen
+//! recently costs a load and a compare.
+inline void note_kernel_parameters(const void* kernel,
+                                   std::span<const parameter_class> classes) noexcept {
   thread_local std::array<const void*, 64> seen{};
   const void*& slot = seen[(reinterpret_cast<std::uintptr_t>(kernel) >> 4) % seen.size()];
   if (slot == kernel) return;
@@ -113,16 +125,18 @@ inline void note_kernel_parameters(const void* kernel, std::span<const parameter
   record_kernel_parameters(kernel, classes);
 }
 
-//! True when an argument of type Arg narrows to parameter type Param (list-initialisation would refuse it: double to
-//! float, std::size_t to int, a float to an integer, ...).
+//! True when an argument of type Arg narrows to parameter type Param (list-initialisation would
+//! refuse it: double to float, std::size_t to int, a float to an integer, ...).
 template <class Param, class Arg>
-inline constexpr bool narrows =
-    std::is_arithmetic_v<std::remove_cvref_t<Arg>>&& std::is_arithmetic_v<std::remove_cvref_t<Param>> && !requires {
+inline constexpr bool narrows = std::is_arithmetic_v<std::remove_cvref_t<Arg>>&&
+                                    std::is_arithmetic_v<std::remove_cvref_t<Param>> &&
+                                !requires {
   std::remove_cvref_t<Param>{std::declval<Arg>()};
 };
 
-//! Narrowing arithmetic arguments are refused when CONVEYOR_REFUSE_NARROWING is defined to 1 before Conveyor's headers
-//! (docs/capture.md, "Typed kernel arguments"); by default they convert as a call of the kernel would.
+//! Narrowing arithmetic arguments are refused when CONVEYOR_REFUSE_NARROWING is defined to 1 before
+//! Conveyor's headers (docs/capture.md, "Typed kernel arguments"); by default they convert as a
+//! call of the kernel would.
 #if defined(CONVEYOR_REFUSE_NARROWING) && CONVEYOR_REFUSE_NARROWING
 inline constexpr bool refuse_narrowing = true;
 #else
@@ -130,17 +144,19 @@ inline constexpr bool refuse_narrowing = false;
 #endif
 
 template <class Param, class Arg>
-inline constexpr bool arg_fits =
-    std::is_convertible_v<Arg, std::remove_cvref_t<Param>> && !(refuse_narrowing && narrows<Param, Arg>);
+inline constexpr bool arg_fits = std::is_convertible_v<Arg, std::remove_cvref_t<Param>> &&
+                                 !(refuse_narrowing && narrows<Param, Arg>);
 
 template <class ParamList, class ArgList>
 struct accepts : std::false_type {};
 template <class... Params, class... Args>
-requires(sizeof...(Params) == sizeof...(Args)) struct accepts<std::tuple<Params...>, std::tuple<Args...>>
+requires(sizeof...(Params) ==
+         sizeof...(Args)) struct accepts<std::tuple<Params...>, std::tuple<Args...>>
     : std::bool_constant<(arg_fits<Params, Args> && ...)> {
 };
 
-//! The position (from 0) of the first argument that does not fit its parameter, or the count when all fit.
+//! The position (from 0) of the first argument that does not fit its parameter, or the count when
+//! all fit.
 template <class... Params, class... Args>
 consteval std::size_t first_misfit(std::tuple<Params...>*, std::tuple<Args...>*) {
   std::size_t i = 0;
@@ -153,13 +169,14 @@ consteval std::size_t first_misfit(std::tuple<Params...>*, std::tuple<Args...>*)
 template <std::size_t>
 inline constexpr bool refused_argument = false;
 
-//! Instantiated only for a refused argument: the compiler's message then names its position (from 0), the type given
-//! and the parameter's type, in that order.
+//! Instantiated only for a refused argument: the compiler's message then names its position (from
+//! 0), the type given and the parameter's type, in that order.
 template <std::size_t Position, class GivenType, class ParameterType>
 struct kernel_argument_refused {
   static_assert(refused_argument<Position>,
                 "conveyor: a kernel argument does not fit its parameter type; the instantiation of "
-                "'kernel_argument_refused<P, A, T>' beside this message names it: P its position (from 0), A the "
+                "'kernel_argument_refused<P, A, T>' beside this message names it: P its position "
+                "(from 0), A the "
                 "argument's type, T the parameter's type"
 #if defined(CONVEYOR_REFUSE_NARROWING) && CONVEYOR_REFUSE_NARROWING
                 " (narrowing conversions are refused: CONVEYOR_REFUSE_NARROWING)"
@@ -170,14 +187,17 @@ struct kernel_argument_refused {
 //! Instantiated only for a call with the wrong number of arguments: names both counts.
 template <std::size_t GivenCount, std::size_t ParameterCount>
 struct kernel_argument_count_refused {
-  static_assert(refused_argument<GivenCount>,
-                "conveyor: the number of kernel arguments differs from the kernel's parameter count; "
-                "the instantiation of 'kernel_argument_count_refused<G, P>' beside this message names both: G "
-                "arguments given, P parameters");
+  static_assert(
+      refused_argument<GivenCount>,
+      "conveyor: the number of kernel arguments differs from the kernel's parameter count; "
+      "the instantiation of 'kernel_argument_count_refused<G, P>' beside this message names both: "
+      "G "
+      "arguments given, P parameters");
 };
 } // namespace detail
 
-//! True when `void (*)(Params...)` can be called with `Args...` after conversion, as kernel_args requires.
+//! True when `void (*)(Params...)` can be called with `Args...` after conversion, as kernel_args
+//! requires.
 template <class Kernel, class... Args>
 inline constexpr bool kernel_accepts = false;
 //! The kernel's case: each argument converts to its parameter, and the counts match.
@@ -185,23 +205,27 @@ template <class... Params, class... Args>
 inline constexpr bool kernel_accepts<void (*)(Params...), Args...> =
     detail::accepts<std::tuple<Params...>, std::tuple<Args...>>::value;
 
-//! Stores `args` converted to the parameter types of `kernel`. A count or type mismatch fails to compile with one
-//! message naming the argument's position (from 0), the type given and the parameter's type (or both counts), and
-//! nothing after it. Narrowing arithmetic conversions (double to float, std::size_t to int) are accepted as a kernel
-//! call accepts them, or refused when CONVEYOR_REFUSE_NARROWING is 1.
+//! Stores `args` converted to the parameter types of `kernel`. A count or type mismatch fails to
+//! compile with one message naming the argument's position (from 0), the type given and the
+//! parameter's type (or both counts), and nothing after it. Narrowing arithmetic conversions
+//! (double to float, std::size_t to int) are accepted as a kernel call accepts them, or refused
+//! when CONVEYOR_REFUSE_NARROWING is 1.
 template <class... Params, class... Args>
 [[nodiscard]] kernel_args<Params...> make_kernel_args(void (*kernel)(Params...), Args&&... args) {
   if constexpr (sizeof...(Params) != sizeof...(Args)) {
     (void)detail::kernel_argument_count_refused<sizeof...(Args), sizeof...(Params)>{};
     std::abort(); // not reached: the line above does not compile
-  } else if constexpr (constexpr std::size_t bad = detail::first_misfit(static_cast<std::tuple<Params...>*>(nullptr),
-                                                                        static_cast<std::tuple<Args...>*>(nullptr));
+  } else if constexpr (constexpr std::size_t bad =
+                           detail::first_misfit(static_cast<std::tuple<Params...>*>(nullptr),
+                                                static_cast<std::tuple<Args...>*>(nullptr));
                        bad < sizeof...(Params)) {
-    (void)detail::kernel_argument_refused<bad, std::remove_cvref_t<std::tuple_element_t<bad, std::tuple<Args...>>>,
-                                          std::tuple_element_t<bad, std::tuple<Params...>>>{};
+    (void)detail::kernel_argument_refused<
+        bad, std::remove_cvref_t<std::tuple_element_t<bad, std::tuple<Args...>>>,
+        std::tuple_element_t<bad, std::tuple<Params...>>>{};
     std::abort(); // not reached: the line above does not compile
   } else {
-    detail::note_kernel_parameters(reinterpret_cast<const void*>(kernel), detail::parameter_classes<Params...>);
+    detail::note_kernel_parameters(reinterpret_cast<const void*>(kernel),
+                                   detail::parameter_classes<Params...>);
     return kernel_args<Params...>(std::forward<Args>(args)...);
   }
 }

@@ -1,6 +1,7 @@
 #pragma once
 //! \file node.hpp
-//! conveyor::node, a non-owning handle to one node of a graph, and node_list, the dependencies given at insertion.
+//! conveyor::node, a non-owning handle to one node of a graph, and node_list, the dependencies
+//! given at insertion.
 
 #include "conveyor/define/edge_type.hpp"
 #include "conveyor/define/kernel_args.hpp"
@@ -24,20 +25,22 @@ struct graph_state;
 struct access; // the library's own way in (an "attorney"): not part of the API
 } // namespace detail
 
-//! A handle to one node of a conveyor::graph: the CUDA node plus the graph it belongs to, and for kernel nodes made
-//! by the builder the kernel and launch configuration they were added with (a plain value of 64 bytes, copied
-//! without allocation). Nodes come from the builder (graph::kernel, ...), graph::nodes(), capture_into() and
-//! graph::wrap(). Valid while the graph (or an executable graph instantiated from it) is alive.
-//! Taskflow-style dependency calls: `a.precede(b)` adds the edge a → b, `b.succeed(a)` the same edge.
-//! Thread safety: a plain value; the calls that change the graph (precede, succeed, label) must not run
-//! concurrently with other changes to the same graph.
+//! A handle to one node of a conveyor::graph: the CUDA node plus the graph it belongs to, and for
+//! kernel nodes made by the builder the kernel and launch configuration they were added with (a
+//! plain value of 64 bytes, copied without allocation). Nodes come from the builder (graph::kernel,
+//! ...), graph::nodes(), capture_into() and graph::wrap(). Valid while the graph (or an executable
+//! graph instantiated from it) is alive. Taskflow-style dependency calls: `a.precede(b)` adds the
+//! edge a → b, `b.succeed(a)` the same edge. Thread safety: a plain value; the calls that change
+//! the graph (precede, succeed, label) must not run concurrently with other changes to the same
+//! graph.
 class node {
 public:
   //! An empty handle (get() == nullptr).
   node() noexcept = default;
 
-  //! The CUDA node handle. After setting a launch attribute through it, call graph::note_raw_change() on its graph
-  //! (whole-graph updates compare thread-block cluster attributes Conveyor knows without reading the graph).
+  //! The CUDA node handle. After setting a launch attribute through it, call
+  //! graph::note_raw_change() on its graph (whole-graph updates compare thread-block cluster
+  //! attributes Conveyor knows without reading the graph).
   [[nodiscard]] cudaGraphNode_t get() const noexcept { return handle_; }
   //! The CUDA graph containing this node, or null for an empty handle.
   [[nodiscard]] cudaGraph_t graph_handle() const noexcept;
@@ -48,22 +51,26 @@ public:
   //! \throws cuda_error when the handle is invalid.
   [[nodiscard]] node_kind kind() const;
 
-  //! Adds edges this → each of `successors` (`cudaGraphAddDependencies`, with `cudaGraphEdgeData` for an edge type
-  //! other than full). All or none: every end is checked before the first edge is added, and the edges already
-  //! added are removed again when CUDA refuses a later one. Returns *this for chaining.
-  //! \throws std::invalid_argument when a node is empty or belongs to another graph, or when `type` is not full
-  //!         and an end is not a kernel node (CUDA allows programmatic edges only between kernel nodes);
-  //!         cuda_error when CUDA rejects it (e.g. the edge exists already).
+  //! Adds edges this → each of `successors` (`cudaGraphAddDependencies`, with `cudaGraphEdgeData`
+  //! for an edge type other than full). All or none: every end is checked before the first edge is
+  //! added, and the edges already added are removed again when CUDA refuses a later one. Returns
+  //! *this for chaining.
+  //! \throws std::invalid_argument when a node is empty or belongs to another graph, or
+  //!         when `type` is not full and an end is not a kernel node (CUDA allows programmatic
+  //!         edges only between kernel nodes); cuda_error when CUDA rejects it (e.g. the edge
+  //!         exists already).
   node& precede(std::initializer_list<node> successors, edge_type type = edge_type::full);
   //! Adds the edge this → `successor` of type `type`: `a.precede(b, edge_type::programmatic)`.
   //! \throws as precede(std::initializer_list, edge_type).
   node& precede(const node& successor, edge_type type) { return precede({successor}, type); }
-  //! Adds edges each of `predecessors` → this (`cudaGraphAddDependencies`), all or none as precede. Returns *this
-  //! for chaining.
-  //! \throws std::invalid_argument when a node is empty or belongs to another graph; cuda_error when CUDA rejects it.
+  //! Adds edges each of `predecessors` → this (`cudaGraphAddDependencies`), all or none as precede.
+  //! Returns *this for chaining.
+  //! \throws std::invalid_argument when a node is empty or belongs to another graph;
+  //!         cuda_error when CUDA rejects it.
   node& succeed(std::initializer_list<node> predecessors);
-  //! Adds edges from each of `predecessors` → this, each of its own type: `c.succeed({programmatic(a), b})`
-  //! (`cudaGraphAddDependencies` with `cudaGraphEdgeData`), all or none as precede. Returns *this for chaining.
+  //! Adds edges from each of `predecessors` → this, each of its own type:
+  //! `c.succeed({programmatic(a), b})` (`cudaGraphAddDependencies` with `cudaGraphEdgeData`), all
+  //! or none as precede. Returns *this for chaining.
   //! \throws as precede(std::initializer_list, edge_type).
   node& succeed(std::initializer_list<dependency> predecessors);
   //! Variadic form of precede: `a.precede(b, c)`. \throws as precede(std::initializer_list).
@@ -77,7 +84,8 @@ public:
     return succeed({first, rest...});
   }
 
-  //! Gives the node a readable label, used by exports and in update and error reports. Returns *this.
+  //! Gives the node a readable label, used by exports and in update and error reports. Returns
+  //! *this.
   //! \throws std::invalid_argument on an empty handle.
   node& label(std::string text);
   //! The node's label, or an empty string when none was given.
@@ -93,18 +101,22 @@ public:
   //! Same CUDA node (handles compared; a node belongs to one graph).
   friend bool operator==(const node& a, const node& b) noexcept { return a.handle_ == b.handle_; }
 
-  //! For a kernel node returned by graph::kernel / add_kernel: the kernel it was added with; null for every other
-  //! handle (other kinds, and nodes obtained from capture or graph::nodes()).
+  //! For a kernel node returned by graph::kernel / add_kernel: the kernel it was added with; null
+  //! for every other handle (other kinds, and nodes obtained from capture or graph::nodes()).
   [[nodiscard]] const void* kernel_function() const noexcept { return function_; }
-  //! The launch configuration the kernel node was added with; meaningful only when kernel_function() is not null.
-  //! (A change made to the node behind Conveyor's back, with cudaGraphKernelNodeSetParams, is not seen here.)
+  //! The launch configuration the kernel node was added with; meaningful only when
+  //! kernel_function() is not null. (A change made to the node behind Conveyor's back, with
+  //! cudaGraphKernelNodeSetParams, is not seen here.)
   [[nodiscard]] const launch_config& kernel_config() const noexcept { return config_; }
 
 private:
   friend struct detail::access;
   friend class node_list;
-  node(cudaGraphNode_t handle, detail::graph_state* owner) noexcept : handle_(handle), owner_(owner) {}
-  node(cudaGraphNode_t handle, detail::graph_state* owner, const void* function, const launch_config& cfg) noexcept :
+  node(cudaGraphNode_t handle, detail::graph_state* owner) noexcept :
+      handle_(handle),
+      owner_(owner) {}
+  node(cudaGraphNode_t handle, detail::graph_state* owner, const void* function,
+       const launch_config& cfg) noexcept :
       handle_(handle),
       owner_(owner),
       function_(function),
@@ -116,27 +128,34 @@ private:
   launch_config config_{};
 };
 
-//! One dependency given at insertion or to node::succeed: the node depended on and the edge's type. A node converts
-//! to a full dependency, so `{a, b}` and `{programmatic(a), b}` are both dependency lists. A plain value.
+//! One dependency given at insertion or to node::succeed: the node depended on and the edge's type.
+//! A node converts to a full dependency, so `{a, b}` and `{programmatic(a), b}` are both dependency
+//! lists. A plain value.
 struct dependency {
   //! A dependency on `from` of type `type` (full unless told).
-  dependency(const node& from, edge_type type = edge_type::full) noexcept : from(from), type(type) {} // NOLINT
+  dependency(const node& from, edge_type type = edge_type::full) noexcept :
+      from(from),
+      type(type) {}                 // NOLINT
   conveyor::node from;              //!< the predecessor
   edge_type type = edge_type::full; //!< what the new node waits for
 };
 
-//! A programmatic dependency on kernel node `from` (edge_type::programmatic): the new kernel node may start before
-//! `from` completes and must call conveyor::device::wait_for_dependencies() before reading what `from` writes.
-[[nodiscard]] inline dependency programmatic(const node& from) noexcept { return {from, edge_type::programmatic}; }
-//! A launch-completion dependency on kernel node `from` (edge_type::launch_completion): the new kernel node may start
-//! once every block of `from` has started.
+//! A programmatic dependency on kernel node `from` (edge_type::programmatic): the new kernel node
+//! may start before `from` completes and must call conveyor::device::wait_for_dependencies() before
+//! reading what `from` writes.
+[[nodiscard]] inline dependency programmatic(const node& from) noexcept {
+  return {from, edge_type::programmatic};
+}
+//! A launch-completion dependency on kernel node `from` (edge_type::launch_completion): the new
+//! kernel node may start once every block of `from` has started.
 [[nodiscard]] inline dependency launch_completion(const node& from) noexcept {
   return {from, edge_type::launch_completion};
 }
 
-//! A list of nodes to depend on, given at insertion: `g.kernel({a, b}, cfg, fn, args...)`. Accepts a braced list,
-//! a std::vector<node> or a std::span<const node>. Holds up to `inline_capacity` nodes without allocating, so that
-//! adding a node costs no heap allocation in the common case. Thread safety: a plain value.
+//! A list of nodes to depend on, given at insertion: `g.kernel({a, b}, cfg, fn, args...)`. Accepts
+//! a braced list, a std::vector<node> or a std::span<const node>. Holds up to `inline_capacity`
+//! nodes without allocating, so that adding a node costs no heap allocation in the common case.
+//! Thread safety: a plain value.
 class node_list {
 public:
   //! Dependencies held without a heap allocation.
@@ -170,7 +189,8 @@ public:
   }
   //! The type of the edge from node `i`; `i` must be below size().
   [[nodiscard]] edge_type type(std::size_t i) const noexcept {
-    return typed_ ? (size_ <= inline_capacity ? inline_types_[i] : heap_types_[i]) : edge_type::full;
+    return typed_ ? (size_ <= inline_capacity ? inline_types_[i] : heap_types_[i])
+                  : edge_type::full;
   }
   //! True when some dependency is not full (programmatic or launch completion).
   [[nodiscard]] bool typed() const noexcept { return typed_; }
@@ -179,7 +199,8 @@ private:
   friend struct detail::access;
   void assign(const node* nodes, std::size_t count);
   void assign(const dependency* deps, std::size_t count);
-  void set_size(std::size_t count); // size_ = count, heap storage (handles, owners) sized when above inline_capacity
+  // size_ = count, heap storage (handles, owners) sized when above inline_capacity
+  void set_size(std::size_t count);
   void store(std::size_t i, const node& n) noexcept; // entry i: n's handle and owner
   std::array<edge_type, inline_capacity> inline_types_{};
   std::vector<edge_type> heap_types_;

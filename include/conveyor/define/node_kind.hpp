@@ -1,6 +1,7 @@
 #pragma once
 //! \file node_kind.hpp
-//! conveyor::node_kind: the kinds of graph node, with CUDA's own values (`cudaGraphNodeType` / `CUgraphNodeType`).
+//! conveyor::node_kind: the kinds of graph node, with CUDA's own values (`cudaGraphNodeType` /
+//! `CUgraphNodeType`).
 
 #include "conveyor/cxx20.hpp"
 
@@ -11,15 +12,18 @@
 
 namespace conveyor {
 
-//! The kind of a graph node. Each value equals CUDA's (`cudaGraphNodeType`; batch_mem_op is the driver's
-//! `CU_GRAPH_NODE_TYPE_BATCH_MEM_OP`, which the runtime does not name), so a node's kind is its CUDA type.
-//! Everything Conveyor knows about a kind (its name, how to add, read, compare, set on an executable graph and
-//! describe it) lives in one place in the library, one table entry per value (docs/architecture.md).
+//! The kind of a graph node. Each value equals CUDA's (`cudaGraphNodeType`; batch_mem_op is the
+//! driver's `CU_GRAPH_NODE_TYPE_BATCH_MEM_OP`, which the runtime does not name), so a node's kind
+//! is its CUDA type. Everything Conveyor knows about a kind (its name, how to add, read, compare,
+//! set on an executable graph and describe it) lives in one place in the library, one table entry
+//! per value (docs/architecture.md).
 enum class node_kind : int {
-  kernel = cudaGraphNodeTypeKernel,                           //!< a kernel launch
-  memcpy = cudaGraphNodeTypeMemcpy,                           //!< a copy (1D, 2D or 3D)
-  memset = cudaGraphNodeTypeMemset,                           //!< a fill of 1-, 2- or 4-byte elements
-  host = cudaGraphNodeTypeHost,                               //!< a CPU callable run by the CUDA runtime
+  kernel = cudaGraphNodeTypeKernel, //!< a kernel launch
+  memcpy = cudaGraphNodeTypeMemcpy, //!< a copy (1D, 2D or 3D)
+  //! a fill of 1-, 2- or 4-byte elements
+  memset = cudaGraphNodeTypeMemset,
+  //! a CPU callable run by the CUDA runtime
+  host = cudaGraphNodeTypeHost,
   child_graph = cudaGraphNodeTypeGraph,                       //!< a nested graph
   empty = cudaGraphNodeTypeEmpty,                             //!< no operation: a join point
   event_wait = cudaGraphNodeTypeWaitEvent,                    //!< waits for an event
@@ -28,12 +32,16 @@ enum class node_kind : int {
   ext_semaphore_wait = cudaGraphNodeTypeExtSemaphoreWait,     //!< waits on external semaphores
   mem_alloc = cudaGraphNodeTypeMemAlloc,                      //!< allocates device memory
   mem_free = cudaGraphNodeTypeMemFree,                        //!< frees a graph allocation
-  batch_mem_op = 12,                                          //!< a batch of memory operations (driver API only)
-  conditional = cudaGraphNodeTypeConditional,                 //!< IF / IF-ELSE / WHILE / SWITCH on a device value
-  other = 0x7fff,                                             //!< a type this version of Conveyor does not know
+  //! a batch of memory operations (driver API only)
+  batch_mem_op = 12,
+  //! IF / IF-ELSE / WHILE / SWITCH on a device value
+  conditional = cudaGraphNodeTypeConditional,
+  //! a type this version of Conveyor does not know
+  other = 0x7fff,
 };
 
-//! Every kind, in CUDA's order (other last): for tables and for tests that every operation handles every kind.
+//! Every kind, in CUDA's order (other last): for tables and for tests that every operation handles
+//! every kind.
 inline constexpr std::array<node_kind, 15> all_node_kinds{node_kind::kernel,
                                                           node_kind::memcpy,
                                                           node_kind::memset,
@@ -50,19 +58,25 @@ inline constexpr std::array<node_kind, 15> all_node_kinds{node_kind::kernel,
                                                           node_kind::conditional,
                                                           node_kind::other};
 
-//! The kind's name as used in exports and messages ("kernel", "memcpy", "child_graph", ...). Never throws.
+//! The kind's name as used in exports and messages ("kernel", "memcpy", "child_graph", ...). Never
+//! throws.
 [[nodiscard]] std::string_view to_string(node_kind kind) noexcept;
 
-//! Converts CUDA's node type: the same value, or node_kind::other for a type this version does not know.
+//! Converts CUDA's node type: the same value, or node_kind::other for a type this version does not
+//! know.
 [[nodiscard]] node_kind to_node_kind(cudaGraphNodeType type) noexcept;
 
-//! What Conveyor implements for a node kind: read from the library's kind table, one entry per kind.
+//! What Conveyor implements for a node kind: read from the library's kind table, one entry per
+//! kind.
 struct node_kind_support {
-  node_kind kind = node_kind::other;        //!< the kind the entry describes
-  std::string_view name;                    //!< to_string(kind)
-  bool builder = false;                     //!< graph has a typed builder call for it (any kind: graph::add_node)
-  bool comparable = false;                  //!< diff compares every parameter of it (else: always "not comparable")
-  bool settable_per_node = false;           //!< update_incremental can set it alone on an executable graph
+  node_kind kind = node_kind::other; //!< the kind the entry describes
+  std::string_view name;             //!< to_string(kind)
+  //! graph has a typed builder call for it (any kind: graph::add_node)
+  bool builder = false;
+  //! diff compares every parameter of it (else: always "not comparable")
+  bool comparable = false;
+  //! update_incremental can set it alone on an executable graph
+  bool settable_per_node = false;
   bool allowed_in_conditional_body = false; //!< CUDA allows it in a conditional node's body
 };
 

@@ -19,21 +19,26 @@ enum class instantiate_flags : unsigned long long {
   upload = cudaGraphInstantiateFlagUpload,
   //! Make the graph launchable from the device (cudaGraphLaunch in a kernel).
   device_launch = cudaGraphInstantiateFlagDeviceLaunch,
-  //! Honour the per-node priority attribute of kernel nodes instead of the launch stream's priority.
+  //! Honour the per-node priority attribute of kernel nodes instead of the launch stream's
+  //! priority.
   use_node_priority = cudaGraphInstantiateFlagUseNodePriority,
 };
 
 //! The union of two flag sets.
-[[nodiscard]] constexpr instantiate_flags operator|(instantiate_flags a, instantiate_flags b) noexcept {
-  return static_cast<instantiate_flags>(static_cast<unsigned long long>(a) | static_cast<unsigned long long>(b));
+[[nodiscard]] constexpr instantiate_flags operator|(instantiate_flags a,
+                                                    instantiate_flags b) noexcept {
+  return static_cast<instantiate_flags>(static_cast<unsigned long long>(a) |
+                                        static_cast<unsigned long long>(b));
 }
 //! True when `set` contains `flag`.
 [[nodiscard]] constexpr bool has_flag(instantiate_flags set, instantiate_flags flag) noexcept {
   return (static_cast<unsigned long long>(set) & static_cast<unsigned long long>(flag)) != 0;
 }
 //! `set` with `flag` removed.
-[[nodiscard]] constexpr instantiate_flags without(instantiate_flags set, instantiate_flags flag) noexcept {
-  return static_cast<instantiate_flags>(static_cast<unsigned long long>(set) & ~static_cast<unsigned long long>(flag));
+[[nodiscard]] constexpr instantiate_flags without(instantiate_flags set,
+                                                  instantiate_flags flag) noexcept {
+  return static_cast<instantiate_flags>(static_cast<unsigned long long>(set) &
+                                        ~static_cast<unsigned long long>(flag));
 }
 //! The set's names joined with '|', e.g. "upload|use_node_priority", or "none".
 [[nodiscard]] std::string to_string(instantiate_flags flags);

@@ -1,7 +1,8 @@
 #pragma once
 //! \file update_result.hpp
-//! What the three update calls of graph_exec (update, update_or_reinstantiate, update_incremental) report: one
-//! type — how the executable graph was brought up to date, or why it was refused and which node was at fault.
+//! What the three update calls of graph_exec (update, update_or_reinstantiate, update_incremental)
+//! report: one type — how the executable graph was brought up to date, or why it was refused and
+//! which node was at fault.
 
 #include "conveyor/cxx20.hpp"
 
@@ -33,33 +34,43 @@ enum class update_status {
 
 //! How an executable graph was brought to a new graph's parameters.
 enum class update_method {
-  none,           //!< the parameters were already equal: nothing was set
-  per_node,       //!< only the changed nodes were set (cudaGraphExec*NodeSetParams)
-  whole_graph,    //!< cudaGraphExecUpdate with the whole graph
-  reinstantiated, //!< the topology changed (or updating was refused): instantiated again and replaced
-  refused,        //!< updating was refused and re-instantiation was not allowed: nothing changed
+  none,        //!< the parameters were already equal: nothing was set
+  per_node,    //!< only the changed nodes were set (cudaGraphExec*NodeSetParams)
+  whole_graph, //!< cudaGraphExecUpdate with the whole graph
+  //! the topology changed (or updating was refused): instantiated again and replaced
+  reinstantiated,
+  refused, //!< updating was refused and re-instantiation was not allowed: nothing changed
 };
 
 //! The method's name, e.g. "per_node". Never throws.
 [[nodiscard]] std::string_view to_string(update_method method) noexcept;
 
-//! The outcome of graph_exec::update, update_or_reinstantiate and update_incremental. A plain value.
+//! The outcome of graph_exec::update, update_or_reinstantiate and update_incremental. A plain
+//! value.
 struct update_result {
-  update_method method = update_method::none;    //!< what was done
-  update_status status = update_status::success; //!< CUDA's verdict on the whole-graph update, when one was tried
-  cudaGraphNode_t node = nullptr;                //!< the offending node of the new graph when refused, or null
-  cudaGraphNode_t from_node = nullptr;           //!< the node of the executable graph it was paired with, or null
-  std::string node_label;                        //!< the offending node's label, else "kind 'kernel name'", else empty
-  std::size_t nodes_changed = 0;                 //!< nodes whose parameters differed (update_incremental)
-  std::size_t nodes_set = 0;                     //!< nodes set one by one (per_node)
-  std::string explanation;                       //!< the changes made, or why the cheaper methods were not used
+  update_method method = update_method::none; //!< what was done
+  //! CUDA's verdict on the whole-graph update, when one was tried
+  update_status status = update_status::success;
+  //! the offending node of the new graph when refused, or null
+  cudaGraphNode_t node = nullptr;
+  //! the node of the executable graph it was paired with, or null
+  cudaGraphNode_t from_node = nullptr;
+  //! the offending node's label, else "kind 'kernel name'", else empty
+  std::string node_label;
+  //! nodes whose parameters differed (update_incremental)
+  std::size_t nodes_changed = 0;
+  std::size_t nodes_set = 0; //!< nodes set one by one (per_node)
+  //! the changes made, or why the cheaper methods were not used
+  std::string explanation;
 
   //! True when the executable graph now runs the new graph's parameters (every method but refused).
   explicit operator bool() const noexcept { return method != update_method::refused; }
   //! True when a new executable graph replaced the old one.
-  [[nodiscard]] bool reinstantiated() const noexcept { return method == update_method::reinstantiated; }
-  //! One readable line, e.g. "update refused: topology_changed (nodes or dependencies were added or removed) at
-  //! node 'relu1'" or "per_node: node 3 (axpy): arguments 1".
+  [[nodiscard]] bool reinstantiated() const noexcept {
+    return method == update_method::reinstantiated;
+  }
+  //! One readable line, e.g. "update refused: topology_changed (nodes or dependencies were added or
+  //! removed) at node 'relu1'" or "per_node: node 3 (axpy): arguments 1".
   [[nodiscard]] std::string reason() const;
 };
 

@@ -1,15 +1,17 @@
 #pragma once
 //! \file graph_file.hpp
-//! Graph files (format version 1, docs/graph-files.md): graphs that outlive their process, as plain values, and
-//! their encoding. A file holds one or several named graphs that share one table of kernels (by mangled name, with
-//! the image each came from where Conveyor could obtain it), one table of buffers (every address a node holds is a
-//! buffer and a byte offset, never a raw pointer), events, host functions and kernel images. What a file means is in
-//! docs/graph-files.md; save and load (conveyor/keep/save.hpp, load.hpp) turn CUDA graphs into these values and back.
-//! Everything here is plain C++: it needs no GPU, so tools (`conveyor graph show`, `diff`) and tests read files
-//! anywhere.
+//! Graph files (format version 1, docs/graph-files.md): graphs that outlive their process, as plain
+//! values, and their encoding. A file holds one or several named graphs that share one table of
+//! kernels (by mangled name, with the image each came from where Conveyor could obtain it), one
+//! table of buffers (every address a node holds is a buffer and a byte offset, never a raw
+//! pointer), events, host functions and kernel images. What a file means is in docs/graph-files.md;
+//! save and load (conveyor/keep/save.hpp, load.hpp) turn CUDA graphs into these values and back.
+//! Everything here is plain C++: it needs no GPU, so tools (`conveyor graph show`, `diff`) and
+//! tests read files anywhere.
 //!
-//! Encoding: a 32-byte header (magic, version, flags, sizes), then one Zstandard frame (with its content checksum)
-//! holding one CBOR document (RFC 8949). Thread safety: plain values and pure functions.
+//! Encoding: a 32-byte header (magic, version, flags, sizes), then one Zstandard frame (with its
+//! content checksum) holding one CBOR document (RFC 8949). Thread safety: plain values and pure
+//! functions.
 
 #include "conveyor/define/edge_type.hpp"
 #include "conveyor/define/kernel_args.hpp"
@@ -28,11 +30,12 @@
 
 namespace conveyor {
 
-//! The format version this library writes, and the newest it reads (a newer file is refused, naming both).
+//! The format version this library writes, and the newest it reads (a newer file is refused, naming
+//! both).
 inline constexpr std::uint32_t graph_file_version = 1;
 
-//! An address a node holds, rebuilt at load: the null pointer, or `offset` bytes into buffer `buffer` of
-//! graph_file::buffers. A plain value.
+//! An address a node holds, rebuilt at load: the null pointer, or `offset` bytes into buffer
+//! `buffer` of graph_file::buffers. A plain value.
 struct saved_address {
   static constexpr std::uint32_t null_buffer = 0xFFFFFFFFU; //!< `buffer` of the null pointer
   std::uint32_t buffer = null_buffer;                       //!< index into graph_file::buffers
@@ -45,11 +48,13 @@ struct saved_address {
 
 //! What memory a buffer is, and so what load allocates when the program passes none.
 enum class buffer_memory : std::uint8_t {
-  device,           //!< device memory (cudaMalloc) on buffer::device
-  pinned_host,      //!< page-locked host memory (cudaMallocHost)
-  managed,          //!< managed memory (cudaMallocManaged)
-  host,             //!< pageable host memory, saved only where the program named the buffer (load: new[])
-  graph_allocation, //!< the address a memory allocation node of the graph returns (made by that node at load)
+  device,      //!< device memory (cudaMalloc) on buffer::device
+  pinned_host, //!< page-locked host memory (cudaMallocHost)
+  managed,     //!< managed memory (cudaMallocManaged)
+  //! pageable host memory, saved only where the program named the buffer (load: new[])
+  host,
+  //! the address a memory allocation node of the graph returns (made by that node at load)
+  graph_allocation,
 };
 
 //! "device", "pinned_host", "managed", "host" or "graph_allocation". Never throws.
@@ -60,10 +65,12 @@ struct saved_buffer {
   std::string name; //!< the program's name for it (save_options::buffers), else "buffer<k>"; unique
   buffer_memory memory = buffer_memory::device; //!< its kind
   std::uint64_t bytes = 0; //!< its size at save, bytes; load refuses a smaller buffer passed for it
-  int device = -1;         //!< device memory and graph allocations: the device ordinal at save; else -1
-  bool named = false;      //!< the program named it at save (rather than Conveyor finding the allocation)
-  //! Its contents at save (save_options::contents), exactly `bytes` bytes; load may fill a buffer it allocates
-  //! with them. Empty optional: not saved.
+  //! device memory and graph allocations: the device ordinal at save; else -1
+  int device = -1;
+  //! the program named it at save (rather than Conveyor finding the allocation)
+  bool named = false;
+  //! Its contents at save (save_options::contents), exactly `bytes` bytes; load may fill a buffer
+  //! it allocates with them. Empty optional: not saved.
   std::optional<std::vector<unsigned char>> contents;
   //! Member-wise equality.
   friend bool operator==(const saved_buffer&, const saved_buffer&) = default;
@@ -82,15 +89,17 @@ enum class image_format : std::uint8_t {
 //! One kernel image embedded in a file (a module the kernels of the file come from). A plain value.
 struct saved_image {
   image_format format = image_format::cubin; //!< what `bytes` holds
-  std::string source;                        //!< where Conveyor obtained it: "module 'x.cubin'", "cupti module 7"
-  std::vector<unsigned char> bytes;          //!< the image as cuLibraryLoadData takes it
+  //! where Conveyor obtained it: "module 'x.cubin'", "cupti module 7"
+  std::string source;
+  std::vector<unsigned char> bytes; //!< the image as cuLibraryLoadData takes it
   //! Member-wise equality.
   friend bool operator==(const saved_image&, const saved_image&) = default;
 };
 
 //! One kernel of a file. A plain value.
 struct saved_kernel {
-  std::string name;                   //!< the mangled name (cuFuncGetName / cuKernelGetName): what load looks up
+  //! the mangled name (cuFuncGetName / cuKernelGetName): what load looks up
+  std::string name;
   std::optional<std::uint32_t> image; //!< index into graph_file::images, when its image is embedded
   //! Each parameter's (offset, size) in bytes (cuFuncGetParamInfo), in order.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> parameters;
@@ -112,18 +121,22 @@ struct saved_relocation {
   relocation_target target = relocation_target::buffer; //!< what it points to
   std::uint32_t index = 0;                              //!< buffer or condition index
   std::uint64_t at = 0;                                 //!< buffers: bytes from the buffer's start
-  bool typed = true; //!< the parameter's type said it is an address (else a scanned word: a heuristic)
+  //! the parameter's type said it is an address (else a scanned word: a heuristic)
+  bool typed = true;
   //! Member-wise equality.
   friend bool operator==(const saved_relocation&, const saved_relocation&) = default;
 };
 
-//! One launch attribute of a kernel node (cudaLaunchAttributeID `id`), as the numbers CUDA's value holds, in the
-//! order docs/graph-files.md gives per attribute (cluster: x, y, z; priority: p; ...). A plain value.
+//! One launch attribute of a kernel node (cudaLaunchAttributeID `id`), as the numbers CUDA's value
+//! holds, in the order docs/graph-files.md gives per attribute (cluster: x, y, z; priority: p;
+//! ...). A plain value.
 struct saved_attribute {
   std::uint32_t id = 0;             //!< CUDA's cudaLaunchAttributeID
   std::vector<std::int64_t> values; //!< its integer fields
-  saved_address address;            //!< the access policy window's base address; null for other attributes
-  double ratio = 0.0;               //!< the access policy window's hit ratio; 0 for other attributes
+  //! the access policy window's base address; null for other attributes
+  saved_address address;
+  //! the access policy window's hit ratio; 0 for other attributes
+  double ratio = 0.0;
   //! Member-wise equality.
   friend bool operator==(const saved_attribute&, const saved_attribute&) = default;
 };
@@ -135,10 +148,12 @@ struct saved_kernel_node {
   std::array<std::uint32_t, 3> block{}; //!< threads per block
   std::uint32_t shared_bytes = 0;       //!< dynamic shared memory, bytes
   int device = 0;                       //!< the device of its context at save
-  //! The argument bytes at the parameters' offsets; relocated words are zero here (load writes them).
+  //! The argument bytes at the parameters' offsets; relocated words are zero here (load writes
+  //! them).
   std::vector<unsigned char> arguments;
   std::vector<saved_relocation> relocations; //!< by offset
-  std::vector<saved_attribute> attributes;   //!< those that differ from a node made without attributes, by id
+  //! those that differ from a node made without attributes, by id
+  std::vector<saved_attribute> attributes;
   //! Member-wise equality.
   friend bool operator==(const saved_kernel_node&, const saved_kernel_node&) = default;
 };
@@ -154,7 +169,8 @@ struct saved_pitched {
   friend bool operator==(const saved_pitched&, const saved_pitched&) = default;
 };
 
-//! A copy node (cudaMemcpy3DParms between addresses; copies of CUDA arrays are refused at save). A plain value.
+//! A copy node (cudaMemcpy3DParms between addresses; copies of CUDA arrays are refused at save). A
+//! plain value.
 struct saved_memcpy_node {
   saved_pitched source;                  //!< where it reads
   saved_pitched destination;             //!< where it writes
@@ -202,7 +218,8 @@ struct saved_mem_free_node {
   friend bool operator==(const saved_mem_free_node&, const saved_mem_free_node&) = default;
 };
 
-//! A conditional node (cudaConditionalNodeParams); its bodies are saved_node::bodies. A plain value.
+//! A conditional node (cudaConditionalNodeParams); its bodies are saved_node::bodies. A plain
+//! value.
 struct saved_conditional_node {
   int type = 0;                //!< cudaGraphConditionalNodeType: 0 IF, 1 WHILE, 2 SWITCH
   std::uint32_t size = 1;      //!< number of bodies
@@ -211,7 +228,8 @@ struct saved_conditional_node {
   friend bool operator==(const saved_conditional_node&, const saved_conditional_node&) = default;
 };
 
-//! A dependency of a node on an earlier or later node of the same graph, with CUDA's edge data. A plain value.
+//! A dependency of a node on an earlier or later node of the same graph, with CUDA's edge data. A
+//! plain value.
 struct saved_dependency {
   std::uint32_t from = 0;     //!< the node it waits for (position in creation order)
   std::uint8_t from_port = 0; //!< cudaGraphEdgeData::from_port
@@ -224,23 +242,26 @@ struct saved_dependency {
 struct saved_graph;
 
 //! The parameters of a node, by kind (std::monostate: a kind with none, an empty node).
-using saved_parameters =
-    std::variant<std::monostate, saved_kernel_node, saved_memcpy_node, saved_memset_node, saved_reference,
-                 saved_mem_alloc_node, saved_mem_free_node, saved_conditional_node>;
+using saved_parameters = std::variant<std::monostate, saved_kernel_node, saved_memcpy_node,
+                                      saved_memset_node, saved_reference, saved_mem_alloc_node,
+                                      saved_mem_free_node, saved_conditional_node>;
 
 //! One node of a saved graph. A plain value.
 struct saved_node {
-  node_kind kind = node_kind::empty;          //!< CUDA's node type
-  std::string label;                          //!< the program's label, or empty
-  std::vector<saved_dependency> dependencies; //!< in the order CUDA lists them (the order they were added)
-  saved_parameters parameters;                //!< by kind (saved_reference for host and event nodes)
-  std::vector<saved_graph> bodies;            //!< a child graph's graph; a conditional node's bodies
+  node_kind kind = node_kind::empty; //!< CUDA's node type
+  std::string label;                 //!< the program's label, or empty
+  //! in the order CUDA lists them (the order they were added)
+  std::vector<saved_dependency> dependencies;
+  //! by kind (saved_reference for host and event nodes)
+  saved_parameters parameters;
+  //! a child graph's graph; a conditional node's bodies
+  std::vector<saved_graph> bodies;
   //! Member-wise equality.
   friend bool operator==(const saved_node&, const saved_node&) = default;
 };
 
-//! A condition handle (cudaGraphConditionalHandleCreate): made at load on the graph holding the conditional node
-//! that uses it. A plain value.
+//! A condition handle (cudaGraphConditionalHandleCreate): made at load on the graph holding the
+//! conditional node that uses it. A plain value.
 struct saved_condition {
   std::uint32_t default_value = 0; //!< the value each launch starts with when `reset`
   bool reset = true;               //!< cudaGraphCondAssignDefault
@@ -248,11 +269,13 @@ struct saved_condition {
   friend bool operator==(const saved_condition&, const saved_condition&) = default;
 };
 
-//! One graph: nodes in creation order (the order cudaGraphExecUpdate and Conveyor pair nodes by). A plain value.
+//! One graph: nodes in creation order (the order cudaGraphExecUpdate and Conveyor pair nodes by). A
+//! plain value.
 struct saved_graph {
-  std::vector<saved_node> nodes;           //!< creation order
-  std::vector<saved_condition> conditions; //!< top-level graphs only: every condition of the graph and its bodies
-  bool captured = false;                   //!< made by stream capture
+  std::vector<saved_node> nodes; //!< creation order
+  //! top-level graphs only: every condition of the graph and its bodies
+  std::vector<saved_condition> conditions;
+  bool captured = false; //!< made by stream capture
   //! Member-wise equality.
   friend bool operator==(const saved_graph&, const saved_graph&) = default;
 };
@@ -264,19 +287,22 @@ struct saved_key_entry {
   std::uint8_t role = 0;     //!< argument_role
   std::uint8_t kind = 0;     //!< argument_kind
   std::uint8_t position = 0; //!< argument position
-  //! A pointer entry: where it points (load relocates it as the graph's own addresses); null when the pointer is
-  //! null or points into no buffer of the file (then kept as `bits`).
+  //! A pointer entry: where it points (load relocates it as the graph's own addresses); null when
+  //! the pointer is null or points into no buffer of the file (then kept as `bits`).
   saved_address address;
   //! Member-wise equality.
   friend bool operator==(const saved_key_entry&, const saved_key_entry&) = default;
 };
 
-//! A graphed callable's key for one saved bucket: what a call must match to replay it. A plain value.
+//! A graphed callable's key for one saved bucket: what a call must match to replay it. A plain
+//! value.
 struct saved_key {
-  //! The entries' binding is what the graph runs. False when the executable graph saved had nodes changed by
-  //! per-node setters or patches since its graph was applied: a call then re-captures and updates it (never replays).
+  //! The entries' binding is what the graph runs. False when the executable graph saved had nodes
+  //! changed by per-node setters or patches since its graph was applied: a call then re-captures
+  //! and updates it (never replays).
   bool exact = true;
-  //! The graphed callable's type and argument types (their mangled names): load refuses the buckets for another.
+  //! The graphed callable's type and argument types (their mangled names): load refuses the buckets
+  //! for another.
   std::string callable;
   std::vector<saved_key_entry> entries;  //!< call_key's entries
   std::vector<unsigned char> bytes;      //!< call_key's bytes (argument_kind::bytes values)
@@ -313,8 +339,9 @@ struct graph_file {
   std::vector<saved_kernel> kernels;          //!< kernels, shared by every graph
   std::vector<saved_buffer> buffers;          //!< buffers, shared by every graph
   std::vector<std::string> events;            //!< event names (event record and wait nodes)
-  std::vector<std::string> host_functions;    //!< host-node function names (the load's registry provides them)
-  std::vector<named_graph> graphs;            //!< the graphs, in the order saved
+  //! host-node function names (the load's registry provides them)
+  std::vector<std::string> host_functions;
+  std::vector<named_graph> graphs; //!< the graphs, in the order saved
 
   //! The graph named `name`, or null. Never throws.
   [[nodiscard]] const named_graph* find(std::string_view name) const noexcept;
@@ -324,38 +351,48 @@ struct graph_file {
 
 //! Bounds a reader holds a file to before it allocates (every size is checked against them).
 struct graph_file_limits {
-  std::uint64_t max_document_bytes = std::uint64_t{1} << 32; //!< the decompressed CBOR document, bytes
-  std::size_t max_depth = 24;                                //!< nesting of child graphs and conditional bodies
-  std::size_t max_nodes = std::size_t{1} << 24;              //!< nodes in the whole file
+  //! the decompressed CBOR document, bytes
+  std::uint64_t max_document_bytes = std::uint64_t{1} << 32;
+  //! nesting of child graphs and conditional bodies
+  std::size_t max_depth = 24;
+  std::size_t max_nodes = std::size_t{1} << 24; //!< nodes in the whole file
 };
 
-//! A file that cannot be read: a bad header, a corrupt frame, a document that does not follow the schema, or a
-//! graph that breaks a rule (a dependency on a missing node, a cycle, an index out of range). what() names the byte
-//! offset (of the file, or of the decompressed document) or the graph and node, and what was expected.
+//! A file that cannot be read: a bad header, a corrupt frame, a document that does not follow the
+//! schema, or a graph that breaks a rule (a dependency on a missing node, a cycle, an index out of
+//! range). what() names the byte offset (of the file, or of the decompressed document) or the graph
+//! and node, and what was expected.
 class graph_file_error : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
 };
 
-//! The file's bytes: header, then the CBOR document compressed into one Zstandard frame (level 3, with a checksum).
-//! \throws graph_file_error when `file` breaks a rule of the format (graph_file_check); std::bad_alloc.
+//! The file's bytes: header, then the CBOR document compressed into one Zstandard frame (level 3,
+//! with a checksum).
+//! \throws graph_file_error when `file` breaks a rule of the format (graph_file_check);
+//!         std::bad_alloc.
 [[nodiscard]] std::vector<unsigned char> to_bytes(const graph_file& file);
 
-//! Reads a file from its bytes. Checks the header (magic, version: a newer one is refused naming both, flags,
-//! sizes) before allocating, the frame's checksum, the document's shape and every rule a loader relies on.
+//! Reads a file from its bytes. Checks the header (magic, version: a newer one is refused naming
+//! both, flags, sizes) before allocating, the frame's checksum, the document's shape and every rule
+//! a loader relies on.
 //! \throws graph_file_error naming the offset or the node, and what was expected.
-[[nodiscard]] graph_file from_bytes(std::span<const unsigned char> bytes, const graph_file_limits& limits = {});
+[[nodiscard]] graph_file from_bytes(std::span<const unsigned char> bytes,
+                                    const graph_file_limits& limits = {});
 
 //! Writes `file` to `path` atomically (a temporary file in the same folder, renamed into place).
-//! \throws graph_file_error as to_bytes; std::runtime_error naming the path when it cannot be written.
+//! \throws graph_file_error as to_bytes; std::runtime_error naming the path when it cannot
+//!         be written.
 void write_graph_file(const std::filesystem::path& path, const graph_file& file);
 
-//! Reads the file at `path` (from_bytes). \throws graph_file_error; std::runtime_error naming the path when it
-//! cannot be opened or read.
-[[nodiscard]] graph_file read_graph_file(const std::filesystem::path& path, const graph_file_limits& limits = {});
+//! Reads the file at `path` (from_bytes). \throws graph_file_error; std::runtime_error naming the
+//! path when it cannot be opened or read.
+[[nodiscard]] graph_file read_graph_file(const std::filesystem::path& path,
+                                         const graph_file_limits& limits = {});
 
-//! Checks `file` against the rules a loader relies on (indices in range, dependencies on nodes of the same graph,
-//! no cycle, relocations inside the arguments and buffers, kinds a conditional body may hold, sizes consistent).
+//! Checks `file` against the rules a loader relies on (indices in range, dependencies on nodes of
+//! the same graph, no cycle, relocations inside the arguments and buffers, kinds a conditional body
+//! may hold, sizes consistent).
 //! \throws graph_file_error naming the graph and node, and what was expected.
 void graph_file_check(const graph_file& file, const graph_file_limits& limits = {});
 

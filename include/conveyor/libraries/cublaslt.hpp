@@ -1,11 +1,12 @@
 #pragma once
 //! \file cublaslt.hpp
-//! cuBLASLt inside captures and conditional bodies: a handle with a preallocated workspace, the algorithm chosen
-//! before capture by cuBLASLt's heuristic limited to that workspace (`cublasLtMatmulAlgoGetHeuristic` with
-//! CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES), and `cublasLtMatmul` called with both. cublasLtMatmul takes its workspace
-//! per call and allocates nothing itself; what goes wrong in a capture is choosing the algorithm there (the heuristic
-//! is host work that may differ between runs) or a workspace that the chosen algorithm outgrows. Header-only; link
-//! CUDA::cublasLt. Recipe: docs/libraries.md.
+//! cuBLASLt inside captures and conditional bodies: a handle with a preallocated workspace, the
+//! algorithm chosen before capture by cuBLASLt's heuristic limited to that workspace
+//! (`cublasLtMatmulAlgoGetHeuristic` with CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES), and
+//! `cublasLtMatmul` called with both. cublasLtMatmul takes its workspace per call and allocates
+//! nothing itself; what goes wrong in a capture is choosing the algorithm there (the heuristic is
+//! host work that may differ between runs) or a workspace that the chosen algorithm outgrows.
+//! Header-only; link CUDA::cublasLt. Recipe: docs/libraries.md.
 
 #include "conveyor/libraries/workspace.hpp"
 
@@ -22,23 +23,26 @@ inline void check_cublaslt(cublasStatus_t status, const char* call) {
     throw library_error("cuBLASLt", call, static_cast<int>(status), cublasLtGetStatusName(status));
 }
 
-//! A cuBLASLt handle (`cublasLtCreate`) with a workspace and a heuristic preference limited to it. Make it, and
-//! choose each matmul's algorithm (algorithm()), before capturing; call matmul() inside the capture (or eagerly:
-//! the same algorithm, so the same result).
-//! Thread safety: one thread at a time.
+//! A cuBLASLt handle (`cublasLtCreate`) with a workspace and a heuristic preference limited to it.
+//! Make it, and choose each matmul's algorithm (algorithm()), before capturing; call matmul()
+//! inside the capture (or eagerly: the same algorithm, so the same result). Thread safety: one
+//! thread at a time.
 class cublaslt_handle {
 public:
-  //! Creates the handle, a workspace of `workspace_bytes` (32 MiB by default) and the preference limiting
-  //! algorithms to it.
-  //! \throws library_error when cuBLASLt refuses; cuda_error when the workspace cannot be allocated.
-  explicit cublaslt_handle(std::size_t workspace_bytes = std::size_t{32} << 20) : workspace_(workspace_bytes) {
+  //! Creates the handle, a workspace of `workspace_bytes` (32 MiB by default) and the preference
+  //! limiting algorithms to it.
+  //! \throws library_error when cuBLASLt refuses; cuda_error when the workspace cannot be
+  //!         allocated.
+  explicit cublaslt_handle(std::size_t workspace_bytes = std::size_t{32} << 20) :
+      workspace_(workspace_bytes) {
     check_cublaslt(cublasLtCreate(&handle_), "cublasLtCreate");
     const cublasStatus_t rc = cublasLtMatmulPreferenceCreate(&preference_);
     std::size_t limit = workspace_.bytes();
-    const cublasStatus_t set = rc != CUBLAS_STATUS_SUCCESS
-                                   ? rc
-                                   : cublasLtMatmulPreferenceSetAttribute(
-                                         preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit);
+    const cublasStatus_t set =
+        rc != CUBLAS_STATUS_SUCCESS
+            ? rc
+            : cublasLtMatmulPreferenceSetAttribute(
+                  preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit);
     if (set != CUBLAS_STATUS_SUCCESS) {
       if (preference_ != nullptr) (void)cublasLtMatmulPreferenceDestroy(preference_);
       (void)cublasLtDestroy(handle_);
@@ -47,7 +51,8 @@ public:
   }
   cublaslt_handle(const cublaslt_handle&) = delete;
   cublaslt_handle& operator=(const cublaslt_handle&) = delete;
-  //! Destroys the preference and the handle; the workspace stays while a graph holds it. Never throws.
+  //! Destroys the preference and the handle; the workspace stays while a graph holds it. Never
+  //! throws.
   ~cublaslt_handle() {
     (void)cublasLtMatmulPreferenceDestroy(preference_);
     (void)cublasLtDestroy(handle_);
@@ -61,24 +66,28 @@ public:
                                                cublasLtMatrixLayout_t d) const {
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    check_cublaslt(cublasLtMatmulAlgoGetHeuristic(handle_, op, a, b, c, d, preference_, 1, &result, &found),
-                   "cublasLtMatmulAlgoGetHeuristic");
+    check_cublaslt(
+        cublasLtMatmulAlgoGetHeuristic(handle_, op, a, b, c, d, preference_, 1, &result, &found),
+        "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0 || result.workspaceSize > workspace_.bytes())
-      throw library_error("cuBLASLt", "cublasLtMatmulAlgoGetHeuristic", static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED),
+      throw library_error("cuBLASLt", "cublasLtMatmulAlgoGetHeuristic",
+                          static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED),
                           "no algorithm fits the workspace (make the handle with a larger one)");
     return result.algo;
   }
 
-  //! D = alpha op(A) op(B) + beta C on `s` with `algo` and the workspace (`cublasLtMatmul`); keeps the workspace
-  //! alive with the graph when `s` is capturing. Scalars by host pointer are read now (fixed in a captured graph).
+  //! D = alpha op(A) op(B) + beta C on `s` with `algo` and the workspace (`cublasLtMatmul`); keeps
+  //! the workspace alive with the graph when `s` is capturing. Scalars by host pointer are read now
+  //! (fixed in a captured graph).
   //! \throws library_error when cuBLASLt refuses; as workspace::keep_with.
   void matmul(const stream& s, cublasLtMatmulDesc_t op, const void* alpha, const void* a,
-              cublasLtMatrixLayout_t a_layout, const void* b, cublasLtMatrixLayout_t b_layout, const void* beta,
-              const void* c, cublasLtMatrixLayout_t c_layout, void* d, cublasLtMatrixLayout_t d_layout,
-              const cublasLtMatmulAlgo_t& algo) const {
+              cublasLtMatrixLayout_t a_layout, const void* b, cublasLtMatrixLayout_t b_layout,
+              const void* beta, const void* c, cublasLtMatrixLayout_t c_layout, void* d,
+              cublasLtMatrixLayout_t d_layout, const cublasLtMatmulAlgo_t& algo) const {
     const capture_scope named(s, "cublasLtMatmul");
-    check_cublaslt(cublasLtMatmul(handle_, op, alpha, a, a_layout, b, b_layout, beta, c, c_layout, d, d_layout, &algo,
-                                  workspace_.data(), workspace_.bytes(), s.get()),
+    check_cublaslt(cublasLtMatmul(handle_, op, alpha, a, a_layout, b, b_layout, beta, c, c_layout,
+                                  d, d_layout, &algo, workspace_.data(), workspace_.bytes(),
+                                  s.get()),
                    "cublasLtMatmul");
     workspace_.keep_with(s);
   }
