@@ -26,11 +26,12 @@ struct api_call {
 //!
 //! Carries the CUDA error code, its name (`cudaGetErrorName`), the API call as written, the source
 //! location of the call, and, for errors with a known remedy (stream-capture violations above all),
-//! a hint saying how to fix it. `what()` reads `file:line: call failed: cudaErrorName
-//! (description). hint`; when the error was made inside a public Conveyor call (instantiate,
-//! launch, upload, the updates, capture, synchronize, ...), it starts with the user's call site and
-//! that call instead: `app.cpp:42: conveyor::instantiate: call failed: ... (at
-//! src/execute/...:190). hint`. Thread safety: an immutable value once thrown.
+//! a hint saying how to fix it. `what()` reads
+//! `file:line: call failed: cudaErrorName (description). hint`; when the error was made inside a
+//! public Conveyor call (instantiate, launch, upload, the updates, capture, synchronize, ...), it
+//! starts with the user's call site and that call instead:
+//! `app.cpp:42: conveyor::instantiate: call failed: ... (at src/execute/...:190). hint`. Thread
+//! safety: an immutable value once thrown.
 class cuda_error : public std::runtime_error {
 public:
   //! \param code  the error the call returned (not cudaSuccess)

@@ -17,12 +17,19 @@ LIST_ITEM = re.compile(r"^([-*]|\d+\.)\s+")
 BREAKS_PARAGRAPH = re.compile(r"^(\\[a-zA-Z]+\b|\||```|#|\s*$)")
 
 
+GLUE = "\x00"  # stands for a space inside a `code span` while wrapping: a span is never broken across lines
+
+
+def glue_spans(text):
+    return re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", GLUE), text)
+
+
 def wrap(prefix, first_extra, rest_extra, text, limit):
     width = max(20, limit - len(prefix) - max(len(first_extra), len(rest_extra)))
-    lines = textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False)
+    lines = textwrap.wrap(glue_spans(text), width=width, break_long_words=False, break_on_hyphens=False)
     out = []
     for i, line in enumerate(lines):
-        out.append(f"{prefix}{first_extra if i == 0 else rest_extra}{line}".rstrip())
+        out.append(f"{prefix}{first_extra if i == 0 else rest_extra}{line}".replace(GLUE, " ").rstrip())
     return out
 
 
@@ -81,7 +88,12 @@ def reflow(source, limit):
         t = TRAILING.match(line)
         if t and len(line) > limit and '"' not in t.group(2) and not t.group(4).startswith("NOLINT"):
             indent, code, kind, text = t.groups()
-            out.extend(wrap(f"{indent}{'//!' if kind == '//!<' else '//'} ", "", "", text, limit))
+            held = []
+            while out and out[-1].rstrip().endswith(("=", "(", ",")):  # the statement began above: go above it
+                held.insert(0, out.pop())
+            lead = re.match(r"\s*", held[0]).group(0) if held else indent
+            out.extend(wrap(f"{lead}{'//!' if kind == '//!<' else '//'} ", "", "", text, limit))
+            out.extend(held)
             out.append(f"{indent}{code}")
             i += 1
             continue

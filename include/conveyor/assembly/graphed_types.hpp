@@ -82,10 +82,9 @@ enum class recapture_update : std::uint8_t {
   //! One cudaGraphExecUpdate: CUDA compares the graphs itself, so Conveyor reads nothing but what
   //! guards the update (the kernels' cluster attributes, allocation nodes when the executable graph
   //! has any). The fastest way for a re-captured graph (CUDA compares faster than reading and
-  //! comparing the new graph first: docs/benchmarks.md); the reason says "whole-graph
-  //! update". Refused (another topology, a cluster or allocation change): a new instantiation. The
-  //! default, but for rebinding arguments still being learnt, which read the graph anyway
-  //! (per_node).
+  //! comparing the new graph first: docs/benchmarks.md); the reason says "whole-graph update".
+  //! Refused (another topology, a cluster or allocation change): a new instantiation. The default,
+  //! but for rebinding arguments still being learnt, which read the graph anyway (per_node).
   whole_graph,
   //! graph_exec::update_incremental: reads and compares the new graph with the one the executable
   //! graph runs, sets only the nodes that differ and names them in the reason ("updated 2 node(s)
@@ -179,10 +178,10 @@ struct graphed_options {
   //! one dimension (prepare captures them with the same bucket).
   std::vector<std::size_t> buckets;
   //! A padding rule of its own for the batch_size argument at each position (0-based, after the
-  //! stream): several dimensions, each padded by its rule, e.g. batch × sequence length: `{{0,
-  //! {.buckets = {8, 16, 32}}}, {1, {.multiple = 128, .limit = 4096}}}`. A size one rule cannot pad
-  //! runs the call eagerly. The shapes are the combinations of the dimensions' padded sizes
-  //! (prepare captures every combination of the dimensions with bucket lists).
+  //! stream): several dimensions, each padded by its rule, e.g. batch × sequence length:
+  //! `{{0, {.buckets = {8, 16, 32}}}, {1, {.multiple = 128, .limit = 4096}}}`. A size one rule
+  //! cannot pad runs the call eagerly. The shapes are the combinations of the dimensions' padded
+  //! sizes (prepare captures every combination of the dimensions with bucket lists).
   std::vector<std::pair<std::size_t, padding_rule>> dimensions;
   //! The churn guard (off by default): eager calls while the callable keeps re-recording.
   churn_guard churn;
@@ -409,12 +408,12 @@ private:
 //! Where rebinding stands for one argument of a graphed callable's executable graph.
 enum class binding_state : std::uint8_t {
   //! not verified yet: a change re-captures, and teaches where the argument is embedded
-  learning,
   //! verified (or declared rebind_policy::patch): a change patches its sites in place, without
   //! capture
-  patched,
   //! a change always re-captures (declared so, or the mapping could not explain a change: see
   //! reason)
+  learning,
+  patched,
   recaptured,
 };
 

@@ -21,8 +21,8 @@ namespace conveyor {
 enum class capture_mode {
   global = cudaStreamCaptureModeGlobal, //!< unsafe calls are refused in every thread
   //! refused only in the capturing thread (the default)
-  thread_local_ = cudaStreamCaptureModeThreadLocal,
   //! not refused (the caller takes responsibility)
+  thread_local_ = cudaStreamCaptureModeThreadLocal,
   relaxed = cudaStreamCaptureModeRelaxed,
 };
 
@@ -66,8 +66,8 @@ enum class stream_watch : std::uint8_t {
   environment,
   //! Never watch.
   off,
-  //! Watch every thread's work; the capture's start throws std::runtime_error when CUPTI's
-  //! callback API cannot be had (libcupti not found, or another subscriber holds it), saying why.
+  //! Watch every thread's work; the capture's start throws std::runtime_error when CUPTI's callback
+  //! API cannot be had (libcupti not found, or another subscriber holds it), saying why.
   on,
   //! Watch the capturing thread's own work when CUPTI's callback API can be had, else capture
   //! unwatched: a default that never refuses a program whose other threads run eager work on
@@ -76,8 +76,8 @@ enum class stream_watch : std::uint8_t {
   if_available,
 };
 
-//! Options of a capture. A plain value; converts from a capture_mode (`capture(s, f,
-//! capture_mode::global)`).
+//! Options of a capture. A plain value; converts from a capture_mode
+//! (`capture(s, f, capture_mode::global)`).
 struct capture_options {
   //! Which CUDA calls other threads may make during the capture.
   capture_mode mode = capture_mode::thread_local_;

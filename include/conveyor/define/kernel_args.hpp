@@ -82,8 +82,8 @@ enum class parameter_class : std::uint8_t {
   value, //!< an arithmetic or enum type: never relocated, whatever its bits
   //! a class type, or no type known: each aligned 8-byte word inside a buffer is relocated (a
   //! heuristic)
-  opaque,
   //! unsigned long long, CUDA's cudaGraphConditionalHandle: relocated when it equals a condition
+  opaque,
   condition,
   // !< handle of the saved graph, else a value
 };

@@ -21,8 +21,8 @@ enum class node_kind : int {
   kernel = cudaGraphNodeTypeKernel, //!< a kernel launch
   memcpy = cudaGraphNodeTypeMemcpy, //!< a copy (1D, 2D or 3D)
   //! a fill of 1-, 2- or 4-byte elements
-  memset = cudaGraphNodeTypeMemset,
   //! a CPU callable run by the CUDA runtime
+  memset = cudaGraphNodeTypeMemset,
   host = cudaGraphNodeTypeHost,
   child_graph = cudaGraphNodeTypeGraph,                       //!< a nested graph
   empty = cudaGraphNodeTypeEmpty,                             //!< no operation: a join point
@@ -33,10 +33,10 @@ enum class node_kind : int {
   mem_alloc = cudaGraphNodeTypeMemAlloc,                      //!< allocates device memory
   mem_free = cudaGraphNodeTypeMemFree,                        //!< frees a graph allocation
   //! a batch of memory operations (driver API only)
-  batch_mem_op = 12,
   //! IF / IF-ELSE / WHILE / SWITCH on a device value
-  conditional = cudaGraphNodeTypeConditional,
   //! a type this version of Conveyor does not know
+  batch_mem_op = 12,
+  conditional = cudaGraphNodeTypeConditional,
   other = 0x7fff,
 };
 

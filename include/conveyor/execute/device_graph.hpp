@@ -26,8 +26,7 @@ namespace conveyor {
 class graph;
 class node;
 
-// ---- the rules
-// -------------------------------------------------------------------------------------------------
+// ---- the rules ----------------------------------------------------------------------------------
 
 //! One rule of device graph launch that a graph breaks: where, what CUDA forbids, and how to fix
 //! it. A plain value.
@@ -90,8 +89,7 @@ void check_device_launchable(const graph_description& d);
 //! \throws device_launch_error listing every violation; cuda_error when reading the graph fails.
 void check_device_launchable(const graph& g);
 
-// ---- device graphs
-// -----------------------------------------------------------------------------------------------
+// ---- device graphs ------------------------------------------------------------------------------
 
 //! The handle of a device graph as kernels take it: pass it by value as a kernel argument and
 //! launch it with conveyor::device::launch_graph / tail_launch
@@ -177,8 +175,7 @@ instantiate_for_device(const graph& g, const stream& upload,
                        instantiate_flags extra = instantiate_flags::none,
                        std::source_location where = std::source_location::current());
 
-// ---- device-updatable kernel nodes (CUDA 12.4+)
-// -----------------------------------------------------------------
+// ---- device-updatable kernel nodes (CUDA 12.4+) -------------------------------------------------
 
 //! The handle of a device-updatable kernel node as kernels take it (`cudaGraphDeviceNode_t`): pass
 //! it by value and change the node from device code with conveyor::device::set_param / set_enabled

@@ -6,11 +6,12 @@
 //! while a device-side condition holds (add_relaunch).
 //!
 //! Include from .cu files compiled with relocatable device code and linked with the device runtime:
-//! nvcc `-rdc=true ... -lcudadevrt`; in CMake `set_target_properties(t PROPERTIES
-//! CUDA_SEPARABLE_COMPILATION ON)` on the target whose sources include it (CMake then device-links
-//! it with cudadevrt). `cudaGraphLaunch` and the kernel node update calls are functions of the
-//! device runtime library, which only relocatable device code can call. The host side
-//! (device_graph, the rules, make_device_updatable) is in conveyor/execute/device_graph.hpp.
+//! nvcc `-rdc=true ... -lcudadevrt`; in CMake
+//! `set_target_properties(t PROPERTIES CUDA_SEPARABLE_COMPILATION ON)` on the target whose sources
+//! include it (CMake then device-links it with cudadevrt). `cudaGraphLaunch` and the kernel node
+//! update calls are functions of the device runtime library, which only relocatable device code can
+//! call. The host side (device_graph, the rules, make_device_updatable) is in
+//! conveyor/execute/device_graph.hpp.
 
 #include "conveyor/define/graph.hpp"
 #include "conveyor/define/node.hpp"

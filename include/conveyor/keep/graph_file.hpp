@@ -52,8 +52,8 @@ enum class buffer_memory : std::uint8_t {
   pinned_host, //!< page-locked host memory (cudaMallocHost)
   managed,     //!< managed memory (cudaMallocManaged)
   //! pageable host memory, saved only where the program named the buffer (load: new[])
-  host,
   //! the address a memory allocation node of the graph returns (made by that node at load)
+  host,
   graph_allocation,
 };
 

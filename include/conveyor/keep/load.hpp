@@ -95,10 +95,9 @@ public:
   struct timing {
     double kernels = 0.0; //!< seconds resolving kernels and loading images
     double buffers = 0.0; //!< seconds allocating and filling buffers
-    double graphs =
-        //! seconds adding nodes and dependencies (kernel resolution, met on the way, counted in
-        //! `kernels`)
-        0.0;
+    //! seconds adding nodes and dependencies (kernel resolution, met on the way, counted in
+    //! `kernels`)
+    double graphs = 0.0;
   };
   //! What load spent, by phase.
   [[nodiscard]] const timing& spent() const noexcept { return spent_; }

@@ -22,8 +22,9 @@
 namespace conveyor::libraries {
 
 //! Temporary storage for one CUB device-wide call, sized by the call's own query and allocated
-//! before capture. The call is given as a callable `cudaError_t call(void* temp, std::size_t&
-//! bytes)` that forwards both to the CUB algorithm with the stream, e.g.
+//! before capture. The call is given as a callable
+//! `cudaError_t call(void* temp, std::size_t& bytes)` that forwards both to the CUB algorithm with
+//! the stream, e.g.
 //!
 //!     auto sum = [&](void* temp, std::size_t& bytes) {
 //!       return cub::DeviceReduce::Sum(temp, bytes, in, out, n, s.get());

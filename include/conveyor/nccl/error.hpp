@@ -37,13 +37,15 @@ struct nccl_error_info {
 
 //! A failed, refused or timed-out NCCL operation.
 //!
-//! `what()` reads `conveyor::nccl: <call> failed on rank R (device D): ncclX (NCCL's description):
-//! <detail>; NCCL says: <ncclGetLastError>; asynchronous error: ncclY (...); the communicator was
-//! aborted. Hint: <hint>`; parts that do not apply are left out. A timeout reads `... <call> timed
-//! out on rank R (device D): <detail> ...` and has result() == ncclInProgress and timed_out() ==
-//! true. Errors found by Conveyor's own checks before anything was enqueued (a stream of another
-//! device, a root out of range, a null buffer) have result() ncclInvalidArgument or
-//! ncclInvalidUsage and leave the communicator usable. Thread safety: an immutable value once
+//! `what()` reads, in parts:
+//! `conveyor::nccl: <call> failed on rank R (device D): ncclX (NCCL's description): <detail>;`
+//! `NCCL says: <ncclGetLastError>;` `asynchronous error: ncclY (...);`
+//! `the communicator was aborted.` `Hint: <hint>`;
+//! parts that do not apply are left out. A timeout reads
+//! `... <call> timed out on rank R (device D): <detail> ...` and has result() == ncclInProgress and
+//! timed_out() == true. Errors found by Conveyor's own checks before anything was enqueued (a
+//! stream of another device, a root out of range, a null buffer) have result() ncclInvalidArgument
+//! or ncclInvalidUsage and leave the communicator usable. Thread safety: an immutable value once
 //! thrown.
 class nccl_error : public std::runtime_error {
 public:

@@ -94,10 +94,9 @@ struct trace {
   std::vector<host_call> host_calls; //!< host calls that enqueued work
   std::vector<step_info> steps;      //!< marked steps, by id
   std::vector<watched_graph> graphs; //!< executable graphs with descriptions
-  std::uint64_t dropped_records =
-      //! records dropped (CUPTI's buffers full, or beyond profiler_options::max_records): the
-      //! report says so
-      0;
+  //! records dropped (CUPTI's buffers full, or beyond profiler_options::max_records): the report
+  //! says so
+  std::uint64_t dropped_records = 0;
   std::string device_name; //!< e.g. "NVIDIA H200"
   //! Graph launches ran step by step (CONVEYOR_STEP_THROUGH was set: conveyor::step_through): each
   //! node was a graph of its own, so the report's numbers are a debugging run's, and its records
