@@ -336,6 +336,16 @@ void mark_every_settable_node_patched(detail::exec_state& state, const detail::g
   }
 }
 
+// What the executable graph owns of a graph applied node by node: its definition and its resources (keep_alive
+// items, callables, child-graph copies). The resources are held themselves: when the caller's graph object goes
+// away, its definition drops them (release_resources: executable graphs are assumed to hold theirs through CUDA user
+// objects, which is true only of graphs applied as a whole).
+std::shared_ptr<void> applied_node_by_node(const graph& g) {
+  const auto& state = access::state(g);
+  return std::make_shared<std::pair<std::shared_ptr<detail::graph_state>, std::shared_ptr<detail::resources>>>(
+      state, state->keep);
+}
+
 } // namespace
 
 bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out) {
@@ -382,7 +392,7 @@ bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_compariso
   // updated to as a whole (cudaGraphExecUpdate swaps them), not those of a graph applied node by node, yet launches
   // queued while `g` is current use its keep_alive buffers, callables and child-graph copies: the executable graph
   // owns `g` (in the slot of no node) until a later graph replaces it, then releases it behind the last launch.
-  own_for_node(nullptr, access::state(g));
+  own_for_node(nullptr, applied_node_by_node(g));
   out.method = update_method::per_node;
   out.nodes_set = set;
   const std::size_t restored = positions.size() - c.changed.size();
@@ -548,7 +558,7 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   }
   // 2. Apply.
   if (step == incremental_step::nothing) {
-    own_for_node(nullptr, access::state(g)); // its parameters run now: as set_changed_nodes', owned until replaced
+    own_for_node(nullptr, applied_node_by_node(g)); // its parameters run now: owned until replaced, as above
     retired_ = adopt_current(state, g, true, detail::known_structure(state, *access::state(g)));
     state.snapshot = std::move(*after);
     out.method = update_method::none;
