@@ -151,6 +151,11 @@ struct exec_access {
     return e.incremental_update(g, &after, true);
   }
   static exec_state& state(graph_exec& e) noexcept { return *e.impl_; }
+  //! graph_exec::own_for_node: `e` owns `item` for node `origin` from now on (null origin: the graph applied node by
+  //! node). \throws std::bad_alloc.
+  static void own_for_node(graph_exec& e, cudaGraphNode_t origin, std::shared_ptr<void> item) {
+    e.own_for_node(origin, std::move(item));
+  }
   static const exec_state& state(const graph_exec& e) noexcept { return *e.impl_; }
 };
 

@@ -340,10 +340,21 @@ void mark_every_settable_node_patched(detail::exec_state& state, const detail::g
 // items, callables, child-graph copies). The resources are held themselves: when the caller's graph object goes
 // away, its definition drops them (release_resources: executable graphs are assumed to hold theirs through CUDA user
 // objects, which is true only of graphs applied as a whole).
+// Null when the graph holds nothing its nodes point into (no keep_alive item, callable or child-graph copy): queued
+// launches then need nothing of it, and launches record no fence for it.
 std::shared_ptr<void> applied_node_by_node(const graph& g) {
   const auto& state = access::state(g);
+  if (!state->keep->any.load(std::memory_order_acquire) && state->copied_tokens.empty()) return nullptr;
   return std::make_shared<std::pair<std::shared_ptr<detail::graph_state>, std::shared_ptr<detail::resources>>>(
       state, state->keep);
+}
+
+// Gives `e` the graph applied node by node to own (exec_access::own_for_node, the slot of no node), when it holds
+// something or replaces a graph that did.
+void own_applied(graph_exec& e, const graph& g) {
+  auto kept = applied_node_by_node(g);
+  if (kept || detail::exec_access::state(e).owned.contains(nullptr))
+    detail::exec_access::own_for_node(e, nullptr, std::move(kept));
 }
 
 } // namespace
@@ -392,7 +403,7 @@ bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_compariso
   // updated to as a whole (cudaGraphExecUpdate swaps them), not those of a graph applied node by node, yet launches
   // queued while `g` is current use its keep_alive buffers, callables and child-graph copies: the executable graph
   // owns `g` (in the slot of no node) until a later graph replaces it, then releases it behind the last launch.
-  own_for_node(nullptr, applied_node_by_node(g));
+  own_applied(*this, g);
   out.method = update_method::per_node;
   out.nodes_set = set;
   const std::size_t restored = positions.size() - c.changed.size();
@@ -558,7 +569,7 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   }
   // 2. Apply.
   if (step == incremental_step::nothing) {
-    own_for_node(nullptr, applied_node_by_node(g)); // its parameters run now: owned until replaced, as above
+    own_applied(*this, g); // its parameters run now: owned until replaced, as above
     retired_ = adopt_current(state, g, true, detail::known_structure(state, *access::state(g)));
     state.snapshot = std::move(*after);
     out.method = update_method::none;
