@@ -27,9 +27,11 @@ export NCCL_NVLS_ENABLE=0
 EPOCHS=${CONVEYOR_CHECK_EPOCHS:-10}
 SANITIZERS=${SANITIZERS-memcheck racecheck synccheck} # set but empty: no sanitizer run
 export SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-${MEMCHECK_TIMEOUT:-240}}
-export SANITIZER_EXCLUDE=${SANITIZER_EXCLUDE:-${MEMCHECK_EXCLUDE:-Train.GraphModeReachesAccuracyTarget:CavityGpu.Re100ProfilesMatchGhia:CavityGpu.ConvergenceStopsEveryModeAtTheSameStep:Solve.Poisson3dOnes:Lifetime.MemoryStaysBoundedOverManyWholeGraphUpdates:Soundness.ABufferReallocatedWithCudaMallocAt*:StepThroughDeathTest.*}}
+export SANITIZER_EXCLUDE=${SANITIZER_EXCLUDE:-${MEMCHECK_EXCLUDE:-Train.GraphModeReachesAccuracyTarget:CavityGpu.Re100ProfilesMatchGhia:CavityGpu.ConvergenceStopsEveryModeAtTheSameStep:Solve.Poisson3dOnes:Lifetime.MemoryStaysBoundedOverManyWholeGraphUpdates:Soundness.ABufferReallocatedWithCudaMallocAt*:StepThroughDeathTest.*:ReleaseAtExit.*}}
 # StepThroughDeathTest.*: makes an illegal address on purpose in a child process, which hangs under a sanitizer
-# (H200, 2026-12-02: the 240 s timeout, no report); it runs in (1).
+# (H200, 2026-12-02: the 240 s timeout, no report); it runs in (1). ReleaseAtExit.*: its child exits while a kernel
+# spins for 2 s; under every tool the child did not end within 270 s (H100, 2026-12-05), each other test of
+# test_lifetime passing with no report before it; it runs in (1).
 # Soundness.ABufferReallocatedWithCudaMallocAt*: passes alone and in the suite, but under compute-sanitizer (any tool)
 # the process dies (rc 11) right after the test has passed, with no report (H200, 2026-12-01; not found yet).
 # racecheck is slowest: these long tests run under the other tools only (their kernels are raced-checked by the

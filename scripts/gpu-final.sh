@@ -4,6 +4,8 @@
 # would not hold it: the named new tests with their output (NEW_TESTS="program:filter ..."), the whole GPU suite
 # (CTest -j 6, failures' output), the main job in all modes, `conveyor bench capture-checks`, compute-sanitizer
 # (memcheck, racecheck, synccheck) on SANITIZER_PROGRAMS, the main job beside PyTorch, `conveyor bench graphed --quick`.
+# BENCH_BASELINE (an older `conveyor` binary, carried): `conveyor bench suite --quick` of it and of this build,
+# alternating twice, JSON into $OUT (bench-{base,new}-{1,2}.json; `conveyor bench render` writes the tables here).
 # Logs into $OUT (or /tmp/final); one line per step.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -33,6 +35,16 @@ fi
 if fits 120 "train"; then
   timeout 110 gpu-build/bin/conveyor train --mode all --epochs 10 --data "$CONVEYOR_FASHION_MNIST_DIR" >"$DEST/train.log" 2>&1
   echo "[train] rc=$?"; sed -n '/^device/,$p' "$DEST/train.log" | grep -v "^  call " | head -12
+fi
+if [ -n "${BENCH_BASELINE:-}" ] && fits 250 "bench suite, baseline and new"; then
+  for round in 1 2; do
+    for which in base new; do
+      bin=gpu-build/bin/conveyor
+      [ "$which" = base ] && bin=$BENCH_BASELINE
+      timeout 90 "$bin" bench suite --quick --json "$DEST/bench-$which-$round.json" >"$DEST/bench-$which-$round.log" 2>&1
+      echo "[bench $which $round] rc=$? $(grep -c . "$DEST/bench-$which-$round.log") lines"
+    done
+  done
 fi
 if fits 60 "capture-checks"; then
   echo "== conveyor bench capture-checks"

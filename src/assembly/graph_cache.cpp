@@ -487,7 +487,7 @@ bool graph_cache::has_shape(const call_key& key) const noexcept {
 void graph_cache::add_and_launch(const call_key& key, graph g, const stream& s) {
   entry& e = insert(key, std::move(g));
   matched_ = &e;
-  detail::exec_access::state(e.exec).launched_at_instantiation = true; // no upload could come ahead of this launch
+  detail::exec_access::state(e.exec).first = detail::first_launch::at_instantiation; // no upload could come first
   e.exec.launch(s);
   ++stats_.replays;
 }

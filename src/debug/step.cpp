@@ -119,7 +119,7 @@ step_report step_through(const graph_exec& e, const stream& s, const step_option
     runner.skip(&state.shadow_disabled);
     return runner.run(*state.shadow);
   }
-  if (!state.current_exact || !state.patched.empty())
+  if (state.st.nodes == detail::overlay::changed || !state.patched.empty())
     throw std::logic_error("conveyor::step_through: per-node setters changed this executable graph since its last "
                            "update (with step-through launches off), so it runs parameters its graph does not hold; "
                            "update it to the graph to step through (graph_exec::update), step through that graph, or "

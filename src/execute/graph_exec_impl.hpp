@@ -4,6 +4,7 @@
 #include "conveyor/execute/graph_exec.hpp"
 
 #include "cuda/lifetime.hpp"
+#include "execute/update_state.hpp"
 
 #include <cuda.h>
 #include "kinds/kinds.hpp"
@@ -21,6 +22,22 @@
 
 namespace conveyor::detail {
 
+//! The allocation nodes of an executable graph's source: their positions, what they reserve, and those no mem_free
+//! node frees ("node 3 (name) allocates N B at P and the graph never frees it").
+struct allocation_nodes {
+  std::vector<std::size_t> positions;
+  std::vector<allocation_params> params;
+  std::vector<std::string> unfreed;
+};
+
+//! When the first launch came, against uploads (exec_facts, the doctor's missing-upload rule).
+enum class first_launch : std::uint8_t {
+  not_yet,
+  after_upload,
+  before_upload,
+  at_instantiation, //!< graphed instantiated and launched it in one call: no upload could come first
+};
+
 struct exec_state {
   // Fields every whole-graph update reads or writes come first, near one another (a few cache lines: an update
   // of a small graph costs a few hundred nanoseconds, and each line missed after a launch costs tens).
@@ -29,21 +46,10 @@ struct exec_state {
   //! Graphs an update replaced as `current`: destroyed behind the next launch (graph_exec::after_launch), while the
   //! GPU runs it, instead of inside the update (destroying a graph of N nodes costs about as much as updating to it).
   std::vector<std::shared_ptr<graph_state>> retired;
-  bool current_exact = true; //!< false after a per-node setter changed a parameter
-  //! Node i of `current` is run by node i of the executable graph (`source`'s node i). cudaGraphExecUpdate pairs
-  //! nodes through their dependencies, in the order they were added, not by creation order: after a whole-graph
-  //! update to another graph this is not known (false) until paired_by_position checks it. What goes by position
-  //! (per-node setters given nodes of `current`, update_incremental's comparison, graphed's patches) asks first.
-  bool by_position = true;
-  bool by_position_checked = false; //!< paired_by_position read both graphs since `current` was applied
-  //! `current` has the source's structure (structure_of read and compared), so a whole-graph update to it again is
-  //! paired by position by CUDA too. A per-node update sets nodes by position whatever the order of the new graph's
-  //! dependencies: `by_position` then holds, this does not.
-  bool current_structural = false;
+  //! How `current` pairs with `source`, and what the executable graph carries node by node beside it: the two
+  //! enums of update_state.hpp, changed only through its transitions (next()).
+  update_state st;
   std::optional<graph_structure> source_structure; //!< `source`'s, read at the first need (pairs_by_position)
-  //! Set by every writer of the node-by-node records below (to_origin, configs, read, shadow_disabled, owned,
-  //! zero_disabled) and cleared when a whole-graph update has emptied them: that update then reads none of them.
-  bool node_level = false;
 
   // The thread-block cluster attributes of the kernel nodes the executable graph runs (those of the source at
   // instantiation when known without a read, else read at the first update; then kept from each graph applied as
@@ -54,10 +60,7 @@ struct exec_state {
   // Allocation nodes of the source graph: positions and what they reserve (update refuses other addresses), and
   // those never freed (for the relaunch diagnosis). Read at the first need (an update, a failed launch, the
   // unfreed_allocations query), not at instantiation, which then costs nothing more than CUDA's.
-  bool allocations_read = false;
-  std::vector<std::size_t> alloc_positions;
-  std::vector<allocation_params> allocs;
-  std::vector<std::string> unfreed;
+  std::optional<allocation_nodes> allocations;
 
   // The user objects the executable graph holds a CUDA reference of: those of the graph it was instantiated from,
   // then of the graph last applied as a whole (cudaGraphExecUpdate swaps them). Let go when it is destroyed.
@@ -97,28 +100,31 @@ struct exec_state {
   bool pinned = false;
 
   instantiate_flags flags = instantiate_flags::none;
-  // Launch history (exec_facts): uploaded before the first launch, launches on the legacy default stream.
-  bool uploaded = false;
-  bool launched = false;
-  bool first_launch_before_upload = false;
+  // Launch history (exec_facts): uploads, the first launch and what came before it, launches on the legacy stream.
+  std::uint32_t uploads = 0;
+  first_launch first = first_launch::not_yet;
   bool legacy_launch = false;
   cudaError_t launch_error = cudaSuccess; // the last launch call that failed
-  bool launched_at_instantiation = false; // graphed made and launched it in one call (exec_facts)
 };
 
 //! True when the environment variable CONVEYOR_STEP_THROUGH asks for step-through launches (set, and not "0"): read
 //! once per process. New executable graphs then launch step by step (graph_exec::step_through_launches).
 [[nodiscard]] bool step_through_requested() noexcept;
 
-//! True when node i of `state.current` is run by node i of the executable graph (exec_state::by_position), checked
-//! once after each whole-graph update to another graph (pairs_by_position of `current`), only when something goes
-//! by position. \throws cuda_error when a graph cannot be read.
+//! True when node i of `state.current` is run by node i of the executable graph (goes_by_position of its pairing):
+//! pairing::unchecked is read once (pairs_by_position of `current`, transition::pairing_read), only when something
+//! goes by position. \throws cuda_error when a graph cannot be read.
 [[nodiscard]] bool paired_by_position(exec_state& state);
 
 //! True when `g` is known, without a read, to have the structure of `state`'s source (structure_of): it is the
-//! source, or `current` found to have it (exec_state::current_structural). Never throws.
+//! source, or `current` found to have it (pairing::structural). Never throws.
 [[nodiscard]] inline bool known_structure(const exec_state& state, const graph_state& g) noexcept {
-  return &g == state.source.get() || (&g == state.current.get() && state.current_structural);
+  return &g == state.source.get() || (&g == state.current.get() && current_known_structural(state.st.pair));
+}
+
+//! Applies transition `t` to `state`'s update state (update_state.hpp's table). Never throws.
+inline void apply(exec_state& state, transition t, transition_facts f = {}) noexcept {
+  state.st = next(state.st, t, f);
 }
 
 //! True when a whole-graph update of `state`'s executable graph to `g` would pair their nodes by position: `g` is

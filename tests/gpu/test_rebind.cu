@@ -234,6 +234,7 @@ TEST(Rebind, APointerTheCallableComputesFromItsArgumentFallsBackToReCapture) {
   auto run = [&](const conveyor::graphed_options& options, conveyor::graphed_statistics* st, std::string* log) {
     device_array<float> in1(random_floats(n, 9)), in2(random_floats(n, 10)), t1(n), t2(n), out(n), acc(n);
     CONVEYOR_CHECK(cudaMemset(acc.get(), 0, acc.bytes()));
+    CONVEYOR_CHECK(cudaDeviceSynchronize()); // the legacy stream's memset, before work on s (non-blocking)
     std::map<const float*, float*> scratch{{in1.get(), t1.get()}, {in2.get(), t2.get()}};
     auto body = [&](const conveyor::stream& s, const float* in, float* o) {
       float* tmp = scratch.at(in);
@@ -353,6 +354,74 @@ TEST(Rebind, TheMappingIsReadableAndExported) {
   EXPECT_EQ(d.nodes[1].bindings[0], "argument 3 -> kernel parameter 2");
   EXPECT_NE(conveyor::to_json(d).find("\"bindings\""), std::string::npos);
   EXPECT_NE(conveyor::to_dot(d).find("binds argument 3"), std::string::npos);
+}
+
+} // namespace
+
+namespace {
+
+// Issue 39 item 9: the buffers of a graphed callable freed and allocated again at another size, call after call,
+// stream-ordered (cudaFreeAsync / cudaMallocAsync: the next allocation often gets the freed one's address, with
+// another size) or not (cudaFree, which waits for the device). Every call's output is copied behind it into one
+// results array; the sequence must finish (the test's CTest timeout bounds it) and match eager bitwise.
+std::vector<float> reallocating_calls(const conveyor::graphed_options& options, bool stream_ordered,
+                                      conveyor::graphed_statistics* stats = nullptr) {
+  const std::vector<int> sizes{5000, 3000, 8000, 3000, 1000, 8000, 8000, 2500, 5000, 1000, 7000, 7000};
+  std::size_t total = 0;
+  for (int n : sizes) total += static_cast<std::size_t>(n);
+  device_array<float> results(total);
+  conveyor::stream s;
+  conveyor::graphed step(chain, options);
+  std::size_t at = 0;
+  for (std::size_t call = 0; call < sizes.size(); ++call) {
+    const int n = sizes[call];
+    const auto bytes = static_cast<std::size_t>(n) * sizeof(float);
+    const auto input = random_floats(static_cast<std::size_t>(n), 40 + static_cast<unsigned>(call));
+    float* in = nullptr;
+    float* out = nullptr;
+    if (stream_ordered) {
+      CONVEYOR_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&in), bytes, s.get()));
+      CONVEYOR_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&out), bytes, s.get()));
+    } else {
+      CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&in), bytes));
+      CONVEYOR_CHECK(cudaMalloc(reinterpret_cast<void**>(&out), bytes));
+    }
+    CONVEYOR_CHECK(cudaMemcpyAsync(in, input.data(), bytes, cudaMemcpyHostToDevice, s.get()));
+    step(s, n, call % 3 == 0 ? 0.25F : -1.5F, in, out);
+    CONVEYOR_CHECK(cudaMemcpyAsync(results.get() + at, out, bytes, cudaMemcpyDeviceToDevice, s.get()));
+    at += static_cast<std::size_t>(n);
+    if (stream_ordered) {
+      CONVEYOR_CHECK(cudaFreeAsync(in, s.get()));
+      CONVEYOR_CHECK(cudaFreeAsync(out, s.get()));
+    } else {
+      s.synchronize(); // `input` is pageable: the copy above is done once the stream is
+      CONVEYOR_CHECK(cudaFree(in));
+      CONVEYOR_CHECK(cudaFree(out));
+    }
+    if (stream_ordered) s.synchronize(); // the pageable `input` goes out of scope
+  }
+  s.synchronize();
+  if (stats != nullptr) *stats = step.statistics();
+  return results.download();
+}
+
+TEST(Rebind, BuffersFreedAndAllocatedAgainAtAnotherSizeFinishAndMatchEagerBitwise) {
+  CONVEYOR_REQUIRE_GPU();
+  for (bool stream_ordered : {true, false}) {
+    SCOPED_TRACE(stream_ordered ? "cudaMallocAsync / cudaFreeAsync" : "cudaMalloc / cudaFree");
+    const auto want = reallocating_calls(eager, stream_ordered);
+    conveyor::graphed_statistics learned;
+    EXPECT_TRUE(same_bits(reallocating_calls({.warmup_calls = 0, .rebind = learn}, stream_ordered, &learned), want));
+    EXPECT_GT(learned.captures, 1U); // n sizes the grid: a changed n is never patched
+    EXPECT_TRUE(same_bits(reallocating_calls({.warmup_calls = 0}, stream_ordered), want));
+    const conveyor::graphed_options declared{
+        .warmup_calls = 0,
+        .rebind_arguments = {{3, conveyor::rebind_policy::patch}, {4, conveyor::rebind_policy::patch}}};
+    EXPECT_TRUE(same_bits(reallocating_calls(declared, stream_ordered), want));
+    const conveyor::graphed_options per_node{
+        .warmup_calls = 0, .recapture = conveyor::recapture_update::per_node, .audit_every = 1};
+    EXPECT_TRUE(same_bits(reallocating_calls(per_node, stream_ordered), want));
+  }
 }
 
 } // namespace

@@ -618,7 +618,7 @@ TEST(Update, SetKernelArgsKeepsTheLaunchShapeAnUpdateApplied) {
       ASSERT_EQ(r.method, whole ? conveyor::update_method::whole_graph : conveyor::update_method::per_node)
           << r.reason();
       exec.set_kernel_args(of_source ? k1 : k2, fill_int, n, 7, out.get());
-      CONVEYOR_CHECK(cudaMemset(out.get(), 0xff, n * sizeof(int)));
+      CONVEYOR_CHECK(cudaMemsetAsync(out.get(), 0xff, n * sizeof(int), s.get())); // ordered before the launch
       exec.launch(s);
       s.synchronize();
       EXPECT_TRUE(all_equal(out.download(), want)) << "the setter restored the grid of the node it was given";

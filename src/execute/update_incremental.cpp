@@ -1,0 +1,202 @@
+// update_incremental: the new graph compared with the one whose parameters the executable graph holds, then the
+// route update_state.hpp's route_incremental picks (nothing, the changed nodes set one by one, a whole-graph update,
+// a new instantiation), and the per-node application itself (set_changed_nodes), which update() shares.
+#include "conveyor/execute/graph_exec.hpp"
+#include "conveyor/execute/update_result.hpp"
+
+#include "execute/graph_exec_impl.hpp"
+#include "execute/update_guards.hpp"
+
+#include "cuda/check.hpp"
+#include "cuda/lifetime.hpp"
+#include "kinds/kind.hpp"
+#include "kinds/node_name.hpp"
+#include "kinds/walk.hpp"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <utility>
+
+namespace conveyor {
+
+using detail::access;
+
+bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out) {
+  auto& state = *impl_;
+  if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
+  // The changed nodes, then the nodes patched by position (graphed's rebinding), which run other parameters than
+  // the graph compared against: they are set to g's as well, changed or not.
+  std::vector<std::size_t> positions;
+  positions.reserve(c.changed.size() + state.patched.size());
+  std::vector<std::uint8_t> listed(c.after.size(), 0);
+  for (const auto& d : c.changed) {
+    positions.push_back(d.position);
+    listed[d.position] = 1;
+  }
+  for (std::size_t p : state.patched)
+    if (p < c.after.size() && listed[p] == 0) positions.push_back(p);
+  std::size_t set = 0;
+  for (std::size_t p : positions) {
+    const cudaGraphNode_t origin = state.origin_nodes.at(p);
+    const node_kind kind = detail::kind_of(c.after[p]);
+    const auto& traits = detail::traits_of(kind);
+    const cudaError_t rc = traits.copy_to_exec == nullptr
+                               ? cudaErrorNotSupported
+                               : detail::cleared(traits.copy_to_exec(handle_, origin, c.after[p]));
+    if (rc != cudaSuccess) {
+      out.explanation = fmt::format("per-node update refused ({}) for node {} ({})", cudaGetErrorName(rc), p,
+                                    detail::node_name(access::state(g).get(), c.after[p]));
+      // Back to the parameters the executable graph held (those of the graph compared against).
+      for (std::size_t k = 0; k < set; ++k) {
+        const std::size_t q = positions[k];
+        const auto& t = detail::traits_of(detail::kind_of(c.before[q]));
+        if (t.copy_to_exec == nullptr ||
+            detail::cleared(t.copy_to_exec(handle_, state.origin_nodes.at(q), c.before[q])) != cudaSuccess)
+          detail::apply(state, detail::transition::setter); // runs neither graph's parameters there
+      }
+      return false;
+    }
+    ++set;
+    if (kind == node_kind::host) own_for_node(origin, access::state(g)->keep); // it runs a callable of g's
+    if (kind == node_kind::memcpy || kind == node_kind::memset)
+      (void)detail::enable_if_zero_disabled(handle_, state, origin);
+  }
+  // The executable graph's CUDA user objects hold the resources of the graph it was instantiated from or last
+  // updated to as a whole (cudaGraphExecUpdate swaps them), not those of a graph applied node by node, yet launches
+  // queued while `g` is current use its keep_alive buffers, callables and child-graph copies: the executable graph
+  // owns `g` (in the slot of no node) until a later graph replaces it, then releases it behind the last launch.
+  detail::own_applied(*this, g);
+  out.method = update_method::per_node;
+  out.nodes_set = set;
+  const std::size_t restored = positions.size() - c.changed.size();
+  const std::string changes = detail::change_lines(c, access::state(g).get());
+  out.explanation += (out.explanation.empty() || changes.empty() ? "" : "; ") + changes;
+  if (restored > 0)
+    out.explanation += fmt::format("{}{} patched node(s) set to the new graph's parameters",
+                                   out.explanation.empty() ? "" : "; ", restored);
+  return true;
+}
+
+update_result graph_exec::update_incremental(const graph& g, bool reinstantiate, std::source_location where) {
+  require_graph("update_incremental");
+  const detail::api_scope scope("conveyor::graph_exec::update_incremental", where);
+  return incremental_update(g, nullptr, reinstantiate);
+}
+
+namespace {
+
+// The explanation of update_incremental's route, from the comparison `c` (when made) of the graph `names` holds.
+std::string route_explanation(detail::incremental_why why, const detail::graph_comparison* c,
+                              const detail::graph_state* names) {
+  switch (why) {
+  case detail::incremental_why::setters_changed:
+    return "parameters were changed by per-node setters since the last update";
+  case detail::incremental_why::unpaired: return std::string(detail::not_paired_by_position());
+  case detail::incremental_why::topology_changed: return fmt::format("topology changed: {}", c->topology_reason);
+  case detail::incremental_why::instantiation_only:
+    return fmt::format("only a new instantiation applies {}",
+                       detail::change_line(*c, *detail::first_unsettable(*c, true), names));
+  case detail::incremental_why::not_settable:
+    return fmt::format("not settable node by node: {}",
+                       detail::change_line(*c, *detail::first_unsettable(*c, false), names));
+  case detail::incremental_why::unchanged:
+  case detail::incremental_why::settable: return {};
+  }
+  return {};
+}
+
+// The status and node of a route that needs a new instantiation (CUDA's refusal to come, named ahead).
+void name_refusal(update_result& out, detail::incremental_why why, const detail::graph_comparison& c,
+                  const detail::graph_state* names) {
+  if (why == detail::incremental_why::topology_changed) {
+    out.status = update_status::topology_changed;
+    return;
+  }
+  const auto* d = detail::first_unsettable(c, true);
+  out.status = d->kind == node_kind::kernel ? update_status::attributes_changed : update_status::parameters_changed;
+  out.node = c.after[d->position];
+  out.node_label = detail::node_name(names, out.node);
+}
+
+} // namespace
+
+update_result graph_exec::incremental_update(const graph& g, detail::graph_snapshot* read, bool reinstantiate) {
+  (void)detail::collect();
+  auto& state = *impl_;
+  const auto* names = access::state(g).get();
+  update_result out;
+  // 1. Compare g with the graph whose parameters the executable graph holds (read once, kept from the last update),
+  // when the comparison means something; route_incremental decides.
+  std::optional<detail::graph_snapshot> after;
+  std::optional<detail::graph_comparison> c;
+  detail::comparison_facts facts;
+  if (detail::compares(state.st, state.st.nodes != detail::overlay::changed && detail::paired_by_position(state))) {
+    after = read != nullptr ? std::move(*read) : detail::snapshot_graph(g.get());
+    after->fields.clear(); // kept with the executable graph: the comparison needs no fields
+    if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
+    c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), names});
+    out.nodes_changed = c->changed.size();
+    facts = detail::facts_of(*c, !state.patched.empty());
+  }
+  const detail::incremental_plan plan = detail::route_incremental(state.st, c ? &facts : nullptr);
+  out.explanation = route_explanation(plan.why, c ? &*c : nullptr, names);
+  // 2. Apply.
+  switch (plan.route) {
+  case detail::incremental_route::nothing:
+    detail::own_applied(*this, g); // its parameters run now: owned until replaced
+    retired_ =
+        detail::adopt_current(state, g, detail::transition::per_node_update, detail::known_structure(state, *names));
+    state.snapshot = std::move(*after);
+    out.method = update_method::none;
+    return out;
+  case detail::incremental_route::per_node:
+    if (set_changed_nodes(g, *c, out)) {
+      retired_ =
+          detail::adopt_current(state, g, detail::transition::per_node_update, detail::known_structure(state, *names));
+      state.snapshot = std::move(*after);
+      return out;
+    }
+    [[fallthrough]]; // a setter failed: the executable graph holds its old parameters again
+  case detail::incremental_route::whole_graph:
+    if (auto whole = whole_update(g, after ? &*after : nullptr); whole) {
+      whole.nodes_changed = out.nodes_changed;
+      if (!out.explanation.empty())
+        whole.explanation = whole.explanation.empty() ? out.explanation : out.explanation + "; " + whole.explanation;
+      return whole;
+    } else {
+      out.status = whole.status;
+      out.node = whole.node;
+      out.from_node = whole.from_node;
+      out.node_label = whole.node_label;
+      if (!whole.explanation.empty()) out.explanation += (out.explanation.empty() ? "" : "; ") + whole.explanation;
+    }
+    break;
+  case detail::incremental_route::reinstantiate: name_refusal(out, plan.why, *c, names); break;
+  }
+  // 3. A new instantiation, the last resort.
+  switch (detail::after_failed_update(reinstantiate, state.pinned)) {
+  case detail::last_resort::refuse:
+    out.method = update_method::refused;
+    if (out.status == update_status::success) out.status = update_status::error;
+    return out;
+  case detail::last_resort::refuse_pinned:
+    detail::refuse_reinstantiation_if_pinned(state, "update_incremental", out.explanation);
+    break;
+  case detail::last_resort::reinstantiate: break;
+  }
+  graph_exec fresh = instantiate(g, without(state.flags, instantiate_flags::upload)); // first: exception-safe
+  fresh.step_launches_ = step_launches_;
+  *this = std::move(fresh);
+  out.method = update_method::reinstantiated;
+  return out;
+}
+
+void graph_exec::own_for_node(cudaGraphNode_t origin, std::shared_ptr<void> item) {
+  detail::apply(*impl_, detail::transition::record);
+  auto& slot = impl_->owned[origin];
+  detail::defer_release(std::exchange(slot, std::move(item)), impl_->last_launch);
+  tracks_launches_ = true;
+}
+
+} // namespace conveyor
