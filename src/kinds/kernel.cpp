@@ -420,6 +420,7 @@ extern const kind_traits kernel_kind{
     .comparable = true,
     .work = true,
     .dot_colour = "#cfe2f3",
+    .shows = shows_launch,
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,

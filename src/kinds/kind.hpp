@@ -57,6 +57,12 @@ struct host_address {
   bool copied = false;   //!< a copy moves bytes through it (pageable memory matters)
 };
 
+//! Bits of kind_traits::shows: the fields of a node_description a kind's nodes fill, which the exports show (DOT
+//! labels, JSON).
+inline constexpr unsigned shows_launch = 1U;    //!< kernel name, grid, block, dynamic shared memory, attributes
+inline constexpr unsigned shows_bytes = 2U;     //!< the bytes copied, set or allocated
+inline constexpr unsigned shows_copy_kind = 4U; //!< the direction of a copy ("HtoD", ...)
+
 //! One node kind's table entry: everything Conveyor knows about the kind, defined in the kind's own file
 //! (kinds/<kind>.cpp) with designated initialisers. Optional facets are null where the kind has nothing to say.
 struct kind_traits {
@@ -73,6 +79,8 @@ struct kind_traits {
   bool work = false;
   //! Fill colour of the kind's nodes in DOT exports ("#rrggbb").
   std::string_view dot_colour = "#eeeeee";
+  //! The description fields the exports show for the kind's nodes (shows_launch, shows_bytes, shows_copy_kind).
+  unsigned shows = 0;
   //! Why CUDA refuses the kind in a device-launched graph, and the fix (empty: allowed).
   device_launch_rule device_launch{};
   //! Compares the parameters CUDA runs two nodes of this kind with, every field of them.

@@ -112,6 +112,7 @@ extern const kind_traits mem_alloc_kind{
     .has_builder = true,
     .comparable = true,
     .dot_colour = "#fce5cd",
+    .shows = shows_bytes,
     .device_launch =
         {.refusal = "a memory allocation node cannot be in a device graph (CUDA allows only kernel, memcpy, memset and "
                     "child-graph nodes)",

@@ -243,6 +243,7 @@ extern const kind_traits memcpy_kind{
     .comparable = true,
     .work = true,
     .dot_colour = "#d9ead3",
+    .shows = shows_bytes | shows_copy_kind,
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,

@@ -160,6 +160,7 @@ extern const kind_traits memset_kind{
     .comparable = true,
     .work = true,
     .dot_colour = "#fff2cc",
+    .shows = shows_bytes,
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,

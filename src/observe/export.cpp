@@ -31,20 +31,25 @@ std::string dot_quoted(std::string_view text) {
 
 std::string size_text(std::size_t bytes) { return detail::byte_size(static_cast<double>(bytes), 2); }
 
+// The kernel's part of a DOT label (the kind's traits show a launch).
+std::string launch_text(const node_description& n) {
+  std::string text;
+  if (!n.label.empty() && !n.kernel_name.empty()) text += fmt::format(" {}", n.kernel_name);
+  text += fmt::format("\ngrid {}x{}x{} block {}x{}x{}", n.grid[0], n.grid[1], n.grid[2], n.block[0], n.block[1],
+                      n.block[2]);
+  if (n.shared_bytes > 0) text += fmt::format(" smem {}", size_text(n.shared_bytes));
+  for (const auto& a : n.attributes) text += fmt::format("\n{}", a);
+  return text;
+}
+
 std::string node_text(const node_description& n) {
-  std::string text = n.display_name();
-  text += fmt::format("\n{}", to_string(n.kind));
-  if (n.kind == node_kind::kernel) {
-    if (!n.label.empty() && !n.kernel_name.empty()) text += fmt::format(" {}", n.kernel_name);
-    text += fmt::format("\ngrid {}x{}x{} block {}x{}x{}", n.grid[0], n.grid[1], n.grid[2], n.block[0], n.block[1],
-                        n.block[2]);
-    if (n.shared_bytes > 0) text += fmt::format(" smem {}", size_text(n.shared_bytes));
-    for (const auto& a : n.attributes) text += fmt::format("\n{}", a);
-  }
-  if (n.kind == node_kind::memcpy) text += fmt::format(" {} {}", n.copy_kind, size_text(n.bytes));
+  const unsigned shows = detail::traits_of(n.kind).shows;
+  std::string text = fmt::format("{}\n{}", n.display_name(), to_string(n.kind));
+  if ((shows & detail::shows_launch) != 0) text += launch_text(n);
+  if ((shows & detail::shows_copy_kind) != 0) text += fmt::format(" {}", n.copy_kind);
+  if ((shows & detail::shows_bytes) != 0) text += fmt::format(" {}", size_text(n.bytes));
   if (n.source_device >= 0 && n.device >= 0)
     text += fmt::format("\npeer copy device {} -> device {}", n.source_device, n.device);
-  if (n.kind == node_kind::memset || n.kind == node_kind::mem_alloc) text += fmt::format(" {}", size_text(n.bytes));
   for (const auto& b : n.bindings) text += fmt::format("\nbinds {}", b);
   if (!n.fault.empty()) text += fmt::format("\nFAULT: {}", n.fault);
   return text;
@@ -109,16 +114,16 @@ nlohmann::json to_json_value(const graph_description& d) {
   for (const auto& n : d.nodes) {
     nlohmann::json j{
         {"id", n.id}, {"kind", std::string(to_string(n.kind))}, {"label", n.label}, {"name", n.display_name()}};
-    if (n.kind == node_kind::kernel) {
+    const unsigned shows = detail::traits_of(n.kind).shows;
+    if ((shows & detail::shows_launch) != 0) {
       j["kernel"] = n.kernel_name;
       j["grid"] = n.grid;
       j["block"] = n.block;
       j["shared_bytes"] = n.shared_bytes;
       if (!n.attributes.empty()) j["attributes"] = n.attributes;
     }
-    if (n.kind == node_kind::memcpy || n.kind == node_kind::memset || n.kind == node_kind::mem_alloc)
-      j["bytes"] = n.bytes;
-    if (n.kind == node_kind::memcpy) j["copy_kind"] = n.copy_kind;
+    if ((shows & detail::shows_bytes) != 0) j["bytes"] = n.bytes;
+    if ((shows & detail::shows_copy_kind) != 0) j["copy_kind"] = n.copy_kind;
     if (n.device >= 0) j["device"] = n.device;
     if (n.source_device >= 0) j["source_device"] = n.source_device;
     if (!n.bindings.empty()) j["bindings"] = n.bindings;

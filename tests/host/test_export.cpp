@@ -126,6 +126,34 @@ TEST(Json, EmptyGraph) {
   EXPECT_EQ(j.at("statistics").at("depth"), 0);
 }
 
+// Each kind's node shows the description fields its kind fills, and no other (the kinds' `shows` facet): a node
+// with every field set, of each kind, exported to JSON and DOT.
+TEST(Export, EachKindShowsTheFieldsItsKindFillsAndNoOther) {
+  for (node_kind kind : conveyor::all_node_kinds) {
+    SCOPED_TRACE(std::string(conveyor::to_string(kind)));
+    node_description n = make(0, kind, "n");
+    n.kernel_name = "axpy";
+    n.grid = {3, 1, 1};
+    n.block = {128, 1, 1};
+    n.bytes = 4096;
+    n.copy_kind = "HtoD";
+    graph_description d;
+    d.nodes.push_back(n);
+    const auto node = nlohmann::json::parse(conveyor::to_json(d)).at("nodes")[0];
+    const std::string dot = conveyor::to_dot(d);
+    const bool launch = kind == node_kind::kernel;
+    const bool bytes = kind == node_kind::memcpy || kind == node_kind::memset || kind == node_kind::mem_alloc;
+    const bool copy = kind == node_kind::memcpy;
+    EXPECT_EQ(node.contains("grid"), launch);
+    EXPECT_EQ(node.contains("kernel"), launch);
+    EXPECT_EQ(dot.find("grid 3x1x1 block 128x1x1") != std::string::npos, launch) << dot;
+    EXPECT_EQ(node.contains("bytes"), bytes);
+    EXPECT_EQ(dot.find("4.00 KiB") != std::string::npos, bytes) << dot;
+    EXPECT_EQ(node.contains("copy_kind"), copy);
+    EXPECT_EQ(dot.find("HtoD") != std::string::npos, copy) << dot;
+  }
+}
+
 } // namespace
 
 TEST(Export, EdgeTypesAreDrawnAndListed) {
