@@ -2,6 +2,9 @@
 // Every refusal names the graph and node and what was expected.
 #include "conveyor/keep/graph_file.hpp"
 
+#include "kinds/keep.hpp"
+#include "kinds/kind.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -200,37 +203,18 @@ struct checker {
     if (n.bodies.size() != c.size) fail(where, fmt::format("{} bodies for a size of {}", n.bodies.size(), c.size));
   }
 
-  // The parameters' alternative follows the kind.
+  // The parameters' alternative follows the kind (its graph-file facet's payload); a kind no file holds has none.
   static bool matches(node_kind k, const saved_parameters& p) {
-    switch (k) {
-    case node_kind::kernel: return std::holds_alternative<saved_kernel_node>(p);
-    case node_kind::memcpy: return std::holds_alternative<saved_memcpy_node>(p);
-    case node_kind::memset: return std::holds_alternative<saved_memset_node>(p);
-    case node_kind::host:
-    case node_kind::event_record:
-    case node_kind::event_wait: return std::holds_alternative<saved_reference>(p);
-    case node_kind::mem_alloc: return std::holds_alternative<saved_mem_alloc_node>(p);
-    case node_kind::mem_free: return std::holds_alternative<saved_mem_free_node>(p);
-    case node_kind::conditional: return std::holds_alternative<saved_conditional_node>(p);
-    case node_kind::child_graph:
-    case node_kind::empty: return std::holds_alternative<std::monostate>(p);
-    case node_kind::ext_semaphore_signal:
-    case node_kind::ext_semaphore_wait:
-    case node_kind::batch_mem_op:
-    case node_kind::other: return false;
-    }
-    return false;
+    const detail::keep_facets* f = detail::traits_of(k).keep;
+    return f != nullptr && f->save != nullptr && p.index() == f->payload;
   }
 
   // What graph a node sits in: the rules CUDA sets for conditional bodies and child graphs.
   enum class graph_role { top, body, child };
 
   static bool allowed_in(node_kind k, graph_role role) {
-    if (role == graph_role::body)
-      return k == node_kind::kernel || k == node_kind::memcpy || k == node_kind::memset || k == node_kind::empty ||
-             k == node_kind::child_graph || k == node_kind::conditional;
-    if (role == graph_role::child)
-      return k != node_kind::conditional && k != node_kind::mem_alloc && k != node_kind::mem_free;
+    if (role == graph_role::body) return detail::traits_of(k).allowed_in_body;
+    if (role == graph_role::child) return detail::traits_of(k).allowed_in_child;
     return true;
   }
 

@@ -3,6 +3,9 @@
 // fields.
 #include "keep/schema.hpp"
 
+#include "kinds/keep.hpp"
+#include "kinds/kind.hpp"
+
 #include <fmt/format.h>
 
 #include <limits>
@@ -462,26 +465,22 @@ saved_conditional_node read_conditional_node(const flat_value& j, const place& w
   return c;
 }
 
+// The parameters of a node of `kind`, read as the kind's graph-file facet says they are saved (its payload).
 saved_parameters read_parameters(node_kind kind, const flat_value& j, const place& where) {
-  switch (kind) {
-  case node_kind::kernel: return read_kernel_node(j, where);
-  case node_kind::memcpy: return read_memcpy_node(j, where);
-  case node_kind::memset: return read_memset_node(j, where);
-  case node_kind::host:
-  case node_kind::event_record:
-  case node_kind::event_wait: return saved_reference{uint_field<std::uint32_t>(j, "index", where)};
-  case node_kind::mem_alloc: return read_mem_alloc_node(j, where);
-  case node_kind::mem_free: return saved_mem_free_node{address_of(field(j, "address", where), where / "address")};
-  case node_kind::conditional: return read_conditional_node(j, where);
-  case node_kind::child_graph:
-  case node_kind::empty: return std::monostate{};
-  case node_kind::ext_semaphore_signal:
-  case node_kind::ext_semaphore_wait:
-  case node_kind::batch_mem_op:
-  case node_kind::other: break;
-  }
-  throw graph_file_error(fmt::format("graph file: {}: a {} node, which no graph file holds (save refuses the kind)",
-                                     where.text(), to_string(kind)));
+  const keep_facets* f = traits_of(kind).keep;
+  if (f == nullptr || f->save == nullptr)
+    throw graph_file_error(fmt::format("graph file: {}: a {} node, which no graph file holds (save refuses the kind)",
+                                       where.text(), to_string(kind)));
+  const std::size_t p = f->payload;
+  if (p == payload_index<saved_kernel_node>) return read_kernel_node(j, where);
+  if (p == payload_index<saved_memcpy_node>) return read_memcpy_node(j, where);
+  if (p == payload_index<saved_memset_node>) return read_memset_node(j, where);
+  if (p == payload_index<saved_reference>) return saved_reference{uint_field<std::uint32_t>(j, "index", where)};
+  if (p == payload_index<saved_mem_alloc_node>) return read_mem_alloc_node(j, where);
+  if (p == payload_index<saved_mem_free_node>)
+    return saved_mem_free_node{address_of(field(j, "address", where), where / "address")};
+  if (p == payload_index<saved_conditional_node>) return read_conditional_node(j, where);
+  return std::monostate{};
 }
 
 std::vector<saved_dependency> read_dependencies(const flat_value& j, const place& where) {

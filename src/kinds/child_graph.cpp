@@ -105,6 +105,7 @@ extern const keep_facets child_graph_keep{
     .load = &load_child,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<std::monostate>,
 };
 
 extern const kind_traits child_graph_kind{

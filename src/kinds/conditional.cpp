@@ -128,12 +128,14 @@ extern const keep_facets conditional_keep{
     .load = &load_conditional,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<saved_conditional_node>,
 };
 
 extern const kind_traits conditional_kind_traits{
     .kind = node_kind::conditional,
     .name = "conditional",
     .allowed_in_body = true,
+    .allowed_in_child = false,
     .has_builder = true,
     .comparable = true,
     .dot_colour = "#d9d2e9",

@@ -35,6 +35,7 @@ extern const keep_facets empty_keep{
     .load = &load_empty,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<std::monostate>,
 };
 
 extern const kind_traits empty_kind{

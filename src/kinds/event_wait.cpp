@@ -63,6 +63,7 @@ extern const keep_facets event_wait_keep{
     .load = &load_event,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<saved_reference>,
 };
 
 extern const kind_traits event_wait_kind{

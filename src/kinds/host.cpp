@@ -72,6 +72,7 @@ extern const keep_facets host_keep{
     .load = &load_host,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<saved_reference>,
 };
 
 extern const kind_traits host_kind{

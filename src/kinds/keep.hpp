@@ -17,6 +17,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace conveyor::detail {
@@ -91,6 +93,18 @@ struct saved_context {
   const graph_file* after = nullptr;
 };
 
+//! The index of `T` among saved_parameters' alternatives (keep_facets::payload).
+template <class T, class... Ts>
+constexpr std::size_t alternative_index(std::type_identity<std::variant<Ts...>>) noexcept {
+  constexpr bool same[] = {std::is_same_v<T, Ts>...};
+  for (std::size_t i = 0; i < sizeof...(Ts); ++i)
+    if (same[i]) return i;
+  return sizeof...(Ts);
+}
+template <class T>
+inline constexpr std::size_t payload_index = alternative_index<T>(std::type_identity<saved_parameters>{});
+static_assert(payload_index<std::monostate> == 0 && payload_index<saved_conditional_node> == 7);
+
 //! One kind's facets for graph files (kind_traits::keep). Null save: the kind is refused at save with `refusal`.
 struct keep_facets {
   //! Reads node `n` (of the graph whose model is `owner`, or null) into `out`'s parameters and bodies.
@@ -106,6 +120,9 @@ struct keep_facets {
   //! Why the kind is refused at save, and the fix (save null).
   std::string_view refusal{};
   std::string_view fix{};
+  //! Which alternative of saved_parameters holds the kind's parameters in a file (payload_index); meaningless when
+  //! save is null.
+  std::size_t payload = 0;
 };
 
 //! "buffer 'x' +64", or "null": an address for messages and diffs.

@@ -945,6 +945,7 @@ extern const keep_facets kernel_keep{
     .load = &load_kernel,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<saved_kernel_node>,
 };
 
 } // namespace conveyor::detail

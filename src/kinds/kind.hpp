@@ -70,6 +70,8 @@ struct kind_traits {
   std::string_view name;
   //! CUDA allows this kind inside a conditional node's body.
   bool allowed_in_body;
+  //! CUDA allows this kind inside a child graph (not conditional nodes nor memory allocation or free nodes).
+  bool allowed_in_child = true;
   //! graph has a typed builder call for the kind.
   bool has_builder;
   //! compare reads and compares every parameter (false: it always answers "not comparable").

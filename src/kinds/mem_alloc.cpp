@@ -103,12 +103,14 @@ extern const keep_facets mem_alloc_keep{
     .load = &load_mem_alloc,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<saved_mem_alloc_node>,
 };
 
 extern const kind_traits mem_alloc_kind{
     .kind = node_kind::mem_alloc,
     .name = "mem_alloc",
     .allowed_in_body = false,
+    .allowed_in_child = false,
     .has_builder = true,
     .comparable = true,
     .dot_colour = "#fce5cd",

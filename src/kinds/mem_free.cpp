@@ -44,12 +44,14 @@ extern const keep_facets mem_free_keep{
     .load = &load_mem_free,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<saved_mem_free_node>,
 };
 
 extern const kind_traits mem_free_kind{
     .kind = node_kind::mem_free,
     .name = "mem_free",
     .allowed_in_body = false,
+    .allowed_in_child = false,
     .has_builder = true,
     .comparable = true,
     .dot_colour = "#fce5cd",

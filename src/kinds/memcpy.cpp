@@ -233,6 +233,7 @@ extern const keep_facets memcpy_keep{
     .load = &load_memcpy,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<saved_memcpy_node>,
 };
 
 extern const kind_traits memcpy_kind{

@@ -150,6 +150,7 @@ extern const keep_facets memset_keep{
     .load = &load_memset,
     .describe = &describe_saved,
     .compare = &compare_saved,
+    .payload = payload_index<saved_memset_node>,
 };
 
 extern const kind_traits memset_kind{

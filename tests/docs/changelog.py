@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """CHANGELOG.md has a dated section for the version in include/conveyor/version.hpp, and its sections run newest
-first (docs/stability.md). Usage: changelog.py ROOT [CHANGELOG] (default ROOT/CHANGELOG.md). Exit 1 naming what
+first (docs/stability.md); an '## [Unreleased]' section may come first (Keep a Changelog: changes not yet released). Usage: changelog.py ROOT [CHANGELOG] (default ROOT/CHANGELOG.md). Exit 1 naming what
 is wrong."""
 import re
 import sys
@@ -17,6 +17,10 @@ def sections(path):
     out = []
     for n, line in enumerate(open(path, encoding="utf-8"), 1):
         if line.startswith("## "):
+            if line.strip() == "## [Unreleased]":
+                if out:
+                    sys.exit(f"{path}:{n}: '## [Unreleased]' must be the first section")
+                continue
             m = re.fullmatch(r"## \[(\d+)\.(\d+)\.(\d+)\] - (\d{4}-\d{2}-\d{2})\s*", line)
             if not m:
                 sys.exit(f"{path}:{n}: a section title must read '## [X.Y.Z] - YYYY-MM-DD', not {line.strip()!r}")
