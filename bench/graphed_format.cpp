@@ -56,6 +56,7 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
                                         "update µs",
                                         "launch µs",
                                         "raw ÷ eager",
+                                        "default ÷ raw",
                                         "raw, all N changed ÷ eager",
                                         "read µs a node: Conveyor",
                                         "driver calls"};
@@ -64,14 +65,26 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
   std::vector<std::vector<std::string>> body;
   for (const auto& r : rows) {
     const double set = std::max(0.0, r.update_us - r.read_us - r.compare_us);
-    body.push_back({fmt::format("{}", r.nodes), format_number(r.eager_us), format_number(r.capture_us),
-                    format_number(r.checks_us), format_number(r.whole_update_us), format_number(r.whole_launch_us),
-                    ratio(r.capture_us + r.whole_update_us + r.whole_launch_us, r.eager_us), format_number(r.read_us),
-                    format_number(r.compare_us), format_number(set), format_number(r.launch_us),
-                    ratio(r.capture_us + r.update_us + r.launch_us, r.eager_us), format_number(r.raw_capture_us),
-                    format_number(r.raw_update_us), format_number(r.raw_launch_us),
+    body.push_back({fmt::format("{}", r.nodes),
+                    format_number(r.eager_us),
+                    format_number(r.capture_us),
+                    format_number(r.checks_us),
+                    format_number(r.whole_update_us),
+                    format_number(r.whole_launch_us),
+                    ratio(r.capture_us + r.whole_update_us + r.whole_launch_us, r.eager_us),
+                    format_number(r.read_us),
+                    format_number(r.compare_us),
+                    format_number(set),
+                    format_number(r.launch_us),
+                    ratio(r.capture_us + r.update_us + r.launch_us, r.eager_us),
+                    format_number(r.raw_capture_us),
+                    format_number(r.raw_update_us),
+                    format_number(r.raw_launch_us),
                     ratio(r.raw_capture_us + r.raw_update_us + r.raw_launch_us, r.eager_us),
-                    ratio(r.raw_all_nodes_us, r.eager_us), per_node(r.read_us, r.nodes),
+                    ratio(r.capture_us + r.whole_update_us + r.whole_launch_us,
+                          r.raw_capture_us + r.raw_update_us + r.raw_launch_us),
+                    ratio(r.raw_all_nodes_us, r.eager_us),
+                    per_node(r.read_us, r.nodes),
                     per_node(r.raw_read_us, r.nodes)});
   }
   return fmt::format(
@@ -85,12 +98,13 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
       "(`update_incremental` less its read and comparison), the launch until finished; per-node ÷ eager = (capture + "
       "read + compare + set + launch) ÷ eager. Last, the anchor: the same re-capture through the Runtime API alone "
       "(`cudaStreamBeginCapture` … `cudaStreamEndCapture`, `cudaGraphExecUpdate`, `cudaGraphLaunch` until finished, "
-      "the replaced graph destroyed while the GPU runs), raw ÷ eager = (capture + update + launch) ÷ eager; the same "
+      "the replaced graph destroyed while the GPU runs), raw ÷ eager = (capture + update + launch) ÷ eager, and "
+      "default ÷ raw, graphed's default path against the Runtime API's own capture, update and launch; the same "
       "when all N nodes changed (a pointer every kernel takes), on an executable graph of its own: the floor of "
       "graphed's all-nodes re-capture rows; and the read per node, Conveyor's (`per-node: read µs` ÷ N) beside the "
       "driver calls alone that it makes, on another fresh capture (node list; each node's type, kernel parameters, "
       "eight launch attributes, dependencies).\n\n{}",
-      markdown_table(header, body, "rrrrrrrrrrrrrrrrrrr"));
+      markdown_table(header, body, "rrrrrrrrrrrrrrrrrrrr"));
 }
 
 std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {

@@ -265,6 +265,7 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   EXPECT_NE(cost.find(" 0.812 |"), std::string::npos) << cost; // per node: (9500 + 5600 + 10900) / 32000 = 0.8125
   EXPECT_NE(cost.find(" 0.688 |"), std::string::npos) << cost; // default: (9500 + 1900 + 10600) / 32000 = 0.6875
   EXPECT_NE(cost.find(" 0.662 |"), std::string::npos) << cost; // raw: (9000 + 1500 + 10700) / 32000 = 0.6625
+  EXPECT_NE(cost.find(" 1.038 |"), std::string::npos) << cost; // default ÷ raw: 22000 / 21200 = 1.0377
   EXPECT_NE(cost.find(" 0.775 |"), std::string::npos) << cost; // raw, all nodes changed: 24800 / 32000
   EXPECT_NE(cost.find(" 0.400 |"), std::string::npos) << cost; // Conveyor's read a node: 4000 / 10000
   EXPECT_NE(cost.find(" 0.530 |"), std::string::npos) << cost; // the driver's calls a node: 5300 / 10000
