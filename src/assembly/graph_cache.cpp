@@ -487,8 +487,8 @@ bool graph_cache::has_shape(const call_key& key) const noexcept {
 void graph_cache::add_and_launch(const call_key& key, graph g, const stream& s) {
   entry& e = insert(key, std::move(g));
   matched_ = &e;
-  detail::exec_access::state(e.exec).first = detail::first_launch::at_instantiation; // no upload could come first
   e.exec.launch(s);
+  detail::exec_access::state(e.exec).first = detail::first_launch::at_instantiation; // no upload could come first
   ++stats_.replays;
 }
 

@@ -227,7 +227,8 @@ void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source
   }
   if (!launched_) {
     launched_ = true;
-    impl_->first = impl_->uploads > 0 ? detail::first_launch::after_upload : detail::first_launch::before_upload;
+    if (impl_->first == detail::first_launch::not_yet)
+      impl_->first = impl_->uploads > 0 ? detail::first_launch::after_upload : detail::first_launch::before_upload;
   }
   if (s.get() == nullptr || s.get() == cudaStreamLegacy) impl_->legacy_launch = true;
   if (tracks_launches_) impl_->last_launch = detail::fence::record(s.get());

@@ -77,36 +77,44 @@ clusters compare_clusters(exec_state& state, const graph& g, const graph_snapsho
   return next.empty() && state.attributes->empty() ? clusters::none : clusters::same;
 }
 
-// A refusal of the update to `g` at node `position` of `g` (no node when out of range).
-update_result refusal(const graph& g, update_status status, std::size_t position, std::string explanation) {
+// A refusal of the update to `g` naming `node` (of `g`; null: none known, named "unknown node" as CUDA's refusals
+// are) when `named`.
+update_result refusal(const graph& g, update_status status, cudaGraphNode_t node, bool named, std::string explanation) {
   update_result r;
   r.method = update_method::refused;
   r.status = status;
-  const auto nodes = graph_nodes(g.get());
-  r.node = position < nodes.size() ? nodes[position] : nullptr;
-  if (r.node != nullptr) r.node_label = node_name(access::state(g).get(), r.node);
+  r.node = node;
+  if (named) r.node_label = node_name(access::state(g).get(), node);
   r.explanation = std::move(explanation);
   return r;
+}
+
+// Node `position` of `g`, or null when it has fewer nodes.
+cudaGraphNode_t node_at(const graph& g, std::size_t position) {
+  const auto nodes = graph_nodes(g.get());
+  return position < nodes.size() ? nodes[position] : nullptr;
 }
 
 update_result other_allocations(const exec_state& state, const graph& g, const allocation_difference& d) {
   const auto& mine = *state.allocations;
   const std::size_t i = mine.positions[d.k];
-  return refusal(g, update_status::parameters_changed, i,
+  return refusal(g, update_status::parameters_changed, d.node, true,
                  fmt::format("allocation node {} reserves {} B at {} where the executable graph has {} B at {}; "
                              "kernels of the new graph use that address, so it needs a new instantiation",
                              i, d.now.bytes, d.now.pointer, mine.params[d.k].bytes, mine.params[d.k].pointer));
 }
 
 update_result unreadable(const graph& g, const cluster_difference& d) {
-  update_result r = refusal(g, update_status::not_supported, d.in_new_graph ? d.position : SIZE_MAX,
-                            fmt::format("node {} of the {} graph is a conditional node Conveyor did not build: CUDA "
-                                        "13.0 cannot read its bodies back, so whether their kernels' thread-block "
-                                        "clusters change cannot be checked (a whole-graph update reports new ones "
-                                        "applied and launches keep the old ones); it needs a new instantiation (a "
-                                        "conditional node made with conveyor::add_conditional or capture_conditional "
-                                        "is updated in place)",
-                                        d.position, d.in_new_graph ? "new" : "executable graph's"));
+  // A node of the executable graph's side is not named (it is not `g`'s): no read.
+  update_result r =
+      refusal(g, update_status::not_supported, d.in_new_graph ? node_at(g, d.position) : nullptr, d.in_new_graph,
+              fmt::format("node {} of the {} graph is a conditional node Conveyor did not build: CUDA "
+                          "13.0 cannot read its bodies back, so whether their kernels' thread-block "
+                          "clusters change cannot be checked (a whole-graph update reports new ones "
+                          "applied and launches keep the old ones); it needs a new instantiation (a "
+                          "conditional node made with conveyor::add_conditional or capture_conditional "
+                          "is updated in place)",
+                          d.position, d.in_new_graph ? "new" : "executable graph's"));
   return r;
 }
 
@@ -115,7 +123,7 @@ update_result cluster_change(const graph& g, const cluster_difference& d) {
                                          : fmt::format("kernel {} inside node {} (a child graph or conditional "
                                                        "body, depth first)",
                                                        d.inner, d.position);
-  return refusal(g, update_status::attributes_changed, d.position,
+  return refusal(g, update_status::attributes_changed, node_at(g, d.position), true,
                  fmt::format("{} has other thread-block cluster attributes; a whole-graph update reports them "
                              "applied but launches keep the old ones, so it needs a new instantiation",
                              where));

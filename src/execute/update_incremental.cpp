@@ -131,7 +131,9 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   std::optional<detail::graph_snapshot> after;
   std::optional<detail::graph_comparison> c;
   detail::comparison_facts facts;
-  if (detail::compares(state.st, state.st.nodes != detail::overlay::changed && detail::paired_by_position(state))) {
+  // Pairing is read (transition::pairing_read) only when setters left the parameters alone.
+  const bool paired = state.st.nodes != detail::overlay::changed && detail::paired_by_position(state);
+  if (detail::compares(state.st, paired)) {
     after = read != nullptr ? std::move(*read) : detail::snapshot_graph(g.get());
     after->fields.clear(); // kept with the executable graph: the comparison needs no fields
     if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);

@@ -309,6 +309,35 @@ TEST(Profiler, OneAtATimeAndStepsDoNotNest) {
 
 // ---- what the doctor reads from CUDA ---------------------------------------------------------------------------
 
+// graphed instantiates and launches a new shape's graph in one call: its facts say so (no upload could come
+// first), and a later upload is still recorded. (A review found the first launch overwriting this.)
+TEST(ExecFacts, AGraphedFirstCallIsLaunchedAtInstantiation) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1024;
+  device_array<float> x(random_floats(n, 19));
+  conveyor::stream s;
+  auto body = [](const conveyor::stream& st, int count, float* p) {
+    kernels::scale<<<cover(count).grid, cover(count).block, 0, st.get()>>>(count, 1.5F, p);
+    conveyor::check_launch("scale");
+  };
+  conveyor::graphed step(body, conveyor::graphed_options{.warmup_calls = 0});
+  step(s, n, x.get());
+  s.synchronize();
+  const auto executables = step.executables();
+  ASSERT_EQ(executables.size(), 1U);
+  auto f = executables[0]->facts();
+  EXPECT_TRUE(f.launched);
+  EXPECT_TRUE(f.launched_at_instantiation);
+  EXPECT_TRUE(f.first_launch_before_upload);
+  EXPECT_FALSE(f.uploaded);
+  executables[0]->upload(s);
+  step(s, n, x.get());
+  s.synchronize();
+  f = executables[0]->facts();
+  EXPECT_TRUE(f.uploaded);
+  EXPECT_TRUE(f.launched_at_instantiation); // the first launch still came before it
+}
+
 TEST(ExecFacts, UploadBeforeTheFirstLaunchAndTheLegacyStream) {
   CONVEYOR_REQUIRE_GPU();
   const int n = 1024;
