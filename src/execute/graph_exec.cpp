@@ -227,8 +227,7 @@ void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source
   }
   if (!launched_) {
     launched_ = true;
-    if (impl_->first == detail::first_launch::not_yet)
-      impl_->first = impl_->uploads > 0 ? detail::first_launch::after_upload : detail::first_launch::before_upload;
+    impl_->first = detail::after_launch(impl_->first, impl_->uploads);
   }
   if (s.get() == nullptr || s.get() == cudaStreamLegacy) impl_->legacy_launch = true;
   if (tracks_launches_) impl_->last_launch = detail::fence::record(s.get());

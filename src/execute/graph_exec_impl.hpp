@@ -30,14 +30,6 @@ struct allocation_nodes {
   std::vector<std::string> unfreed;
 };
 
-//! When the first launch came, against uploads (exec_facts, the doctor's missing-upload rule).
-enum class first_launch : std::uint8_t {
-  not_yet,
-  after_upload,
-  before_upload,
-  at_instantiation, //!< graphed instantiated and launched it in one call: no upload could come first
-};
-
 struct exec_state {
   // Fields every whole-graph update reads or writes come first, near one another (a few cache lines: an update
   // of a small graph costs a few hundred nanoseconds, and each line missed after a launch costs tens).

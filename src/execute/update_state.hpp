@@ -104,6 +104,23 @@ enum class by_position : std::uint8_t { yes, no, read_first };
 //! Whether a whole-graph update to the graph `current` pairs by position (CUDA's pairing), known without a read.
 [[nodiscard]] constexpr bool current_known_structural(pairing p) noexcept { return p == pairing::structural; }
 
+// ---- the launch history ------------------------------------------------------------------------------------------
+
+//! When the first launch came, against uploads (exec_facts, the doctor's missing-upload rule).
+enum class first_launch : std::uint8_t {
+  not_yet,
+  after_upload,
+  before_upload,
+  at_instantiation, //!< graphed instantiated and launched it in one call: no upload could come first
+};
+
+//! The history after a launch that succeeded, `uploads` uploads having come before it: the first launch is
+//! recorded once; a later one (or graphed's mark, at_instantiation) is kept. Never throws.
+[[nodiscard]] constexpr first_launch after_launch(first_launch f, std::uint32_t uploads) noexcept {
+  if (f != first_launch::not_yet) return f;
+  return uploads > 0 ? first_launch::after_upload : first_launch::before_upload;
+}
+
 // ---- the guards of a whole-graph update ---------------------------------------------------------------------------
 
 //! How the allocation nodes of the graph to apply compare with the executable graph's (by position).

@@ -208,4 +208,12 @@ TEST(SetterTarget, ANodeLeadsToItselfByPositionOrNowhereAsThePairingAllows) {
     }
 }
 
+TEST(LaunchHistory, TheFirstLaunchIsRecordedOnceAgainstTheUploadsBeforeIt) {
+  EXPECT_EQ(after_launch(first_launch::not_yet, 0), first_launch::before_upload);
+  EXPECT_EQ(after_launch(first_launch::not_yet, 1), first_launch::after_upload);
+  EXPECT_EQ(after_launch(first_launch::not_yet, 7), first_launch::after_upload);
+  for (first_launch f : {first_launch::after_upload, first_launch::before_upload, first_launch::at_instantiation})
+    for (std::uint32_t uploads : {0U, 3U}) EXPECT_EQ(after_launch(f, uploads), f) << static_cast<int>(f);
+}
+
 } // namespace
