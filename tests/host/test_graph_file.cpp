@@ -210,6 +210,13 @@ TEST(GraphFile, EveryRuleALoaderReliesOnIsChecked) {
       {"host function 4 of a table of 1",
        [](graph_file& f) { std::get<conveyor::saved_reference>(f.graphs[0].graph.nodes[5].parameters).index = 4; }},
       {"2 nested graphs: expected 1", [](graph_file& f) { f.graphs[0].graph.nodes[6].bodies.push_back({}); }},
+      {"a kind CUDA does not allow in a child graph",
+       [](graph_file& f) {
+         f.graphs[0].graph.nodes[6].bodies[0].nodes.push_back(
+             conveyor::test::simple_node(conveyor::node_kind::mem_free, conveyor::saved_mem_free_node{}, {}));
+       }},
+      {"parameters of another kind than the node's",
+       [](graph_file& f) { f.graphs[0].graph.nodes[0].parameters = conveyor::saved_reference{0}; }},
       {"a graph name unique in the file", [](graph_file& f) { f.graphs[1].name = "step"; }},
   };
   for (const auto& r : rules) {
