@@ -676,7 +676,7 @@ void graph_cache::audit(const graph& fresh) {
   const auto& current = detail::current_graph(e.exec);
   const detail::compare_context ctx{current.get(), detail::access::state(fresh).get()};
   std::vector<std::string> differences;
-  if (detail::exec_access::state(e.exec).patched.empty()) {
+  if (detail::exec_access::state(e.exec).over.patched.empty()) {
     differences = graph_differences(detail::compare_graphs(current->handle, fresh.get(), ctx), ctx);
   } else {
     std::vector<cudaGraphNode_t> now;

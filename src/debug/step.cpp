@@ -115,11 +115,12 @@ step_report step_through(const graph_exec& e, const stream& s, const step_option
                            "reset)");
   const auto& state = detail::exec_access::state(e);
   detail::step_runner runner(s, options);
-  if (state.shadow && state.patched.empty()) { // per-node setters ran with step-through launches on: their copy
-    runner.skip(&state.shadow_disabled);
-    return runner.run(*state.shadow);
+  if (state.over.shadow &&
+      state.over.patched.empty()) { // per-node setters ran with step-through launches on: their copy
+    runner.skip(&state.over.shadow_disabled);
+    return runner.run(*state.over.shadow);
   }
-  if (state.st.nodes == detail::overlay::changed || !state.patched.empty())
+  if (state.st.nodes == detail::overlay::changed || !state.over.patched.empty())
     throw std::logic_error("conveyor::step_through: per-node setters changed this executable graph since its last "
                            "update (with step-through launches off), so it runs parameters its graph does not hold; "
                            "update it to the graph to step through (graph_exec::update), step through that graph, or "

@@ -78,16 +78,16 @@ std::string_view not_paired_by_position() noexcept {
 
 void release_owned(exec_state& state) noexcept {
   try {
-    for (auto& [node, item] : state.owned) defer_release(std::move(item), state.last_launch);
+    for (auto& [node, item] : state.over.owned) defer_release(std::move(item), state.over.last_launch);
   } catch (...) {
     // Out of memory while queueing: what was not queued stays in `owned` until it is cleared below; the caller
     // holds no launch to protect it from then on, as without the queue.
   }
-  state.owned.clear();
+  state.over.owned.clear();
 }
 
 cudaError_t enable_if_zero_disabled(cudaGraphExec_t exec, exec_state& state, cudaGraphNode_t origin) noexcept {
-  if (state.zero_disabled.erase(origin) == 0) return cudaSuccess;
+  if (state.over.zero_disabled.erase(origin) == 0) return cudaSuccess;
   return cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
 }
 
@@ -230,7 +230,7 @@ void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source
     impl_->first = detail::after_launch(impl_->first, impl_->uploads);
   }
   if (s.get() == nullptr || s.get() == cudaStreamLegacy) impl_->legacy_launch = true;
-  if (tracks_launches_) impl_->last_launch = detail::fence::record(s.get());
+  if (tracks_launches_) impl_->over.last_launch = detail::fence::record(s.get());
   if (retired_) { // the launch is queued: the GPU runs it while the replaced definitions are destroyed
     retired_ = false;
     impl_->retired.clear();

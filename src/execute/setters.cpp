@@ -34,10 +34,10 @@ cudaGraphNode_t origin_at(exec_state& state, std::size_t position) {
 }
 
 void mark_patched(exec_state& state, std::size_t position) {
-  if (state.patched_flag.size() <= position) state.patched_flag.resize(state.origin_nodes.size(), 0);
-  if (state.patched_flag[position] != 0) return;
-  state.patched_flag[position] = 1;
-  state.patched.push_back(position);
+  if (state.over.patched_flag.size() <= position) state.over.patched_flag.resize(state.origin_nodes.size(), 0);
+  if (state.over.patched_flag[position] != 0) return;
+  state.over.patched_flag[position] = 1;
+  state.over.patched.push_back(position);
 }
 } // namespace
 
@@ -105,15 +105,15 @@ cudaGraphNode_t origin_of(detail::exec_state& state, const node& n, bool steppin
   }
   if (target == detail::setter_target::refuse) refuse_unpaired(n, owner == detail::node_owner::current);
   if (target == detail::setter_target::itself) return n.get();
-  if (state.to_origin.empty()) {
+  if (state.over.to_origin.empty()) {
     if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
     const auto nodes = detail::graph_nodes(state.current->handle);
     detail::apply(state, detail::transition::record);
     for (std::size_t i = 0; i < nodes.size() && i < state.origin_nodes.size(); ++i)
-      state.to_origin.emplace(nodes[i], state.origin_nodes[i]);
+      state.over.to_origin.emplace(nodes[i], state.origin_nodes[i]);
   }
-  auto it = state.to_origin.find(n.get());
-  return it != state.to_origin.end() ? it->second : n.get();
+  auto it = state.over.to_origin.find(n.get());
+  return it != state.over.to_origin.end() ? it->second : n.get();
 }
 
 // The node of the graph applied last (`current`) that node `origin` of the executable graph runs the parameters of:
@@ -142,7 +142,7 @@ namespace {
 // The step-through shadow's node standing for `origin` (a node of the graph the executable graph was instantiated
 // from): the shadow, a clone of the graph the executable graph holds, made at the first per-node change.
 cudaGraphNode_t shadow_node(detail::exec_state& state, cudaGraphNode_t origin) {
-  if (!state.shadow) {
+  if (!state.over.shadow) {
     auto shadow = std::make_shared<detail::graph_state>();
     detail::check_with(cudaGraphClone(&shadow->handle, state.current->handle), "cudaGraphClone", [] {
       return std::string("a step-through copy of an executable graph changed by per-node setters");
@@ -153,10 +153,10 @@ cudaGraphNode_t shadow_node(detail::exec_state& state, cudaGraphNode_t origin) {
       cudaGraphNode_t copy = nullptr;
       if (cudaGraphNodeFindInClone(&copy, node, shadow->handle) == cudaSuccess) shadow->labels.emplace(copy, label);
     }
-    state.shadow = std::move(shadow);
+    state.over.shadow = std::move(shadow);
   }
   cudaGraphNode_t copy = nullptr;
-  CONVEYOR_CHECK(cudaGraphNodeFindInClone(&copy, applied_node(state, origin), state.shadow->handle));
+  CONVEYOR_CHECK(cudaGraphNodeFindInClone(&copy, applied_node(state, origin), state.over.shadow->handle));
   return copy;
 }
 
@@ -168,10 +168,10 @@ void graph_exec::shadow_change(cudaGraphNode_t origin, const std::function<cudaE
   const cudaGraphNode_t copy = shadow_node(*impl_, origin);
   if (!enabled) {
     detail::apply(*impl_, detail::transition::record);
-    impl_->shadow_disabled.insert(copy);
+    impl_->over.shadow_disabled.insert(copy);
     return;
   }
-  impl_->shadow_disabled.erase(copy);
+  impl_->over.shadow_disabled.erase(copy);
   if (set) CONVEYOR_CHECK(set(copy));
 }
 
@@ -180,7 +180,7 @@ void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const v
   const cudaGraphNode_t origin = origin_of(*impl_, n, step_launches_);
   check_node(detail::set_exec_kernel(handle_, origin, cfg, function, arguments), "cudaGraphExecKernelNodeSetParams", n);
   detail::apply(*impl_, detail::transition::setter);
-  impl_->configs.insert_or_assign(origin, detail::kernel_setting{function, cfg});
+  impl_->over.configs.insert_or_assign(origin, detail::kernel_setting{function, cfg});
   shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_kernel(c, cfg, function, arguments); });
 }
 
@@ -195,13 +195,14 @@ void graph_exec::set_kernel_args_raw(const node& n, const void* function, void**
   // grid or the shared memory since `n` was made).
   detail::kernel_setting now;
   const bool of_applied = access::owner(n) == state.current.get();
-  if (auto it = state.configs.find(origin); !state.configs.empty() && it != state.configs.end()) now = it->second;
+  if (auto it = state.over.configs.find(origin); !state.over.configs.empty() && it != state.over.configs.end())
+    now = it->second;
   else if (of_applied && n.kernel_function() != nullptr) now = {n.kernel_function(), n.kernel_config()};
-  else if (auto r = state.read.find(origin); r != state.read.end()) now = r->second;
+  else if (auto r = state.over.read.find(origin); r != state.over.read.end()) now = r->second;
   else {
     const cudaGraphNode_t runs = of_applied ? n.get() : applied_node(state, origin);
     detail::apply(state, detail::transition::record);
-    now = state.read.emplace(origin, detail::read_kernel_setting(runs)).first->second;
+    now = state.over.read.emplace(origin, detail::read_kernel_setting(runs)).first->second;
   }
   if (now.function != nullptr && now.function != function) // the runtime may not report a fresh node's function
     throw std::invalid_argument(fmt::format("conveyor::graph_exec::set_kernel_args: node {} runs another kernel; "
@@ -220,7 +221,7 @@ void graph_exec::set_memcpy(const node& n, void* dst, const void* src, std::size
   detail::apply(*impl_, detail::transition::setter);
   if (bytes == 0) { // CUDA has no zero-size copy: the copy does nothing
     check_node(cudaGraphNodeSetEnabled(handle_, origin, 0U), "cudaGraphNodeSetEnabled(memcpy of 0 bytes)", n);
-    impl_->zero_disabled.insert(origin); // a record, within transition::setter's overlay::changed
+    impl_->over.zero_disabled.insert(origin); // a record, within transition::setter's overlay::changed
     shadow_change(origin, {}, false);
     return;
   }
@@ -239,7 +240,7 @@ void graph_exec::set_memset_raw(const node& n, void* dst, unsigned value, unsign
   detail::apply(*impl_, detail::transition::setter);
   if (count == 0) {
     check_node(cudaGraphNodeSetEnabled(handle_, origin, 0U), "cudaGraphNodeSetEnabled(memset of 0 elements)", n);
-    impl_->zero_disabled.insert(origin); // a record, within transition::setter's overlay::changed
+    impl_->over.zero_disabled.insert(origin); // a record, within transition::setter's overlay::changed
     shadow_change(origin, {}, false);
     return;
   }
@@ -263,7 +264,7 @@ void graph_exec::set_enabled(const node& n, bool enabled) {
   require_graph("set_enabled");
   const cudaGraphNode_t origin = origin_of(*impl_, n, step_launches_);
   check_node(cudaGraphNodeSetEnabled(handle_, origin, enabled ? 1U : 0U), "cudaGraphNodeSetEnabled", n);
-  impl_->zero_disabled.erase(origin); // the user's choice now
+  impl_->over.zero_disabled.erase(origin); // the user's choice now
   shadow_change(origin, {}, enabled);
 }
 

@@ -30,10 +30,10 @@ namespace {
 // What was recorded about the nodes of the graph an update replaces (out of adopt_current's line: every update runs
 // that, few have records).
 [[gnu::noinline]] void forget_node_records(exec_state& state) {
-  state.to_origin.clear();
-  state.configs.clear();
-  state.read.clear();
-  state.shadow_disabled.clear();
+  state.over.to_origin.clear();
+  state.over.configs.clear();
+  state.over.read.clear();
+  state.over.shadow_disabled.clear();
 }
 
 // What the executable graph owns of a graph applied node by node: its definition and its resources (keep_alive
@@ -57,27 +57,29 @@ bool adopt_current(exec_state& state, const graph& g, transition t, bool structu
     state.retired.push_back(std::move(state.current));
   }
   state.current = access::state(g);
-  if (!state.patched.empty()) {
-    state.patched.clear();
-    state.patched_flag.clear();
+  if (!state.over.patched.empty()) {
+    state.over.patched.clear();
+    state.over.patched_flag.clear();
   }
   state.snapshot.reset();
-  state.shadow.reset();
+  state.over.shadow.reset();
   if (state.st.nodes != overlay::clean) forget_node_records(state);
-  apply(state, t,
-        {.known_structure = structural, .keeps_records = !state.owned.empty() || !state.zero_disabled.empty()});
+  apply(
+      state, t,
+      {.known_structure = structural, .keeps_records = !state.over.owned.empty() || !state.over.zero_disabled.empty()});
   return !state.retired.empty();
 }
 
 [[gnu::noinline]] void after_whole_update(cudaGraphExec_t exec, exec_state& state) noexcept {
-  if (!state.owned.empty()) release_owned(state);
-  for (cudaGraphNode_t origin : state.zero_disabled) (void)cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
-  state.zero_disabled.clear();
+  if (!state.over.owned.empty()) release_owned(state);
+  for (cudaGraphNode_t origin : state.over.zero_disabled) (void)cleared(cudaGraphNodeSetEnabled(exec, origin, 1U));
+  state.over.zero_disabled.clear();
 }
 
 void own_applied(graph_exec& e, const graph& g) {
   auto kept = applied_node_by_node(g);
-  if (kept || exec_access::state(e).owned.contains(nullptr)) exec_access::own_for_node(e, nullptr, std::move(kept));
+  if (kept || exec_access::state(e).over.owned.contains(nullptr))
+    exec_access::own_for_node(e, nullptr, std::move(kept));
 }
 
 void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view call, const std::string& why) {
@@ -138,7 +140,7 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
     if (after == nullptr) after = &read.emplace(detail::snapshot_graph(g.get()));
     if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
     c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), access::state(g).get()});
-    facts = detail::facts_of(*c, !state.patched.empty());
+    facts = detail::facts_of(*c, !state.over.patched.empty());
   }
   const auto* names = access::state(g).get();
   switch (detail::after_topology_refusal(state.st, paired, c ? &facts : nullptr)) {

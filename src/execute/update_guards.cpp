@@ -209,12 +209,12 @@ const node_delta* first_unsettable(const graph_comparison& c, bool instantiation
 }
 
 void mark_every_settable_node_patched(exec_state& state, const graph_comparison& c) {
-  state.patched_flag.assign(c.after.size(), 0);
-  state.patched.clear();
+  state.over.patched_flag.assign(c.after.size(), 0);
+  state.over.patched.clear();
   for (std::size_t p = 0; p < c.after.size(); ++p) {
     if (traits_of(kind_of(c.after[p])).copy_to_exec == nullptr) continue;
-    state.patched_flag[p] = 1;
-    state.patched.push_back(p);
+    state.over.patched_flag[p] = 1;
+    state.over.patched.push_back(p);
   }
 }
 

@@ -28,13 +28,13 @@ bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_compariso
   // The changed nodes, then the nodes patched by position (graphed's rebinding), which run other parameters than
   // the graph compared against: they are set to g's as well, changed or not.
   std::vector<std::size_t> positions;
-  positions.reserve(c.changed.size() + state.patched.size());
+  positions.reserve(c.changed.size() + state.over.patched.size());
   std::vector<std::uint8_t> listed(c.after.size(), 0);
   for (const auto& d : c.changed) {
     positions.push_back(d.position);
     listed[d.position] = 1;
   }
-  for (std::size_t p : state.patched)
+  for (std::size_t p : state.over.patched)
     if (p < c.after.size() && listed[p] == 0) positions.push_back(p);
   std::size_t set = 0;
   for (std::size_t p : positions) {
@@ -139,7 +139,7 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
     if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
     c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), names});
     out.nodes_changed = c->changed.size();
-    facts = detail::facts_of(*c, !state.patched.empty());
+    facts = detail::facts_of(*c, !state.over.patched.empty());
   }
   const detail::incremental_plan plan = detail::route_incremental(state.st, c ? &facts : nullptr);
   out.explanation = route_explanation(plan.why, c ? &*c : nullptr, names);
@@ -196,8 +196,8 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
 
 void graph_exec::own_for_node(cudaGraphNode_t origin, std::shared_ptr<void> item) {
   detail::apply(*impl_, detail::transition::record);
-  auto& slot = impl_->owned[origin];
-  detail::defer_release(std::exchange(slot, std::move(item)), impl_->last_launch);
+  auto& slot = impl_->over.owned[origin];
+  detail::defer_release(std::exchange(slot, std::move(item)), impl_->over.last_launch);
   tracks_launches_ = true;
 }
 

@@ -480,7 +480,7 @@ const graph_state& state_of(const graph_to_save& g, bool& exact) {
   if (g.executable->empty())
     throw std::invalid_argument(fmt::format("conveyor::save: executable graph '{}' is empty", g.name));
   const exec_state& e = exec_access::state(*g.executable);
-  exact = e.st.nodes != overlay::changed && e.patched.empty();
+  exact = e.st.nodes != overlay::changed && e.over.patched.empty();
   return *current_graph(*g.executable);
 }
 
