@@ -488,7 +488,8 @@ void graph_cache::add_and_launch(const call_key& key, graph g, const stream& s) 
   entry& e = insert(key, std::move(g));
   matched_ = &e;
   e.exec.launch(s);
-  detail::exec_access::state(e.exec).first = detail::first_launch::at_instantiation; // no upload could come first
+  auto& first = detail::exec_access::state(e.exec).first;
+  if (first != detail::first_launch::not_yet) first = detail::first_launch::at_instantiation; // no upload came first
   ++stats_.replays;
 }
 

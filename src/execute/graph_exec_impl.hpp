@@ -31,7 +31,8 @@ struct allocation_nodes {
 };
 
 //! What an executable graph carries node by node beside the graph whose parameters it holds (`current`): what
-//! update_state's `overlay` enum says is there (clean: all empty). Records of `current`'s nodes are dropped when
+//! update_state's `overlay` enum says is there (clean: all empty but `last_launch`, the fence of the last
+//! tracked launch). Records of `current`'s nodes are dropped when
 //! another graph is applied (adopt_current); what is owned or disabled stays until a whole-graph update releases it.
 struct node_overlay {
   // Nodes set by position through the patch functions below (graphed's rebinding) since the graph in `current` was
