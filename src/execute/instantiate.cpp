@@ -37,24 +37,12 @@ std::string_view to_string(cudaGraphInstantiateResult r) noexcept {
   return "unknown result";
 }
 
-// The first memory allocation node of `g` (top level), as "node 3 (mem_alloc)", or empty when it has none.
-std::string first_allocation(const detail::graph_state& g) {
+// The first top-level node of `kind` in `g`, as "node 3 (name)", or empty when it has none (or cannot be read).
+std::string first_of_kind(const detail::graph_state& g, node_kind kind) {
   try {
     const auto nodes = detail::graph_nodes(g.handle);
     for (std::size_t i = 0; i < nodes.size(); ++i)
-      if (detail::kind_of(nodes[i]) == node_kind::mem_alloc)
-        return fmt::format("node {} ({})", i, detail::node_name(&g, nodes[i]));
-  } catch (...) {}
-  return {};
-}
-
-// The first conditional node of `g` ("node 3 (name)"), or empty.
-std::string first_conditional(const detail::graph_state& g) {
-  try {
-    const auto nodes = detail::graph_nodes(g.handle);
-    for (std::size_t i = 0; i < nodes.size(); ++i)
-      if (detail::kind_of(nodes[i]) == node_kind::conditional)
-        return fmt::format("node {} ({})", i, detail::node_name(&g, nodes[i]));
+      if (detail::kind_of(nodes[i]) == kind) return fmt::format("node {} ({})", i, detail::node_name(&g, nodes[i]));
   } catch (...) {}
   return {};
 }
@@ -75,14 +63,14 @@ std::string instantiate_rule(const detail::graph_state& g, cudaError_t rc, cudaG
              "buffer allocated ahead), and allocate outside the conditional node";
   }
   if (rc == cudaErrorNotSupported || rc == cudaErrorInvalidValue)
-    if (const std::string cond = first_conditional(g); !cond.empty())
+    if (const std::string cond = first_of_kind(g, node_kind::conditional); !cond.empty())
       return fmt::format("; CUDA allows only one executable graph at a time of a graph that holds conditional nodes "
                          "({} is one: its condition handle belongs to one executable graph), and one exists. Fix: "
                          "destroy (or reset) the other executable graph first, update it in place "
                          "(graph_exec::update) instead of instantiating again, or build a second graph",
                          cond);
   if (rc == cudaErrorNotSupported)
-    if (const std::string alloc = first_allocation(g); !alloc.empty())
+    if (const std::string alloc = first_of_kind(g, node_kind::mem_alloc); !alloc.empty())
       return fmt::format("; CUDA allows only one executable graph at a time of a graph that holds memory allocation "
                          "nodes ({} allocates), and one exists. Fix: destroy (or reset) the other executable graph "
                          "first, update it in place (graph_exec::update) instead of instantiating again, or build "
