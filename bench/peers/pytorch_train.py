@@ -9,7 +9,10 @@ batch counter (docs/train.md). This script runs the same model, optimizer and ba
   eager           Adam (foreach), no graph
   graph           torch.cuda.graph over forward, backward and Adam(capturable=True)  (PyTorch's CUDA-graph recipe)
   graph-fused     the same with Adam(fused=True, capturable=True)
-  compile         torch.compile(mode="reduce-overhead") of the whole step, fused Adam (CUDA graphs by Inductor)
+  compile         torch.compile(mode="reduce-overhead") of the whole step, fused Adam (CUDA graphs by Inductor),
+                  gradients set to None before backward and torch.compiler.cudagraph_mark_step_begin() a step
+  compile-parts   the tutorials' recipe: the model and loss compiled (mode="reduce-overhead"), backward through
+                  AOTAutograd, the fused Adam step compiled apart
 
 and prints, per configuration, the median milliseconds per step over chunks of --chunk steps (CUDA events, after
 --warmup steps), and the test accuracy after --epochs epochs of full batches (the last partial batch of an epoch
@@ -73,8 +76,11 @@ class Job:
         self.x_train, self.y_train, self.x_test, self.y_test = data
         self.steps_per_epoch = self.x_train.shape[0] // BATCH
         self.model = make_model(device, seed)
-        fused = config in ("graph-fused", "compile")
-        capturable = config.startswith("graph") or config == "compile"
+        fused = config in ("graph-fused", "compile", "compile-parts")
+        capturable = config.startswith("graph") or config.startswith("compile")
+        # Compiled configurations: gradients are outputs of Inductor's CUDA graphs, which the next replay overwrites;
+        # reading them to zero them in place raises, so they are set to None and made again by backward.
+        self.set_to_none = config.startswith("compile")
         if fused:
             self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3, fused=True, capturable=capturable)
         else:
@@ -89,7 +95,7 @@ class Job:
         x = self.x_train.index_select(0, rows)
         y = self.y_train.index_select(0, rows)
         loss = F.cross_entropy(self.model(x), y)
-        self.opt.zero_grad(set_to_none=False)
+        self.opt.zero_grad(set_to_none=self.set_to_none)
         loss.backward()
         self.opt.step()
 
@@ -119,10 +125,27 @@ def build_runner(config, job):
         compiled = torch.compile(job.update, mode="reduce-overhead", fullgraph=False)
 
         def run():
+            torch.compiler.cudagraph_mark_step_begin()
             compiled()
             job.counter.add_(1)
 
         for _ in range(5):  # Inductor records its CUDA graph after warm-up calls
+            run()
+        return run
+    if config == "compile-parts":
+        forward = torch.compile(lambda x, y: F.cross_entropy(job.model(x), y), mode="reduce-overhead")
+        opt_step = torch.compile(job.opt.step, mode="reduce-overhead")
+
+        def run():
+            torch.compiler.cudagraph_mark_step_begin()
+            rows = job.perm.index_select(0, job.counter).squeeze(0)
+            loss = forward(job.x_train.index_select(0, rows), job.y_train.index_select(0, rows))
+            job.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt_step()
+            job.counter.add_(1)
+
+        for _ in range(5):
             run()
         return run
     # PyTorch's recipe (docs: CUDA Graphs, whole-network capture): warm up on a side stream, then capture.
@@ -188,7 +211,7 @@ def main():
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--chunk", type=int, default=50)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--configs", default="eager,graph,graph-fused,compile")
+    parser.add_argument("--configs", default="eager,graph,graph-fused,compile,compile-parts")
     parser.add_argument("--json")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 products, as conveyor train's cuBLAS default math

@@ -143,10 +143,10 @@ __global__ void softmax_cross_entropy_shard_kernel(const float* logits, const in
 }
 
 //! Sum of v[0..n) in a fixed order by one block of block_size threads: thread t adds v[t], v[t + block_size], ...,
-//! then a tree over the threads. The result is valid in thread 0. `partial` is block_size floats of shared memory.
-__device__ __forceinline__ float block_sum(const float* v, int n, float* partial) {
-  float s = 0.0F;
-  for (int i = static_cast<int>(threadIdx.x); i < n; i += block_size) s += v[i];
+//! then a tree over the threads (block_total). The result is valid in thread 0. `partial` is block_size floats of
+//! shared memory.
+//! The sum over the block's threads of each thread's `s`, by a fixed tree; valid in thread 0.
+__device__ __forceinline__ float block_total(float s, float* partial) {
   partial[threadIdx.x] = s;
   __syncthreads();
   for (int half = block_size / 2; half > 0; half /= 2) {
@@ -154,6 +154,12 @@ __device__ __forceinline__ float block_sum(const float* v, int n, float* partial
     __syncthreads();
   }
   return partial[0];
+}
+
+__device__ __forceinline__ float block_sum(const float* v, int n, float* partial) {
+  float s = 0.0F;
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += block_size) s += v[i];
+  return block_total(s, partial);
 }
 
 __global__ void mean_loss_kernel(const float* row_loss, int rows, const int* step, float* loss_history,
@@ -182,6 +188,35 @@ __global__ void finish_loss_kernel(const float* loss_sum, const int* counts, con
   if (t >= 0 && t < history_len && global_real > 0) loss_history[t] = *loss_sum / static_cast<float>(global_real);
 }
 
+//! softmax_cross_entropy and mean_loss in one block, then the step counters advanced: thread t takes rows t,
+//! t + block_size, ... (mean_loss's order), so the mean is bitwise mean_loss's.
+__global__ void loss_and_advance_kernel(const float* logits, const int* labels, int rows, int real_rows, int classes,
+                                        float* grad, float* row_loss, int* counters, float* loss_history,
+                                        int history_len) {
+  scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
+  __shared__ float partial[block_size];
+  const float inv_rows = 1.0F / static_cast<float>(real_rows);
+  float s = 0.0F;
+  for (int r = static_cast<int>(threadIdx.x); r < rows; r += block_size) {
+    float* g = grad + static_cast<std::size_t>(r) * classes;
+    float loss = 0.0F;
+    if (r < real_rows) {
+      loss = softmax_cross_entropy_row(logits + static_cast<std::size_t>(r) * classes, labels[r], classes, inv_rows, g);
+      s += loss;
+    } else { // padding row of a partial batch: no loss, no gradient
+      for (int c = 0; c < classes; ++c) g[c] = 0.0F;
+    }
+    row_loss[r] = loss;
+  }
+  const float sum = block_total(s, partial);
+  if (threadIdx.x == 0) {
+    const int t = counters[1];
+    if (t >= 0 && t < history_len) loss_history[t] = sum / static_cast<float>(real_rows);
+    counters[0] += 1;
+    counters[1] = t + 1;
+  }
+}
+
 __global__ void column_sums_kernel(const float* m, int rows, int cols, float* out) {
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
   const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -199,9 +234,9 @@ __global__ void relu_backward_kernel(float* grad, const float* activation, std::
 }
 
 __global__ void adam_update_kernel(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
-                                   float beta1, float beta2, float eps, const int* step) {
+                                   float beta1, float beta2, float eps, const int* step, int step_offset) {
   scenarios::begin_dependent(); // before any global memory access (common/pdl.cuh)
-  const float t = static_cast<float>(*step + 1);
+  const float t = static_cast<float>(*step + step_offset);
   const float bias_correction1 = 1.0F - powf(beta1, t);
   const float bias_correction2 = 1.0F - powf(beta2, t);
   const float step_size = lr / bias_correction1;
@@ -321,6 +356,17 @@ void mean_loss(const float* row_loss, int rows, const int* step, float* loss_his
   launched("mean_loss_kernel", ctx);
 }
 
+void loss_and_advance(const float* logits, const int* labels, int rows, int real_rows, int classes, float* grad,
+                      float* row_loss, int* counters, float* loss_history, int history_len, const launch_ctx& ctx) {
+  if (classes < 1 || classes > max_classes)
+    throw std::invalid_argument("loss_and_advance: classes must lie in [1, 32]");
+  if (real_rows < 1 || real_rows > rows)
+    throw std::invalid_argument("loss_and_advance: real_rows must lie in [1, rows]");
+  loss_and_advance_kernel<<<1, block_size, 0, ctx.stream>>>(logits, labels, rows, real_rows, classes, grad, row_loss,
+                                                            counters, loss_history, history_len);
+  launched("loss_and_advance_kernel", ctx);
+}
+
 void column_sums(const float* m, int rows, int cols, float* out, const launch_ctx& ctx) {
   column_sums_kernel<<<blocks_for_rows(cols), block_size, 0, ctx.stream>>>(m, rows, cols, out);
   launched("column_sums_kernel", ctx);
@@ -333,7 +379,15 @@ void relu_backward(float* grad, const float* activation, std::size_t n, const la
 
 void adam_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
                  float beta2, float eps, const int* step, const launch_ctx& ctx) {
-  adam_update_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps, step);
+  adam_update_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps, step,
+                                                                   1);
+  launched("adam_update_kernel", ctx);
+}
+
+void adam_update_advanced(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
+                          float beta2, float eps, const int* steps_done, const launch_ctx& ctx) {
+  adam_update_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps,
+                                                                   steps_done, 0);
   launched("adam_update_kernel", ctx);
 }
 
@@ -368,7 +422,8 @@ std::vector<const void*> waiting_kernel_functions() {
           reinterpret_cast<const void*>(&gather_shard_kernel),
           reinterpret_cast<const void*>(&softmax_cross_entropy_shard_kernel),
           reinterpret_cast<const void*>(&shard_loss_sum_kernel),
-          reinterpret_cast<const void*>(&finish_loss_kernel)};
+          reinterpret_cast<const void*>(&finish_loss_kernel),
+          reinterpret_cast<const void*>(&loss_and_advance_kernel)};
 }
 
 } // namespace conveyor::train::kernels

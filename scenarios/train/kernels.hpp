@@ -96,6 +96,16 @@ void finish_loss(const float* loss_sum, const int* counts, const int* step, floa
 void mean_loss(const float* row_loss, int rows, const int* step, float* loss_history, int history_len,
                const launch_ctx& ctx);
 
+//! softmax_cross_entropy and mean_loss in one kernel (one block), then advance_step's work: the fused step's loss.
+//! With t = counters[1]: row_loss[r], grad[r, :] as softmax_cross_entropy; loss_history[t] = the mean over the real
+//! rows (bitwise mean_loss's: the same order), unless t lies outside [0, history_len); then ++counters[0] and
+//! counters[1] = t + 1 (so the optimizer after it reads t + 1: adam_update_advanced).
+//! \param logits rows x classes; \param grad rows x classes; \param row_loss rows; \param counters device int[2]
+//! \throws std::invalid_argument when classes is outside [1, 32] or real_rows outside [1, rows];
+//!         conveyor::cuda_error when the launch fails.
+void loss_and_advance(const float* logits, const int* labels, int rows, int real_rows, int classes, float* grad,
+                      float* row_loss, int* counters, float* loss_history, int history_len, const launch_ctx& ctx);
+
 //! out[c] = sum over r of m[r, c] (bias gradient), m rows x cols, each column summed sequentially by one thread.
 //! \throws conveyor::cuda_error when the launch fails.
 void column_sums(const float* m, int rows, int cols, float* out, const launch_ctx& ctx);
@@ -109,6 +119,12 @@ void relu_backward(float* grad, const float* activation, std::size_t n, const la
 //! \throws conveyor::cuda_error when the launch fails.
 void adam_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
                  float beta2, float eps, const int* step, const launch_ctx& ctx);
+
+//! adam_update with t = *steps_done, a counter the step already advanced (loss_and_advance): the same kernel and
+//! arithmetic.
+//! \throws conveyor::cuda_error when the launch fails.
+void adam_update_advanced(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
+                          float beta2, float eps, const int* steps_done, const launch_ctx& ctx);
 
 //! SGD with momentum (PyTorch's formulation) on n parameters: vel = momentum · vel + g; p -= lr · vel.
 //! \throws conveyor::cuda_error when the launch fails.

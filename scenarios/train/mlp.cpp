@@ -135,4 +135,13 @@ void mlp::update(const int* step, const launch_ctx& ctx) {
                                  ctx);
 }
 
+void mlp::update_after_advance(const int* steps_done, const launch_ctx& ctx) {
+  if (opt_.kind == optimizer_kind::adam)
+    kernels::adam_update_advanced(params_.data(), grads_.data(), moment1_.data(), moment2_.data(), layout.total,
+                                  opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, steps_done, ctx);
+  else
+    kernels::sgd_momentum_update(params_.data(), grads_.data(), moment1_.data(), layout.total, opt_.lr, opt_.momentum,
+                                 ctx);
+}
+
 } // namespace conveyor::train

@@ -101,6 +101,11 @@ public:
   //! \throws conveyor::cuda_error when the launch fails.
   void update(const int* step, const launch_ctx& ctx);
 
+  //! update() with t = *steps_done: the step counter already advanced before the optimizer runs
+  //! (kernels::loss_and_advance, the fused step). SGD does not read it.
+  //! \throws conveyor::cuda_error when the launch fails.
+  void update_after_advance(const int* steps_done, const launch_ctx& ctx);
+
   //! The gradient buffer: layout.total gradients in the layout, then the gradient_tail floats. Device memory.
   [[nodiscard]] float* gradient_buffer() noexcept { return grads_.data(); }
   //! Floats in gradient_buffer(): layout.total + the gradient tail.

@@ -8,6 +8,7 @@
 #include "common/mode_runner.hpp"
 #include "common/profiling.hpp"
 #include "train/device_data.hpp"
+#include "train/fused_passes.hpp"
 #include "train/kernels.hpp"
 
 #include <conveyor/assembly/graphed.hpp>
@@ -36,6 +37,14 @@ using detail::device_split;
 using detail::evaluate;
 using detail::read_loss;
 using detail::upload_split;
+
+std::string_view to_string(step_kind k) noexcept { return k == step_kind::fused ? "fused" : "unfused"; }
+
+step_kind parse_step_kind(std::string_view name) {
+  if (name == "fused") return step_kind::fused;
+  if (name == "unfused") return step_kind::unfused;
+  throw std::invalid_argument(fmt::format("step kind '{}': expected fused or unfused", name));
+}
 
 std::size_t steps_per_epoch(std::size_t train_count, int batch) {
   if (batch < 1) throw std::invalid_argument("batch size must be at least 1");
@@ -92,7 +101,7 @@ namespace {
 class step_program {
 public:
   step_program(const device_split& train, int batch, const optimizer_config& opt, std::size_t history_len,
-               cudaStream_t s) :
+               cudaStream_t s, step_kind kind) :
       train_(train),
       batch_(batch),
       history_len_(static_cast<int>(history_len)),
@@ -106,6 +115,7 @@ public:
       loss_history(history_len) {
     if (history_len < 1 || history_len > static_cast<std::size_t>(INT_MAX))
       throw std::invalid_argument("step count outside [1, INT_MAX]");
+    if (kind == step_kind::fused) passes = std::make_unique<fused_passes>(model, act, batch);
   }
 
   //! Enqueues one step over `real` samples (the batch size, or fewer for the last batch of an epoch, whose padding
@@ -114,6 +124,21 @@ public:
   void enqueue(const launch_ctx& ctx, int real) {
     kernels::gather_batch(train_.x.data(), train_.y.data(), train_.count, input_features, perm.data(), train_.count,
                           counters.data(), batch_, x.data(), y.data(), ctx);
+    if (passes) enqueue_fused(ctx, real);
+    else enqueue_unfused(ctx, real);
+  }
+
+  //! step_kind::fused after the gather: 3 + 1 + 5 + 1 kernels.
+  void enqueue_fused(const launch_ctx& ctx, int real) {
+    passes->forward(x.data(), ctx);
+    kernels::loss_and_advance(act.logits.data(), y.data(), batch_, real, num_classes, act.d_logits.data(),
+                              act.row_loss.data(), counters.data(), loss_history.data(), history_len_, ctx);
+    passes->backward(x.data(), ctx);
+    model.update_after_advance(counters.data() + 1, ctx);
+  }
+
+  //! step_kind::unfused after the gather: 6 + 2 + 10 + 2 kernels.
+  void enqueue_unfused(const launch_ctx& ctx, int real) {
     model.forward(blas, x.data(), batch_, act, ctx);
     kernels::softmax_cross_entropy(act.logits.data(), y.data(), batch_, real, num_classes, act.d_logits.data(),
                                    act.row_loss.data(), ctx);
@@ -161,11 +186,12 @@ public:
   cublas_handle blas;
   mlp model;
   activations act;
-  device_buffer<float> x;            // batch x 784
-  device_buffer<int> y;              // batch
-  device_buffer<int> perm;           // training-set size
-  device_buffer<int> counters;       // [0] batch within the epoch, [1] global step
-  device_buffer<float> loss_history; // one loss per step
+  device_buffer<float> x;               // batch x 784
+  device_buffer<int> y;                 // batch
+  device_buffer<int> perm;              // training-set size
+  device_buffer<int> counters;          // [0] batch within the epoch, [1] global step
+  device_buffer<float> loss_history;    // one loss per step
+  std::unique_ptr<fused_passes> passes; // step_kind::fused: the planned cuBLASLt products; null: unfused
 };
 
 //! The step graphed: one call enqueues the step over `rows.real` samples on the capture stream.
@@ -218,10 +244,11 @@ public:
       train_(upload_split(data.train_images, data.train_labels, stream_.get())),
       test_(upload_split(data.test_images, data.test_labels, stream_.get())),
       init_(he_init(o.seed)),
-      program_(train_, o.batch, o.optimizer, length_.steps, stream_.get()),
+      program_(train_, o.batch, o.optimizer, length_.steps, stream_.get(), o.step),
       order_(data.train_images.count),
       chunks_(length_, o.chunk_steps) {
     result_.mode = mode;
+    result_.step = o.step;
     result_.steps_per_epoch = length_.steps_per_epoch;
     result_.steps = length_.steps;
     result_.epochs = length_.epochs;
@@ -350,12 +377,13 @@ void graphed_step::after_rounds() {
 //! and instantiates it.
 class gradient_step final : public scenarios::workload {
 public:
-  gradient_step(const host_parameters& p, std::span<const float> x, std::span<const int> labels, execution_mode mode) :
+  gradient_step(const host_parameters& p, std::span<const float> x, std::span<const int> labels, execution_mode mode,
+                step_kind kind) :
       p_(p),
       mode_(mode),
       rows_(static_cast<int>(labels.size())),
       batch_(upload_split(x, labels, stream_.get())),
-      program_(batch_, rows_, optimizer_config{}, 1, stream_.get()),
+      program_(batch_, rows_, optimizer_config{}, 1, stream_.get(), kind),
       identity_(labels.size()) {
     std::iota(identity_.data(), identity_.data() + labels.size(), 0);
   }
@@ -438,7 +466,7 @@ double test_accuracy(const host_parameters& p, const dataset& data) {
 }
 
 step_gradients compute_step_gradients(const host_parameters& p, std::span<const float> x, std::span<const int> labels,
-                                      execution_mode mode) {
+                                      execution_mode mode, step_kind kind) {
   const std::size_t rows = labels.size();
   if (rows == 0 || rows > static_cast<std::size_t>(INT_MAX / input_features))
     throw std::invalid_argument("compute_step_gradients: need between 1 and INT_MAX/784 samples");
@@ -449,7 +477,7 @@ step_gradients compute_step_gradients(const host_parameters& p, std::span<const 
     if (labels[i] < 0 || labels[i] >= num_classes)
       throw std::invalid_argument(
           fmt::format("compute_step_gradients: label {} at index {} outside [0, 10)", labels[i], i));
-  gradient_step step(p, x, labels, mode);
+  gradient_step step(p, x, labels, mode, kind);
   scenarios::run_settings settings;
   settings.mode = mode;
   (void)scenarios::run_workload(step, settings);
@@ -471,7 +499,7 @@ step_file_costs measure_step_file_costs(const train_options& options, const data
   check_options(options, data);
   const conveyor::stream s;
   const device_split train = upload_split(data.train_images, data.train_labels, s.get());
-  step_program program(train, options.batch, options.optimizer, 1, s.get());
+  step_program program(train, options.batch, options.optimizer, 1, s.get(), options.step);
   program.enqueue(launch_ctx{s.get(), false}, options.batch); // loads the kernels (and their images)
   s.synchronize();
   conveyor::save_options so;

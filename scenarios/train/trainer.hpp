@@ -49,6 +49,21 @@ using scenarios::execution_mode;
 using scenarios::parse_execution_mode;
 using scenarios::to_string;
 
+//! Which kernels a training step runs; every execution mode runs the same ones.
+enum class step_kind {
+  //! Eight cuBLASLt products whose epilogues add the biases, apply and differentiate the ReLUs and sum the bias
+  //! gradients (fused_passes.hpp), the loss, its mean and the step counters in one kernel, the optimizer: 11 kernels.
+  fused,
+  //! cuBLAS GEMMs beside bias, ReLU, column-sum, loss, mean and counter kernels (mlp::forward, mlp::backward): 21.
+  unfused,
+};
+
+//! "fused" or "unfused".
+[[nodiscard]] std::string_view to_string(step_kind k) noexcept;
+
+//! The step_kind named `name`. \throws std::invalid_argument naming the accepted values otherwise.
+[[nodiscard]] step_kind parse_step_kind(std::string_view name);
+
 //! Reported after each timed chunk of steps (outside the timed interval).
 struct train_progress {
   execution_mode mode;             //!< mode being trained
@@ -62,13 +77,14 @@ struct train_progress {
 
 //! Training settings.
 struct train_options {
-  int epochs = 10;            //!< passes over the training set, >= 1
-  int batch = 128;            //!< samples per step, in [1, training set size]; the last batch of an epoch may be
-                              //!< partial (padded to `batch`, its padding masked out of loss and gradients)
-  optimizer_config optimizer; //!< update rule and hyper-parameters (Adam, lr 1e-3 by default)
-  std::uint64_t seed = 42;    //!< seeds the weights (he_init) and the per-epoch permutations
-  std::size_t max_steps = 0;  //!< when > 0, stop after this many steps in total
-  int chunk_steps = 50;       //!< steps per timed chunk, >= 1 (chunks never straddle an epoch boundary)
+  int epochs = 10;                   //!< passes over the training set, >= 1
+  int batch = 128;                   //!< samples per step, in [1, training set size]; the last batch of an epoch may be
+                                     //!< partial (padded to `batch`, its padding masked out of loss and gradients)
+  optimizer_config optimizer;        //!< update rule and hyper-parameters (Adam, lr 1e-3 by default)
+  step_kind step = step_kind::fused; //!< the kernels of a step (`--step`), the same in every mode
+  std::uint64_t seed = 42;           //!< seeds the weights (he_init) and the per-epoch permutations
+  std::size_t max_steps = 0;         //!< when > 0, stop after this many steps in total
+  int chunk_steps = 50;              //!< steps per timed chunk, >= 1 (chunks never straddle an epoch boundary)
   std::function<void(const train_progress&)> on_progress; //!< optional; called after every chunk
   //! Optional (--profile / --doctor): every training step is a profiled step of track to_string(mode); graph
   //! mode watches the graphed step's executable graph ("train step") and hands it to the doctor after the run.
@@ -104,6 +120,7 @@ struct train_result {
   std::string graph_dot;                       //!< graph mode: the captured step as Graphviz DOT (empty otherwise)
   conveyor::graphed_statistics graphed;        //!< graph mode: what the graphed step did (replays, updates, ...)
   std::string graphed_report;                  //!< graph mode: graphed's statistics and reasons, readable
+  step_kind step = step_kind::fused;           //!< the kernels every step ran
   bool programmatic = false;                   //!< graph mode with train_options::programmatic
   std::size_t programmatic_changed = 0;        //!< edges of the full-batch step make_programmatic made programmatic
   std::size_t programmatic_left = 0;           //!< edges into kernel nodes it left full (into cuBLAS, ...)
@@ -186,13 +203,14 @@ struct step_gradients {
 
 //! Runs one full training step (gather, forward, loss, backward, update, counter) on exactly the samples given,
 //! in the given mode, with parameters `p`, and returns the loss and the gradients (with respect to `p`, i.e.
-//! before the update), so that tests can compare them with a CPU reference.
+//! before the update), so that tests can compare them with a CPU reference. `kind` chooses the step's kernels.
 //! \param x      rows x 784 inputs (any float values; pixels scaled to [0, 1] in training)
 //! \param labels rows labels in [0, 10)
 //! \throws std::invalid_argument when rows is 0, x has the wrong size or a label is out of range;
 //!         conveyor::cuda_error / conveyor::libraries::library_error when a call fails.
 [[nodiscard]] step_gradients compute_step_gradients(const host_parameters& p, std::span<const float> x,
                                                     std::span<const int> labels,
-                                                    execution_mode mode = execution_mode::stream);
+                                                    execution_mode mode = execution_mode::stream,
+                                                    step_kind kind = step_kind::fused);
 
 } // namespace conveyor::train

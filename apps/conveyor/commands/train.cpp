@@ -60,6 +60,8 @@ struct cli_options {
   int batch = 128;
   double lr = 1e-3;
   std::string optimizer = "adam";
+  std::string step = "fused"; // --step
+  bool step_given = false;    // --step on the command line (the one-GPU run only)
   double momentum = 0.9;
   std::uint64_t seed = 42;
   std::string data = default_data_dir;
@@ -184,24 +186,17 @@ void check_debug_nonfinite(const cli_options& o, bool data_parallel) {
                                             "ignored");
 }
 
-std::vector<execution_mode> check_cli(const cli_options& o) {
-  const bool has_graph = o.mode.selects_graph();
-  const bool data_parallel = o.gpus > 1 || o.distributed;
-  check_debug_nonfinite(o, data_parallel);
-  if (!o.dot.empty() && !has_graph) throw option_error("--dot", "needs " + o.mode.graph_modes());
-  if (o.pdl && !has_graph)
-    throw option_error("--pdl", fmt::format("applies to graph mode (programmatic edges in the captured step); with "
-                                            "--mode {} it would be ignored: use --mode graph or all",
-                                            o.mode.text));
-  if (o.momentum_given && o.optimizer != "sgd")
-    throw option_error(
-        "--momentum",
-        fmt::format("applies to --optimizer sgd only; with --optimizer {} it would be ignored", o.optimizer));
+//! Options of the one-GPU run refused with --gpus N or --distributed, and those flags where the build lacks NCCL or
+//! MPI. \throws usage_error naming the option.
+void check_data_parallel_flags(const cli_options& o, bool data_parallel) {
   const char* data_parallel_flag = o.distributed ? "--distributed" : "--gpus";
   if (data_parallel && o.pdl)
     throw option_error("--pdl",
                        fmt::format("applies to the one-GPU run; with {} it would be ignored", data_parallel_flag));
-
+  if (data_parallel && o.step_given)
+    throw option_error("--step", fmt::format("applies to the one-GPU run (data-parallel steps run the unfused "
+                                             "kernels); with {} it would be ignored",
+                                             data_parallel_flag));
   if (data_parallel && (!o.profile.trace.empty() || o.profile.doctor))
     throw option_error(o.profile.doctor ? "--doctor" : "--profile",
                        fmt::format("applies to the one-GPU run; with {} it would be ignored", data_parallel_flag));
@@ -218,6 +213,22 @@ std::vector<execution_mode> check_cli(const cli_options& o) {
     throw option_error("--distributed", "this build has no MPI (conveyor::nccl_mpi was not built); use --gpus N for "
                                         "several GPUs in one process");
 #endif
+}
+
+std::vector<execution_mode> check_cli(const cli_options& o) {
+  const bool has_graph = o.mode.selects_graph();
+  const bool data_parallel = o.gpus > 1 || o.distributed;
+  check_debug_nonfinite(o, data_parallel);
+  if (!o.dot.empty() && !has_graph) throw option_error("--dot", "needs " + o.mode.graph_modes());
+  if (o.pdl && !has_graph)
+    throw option_error("--pdl", fmt::format("applies to graph mode (programmatic edges in the captured step); with "
+                                            "--mode {} it would be ignored: use --mode graph or all",
+                                            o.mode.text));
+  if (o.momentum_given && o.optimizer != "sgd")
+    throw option_error(
+        "--momentum",
+        fmt::format("applies to --optimizer sgd only; with --optimizer {} it would be ignored", o.optimizer));
+  check_data_parallel_flags(o, data_parallel);
   conveyor::scenarios::check_output_file("--dot", o.dot);
   conveyor::scenarios::check_profiling_options(o.profile, has_graph, o.mode.graph_modes());
   conveyor::scenarios::check_graph_saving_options(o.save, has_graph);
@@ -244,13 +255,15 @@ train_options make_options(const cli_options& o) {
   options.chunk_steps = o.chunk;
   options.on_progress = progress_printer{};
   options.programmatic = o.pdl;
+  // Data-parallel steps (--gpus N, --distributed) run the unfused kernels (data_parallel.cpp).
+  options.step = o.gpus > 1 || o.distributed ? step_kind::unfused : parse_step_kind(o.step);
   options.debug_nonfinite = o.debug_nonfinite;
   return options;
 }
 
 void print_header(const cli_options& o, const train_options& options, std::size_t spe) {
-  fmt::print("Fashion-MNIST MLP 784-256-128-10: {} lr {:g}{}, batch {}, {} epoch(s) x {} steps{}, seed {}\n",
-             to_string(options.optimizer.kind), o.lr,
+  fmt::print("Fashion-MNIST MLP 784-256-128-10: {} step, {} lr {:g}{}, batch {}, {} epoch(s) x {} steps{}, seed {}\n",
+             to_string(options.step), to_string(options.optimizer.kind), o.lr,
              options.optimizer.kind == optimizer_kind::sgd ? fmt::format(" momentum {:g}", o.momentum) : "", o.batch,
              o.epochs, spe, o.max_steps > 0 ? fmt::format(" (capped at {} steps)", o.max_steps) : "", o.seed);
   std::fflush(stdout);
@@ -634,6 +647,12 @@ void register_train_command(CLI::App& app) {
   sub->add_option("--dot", opts->dot, "Write the captured training step graph (Graphviz DOT) to this file");
   sub->add_option("--max-steps", opts->max_steps, "Stop after this many steps in total (quick runs)")
       ->check(integer_in(std::size_t{1}, std::size_t{1} << 40));
+  sub->add_option("--step", opts->step,
+                  "Kernels of a step, the same in every mode: fused (cuBLASLt products with bias, ReLU and bias "
+                  "gradients in their epilogues; loss, mean and counters in one kernel: 11 kernels) or unfused (cuBLAS "
+                  "GEMMs and separate element-wise kernels: 21)")
+      ->check(CLI::IsMember({"fused", "unfused"}))
+      ->capture_default_str();
   sub->add_flag("--pdl", opts->pdl,
                 "Graph mode: programmatic dependent launch on every edge into our own kernels (they wait for their "
                 "predecessors first), cuBLAS GEMM -> our kernel included; edges into cuBLAS stay full. Prints the "
@@ -671,6 +690,7 @@ void register_train_command(CLI::App& app) {
       ->capture_default_str();
   sub->callback([opts, sub] {
     opts->momentum_given = sub->count("--momentum") > 0;
+    opts->step_given = sub->count("--step") > 0;
     opts->nccl_timeout_given = sub->count("--nccl-timeout-ms") > 0;
     run(*opts);
   });
