@@ -89,6 +89,51 @@ std::string eager_name(const activity& a) {
   return to_string(a.kind);
 }
 
+// CUDA runs some memset (and copy) nodes as kernels of its own ("memset32", ...): such a record is the node's.
+bool is_driver_kernel_of(const activity& a, const node_description& n) {
+  if (a.kind != activity_kind::kernel) return false;
+  if (n.kind == node_kind::memset) return a.name.rfind("memset", 0) == 0;
+  return n.kind == node_kind::memcpy && (a.name.rfind("memcpy", 0) == 0 || a.name.rfind("copy", 0) == 0);
+}
+
+// Why the kernel record `a` is not a run of kernel node `n` ("" when it can be); `where` names the node.
+std::string kernel_mismatch(const activity& a, const node_description& n, const std::string& where) {
+  constexpr std::array<unsigned, 3> unknown{0, 0, 0};
+  if (!n.kernel_name.empty() && a.name != n.kernel_name)
+    return fmt::format("{}: the record ran kernel '{}', the node launches '{}'", where, a.name, n.kernel_name);
+  if (n.grid != unknown && a.grid != n.grid)
+    return fmt::format("{}: the record ran grid {}, the node has grid {}", where, shape_text(a.grid),
+                       shape_text(n.grid));
+  if (n.block != unknown && a.block != n.block)
+    return fmt::format("{}: the record ran block {}, the node has block {}", where, shape_text(a.block),
+                       shape_text(n.block));
+  return {};
+}
+
+// Why record `a` is not a run of node `n` ("" when it can be): the kind, then a kernel's name and shape or a copy's
+// or memset's bytes.
+std::string mismatch(const activity& a, const node_description& n, const std::string& where) {
+  if (n.kind != node_kind_of(a.kind))
+    return fmt::format("{} is a {} node, the record a {}", where, to_string(n.kind), to_string(a.kind));
+  if (a.kind == activity_kind::kernel) return kernel_mismatch(a, n, where);
+  if (n.bytes != 0 && a.bytes != n.bytes)
+    return fmt::format("{}: the record {} {} bytes, the node {} bytes", where,
+                       a.kind == activity_kind::memcpy ? "copied" : "set", a.bytes, n.bytes);
+  return {};
+}
+
+// Why the node id of `a` names no node of g ("" when it names one).
+std::string node_id_error(const activity& a, const flat_graph& g) {
+  const auto& name = g.watched->name;
+  if ((a.node_id >> 32U) != a.exec_id)
+    return fmt::format("the node id's high 32 bits are not the id of executable graph {} ('{}')", a.exec_id, name);
+  if ((a.node_id & 0xffffffffU) >= g.nodes.size())
+    return fmt::format("node index beyond the {} nodes of graph '{}' (executable graph {}, nested bodies "
+                       "included): the description does not match the executable graph",
+                       g.nodes.size(), name, a.exec_id);
+  return {};
+}
+
 void attribute(const activity& a, const std::unordered_map<std::uint32_t, const flat_graph*>& by_exec,
                activity_info& info) {
   if (a.exec_id == 0) {
@@ -104,43 +149,12 @@ void attribute(const activity& a, const std::unordered_map<std::uint32_t, const 
     return fail(fmt::format("executable graph {} was not watched (profiler::watch)", a.exec_id));
   const flat_graph& g = *found->second;
   info.graph = &g;
-  const auto& name = g.watched->name;
-  if ((a.node_id >> 32U) != a.exec_id)
-    return fail(
-        fmt::format("the node id's high 32 bits are not the id of executable graph {} ('{}')", a.exec_id, name));
+  if (std::string why = node_id_error(a, g); !why.empty()) return fail(std::move(why));
   const std::size_t index = a.node_id & 0xffffffffU;
-  if (index >= g.nodes.size())
-    return fail(fmt::format("node index beyond the {} nodes of graph '{}' (executable graph {}, nested bodies "
-                            "included): the description does not match the executable graph",
-                            g.nodes.size(), name, a.exec_id));
-  const auto& f = g.nodes[index];
-  const auto& n = *f.node;
-  const auto where = fmt::format("graph '{}' node {} ('{}')", name, index, f.label);
-  // CUDA runs some memset (and copy) nodes as kernels of its own ("memset32", ...): such a record is the node's.
-  const bool driver_kernel =
-      a.kind == activity_kind::kernel &&
-      ((n.kind == node_kind::memset && a.name.rfind("memset", 0) == 0) ||
-       (n.kind == node_kind::memcpy && (a.name.rfind("memcpy", 0) == 0 || a.name.rfind("copy", 0) == 0)));
-  if (driver_kernel) {
-    info.attributed = true;
-    info.flat = index;
-    return;
-  }
-  if (n.kind != node_kind_of(a.kind))
-    return fail(fmt::format("{} is a {} node, the record a {}", where, to_string(n.kind), to_string(a.kind)));
-  constexpr std::array<unsigned, 3> unknown{0, 0, 0};
-  if (a.kind == activity_kind::kernel) {
-    if (!n.kernel_name.empty() && a.name != n.kernel_name)
-      return fail(fmt::format("{}: the record ran kernel '{}', the node launches '{}'", where, a.name, n.kernel_name));
-    if (n.grid != unknown && a.grid != n.grid)
-      return fail(fmt::format("{}: the record ran grid {}, the node has grid {}", where, shape_text(a.grid),
-                              shape_text(n.grid)));
-    if (n.block != unknown && a.block != n.block)
-      return fail(fmt::format("{}: the record ran block {}, the node has block {}", where, shape_text(a.block),
-                              shape_text(n.block)));
-  } else if (n.bytes != 0 && a.bytes != n.bytes) {
-    return fail(fmt::format("{}: the record {} {} bytes, the node {} bytes", where,
-                            a.kind == activity_kind::memcpy ? "copied" : "set", a.bytes, n.bytes));
+  const flat_node& f = g.nodes[index];
+  if (!is_driver_kernel_of(a, *f.node)) {
+    const auto where = fmt::format("graph '{}' node {} ('{}')", g.watched->name, index, f.label);
+    if (std::string why = mismatch(a, *f.node, where); !why.empty()) return fail(std::move(why));
   }
   info.attributed = true;
   info.flat = index;
@@ -278,75 +292,96 @@ void resolve_launches(const trace& t, analysis& an) {
   }
 }
 
-void form_units(const trace& t, analysis& an, const analyze_options& options) {
+// The unit an activity belongs to, before its members: its profiled step, else its graph launch, else eager work.
+unit unit_of(const activity& a, const activity_info& info,
+             const std::unordered_map<std::uint64_t, const step_info*>& steps) {
+  unit u;
+  if (info.step != 0) {
+    u.kind = unit::type::step;
+    u.step = info.step;
+    if (auto s = steps.find(info.step); s != steps.end()) u.track = s->second->track;
+  } else if (a.exec_id != 0) {
+    u.kind = unit::type::graph;
+    u.exec_id = a.exec_id;
+    u.correlation = info.correlation;
+    if (info.graph != nullptr) u.graph = info.graph->watched->name;
+  }
+  return u;
+}
+
+// The activities grouped into units, in the order each unit first appears.
+std::vector<unit> group_units(const trace& t, const analysis& an) {
   std::unordered_map<std::uint64_t, const step_info*> steps;
   for (const auto& s : t.steps) steps.emplace(s.id, &s);
   std::map<std::tuple<int, std::uint64_t, std::uint32_t, std::uint32_t>, std::size_t> index;
   std::vector<unit> units;
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
-    const auto& a = t.activities[i];
-    const auto& info = an.activities[i];
-    unit u;
-    if (info.step != 0) {
-      u.kind = unit::type::step;
-      u.step = info.step;
-      if (auto s = steps.find(info.step); s != steps.end()) u.track = s->second->track;
-    } else if (a.exec_id != 0) {
-      u.kind = unit::type::graph;
-      u.exec_id = a.exec_id;
-      u.correlation = info.correlation;
-      if (info.graph != nullptr) u.graph = info.graph->watched->name;
-    }
+    unit u = unit_of(t.activities[i], an.activities[i], steps);
     const auto key = std::make_tuple(static_cast<int>(u.kind), u.step, u.exec_id, u.correlation);
     auto [it, fresh] = index.try_emplace(key, units.size());
     if (fresh) units.push_back(std::move(u));
     units[it->second].members.push_back(i);
   }
-  for (auto& u : units) {
-    std::stable_sort(u.members.begin(), u.members.end(), [&](std::size_t x, std::size_t y) {
-      const auto& ax = t.activities[x];
-      const auto& ay = t.activities[y];
-      return std::tie(ax.start_ns, ax.end_ns) < std::tie(ay.start_ns, ay.end_ns);
-    });
-    u.start_ns = t.activities[u.members.front()].start_ns;
-    u.end_ns = 0;
-    for (auto i : u.members) u.end_ns = std::max(u.end_ns, t.activities[i].end_ns);
-    if (u.kind == unit::type::step) {
-      for (auto i : u.members) {
-        if (t.activities[i].exec_id == 0) continue;
-        u.exec_id = t.activities[i].exec_id;
-        u.correlation = an.activities[i].correlation;
-        if (an.activities[i].graph != nullptr) u.graph = an.activities[i].graph->watched->name;
-        break;
-      }
+  return units;
+}
+
+// A step's graph: the first graph launch among its members.
+void find_step_graph(unit& u, const trace& t, const analysis& an) {
+  for (auto i : u.members) {
+    if (t.activities[i].exec_id == 0) continue;
+    u.exec_id = t.activities[i].exec_id;
+    u.correlation = an.activities[i].correlation;
+    if (an.activities[i].graph != nullptr) u.graph = an.activities[i].graph->watched->name;
+    return;
+  }
+}
+
+// Members in start order, the unit's window, and a step's graph.
+void finish_unit(unit& u, const trace& t, const analysis& an) {
+  std::stable_sort(u.members.begin(), u.members.end(), [&](std::size_t x, std::size_t y) {
+    const auto& ax = t.activities[x];
+    const auto& ay = t.activities[y];
+    return std::tie(ax.start_ns, ax.end_ns) < std::tie(ay.start_ns, ay.end_ns);
+  });
+  u.start_ns = t.activities[u.members.front()].start_ns;
+  u.end_ns = 0;
+  for (auto i : u.members) u.end_ns = std::max(u.end_ns, t.activities[i].end_ns);
+  if (u.kind == unit::type::step) find_step_graph(u, t, an);
+}
+
+// Labels of unit k's members: graph nodes by path; eager work by name, numbered when the name occurs more than once
+// in the unit.
+void label_members(const unit& u, std::size_t k, const trace& t, analysis& an) {
+  std::unordered_map<std::string, std::size_t> occurrences;
+  for (auto i : u.members)
+    if (t.activities[i].exec_id == 0) ++occurrences[eager_name(t.activities[i])];
+  std::unordered_map<std::string, std::size_t> ordinal;
+  for (auto i : u.members) {
+    const auto& a = t.activities[i];
+    auto& info = an.activities[i];
+    info.unit = k;
+    if (a.exec_id == 0) {
+      auto name = eager_name(a);
+      info.ordinal = ++ordinal[name];
+      info.label = occurrences[name] > 1 ? fmt::format("{} #{}", name, info.ordinal) : std::move(name);
+    } else if (info.flat != npos) {
+      info.label = info.graph->nodes[info.flat].label;
+    } else {
+      info.label = fmt::format("{} (unattributed)", a.name.empty() ? to_string(a.kind) : a.name);
     }
   }
+}
+
+void form_units(const trace& t, analysis& an, const analyze_options& options) {
+  std::vector<unit> units = group_units(t, an);
+  for (auto& u : units) finish_unit(u, t, an);
   std::stable_sort(units.begin(), units.end(), [](const unit& x, const unit& y) {
     return std::tie(x.start_ns, x.end_ns) < std::tie(y.start_ns, y.end_ns);
   });
   std::unordered_map<std::string, std::size_t> seen;
   for (std::size_t k = 0; k < units.size(); ++k) {
-    auto& u = units[k];
-    u.kept = seen[u.track]++ >= options.skip_launches;
-    // Labels: graph nodes by path; eager work by name, numbered when the name occurs more than once in the unit.
-    std::unordered_map<std::string, std::size_t> occurrences;
-    for (auto i : u.members)
-      if (t.activities[i].exec_id == 0) ++occurrences[eager_name(t.activities[i])];
-    std::unordered_map<std::string, std::size_t> ordinal;
-    for (auto i : u.members) {
-      const auto& a = t.activities[i];
-      auto& info = an.activities[i];
-      info.unit = k;
-      if (a.exec_id == 0) {
-        auto name = eager_name(a);
-        info.ordinal = ++ordinal[name];
-        info.label = occurrences[name] > 1 ? fmt::format("{} #{}", name, info.ordinal) : std::move(name);
-      } else if (info.flat != npos) {
-        info.label = info.graph->nodes[info.flat].label;
-      } else {
-        info.label = fmt::format("{} (unattributed)", a.name.empty() ? to_string(a.kind) : a.name);
-      }
-    }
+    units[k].kept = seen[units[k].track]++ >= options.skip_launches;
+    label_members(units[k], k, t, an);
   }
   an.units = std::move(units);
 }
@@ -648,8 +683,9 @@ launch_profile measure(const trace& t, const analysis& an, const unit& u, const 
 
 } // namespace
 
-// Edges in range, no cycle; recursively for the bodies. `where` names the graph in messages.
-void validate(const graph_description& g, const std::string& where) {
+namespace {
+
+void check_edges_in_range(const graph_description& g, const std::string& where) {
   const std::size_t n = g.nodes.size();
   for (std::size_t k = 0; k < g.edges.size(); ++k) {
     const auto [from, to] = g.edges[k];
@@ -657,46 +693,66 @@ void validate(const graph_description& g, const std::string& where) {
       throw std::invalid_argument(fmt::format(
           "{}: edge {} ({} -> {}) names a node out of range (the graph has {} nodes)", where, k, from, to, n));
   }
+}
+
+// Kahn's order over g's edges: done[i] for every node it reaches; the nodes left lie on or behind a cycle.
+std::vector<bool> topological_reach(const graph_description& g,
+                                    const std::vector<std::vector<std::size_t>>& successors) {
+  const std::size_t n = g.nodes.size();
   std::vector<std::size_t> indegree(n, 0);
-  std::vector<std::vector<std::size_t>> successors(n);
-  std::vector<std::vector<std::size_t>> predecessors(n);
-  for (const auto& [from, to] : g.edges) {
-    ++indegree[to];
-    successors[from].push_back(to);
-    predecessors[to].push_back(from);
-  }
+  for (const auto& [from, to] : g.edges) ++indegree[to];
   std::vector<std::size_t> ready;
   for (std::size_t i = 0; i < n; ++i)
     if (indegree[i] == 0) ready.push_back(i);
   std::vector<bool> done(n, false);
-  std::size_t count = 0;
   while (!ready.empty()) {
     const auto i = ready.back();
     ready.pop_back();
     done[i] = true;
-    ++count;
     for (auto s : successors[i])
       if (--indegree[s] == 0) ready.push_back(s);
   }
-  if (count != n) {
-    // Every node left has a predecessor left: walk backwards until a node repeats.
-    std::size_t i = 0;
-    while (done[i]) ++i;
-    std::vector<std::size_t> seen_at(n, npos);
-    std::vector<std::size_t> walk;
-    while (seen_at[i] == npos) {
-      seen_at[i] = walk.size();
-      walk.push_back(i);
-      i = *std::find_if(predecessors[i].begin(), predecessors[i].end(), [&](std::size_t p) { return !done[p]; });
-    }
-    std::vector<std::size_t> cycle(walk.begin() + static_cast<std::ptrdiff_t>(seen_at[i]), walk.end());
-    std::reverse(cycle.begin(), cycle.end());
-    cycle.push_back(cycle.front());
-    std::string text;
-    for (std::size_t k = 0; k < cycle.size(); ++k)
-      text += fmt::format("{}{} ('{}')", k == 0 ? "" : " -> ", cycle[k], g.nodes[cycle[k]].display_name());
-    throw std::invalid_argument(fmt::format("{}: the edges form a cycle: {} (a graph must be a DAG)", where, text));
+  return done;
+}
+
+// A cycle among the nodes not done, as text: every such node has a predecessor not done, so walking backwards from
+// one repeats a node.
+std::string cycle_text(const graph_description& g, const std::vector<std::vector<std::size_t>>& predecessors,
+                       const std::vector<bool>& done) {
+  std::size_t i = 0;
+  while (done[i]) ++i;
+  std::vector<std::size_t> seen_at(g.nodes.size(), npos);
+  std::vector<std::size_t> walk;
+  while (seen_at[i] == npos) {
+    seen_at[i] = walk.size();
+    walk.push_back(i);
+    i = *std::find_if(predecessors[i].begin(), predecessors[i].end(), [&](std::size_t p) { return !done[p]; });
   }
+  std::vector<std::size_t> cycle(walk.begin() + static_cast<std::ptrdiff_t>(seen_at[i]), walk.end());
+  std::reverse(cycle.begin(), cycle.end());
+  cycle.push_back(cycle.front());
+  std::string text;
+  for (std::size_t k = 0; k < cycle.size(); ++k)
+    text += fmt::format("{}{} ('{}')", k == 0 ? "" : " -> ", cycle[k], g.nodes[cycle[k]].display_name());
+  return text;
+}
+
+} // namespace
+
+// Edges in range, no cycle; recursively for the bodies. `where` names the graph in messages.
+void validate(const graph_description& g, const std::string& where) {
+  check_edges_in_range(g, where);
+  const std::size_t n = g.nodes.size();
+  std::vector<std::vector<std::size_t>> successors(n);
+  std::vector<std::vector<std::size_t>> predecessors(n);
+  for (const auto& [from, to] : g.edges) {
+    successors[from].push_back(to);
+    predecessors[to].push_back(from);
+  }
+  const std::vector<bool> done = topological_reach(g, successors);
+  if (std::find(done.begin(), done.end(), false) != done.end())
+    throw std::invalid_argument(fmt::format("{}: the edges form a cycle: {} (a graph must be a DAG)", where,
+                                            cycle_text(g, predecessors, done)));
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t b = 0; b < g.nodes[i].bodies.size(); ++b)
       validate(g.nodes[i].bodies[b],

@@ -144,15 +144,24 @@ struct graph_view {
 
   void add(const graph_description& g, std::string prefix, std::vector<std::size_t> path,
            std::optional<std::size_t> parent, const std::string& where) {
-    const std::size_t n = g.nodes.size();
     level l;
     l.g = &g;
     l.prefix = std::move(prefix);
     l.path = std::move(path);
     l.first = nodes.size();
     l.parent = parent;
-    l.preds.resize(n);
-    l.succs.resize(n);
+    link(l, distinct_edges(g, where));
+    order(l, where);
+    add_nodes(l, levels.size());
+    const std::size_t first = l.first;
+    levels.push_back(std::move(l));
+    add_bodies(g, first);
+  }
+
+  // g's edges, each once, checked: both ends in range, none from a node to itself.
+  static std::set<std::pair<std::size_t, std::size_t>> distinct_edges(const graph_description& g,
+                                                                      const std::string& where) {
+    const std::size_t n = g.nodes.size();
     std::set<std::pair<std::size_t, std::size_t>> edges;
     for (std::size_t e = 0; e < g.edges.size(); ++e) {
       const auto [from, to] = g.edges[e];
@@ -165,11 +174,21 @@ struct graph_view {
             "conveyor::profile::diagnose: edge {} of {} is a cycle (node {} depends on itself)", e, where, from));
       edges.insert({from, to});
     }
+    return edges;
+  }
+
+  static void link(level& l, const std::set<std::pair<std::size_t, std::size_t>>& edges) {
+    l.preds.resize(l.size());
+    l.succs.resize(l.size());
     for (const auto& [from, to] : edges) {
       l.succs[from].push_back(to);
       l.preds[to].push_back(from);
     }
-    // Kahn: every node leaves the queue exactly when the edges are acyclic.
+  }
+
+  // l.topo by Kahn's algorithm: every node leaves the queue exactly when the edges are acyclic.
+  static void order(level& l, const std::string& where) {
+    const std::size_t n = l.size();
     std::vector<std::size_t> indeg(n), queue;
     for (std::size_t v = 0; v < n; ++v) indeg[v] = l.preds[v].size();
     for (std::size_t v = 0; v < n; ++v)
@@ -177,27 +196,32 @@ struct graph_view {
     for (std::size_t k = 0; k < queue.size(); ++k)
       for (std::size_t w : l.succs[queue[k]])
         if (--indeg[w] == 0) queue.push_back(w);
-    l.topo.resize(n);
-    for (std::size_t k = 0; k < queue.size(); ++k) l.topo[queue[k]] = k;
     if (queue.size() != n)
       throw std::invalid_argument(fmt::format(
           "conveyor::profile::diagnose: the edges of {} are not a DAG ({} of {} nodes lie on or after a cycle)", where,
           n - queue.size(), n));
-    const std::size_t li = levels.size();
-    for (std::size_t i = 0; i < n; ++i) {
+    l.topo.resize(n);
+    for (std::size_t k = 0; k < queue.size(); ++k) l.topo[queue[k]] = k;
+  }
+
+  // The level's nodes, flat, named by the level's prefix.
+  void add_nodes(const level& l, std::size_t li) {
+    for (std::size_t i = 0; i < l.size(); ++i) {
       flat_node f;
-      f.d = &g.nodes[i];
+      f.d = &l.g->nodes[i];
       f.level = li;
       f.index = i;
-      f.name = l.prefix + g.nodes[i].display_name();
+      f.name = l.prefix + l.g->nodes[i].display_name();
       f.path = l.path;
       f.path.push_back(i);
       by_path.emplace(f.path, nodes.size());
       nodes.push_back(std::move(f));
     }
-    const std::size_t first = l.first;
-    levels.push_back(std::move(l));
-    for (std::size_t i = 0; i < n; ++i)
+  }
+
+  // Every body of every node of g (whose node 0 is flat node `first`), as levels of their own.
+  void add_bodies(const graph_description& g, std::size_t first) {
+    for (std::size_t i = 0; i < g.nodes.size(); ++i)
       for (std::size_t b = 0; b < g.nodes[i].bodies.size(); ++b) {
         std::vector<std::size_t> p = nodes[first + i].path;
         p.push_back(b);
@@ -231,19 +255,23 @@ struct profile_view {
   std::size_t gap_count = 0;
 };
 
-profile_view view_of(const doctor_input& in) {
-  profile_view v;
-  if (in.profile == nullptr || in.profile_graph.empty()) return v;
-  const auto track_ok = [&](const std::string& t) { return in.profile_track.empty() || t == in.profile_track; };
+// A launch with numbers no measurement gives (NaN, infinite or negative times) is left out.
+bool measured(const launch_profile& l) {
+  return std::isfinite(l.wall_us) && l.wall_us >= 0 && std::isfinite(l.gap_total_us) && l.gap_total_us >= 0 &&
+         std::isfinite(l.critical_gaps_us) && l.critical_gaps_us >= 0;
+}
+
+// The input's profile track, or every track when it names none.
+bool on_track(const doctor_input& in, const std::string& track) {
+  return in.profile_track.empty() || track == in.profile_track;
+}
+
+// The graph's measured launches, their median wall time and the typical gap between nodes.
+void add_launches(const doctor_input& in, profile_view& v) {
   std::vector<double> walls;
   double gaps = 0;
-  // Launches with numbers no measurement gives (NaN, infinite or negative times) are left out.
-  const auto measured = [](const launch_profile& l) {
-    return std::isfinite(l.wall_us) && l.wall_us >= 0 && std::isfinite(l.gap_total_us) && l.gap_total_us >= 0 &&
-           std::isfinite(l.critical_gaps_us) && l.critical_gaps_us >= 0;
-  };
   for (const auto& l : in.profile->launches)
-    if (l.graph == in.profile_graph && track_ok(l.track) && measured(l)) {
+    if (l.graph == in.profile_graph && on_track(in, l.track) && measured(l)) {
       v.launches.push_back(&l);
       walls.push_back(l.wall_us);
       gaps += l.gap_total_us;
@@ -251,8 +279,14 @@ profile_view view_of(const doctor_input& in) {
     }
   v.median_wall = median(walls);
   v.typical_gap = v.gap_count == 0 ? 0 : gaps / static_cast<double>(v.gap_count);
+}
+
+profile_view view_of(const doctor_input& in) {
+  profile_view v;
+  if (in.profile == nullptr || in.profile_graph.empty()) return v;
+  add_launches(in, v);
   for (const auto& n : in.profile->nodes)
-    if (n.ref.graph == in.profile_graph && track_ok(n.ref.track)) {
+    if (n.ref.graph == in.profile_graph && on_track(in, n.ref.track)) {
       auto [it, fresh] = v.by_path.emplace(n.ref.path, &n);
       if (!fresh && n.records > it->second->records) it->second = &n; // several tracks: the most measured
     }
@@ -374,17 +408,40 @@ private:
   }
 
   // 2. Kernels shorter than the gaps between nodes.
-  void short_kernels() {
-    if (!profiled() || p_.typical_gap <= 0) return;
+  // Kernel nodes whose median is below the short-kernel threshold and below the typical gap, shortest first.
+  [[nodiscard]] std::vector<const node_profile*> short_kernel_nodes(std::size_t& kernels) const {
     std::vector<const node_profile*> shorts;
-    std::size_t kernels = 0;
     for (const auto& [path, n] : p_.by_path) { // one per node, whatever the tracks
       if (kind_of(*n) != node_kind::kernel) continue;
       ++kernels;
       if (n->median_us < t_.short_kernel_us && n->median_us < p_.typical_gap) shorts.push_back(n);
     }
-    if (shorts.empty()) return;
     std::sort(shorts.begin(), shorts.end(), [](auto* a, auto* b) { return a->median_us < b->median_us; });
+    return shorts;
+  }
+
+  // Pairs of short kernels on a chain (u's one successor is v, v's one predecessor is u): the natural fusions.
+  [[nodiscard]] std::vector<std::string> chained_pairs(const std::vector<const node_profile*>& shorts) const {
+    std::vector<std::string> pairs;
+    if (!view_) return pairs;
+    std::set<std::vector<std::size_t>> short_paths;
+    for (const node_profile* n : shorts) short_paths.insert(n->ref.path);
+    const auto is_short = [&](const level& l, std::size_t i) {
+      return short_paths.contains(view_->nodes[l.first + i].path);
+    };
+    for (auto& l : view_->levels)
+      for (std::size_t u = 0; u < l.size(); ++u)
+        for (std::size_t v : l.succs[u])
+          if (l.succs[u].size() == 1 && l.preds[v].size() == 1 && is_short(l, u) && is_short(l, v))
+            pairs.push_back(fmt::format("{} → {}", view_->nodes[l.first + u].name, view_->nodes[l.first + v].name));
+    return pairs;
+  }
+
+  void short_kernels() {
+    if (!profiled() || p_.typical_gap <= 0) return;
+    std::size_t kernels = 0;
+    const std::vector<const node_profile*> shorts = short_kernel_nodes(kernels);
+    if (shorts.empty()) return;
     std::vector<std::string> names, listed;
     for (const node_profile* n : shorts) {
       names.push_back(name_of(*n));
@@ -394,19 +451,7 @@ private:
         "{} of {} kernels run a median below {} and below the typical gap between nodes of {} ({} over {}): {}",
         shorts.size(), kernels, us(t_.short_kernel_us), us(p_.typical_gap), plural(p_.gap_count, "gap", "gaps"),
         plural(p_.launches.size(), "launch", "launches"), joined(listed));
-    // Pairs on a chain (u's one successor is v, v's one predecessor is u): the natural fusions.
-    std::vector<std::string> pairs;
-    if (view_) {
-      std::set<std::vector<std::size_t>> short_paths;
-      for (const node_profile* n : shorts) short_paths.insert(n->ref.path);
-      for (auto& l : view_->levels)
-        for (std::size_t u = 0; u < l.size(); ++u)
-          for (std::size_t v : l.succs[u])
-            if (l.succs[u].size() == 1 && l.preds[v].size() == 1 &&
-                short_paths.contains(view_->nodes[l.first + u].path) &&
-                short_paths.contains(view_->nodes[l.first + v].path))
-              pairs.push_back(fmt::format("{} → {}", view_->nodes[l.first + u].name, view_->nodes[l.first + v].name));
-    }
+    const std::vector<std::string> pairs = chained_pairs(shorts);
     std::string fix =
         pairs.empty()
             ? "fuse each into a neighbouring kernel (one kernel doing both steps), or launch the consumers with "
@@ -419,18 +464,24 @@ private:
   }
 
   // 3. Idle time on the critical path.
-  void critical_path_gaps() {
-    if (!profiled() || p_.median_wall <= 0) return;
-    std::vector<double> gaps;
+  // The largest idle gap of the launches, one on the critical path first; null when none was measured.
+  [[nodiscard]] const idle_gap* largest_gap() const {
     const idle_gap* largest = nullptr;
     for (const launch_profile* l : p_.launches) {
-      gaps.push_back(l->critical_gaps_us);
       const idle_gap& g = l->largest_gap;
       if (g.duration_us <= 0) continue;
       if (largest == nullptr || (g.on_critical_path && !largest->on_critical_path) ||
           (g.on_critical_path == largest->on_critical_path && g.duration_us > largest->duration_us))
         largest = &g;
     }
+    return largest;
+  }
+
+  void critical_path_gaps() {
+    if (!profiled() || p_.median_wall <= 0) return;
+    std::vector<double> gaps;
+    for (const launch_profile* l : p_.launches) gaps.push_back(l->critical_gaps_us);
+    const idle_gap* largest = largest_gap();
     const double gap = median(gaps);
     const double share = gap / p_.median_wall;
     if (share <= t_.gap_share) return;
@@ -589,38 +640,51 @@ private:
   // 6. Device copies that could be avoided or folded into a kernel.
   void removable_copies() {
     if (!view_) return;
-    for (const flat_node& f : view_->nodes) {
-      if (f.d->kind != node_kind::memcpy) continue;
-      const level& l = view_->levels[f.level];
-      std::vector<std::string> kernels;
-      for (const auto* side : {&l.preds[f.index], &l.succs[f.index]})
-        for (std::size_t w : *side)
-          if (l.g->nodes[w].kind == node_kind::kernel) kernels.push_back(view_->nodes[l.first + w].name);
-      const bool dtod = f.d->copy_kind == "DtoD";
-      const bool small = f.d->bytes > 0 && f.d->bytes <= t_.small_copy_bytes;
-      if (!dtod && !(small && !kernels.empty())) continue;
-      std::string evidence =
-          fmt::format("{} copy of {}", f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind, bytes_text(f.d->bytes));
-      if (small) evidence += fmt::format(", small (at most {})", human_bytes(t_.small_copy_bytes));
-      if (!kernels.empty()) evidence += fmt::format("; kernel neighbours: {}", joined(kernels));
-      double share = 0;
-      if (const node_profile* np = profiled() ? profile_of(f) : nullptr) {
-        share = np->share;
-        evidence += fmt::format("; median {}, {} of the graph's node time", us(np->median_us), percent(np->share));
-      }
-      std::string fix;
-      if (dtod)
-        fix = "a device-to-device copy moves data the GPU already has: write it in place (let the producer write "
-              "into the destination, or swap the two pointers between steps) and drop the copy";
-      if (small && !kernels.empty())
-        fix += fmt::format(
-            "{}the copy is small: make it part of the {} kernel ({}): read or write the data there directly (a kernel "
-            "argument for a few host values, mapped pinned memory for results the host reads)",
-            fix.empty() ? "" : "; or, ", kernels.size() == 1 ? "neighbouring" : "producing or consuming",
-            joined(kernels));
-      const bool costly = (dtod && !small) || share >= 0.05;
-      add(costly ? severity::warning : severity::info, {f.name}, std::move(evidence), std::move(fix));
+    for (const flat_node& f : view_->nodes)
+      if (f.d->kind == node_kind::memcpy) removable_copy(f);
+  }
+
+  // The names of the kernel nodes just before and just after node f in its graph.
+  [[nodiscard]] std::vector<std::string> kernel_neighbours(const flat_node& f) const {
+    const level& l = view_->levels[f.level];
+    std::vector<std::string> kernels;
+    for (const auto* side : {&l.preds[f.index], &l.succs[f.index]})
+      for (std::size_t w : *side)
+        if (l.g->nodes[w].kind == node_kind::kernel) kernels.push_back(view_->nodes[l.first + w].name);
+    return kernels;
+  }
+
+  static std::string copy_fix(bool dtod, bool small, const std::vector<std::string>& kernels) {
+    std::string fix;
+    if (dtod)
+      fix = "a device-to-device copy moves data the GPU already has: write it in place (let the producer write "
+            "into the destination, or swap the two pointers between steps) and drop the copy";
+    if (small && !kernels.empty())
+      fix += fmt::format(
+          "{}the copy is small: make it part of the {} kernel ({}): read or write the data there directly (a kernel "
+          "argument for a few host values, mapped pinned memory for results the host reads)",
+          fix.empty() ? "" : "; or, ", kernels.size() == 1 ? "neighbouring" : "producing or consuming",
+          joined(kernels));
+    return fix;
+  }
+
+  // A device-to-device copy, or a small copy beside a kernel.
+  void removable_copy(const flat_node& f) {
+    const std::vector<std::string> kernels = kernel_neighbours(f);
+    const bool dtod = f.d->copy_kind == "DtoD";
+    const bool small = f.d->bytes > 0 && f.d->bytes <= t_.small_copy_bytes;
+    if (!dtod && !(small && !kernels.empty())) return;
+    std::string evidence =
+        fmt::format("{} copy of {}", f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind, bytes_text(f.d->bytes));
+    if (small) evidence += fmt::format(", small (at most {})", human_bytes(t_.small_copy_bytes));
+    if (!kernels.empty()) evidence += fmt::format("; kernel neighbours: {}", joined(kernels));
+    double share = 0;
+    if (const node_profile* np = profiled() ? profile_of(f) : nullptr) {
+      share = np->share;
+      evidence += fmt::format("; median {}, {} of the graph's node time", us(np->median_us), percent(np->share));
     }
+    const bool costly = (dtod && !small) || share >= 0.05;
+    add(costly ? severity::warning : severity::info, {f.name}, std::move(evidence), copy_fix(dtod, small, kernels));
   }
 
   // 7. The first launch paid for the upload.
@@ -804,59 +868,74 @@ private:
   }
 
   // 10. Updates that fell back to slower paths.
+  // The churn graphed's statistics show: each kind that happened, and what to do about it.
+  struct churn {
+    std::vector<std::string> parts, fixes;
+    std::size_t events = 0;
+  };
+
+  // Re-instantiations named in graphed's reasons (none when the reasons were not passed).
+  [[nodiscard]] std::size_t reinstantiations() const {
+    std::size_t n = 0;
+    if (in_.graphed_reasons != nullptr)
+      for (const std::string& r : *in_.graphed_reasons) n += r.find("re-instantiated") != std::string::npos ? 1 : 0;
+    return n;
+  }
+
+  static void whole_graph_churn(const graphed_statistics& g, churn& c) {
+    if (g.whole_graph_updates == 0) return;
+    c.parts.push_back(plural(g.whole_graph_updates, "whole-graph update", "whole-graph updates"));
+    c.fixes.push_back("whole-graph updates (cudaGraphExecUpdate) mean a node changed in a way the per-node setters "
+                      "cannot set: keep kernels, launch shapes and node kinds the same between calls");
+    c.events += g.whole_graph_updates;
+  }
+
+  void reinstantiation_churn(const graphed_statistics& g, churn& c) const {
+    const std::size_t reinstantiated = reinstantiations();
+    if (reinstantiated > 0) {
+      c.parts.push_back(
+          fmt::format("{} after a re-capture", plural(reinstantiated, "re-instantiation", "re-instantiations")));
+      c.fixes.push_back("re-instantiations mean the topology changed: make the changing part a shape argument (its "
+                        "own cached graph) or keep the node structure fixed");
+      c.events += reinstantiated;
+    } else if (g.instantiations > 1 && g.per_node_updates + g.whole_graph_updates + g.unchanged_recaptures > 0) {
+      c.parts.push_back(fmt::format("{} with re-captures of cached shapes (some may be re-instantiations)",
+                                    plural(g.instantiations, "instantiation", "instantiations")));
+      c.fixes.push_back("pass the reasons (graphed::reasons()) to tell re-instantiations from new shapes");
+    }
+  }
+
+  static void recapture_churn_parts(const graphed_statistics& g, churn& c) {
+    if (g.unchanged_recaptures > 0) {
+      c.parts.push_back(
+          plural(g.unchanged_recaptures, "re-capture that changed nothing", "re-captures that changed nothing"));
+      c.fixes.push_back("re-captures that change nothing come from an argument the GPU work does not use: wrap it in "
+                        "conveyor::unkeyed or give the graphed callable a key function");
+      c.events += g.unchanged_recaptures;
+    }
+    if (g.rebind_fallbacks > 1 && g.rebind_fallbacks > g.rebinds) {
+      c.parts.push_back(fmt::format("{} against {}", plural(g.rebind_fallbacks, "rebind fallback", "rebind fallbacks"),
+                                    plural(g.rebinds, "rebind", "rebinds")));
+      c.fixes.push_back("rebind fallbacks re-capture because the changed argument is not embedded as it is "
+                        "(transformed, used on the host or inside a child graph): pass the pointer itself, or set "
+                        "rebind_policy::patch for arguments embedded at fixed offsets");
+      c.events += g.rebind_fallbacks;
+    }
+  }
+
   void update_fallbacks() {
     const graphed_statistics* g = in_.graphed;
     if (g == nullptr) return;
-    std::size_t reinstantiated = 0;
-    bool reinstantiations_known = false;
-    if (in_.graphed_reasons != nullptr)
-      for (const std::string& r : *in_.graphed_reasons)
-        if (r.find("re-instantiated") != std::string::npos) {
-          ++reinstantiated;
-          reinstantiations_known = true;
-        }
-    const bool maybe_reinstantiated = !reinstantiations_known && g->instantiations > 1 &&
-                                      g->per_node_updates + g->whole_graph_updates + g->unchanged_recaptures > 0;
-    const bool rebind_failing = g->rebind_fallbacks > 1 && g->rebind_fallbacks > g->rebinds;
-    if (g->whole_graph_updates == 0 && reinstantiated == 0 && !maybe_reinstantiated && g->unchanged_recaptures == 0 &&
-        !rebind_failing)
-      return;
-    std::vector<std::string> parts, fixes;
-    if (g->whole_graph_updates > 0) {
-      parts.push_back(plural(g->whole_graph_updates, "whole-graph update", "whole-graph updates"));
-      fixes.push_back("whole-graph updates (cudaGraphExecUpdate) mean a node changed in a way the per-node setters "
-                      "cannot set: keep kernels, launch shapes and node kinds the same between calls");
-    }
-    if (reinstantiated > 0) {
-      parts.push_back(
-          fmt::format("{} after a re-capture", plural(reinstantiated, "re-instantiation", "re-instantiations")));
-      fixes.push_back("re-instantiations mean the topology changed: make the changing part a shape argument (its own "
-                      "cached graph) or keep the node structure fixed");
-    } else if (maybe_reinstantiated) {
-      parts.push_back(fmt::format("{} with re-captures of cached shapes (some may be re-instantiations)",
-                                  plural(g->instantiations, "instantiation", "instantiations")));
-      fixes.push_back("pass the reasons (graphed::reasons()) to tell re-instantiations from new shapes");
-    }
-    if (g->unchanged_recaptures > 0) {
-      parts.push_back(
-          plural(g->unchanged_recaptures, "re-capture that changed nothing", "re-captures that changed nothing"));
-      fixes.push_back("re-captures that change nothing come from an argument the GPU work does not use: wrap it in "
-                      "conveyor::unkeyed or give the graphed callable a key function");
-    }
-    if (rebind_failing) {
-      parts.push_back(fmt::format("{} against {}", plural(g->rebind_fallbacks, "rebind fallback", "rebind fallbacks"),
-                                  plural(g->rebinds, "rebind", "rebinds")));
-      fixes.push_back("rebind fallbacks re-capture because the changed argument is not embedded as it is (transformed, "
-                      "used on the host or inside a child graph): pass the pointer itself, or set rebind_policy::patch "
-                      "for arguments embedded at fixed offsets");
-    }
-    const std::size_t events =
-        g->whole_graph_updates + reinstantiated + g->unchanged_recaptures + (rebind_failing ? g->rebind_fallbacks : 0);
+    churn c;
+    whole_graph_churn(*g, c);
+    reinstantiation_churn(*g, c);
+    recapture_churn_parts(*g, c);
+    if (c.parts.empty()) return;
     const std::size_t calls = g->calls > g->warmups ? g->calls - g->warmups : 0;
-    const double rate = calls == 0 ? 0 : static_cast<double>(events) / static_cast<double>(calls);
+    const double rate = calls == 0 ? 0 : static_cast<double>(c.events) / static_cast<double>(calls);
     std::string evidence = fmt::format("{} over {} calls after warm-ups ({} per-node updates, {} rebinds)",
-                                       joined(parts, ", "), calls, g->per_node_updates, g->rebinds);
-    add(rate > t_.churn_rate ? severity::warning : severity::info, {}, std::move(evidence), joined(fixes, "; "));
+                                       joined(c.parts, ", "), calls, g->per_node_updates, g->rebinds);
+    add(rate > t_.churn_rate ? severity::warning : severity::info, {}, std::move(evidence), joined(c.fixes, "; "));
   }
 
   // 11. Dependencies between nodes that touch no common allocation.
@@ -864,87 +943,105 @@ private:
     if (!view_) return;
     for (auto& l : view_->levels)
       for (std::size_t u = 0; u < l.size(); ++u)
-        for (std::size_t v : l.succs[u]) {
-          const node_description& a = l.g->nodes[u];
-          const node_description& b = l.g->nodes[v];
-          if (a.buffers.empty() || b.buffers.empty()) continue;
-          std::vector<std::uint64_t> common;
-          std::set_intersection(a.buffers.begin(), a.buffers.end(), b.buffers.begin(), b.buffers.end(),
-                                std::back_inserter(common));
-          if (!common.empty() || l.other_path(u, v)) continue;
-          const flat_node& fu = view_->nodes[l.first + u];
-          const flat_node& fv = view_->nodes[l.first + v];
-          const auto hex = [](const std::vector<std::uint64_t>& b) {
-            std::vector<std::string> s;
-            for (auto x : b) s.push_back(fmt::format("{:#x}", x));
-            return joined(s);
-          };
-          std::string evidence = fmt::format(
-              "{} uses allocations {{{}}} and {} uses {{{}}}: none in common, and the edge {} → {} is the only "
-              "ordering between them",
-              fu.name, hex(a.buffers), fv.name, hex(b.buffers), fu.name, fv.name);
-          severity s = severity::info;
-          if (profiled() && p_.median_wall > 0) {
-            const node_profile* pu = profile_of(fu);
-            const node_profile* pv = profile_of(fv);
-            if (pu != nullptr && pv != nullptr) {
-              const double overlap = std::min(pu->median_us, pv->median_us);
-              evidence +=
-                  fmt::format("; medians {} and {}: running them side by side could save up to {} ({} of "
-                              "the median wall time)",
-                              us(pu->median_us), us(pv->median_us), us(overlap), percent(overlap / p_.median_wall));
-              if (overlap > t_.gap_share * p_.median_wall) s = severity::warning;
-            }
-          }
-          add(s, {fu.name, fv.name}, std::move(evidence),
-              fmt::format("if {} does not read or write what {} writes, drop the dependency so they can run in "
-                          "parallel (capture them on forked streams, or add {} without the edge); check first: "
-                          "kernels can share memory through pointers stored in device memory, which the buffer "
-                          "list does not see",
-                          fv.name, fu.name, fv.name));
-        }
+        for (std::size_t v : l.succs[u]) serialised_edge(l, u, v);
+  }
+
+  static std::string hex_list(const std::vector<std::uint64_t>& b) {
+    std::vector<std::string> s;
+    for (auto x : b) s.push_back(fmt::format("{:#x}", x));
+    return joined(s);
+  }
+
+  // The edge u → v of level l, when both nodes list their allocations, none in common, and nothing else orders them.
+  void serialised_edge(level& l, std::size_t u, std::size_t v) {
+    const node_description& a = l.g->nodes[u];
+    const node_description& b = l.g->nodes[v];
+    if (a.buffers.empty() || b.buffers.empty()) return;
+    std::vector<std::uint64_t> common;
+    std::set_intersection(a.buffers.begin(), a.buffers.end(), b.buffers.begin(), b.buffers.end(),
+                          std::back_inserter(common));
+    if (!common.empty() || l.other_path(u, v)) return;
+    const flat_node& fu = view_->nodes[l.first + u];
+    const flat_node& fv = view_->nodes[l.first + v];
+    std::string evidence =
+        fmt::format("{} uses allocations {{{}}} and {} uses {{{}}}: none in common, and the edge {} → {} is the only "
+                    "ordering between them",
+                    fu.name, hex_list(a.buffers), fv.name, hex_list(b.buffers), fu.name, fv.name);
+    const severity s = overlap_evidence(fu, fv, evidence);
+    add(s, {fu.name, fv.name}, std::move(evidence),
+        fmt::format("if {} does not read or write what {} writes, drop the dependency so they can run in "
+                    "parallel (capture them on forked streams, or add {} without the edge); check first: "
+                    "kernels can share memory through pointers stored in device memory, which the buffer "
+                    "list does not see",
+                    fv.name, fu.name, fv.name));
+  }
+
+  // What running fu and fv side by side could save, added to `evidence` when both were measured; warning when that
+  // is more than the gap share of the median wall time.
+  severity overlap_evidence(const flat_node& fu, const flat_node& fv, std::string& evidence) {
+    if (!profiled() || p_.median_wall <= 0) return severity::info;
+    const node_profile* pu = profile_of(fu);
+    const node_profile* pv = profile_of(fv);
+    if (pu == nullptr || pv == nullptr) return severity::info;
+    const double overlap = std::min(pu->median_us, pv->median_us);
+    evidence += fmt::format("; medians {} and {}: running them side by side could save up to {} ({} of "
+                            "the median wall time)",
+                            us(pu->median_us), us(pv->median_us), us(overlap), percent(overlap / p_.median_wall));
+    return overlap > t_.gap_share * p_.median_wall ? severity::warning : severity::info;
   }
 
   // 12. WHILE bodies too small to pay for an iteration.
   void tiny_loop_body() {
     if (!view_) return;
-    for (std::size_t fi = 0; fi < view_->nodes.size(); ++fi) {
-      const flat_node& f = view_->nodes[fi];
-      if (f.d->kind != node_kind::conditional || f.d->conditional_type != "while" || f.d->bodies.empty()) continue;
-      // The body's nodes (nested included): flat nodes whose path extends this node's path by body 0.
-      std::vector<std::size_t> body_path = f.path;
-      body_path.push_back(0);
-      std::size_t kernels = 0, measured = 0, records = 0, launches = 0;
-      double per_iteration = 0;
-      for (const flat_node& n : view_->nodes) {
-        if (n.path.size() <= body_path.size() || !std::equal(body_path.begin(), body_path.end(), n.path.begin()))
-          continue;
-        if (n.d->kind == node_kind::kernel) ++kernels;
-        if (const node_profile* np = profiled() ? profile_of(n) : nullptr) {
-          ++measured;
-          per_iteration += np->median_us;
-          records = std::max(records, np->records);
-          launches = std::max(launches, np->launches);
-        }
-      }
-      if (measured > 0) {
-        if (per_iteration >= t_.tiny_body_us) continue;
-        const double iterations = launches == 0 ? 0 : static_cast<double>(records) / static_cast<double>(launches);
-        add(severity::warning, {f.name},
-            fmt::format("the WHILE body takes {} per iteration (sum of its {} measured nodes' medians; {} kernel "
-                        "nodes), below {}; about {:.0f} iterations per launch pay the loop's per-iteration overhead",
-                        us(per_iteration), measured, kernels, us(t_.tiny_body_us), iterations),
-            "do more work per iteration: unroll k iterations into the body (k copies of the step, the condition "
-            "checked once per k), or give each iteration a larger piece of work");
+    for (const flat_node& f : view_->nodes)
+      if (f.d->kind == node_kind::conditional && f.d->conditional_type == "while" && !f.d->bodies.empty()) tiny_body(f);
+  }
+
+  // A WHILE body's nodes (nested included) counted and, where profiled, measured.
+  struct body_measure {
+    std::size_t kernels = 0, measured = 0, records = 0, launches = 0;
+    double per_iteration = 0; // µs: the sum of the measured nodes' medians
+  };
+
+  [[nodiscard]] body_measure measure_body(const flat_node& f) {
+    // The body's nodes: flat nodes whose path extends this node's path by body 0.
+    std::vector<std::size_t> body_path = f.path;
+    body_path.push_back(0);
+    body_measure m;
+    for (const flat_node& n : view_->nodes) {
+      if (n.path.size() <= body_path.size() || !std::equal(body_path.begin(), body_path.end(), n.path.begin()))
         continue;
+      if (n.d->kind == node_kind::kernel) ++m.kernels;
+      if (const node_profile* np = profiled() ? profile_of(n) : nullptr) {
+        ++m.measured;
+        m.per_iteration += np->median_us;
+        m.records = std::max(m.records, np->records);
+        m.launches = std::max(m.launches, np->launches);
       }
-      if (kernels > t_.tiny_body_nodes) continue;
-      add(severity::info, {f.name},
-          fmt::format("the WHILE body holds {}, at most {} (no profile of it to measure an iteration)",
-                      plural(kernels, "kernel node", "kernel nodes"), t_.tiny_body_nodes),
-          "do more work per iteration: unroll k iterations into the body (k copies of the step, the condition "
-          "checked once per k), or give each iteration a larger piece of work");
     }
+    return m;
+  }
+
+  void tiny_body(const flat_node& f) {
+    static constexpr const char* fix = "do more work per iteration: unroll k iterations into the body (k copies of "
+                                       "the step, the condition checked once per k), or give each iteration a larger "
+                                       "piece of work";
+    const body_measure m = measure_body(f);
+    if (m.measured > 0) {
+      if (m.per_iteration >= t_.tiny_body_us) return;
+      const double iterations = m.launches == 0 ? 0 : static_cast<double>(m.records) / static_cast<double>(m.launches);
+      add(severity::warning, {f.name},
+          fmt::format("the WHILE body takes {} per iteration (sum of its {} measured nodes' medians; {} kernel "
+                      "nodes), below {}; about {:.0f} iterations per launch pay the loop's per-iteration overhead",
+                      us(m.per_iteration), m.measured, m.kernels, us(t_.tiny_body_us), iterations),
+          fix);
+      return;
+    }
+    if (m.kernels > t_.tiny_body_nodes) return;
+    add(severity::info, {f.name},
+        fmt::format("the WHILE body holds {}, at most {} (no profile of it to measure an iteration)",
+                    plural(m.kernels, "kernel node", "kernel nodes"), t_.tiny_body_nodes),
+        fix);
   }
 
   // 13. The legacy default stream.
