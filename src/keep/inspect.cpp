@@ -70,36 +70,51 @@ graph_description describe(const graph_file& file, std::string_view name) {
   return detail::describe_saved_graph(graph_named(file, name).graph, file);
 }
 
+namespace {
+
+std::string producer_line(const graph_file& file) {
+  const auto& p = file.producer;
+  return fmt::format("graph file version {}, written by Conveyor {} (CUDA runtime {}.{}, driver {}.{}) on "
+                     "{} (compute capability {}.{})\n",
+                     file.version, p.conveyor, p.cuda_runtime / 1000, p.cuda_runtime % 1000 / 10, p.driver / 1000,
+                     p.driver % 1000 / 10, p.device.empty() ? "?" : p.device, p.compute_capability / 10,
+                     p.compute_capability % 10);
+}
+
+std::string graph_line(const named_graph& g) {
+  graph_counts c;
+  count(g.graph, c, 0);
+  std::string kinds;
+  for (const auto& [k, n] : c.kinds) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, k);
+  const char* bucket = !g.key ? "" : g.key->exact ? ", a graphed bucket" : ", a graphed bucket (binding re-captured)";
+  return fmt::format("  '{}': {} nodes ({} with nested graphs: {}), {} edges, nesting depth {}, {} typed and {} "
+                     "scanned relocations{}\n",
+                     g.name, g.graph.nodes.size(), c.nodes, kinds.empty() ? "none" : kinds, c.edges, c.depth, c.typed,
+                     c.scanned, bucket);
+}
+
+std::string kernel_line(const saved_kernel& k) {
+  return fmt::format("  {}: {} parameters, {}\n", detail::readable_kernel_name(k.name.c_str()), k.parameters.size(),
+                     k.image ? fmt::format("image {}", *k.image)
+                             : std::string("resolved through the registry at load"));
+}
+
+std::string buffer_line(const saved_buffer& b) {
+  return fmt::format("  '{}': {} {}{}{}\n", b.name, bytes_text(b.bytes), to_string(b.memory),
+                     b.device >= 0 ? fmt::format(" on device {}", b.device) : std::string{},
+                     b.contents ? ", contents saved" : "");
+}
+
+} // namespace
+
 std::string summary(const graph_file& file) {
-  std::string out =
-      fmt::format("graph file version {}, written by Conveyor {} (CUDA runtime {}.{}, driver {}.{}) on "
-                  "{} (compute capability {}.{})\n",
-                  file.version, file.producer.conveyor, file.producer.cuda_runtime / 1000,
-                  file.producer.cuda_runtime % 1000 / 10, file.producer.driver / 1000, file.producer.driver % 1000 / 10,
-                  file.producer.device.empty() ? "?" : file.producer.device, file.producer.compute_capability / 10,
-                  file.producer.compute_capability % 10);
+  std::string out = producer_line(file);
   out += fmt::format("graphs: {}\n", file.graphs.size());
-  for (const auto& g : file.graphs) {
-    graph_counts c;
-    count(g.graph, c, 0);
-    std::string kinds;
-    for (const auto& [k, n] : c.kinds) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, k);
-    out += fmt::format("  '{}': {} nodes ({} with nested graphs: {}), {} edges, nesting depth {}, {} typed and {} "
-                       "scanned relocations{}\n",
-                       g.name, g.graph.nodes.size(), c.nodes, kinds.empty() ? "none" : kinds, c.edges, c.depth, c.typed,
-                       c.scanned,
-                       g.key ? (g.key->exact ? ", a graphed bucket" : ", a graphed bucket (binding re-captured)") : "");
-  }
+  for (const auto& g : file.graphs) out += graph_line(g);
   out += fmt::format("kernels: {}\n", file.kernels.size());
-  for (const auto& k : file.kernels)
-    out +=
-        fmt::format("  {}: {} parameters, {}\n", detail::readable_kernel_name(k.name.c_str()), k.parameters.size(),
-                    k.image ? fmt::format("image {}", *k.image) : std::string("resolved through the registry at load"));
+  for (const auto& k : file.kernels) out += kernel_line(k);
   out += fmt::format("buffers: {}\n", file.buffers.size());
-  for (const auto& b : file.buffers)
-    out += fmt::format("  '{}': {} {}{}{}\n", b.name, bytes_text(b.bytes), to_string(b.memory),
-                       b.device >= 0 ? fmt::format(" on device {}", b.device) : std::string{},
-                       b.contents ? ", contents saved" : "");
+  for (const auto& b : file.buffers) out += buffer_line(b);
   for (std::size_t i = 0; i < file.images.size(); ++i)
     out += fmt::format("image {}: {} {}, from {}\n", i, to_string(file.images[i].format),
                        bytes_text(file.images[i].bytes.size()), file.images[i].source);
