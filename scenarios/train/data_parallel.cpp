@@ -283,6 +283,7 @@ public:
       order_(data.train_images.count),
       chunks_(length_, o.chunk_steps) {
     result_.mode = mode;
+    result_.step = step_kind::unfused; // the replicas run mlp's cuBLAS passes
     result_.steps_per_epoch = length_.steps_per_epoch;
     result_.steps = length_.steps;
     result_.epochs = length_.epochs;

@@ -52,7 +52,7 @@ cublasLtMatrixLayout_t make_layout(int rows, int cols, int ld) {
 }
 
 //! A matmul preference limited to `workspace_bytes` and to algorithms that do not split the sum over k
-//! (CUBLASLT_REDUCTION_SCHEME_NONE): one kernel a product, whose parameters are the same at every capture. Split-k
+//! (CUBLASLT_REDUCTION_SCHEME_NONE): no reduction kernels, and parameters that are the same at every capture. Split-k
 //! algorithms add reduction kernels (and memsets) to the step, and one of them took a parameter that changed from
 //! one capture to the next, which kept conveyor::graphed from patching the partial batch's row count into the graph.
 class no_split_k_preference {

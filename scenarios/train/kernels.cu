@@ -142,10 +142,8 @@ __global__ void softmax_cross_entropy_shard_kernel(const float* logits, const in
   row_loss[r] = softmax_cross_entropy_row(z, labels[r], classes, inv_rows, g);
 }
 
-//! Sum of v[0..n) in a fixed order by one block of block_size threads: thread t adds v[t], v[t + block_size], ...,
-//! then a tree over the threads (block_total). The result is valid in thread 0. `partial` is block_size floats of
-//! shared memory.
-//! The sum over the block's threads of each thread's `s`, by a fixed tree; valid in thread 0.
+//! The sum over the block's threads of each thread's `s`, by a fixed tree; valid in thread 0. `partial` is
+//! block_size floats of shared memory.
 __device__ __forceinline__ float block_total(float s, float* partial) {
   partial[threadIdx.x] = s;
   __syncthreads();
@@ -156,6 +154,8 @@ __device__ __forceinline__ float block_total(float s, float* partial) {
   return partial[0];
 }
 
+//! Sum of v[0..n) in a fixed order by one block of block_size threads: thread t adds v[t], v[t + block_size], ...,
+//! then block_total's tree. The result is valid in thread 0.
 __device__ __forceinline__ float block_sum(const float* v, int n, float* partial) {
   float s = 0.0F;
   for (int i = static_cast<int>(threadIdx.x); i < n; i += block_size) s += v[i];

@@ -120,7 +120,8 @@ public:
 
   //! Enqueues one step over `real` samples (the batch size, or fewer for the last batch of an epoch, whose padding
   //! rows the gather zeroes and the loss masks): gather the batch, forward, softmax cross-entropy (loss into
-  //! loss_history[step]), backward, optimizer update, counter increment. Reads no host memory: capturable.
+  //! loss_history[step]), backward, optimizer update, and the counters' increment (after the loss in the fused
+  //! step, last in the unfused one). Reads no host memory: capturable.
   void enqueue(const launch_ctx& ctx, int real) {
     kernels::gather_batch(train_.x.data(), train_.y.data(), train_.count, input_features, perm.data(), train_.count,
                           counters.data(), batch_, x.data(), y.data(), ctx);
@@ -128,7 +129,8 @@ public:
     else enqueue_unfused(ctx, real);
   }
 
-  //! step_kind::fused after the gather: 3 + 1 + 5 + 1 kernels.
+  //! step_kind::fused after the gather: 3 cuBLASLt calls, the loss (which advances the counters), 5 cuBLASLt calls,
+  //! the optimizer.
   void enqueue_fused(const launch_ctx& ctx, int real) {
     passes->forward(x.data(), ctx);
     kernels::loss_and_advance(act.logits.data(), y.data(), batch_, real, num_classes, act.d_logits.data(),
@@ -137,7 +139,7 @@ public:
     model.update_after_advance(counters.data() + 1, ctx);
   }
 
-  //! step_kind::unfused after the gather: 6 + 2 + 10 + 2 kernels.
+  //! step_kind::unfused after the gather: 6 + 2 + 10 + 2 launches.
   void enqueue_unfused(const launch_ctx& ctx, int real) {
     model.forward(blas, x.data(), batch_, act, ctx);
     kernels::softmax_cross_entropy(act.logits.data(), y.data(), batch_, real, num_classes, act.d_logits.data(),

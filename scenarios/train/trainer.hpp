@@ -1,14 +1,15 @@
 #pragma once
 //! \file trainer.hpp
 //! Training the perceptron on Fashion-MNIST in one of three execution modes that enqueue the same kernels and
-//! cuBLAS calls and differ only in how: `sync` (wait after every call), `stream` (asynchronous, one stream) and
+//! library calls (cuBLASLt for the fused step, cuBLAS for the unfused one: step_kind) and differ only in how: `sync` (wait after every call), `stream` (asynchronous, one stream) and
 //! `graph` (the step run through conveyor::graphed: captured once, replayed per batch). Every mode runs through the
 //! scenarios' mode runner (common/mode_runner.hpp): a timed round is a chunk of steps.
 //!
 //! Batch selection without re-capture: the training set stays on the device; before each epoch the host uploads
 //! that epoch's permutation (epoch_permutation) and zeroes a device batch counter, outside any graph. The first
-//! kernel of a step gathers rows perm[counter * batch + i]; the last kernel increments the counter (and a global
-//! step counter, which indexes the loss history and gives Adam its t). So the same captured step serves every
+//! kernel of a step gathers rows perm[counter * batch + i]; a later kernel increments the counter (and a global
+//! step counter, which indexes the loss history and gives Adam its t): the last one in the unfused step, the loss
+//! kernel in the fused step (before backward; Adam then reads the advanced counter). So the same captured step serves every
 //! batch of every epoch.
 //!
 //! Determinism: every reduction has a fixed order (no float atomics; cuBLAS with a fixed workspace, default math,
@@ -52,9 +53,11 @@ using scenarios::to_string;
 //! Which kernels a training step runs; every execution mode runs the same ones.
 enum class step_kind {
   //! Eight cuBLASLt products whose epilogues add the biases, apply and differentiate the ReLUs and sum the bias
-  //! gradients (fused_passes.hpp), the loss, its mean and the step counters in one kernel, the optimizer: 11 kernels.
+  //! gradients (fused_passes.hpp), the loss, its mean and the step counters in one kernel, the optimizer: 11 launches,
+  //! 18 kernels (cuBLASLt adds an epilogue kernel to 7 of the products).
   fused,
-  //! cuBLAS GEMMs beside bias, ReLU, column-sum, loss, mean and counter kernels (mlp::forward, mlp::backward): 21.
+  //! cuBLAS GEMMs beside bias, ReLU, column-sum, loss, mean and counter kernels (mlp::forward, mlp::backward): 21
+  //! launches. The data-parallel runs (run_data_parallel) always run this step.
   unfused,
 };
 
@@ -77,14 +80,15 @@ struct train_progress {
 
 //! Training settings.
 struct train_options {
-  int epochs = 10;                   //!< passes over the training set, >= 1
-  int batch = 128;                   //!< samples per step, in [1, training set size]; the last batch of an epoch may be
-                                     //!< partial (padded to `batch`, its padding masked out of loss and gradients)
-  optimizer_config optimizer;        //!< update rule and hyper-parameters (Adam, lr 1e-3 by default)
-  step_kind step = step_kind::fused; //!< the kernels of a step (`--step`), the same in every mode
-  std::uint64_t seed = 42;           //!< seeds the weights (he_init) and the per-epoch permutations
-  std::size_t max_steps = 0;         //!< when > 0, stop after this many steps in total
-  int chunk_steps = 50;              //!< steps per timed chunk, >= 1 (chunks never straddle an epoch boundary)
+  int epochs = 10;            //!< passes over the training set, >= 1
+  int batch = 128;            //!< samples per step, in [1, training set size]; the last batch of an epoch may be
+                              //!< partial (padded to `batch`, its padding masked out of loss and gradients)
+  optimizer_config optimizer; //!< update rule and hyper-parameters (Adam, lr 1e-3 by default)
+  //! The kernels of a step (`--step`), the same in every mode; run_data_parallel ignores it (always unfused).
+  step_kind step = step_kind::fused;
+  std::uint64_t seed = 42;   //!< seeds the weights (he_init) and the per-epoch permutations
+  std::size_t max_steps = 0; //!< when > 0, stop after this many steps in total
+  int chunk_steps = 50;      //!< steps per timed chunk, >= 1 (chunks never straddle an epoch boundary)
   std::function<void(const train_progress&)> on_progress; //!< optional; called after every chunk
   //! Optional (--profile / --doctor): every training step is a profiled step of track to_string(mode); graph
   //! mode watches the graphed step's executable graph ("train step") and hands it to the doctor after the run.
