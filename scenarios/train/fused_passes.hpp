@@ -9,9 +9,9 @@
 //! - backward, the gradient into layers 2 and 1: CUBLASLT_EPILOGUE_DRELU (the ReLU mask of the forward pass applied).
 //!
 //! This replaces mlp::forward's three GEMMs and three bias kernels and mlp::backward's five GEMMs, three column sums
-//! and two ReLU kernels (16 launches) by eight cuBLASLt calls (15 kernels: cuBLASLt adds an epilogue kernel to 7). Every product runs in FP32 (CUBLAS_COMPUTE_32F, no TF32); the
-//! algorithm of each is chosen once, at construction (before any capture), so eager and replayed steps run the same
-//! kernels and give the same bits.
+//! and two ReLU kernels (16 launches) by eight cuBLASLt calls (15 kernels on an H100: seven are epilogue kernels).
+//! Every product runs in FP32 (CUBLAS_COMPUTE_32F, no TF32); the algorithm of each is chosen once, at construction
+//! (before any capture), so eager and replayed steps run the same kernels and give the same bits.
 
 #include "train/mlp.hpp"
 

@@ -54,7 +54,7 @@ using scenarios::to_string;
 enum class step_kind {
   //! Eight cuBLASLt products whose epilogues add the biases, apply and differentiate the ReLUs and sum the bias
   //! gradients (fused_passes.hpp), the loss, its mean and the step counters in one kernel, the optimizer: 11 launches,
-  //! 18 kernels (cuBLASLt adds an epilogue kernel to 7 of the products).
+  //! 18 kernels (the eight cuBLASLt calls run 15, seven of them epilogue kernels).
   fused,
   //! cuBLAS GEMMs beside bias, ReLU, column-sum, loss, mean and counter kernels (mlp::forward, mlp::backward): 21
   //! launches. The data-parallel runs (run_data_parallel) always run this step.
