@@ -378,16 +378,9 @@ void relu_backward(float* grad, const float* activation, std::size_t n, const la
 }
 
 void adam_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
-                 float beta2, float eps, const int* step, const launch_ctx& ctx) {
+                 float beta2, float eps, const int* step, int step_offset, const launch_ctx& ctx) {
   adam_update_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps, step,
-                                                                   1);
-  launched("adam_update_kernel", ctx);
-}
-
-void adam_update_advanced(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
-                          float beta2, float eps, const int* steps_done, const launch_ctx& ctx) {
-  adam_update_kernel<<<blocks_for(n), block_size, 0, ctx.stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps,
-                                                                   steps_done, 0);
+                                                                   step_offset);
   launched("adam_update_kernel", ctx);
 }
 

@@ -99,7 +99,7 @@ void mean_loss(const float* row_loss, int rows, const int* step, float* loss_his
 //! softmax_cross_entropy and mean_loss in one kernel (one block), then advance_step's work: the fused step's loss.
 //! With t = counters[1]: row_loss[r], grad[r, :] as softmax_cross_entropy; loss_history[t] = the mean over the real
 //! rows (bitwise mean_loss's: the same order), unless t lies outside [0, history_len); then ++counters[0] and
-//! counters[1] = t + 1 (so the optimizer after it reads t + 1: adam_update_advanced).
+//! counters[1] = t + 1 (so the optimizer after it reads t + 1: adam_update with step_offset 0).
 //! \param logits rows x classes; \param grad rows x classes; \param row_loss rows; \param counters device int[2]
 //! \throws std::invalid_argument when classes is outside [1, 32] or real_rows outside [1, rows];
 //!         conveyor::cuda_error when the launch fails.
@@ -114,17 +114,12 @@ void column_sums(const float* m, int rows, int cols, float* out, const launch_ct
 //! \throws conveyor::cuda_error when the launch fails.
 void relu_backward(float* grad, const float* activation, std::size_t n, const launch_ctx& ctx);
 
-//! Adam (PyTorch's formulation) on n parameters, t = *step + 1:
+//! Adam (PyTorch's formulation) on n parameters, t = *step + step_offset (1 when *step counts the steps completed
+//! before this one, 0 when the step already advanced it: loss_and_advance):
 //! m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²; p -= lr / (1-b1^t) · m / (sqrt(v) / sqrt(1-b2^t) + eps).
 //! \throws conveyor::cuda_error when the launch fails.
 void adam_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
-                 float beta2, float eps, const int* step, const launch_ctx& ctx);
-
-//! adam_update with t = *steps_done, a counter the step already advanced (loss_and_advance): the same kernel and
-//! arithmetic.
-//! \throws conveyor::cuda_error when the launch fails.
-void adam_update_advanced(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
-                          float beta2, float eps, const int* steps_done, const launch_ctx& ctx);
+                 float beta2, float eps, const int* step, int step_offset, const launch_ctx& ctx);
 
 //! SGD with momentum (PyTorch's formulation) on n parameters: vel = momentum · vel + g; p -= lr · vel.
 //! \throws conveyor::cuda_error when the launch fails.

@@ -126,19 +126,14 @@ void mlp::backward(cublas_handle& blas, const float* x, int rows, activations& a
   }
 }
 
-void mlp::update(const int* step, const launch_ctx& ctx) {
+void mlp::update(const int* step, const launch_ctx& ctx) { apply_optimizer(step, 1, ctx); }
+
+void mlp::update_after_advance(const int* steps_done, const launch_ctx& ctx) { apply_optimizer(steps_done, 0, ctx); }
+
+void mlp::apply_optimizer(const int* step, int step_offset, const launch_ctx& ctx) {
   if (opt_.kind == optimizer_kind::adam)
     kernels::adam_update(params_.data(), grads_.data(), moment1_.data(), moment2_.data(), layout.total, opt_.lr,
-                         opt_.beta1, opt_.beta2, opt_.eps, step, ctx);
-  else
-    kernels::sgd_momentum_update(params_.data(), grads_.data(), moment1_.data(), layout.total, opt_.lr, opt_.momentum,
-                                 ctx);
-}
-
-void mlp::update_after_advance(const int* steps_done, const launch_ctx& ctx) {
-  if (opt_.kind == optimizer_kind::adam)
-    kernels::adam_update_advanced(params_.data(), grads_.data(), moment1_.data(), moment2_.data(), layout.total,
-                                  opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, steps_done, ctx);
+                         opt_.beta1, opt_.beta2, opt_.eps, step, step_offset, ctx);
   else
     kernels::sgd_momentum_update(params_.data(), grads_.data(), moment1_.data(), layout.total, opt_.lr, opt_.momentum,
                                  ctx);

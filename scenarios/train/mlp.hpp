@@ -124,6 +124,9 @@ public:
   static constexpr parameter_layout layout = make_parameter_layout();
 
 private:
+  //! Adam with t = *step + step_offset, or SGD (which reads no step).
+  void apply_optimizer(const int* step, int step_offset, const launch_ctx& ctx);
+
   optimizer_config opt_;
   device_buffer<float> params_;
   device_buffer<float> grads_;

@@ -47,6 +47,14 @@ std::string first_of_kind(const detail::graph_state& g, node_kind kind) {
   return {};
 }
 
+// The refusal of a second executable graph of a graph holding `what`, and the fixes (`last`: the third one).
+std::string one_executable_graph_at_a_time(const std::string& what, const char* last) {
+  return fmt::format("; CUDA allows only one executable graph at a time of a graph that holds {}, and one exists. Fix: "
+                     "destroy (or reset) the other executable graph first, update it in place (graph_exec::update) "
+                     "instead of instantiating again, or {}",
+                     what, last);
+}
+
 // Which CUDA rule an instantiation that failed broke, and the fix, when Conveyor can tell ("; ..."), else empty.
 std::string instantiate_rule(const detail::graph_state& g, cudaError_t rc, cudaGraphInstantiateResult result,
                              cudaGraphNode_t offending) {
@@ -64,18 +72,13 @@ std::string instantiate_rule(const detail::graph_state& g, cudaError_t rc, cudaG
   }
   if (rc == cudaErrorNotSupported || rc == cudaErrorInvalidValue)
     if (const std::string cond = first_of_kind(g, node_kind::conditional); !cond.empty())
-      return fmt::format("; CUDA allows only one executable graph at a time of a graph that holds conditional nodes "
-                         "({} is one: its condition handle belongs to one executable graph), and one exists. Fix: "
-                         "destroy (or reset) the other executable graph first, update it in place "
-                         "(graph_exec::update) instead of instantiating again, or build a second graph",
-                         cond);
+      return one_executable_graph_at_a_time(
+          fmt::format("conditional nodes ({} is one: its condition handle belongs to one executable graph)", cond),
+          "build a second graph");
   if (rc == cudaErrorNotSupported)
     if (const std::string alloc = first_of_kind(g, node_kind::mem_alloc); !alloc.empty())
-      return fmt::format("; CUDA allows only one executable graph at a time of a graph that holds memory allocation "
-                         "nodes ({} allocates), and one exists. Fix: destroy (or reset) the other executable graph "
-                         "first, update it in place (graph_exec::update) instead of instantiating again, or build "
-                         "or capture a second graph",
-                         alloc);
+      return one_executable_graph_at_a_time(fmt::format("memory allocation nodes ({} allocates)", alloc),
+                                            "build or capture a second graph");
   return {};
 }
 
