@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -605,6 +606,72 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
   return out;
 }
 
+namespace {
+
+// The first `calls` calls of the mixed-shape stream `rows` (each a batch size), run by `run_call`, each timed to the
+// end of its stream synchronisation; the `all` buffer after them.
+template <class Call>
+std::pair<std::vector<double>, std::vector<float>> time_calls(const std::vector<std::size_t>& rows, Call run_call,
+                                                              const conveyor::stream& s, const device_floats& all) {
+  std::vector<double> us;
+  for (std::size_t r : rows) {
+    const auto t0 = clock_type::now();
+    run_call(r);
+    s.synchronize();
+    us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+  }
+  return {us, all.download(all_floats)};
+}
+
+first_calls_row first_calls_of(std::string variant, std::vector<double> us, const conveyor::graphed_statistics* st) {
+  first_calls_row row;
+  row.variant = std::move(variant);
+  row.eager = us.size() - (st != nullptr ? st->replays : 0); // a call launches a graph or runs eagerly
+  row.replays = st != nullptr ? st->replays : 0;
+  row.captures = st != nullptr ? st->captures : 0;
+  row.us = std::move(us);
+  return row;
+}
+
+} // namespace
+
+std::vector<first_calls_row> measure_first_calls(std::size_t nodes, std::size_t buckets, std::size_t calls) {
+  if (nodes == 0 || buckets == 0 || calls == 0) throw std::invalid_argument("measure_first_calls: a count of 0");
+  std::mt19937 random(7);
+  std::uniform_int_distribution<std::size_t> pick(1, buckets);
+  std::vector<std::size_t> rows;
+  for (std::size_t c = 0; c < calls; ++c) rows.push_back(16 * pick(random) - random() % 16);
+  conveyor::stream s;
+  std::vector<first_calls_row> out;
+  std::vector<float> eager_all;
+  for (int variant = 0; variant < 3; ++variant) {
+    buffers b;
+    const tiny_chain chain{static_cast<int>(nodes), b.fixed.p};
+    auto body = [&](const conveyor::stream& cs, conveyor::batch_size n) {
+      chain(cs, b.all1.p, static_cast<float>(n.padded % 7), b.one1.p, 2.0F);
+    };
+    conveyor::graphed_options o;
+    o.max_graphs = buckets;
+    for (std::size_t k = 1; k <= buckets; ++k) o.buckets.push_back(16 * k);
+    o.instantiate_in_background = variant == 2;
+    conveyor::graphed step(body, o);
+    // eager: the bucket's size, as graphed pads it (the same work)
+    auto eager = [&](std::size_t r) { body(s, conveyor::batch_size{r, (r + 15) / 16 * 16}); };
+    auto graphed = [&](std::size_t r) { step(s, conveyor::batch_size{r}); };
+    auto [us, all] = variant == 0 ? time_calls(rows, eager, s, b.all1) : time_calls(rows, graphed, s, b.all1);
+    if (variant == 0) eager_all = all;
+    else if (all != eager_all)
+      throw std::runtime_error(fmt::format("measure_first_calls: the {} variant left other values than eager",
+                                           variant == 1 ? "graphed" : "background"));
+    const char* names[] = {"eager", "graphed (instantiates in the call)", "graphed, instantiate_in_background"};
+    out.push_back(first_calls_of(names[variant], std::move(us), variant == 0 ? nullptr : &step.statistics()));
+    out.back().buckets = buckets;
+    out.back().nodes = nodes;
+    step.cache().wait_for_background();
+  }
+  return out;
+}
+
 graphed_study_result measure_graphed_study(const study_args& args) {
   const std::vector<std::size_t> sizes =
       args.quick ? std::vector<std::size_t>{10, 1000, 10000} : std::vector<std::size_t>{10, 100, 1000, 10000};
@@ -612,6 +679,7 @@ graphed_study_result measure_graphed_study(const study_args& args) {
   result.rebind = measure_graphed_rebind(sizes, args.quick ? 11 : 21);
   result.recapture = measure_recapture_cost(sizes, args.quick ? 5 : 11);
   result.prepare = measure_prepare_cost({8, 16, 32, 64});
+  result.first_calls = measure_first_calls();
   return result;
 }
 

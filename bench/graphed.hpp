@@ -95,17 +95,40 @@ inline constexpr std::array<int, 4> instantiate_threads{1, 2, 4, 8};
 //! A Markdown table of them (host-only).
 [[nodiscard]] std::string format_prepare_cost(const std::vector<prepare_cost>& rows);
 
-//! What `conveyor bench graphed` measures: its three tables' rows.
+//! Start-up without prepare: the first calls of a stream of mixed shapes, each call's latency (host µs from the call
+//! to the end of its stream synchronisation: what the caller waits for its result), for one way of running them.
+struct first_calls_row {
+  std::string variant;      //!< "eager", "graphed", "graphed, instantiate_in_background"
+  std::vector<double> us;   //!< each call's latency, in call order
+  std::size_t eager = 0;    //!< calls run eagerly (warm-ups, hand-overs, waits for the worker; all for "eager")
+  std::size_t replays = 0;  //!< calls that launched an executable graph
+  std::size_t captures = 0; //!< calls that captured
+  std::size_t buckets = 0;  //!< shapes in the stream
+  std::size_t nodes = 0;    //!< kernels per call
+};
+//! Runs the same `calls` calls of a callable of `nodes` tiny kernels, whose shape (a batch_size padded to one of
+//! `buckets` buckets) is drawn at random (fixed seed) at each call, three ways: eagerly; through graphed with its
+//! defaults (one warm-up, then capture, instantiate and launch in the call); and with
+//! graphed_options::instantiate_in_background. Checks that the three leave the same buffers (every call's work ran
+//! once). \throws conveyor::cuda_error; std::runtime_error when the buffers differ; std::invalid_argument for 0.
+[[nodiscard]] std::vector<first_calls_row> measure_first_calls(std::size_t nodes = 100, std::size_t buckets = 16,
+                                                               std::size_t calls = 100);
+//! Two Markdown tables of them: per variant the total, median, 90th percentile and largest latency; and the mean
+//! latency of each block of ten calls (host-only).
+[[nodiscard]] std::string format_first_calls(const std::vector<first_calls_row>& rows);
+
+//! What `conveyor bench graphed` measures: its four tables' rows.
 struct graphed_study_result {
-  std::vector<rebind_row> rebind;        //!< measure_graphed_rebind
-  std::vector<recapture_cost> recapture; //!< measure_recapture_cost
-  std::vector<prepare_cost> prepare;     //!< measure_prepare_cost
+  std::vector<rebind_row> rebind;           //!< measure_graphed_rebind
+  std::vector<recapture_cost> recapture;    //!< measure_recapture_cost
+  std::vector<prepare_cost> prepare;        //!< measure_prepare_cost
+  std::vector<first_calls_row> first_calls; //!< measure_first_calls
 };
 //! `conveyor bench graphed`: at N = 10, 100, 1000, 10000 measure_graphed_rebind (21 calls) and
 //! measure_recapture_cost (11), or with `args.quick` at N = 10, 1000, 10000 (11 and 5); then measure_prepare_cost
-//! over 8, 16, 32 and 64 buckets.
+//! over 8, 16, 32 and 64 buckets, and measure_first_calls (100 nodes, 16 buckets, 100 calls).
 [[nodiscard]] graphed_study_result measure_graphed_study(const study_args& args);
-//! The three tables, one after the other (host-only).
+//! The four tables, one after the other (host-only).
 [[nodiscard]] std::string format_graphed_study(const graphed_study_result& result);
 
 } // namespace conveyor::bench

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace conveyor::bench {
 
@@ -130,9 +131,62 @@ std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {
                                     body, "rrrrrrrrrrr"));
 }
 
+namespace {
+
+// The value below which `share` of `values` lie (nearest rank; 0 for none).
+double percentile(std::vector<double> values, double share) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(share * static_cast<double>(values.size())));
+  return values[std::min(values.size(), std::max<std::size_t>(rank, 1)) - 1];
+}
+
+double mean_of(const std::vector<double>& v, std::size_t from, std::size_t to) {
+  double sum = 0;
+  for (std::size_t i = from; i < to; ++i) sum += v[i];
+  return to > from ? sum / static_cast<double>(to - from) : 0;
+}
+
+} // namespace
+
+std::string format_first_calls(const std::vector<first_calls_row>& rows) {
+  if (rows.empty()) return {};
+  std::vector<std::vector<std::string>> summary;
+  for (const auto& r : rows) {
+    double total = 0;
+    for (double us : r.us) total += us;
+    summary.push_back({r.variant, format_number(total / 1000.0), format_number(percentile(r.us, 0.5)),
+                       format_number(percentile(r.us, 0.9)), format_number(percentile(r.us, 1.0)),
+                       fmt::format("{}", r.eager), fmt::format("{}", r.replays), fmt::format("{}", r.captures)});
+  }
+  std::vector<std::string> header{"calls"};
+  for (const auto& r : rows) header.push_back(r.variant);
+  std::vector<std::vector<std::string>> blocks;
+  const std::size_t calls = rows.front().us.size();
+  for (std::size_t from = 0; from < calls; from += 10) {
+    const std::size_t to = std::min(calls, from + 10);
+    std::vector<std::string> line{fmt::format("{}–{}", from + 1, to)};
+    for (const auto& r : rows) line.push_back(format_number(mean_of(r.us, from, std::min(to, r.us.size()))));
+    blocks.push_back(std::move(line));
+  }
+  return fmt::format(
+      "### graphed/: the first {} calls of a stream of mixed shapes\n\nA callable of {} tiny kernels; each call's "
+      "batch size drawn at random (fixed seed) over {} buckets; no `prepare`. Latency: host µs from the call to the "
+      "end of its stream synchronisation. The same calls three ways: eagerly; `graphed` with its defaults (a new "
+      "shape's first call runs eagerly, its second captures, instantiates and launches); and with "
+      "`graphed_options::instantiate_in_background` (the second call captures and runs eagerly while a worker "
+      "thread instantiates and uploads; the shape's calls run eagerly until the graph is ready). All three leave "
+      "the same buffers.\n\n{}\n\nMean latency (µs) of each block of ten calls:\n\n{}",
+      calls, rows.front().nodes, rows.front().buckets,
+      markdown_table({"variant", "total ms", "median µs", "90th percentile µs", "largest µs", "calls run eagerly",
+                      "graph launches", "captures"},
+                     summary, "lrrrrrrr"),
+      markdown_table(header, blocks, std::string(header.size(), 'r')));
+}
+
 std::string format_graphed_study(const graphed_study_result& result) {
   return format_graphed_rebind(result.rebind) + "\n" + format_recapture_cost(result.recapture) + "\n" +
-         format_prepare_cost(result.prepare);
+         format_prepare_cost(result.prepare) + "\n" + format_first_calls(result.first_calls);
 }
 
 } // namespace conveyor::bench

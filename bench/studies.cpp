@@ -29,7 +29,8 @@ const std::vector<study>& studies() {
       {"graphed",
        "A graphed call whose pointer or scalar arguments change (reaching 1 or all N nodes): patched in place "
        "(rebind) against replay, full re-capture and eager, N = 10..10000; where a re-capture's time goes; "
-       "graphed::prepare over many shapes",
+       "graphed::prepare over many shapes; the first 100 calls of a mixed-shape stream, instantiating in the call or "
+       "in the background",
        {quick("N = 10, 1000, 10000 and 11 timed calls (default N = 10, 100, 1000, 10000 and 21)")},
        "",
        measured(measure_graphed_study, format_graphed_study)},

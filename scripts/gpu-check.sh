@@ -116,6 +116,7 @@ left_out=""
 for bin in "$BUILD"/tests/*; do
   [ -x "$bin" ] && [ -f "$bin" ] || continue
   name=$(basename "$bin")
+  [[ "$name" == test_* ]] || continue # GoogleTest programs only (make_graph_files is a command-line checks' helper)
   if [ -n "${SANITIZER_PROGRAMS:-}" ] && [[ " $SANITIZER_PROGRAMS " != *" $name "* ]]; then continue; fi
   if [[ "$name" == *_mpi ]] && [ "$GPUS" -lt 2 ]; then
     left_out+=" $name (an MPI program of 2 ranks: needs 2 GPUs, $GPUS visible; NCCL refuses two ranks on one GPU)"

@@ -51,33 +51,6 @@ cublasLtMatrixLayout_t make_layout(int rows, int cols, int ld) {
   return l;
 }
 
-//! A matmul preference limited to `workspace_bytes` and to algorithms that do not split the sum over k
-//! (CUBLASLT_REDUCTION_SCHEME_NONE): no reduction kernels, and parameters that are the same at every capture. Split-k
-//! algorithms add reduction kernels (and memsets) to the step, and one of them took a parameter that changed from
-//! one capture to the next, which kept conveyor::graphed from patching the partial batch's row count into the graph.
-class no_split_k_preference {
-public:
-  explicit no_split_k_preference(std::size_t workspace_bytes) {
-    check_cublaslt(cublasLtMatmulPreferenceCreate(&p_), "cublasLtMatmulPreferenceCreate");
-    const std::uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-    const cublasStatus_t a = cublasLtMatmulPreferenceSetAttribute(p_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                                  &workspace_bytes, sizeof workspace_bytes);
-    const cublasStatus_t b =
-        cublasLtMatmulPreferenceSetAttribute(p_, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none);
-    if (a != CUBLAS_STATUS_SUCCESS || b != CUBLAS_STATUS_SUCCESS) {
-      (void)cublasLtMatmulPreferenceDestroy(p_);
-      check_cublaslt(a != CUBLAS_STATUS_SUCCESS ? a : b, "cublasLtMatmulPreferenceSetAttribute");
-    }
-  }
-  no_split_k_preference(const no_split_k_preference&) = delete;
-  no_split_k_preference& operator=(const no_split_k_preference&) = delete;
-  ~no_split_k_preference() { (void)cublasLtMatmulPreferenceDestroy(p_); }
-  [[nodiscard]] cublasLtMatmulPreference_t get() const noexcept { return p_; }
-
-private:
-  cublasLtMatmulPreference_t p_ = nullptr;
-};
-
 } // namespace
 
 struct fused_passes::product {
@@ -119,19 +92,16 @@ struct fused_passes::product {
     d = make_layout(s.m, s.n, s.ldd);
   }
 
-  //! The first algorithm of cuBLASLt's heuristic (`cublasLtMatmulAlgoGetHeuristic`) without split-k within the
-  //! workspace.
+  //! The first algorithm of cuBLASLt's heuristic within the workspace, without split-k (`lt` forbids it), naming
+  //! this product when there is none.
   [[nodiscard]] cublasLtMatmulAlgo_t choose(const libraries::cublaslt_handle& lt) const {
-    const no_split_k_preference preference(lt.scratch().bytes());
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    check_cublaslt(cublasLtMatmulAlgoGetHeuristic(lt.get(), op, a, b, d, d, preference.get(), 1, &result, &found),
-                   "cublasLtMatmulAlgoGetHeuristic");
-    if (found == 0 || result.workspaceSize > lt.scratch().bytes())
-      throw libraries::library_error("cuBLASLt", "cublasLtMatmulAlgoGetHeuristic",
-                                     static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED),
+    try {
+      return lt.algorithm(op, a, b, d, d);
+    } catch (const libraries::library_error& e) {
+      if (e.status() != static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED)) throw;
+      throw libraries::library_error(e.library(), e.call(), e.status(),
                                      fmt::format("no algorithm without split-k fits the workspace for {}", name));
-    return result.algo;
+    }
   }
 
   void release() noexcept {
@@ -182,7 +152,7 @@ fused_passes::fused_passes(mlp& model, activations& act, int rows) :
     rows_(rows),
     model_(model),
     act_(act),
-    lt_(std::size_t{4} << 20) {
+    lt_(std::size_t{4} << 20, libraries::split_k::forbidden) {
   if (rows < 1 || rows > act.capacity())
     throw std::invalid_argument(fmt::format("fused_passes: rows {} outside [1, {}]", rows, act.capacity()));
   float* grads = model.gradient_buffer();

@@ -2,6 +2,8 @@
 
 #include "assembly/rebind.hpp"
 #include "assembly/rebind_cuda.hpp"
+#include "assembly/background_job.hpp"
+#include "assembly/task_thread.hpp"
 #include "execute/graph_exec_impl.hpp"
 #include "kinds/node_name.hpp"
 #include "kinds/kind.hpp"
@@ -300,7 +302,8 @@ call_plan graph_cache::plan(const call_key& key) {
     return call_plan::eager_guarded;
   }
   const call_plan p = plan_cached(key);
-  if ((p == call_plan::capture_new || p == call_plan::recapture) && churning(key)) {
+  const bool records = p == call_plan::capture_new || p == call_plan::capture_background || p == call_plan::recapture;
+  if (records && churning(key)) {
     matched_ = nullptr;
     ++stats_.guarded_calls;
     return call_plan::eager_guarded;
@@ -340,6 +343,10 @@ bool graph_cache::settled(const call_key& key) {
 }
 
 call_plan graph_cache::plan_cached(const call_key& key) {
+  if (!pending_.empty() && take_background(key)) {
+    ++stats_.eager_while_instantiating;
+    return call_plan::eager_instantiating;
+  }
   for (auto& e : entries_) {
     if (!e->key.same_shape(key)) continue;
     for (std::size_t i = 0; i < key.size(); ++i)
@@ -367,31 +374,24 @@ call_plan graph_cache::plan_cached(const call_key& key) {
     ++stats_.warmups;
     return call_plan::eager_warmup;
   }
-  return call_plan::capture_new;
+  return options_.instantiate_in_background ? call_plan::capture_background : call_plan::capture_new;
 }
 
-namespace {
+namespace detail {
 
-// What a graph holds: its nodes, and its allocation nodes with their sizes (read from each node: kinds/mem_alloc).
-struct holding {
-  std::size_t nodes = 0;
-  std::size_t allocations = 0;
-  std::size_t bytes = 0;
-};
-
-holding holding_of(const graph& g) {
-  holding h;
-  const auto nodes = detail::graph_nodes(g.get());
+graph_holding holding_of(const graph& g) {
+  graph_holding h;
+  const auto nodes = graph_nodes(g.get());
   h.nodes = nodes.size();
   for (cudaGraphNode_t n : nodes)
-    if (detail::kind_of(n) == node_kind::mem_alloc) {
+    if (kind_of(n) == node_kind::mem_alloc) {
       ++h.allocations;
-      h.bytes += detail::read_mem_alloc(n).bytes;
+      h.bytes += read_mem_alloc(n).bytes;
     }
   return h;
 }
 
-} // namespace
+} // namespace detail
 
 void graph_cache::evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why) {
   const entry& e = **victim;
@@ -431,16 +431,20 @@ void graph_cache::make_room(std::size_t incoming, const entry* keep) {
 }
 
 graph_cache::entry& graph_cache::insert(const call_key& key, graph g) {
-  const holding h = holding_of(g);
+  const detail::graph_holding h = detail::holding_of(g);
   make_room(h.bytes, nullptr);
   if (options_.max_bytes != 0 && h.bytes > options_.max_bytes)
     note(fmt::format("the new graph holds {} of graph allocations, above the byte budget {}: cached alone",
                      detail::byte_size(h.bytes), detail::byte_size(options_.max_bytes)));
   note(fmt::format("captured and instantiated a graph of {} nodes for shape ({})", h.nodes, key.shape_text()));
-  auto exec = instantiate(g, options_.flags);
+  ++stats_.captures;
+  return store(key, instantiate(g, options_.flags), h);
+}
+
+// Adds an executable graph made for `key`, holding `h` (room made by the caller), as the most recently used.
+graph_cache::entry& graph_cache::store(const call_key& key, graph_exec exec, const detail::graph_holding& h) {
   entries_.push_back(std::make_unique<entry>(
       entry{key, std::move(exec), ++clock_, nullptr, false, h.nodes, h.allocations, h.bytes, stats_.calls}));
-  ++stats_.captures;
   ++stats_.instantiations;
   std::erase_if(warmups_, [&](auto& w) { return w.first.same_shape(key); });
   stats_.held_bytes = 0;
@@ -566,7 +570,7 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
                                                                                   : e.exec.update_or_reinstantiate(g);
   std::string line = fmt::format("{}: {}", key.changes_from(e.key), count_update(result, stats_));
   if (result.method == update_method::reinstantiated) { // another graph now: what it holds, within the budget
-    const holding h = holding_of(g);
+    const detail::graph_holding h = detail::holding_of(g);
     e.nodes = h.nodes;
     e.allocations = h.allocations;
     e.bytes = h.bytes;

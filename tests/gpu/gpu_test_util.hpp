@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -185,3 +187,16 @@ inline ::testing::AssertionResult all_near(const std::vector<float>& got, const 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 } // namespace conveyor::test
+
+//! Makes `name` a T (a CUPTI subscriber: profile::profiler, profile::module_images) from `args`, or skips the test
+//! with CUPTI's reason where another CUPTI tool holds the process (compute-sanitizer is one: its refusal names
+//! "another CUPTI tool", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED). Any other failure is thrown on.
+#define CONVEYOR_START_CUPTI_SUBSCRIBER(T, name, ...)                                                                  \
+  std::optional<T> name##_holder;                                                                                      \
+  try {                                                                                                                \
+    name##_holder.emplace(__VA_ARGS__);                                                                                \
+  } catch (const std::exception& e) {                                                                                  \
+    if (std::string(e.what()).find("another CUPTI tool") != std::string::npos) GTEST_SKIP() << e.what();               \
+    throw;                                                                                                             \
+  }                                                                                                                    \
+  T& name = *name##_holder

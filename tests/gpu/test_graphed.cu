@@ -440,3 +440,98 @@ TEST(Graphed, TransformRunsOnEveryCaptureBeforeInstantiateAndUpdate) {
   const auto got = x.download();
   for (int i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * (1.0 + std::fabs(want[i]))) << "element " << i;
 }
+
+// ---- graphed_options::instantiate_in_background (issue 42 item 2) ---------------------------------------------
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Runs step(s, n, a, x, y, z) with z poisoned first, and checks z against the CPU reference (and that nothing past n
+// was written), whatever path the call took.
+template <class Step>
+void call_and_check(Step& step, conveyor::stream& s, int n, float a, const device_array<float>& x,
+                    const std::vector<float>& hx, device_array<float>& y, device_array<float>& z) {
+  CONVEYOR_CHECK(cudaMemsetAsync(z.get(), 0xFF, z.bytes(), s.get()));
+  step(s, n, a, x.get(), y.get(), z.get());
+  s.synchronize();
+  const auto hz = z.download();
+  expect_three_step(hx, a, hz, n);
+  if (static_cast<std::size_t>(n) < hz.size()) EXPECT_TRUE(std::isnan(hz[static_cast<std::size_t>(n)]));
+}
+
+// A host function in the capture cannot be in a graph for device launch (see the error test below).
+void three_step_and_host(const conveyor::stream& s, int n, float a, const float* x, float* y, float* z) {
+  three_step(s, n, a, x, y, z);
+  CONVEYOR_CHECK(cudaLaunchHostFunc(
+      s.get(), [](void*) {}, nullptr));
+}
+
+} // namespace
+
+// The capture of a new shape is handed to the worker thread; that call runs eagerly, as do the calls of its shape
+// until the graph is ready; the first call that finds it ready replays it. Every call's result is the CPU's.
+TEST(Graphed, BackgroundInstantiationRunsEagerlyUntilReadyThenReplays) {
+  CONVEYOR_REQUIRE_GPU();
+  const int big = 4096;
+  const auto hx = random_floats(big, 41);
+  device_array<float> x(hx), y(big), z(big), z2(big);
+  conveyor::stream s;
+  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 1, .instantiate_in_background = true});
+  call_and_check(step, s, 1000, 1.5F, x, hx, y, z); // warm-up
+  call_and_check(step, s, 1000, 1.5F, x, hx, y, z); // captured, handed over, run eagerly
+  EXPECT_EQ(step.statistics().captures, 1U);
+  EXPECT_EQ(step.statistics().instantiations, 0U);
+  EXPECT_EQ(step.statistics().replays, 0U);
+  EXPECT_EQ(step.cached_graphs(), 0U);
+  step.cache().wait_for_background();
+  call_and_check(step, s, 1000, 1.5F, x, hx, y, z); // taken into the cache and replayed
+  EXPECT_EQ(step.statistics().instantiations, 1U);
+  EXPECT_EQ(step.statistics().background_instantiations, 1U);
+  EXPECT_EQ(step.statistics().replays, 1U);
+  EXPECT_EQ(step.cached_graphs(), 1U);
+  // Another shape, not waited for: eager until ready (how many calls depends on the CPU), then replays.
+  call_and_check(step, s, big, 0.25F, x, hx, y, z); // warm-up
+  call_and_check(step, s, big, 0.25F, x, hx, y, z); // handed over
+  int calls = 0;
+  while (step.statistics().replays < 2 && calls < 100000) {
+    call_and_check(step, s, big, 0.25F, x, hx, y, z);
+    ++calls;
+  }
+  const auto& st = step.statistics();
+  EXPECT_EQ(st.replays, 2U) << step.report();
+  EXPECT_EQ(st.background_instantiations, 2U);
+  EXPECT_EQ(st.eager_while_instantiating, static_cast<std::size_t>(calls - 1)) << step.report();
+  EXPECT_EQ(st.calls, st.warmups + st.captures + st.replays + st.eager_while_instantiating) << step.report();
+  // A changed pointer of a shape taken from the worker: re-captured and updated in place, as any cached graph.
+  call_and_check(step, s, 1000, 1.5F, x, hx, y, z2);
+  EXPECT_EQ(step.statistics().whole_graph_updates, 1U) << step.report();
+  bool ready_noted = false;
+  for (const auto& r : step.reasons())
+    ready_noted = ready_noted || contains(r, "instantiated in the background is ready");
+  EXPECT_TRUE(ready_noted) << step.report();
+}
+
+// The background instantiation fails (a host node in a graph for device launch); the call that finds it throws
+// CUDA's refusal; the calls before it ran eagerly and right.
+TEST(Graphed, BackgroundInstantiationErrorIsThrownByTheCallThatTakesIt) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 1000;
+  const auto hx = random_floats(n, 42);
+  device_array<float> x(hx), y(n), z(n);
+  conveyor::stream s;
+  conveyor::graphed step(three_step_and_host,
+                         conveyor::graphed_options{.warmup_calls = 0,
+                                                   .flags = conveyor::instantiate_flags::device_launch,
+                                                   .instantiate_in_background = true});
+  call_and_check(step, s, n, 2.0F, x, hx, y, z); // handed over, run eagerly
+  step.cache().wait_for_background();
+  try {
+    step(s, n, 2.0F, x.get(), y.get(), z.get());
+    ADD_FAILURE() << "the failed background instantiation was not thrown";
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(contains(e.what(), "nstantiate")) << e.what();
+  }
+  EXPECT_EQ(step.statistics().instantiations, 0U);
+  EXPECT_EQ(step.cached_graphs(), 0U);
+}

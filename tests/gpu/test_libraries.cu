@@ -223,7 +223,7 @@ struct cublaslt_case {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t layout = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  cublaslt_case() {
+  explicit cublaslt_case(lib::split_k splits = lib::split_k::allowed) : handle(std::size_t{32} << 20, splits) {
     lib::check_cublaslt(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     lib::check_cublaslt(cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, n, n, n), "cublasLtMatrixLayoutCreate");
     algo = handle.algorithm(op, layout, layout, layout, layout);
@@ -265,6 +265,22 @@ TEST(Libraries, CublasLtInAWhileBody) {
 TEST(Libraries, CublasLtThroughGraphed) {
   CONVEYOR_REQUIRE_GPU();
   cublaslt_case c;
+  through_graphed(c);
+}
+
+// split_k::forbidden: the heuristic's algorithm does not split k (its reduction scheme is NONE), and the case still
+// replays as it runs eagerly, captured and through graphed.
+TEST(Libraries, CublasLtWithoutSplitKChoosesNoReduction) {
+  CONVEYOR_REQUIRE_GPU();
+  cublaslt_case c(lib::split_k::forbidden);
+  EXPECT_EQ(c.handle.splits(), lib::split_k::forbidden);
+  std::uint32_t scheme = 99;
+  std::size_t written = 0;
+  lib::check_cublaslt(cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                           sizeof scheme, &written),
+                      "cublasLtMatmulAlgoConfigGetAttribute");
+  EXPECT_EQ(scheme, static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
+  captured_into_a_graph(c);
   through_graphed(c);
 }
 

@@ -40,17 +40,8 @@ const conveyor::launch_config one_thread{dim3(1), dim3(1)};
       GTEST_SKIP() << "the driver supports CUDA " << driver_ << "; WHILE nodes need more";                             \
   } while (0)
 
-// A profiler, or the test skips when CUPTI cannot start one here (another CUPTI tool, e.g. compute-sanitizer, is
-// attached: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
-#define START_PROFILER(name)                                                                                           \
-  std::optional<profile::profiler> name##_holder;                                                                      \
-  try {                                                                                                                \
-    name##_holder.emplace();                                                                                           \
-  } catch (const profile::profiler_error& e) {                                                                         \
-    if (std::string(e.what()).find("another CUPTI tool") != std::string::npos) GTEST_SKIP() << e.what();               \
-    throw;                                                                                                             \
-  }                                                                                                                    \
-  profile::profiler& name = *name##_holder
+// A profiler, or the test skips when CUPTI cannot start one here (another CUPTI tool, e.g. compute-sanitizer).
+#define START_PROFILER(name) CONVEYOR_START_CUPTI_SUBSCRIBER(profile::profiler, name)
 
 const profile::node_profile* find_node(const profile::profile_report& r, const std::string& label) {
   for (const auto& n : r.nodes)

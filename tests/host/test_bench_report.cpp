@@ -282,6 +282,34 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   EXPECT_NE(prep.find(" 4.00 |"), std::string::npos) << prep; // 1 thread / 8: 40 / 10
 }
 
+// The first-calls tables: total, median, 90th percentile and largest per variant; block means of ten calls.
+TEST(Format, FirstCallsTablesGiveQuantilesAndBlockMeans) {
+  conveyor::bench::first_calls_row eager, graphed;
+  eager.variant = "eager";
+  graphed.variant = "graphed";
+  for (int i = 1; i <= 20; ++i) {
+    eager.us.push_back(300.0);                        // 20 calls of 300 µs: 6 ms
+    graphed.us.push_back(i <= 10 ? 100.0 * i : 25.0); // 100, 200, ..., 1000, then ten of 25
+  }
+  eager.eager = 20;
+  graphed.eager = 3;
+  graphed.replays = 17;
+  graphed.captures = 2;
+  eager.nodes = graphed.nodes = 100;
+  eager.buckets = graphed.buckets = 4;
+  const std::string t = conveyor::bench::format_first_calls({eager, graphed});
+  EXPECT_NE(t.find("the first 20 calls"), std::string::npos) << t;
+  EXPECT_NE(t.find("| eager   |     6.00 |"), std::string::npos) << t;
+  // graphed: total 5500 + 250 = 5750 µs; sorted: ten of 25, then 100..1000: median (rank 10) 25, 90th (rank 18) 800
+  EXPECT_NE(t.find("| graphed |     5.75 |      25.0 |"), std::string::npos) << t;
+  EXPECT_NE(t.find(" 800 |"), std::string::npos) << t;
+  EXPECT_NE(t.find(" 1000 |"), std::string::npos) << t;
+  // block means: calls 1–10 of graphed 550, calls 11–20 25
+  EXPECT_NE(t.find("|  1–10 |   300 |     550 |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| 11–20 |   300 |    25.0 |"), std::string::npos) << t;
+  EXPECT_TRUE(conveyor::bench::format_first_calls({}).empty());
+}
+
 TEST(Format, ProfileOverheadTableGivesBothRatios) {
   conveyor::bench::profile_overhead_row r;
   r.shape = "graph chain";

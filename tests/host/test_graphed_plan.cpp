@@ -53,6 +53,21 @@ TEST(GraphedPlan, WarmUpCountsPerShape) {
   EXPECT_EQ(cache.statistics().calls, 5U);
 }
 
+// instantiate_in_background: the capture of a new shape, after its warm-ups, is planned as a hand-over to the worker
+// thread (the call then runs eagerly); without the option, as capture_new.
+TEST(GraphedPlan, BackgroundInstantiationPlansACaptureForTheWorkerThread) {
+  conveyor::graph_cache cache({.warmup_calls = 1, .instantiate_in_background = true});
+  float buffer[1];
+  const float* p = buffer;
+  EXPECT_EQ(cache.plan(key_of(10, p)), call_plan::eager_warmup);
+  EXPECT_EQ(cache.plan(key_of(10, p)), call_plan::capture_background);
+  EXPECT_EQ(cache.plan(key_of(20, p)), call_plan::eager_warmup);
+  EXPECT_EQ(cache.statistics().background_instantiations, 0U);
+  EXPECT_EQ(cache.statistics().eager_while_instantiating, 0U);
+  conveyor::graph_cache inline_cache({.warmup_calls = 0});
+  EXPECT_EQ(inline_cache.plan(key_of(10, p)), call_plan::capture_new);
+}
+
 TEST(GraphedPlan, KeysSeparateShapeFromBinding) {
   float buffer[2];
   const float* p = buffer;

@@ -23,7 +23,10 @@
 namespace conveyor {
 
 namespace detail {
-class rebinder; // the learnt mapping of arguments to node fields (src/assembly/rebind.hpp)
+class rebinder;    // the learnt mapping of arguments to node fields (src/assembly/rebind.hpp)
+class task_thread; // the worker thread of background instantiations (src/assembly/task_thread.hpp)
+struct background_job; // one background instantiation (src/assembly/background_job.hpp)
+struct graph_holding;  // what a graph holds (src/assembly/background_job.hpp)
 } // namespace detail
 
 //! What a call should do, decided from its key by graph_cache::plan.
@@ -36,6 +39,12 @@ enum class call_plan {
   //! patch the changed arguments into the matching executable graph (no capture), then launch
   rebind,
   eager_guarded, //!< run eagerly: the churn guard holds graphing off until the arguments settle
+  //! capture a new shape, hand the graph to the worker thread to instantiate and upload, run the
+  //! call eagerly (graphed_options::instantiate_in_background)
+  capture_background,
+  //! run eagerly: this shape's graph is being instantiated on the worker thread
+  //! (instantiate_in_background)
+  eager_instantiating,
 };
 
 //! Executable graphs keyed by call shape (see call_key), with warm-up counting, bucket padding, LRU
@@ -55,7 +64,9 @@ public:
   //! Replaces this cache by `other`'s (its graphs are destroyed without waiting for their
   //! launches).
   graph_cache& operator=(graph_cache&&) noexcept;
-  //! Destroys the executable graphs without waiting for their launches. Never throws.
+  //! Destroys the executable graphs without waiting for their launches; waits for a background
+  //! instantiation in progress (instantiate_in_background) and drops those not started. Never
+  //! throws.
   ~graph_cache();
 
   //! The bucket `n` pads to, or nullopt when `n` is above the largest bucket. Without buckets, `n`
@@ -86,6 +97,20 @@ public:
   //! without waiting for its launches), then launches it on `s`. \throws cuda_error from
   //! instantiate or launch.
   void add_and_launch(const call_key& key, graph g, const stream& s);
+  //! After capture_background: hands `g`, captured for `key`, to the cache's worker thread
+  //! (started at the first hand-over), which makes the current device its own, instantiates `g`
+  //! with the options' flags and uploads it on a stream of its own
+  //! (cudaGraphInstantiateWithParams, cudaGraphUpload); the call and the next calls of its shape
+  //! run eagerly (eager_instantiating) until the first call that finds it done, which adds it to
+  //! the cache (evicting as insert does) and goes on as for a cached graph (replay, or a
+  //! re-capture if its arguments differ). Nothing waits for the instantiation. An error of the
+  //! instantiation is thrown by that call.
+  //! \throws std::system_error when the worker thread cannot be started.
+  void add_in_background(const call_key& key, graph g);
+  //! Blocks until every instantiation handed to the worker thread so far has finished (tests and
+  //! benchmarks that want the next call to find it done). Their errors are not thrown here but by
+  //! the call that takes them. Never throws.
+  void wait_for_background() const noexcept;
   //! Instantiates `g` for `key` and uploads it on `s` (cudaGraphUpload), without launching it
   //! (prepare): its first launch then pays no upload. \throws cuda_error from instantiate or
   //! upload.
@@ -197,6 +222,8 @@ private:
   detail::rebinder& rebinder_of(entry& e);
   entry* most_recent() noexcept;
   entry& insert(const call_key& key, graph g);
+  entry& store(const call_key& key, graph_exec exec, const detail::graph_holding& h);
+  bool take_background(const call_key& key);
   void make_room(std::size_t incoming, const entry* keep);
   void evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why);
   entry& matched(const char* call);
@@ -223,6 +250,10 @@ private:
   std::deque<std::size_t> records_;
   std::size_t steady_ = 0; // churn guard engaged: steady calls in a row so far
   call_key last_key_;      // churn guard engaged: the key of the call before
+  // instantiate_in_background: the worker thread (from the first hand-over) and the instantiations
+  // handed to it
+  std::unique_ptr<detail::task_thread> worker_;
+  std::vector<std::shared_ptr<detail::background_job>> pending_;
 };
 
 } // namespace conveyor

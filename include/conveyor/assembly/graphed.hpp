@@ -112,7 +112,9 @@ void key_argument(call_key& key, const T& value, std::size_t position, const key
 //! value (by its bytes: a struct of pointers swapped between calls is seen) are the *binding* the
 //! graph embeds. An argument type graphed cannot compare (not trivially copyable) does not compile
 //! unless it is wrapped in conveyor::unkeyed or a key function is given.
-//! - a new shape runs eagerly `warmup_calls` times, then is captured and instantiated;
+//! - a new shape runs eagerly `warmup_calls` times, then is captured and instantiated (or, with
+//!   graphed_options::instantiate_in_background, instantiated on a worker thread while its calls
+//!   run eagerly);
 //! - a known shape with the same binding replays its executable graph (one cudaGraphLaunch);
 //! - a known shape with another binding is captured again and the executable graph updated in
 //!   place — one whole-graph update (cudaGraphExecUpdate), or with recapture_update::per_node only
@@ -323,8 +325,15 @@ private:
     case call_plan::replay: core_.replay(s); return;
     case call_plan::eager_warmup:
     case call_plan::eager_guarded:
-    case call_plan::eager_fallback: std::apply([&](auto&... v) { f_(s, v...); }, values); return;
+    case call_plan::eager_fallback:
+    case call_plan::eager_instantiating:
+      std::apply([&](auto&... v) { f_(s, v...); }, values);
+      return;
     case call_plan::capture_new: core_.add_and_launch(key, record(s, values, true), s); return;
+    case call_plan::capture_background:
+      core_.add_in_background(key, record(s, values, true));
+      std::apply([&](auto&... v) { f_(s, v...); }, values);
+      return;
     case call_plan::recapture: core_.update_and_launch(key, record(s, values), s); return;
     case call_plan::rebind:
       if (core_.rebind_and_launch(key, s)) return;

@@ -230,6 +230,14 @@ struct graphed_options {
   bool step_through = detail::step_through_env();
   //! The watched buffers and callback of step_through.
   step_options step;
+  //! Start-up without waiting: a new shape's graph, captured after its warm-up calls, is
+  //! instantiated and uploaded on a worker thread (one per callable, started at the first such
+  //! capture) while that call and the next calls of the shape run eagerly; the first call that
+  //! finds the graph ready replays it. No call waits for cudaGraphInstantiate, at the cost of the
+  //! capture (on the calling thread) and of running eagerly meanwhile; a failed instantiation is
+  //! thrown by the call that finds it. graphed::prepare still instantiates on the calling thread.
+  //! Off by default (graph_cache::add_in_background).
+  bool instantiate_in_background = false;
   //! Every `audit_every` calls that replay or patch (0: never), graphed also captures the callable
   //! and compares the capture with what the executable graph ran (its graph, with the patched node
   //! fields), and throws audit_error at the first call where they differ, naming the node: a replay
@@ -283,6 +291,11 @@ struct graphed_statistics {
   std::size_t budget_evictions = 0;
   //! bytes of graph allocations the cached executable graphs hold now
   std::size_t held_bytes = 0;
+  //! executable graphs instantiated on the worker thread
+  //! (graphed_options::instantiate_in_background), counted in instantiations when a call takes them
+  std::size_t background_instantiations = 0;
+  //! calls run eagerly while their shape's graph was being instantiated on the worker thread
+  std::size_t eager_while_instantiating = 0;
 };
 
 //! What one cached executable graph holds (graph_cache::cached, graphed::cached). A plain value.

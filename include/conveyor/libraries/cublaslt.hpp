@@ -13,6 +13,7 @@
 #include <cublasLt.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace conveyor::libraries {
 
@@ -23,6 +24,17 @@ inline void check_cublaslt(cublasStatus_t status, const char* call) {
     throw library_error("cuBLASLt", call, static_cast<int>(status), cublasLtGetStatusName(status));
 }
 
+//! Which algorithms cublaslt_handle::algorithm may choose by how they reduce over k
+//! (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK).
+enum class split_k {
+  allowed, //!< every reduction scheme (cuBLASLt's default)
+  //! only algorithms that do not split the sum over k (CUBLASLT_REDUCTION_SCHEME_NONE): no
+  //! reduction kernels or memsets in the graph, and kernel parameters that are the same at every
+  //! capture, so that conveyor::graphed can patch a changed argument instead of re-capturing
+  //! (docs/libraries.md)
+  forbidden,
+};
+
 //! A cuBLASLt handle (`cublasLtCreate`) with a workspace and a heuristic preference limited to it.
 //! Make it, and choose each matmul's algorithm (algorithm()), before capturing; call matmul()
 //! inside the capture (or eagerly: the same algorithm, so the same result). Thread safety: one
@@ -30,19 +42,15 @@ inline void check_cublaslt(cublasStatus_t status, const char* call) {
 class cublaslt_handle {
 public:
   //! Creates the handle, a workspace of `workspace_bytes` (32 MiB by default) and the preference
-  //! limiting algorithms to it.
+  //! limiting algorithms to it and, with split_k::forbidden, to those that do not split k.
   //! \throws library_error when cuBLASLt refuses; cuda_error when the workspace cannot be
   //!         allocated.
-  explicit cublaslt_handle(std::size_t workspace_bytes = std::size_t{32} << 20) :
-      workspace_(workspace_bytes) {
+  explicit cublaslt_handle(std::size_t workspace_bytes = std::size_t{32} << 20,
+                           split_k splits = split_k::allowed) :
+      workspace_(workspace_bytes),
+      splits_(splits) {
     check_cublaslt(cublasLtCreate(&handle_), "cublasLtCreate");
-    const cublasStatus_t rc = cublasLtMatmulPreferenceCreate(&preference_);
-    std::size_t limit = workspace_.bytes();
-    const cublasStatus_t set =
-        rc != CUBLAS_STATUS_SUCCESS
-            ? rc
-            : cublasLtMatmulPreferenceSetAttribute(
-                  preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit);
+    const cublasStatus_t set = make_preference();
     if (set != CUBLAS_STATUS_SUCCESS) {
       if (preference_ != nullptr) (void)cublasLtMatmulPreferenceDestroy(preference_);
       (void)cublasLtDestroy(handle_);
@@ -70,11 +78,17 @@ public:
         cublasLtMatmulAlgoGetHeuristic(handle_, op, a, b, c, d, preference_, 1, &result, &found),
         "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0 || result.workspaceSize > workspace_.bytes())
-      throw library_error("cuBLASLt", "cublasLtMatmulAlgoGetHeuristic",
-                          static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED),
-                          "no algorithm fits the workspace (make the handle with a larger one)");
+      throw library_error(
+          "cuBLASLt", "cublasLtMatmulAlgoGetHeuristic",
+          static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED),
+          splits_ == split_k::forbidden
+              ? "no algorithm without split-k fits the workspace (make the handle "
+                "with a larger one, or allow split-k)"
+              : "no algorithm fits the workspace (make the handle with a larger one)");
     return result.algo;
   }
+  //! Whether algorithm() may choose split-k algorithms.
+  [[nodiscard]] split_k splits() const noexcept { return splits_; }
 
   //! D = alpha op(A) op(B) + beta C on `s` with `algo` and the workspace (`cublasLtMatmul`); keeps
   //! the workspace alive with the graph when `s` is capturing. Scalars by host pointer are read now
@@ -97,9 +111,24 @@ public:
   [[nodiscard]] const workspace& scratch() const noexcept { return workspace_; }
 
 private:
+  // The preference: the workspace limit and, for split_k::forbidden, the reduction-scheme mask.
+  cublasStatus_t make_preference() noexcept {
+    cublasStatus_t rc = cublasLtMatmulPreferenceCreate(&preference_);
+    std::size_t limit = workspace_.bytes();
+    if (rc == CUBLAS_STATUS_SUCCESS)
+      rc = cublasLtMatmulPreferenceSetAttribute(
+          preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit);
+    const std::uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    if (rc == CUBLAS_STATUS_SUCCESS && splits_ == split_k::forbidden)
+      rc = cublasLtMatmulPreferenceSetAttribute(
+          preference_, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none);
+    return rc;
+  }
+
   cublasLtHandle_t handle_ = nullptr;
   cublasLtMatmulPreference_t preference_ = nullptr;
   workspace workspace_;
+  split_k splits_ = split_k::allowed;
 };
 
 } // namespace conveyor::libraries
