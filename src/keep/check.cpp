@@ -11,6 +11,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace conveyor {
@@ -218,21 +219,42 @@ struct checker {
     return true;
   }
 
+  // One overload per alternative of saved_parameters: the checks of that kind's fields.
+  void payload(const std::monostate&, const saved_node&, std::size_t, const std::string&) const {}
+  void payload(const saved_kernel_node& k, const saved_node&, std::size_t conditions, const std::string& where) const {
+    kernel_node(k, conditions, where);
+  }
+  void payload(const saved_memcpy_node& c, const saved_node&, std::size_t, const std::string& where) const {
+    pitched(c.source, c.extent, where, "source");
+    pitched(c.destination, c.extent, where, "destination");
+  }
+  void payload(const saved_memset_node& m, const saved_node&, std::size_t, const std::string& where) const {
+    memset_node(m, where);
+  }
+  void payload(const saved_reference& r, const saved_node& n, std::size_t, const std::string& where) const {
+    reference(r, n.kind, where);
+  }
+  void payload(const saved_mem_alloc_node& a, const saved_node&, std::size_t, const std::string& where) {
+    allocation(a, where);
+  }
+  void payload(const saved_mem_free_node& f, const saved_node&, std::size_t, const std::string& where) const {
+    free_node(f, where);
+  }
+  void payload(const saved_conditional_node& c, const saved_node& n, std::size_t conditions,
+               const std::string& where) const {
+    conditional(c, n, conditions, where);
+  }
+
+  // The graphs a node of its kind nests: one for a child graph, its bodies for a conditional node, else none.
+  static std::size_t nested_graphs(const saved_node& n) {
+    if (n.kind == node_kind::child_graph) return 1;
+    return n.kind == node_kind::conditional ? n.bodies.size() : 0;
+  }
+
   void parameters(const saved_node& n, std::size_t conditions, const std::string& where) {
     if (!matches(n.kind, n.parameters)) fail(where, "parameters of another kind than the node's");
-    if (const auto* k = std::get_if<saved_kernel_node>(&n.parameters)) kernel_node(*k, conditions, where);
-    if (const auto* c = std::get_if<saved_memcpy_node>(&n.parameters)) {
-      pitched(c->source, c->extent, where, "source");
-      pitched(c->destination, c->extent, where, "destination");
-    }
-    if (const auto* m = std::get_if<saved_memset_node>(&n.parameters)) memset_node(*m, where);
-    if (const auto* r = std::get_if<saved_reference>(&n.parameters)) reference(*r, n.kind, where);
-    if (const auto* a = std::get_if<saved_mem_alloc_node>(&n.parameters)) allocation(*a, where);
-    if (const auto* f = std::get_if<saved_mem_free_node>(&n.parameters)) free_node(*f, where);
-    if (const auto* c = std::get_if<saved_conditional_node>(&n.parameters)) conditional(*c, n, conditions, where);
-    const std::size_t bodies = n.kind == node_kind::child_graph   ? 1
-                               : n.kind == node_kind::conditional ? n.bodies.size()
-                                                                  : 0;
+    std::visit([&](const auto& p) { payload(p, n, conditions, where); }, n.parameters);
+    const std::size_t bodies = nested_graphs(n);
     if (n.bodies.size() != bodies) fail(where, fmt::format("{} nested graphs: expected {}", n.bodies.size(), bodies));
   }
 
@@ -277,30 +299,41 @@ struct checker {
     }
   }
 
+  // The role the graphs nested in a node of `kind` play, for a node in a graph of `role`: a conditional node's
+  // bodies are bodies; a child graph is a child, or a body when it sits in a body (CUDA's body rules reach into it).
+  static graph_role nested_role(node_kind kind, graph_role role) {
+    if (kind == node_kind::conditional) return graph_role::body;
+    return role == graph_role::body ? role : graph_role::child;
+  }
+
+  void dependencies(const saved_graph& g, std::size_t i, const std::string& at) const {
+    std::set<std::uint32_t> from;
+    for (const auto& d : g.nodes[i].dependencies) {
+      edge(g, i, d, at);
+      if (!from.insert(d.from).second) fail(at, fmt::format("two dependencies on node {}", d.from));
+    }
+  }
+
+  void node(const saved_graph& g, std::size_t i, const std::string& where, std::size_t depth, std::size_t conditions,
+            graph_role role) {
+    const saved_node& n = g.nodes[i];
+    const std::string at = node_place(where, i, n);
+    if (!allowed_in(n.kind, role))
+      fail(at, role == graph_role::body ? "a kind CUDA does not allow in a conditional body"
+                                        : "a kind CUDA does not allow in a child graph");
+    dependencies(g, i, at);
+    parameters(n, conditions, at);
+    for (std::size_t b = 0; b < n.bodies.size(); ++b)
+      graph(n.bodies[b], fmt::format("{} body {}", at, b), depth + 1, conditions, nested_role(n.kind, role));
+  }
+
   void graph(const saved_graph& g, const std::string& where, std::size_t depth, std::size_t conditions,
              graph_role role) {
     if (depth > limits.max_depth) fail(where, fmt::format("graphs nested deeper than {} levels", limits.max_depth));
     nodes += g.nodes.size();
     if (nodes > limits.max_nodes) fail(where, fmt::format("more than {} nodes in the file", limits.max_nodes));
     if (depth > 0 && !g.conditions.empty()) fail(where, "a condition table in a nested graph (top-level graphs only)");
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-      const saved_node& n = g.nodes[i];
-      const std::string at = node_place(where, i, n);
-      if (!allowed_in(n.kind, role))
-        fail(at, role == graph_role::body ? "a kind CUDA does not allow in a conditional body"
-                                          : "a kind CUDA does not allow in a child graph");
-      std::set<std::uint32_t> from;
-      for (const auto& d : n.dependencies) {
-        edge(g, i, d, at);
-        if (!from.insert(d.from).second) fail(at, fmt::format("two dependencies on node {}", d.from));
-      }
-      parameters(n, conditions, at);
-      for (std::size_t b = 0; b < n.bodies.size(); ++b)
-        graph(n.bodies[b], fmt::format("{} body {}", at, b), depth + 1, conditions,
-              n.kind == node_kind::conditional ? graph_role::body
-              : role == graph_role::body       ? role
-                                               : graph_role::child);
-    }
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) node(g, i, where, depth, conditions, role);
     acyclic(g, where);
   }
 

@@ -375,36 +375,43 @@ private:
   }
 
   // 1. The launch is not amortised.
-  void few_nodes() {
+  static constexpr const char* amortise_fix =
+      "capture more work per graph: several steps or iterations per launch, or a WHILE loop (conditional node) "
+      "that repeats the step on the device, so that one launch's overhead is shared by more work";
+
+  // The kernel, memcpy and memset nodes of the view (nested bodies counted), and whether a WHILE node repeats them.
+  [[nodiscard]] std::pair<std::vector<std::string>, bool> work_nodes() const {
     std::vector<std::string> work;
     bool has_while = false;
-    if (view_) {
-      for (const auto& f : view_->nodes) {
-        if (is_work(f.d->kind)) work.push_back(f.name);
-        if (f.d->kind == node_kind::conditional && f.d->conditional_type == "while") has_while = true;
-      }
-      if (in_.graph->nodes.empty()) return; // nothing to diagnose
+    for (const auto& f : view_->nodes) {
+      if (is_work(f.d->kind)) work.push_back(f.name);
+      has_while = has_while || (f.d->kind == node_kind::conditional && f.d->conditional_type == "while");
     }
-    const double line = 4 * t_.launch_overhead_us;
-    if (profiled()) { // the measurement decides
-      if (p_.median_wall >= line) return;
-      std::string evidence = fmt::format(
-          "median wall time {} per launch over {}, below 4 × the launch overhead of {} = {}", us(p_.median_wall),
-          plural(p_.launches.size(), "launch", "launches"), us(t_.launch_overhead_us), us(line));
-      if (view_) evidence += fmt::format("; {} kernel/memcpy/memset nodes", work.size());
-      add(p_.median_wall <= t_.launch_overhead_us ? severity::critical : severity::warning,
-          work.size() < t_.min_nodes ? work : std::vector<std::string>{}, std::move(evidence),
-          "capture more work per graph: several steps or iterations per launch, or a WHILE loop (conditional node) "
-          "that repeats the step on the device, so that one launch's overhead is shared by more work");
-      return;
-    }
+    return {work, has_while};
+  }
+
+  void few_nodes() {
+    if (view_ && in_.graph->nodes.empty()) return; // nothing to diagnose
+    const auto [work, has_while] = view_ ? work_nodes() : std::pair<std::vector<std::string>, bool>{};
+    if (profiled()) return few_nodes_measured(work); // the measurement decides
     if (!view_ || has_while || work.size() >= t_.min_nodes) return;
     add(severity::warning, work,
         fmt::format("{} kernel/memcpy/memset nodes (nested bodies counted), fewer than {}: a launch costs about {} of "
                     "host and GPU time, likely not amortised (no profile to measure it)",
                     work.size(), t_.min_nodes, us(t_.launch_overhead_us)),
-        "capture more work per graph: several steps or iterations per launch, or a WHILE loop (conditional node) "
-        "that repeats the step on the device, so that one launch's overhead is shared by more work");
+        amortise_fix);
+  }
+
+  // few_nodes with a profile: the median wall time per launch against 4 × the launch overhead.
+  void few_nodes_measured(const std::vector<std::string>& work) {
+    const double line = 4 * t_.launch_overhead_us;
+    if (p_.median_wall >= line) return;
+    std::string evidence = fmt::format(
+        "median wall time {} per launch over {}, below 4 × the launch overhead of {} = {}", us(p_.median_wall),
+        plural(p_.launches.size(), "launch", "launches"), us(t_.launch_overhead_us), us(line));
+    if (view_) evidence += fmt::format("; {} kernel/memcpy/memset nodes", work.size());
+    add(p_.median_wall <= t_.launch_overhead_us ? severity::critical : severity::warning,
+        work.size() < t_.min_nodes ? work : std::vector<std::string>{}, std::move(evidence), amortise_fix);
   }
 
   // 2. Kernels shorter than the gaps between nodes.
@@ -703,21 +710,31 @@ private:
   }
 
   // 8. Graph allocations that stay allocated after a launch.
+  static constexpr const char* free_fix =
+      "add a mem_free node for each allocation at the end of the graph (graph::mem_free, or cudaFreeAsync in the "
+      "captured work), or instantiate with instantiate_flags::auto_free_on_launch";
+
   void unfreed_allocations() {
     const exec_facts* e = in_.exec;
     const bool auto_free = e != nullptr && e->auto_free_on_launch;
-    const char* fix = "add a mem_free node for each allocation at the end of the graph (graph::mem_free, or "
-                      "cudaFreeAsync in the captured work), or instantiate with instantiate_flags::auto_free_on_launch";
-    if (e != nullptr && e->allocations_read && !e->unfreed_allocations.empty() && !auto_free) {
-      add(severity::critical, e->unfreed_allocations,
-          fmt::format("{} still allocated after the last launch and the executable graph was instantiated without "
-                      "auto_free_on_launch: launching it again fails until they are freed",
-                      plural(e->unfreed_allocations.size(), "graph allocation is", "graph allocations are")),
-          fix);
-      return;
-    }
+    const bool read = e != nullptr && e->allocations_read;
+    if (read && !e->unfreed_allocations.empty() && !auto_free) return still_allocated(*e);
     if (!view_ || auto_free) return;
-    if (e != nullptr && e->allocations_read && e->launched && e->unfreed_allocations.empty()) return; // freed outside
+    if (read && e->launched && e->unfreed_allocations.empty()) return; // freed outside the graph
+    unfreed_by_the_graph(e);
+  }
+
+  // The executable graph's allocations, read after its last launch, are still allocated.
+  void still_allocated(const exec_facts& e) {
+    add(severity::critical, e.unfreed_allocations,
+        fmt::format("{} still allocated after the last launch and the executable graph was instantiated without "
+                    "auto_free_on_launch: launching it again fails until they are freed",
+                    plural(e.unfreed_allocations.size(), "graph allocation is", "graph allocations are")),
+        free_fix);
+  }
+
+  // More mem_alloc than mem_free nodes in the graph (what a second launch needs freed).
+  void unfreed_by_the_graph(const exec_facts* e) {
     std::vector<std::string> allocs;
     std::size_t frees = 0;
     for (const flat_node& f : view_->nodes) {
@@ -732,7 +749,7 @@ private:
                     plural(frees, "mem_free node", "mem_free nodes"),
                     plural(allocs.size() - frees, "allocation is", "allocations are"),
                     e == nullptr ? "not known to use auto_free_on_launch" : "instantiated without auto_free_on_launch"),
-        fix);
+        free_fix);
   }
 
   // 8b. Allocation nodes in a captured graph: a library call (or the captured code) allocated its scratch memory
