@@ -584,10 +584,8 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
   auto body = [&](const conveyor::stream& cs, conveyor::batch_size rows) {
     chain(cs, b.all1.p, static_cast<float>(rows.padded % 7), b.one1.p, 2.0F);
   };
-  for (std::size_t count : bucket_counts) {
-    conveyor::graphed_options o;
-    o.max_graphs = count;
-    for (std::size_t k = 1; k <= count; ++k) o.buckets.push_back(16 * k);
+  // ms of graphed::prepare of `count` buckets with options `o` (median of `calls` fresh callables).
+  auto prepare_ms = [&](const conveyor::graphed_options& o, std::size_t count) {
     std::vector<double> times;
     for (int c = 0; c < calls; ++c) {
       conveyor::graphed step(body, o);
@@ -595,11 +593,25 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
       step.prepare(s, conveyor::batch_size{1});
       times.push_back(us(clock_type::now() - t0) / 1000.0);
       s.synchronize();
+      if (step.cached_graphs() != count)
+        throw std::runtime_error(
+            fmt::format("measure_prepare_cost: prepare cached {} of {} buckets", step.cached_graphs(), count));
     }
+    return median(times);
+  };
+  for (std::size_t count : bucket_counts) {
+    conveyor::graphed_options o;
+    o.max_graphs = count;
+    for (std::size_t k = 1; k <= count; ++k) o.buckets.push_back(16 * k);
     prepare_cost row;
     row.buckets = count;
     row.nodes = nodes;
-    row.prepare_ms = median(times);
+    row.prepare_ms = prepare_ms(o, count);
+    o.instantiate_in_background = true;
+    for (std::size_t t = 1; t <= row.background_ms.size(); ++t) {
+      o.instantiate_threads = t;
+      row.background_ms[t - 1] = prepare_ms(o, count);
+    }
     measure_raw_prepare(row, s, chain, calls, b.all1.p, b.one1.p);
     out.push_back(row);
   }
@@ -612,7 +624,7 @@ namespace {
 // end of its stream synchronisation; the `all` buffer after them.
 template <class Call>
 std::pair<std::vector<double>, std::vector<float>> time_calls(const std::vector<std::size_t>& rows, Call run_call,
-                                                              const conveyor::stream& s, const device_floats& all) {
+                                                              const conveyor::stream& s, const buffers& b) {
   std::vector<double> us;
   for (std::size_t r : rows) {
     const auto t0 = clock_type::now();
@@ -620,7 +632,13 @@ std::pair<std::vector<double>, std::vector<float>> time_calls(const std::vector<
     s.synchronize();
     us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
   }
-  return {us, all.download(all_floats)};
+  // Every buffer the calls add to: `all` (1 + bucket % 7 a call), `one` and `fixed` (every call adds to them).
+  std::vector<float> left = b.all1.download(all_floats);
+  for (const device_floats* d : {&b.one1, &b.fixed}) {
+    const auto v = d->download(one_floats);
+    left.insert(left.end(), v.begin(), v.end());
+  }
+  return {us, left};
 }
 
 first_calls_row first_calls_of(std::string variant, std::vector<double> us, const conveyor::graphed_statistics* st) {
@@ -640,7 +658,9 @@ std::vector<first_calls_row> measure_first_calls(std::size_t nodes, std::size_t 
   std::mt19937 random(7);
   std::uniform_int_distribution<std::size_t> pick(1, buckets);
   std::vector<std::size_t> rows;
-  for (std::size_t c = 0; c < calls; ++c) rows.push_back(16 * pick(random) - random() % 16);
+  // The buckets' own sizes: a call's key is its shape alone, so a shape's later calls replay (a size inside a bucket
+  // is binding, and would re-capture).
+  for (std::size_t c = 0; c < calls; ++c) rows.push_back(16 * pick(random));
   conveyor::stream s;
   std::vector<first_calls_row> out;
   std::vector<float> eager_all;
@@ -648,7 +668,7 @@ std::vector<first_calls_row> measure_first_calls(std::size_t nodes, std::size_t 
     buffers b;
     const tiny_chain chain{static_cast<int>(nodes), b.fixed.p};
     auto body = [&](const conveyor::stream& cs, conveyor::batch_size n) {
-      chain(cs, b.all1.p, static_cast<float>(n.padded % 7), b.one1.p, 2.0F);
+      chain(cs, b.all1.p, static_cast<float>(1 + n.padded % 7), b.one1.p, 2.0F);
     };
     conveyor::graphed_options o;
     o.max_graphs = buckets;
@@ -656,9 +676,9 @@ std::vector<first_calls_row> measure_first_calls(std::size_t nodes, std::size_t 
     o.instantiate_in_background = variant == 2;
     conveyor::graphed step(body, o);
     // eager: the bucket's size, as graphed pads it (the same work)
-    auto eager = [&](std::size_t r) { body(s, conveyor::batch_size{r, (r + 15) / 16 * 16}); };
+    auto eager = [&](std::size_t r) { body(s, conveyor::batch_size{r}); };
     auto graphed = [&](std::size_t r) { step(s, conveyor::batch_size{r}); };
-    auto [us, all] = variant == 0 ? time_calls(rows, eager, s, b.all1) : time_calls(rows, graphed, s, b.all1);
+    auto [us, all] = variant == 0 ? time_calls(rows, eager, s, b) : time_calls(rows, graphed, s, b);
     if (variant == 0) eager_all = all;
     else if (all != eager_all)
       throw std::runtime_error(fmt::format("measure_first_calls: the {} variant left other values than eager",

@@ -84,6 +84,9 @@ struct prepare_cost {
   //! The raw cudaGraphInstantiate of the same B captured graphs spread over 1, 2, 4 and 8 host threads (ms, wall,
   //! from the first thread's start to the last one's end): how instantiation scales over threads
   std::array<double, 4> instantiate_ms{};
+  //! graphed::prepare with graphed_options::instantiate_in_background, its buckets instantiated and uploaded on 1
+  //! and on 2 worker threads while the calling thread captures the next (ms, until every bucket is cached)
+  std::array<double, 2> background_ms{};
   //! prepare / raw
   [[nodiscard]] double ratio() const noexcept { return raw_ms > 0 ? prepare_ms / raw_ms : 0; }
 };
@@ -106,11 +109,12 @@ struct first_calls_row {
   std::size_t buckets = 0;  //!< shapes in the stream
   std::size_t nodes = 0;    //!< kernels per call
 };
-//! Runs the same `calls` calls of a callable of `nodes` tiny kernels, whose shape (a batch_size padded to one of
-//! `buckets` buckets) is drawn at random (fixed seed) at each call, three ways: eagerly; through graphed with its
-//! defaults (one warm-up, then capture, instantiate and launch in the call); and with
-//! graphed_options::instantiate_in_background. Checks that the three leave the same buffers (every call's work ran
-//! once). \throws conveyor::cuda_error; std::runtime_error when the buffers differ; std::invalid_argument for 0.
+//! Runs the same `calls` calls of a callable of `nodes` tiny kernels, whose batch size (one of `buckets` bucket
+//! sizes, so that a call's key is its shape alone) is drawn at random (fixed seed) at each call, three ways:
+//! eagerly; through graphed with its defaults (one warm-up, then capture, instantiate and launch in the call); and
+//! with graphed_options::instantiate_in_background. Checks that the three leave the same buffers (every buffer the
+//! calls add to: each call's work ran once). \throws conveyor::cuda_error; std::runtime_error when the buffers
+//! differ; std::invalid_argument for 0.
 [[nodiscard]] std::vector<first_calls_row> measure_first_calls(std::size_t nodes = 100, std::size_t buckets = 16,
                                                                std::size_t calls = 100);
 //! Two Markdown tables of them: per variant the total, median, 90th percentile and largest latency; and the mean

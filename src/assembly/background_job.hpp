@@ -1,10 +1,12 @@
 #pragma once
 // One background instantiation of graph_cache (graphed_options::instantiate_in_background): the captured graph, what
-// it holds, and the executable graph the worker thread makes of it.
+// it holds, and the executable graph a worker thread makes of it.
 
 #include "conveyor/assembly/graphed_types.hpp"
 #include "conveyor/define/graph.hpp"
 #include "conveyor/execute/graph_exec.hpp"
+
+#include <cuda.h>
 
 #include <cstddef>
 #include <exception>
@@ -21,21 +23,27 @@ struct graph_holding {
 //! Reads graph_holding of `g`. \throws cuda_error when the graph cannot be read.
 [[nodiscard]] graph_holding holding_of(const graph& g);
 
-//! One graph handed to the worker thread. The worker writes `exec`, `holding` and `error`, then sets `done`; the
-//! calling thread reads them only after `finished` saw `done` ready (the promise orders the writes before).
+//! One graph handed to a worker thread. The worker writes `exec`, `holding` and `error`, then sets `done`; the
+//! calling thread reads them only after finished() saw `done` ready (the promise orders the writes before), and
+//! moves `source` and `exec` out before it lets the job go, so that no graph state dies on the worker.
 struct background_job {
-  call_key key; //!< the call it was captured for
-  graph source; //!< the capture
+  call_key key;         //!< the call it was captured for
+  std::size_t call = 0; //!< that call's number (graphed_statistics::calls)
+  graph source;         //!< the capture
   instantiate_flags flags = instantiate_flags::none;
-  int device = 0;  //!< the device current at the hand-over
-  graph_exec exec; //!< made by run()
+  CUcontext context = nullptr; //!< the calling thread's context at the hand-over (null: none current)
+  int device = 0;              //!< the device current at the hand-over (when `context` is null)
+  graph_exec exec;             //!< made by run()
   graph_holding holding;
   std::exception_ptr error; //!< what run() caught, thrown by the call that takes the job
   std::promise<void> done;
   std::shared_future<void> ready = done.get_future().share();
 
-  //! On the worker thread: cudaSetDevice(device), reads holding, instantiates `source` with `flags` and uploads it
-  //! on a stream of its own, waiting for the upload. Never throws (an error is kept in `error`).
+  //! On the worker thread: relaxed capture mode for the thread (cudaThreadExchangeStreamCaptureMode: its calls
+  //! never invalidate another thread's capture), the hand-over's context current (cuCtxSetCurrent; else
+  //! cudaSetDevice), reads holding, instantiates `source` with `flags` (without collecting the release queue: users'
+  //! deleters run on their own threads) and uploads it on a stream of its own, waiting for the upload. Never throws
+  //! (an error is kept in `error`).
   void run() noexcept;
   //! True once run() has finished. Never throws.
   [[nodiscard]] bool finished() const noexcept;

@@ -211,6 +211,8 @@ graph_cache::graph_cache(graphed_options options) : options_(std::move(options))
         throw std::invalid_argument(fmt::format("conveyor::graphed: rebind_arguments names argument {} twice",
                                                 options_.rebind_arguments[i].first));
   if (options_.warmup_calls < 0) throw std::invalid_argument("conveyor::graphed: warmup_calls must be >= 0");
+  if (options_.instantiate_threads == 0)
+    throw std::invalid_argument("conveyor::graphed: instantiate_threads must be at least 1");
   std::sort(options_.buckets.begin(), options_.buckets.end());
   if (!options_.buckets.empty() && options_.buckets.front() == 0)
     throw std::invalid_argument("conveyor::graphed: a bucket of size 0");
@@ -343,10 +345,7 @@ bool graph_cache::settled(const call_key& key) {
 }
 
 call_plan graph_cache::plan_cached(const call_key& key) {
-  if (!pending_.empty() && take_background(key)) {
-    ++stats_.eager_while_instantiating;
-    return call_plan::eager_instantiating;
-  }
+  if (!pending_.empty()) reap_background();
   for (auto& e : entries_) {
     if (!e->key.same_shape(key)) continue;
     for (std::size_t i = 0; i < key.size(); ++i)
@@ -366,6 +365,10 @@ call_plan graph_cache::plan_cached(const call_key& key) {
     if (e->rebind && e->rebind->can_patch(e->key, key, &not_rebound_)) return call_plan::rebind;
     if (!e->rebind) not_rebound_ = "first change of this graph's arguments: learning where they are embedded";
     return call_plan::recapture;
+  }
+  if (!pending_.empty() && waiting_for_background(key)) {
+    ++stats_.eager_while_instantiating;
+    return call_plan::eager_instantiating;
   }
   auto warm = std::find_if(warmups_.begin(), warmups_.end(), [&](auto& w) { return w.first.same_shape(key); });
   if (warm == warmups_.end()) warm = warmups_.insert(warmups_.end(), {key, 0});
@@ -484,8 +487,13 @@ std::vector<graph_cache::bucket> graph_cache::buckets() const {
   return out;
 }
 
-bool graph_cache::has_shape(const call_key& key) const noexcept {
+bool graph_cache::has_cached_shape(const call_key& key) const noexcept {
   return std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e->key.same_shape(key); });
+}
+
+bool graph_cache::has_shape(const call_key& key) const noexcept {
+  return has_cached_shape(key) ||
+         std::any_of(pending_.begin(), pending_.end(), [&](const auto& j) { return j->key.same_shape(key); });
 }
 
 void graph_cache::add_and_launch(const call_key& key, graph g, const stream& s) {
@@ -815,6 +823,10 @@ std::string graph_cache::report(std::string_view name) const {
                        "resumed {} time(s); {}\n",
                        options_.churn.max_records, options_.churn.window, s.guard_trips, s.guarded_calls,
                        s.guard_resumes, s.guard_engaged ? "running eagerly now" : "graphing now");
+  if (options_.instantiate_in_background || s.background_instantiations != 0)
+    out += fmt::format("  in the background: {} instantiation(s) taken into the cache, {} call(s) run eagerly while "
+                       "their shape's graph was being instantiated, {} pending now\n",
+                       s.background_instantiations, s.eager_while_instantiating, pending_.size());
   std::size_t held = 0;
   for (const cached_graph& c : cached()) {
     held += c.allocation_bytes;

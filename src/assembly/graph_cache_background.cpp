@@ -1,9 +1,12 @@
-// graph_cache's background instantiations (graphed_options::instantiate_in_background): the hand-over to the worker
-// thread, and the call that takes a finished graph into the cache.
+// graph_cache's background instantiations (graphed_options::instantiate_in_background): the hand-over to a worker
+// thread, the calls that take finished graphs into the cache, and prepare's wait for all of them.
 #include "conveyor/assembly/graph_cache.hpp"
 
 #include "assembly/background_job.hpp"
 #include "assembly/task_thread.hpp"
+#include "cuda/driver.hpp"
+#include "execute/graph_exec_impl.hpp"
+#include "util/byte_size.hpp"
 
 #include "conveyor/error.hpp"
 #include "conveyor/runtime/device.hpp"
@@ -12,17 +15,38 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace conveyor {
 
 namespace detail {
 
+namespace {
+
+// The hand-over's context (or device) current on this thread.
+void adopt_context(CUcontext context, int device) {
+  if (context == nullptr) {
+    CONVEYOR_CHECK(cudaSetDevice(device));
+    return;
+  }
+  const CUresult rc = driver::ctx_set_current(context);
+  if (rc != CUDA_SUCCESS)
+    throw cuda_error(cudaErrorDeviceUninitialized, "cuCtxSetCurrent", std::source_location::current(),
+                     fmt::format("the worker thread could not make the capturing thread's context current (CUresult "
+                                 "{})",
+                                 static_cast<int>(rc)));
+}
+
+} // namespace
+
 void background_job::run() noexcept {
   try {
-    CONVEYOR_CHECK(cudaSetDevice(device));
+    cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    CONVEYOR_CHECK(cudaThreadExchangeStreamCaptureMode(&relaxed));
+    adopt_context(context, device);
     holding = holding_of(source);
     const stream upload;
-    exec = instantiate(source, flags);
+    exec = instantiate_uncollected(source, flags, nullptr);
     exec.upload(upload);
     upload.synchronize();
   } catch (...) {
@@ -38,46 +62,95 @@ bool background_job::finished() const noexcept {
 } // namespace detail
 
 void graph_cache::add_in_background(const call_key& key, graph g) {
-  if (!worker_) worker_ = std::make_unique<detail::task_thread>();
+  if (workers_.empty())
+    for (std::size_t i = 0; i < options_.instantiate_threads; ++i)
+      workers_.push_back(std::make_unique<detail::task_thread>());
   auto job = std::make_shared<detail::background_job>();
   job->key = key;
+  job->call = stats_.calls;
   job->source = std::move(g);
   job->flags = options_.flags;
   job->device = current_device();
+  if (detail::driver::ctx_get_current(&job->context) != CUDA_SUCCESS) job->context = nullptr;
+  pending_.reserve(pending_.size() + 1); // the push below cannot throw once the job runs
+  workers_[next_worker_ % workers_.size()]->post([job] { job->run(); });
+  ++next_worker_;
   pending_.push_back(job);
   ++stats_.captures;
   std::erase_if(warmups_, [&](auto& w) { return w.first.same_shape(key); });
   note(fmt::format("captured a graph for shape ({}): instantiating it in the background, the calls of its shape run "
                    "eagerly until it is ready",
                    key.shape_text()));
-  worker_->post([job] { job->run(); });
 }
 
 void graph_cache::wait_for_background() const noexcept {
   for (const auto& job : pending_) job->ready.wait();
 }
 
-// For a call with `key`: true when its shape's graph is still being instantiated on the worker thread (the call runs
-// eagerly). A finished one is taken into the cache (or dropped, when prepare cached the shape meanwhile), its error
-// thrown.
-bool graph_cache::take_background(const call_key& key) {
+void graph_cache::finish_background() {
+  wait_for_background();
+  while (!pending_.empty()) take(pop_pending(pending_.begin()));
+}
+
+std::size_t graph_cache::pending_instantiations() const noexcept { return pending_.size(); }
+
+// Out of pending_: the job at `it`, with what it owns.
+std::shared_ptr<detail::background_job>
+graph_cache::pop_pending(std::vector<std::shared_ptr<detail::background_job>>::iterator it) {
+  std::shared_ptr<detail::background_job> job = std::move(*it);
+  pending_.erase(it);
+  return job;
+}
+
+// Every finished instantiation that succeeded, into the cache (or dropped): none waits in pending_ outside
+// max_graphs and max_bytes. Failed ones stay for the call of their shape, which throws their error.
+void graph_cache::reap_background() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (!(*it)->finished() || (*it)->error) {
+      ++it;
+      continue;
+    }
+    const auto index = it - pending_.begin();
+    take(pop_pending(it));
+    it = pending_.begin() + index;
+  }
+}
+
+// For a call with `key` whose shape has no cached graph: true when its shape's graph is still being instantiated on
+// a worker thread (the call runs eagerly); a failed instantiation of its shape is thrown.
+bool graph_cache::waiting_for_background(const call_key& key) {
   auto it = std::find_if(pending_.begin(), pending_.end(), [&](const auto& j) { return j->key.same_shape(key); });
   if (it == pending_.end()) return false;
   if (!(*it)->finished()) return true;
-  const std::shared_ptr<detail::background_job> job = *it;
-  pending_.erase(it);
-  if (job->error) std::rethrow_exception(job->error);
-  if (has_shape(job->key)) {
+  take(pop_pending(it)); // failed (reap_background took the others)
+  return false;
+}
+
+// A finished background instantiation, out of pending_: into the cache, or dropped when a graph of its shape was
+// cached meanwhile; its error thrown, with a reason naming the call that captured it. What the job owns dies here,
+// on the calling thread.
+void graph_cache::take(std::shared_ptr<detail::background_job> job) {
+  graph source = std::move(job->source);
+  graph_exec exec = std::move(job->exec);
+  if (job->error) {
+    note(fmt::format("the graph captured at call {} for shape ({}) failed to instantiate on the worker thread; this "
+                     "call throws its error",
+                     job->call, job->key.shape_text()));
+    std::rethrow_exception(job->error);
+  }
+  if (has_cached_shape(job->key)) {
     note(fmt::format("dropped the graph instantiated in the background for shape ({}): one was cached meanwhile",
                      job->key.shape_text()));
-    return false;
+    return;
   }
   make_room(job->holding.bytes, nullptr);
+  if (options_.max_bytes != 0 && job->holding.bytes > options_.max_bytes)
+    note(fmt::format("the new graph holds {} of graph allocations, above the byte budget {}: cached alone",
+                     detail::byte_size(job->holding.bytes), detail::byte_size(options_.max_bytes)));
   note(fmt::format("the graph of {} nodes for shape ({}) instantiated in the background is ready", job->holding.nodes,
                    job->key.shape_text()));
   ++stats_.background_instantiations;
-  (void)store(job->key, std::move(job->exec), job->holding);
-  return false;
+  (void)store(job->key, std::move(exec), job->holding);
 }
 
 } // namespace conveyor

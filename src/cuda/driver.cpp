@@ -134,6 +134,11 @@ CUresult ctx_get_current(CUcontext* ctx) {
   return fn != nullptr ? fn(ctx) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+CUresult ctx_set_current(CUcontext ctx) {
+  static auto fn = entry<CUresult (*)(CUcontext)>("cuCtxSetCurrent", 4000);
+  return fn != nullptr ? fn(ctx) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 unsigned long long pointer_buffer_id(const void* p) noexcept {
   static auto fn = entry<CUresult (*)(void*, CUpointer_attribute, CUdeviceptr)>("cuPointerGetAttribute", 4000);
   unsigned long long id = 0;

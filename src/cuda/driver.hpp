@@ -40,6 +40,9 @@ CUresult node_get_dependencies(CUgraphNode n, CUgraphNode* deps, CUgraphEdgeData
 CUresult library_get_kernel(CUkernel* kernel, CUlibrary library, const char* name);
 CUresult kernel_get_function(CUfunction* function, CUkernel kernel);
 CUresult ctx_get_current(CUcontext* ctx);
+// Makes `ctx` the calling thread's current context (cuCtxSetCurrent): a worker thread working for another thread's
+// context (graph_cache's background instantiations).
+CUresult ctx_set_current(CUcontext ctx);
 // cuStreamIsCapturing, looked up once (the first call resolves it: make it outside a CUPTI callback). A driver call
 // alone, for the stream watch's callback (src/define/stream_watch.cpp), which must not re-enter the runtime.
 CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus* status) noexcept;

@@ -535,3 +535,78 @@ TEST(Graphed, BackgroundInstantiationErrorIsThrownByTheCallThatTakesIt) {
   EXPECT_EQ(step.statistics().instantiations, 0U);
   EXPECT_EQ(step.cached_graphs(), 0U);
 }
+
+// prepare with instantiate_in_background: the buckets are instantiated on two worker threads while the next are
+// captured, and every one is cached when prepare returns (no call of them runs eagerly or waits).
+TEST(Graphed, PrepareInTheBackgroundCachesEveryBucketBeforeItReturns) {
+  CONVEYOR_REQUIRE_GPU();
+  const auto hx = random_floats(256, 43);
+  device_array<float> x(hx), out(1);
+  conveyor::stream s;
+  int eager_runs = 0;
+  auto body = [&](const conveyor::stream& cs, conveyor::batch_size n, const float* in, float* o) {
+    if (!cs.is_capturing()) ++eager_runs;
+    sum_kernel<<<1, 32, 0, cs.get()>>>(static_cast<int>(n.real), in, o);
+  };
+  conveyor::graphed sum(body, conveyor::graphed_options{.warmup_calls = 1,
+                                                        .buckets = {32, 256, 64},
+                                                        .instantiate_in_background = true,
+                                                        .instantiate_threads = 2});
+  sum.prepare(s, conveyor::batch_size{1}, x.get(), out.get());
+  EXPECT_EQ(sum.cached_graphs(), 3U) << sum.report();
+  EXPECT_EQ(sum.cache().pending_instantiations(), 0U);
+  EXPECT_EQ(sum.statistics().background_instantiations, 3U) << sum.report();
+  EXPECT_EQ(eager_runs, 1);                             // the warm-up alone
+  sum(s, conveyor::batch_size{64}, x.get(), out.get()); // the bucket's own size: replayed
+  s.synchronize();
+  EXPECT_EQ(sum.statistics().replays, 1U) << sum.report();
+  EXPECT_EQ(eager_runs, 1);
+  double want = 0;
+  for (int i = 0; i < 64; ++i) want += hx[static_cast<std::size_t>(i)];
+  EXPECT_NEAR(out.download()[0], want, 1e-4 * (1.0 + std::fabs(want)));
+}
+
+// A finished background instantiation is taken into the cache by the next call of any shape, so max_graphs holds it:
+// with room for one graph, taking the second evicts the first.
+TEST(Graphed, FinishedBackgroundGraphsAreTakenByAnyCallWithinTheCap) {
+  CONVEYOR_REQUIRE_GPU();
+  const int big = 2048;
+  const auto hx = random_floats(big, 44);
+  device_array<float> x(hx), y(big), z(big);
+  conveyor::stream s;
+  conveyor::graphed step(
+      three_step, conveyor::graphed_options{.warmup_calls = 1, .max_graphs = 1, .instantiate_in_background = true});
+  call_and_check(step, s, 512, 0.5F, x, hx, y, z); // shape 512: warm-up
+  call_and_check(step, s, 512, 0.5F, x, hx, y, z); // handed over
+  step.cache().wait_for_background();
+  call_and_check(step, s, big, 0.5F, x, hx, y, z); // shape 2048's warm-up takes 512's graph
+  EXPECT_EQ(step.cached_graphs(), 1U) << step.report();
+  EXPECT_EQ(step.cache().pending_instantiations(), 0U);
+  call_and_check(step, s, big, 0.5F, x, hx, y, z); // handed over
+  step.cache().wait_for_background();
+  call_and_check(step, s, big, 0.5F, x, hx, y, z); // taken (512's evicted), replayed
+  const auto& st = step.statistics();
+  EXPECT_EQ(st.background_instantiations, 2U) << step.report();
+  EXPECT_EQ(st.evictions, 1U) << step.report();
+  EXPECT_EQ(st.replays, 1U) << step.report();
+  EXPECT_EQ(step.cached_graphs(), 1U);
+}
+
+// Captures in global mode on the calling thread while the worker threads instantiate, upload and create streams:
+// their relaxed mode keeps either side from invalidating the other. Every call's result is the CPU's.
+TEST(Graphed, GlobalModeCapturesBesideBackgroundInstantiationsStayRight) {
+  CONVEYOR_REQUIRE_GPU();
+  const int big = 4096;
+  const auto hx = random_floats(big, 45);
+  device_array<float> x(hx), y(big), z(big);
+  conveyor::stream s;
+  conveyor::graphed step(three_step, conveyor::graphed_options{.warmup_calls = 0,
+                                                               .mode = conveyor::capture_mode::global,
+                                                               .instantiate_in_background = true,
+                                                               .instantiate_threads = 2});
+  for (int round = 0; round < 3; ++round)
+    for (int n = 256; n <= big; n += 256) call_and_check(step, s, n, 0.75F, x, hx, y, z);
+  step.cache().finish_background();
+  EXPECT_EQ(step.statistics().background_instantiations, 16U) << step.report();
+  EXPECT_EQ(step.cached_graphs(), 16U);
+}

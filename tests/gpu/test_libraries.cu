@@ -25,6 +25,8 @@
 
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include <algorithm>
 #include <cstddef>
 #include <memory>
@@ -282,6 +284,39 @@ TEST(Libraries, CublasLtWithoutSplitKChoosesNoReduction) {
   EXPECT_EQ(scheme, static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
   captured_into_a_graph(c);
   through_graphed(c);
+}
+
+// The reduction scheme of the heuristic's algorithm for a product whose k is far larger than m and n (where split-k
+// pays, so the heuristic tends to choose it), through a handle with `splits`.
+std::uint32_t tall_k_scheme(lib::split_k splits) {
+  lib::cublaslt_handle handle(std::size_t{32} << 20, splits);
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  lib::check_cublaslt(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  lib::check_cublaslt(cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, 32, 65536, 32), "cublasLtMatrixLayoutCreate");
+  lib::check_cublaslt(cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, 65536, 32, 65536), "cublasLtMatrixLayoutCreate");
+  lib::check_cublaslt(cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, 32, 32, 32), "cublasLtMatrixLayoutCreate");
+  const cublasLtMatmulAlgo_t algo = handle.algorithm(op, a, b, d, d);
+  std::uint32_t scheme = 99;
+  std::size_t written = 0;
+  lib::check_cublaslt(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                           sizeof scheme, &written),
+                      "cublasLtMatmulAlgoConfigGetAttribute");
+  (void)cublasLtMatrixLayoutDestroy(d);
+  (void)cublasLtMatrixLayoutDestroy(b);
+  (void)cublasLtMatrixLayoutDestroy(a);
+  (void)cublasLtMatmulDescDestroy(op);
+  return scheme;
+}
+
+// Where the heuristic splits k by default (a 32 x 32 product over k = 65536), split_k::forbidden still gets an
+// algorithm that does not; where it does not split by default, the case says so and checks the forbidden side alone.
+TEST(Libraries, CublasLtWithoutSplitKHoldsWhereTheHeuristicWouldSplit) {
+  CONVEYOR_REQUIRE_GPU();
+  const std::uint32_t allowed = tall_k_scheme(lib::split_k::allowed);
+  std::cout << "tall-k product: reduction scheme " << allowed << " allowed, "
+            << (allowed != CUBLASLT_REDUCTION_SCHEME_NONE ? "split-k" : "no split-k") << " by default\n";
+  EXPECT_EQ(tall_k_scheme(lib::split_k::forbidden), static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
 }
 
 // ---- cuSPARSE: y = A x + y (cusparseSpMV, CSR, deterministic ALG2) --------------------------------------------------

@@ -275,7 +275,9 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   p.prepare_ms = 64.0;
   p.raw_ms = 51.2;
   p.instantiate_ms = {40.0, 21.0, 12.0, 10.0};
+  p.background_ms = {30.72, 23.04};
   const std::string prep = conveyor::bench::format_prepare_cost({p});
+  EXPECT_NE(prep.find(" 0.45 |"), std::string::npos) << prep; // best in the background / raw: 23.04 / 51.2
   EXPECT_NE(prep.find("|      32 |"), std::string::npos) << prep;
   EXPECT_NE(prep.find(" 2.00 |"), std::string::npos) << prep; // ms per bucket
   EXPECT_NE(prep.find(" 1.25 |"), std::string::npos) << prep; // prepare / raw: 64 / 51.2

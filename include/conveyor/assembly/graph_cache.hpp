@@ -52,17 +52,17 @@ enum class call_plan {
 //! locking.
 class graph_cache {
 public:
-  //! \throws std::invalid_argument when max_graphs is 0, warmup_calls is negative, a bucket
-  //!         is 0, a padding rule gives more than one of buckets, multiple and power_of_two, a
-  //!         dimension is listed twice, or the churn guard's window is not above its cap or its
-  //!         settle_calls is 0.
+  //! \throws std::invalid_argument when max_graphs or instantiate_threads is 0, warmup_calls is
+  //!         negative, a bucket is 0, a padding rule gives more than one of buckets, multiple
+  //!         and power_of_two, a dimension is listed twice, or the churn guard's window is not
+  //!         above its cap or its settle_calls is 0.
   explicit graph_cache(graphed_options options);
   graph_cache(const graph_cache&) = delete;
   graph_cache& operator=(const graph_cache&) = delete;
   //! Moves the cache; `other` is left without graphs.
   graph_cache(graph_cache&&) noexcept;
   //! Replaces this cache by `other`'s (its graphs are destroyed without waiting for their
-  //! launches).
+  //! launches; its worker threads finish the instantiation in progress first, as ~graph_cache).
   graph_cache& operator=(graph_cache&&) noexcept;
   //! Destroys the executable graphs without waiting for their launches; waits for a background
   //! instantiation in progress (instantiate_in_background) and drops those not started. Never
@@ -90,27 +90,38 @@ public:
   //! rebind_policy), else recapture. With the churn guard on (graphed_options::churn), a capture or
   //! re-capture beyond its cap is eager_guarded instead, and so is every call until the arguments
   //! settle.
+  //! With instantiate_in_background it first takes every finished background instantiation into
+  //! the cache (evicting as usual), and plans eager_instantiating for a shape still being
+  //! instantiated.
   //! \throws std::invalid_argument when a static pointer changed (a replay would read the
-  //!         old address).
+  //!         old address); cuda_error from a failed background instantiation of the call's shape
+  //!         (its reason names the call that captured it).
   [[nodiscard]] call_plan plan(const call_key& key);
   //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap,
   //! without waiting for its launches), then launches it on `s`. \throws cuda_error from
   //! instantiate or launch.
   void add_and_launch(const call_key& key, graph g, const stream& s);
-  //! After capture_background: hands `g`, captured for `key`, to the cache's worker thread
-  //! (started at the first hand-over), which makes the current device its own, instantiates `g`
+  //! After capture_background: hands `g`, captured for `key`, to one of the cache's worker threads
+  //! (graphed_options::instantiate_threads of them, started at the first hand-over, taking the
+  //! hand-overs in turn), which makes the current device its own, instantiates `g`
   //! with the options' flags and uploads it on a stream of its own
   //! (cudaGraphInstantiateWithParams, cudaGraphUpload); the call and the next calls of its shape
   //! run eagerly (eager_instantiating) until the first call that finds it done, which adds it to
   //! the cache (evicting as insert does) and goes on as for a cached graph (replay, or a
   //! re-capture if its arguments differ). Nothing waits for the instantiation. An error of the
   //! instantiation is thrown by that call.
-  //! \throws std::system_error when the worker thread cannot be started.
+  //! \throws std::system_error when a worker thread cannot be started.
   void add_in_background(const call_key& key, graph g);
-  //! Blocks until every instantiation handed to the worker thread so far has finished (tests and
+  //! Blocks until every instantiation handed to the worker threads so far has finished (tests and
   //! benchmarks that want the next call to find it done). Their errors are not thrown here but by
   //! the call that takes them. Never throws.
   void wait_for_background() const noexcept;
+  //! Waits for every instantiation handed to the worker threads (wait_for_background) and takes
+  //! each into the cache, in the order handed over: graphed::prepare with
+  //! instantiate_in_background, so that no later call waits or runs eagerly for them.
+  //! \throws cuda_error from the first instantiation that failed, in hand-over order (those
+  //!         handed over after it stay pending: later calls take them).
+  void finish_background();
   //! Instantiates `g` for `key` and uploads it on `s` (cudaGraphUpload), without launching it
   //! (prepare): its first launch then pays no upload. \throws cuda_error from instantiate or
   //! upload.
@@ -130,8 +141,12 @@ public:
   };
   //! The cached buckets, in the cache's order. Never throws but for std::bad_alloc.
   [[nodiscard]] std::vector<bucket> buckets() const;
-  //! True when an executable graph for `key`'s shape exists.
+  //! True when an executable graph for `key`'s shape exists or is being instantiated on a worker
+  //! thread (instantiate_in_background).
   [[nodiscard]] bool has_shape(const call_key& key) const noexcept;
+  //! Instantiations handed to the worker threads and not yet taken into the cache (running,
+  //! finished but not yet seen by a call, or failed and waiting for a call of their shape).
+  [[nodiscard]] std::size_t pending_instantiations() const noexcept;
   //! After recapture: updates the executable graph plan() matched to `g` as
   //! graphed_options::recapture says (graph_exec::update, re-instantiating when refused; or
   //! graph_exec::update_incremental, which is also used while rebinding arguments are learnt),
@@ -223,7 +238,12 @@ private:
   entry* most_recent() noexcept;
   entry& insert(const call_key& key, graph g);
   entry& store(const call_key& key, graph_exec exec, const detail::graph_holding& h);
-  bool take_background(const call_key& key);
+  bool waiting_for_background(const call_key& key);
+  void reap_background();
+  void take(std::shared_ptr<detail::background_job> job);
+  std::shared_ptr<detail::background_job>
+  pop_pending(std::vector<std::shared_ptr<detail::background_job>>::iterator it);
+  [[nodiscard]] bool has_cached_shape(const call_key& key) const noexcept;
   void make_room(std::size_t incoming, const entry* keep);
   void evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why);
   entry& matched(const char* call);
@@ -252,7 +272,8 @@ private:
   call_key last_key_;      // churn guard engaged: the key of the call before
   // instantiate_in_background: the worker thread (from the first hand-over) and the instantiations
   // handed to it
-  std::unique_ptr<detail::task_thread> worker_;
+  std::vector<std::unique_ptr<detail::task_thread>> workers_;
+  std::size_t next_worker_ = 0; // the worker the next hand-over goes to (round robin)
   std::vector<std::shared_ptr<detail::background_job>> pending_;
 };
 

@@ -194,7 +194,9 @@ public:
   //! (graph_cache::prepare_shapes: `buckets` for the arguments without a rule of their own,
   //! graphed_options::dimensions for the others); `args` are those of a normal call, each
   //! batch_size replaced by {size, size} of the shape (an argument whose dimension has no bucket
-  //! list keeps its size, padded). Nothing is prepared when no dimension has a bucket list.
+  //! list keeps its size, padded). Nothing is prepared when no dimension has a bucket list. With
+  //! graphed_options::instantiate_in_background the buckets are instantiated and uploaded on the
+  //! worker threads while the next ones are captured, and prepare returns once all are cached.
   //! \throws as operator().
   template <class... Args>
   void prepare(const stream& s, Args&&... args) {
@@ -207,8 +209,12 @@ public:
       for (int i = 0; first && i < core_.options().warmup_calls; ++i)
         std::apply([&](auto&... v) { (*this)(s, v...); }, values);
       first = false;
-      if (!core_.has_shape(key)) core_.add(key, record(s, values, true), s);
+      if (core_.has_shape(key)) continue;
+      if (core_.options().instantiate_in_background)
+        core_.add_in_background(key, record(s, values, true));
+      else core_.add(key, record(s, values, true), s);
     }
+    if (core_.options().instantiate_in_background) core_.finish_background();
   }
 
   //! What the callable did so far.

@@ -231,13 +231,24 @@ struct graphed_options {
   //! The watched buffers and callback of step_through.
   step_options step;
   //! Start-up without waiting: a new shape's graph, captured after its warm-up calls, is
-  //! instantiated and uploaded on a worker thread (one per callable, started at the first such
-  //! capture) while that call and the next calls of the shape run eagerly; the first call that
-  //! finds the graph ready replays it. No call waits for cudaGraphInstantiate, at the cost of the
-  //! capture (on the calling thread) and of running eagerly meanwhile; a failed instantiation is
-  //! thrown by the call that finds it. graphed::prepare still instantiates on the calling thread.
-  //! Off by default (graph_cache::add_in_background).
+  //! instantiated and uploaded on a worker thread of the callable (instantiate_threads of them,
+  //! started at the first such capture) while that call and the next calls of the shape run
+  //! eagerly; the first call that finds the graph ready replays it. No call waits for
+  //! cudaGraphInstantiate, at the cost of the capture (on the calling thread) and of running
+  //! eagerly meanwhile. The hand-over call runs the callable twice on the host, once captured and
+  //! once eagerly (its GPU work runs once): host-side effects of the callable (a counter it
+  //! advances, a log line) happen twice there. A failed instantiation is thrown by the next call of
+  //! its shape, with a reason naming the call that captured it. Every call first takes the
+  //! finished instantiations into the cache (max_graphs and max_bytes apply then). The worker
+  //! threads capture in relaxed mode and make the capturing thread's context current.
+  //! graphed::prepare hands its buckets to the worker threads too, capturing the next bucket while
+  //! they instantiate, and waits for all of them before it returns. Off by default
+  //! (graph_cache::add_in_background).
   bool instantiate_in_background = false;
+  //! Worker threads of instantiate_in_background (at least 1); the hand-overs go to them in turn.
+  //! cudaGraphInstantiate scaled to two threads and no further on the H100 and the H200
+  //! (docs/benchmarks.md).
+  std::size_t instantiate_threads = 1;
   //! Every `audit_every` calls that replay or patch (0: never), graphed also captures the callable
   //! and compares the capture with what the executable graph ran (its graph, with the patched node
   //! fields), and throws audit_error at the first call where they differ, naming the node: a replay
@@ -258,9 +269,11 @@ public:
 
 //! Counts of what a graphed callable did. A plain value.
 struct graphed_statistics {
-  std::size_t calls = 0;                //!< all calls
-  std::size_t warmups = 0;              //!< eager warm-up calls
-  std::size_t captures = 0;             //!< captures (each followed by instantiate or update)
+  std::size_t calls = 0;   //!< all calls
+  std::size_t warmups = 0; //!< eager warm-up calls
+  //! captures (each followed by instantiate or update; with instantiate_in_background, by a
+  //! hand-over whose graph may also be dropped or fail)
+  std::size_t captures = 0;
   std::size_t replays = 0;              //!< graph launches
   std::size_t per_node_updates = 0;     //!< in-place updates that set only the changed nodes
   std::size_t nodes_set = 0;            //!< nodes set by those updates
