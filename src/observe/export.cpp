@@ -109,52 +109,68 @@ void write_dot_node(std::string& out, const node_description& n, const std::stri
   }
 }
 
+nlohmann::json to_json_value(const graph_description& d);
+
+// The fields a node of its kind shows (kind_traits::shows): launch, bytes, copy kind.
+void add_kind_fields(nlohmann::json& j, const node_description& n) {
+  const unsigned shows = detail::traits_of(n.kind).shows;
+  if ((shows & detail::shows_launch) != 0) {
+    j["kernel"] = n.kernel_name;
+    j["grid"] = n.grid;
+    j["block"] = n.block;
+    j["shared_bytes"] = n.shared_bytes;
+    if (!n.attributes.empty()) j["attributes"] = n.attributes;
+  }
+  if ((shows & detail::shows_bytes) != 0) j["bytes"] = n.bytes;
+  if ((shows & detail::shows_copy_kind) != 0) j["copy_kind"] = n.copy_kind;
+}
+
+// The fields of any node, given only where known: devices, bindings, a fault, nested bodies.
+void add_optional_fields(nlohmann::json& j, const node_description& n) {
+  if (n.device >= 0) j["device"] = n.device;
+  if (n.source_device >= 0) j["source_device"] = n.source_device;
+  if (!n.bindings.empty()) j["bindings"] = n.bindings;
+  if (!n.fault.empty()) j["fault"] = n.fault;
+  if (n.bodies.empty()) return;
+  j["bodies"] = nlohmann::json::array();
+  for (const auto& body : n.bodies) j["bodies"].push_back(to_json_value(body));
+}
+
+nlohmann::json node_json(const node_description& n) {
+  nlohmann::json j{
+      {"id", n.id}, {"kind", std::string(to_string(n.kind))}, {"label", n.label}, {"name", n.display_name()}};
+  add_kind_fields(j, n);
+  add_optional_fields(j, n);
+  return j;
+}
+
+nlohmann::json statistics_json(const graph_description& d) {
+  const auto s = statistics(d);
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (const auto& [kind, count] : s.by_kind) by_kind[std::string(to_string(kind))] = count;
+  return {{"nodes", s.nodes},
+          {"edges", s.edges},
+          {"nested_nodes", s.nested_nodes},
+          {"depth", s.depth},
+          {"width", s.width},
+          {"memcpy_bytes", s.memcpy_bytes},
+          {"by_kind", std::move(by_kind)}};
+}
+
 nlohmann::json to_json_value(const graph_description& d) {
   nlohmann::json nodes = nlohmann::json::array();
-  for (const auto& n : d.nodes) {
-    nlohmann::json j{
-        {"id", n.id}, {"kind", std::string(to_string(n.kind))}, {"label", n.label}, {"name", n.display_name()}};
-    const unsigned shows = detail::traits_of(n.kind).shows;
-    if ((shows & detail::shows_launch) != 0) {
-      j["kernel"] = n.kernel_name;
-      j["grid"] = n.grid;
-      j["block"] = n.block;
-      j["shared_bytes"] = n.shared_bytes;
-      if (!n.attributes.empty()) j["attributes"] = n.attributes;
-    }
-    if ((shows & detail::shows_bytes) != 0) j["bytes"] = n.bytes;
-    if ((shows & detail::shows_copy_kind) != 0) j["copy_kind"] = n.copy_kind;
-    if (n.device >= 0) j["device"] = n.device;
-    if (n.source_device >= 0) j["source_device"] = n.source_device;
-    if (!n.bindings.empty()) j["bindings"] = n.bindings;
-    if (!n.fault.empty()) j["fault"] = n.fault;
-    if (!n.bodies.empty()) {
-      j["bodies"] = nlohmann::json::array();
-      for (const auto& body : n.bodies) j["bodies"].push_back(to_json_value(body));
-    }
-    nodes.push_back(std::move(j));
-  }
+  for (const auto& n : d.nodes) nodes.push_back(node_json(n));
   nlohmann::json edges = nlohmann::json::array();
   nlohmann::json edge_types = nlohmann::json::array();
   for (std::size_t e = 0; e < d.edges.size(); ++e) {
     edges.push_back({d.edges[e].first, d.edges[e].second});
     edge_types.push_back(std::string(to_string(d.edge_type_of(e))));
   }
-  auto s = statistics(d);
-  nlohmann::json by_kind = nlohmann::json::object();
-  for (const auto& [kind, count] : s.by_kind) by_kind[std::string(to_string(kind))] = count;
   return {{"nodes", std::move(nodes)},
           {"devices", d.devices()},
           {"edges", std::move(edges)},
           {"edge_types", std::move(edge_types)},
-          {"statistics",
-           {{"nodes", s.nodes},
-            {"edges", s.edges},
-            {"nested_nodes", s.nested_nodes},
-            {"depth", s.depth},
-            {"width", s.width},
-            {"memcpy_bytes", s.memcpy_bytes},
-            {"by_kind", std::move(by_kind)}}}};
+          {"statistics", statistics_json(d)}};
 }
 
 } // namespace
