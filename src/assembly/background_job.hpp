@@ -33,17 +33,18 @@ struct background_job {
   instantiate_flags flags = instantiate_flags::none;
   CUcontext context = nullptr; //!< the calling thread's context at the hand-over (null: none current)
   int device = 0;              //!< the device current at the hand-over (when `context` is null)
+  bool upload = true;          //!< upload it (false under a byte budget: the first launch uploads then)
   graph_exec exec;             //!< made by run()
   graph_holding holding;
   std::exception_ptr error; //!< what run() caught, thrown by the call that takes the job
   std::promise<void> done;
   std::shared_future<void> ready = done.get_future().share();
 
-  //! On the worker thread: relaxed capture mode for the thread (cudaThreadExchangeStreamCaptureMode: its calls
-  //! never invalidate another thread's capture), the hand-over's context current (cuCtxSetCurrent; else
-  //! cudaSetDevice), reads holding, instantiates `source` with `flags` (without collecting the release queue: users'
-  //! deleters run on their own threads) and uploads it on a stream of its own, waiting for the upload. Never throws
-  //! (an error is kept in `error`).
+  //! On the worker thread: the hand-over's context current (cuCtxSetCurrent; else cudaSetDevice), relaxed capture
+  //! mode for the thread (cudaThreadExchangeStreamCaptureMode: its calls never invalidate another thread's capture),
+  //! the release queue left to the calling threads (detail::collect_elsewhere: users' deleters never run on the
+  //! worker), reads holding, instantiates `source` with `flags` and, with `upload`, uploads it on a stream of its
+  //! own, waiting for the upload. Never throws (an error is kept in `error`).
   void run() noexcept;
   //! True once run() has finished. Never throws.
   [[nodiscard]] bool finished() const noexcept;

@@ -198,7 +198,9 @@ std::string call_key::shape_text() const {
 
 graph_cache::graph_cache(graph_cache&&) noexcept = default;
 graph_cache& graph_cache::operator=(graph_cache&&) noexcept = default;
-graph_cache::~graph_cache() = default;
+// The worker threads first: they finish the instantiation in progress and let their jobs go before pending_ does,
+// so that no graph dies on a worker.
+graph_cache::~graph_cache() { workers_.clear(); }
 
 graph_cache::graph_cache(graphed_options options) : options_(std::move(options)) {
   if (options_.max_graphs == 0) throw std::invalid_argument("conveyor::graphed: max_graphs must be at least 1");
@@ -299,6 +301,7 @@ graph_cache::prepare_shapes(const std::vector<std::pair<std::size_t, std::size_t
 call_plan graph_cache::plan(const call_key& key) {
   ++stats_.calls;
   matched_ = nullptr;
+  if (!pending_.empty()) reap_background(); // finished background instantiations into the cache, whatever the plan
   if (stats_.guard_engaged && !settled(key)) {
     ++stats_.guarded_calls;
     return call_plan::eager_guarded;
@@ -345,7 +348,6 @@ bool graph_cache::settled(const call_key& key) {
 }
 
 call_plan graph_cache::plan_cached(const call_key& key) {
-  if (!pending_.empty()) reap_background();
   for (auto& e : entries_) {
     if (!e->key.same_shape(key)) continue;
     for (std::size_t i = 0; i < key.size(); ++i)

@@ -5,7 +5,7 @@
 #include "assembly/background_job.hpp"
 #include "assembly/task_thread.hpp"
 #include "cuda/driver.hpp"
-#include "execute/graph_exec_impl.hpp"
+#include "cuda/lifetime.hpp"
 #include "util/byte_size.hpp"
 
 #include "conveyor/error.hpp"
@@ -40,15 +40,18 @@ void adopt_context(CUcontext context, int device) {
 } // namespace
 
 void background_job::run() noexcept {
+  collect_elsewhere = true; // for good: the thread runs nothing but background jobs
   try {
+    adopt_context(context, device);
     cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
     CONVEYOR_CHECK(cudaThreadExchangeStreamCaptureMode(&relaxed));
-    adopt_context(context, device);
     holding = holding_of(source);
-    const stream upload;
-    exec = instantiate_uncollected(source, flags, nullptr);
-    exec.upload(upload);
-    upload.synchronize();
+    exec = instantiate(source, flags);
+    if (upload) {
+      const stream s;
+      exec.upload(s);
+      s.synchronize();
+    }
   } catch (...) {
     error = std::current_exception();
   }
@@ -71,6 +74,7 @@ void graph_cache::add_in_background(const call_key& key, graph g) {
   job->source = std::move(g);
   job->flags = options_.flags;
   job->device = current_device();
+  job->upload = options_.max_bytes == 0; // under a byte budget, nothing is mapped before make_room has made room
   if (detail::driver::ctx_get_current(&job->context) != CUDA_SUCCESS) job->context = nullptr;
   pending_.reserve(pending_.size() + 1); // the push below cannot throw once the job runs
   workers_[next_worker_ % workers_.size()]->post([job] { job->run(); });
@@ -103,10 +107,12 @@ graph_cache::pop_pending(std::vector<std::shared_ptr<detail::background_job>>::i
 }
 
 // Every finished instantiation that succeeded, into the cache (or dropped): none waits in pending_ outside
-// max_graphs and max_bytes. Failed ones stay for the call of their shape, which throws their error.
+// max_graphs and max_bytes. Failed ones stay for the next call of their shape, which throws their error, unless a
+// graph of their shape was cached meanwhile (dropped then).
 void graph_cache::reap_background() {
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (!(*it)->finished() || (*it)->error) {
+    const bool takeable = (*it)->finished() && (!(*it)->error || has_cached_shape((*it)->key));
+    if (!takeable) {
       ++it;
       continue;
     }
@@ -132,17 +138,12 @@ bool graph_cache::waiting_for_background(const call_key& key) {
 void graph_cache::take(std::shared_ptr<detail::background_job> job) {
   graph source = std::move(job->source);
   graph_exec exec = std::move(job->exec);
-  if (job->error) {
-    note(fmt::format("the graph captured at call {} for shape ({}) failed to instantiate on the worker thread; this "
-                     "call throws its error",
-                     job->call, job->key.shape_text()));
-    std::rethrow_exception(job->error);
-  }
   if (has_cached_shape(job->key)) {
-    note(fmt::format("dropped the graph instantiated in the background for shape ({}): one was cached meanwhile",
-                     job->key.shape_text()));
+    note(fmt::format("dropped the graph {} in the background for shape ({}): one was cached meanwhile",
+                     job->error ? "that failed to instantiate" : "instantiated", job->key.shape_text()));
     return;
   }
+  if (job->error) throw_background_error(*job);
   make_room(job->holding.bytes, nullptr);
   if (options_.max_bytes != 0 && job->holding.bytes > options_.max_bytes)
     note(fmt::format("the new graph holds {} of graph allocations, above the byte budget {}: cached alone",
@@ -151,6 +152,22 @@ void graph_cache::take(std::shared_ptr<detail::background_job> job) {
                    job->key.shape_text()));
   ++stats_.background_instantiations;
   (void)store(job->key, std::move(exec), job->holding);
+}
+
+// The error of a failed background instantiation, thrown on the calling thread: a cuda_error names the call that
+// captured the graph, its shape and the worker thread (CUDA's own message after it); any other error as it was.
+void graph_cache::throw_background_error(const detail::background_job& job) {
+  const std::string where =
+      fmt::format("the graph captured at call {} for shape ({}) failed to instantiate on a worker thread "
+                  "(graphed_options::instantiate_in_background)",
+                  job.call, job.key.shape_text());
+  note(where + "; this call throws its error");
+  try {
+    std::rethrow_exception(job.error);
+  } catch (const cuda_error& e) {
+    throw cuda_error(e.code(), "conveyor::graphed (background instantiation)", std::source_location::current(),
+                     fmt::format("{}: {}", where, e.what()));
+  }
 }
 
 } // namespace conveyor

@@ -66,9 +66,14 @@ inline std::atomic<std::size_t> releases_queued{0};
 //! collect() once the queue holds something. Never throws; thread-safe.
 std::size_t collect_queued() noexcept;
 
-//! Destroys every queued item that nothing can use any more; returns how many still wait for a launch. Never
-//! throws; thread-safe; never called from a CUDA callback.
+//! True on a thread that must not run users' release payloads (graph_cache's background workers: a deleter or a
+//! destructor of the user's runs on the threads that call Conveyor, never on a worker). collect() there does nothing.
+inline thread_local bool collect_elsewhere = false;
+
+//! Destroys every queued item that nothing can use any more; returns how many still wait for a launch (0 on a thread
+//! with collect_elsewhere set, where it does nothing). Never throws; thread-safe; never called from a CUDA callback.
 inline std::size_t collect() noexcept {
+  if (collect_elsewhere) return 0;
   return releases_queued.load(std::memory_order_acquire) == 0 ? 0 : collect_queued();
 }
 

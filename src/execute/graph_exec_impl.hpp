@@ -163,16 +163,7 @@ struct exec_access {
     e.own_for_node(origin, std::move(item));
   }
   static const exec_state& state(const graph_exec& e) noexcept { return *e.impl_; }
-  //! An executable graph of `handle` with `state` (instantiate_uncollected).
-  static graph_exec make(cudaGraphExec_t handle, std::unique_ptr<exec_state> state) noexcept {
-    return graph_exec(handle, std::move(state));
-  }
 };
-
-//! conveyor::instantiate less its api_scope and its collect() of the release queue: for a worker thread
-//! (graph_cache's background instantiations), so that users' release payloads (deleters, destructors) run on the
-//! threads that call Conveyor, never on the worker. \throws as instantiate.
-[[nodiscard]] graph_exec instantiate_uncollected(const graph& g, instantiate_flags flags, const stream* upload_stream);
 
 //! Sets node `position` (creation order of the graph `e` was instantiated from) of `e` to `fields` (read from a node
 //! of the same kind by its kind's read_fields, `bytes` patched) through its kind's set_fields

@@ -104,21 +104,15 @@ std::size_t reclaim_resources(std::chrono::milliseconds timeout) noexcept {
 graph_exec instantiate(const graph& g, instantiate_flags flags, const stream* upload_stream,
                        std::source_location where) {
   const detail::api_scope scope("conveyor::instantiate", where);
-  (void)detail::collect();
-  return detail::instantiate_uncollected(g, flags, upload_stream);
-}
-
-namespace detail {
-
-graph_exec instantiate_uncollected(const graph& g, instantiate_flags flags, const stream* upload_stream) {
   if (has_flag(flags, instantiate_flags::upload) && upload_stream == nullptr)
     throw std::invalid_argument("conveyor::instantiate: instantiate_flags::upload needs an upload stream");
+  (void)detail::collect();
   const auto& state = access::state(g);
   if (!state || state->handle == nullptr)
     throw std::invalid_argument("conveyor::instantiate: an empty (moved-from) graph");
-  check_not_lost(*state, "conveyor::instantiate");
-  attach_resources(*state); // the executable graph holds them until its last launch has finished
-  auto made = std::make_unique<exec_state>();
+  detail::check_not_lost(*state, "conveyor::instantiate");
+  detail::attach_resources(*state); // the executable graph holds them until its last launch has finished
+  auto made = std::make_unique<detail::exec_state>();
   made->source = state;
   made->current = state;
   // What is instantiated, when known without a read (a later raw change to the source, or to a conditional body it
@@ -138,13 +132,11 @@ graph_exec instantiate_uncollected(const graph& g, instantiate_flags flags, cons
                      fmt::format("cudaGraphInstantiateWithParams(flags={})", to_string(flags)),
                      std::source_location::current(),
                      fmt::format("instantiate result: {}; offending node: {}{}", to_string(params.result_out),
-                                 node_name(state.get(), params.errNode_out),
+                                 detail::node_name(state.get(), params.errNode_out),
                                  instantiate_rule(*state, rc, params.result_out, params.errNode_out)));
   }
-  hold_tokens_of(*made, *state);
-  return exec_access::make(exec, std::move(made));
+  detail::hold_tokens_of(*made, *state);
+  return graph_exec(exec, std::move(made));
 }
-
-} // namespace detail
 
 } // namespace conveyor

@@ -290,22 +290,25 @@ TEST(Libraries, CublasLtWithoutSplitKChoosesNoReduction) {
 // pays, so the heuristic tends to choose it), through a handle with `splits`.
 std::uint32_t tall_k_scheme(lib::split_k splits) {
   lib::cublaslt_handle handle(std::size_t{32} << 20, splits);
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  lib::check_cublaslt(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-  lib::check_cublaslt(cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, 32, 65536, 32), "cublasLtMatrixLayoutCreate");
-  lib::check_cublaslt(cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, 65536, 32, 65536), "cublasLtMatrixLayoutCreate");
-  lib::check_cublaslt(cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, 32, 32, 32), "cublasLtMatrixLayoutCreate");
-  const cublasLtMatmulAlgo_t algo = handle.algorithm(op, a, b, d, d);
+  struct descriptors { // destroyed on every path
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    ~descriptors() {
+      for (auto* l : {d, b, a})
+        if (l != nullptr) (void)cublasLtMatrixLayoutDestroy(l);
+      if (op != nullptr) (void)cublasLtMatmulDescDestroy(op);
+    }
+  } x;
+  lib::check_cublaslt(cublasLtMatmulDescCreate(&x.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  lib::check_cublaslt(cublasLtMatrixLayoutCreate(&x.a, CUDA_R_32F, 32, 65536, 32), "cublasLtMatrixLayoutCreate");
+  lib::check_cublaslt(cublasLtMatrixLayoutCreate(&x.b, CUDA_R_32F, 65536, 32, 65536), "cublasLtMatrixLayoutCreate");
+  lib::check_cublaslt(cublasLtMatrixLayoutCreate(&x.d, CUDA_R_32F, 32, 32, 32), "cublasLtMatrixLayoutCreate");
+  const cublasLtMatmulAlgo_t algo = handle.algorithm(x.op, x.a, x.b, x.d, x.d);
   std::uint32_t scheme = 99;
   std::size_t written = 0;
   lib::check_cublaslt(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
                                                            sizeof scheme, &written),
                       "cublasLtMatmulAlgoConfigGetAttribute");
-  (void)cublasLtMatrixLayoutDestroy(d);
-  (void)cublasLtMatrixLayoutDestroy(b);
-  (void)cublasLtMatrixLayoutDestroy(a);
-  (void)cublasLtMatmulDescDestroy(op);
   return scheme;
 }
 

@@ -103,18 +103,20 @@ public:
   void add_and_launch(const call_key& key, graph g, const stream& s);
   //! After capture_background: hands `g`, captured for `key`, to one of the cache's worker threads
   //! (graphed_options::instantiate_threads of them, started at the first hand-over, taking the
-  //! hand-overs in turn), which makes the current device its own, instantiates `g`
-  //! with the options' flags and uploads it on a stream of its own
-  //! (cudaGraphInstantiateWithParams, cudaGraphUpload); the call and the next calls of its shape
-  //! run eagerly (eager_instantiating) until the first call that finds it done, which adds it to
-  //! the cache (evicting as insert does) and goes on as for a cached graph (replay, or a
-  //! re-capture if its arguments differ). Nothing waits for the instantiation. An error of the
-  //! instantiation is thrown by that call.
+  //! hand-overs in turn), which makes the calling thread's context current, instantiates `g` with
+  //! the options' flags and, without a byte budget (max_bytes 0), uploads it on a stream of its own
+  //! (cudaGraphInstantiateWithParams, cudaGraphUpload). The calls of its shape run eagerly
+  //! (eager_instantiating) until it is done; then the next call of any shape adds it to the cache
+  //! (evicting as insert does: the least recently used graph may be the one of that call's shape),
+  //! and the calls of its shape go on as for a cached graph (replay, or a re-capture if their
+  //! arguments differ). Nothing waits for the instantiation. Its error is thrown by the next call
+  //! of its shape (a cuda_error naming the call that captured it). A finished graph waits for the
+  //! callable's next call, uploaded but outside max_graphs, while the callable is idle.
   //! \throws std::system_error when a worker thread cannot be started.
   void add_in_background(const call_key& key, graph g);
   //! Blocks until every instantiation handed to the worker threads so far has finished (tests and
   //! benchmarks that want the next call to find it done). Their errors are not thrown here but by
-  //! the call that takes them. Never throws.
+  //! the next call of their shape. Never throws.
   void wait_for_background() const noexcept;
   //! Waits for every instantiation handed to the worker threads (wait_for_background) and takes
   //! each into the cache, in the order handed over: graphed::prepare with
@@ -241,6 +243,7 @@ private:
   bool waiting_for_background(const call_key& key);
   void reap_background();
   void take(std::shared_ptr<detail::background_job> job);
+  [[noreturn]] void throw_background_error(const detail::background_job& job);
   std::shared_ptr<detail::background_job>
   pop_pending(std::vector<std::shared_ptr<detail::background_job>>::iterator it);
   [[nodiscard]] bool has_cached_shape(const call_key& key) const noexcept;

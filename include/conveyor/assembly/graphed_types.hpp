@@ -239,8 +239,9 @@ struct graphed_options {
   //! once eagerly (its GPU work runs once): host-side effects of the callable (a counter it
   //! advances, a log line) happen twice there. A failed instantiation is thrown by the next call of
   //! its shape, with a reason naming the call that captured it. Every call first takes the
-  //! finished instantiations into the cache (max_graphs and max_bytes apply then). The worker
-  //! threads capture in relaxed mode and make the capturing thread's context current.
+  //! finished instantiations into the cache (max_graphs and max_bytes apply then; under a byte
+  //! budget the worker does not upload). The worker threads capture in relaxed mode, make the
+  //! capturing thread's context current and never run users' release payloads.
   //! graphed::prepare hands its buckets to the worker threads too, capturing the next bucket while
   //! they instantiate, and waits for all of them before it returns. Off by default
   //! (graph_cache::add_in_background).
