@@ -290,28 +290,36 @@ bool bool_field(const flat_value& o, std::string_view key, const place& where) {
   return v.boolean();
 }
 
+// A UTF-8 sequence's lead byte: how many continuation bytes follow (-1: not a lead byte) and the code point's bits
+// it carries.
+std::pair<int, std::uint32_t> utf8_lead(unsigned char c) {
+  if (c < 0x80) return {0, c};
+  if ((c & 0xE0) == 0xC0) return {1, c & 0x1FU};
+  if ((c & 0xF0) == 0xE0) return {2, c & 0x0FU};
+  if ((c & 0xF8) == 0xF0) return {3, c & 0x07U};
+  return {-1, 0};
+}
+
+// A code point a sequence of `n` continuation bytes may encode: not overlong, at most U+10FFFF, no surrogate.
+bool valid_code_point(std::uint32_t cp, int n) {
+  const std::uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+  return cp >= least[n] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+}
+
 // RFC 3629: CBOR text strings are UTF-8 (RFC 8949, major type 3); a reader that passed others on would hand
 // exporters text they cannot write.
 bool valid_utf8(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = 0;
-    std::uint32_t cp = 0;
-    if (c < 0x80) n = 0, cp = c;
-    else if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07;
-    else return false;
-    if (i + n >= s.size() && n > 0) return false;
-    for (std::size_t k = 1; k <= n; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + k]);
+    auto [n, cp] = utf8_lead(static_cast<unsigned char>(s[i]));
+    if (n < 0 || (n > 0 && i + static_cast<std::size_t>(n) >= s.size())) return false; // not a lead, or cut short
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
       if ((d & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3F);
+      cp = (cp << 6) | (d & 0x3FU);
     }
-    const std::uint32_t least[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n + 1;
+    if (!valid_code_point(cp, n)) return false;
+    i += static_cast<std::size_t>(n) + 1;
   }
   return true;
 }

@@ -161,6 +161,31 @@ TEST(GraphFile, TextThatIsNotUtf8IsRefused) {
       << text;
 }
 
+// RFC 3629 case by case: well-formed sequences of 1 to 4 bytes load; a lone continuation byte, an overlong form, a
+// surrogate, a code point above U+10FFFF, a sequence cut short and a bad continuation byte are refused.
+TEST(GraphFile, Utf8IsCheckedByRfc3629) {
+  const std::vector<std::pair<std::string, bool>> cases{{"plain", true},
+                                                        {"caf\xC3\xA9", true},
+                                                        {"\xE2\x82\xAC", true},
+                                                        {"\xF0\x9F\x98\x80", true},
+                                                        {"\xF4\x8F\xBF\xBF", true},
+                                                        {"\x80", false},
+                                                        {"\xC0\x80", false},
+                                                        {"\xE0\x80\xAF", false},
+                                                        {"\xED\xA0\x80", false},
+                                                        {"\xF4\x90\x80\x80", false},
+                                                        {"ab\xE2\x82", false},
+                                                        {"\xE2\x28\xA1", false},
+                                                        {"\xF8\x88\x80\x80", false}};
+  for (const auto& [label, valid] : cases) {
+    auto doc = nlohmann::json::from_cbor(document_of(conveyor::to_bytes(sample_graph_file())));
+    doc["graphs"][0]["graph"]["nodes"][0]["label"] = label;
+    const auto text = refusal(with_document(nlohmann::json::to_cbor(doc)));
+    if (valid) EXPECT_EQ(text, "") << "refused a well-formed label: " << text;
+    else EXPECT_NE(text.find("expected a string of valid UTF-8"), std::string::npos) << "accepted: " << text;
+  }
+}
+
 TEST(GraphFile, EveryRuleALoaderReliesOnIsChecked) {
   struct rule {
     const char* expected;
