@@ -833,33 +833,46 @@ private:
         "threshold {:.2f})",
         rate, g->captures, g->instantiations, g->calls - g->warmups, plural(g->warmups, "warm-up", "warm-ups"),
         t_.churn_rate);
-    // Shape churn (new shapes, evictions, sizes above the buckets) or binding churn (re-captures of a cached shape).
-    std::size_t binding = g->per_node_updates + g->whole_graph_updates + g->unchanged_recaptures;
-    std::size_t shape = g->captures > binding ? g->captures - binding : 0;
-    shape += g->evictions + g->eager_fallbacks;
-    const auto groups = churn_reasons();
-    if (!groups.empty()) {
-      binding = shape = 0;
-      for (const auto& r : groups) (r.text.find("re-captured") != std::string::npos ? binding : shape) += r.count;
-      std::vector<std::string> top;
-      for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
-        top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
-      evidence += fmt::format("; most frequent reasons: {}", joined(top, "; "));
-    }
-    evidence += fmt::format("; {} for new shapes, {} for changed bindings", plural(shape, "event", "events"),
-                            plural(binding, "re-capture", "re-captures"));
-    std::string fix;
-    if (shape >= binding)
-      fix = "shape churn: pass sizes as batch_size and set graphed_options::buckets (or a padding_rule per dimension, "
-            "graphed_options::dimensions) so that sizes pad to a few captured shapes; raise max_graphs if graphs are "
-            "evicted; keep shape arguments stable; graphed_options::churn runs the callable eagerly while it churns";
-    else
-      fix = "binding churn: keep buffers stable (allocate once and reuse them); declare arguments that only flow "
-            "into node fields (graphed_options::rebind_arguments with rebind_policy::learn or patch) so that their "
-            "changes are patched instead of re-captured; wrap arguments the work does not depend on in "
-            "conveyor::unkeyed";
-    add(rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence), std::move(fix));
+    const churn_split split = split_churn(*g, evidence);
+    evidence += fmt::format("; {} for new shapes, {} for changed bindings", plural(split.shape, "event", "events"),
+                            plural(split.binding, "re-capture", "re-captures"));
+    add(rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence),
+        split.shape >= split.binding ? shape_churn_fix : binding_churn_fix);
   }
+
+  // Shape churn (new shapes, evictions, sizes above the buckets) against binding churn (re-captures of a cached shape).
+  struct churn_split {
+    std::size_t shape = 0;
+    std::size_t binding = 0;
+  };
+
+  // The split, from the reasons when there are any (their three most frequent added to `evidence`), else from the
+  // statistics.
+  [[nodiscard]] churn_split split_churn(const graphed_statistics& g, std::string& evidence) const {
+    churn_split c;
+    const auto groups = churn_reasons();
+    if (groups.empty()) {
+      c.binding = g.per_node_updates + g.whole_graph_updates + g.unchanged_recaptures;
+      c.shape = (g.captures > c.binding ? g.captures - c.binding : 0) + g.evictions + g.eager_fallbacks;
+      return c;
+    }
+    for (const auto& r : groups) (r.text.find("re-captured") != std::string::npos ? c.binding : c.shape) += r.count;
+    std::vector<std::string> top;
+    for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
+      top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
+    evidence += fmt::format("; most frequent reasons: {}", joined(top, "; "));
+    return c;
+  }
+
+  static constexpr const char* shape_churn_fix =
+      "shape churn: pass sizes as batch_size and set graphed_options::buckets (or a padding_rule per dimension, "
+      "graphed_options::dimensions) so that sizes pad to a few captured shapes; raise max_graphs if graphs are "
+      "evicted; keep shape arguments stable; graphed_options::churn runs the callable eagerly while it churns";
+  static constexpr const char* binding_churn_fix =
+      "binding churn: keep buffers stable (allocate once and reuse them); declare arguments that only flow "
+      "into node fields (graphed_options::rebind_arguments with rebind_policy::learn or patch) so that their "
+      "changes are patched instead of re-captured; wrap arguments the work does not depend on in "
+      "conveyor::unkeyed";
 
   // 9b. The churn guard ran calls eagerly: the callable re-recorded more often than its cap allows.
   void churn_guard() {
