@@ -437,13 +437,18 @@ void graph_cache::make_room(std::size_t incoming, const entry* keep) {
 
 graph_cache::entry& graph_cache::insert(const call_key& key, graph g) {
   const detail::graph_holding h = detail::holding_of(g);
+  make_room_for(h);
+  note(fmt::format("captured and instantiated a graph of {} nodes for shape ({})", h.nodes, key.shape_text()));
+  ++stats_.captures;
+  return store(key, instantiate(g, options_.flags), h);
+}
+
+// Room for one more graph holding `h` (make_room), and the reason when it is above the byte budget by itself.
+void graph_cache::make_room_for(const detail::graph_holding& h) {
   make_room(h.bytes, nullptr);
   if (options_.max_bytes != 0 && h.bytes > options_.max_bytes)
     note(fmt::format("the new graph holds {} of graph allocations, above the byte budget {}: cached alone",
                      detail::byte_size(h.bytes), detail::byte_size(options_.max_bytes)));
-  note(fmt::format("captured and instantiated a graph of {} nodes for shape ({})", h.nodes, key.shape_text()));
-  ++stats_.captures;
-  return store(key, instantiate(g, options_.flags), h);
 }
 
 // Adds an executable graph made for `key`, holding `h` (room made by the caller), as the most recently used.
@@ -472,7 +477,10 @@ graph_cache::entry& graph_cache::matched(const char* call) {
   return *matched_;
 }
 
-void graph_cache::add(const call_key& key, graph g, const stream& s) { insert(key, std::move(g)).exec.upload(s); }
+void graph_cache::add(const call_key& key, graph g, const stream& s) {
+  if (options_.instantiate_in_background) return add_in_background(key, std::move(g));
+  insert(key, std::move(g)).exec.upload(s);
+}
 
 void graph_cache::add_saved(const call_key& key, graph g, const stream& s, bool binding_known) {
   entry& e = insert(key, std::move(g));

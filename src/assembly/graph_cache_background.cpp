@@ -6,7 +6,6 @@
 #include "assembly/task_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/lifetime.hpp"
-#include "util/byte_size.hpp"
 
 #include "conveyor/error.hpp"
 #include "conveyor/runtime/device.hpp"
@@ -110,15 +109,11 @@ graph_cache::pop_pending(std::vector<std::shared_ptr<detail::background_job>>::i
 // max_graphs and max_bytes. Failed ones stay for the next call of their shape, which throws their error, unless a
 // graph of their shape was cached meanwhile (dropped then).
 void graph_cache::reap_background() {
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    const bool takeable = (*it)->finished() && (!(*it)->error || has_cached_shape((*it)->key));
-    if (!takeable) {
-      ++it;
-      continue;
-    }
-    const auto index = it - pending_.begin();
-    take(pop_pending(it));
-    it = pending_.begin() + index;
+  for (std::size_t i = 0; i < pending_.size();) {
+    const detail::background_job& job = *pending_[i];
+    if (job.finished() && (!job.error || has_cached_shape(job.key)))
+      take(pop_pending(pending_.begin() + static_cast<std::ptrdiff_t>(i)));
+    else ++i;
   }
 }
 
@@ -144,10 +139,7 @@ void graph_cache::take(std::shared_ptr<detail::background_job> job) {
     return;
   }
   if (job->error) throw_background_error(*job);
-  make_room(job->holding.bytes, nullptr);
-  if (options_.max_bytes != 0 && job->holding.bytes > options_.max_bytes)
-    note(fmt::format("the new graph holds {} of graph allocations, above the byte budget {}: cached alone",
-                     detail::byte_size(job->holding.bytes), detail::byte_size(options_.max_bytes)));
+  make_room_for(job->holding);
   note(fmt::format("the graph of {} nodes for shape ({}) instantiated in the background is ready", job->holding.nodes,
                    job->key.shape_text()));
   ++stats_.background_instantiations;

@@ -21,6 +21,7 @@
 
 namespace {
 
+using conveyor::test::contains;
 using conveyor::test::device_array;
 using conveyor::test::random_floats;
 
@@ -444,8 +445,6 @@ TEST(Graphed, TransformRunsOnEveryCaptureBeforeInstantiateAndUpdate) {
 // ---- graphed_options::instantiate_in_background (issue 42 item 2) ---------------------------------------------
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // Runs step(s, n, a, x, y, z) with z poisoned first, and checks z against the CPU reference (and that nothing past n
 // was written), whatever path the call took.

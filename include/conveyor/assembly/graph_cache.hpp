@@ -119,14 +119,15 @@ public:
   //! the next call of their shape. Never throws.
   void wait_for_background() const noexcept;
   //! Waits for every instantiation handed to the worker threads (wait_for_background) and takes
-  //! each into the cache, in the order handed over: graphed::prepare with
-  //! instantiate_in_background, so that no later call waits or runs eagerly for them.
+  //! each into the cache, in the order handed over (graphed::prepare, after its add calls), so that
+  //! no later call waits or runs eagerly for them. Nothing to do when none was handed over.
   //! \throws cuda_error from the first instantiation that failed, in hand-over order (those
   //!         handed over after it stay pending: later calls take them).
   void finish_background();
   //! Instantiates `g` for `key` and uploads it on `s` (cudaGraphUpload), without launching it
-  //! (prepare): its first launch then pays no upload. \throws cuda_error from instantiate or
-  //! upload.
+  //! (prepare): its first launch then pays no upload. With instantiate_in_background it hands `g`
+  //! to the worker threads instead (add_in_background); finish_background then takes it.
+  //! \throws cuda_error from instantiate or upload; std::system_error as add_in_background.
   void add(const call_key& key, graph g, const stream& s);
   //! Adds `g`, made elsewhere (a bucket loaded from a graph file, conveyor/keep/graphed_file.hpp),
   //! for `key`: instantiated and uploaded on `s`. With `binding_known` false (the file could not
@@ -248,6 +249,7 @@ private:
   pop_pending(std::vector<std::shared_ptr<detail::background_job>>::iterator it);
   [[nodiscard]] bool has_cached_shape(const call_key& key) const noexcept;
   void make_room(std::size_t incoming, const entry* keep);
+  void make_room_for(const detail::graph_holding& h);
   void evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why);
   entry& matched(const char* call);
   call_plan plan_cached(const call_key& key);

@@ -209,12 +209,10 @@ public:
       for (int i = 0; first && i < core_.options().warmup_calls; ++i)
         std::apply([&](auto&... v) { (*this)(s, v...); }, values);
       first = false;
-      if (core_.has_shape(key)) continue;
-      if (core_.options().instantiate_in_background)
-        core_.add_in_background(key, record(s, values, true));
-      else core_.add(key, record(s, values, true), s);
+      if (!core_.has_shape(key)) core_.add(key, record(s, values, true), s);
     }
-    if (core_.options().instantiate_in_background) core_.finish_background();
+    // instantiate_in_background: every bucket cached before prepare returns
+    core_.finish_background();
   }
 
   //! What the callable did so far.
