@@ -19,12 +19,14 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -571,6 +573,30 @@ void measure_raw_prepare(prepare_cost& row, const conveyor::stream& s, const tin
   for (auto g : graphs) CONVEYOR_CHECK(cudaGraphDestroy(g));
 }
 
+// CONVEYOR_WATCH_STREAMS set to "0" (the stream watch off) while it lives; the former value restored after.
+class watch_off {
+public:
+  watch_off() {
+    if (const char* was = std::getenv("CONVEYOR_WATCH_STREAMS")) saved_ = was;
+    ::setenv("CONVEYOR_WATCH_STREAMS", "0", 1);
+  }
+  watch_off(const watch_off&) = delete;
+  watch_off& operator=(const watch_off&) = delete;
+  ~watch_off() {
+    saved_ ? (void)::setenv("CONVEYOR_WATCH_STREAMS", saved_->c_str(), 1) : (void)::unsetenv("CONVEYOR_WATCH_STREAMS");
+  }
+
+private:
+  std::optional<std::string> saved_;
+};
+
+// `measure()` with the stream watch off.
+template <class Measure>
+double unwatched(Measure measure) {
+  const watch_off off;
+  return measure();
+}
+
 } // namespace
 
 std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& bucket_counts, std::size_t nodes,
@@ -607,6 +633,10 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
     row.buckets = count;
     row.nodes = nodes;
     row.prepare_ms = prepare_ms(o, count);
+    o.warmup_calls = 0;
+    row.no_warmup_ms = prepare_ms(o, count);
+    row.unwatched_ms = unwatched([&] { return prepare_ms(o, count); });
+    o.warmup_calls = 1;
     o.instantiate_in_background = true;
     for (std::size_t t = 1; t <= row.background_ms.size(); ++t) {
       o.instantiate_threads = t;

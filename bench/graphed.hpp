@@ -78,6 +78,12 @@ struct prepare_cost {
   std::size_t buckets = 0;
   std::size_t nodes = 0;
   double prepare_ms = 0;
+  //! graphed::prepare with graphed_options::warmup_calls = 0: capture, instantiation and upload of the buckets alone,
+  //! the same work as raw_ms (ms)
+  double no_warmup_ms = 0;
+  //! As no_warmup_ms with the stream watch off (CONVEYOR_WATCH_STREAMS=0): no_warmup_ms less this is what the
+  //! watch of each bucket's capture costs (ms)
+  double unwatched_ms = 0;
   //! The raw Runtime API's own work for the same buckets, in the same run: each bucket captured
   //! (cudaStreamBeginCapture, the N launches, cudaStreamEndCapture), instantiated and uploaded, one after another (ms)
   double raw_ms = 0;
@@ -89,6 +95,8 @@ struct prepare_cost {
   std::array<double, 2> background_ms{};
   //! prepare / raw
   [[nodiscard]] double ratio() const noexcept { return raw_ms > 0 ? prepare_ms / raw_ms : 0; }
+  //! prepare without warm-up calls / raw: the same work on both sides
+  [[nodiscard]] double same_work_ratio() const noexcept { return raw_ms > 0 ? no_warmup_ms / raw_ms : 0; }
 };
 //! The thread counts of prepare_cost::instantiate_ms.
 inline constexpr std::array<int, 4> instantiate_threads{1, 2, 4, 8};

@@ -116,7 +116,10 @@ std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {
                                  format_number(r.prepare_ms),
                                  format_number(r.buckets > 0 ? r.prepare_ms / static_cast<double>(r.buckets) : 0.0),
                                  format_number(r.raw_ms),
-                                 fmt::format("{:.2f}", r.ratio())};
+                                 fmt::format("{:.2f}", r.ratio()),
+                                 format_number(r.no_warmup_ms),
+                                 format_number(r.unwatched_ms),
+                                 fmt::format("{:.2f}", r.same_work_ratio())};
     for (double ms : r.instantiate_ms) row.push_back(format_number(ms));
     row.push_back(fmt::format("{:.2f}", r.instantiate_ms[3] > 0 ? r.instantiate_ms[0] / r.instantiate_ms[3] : 0.0));
     for (double ms : r.background_ms) row.push_back(format_number(ms));
@@ -125,17 +128,21 @@ std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {
     body.push_back(std::move(row));
   }
   return fmt::format("### graphed/: start-up with many shapes\n\nHost ms, medians: `graphed::prepare` of a callable of "
-                     "N tiny kernels over B batch-size buckets (one warm-up, then each bucket captured and "
-                     "instantiated, largest first); the raw Runtime API's capture, instantiation and upload of the "
-                     "same buckets one after another, in the same run; the raw `cudaGraphInstantiate` of the B "
+                     "N tiny kernels over B batch-size buckets (one warm-up call, then each bucket captured, "
+                     "instantiated and uploaded, largest first); the raw Runtime API's capture, instantiation and "
+                     "upload of the same buckets one after another, in the same run; prepare without the warm-up "
+                     "call (`warmup_calls = 0`: the raw side's work), with the stream watch of each bucket's capture "
+                     "and without it (`CONVEYOR_WATCH_STREAMS=0`), and the former against raw (target ≤ 1.05); the raw "
+                     "`cudaGraphInstantiate` of the B "
                      "captured graphs spread over 1, 2, 4 and 8 host threads; and prepare with "
                      "`graphed_options::instantiate_in_background` (each bucket instantiated and uploaded on 1 or 2 "
                      "worker threads while the next is captured, until all are cached), the better of the two against "
                      "raw (target ≤ 0.5).\n\n{}",
                      markdown_table({"buckets", "N", "prepare ms", "ms per bucket", "raw ms", "prepare / raw",
+                                     "no warm-up ms", "no warm-up, unwatched ms", "no warm-up / raw",
                                      "instantiate ms, 1 thread", "2 threads", "4 threads", "8 threads", "1 thread / 8",
                                      "prepare in the background ms, 1 worker", "2 workers", "best / raw"},
-                                    body, "rrrrrrrrrrrrrr"));
+                                    body, "rrrrrrrrrrrrrrrrr"));
 }
 
 namespace {

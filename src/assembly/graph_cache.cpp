@@ -772,6 +772,10 @@ capture_options graph_cache::capture_settings(bool first_of_shape) const noexcep
   return o;
 }
 
+stream_watch_hold graph_cache::hold_stream_watch() const {
+  return conveyor::hold_stream_watch(capture_settings(true).watch_streams);
+}
+
 void graph_cache::inspect(const graph& g, const void* arguments, std::size_t bytes) {
   const auto& found = detail::access::state(g)->pageable;
   if (found.empty()) return;

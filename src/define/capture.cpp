@@ -314,7 +314,7 @@ capture_session::capture_session(const stream& s, capture_options options) : str
                      std::source_location::current(),
                      "the legacy default stream cannot be captured; make a conveyor::stream");
   (void)empty_branch_ends_with_capture(); // read before the capture (once a process)
-  watch_ = detail::begin_stream_watch(options.watch_streams);
+  watch_ = detail::begin_stream_watch(options.watch_streams, stream_);
   begin_watched(watch_, [&] {
     CONVEYOR_CHECK(cudaStreamBeginCapture(stream_, static_cast<cudaStreamCaptureMode>(options.mode)));
   });
@@ -356,7 +356,7 @@ capture_session::capture_session(graph& target, const stream& s, const node_list
   nodes_before_ = target.node_count();
   const auto handles = deps.handles();
   (void)empty_branch_ends_with_capture(); // read before the capture (once a process)
-  watch_ = detail::begin_stream_watch(options.watch_streams);
+  watch_ = detail::begin_stream_watch(options.watch_streams, stream_);
   begin_watched(watch_, [&] {
     CONVEYOR_CHECK(cudaStreamBeginCaptureToGraph(stream_, target.get(), handles.data(), nullptr, handles.size(),
                                                  static_cast<cudaStreamCaptureMode>(options.mode)));

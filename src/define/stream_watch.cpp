@@ -16,6 +16,7 @@
 
 #include <array>
 #include <atomic>
+#include <memory>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -135,8 +136,11 @@ struct watch_state {
   struct opened {
     std::size_t first = 0;
     std::uint64_t only_thread = 0;
+    std::shared_ptr<std::atomic<bool>> live; // the capturing thread's capture_here, while this watch is open
   };
   std::unordered_map<std::uint64_t, opened> open_watches; // by ticket
+  int held = 0;                                           // hold_stream_watch's subscriptions kept (in `open`)
+  std::atomic<int> watching{0};                           // open_watches.size(), for the callback
   std::mutex log_mutex;
   std::vector<foreign_work> log;
   std::size_t log_base = 0; // entries dropped from the front of `log` (none while watches are open)
@@ -160,10 +164,30 @@ CUstream stream_of(const watched_call& w, const void* params) {
   return s;
 }
 
+// The watched call of each driver callback id, by id (null: not watched): the callback's first question in one load.
 const watched_call* find_watched(CUpti_CallbackId id) noexcept {
-  for (const auto& w : watched_calls)
-    if (w.id == id) return &w;
-  return nullptr;
+  static const auto by_id = [] {
+    std::array<const watched_call*, CUPTI_DRIVER_TRACE_CBID_SIZE> table{};
+    for (const auto& w : watched_calls)
+      if (w.id < table.size()) table[w.id] = &w;
+    return table;
+  }();
+  return id < by_id.size() ? by_id[id] : nullptr;
+}
+
+// The stream the calling thread captures under its latest open watch (capture_here): a call on it takes part in that
+// capture, or in none because CUDA invalidated it, which the capture's end reports. `live` turns false when that watch
+// ends, on whichever thread ends it.
+struct capturing_stream {
+  CUstream stream = nullptr;
+  std::shared_ptr<std::atomic<bool>> live;
+};
+thread_local capturing_stream capture_here;
+
+// Whether the call on `s` is known to belong to the calling thread's open capture, without asking the driver.
+bool in_own_capture(CUstream s) noexcept {
+  return s != nullptr && s == capture_here.stream && capture_here.live &&
+         capture_here.live->load(std::memory_order_acquire);
 }
 
 // The CUPTI callback: records a watched call enqueued on a stream that takes part in no capture. Runs in the calling
@@ -173,8 +197,9 @@ void CUPTIAPI on_driver_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackI
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
   if (info == nullptr || info->callbackSite != CUPTI_API_ENTER) return;
   const watched_call* w = find_watched(id);
-  if (w == nullptr) return;
+  if (w == nullptr || watch().watching.load(std::memory_order_acquire) == 0) return; // held, no watch open
   const CUstream s = stream_of(*w, info->functionParams);
+  if (in_own_capture(s)) return;
   std::string where;
   if ((s == nullptr && !w->per_thread) || s == CU_STREAM_LEGACY) {
     where = "the legacy default stream"; // never part of a capture
@@ -247,21 +272,35 @@ stream_watch resolve_stream_watch(stream_watch requested, const char* env) noexc
   return requested == stream_watch::if_available ? stream_watch::if_available : stream_watch::off;
 }
 
-std::uint64_t begin_stream_watch(stream_watch requested) {
+namespace {
+
+// Subscribes when no watch is open or held (under `control`); the reason when CUPTI refuses, else empty.
+std::string subscribed(watch_state& state) { return state.open == 0 ? subscribe(state) : std::string(); }
+
+// Lets go of CUPTI and of the log when nothing is open or held any more (under `control`).
+void unsubscribe_if_unused(watch_state& state) {
+  if (state.open != 0) return;
+  if (state.subscriber != nullptr) (void)cupti().unsubscribe(state.subscriber); // no callback from here on
+  state.subscriber = nullptr;
+  const std::lock_guard log_lock(state.log_mutex);
+  state.log_base += state.log.size();
+  state.log.clear();
+}
+
+} // namespace
+
+std::uint64_t begin_stream_watch(stream_watch requested, cudaStream_t capturing) {
   const stream_watch w = resolve_stream_watch(requested, std::getenv("CONVEYOR_WATCH_STREAMS"));
   if (w == stream_watch::off) return 0;
   auto& state = watch();
   const std::lock_guard lock(state.control);
-  if (state.open == 0) {
-    const std::string why = subscribe(state);
-    if (!why.empty()) {
-      if (w == stream_watch::if_available) return 0;
-      throw std::runtime_error(fmt::format(
-          "conveyor::capture: the stream watch was asked for (capture_options::watch_streams = {}{}) and cannot run: "
-          "{}. Nothing was captured. Turn the watch off for this capture (stream_watch::off), or watch where CUPTI "
-          "is free",
-          to_string(requested), requested == stream_watch::environment ? ", CONVEYOR_WATCH_STREAMS=1" : "", why));
-    }
+  if (const std::string why = subscribed(state); !why.empty()) {
+    if (w == stream_watch::if_available) return 0;
+    throw std::runtime_error(fmt::format(
+        "conveyor::capture: the stream watch was asked for (capture_options::watch_streams = {}{}) and cannot run: "
+        "{}. Nothing was captured. Turn the watch off for this capture (stream_watch::off), or watch where CUPTI "
+        "is free",
+        to_string(requested), requested == stream_watch::environment ? ", CONVEYOR_WATCH_STREAMS=1" : "", why));
   }
   ++state.open;
   const std::uint64_t ticket = state.next_ticket++;
@@ -272,9 +311,31 @@ std::uint64_t begin_stream_watch(stream_watch requested) {
   }
   // graphed's default watch refuses the capturing thread's work only: another thread's eager work meanwhile may be
   // on purpose (a loader, a second pipeline), and a default must not refuse a correct program.
+  auto live = std::make_shared<std::atomic<bool>>(capturing != nullptr);
   state.open_watches.emplace(ticket,
-                             watch_state::opened{first, w == stream_watch::if_available ? this_thread_id() : 0});
+                             watch_state::opened{first, w == stream_watch::if_available ? this_thread_id() : 0, live});
+  state.watching.store(static_cast<int>(state.open_watches.size()), std::memory_order_release);
+  if (capturing != nullptr) capture_here = capturing_stream{capturing, std::move(live)};
   return ticket;
+}
+
+bool hold_stream_watch(stream_watch requested) {
+  if (resolve_stream_watch(requested, std::getenv("CONVEYOR_WATCH_STREAMS")) == stream_watch::off) return false;
+  auto& state = watch();
+  const std::lock_guard lock(state.control);
+  if (!subscribed(state).empty()) return false; // each capture then says why, as it would without the hold
+  ++state.open;
+  ++state.held;
+  return true;
+}
+
+void release_stream_watch() noexcept {
+  auto& state = watch();
+  const std::lock_guard lock(state.control);
+  if (state.held == 0) return;
+  --state.held;
+  --state.open;
+  unsubscribe_if_unused(state);
 }
 
 std::vector<foreign_work> end_stream_watch(std::uint64_t ticket) {
@@ -285,18 +346,17 @@ std::vector<foreign_work> end_stream_watch(std::uint64_t ticket) {
   if (it == state.open_watches.end()) return {};
   const watch_state::opened watch_of = it->second;
   state.open_watches.erase(it);
+  state.watching.store(static_cast<int>(state.open_watches.size()), std::memory_order_release);
+  if (watch_of.live) watch_of.live->store(false, std::memory_order_release);
+  if (capture_here.live == watch_of.live) capture_here = {};
   std::vector<foreign_work> found;
-  if (--state.open == 0 && state.subscriber != nullptr) {
-    (void)cupti().unsubscribe(state.subscriber); // no callback from here on
-    state.subscriber = nullptr;
+  --state.open;
+  {
+    const std::lock_guard log_lock(state.log_mutex);
+    for (std::size_t i = watch_of.first - state.log_base; i < state.log.size(); ++i)
+      if (watch_of.only_thread == 0 || state.log[i].thread == watch_of.only_thread) found.push_back(state.log[i]);
   }
-  const std::lock_guard log_lock(state.log_mutex);
-  for (std::size_t i = watch_of.first - state.log_base; i < state.log.size(); ++i)
-    if (watch_of.only_thread == 0 || state.log[i].thread == watch_of.only_thread) found.push_back(state.log[i]);
-  if (state.open == 0) {
-    state.log_base += state.log.size();
-    state.log.clear();
-  }
+  unsubscribe_if_unused(state);
   return found;
 }
 
@@ -321,11 +381,28 @@ std::string stream_watch_unavailable() {
   const std::lock_guard lock(state.control);
   if (state.open != 0) return {};
   std::string why = subscribe(state);
-  if (why.empty()) {
-    (void)cupti().unsubscribe(state.subscriber);
-    state.subscriber = nullptr;
-  }
+  unsubscribe_if_unused(state);
   return why;
 }
 
 } // namespace conveyor::detail
+
+namespace conveyor {
+
+stream_watch_hold& stream_watch_hold::operator=(stream_watch_hold&& other) noexcept {
+  if (this != &other) {
+    if (held_) detail::release_stream_watch();
+    held_ = std::exchange(other.held_, false);
+  }
+  return *this;
+}
+
+stream_watch_hold::~stream_watch_hold() {
+  if (held_) detail::release_stream_watch();
+}
+
+stream_watch_hold hold_stream_watch(stream_watch requested) {
+  return stream_watch_hold(detail::hold_stream_watch(requested));
+}
+
+} // namespace conveyor

@@ -35,7 +35,16 @@ struct foreign_work {
 //! stream_watch::if_available (graphed's default) the calling thread's only, so that a default never refuses a
 //! program whose other threads run eager work on purpose meanwhile. Thread-safe.
 //! \throws std::runtime_error when the watch is `on` and CUPTI's callback API cannot be had (why, in the message).
-[[nodiscard]] std::uint64_t begin_stream_watch(stream_watch requested);
+//! `capturing`: the stream whose capture begins next on this thread (null: not known); calls the thread makes on it
+//! while the watch is open take part in that capture, and the callback asks the driver nothing about them.
+[[nodiscard]] std::uint64_t begin_stream_watch(stream_watch requested, cudaStream_t capturing = nullptr);
+//! Keeps CUPTI's subscription (the callbacks stay enabled, recording nothing while no watch is open) until
+//! release_stream_watch, so that a batch of watched captures (graphed::prepare) subscribes once, not once a capture.
+//! Returns whether it holds (false when `requested` resolves to off, or CUPTI cannot be had: each capture then acts
+//! alone). Thread-safe; never throws but for std::bad_alloc.
+[[nodiscard]] bool hold_stream_watch(stream_watch requested);
+//! Ends one hold_stream_watch that returned true; lets go of CUPTI when no watch is open or held. Thread-safe.
+void release_stream_watch() noexcept;
 
 //! Ends the watch of `ticket` (0: nothing) and returns the foreign work seen while it was open; lets go of CUPTI when
 //! it was the last watch open. Thread-safe; never throws but for std::bad_alloc.

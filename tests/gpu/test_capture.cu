@@ -1034,3 +1034,56 @@ TEST(StreamWatch, GraphedWatchesTheFirstCaptureOfEachShapeByDefault) {
   EXPECT_EQ(loader.statistics().captures, 1U) << loader.report();
   sync_device();
 }
+
+// A hold keeps CUPTI's subscription between watched captures (graphed::prepare holds it for its buckets): eager work
+// while no capture is open is not recorded, a watched capture still refuses the work that misses it, naming only that
+// work, and the subscription is let go with the last hold (a later check can subscribe again).
+TEST(StreamWatch, AHeldWatchRecordsNothingBetweenCapturesAndStillRefusesWorkThatMissesOne) {
+  CONVEYOR_REQUIRE_GPU();
+  REQUIRE_STREAM_WATCH();
+  forgotten_side_stream w;
+  conveyor::stream s;
+  {
+    const conveyor::stream_watch_hold hold = conveyor::hold_stream_watch(conveyor::stream_watch::on);
+    ASSERT_TRUE(hold.held());
+    EXPECT_FALSE(conveyor::hold_stream_watch(conveyor::stream_watch::off).held());
+    w.reset();
+    w(s); // eager, on both streams, with no capture open: nothing to refuse
+    sync_device();
+    const std::string text = refusal_of([&] {
+      (void)conveyor::capture(
+          s, [&](const conveyor::stream& cs) { w(cs); }, watching());
+    });
+    EXPECT_TRUE(contains(text, "1 operation(s)")) << text;
+    EXPECT_TRUE(contains(text, "add_scalar")) << text;
+    EXPECT_TRUE(contains(text, fmt_pointer(w.side.get()))) << text;
+    w.side.synchronize();
+    // The capture's own stream takes the callback's fast path; forked and joined, the work is captured and replays.
+    w.reset();
+    w(s);
+    sync_device();
+    const auto eager_x = w.x.download(), eager_y = w.y.download();
+    w.reset();
+    auto joined = conveyor::capture(
+        s,
+        [&](const conveyor::stream& cs) {
+          conveyor::fork(cs, w.side);
+          w(cs);
+          conveyor::join(cs, w.side);
+        },
+        watching());
+    auto exec = conveyor::instantiate(joined);
+    exec.launch(s);
+    sync_device();
+    EXPECT_TRUE(all_equal(w.x.download(), eager_x));
+    EXPECT_TRUE(all_equal(w.y.download(), eager_y));
+    // graphed::prepare holds the watch for its buckets: each bucket's capture is watched.
+    conveyor::graphed_options options;
+    options.buckets = {16, 32};
+    conveyor::graphed step([&](const conveyor::stream& cs, conveyor::batch_size) { w(cs); }, options);
+    const std::string prepared = refusal_of([&] { step.prepare(s, conveyor::batch_size{1}); });
+    EXPECT_TRUE(contains(prepared, "add_scalar")) << prepared;
+    sync_device();
+  }
+  EXPECT_EQ(conveyor::detail::stream_watch_unavailable(), "") << "the hold kept CUPTI's subscription";
+}

@@ -274,6 +274,8 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   p.nodes = 100;
   p.prepare_ms = 64.0;
   p.raw_ms = 51.2;
+  p.no_warmup_ms = 52.736;
+  p.unwatched_ms = 47.5;
   p.instantiate_ms = {40.0, 21.0, 12.0, 10.0};
   p.background_ms = {30.72, 23.04};
   const std::string prep = conveyor::bench::format_prepare_cost({p});
@@ -282,6 +284,8 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   EXPECT_NE(prep.find(" 2.00 |"), std::string::npos) << prep; // ms per bucket
   EXPECT_NE(prep.find(" 1.25 |"), std::string::npos) << prep; // prepare / raw: 64 / 51.2
   EXPECT_NE(prep.find(" 4.00 |"), std::string::npos) << prep; // 1 thread / 8: 40 / 10
+  EXPECT_NE(prep.find(" 1.03 |"), std::string::npos) << prep; // no warm-up / raw: 52.736 / 51.2
+  EXPECT_NE(prep.find(" 47.5 |"), std::string::npos) << prep; // unwatched
 }
 
 // The first-calls tables: total, median, 90th percentile and largest per variant; block means of ten calls.

@@ -183,6 +183,10 @@ public:
   //! watch is stream_watch::if_available (CONVEYOR_WATCH_STREAMS decides otherwise: "0" never, "1"
   //! every capture), where other captures' is stream_watch::environment.
   [[nodiscard]] capture_options capture_settings(bool first_of_shape = false) const noexcept;
+  //! Holds the stream watch's subscription for the first captures of shapes (capture_settings(true)
+  //! watch them), so that graphed::prepare subscribes once for all its buckets
+  //! (conveyor::hold_stream_watch). \throws std::bad_alloc only.
+  [[nodiscard]] stream_watch_hold hold_stream_watch() const;
   //! Checks a new capture `g` of the callable, made with capture_settings(): a copy node reading or
   //! writing host memory in [`arguments`, `arguments` + `bytes`) — graphed's copy of the call's
   //! arguments, gone after the call — is refused; other pageable host memory is reported as

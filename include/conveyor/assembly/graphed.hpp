@@ -203,11 +203,13 @@ public:
     std::tuple<std::decay_t<Args>...> values(std::forward<Args>(args)...);
     const auto sizes = batch_sizes(values);
     bool first = true;
+    stream_watch_hold watch; // one CUPTI subscription for all the buckets' watched captures
     for (const auto& shape : core_.prepare_shapes(sizes)) {
       set_batches(values, shape);
       const call_key key = make_key(values);
       for (int i = 0; first && i < core_.options().warmup_calls; ++i)
         std::apply([&](auto&... v) { (*this)(s, v...); }, values);
+      if (first) watch = core_.hold_stream_watch(); // after the warm-up calls, which run eagerly
       first = false;
       if (!core_.has_shape(key)) core_.add(key, record(s, values, true), s);
     }

@@ -76,6 +76,41 @@ enum class stream_watch : std::uint8_t {
   if_available,
 };
 
+//! Keeps the stream watch's CUPTI subscription from one watched capture to the next, so that a
+//! batch of watched captures (graphed::prepare's buckets) subscribes once instead of once a
+//! capture; while no watch is open, the callbacks record nothing. Watches nothing by itself.
+//! Made by hold_stream_watch; movable, not copyable; the destructor lets go (never throws).
+//! Thread safety: a hold may be ended on any thread.
+class stream_watch_hold {
+public:
+  //! Holds nothing.
+  stream_watch_hold() noexcept = default;
+  //! Takes over `other`'s hold.
+  stream_watch_hold(stream_watch_hold&& other) noexcept :
+      held_(std::exchange(other.held_, false)) {}
+  //! Lets go of this hold, then takes over `other`'s.
+  stream_watch_hold& operator=(stream_watch_hold&& other) noexcept;
+  stream_watch_hold(const stream_watch_hold&) = delete;
+  stream_watch_hold& operator=(const stream_watch_hold&) = delete;
+  //! Lets go: CUPTI's subscription ends when no watch is open or held any more.
+  ~stream_watch_hold();
+  //! Whether the subscription is held (false when the watch is off or CUPTI cannot be had).
+  [[nodiscard]] bool held() const noexcept { return held_; }
+
+private:
+  friend stream_watch_hold hold_stream_watch(stream_watch);
+  explicit stream_watch_hold(bool held) noexcept : held_(held) {}
+  bool held_ = false;
+};
+
+//! Holds the stream watch's subscription for the captures that `requested` would watch (resolved
+//! with CONVEYOR_WATCH_STREAMS, as a capture resolves it): subscribes now when no watch is open.
+//! A hold of a watch that is off, or that CUPTI refuses (another subscriber, no libcupti), holds
+//! nothing: each capture then acts as without it (stream_watch::on throws at its start, saying
+//! why). \throws std::bad_alloc only.
+[[nodiscard]] stream_watch_hold
+hold_stream_watch(stream_watch requested = stream_watch::if_available);
+
 //! Options of a capture. A plain value; converts from a capture_mode
 //! (`capture(s, f, capture_mode::global)`).
 struct capture_options {
