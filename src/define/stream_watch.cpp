@@ -190,27 +190,33 @@ bool in_own_capture(CUstream s) noexcept {
          capture_here.live->load(std::memory_order_acquire);
 }
 
-// The CUPTI callback: records a watched call enqueued on a stream that takes part in no capture. Runs in the calling
-// thread, before the call (CUPTI_API_ENTER); makes one driver call (cuStreamIsCapturing) and no runtime call.
-void CUPTIAPI on_driver_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
-  const auto* info = static_cast<const CUpti_CallbackData*>(data);
-  if (info == nullptr || info->callbackSite != CUPTI_API_ENTER) return;
+// The watched call a callback reports, for a watched call made while a watch is open (null otherwise).
+const watched_call* reported(CUpti_CallbackDomain domain, CUpti_CallbackId id, const CUpti_CallbackData* info) {
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || info == nullptr || info->callbackSite != CUPTI_API_ENTER) return nullptr;
   const watched_call* w = find_watched(id);
-  if (w == nullptr || watch().watching.load(std::memory_order_acquire) == 0) return; // held, no watch open
-  const CUstream s = stream_of(*w, info->functionParams);
-  if (in_own_capture(s)) return;
-  std::string where;
-  if ((s == nullptr && !w->per_thread) || s == CU_STREAM_LEGACY) {
-    where = "the legacy default stream"; // never part of a capture
-  } else {
-    const CUstream asked = s == nullptr ? CU_STREAM_PER_THREAD : s;
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (driver::stream_is_capturing(asked, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE)
-      return; // captured (or invalidated: the capture's end says so)
-    where = asked == CU_STREAM_PER_THREAD ? std::string("the per-thread default stream")
-                                          : fmt::format("stream {}", static_cast<const void*>(asked));
-  }
+  return w != nullptr && watch().watching.load(std::memory_order_acquire) != 0 ? w : nullptr; // none: held only
+}
+
+// Where a call of `w` on `s` went when that stream takes part in no capture ("the legacy default stream", "stream
+// 0x..."); empty when it is captured, or invalidated (the capture's end says so).
+std::string outside_every_capture(const watched_call& w, CUstream s) {
+  if ((s == nullptr && !w.per_thread) || s == CU_STREAM_LEGACY) return "the legacy default stream"; // never captured
+  if (in_own_capture(s)) return {};
+  const CUstream asked = s == nullptr ? CU_STREAM_PER_THREAD : s;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (driver::stream_is_capturing(asked, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE) return {};
+  return asked == CU_STREAM_PER_THREAD ? std::string("the per-thread default stream")
+                                       : fmt::format("stream {}", static_cast<const void*>(asked));
+}
+
+// The CUPTI callback: records a watched call enqueued on a stream that takes part in no capture. Runs in the calling
+// thread, before the call (CUPTI_API_ENTER); makes at most one driver call (cuStreamIsCapturing) and no runtime call.
+void CUPTIAPI on_driver_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  const watched_call* w = reported(domain, id, info);
+  if (w == nullptr) return;
+  std::string where = outside_every_capture(*w, stream_of(*w, info->functionParams));
+  if (where.empty()) return;
   foreign_work f{info->functionName != nullptr ? info->functionName : "a driver call",
                  info->symbolName != nullptr ? info->symbolName : "", std::move(where), this_thread_id()};
   auto& state = watch();
