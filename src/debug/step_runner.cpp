@@ -221,41 +221,51 @@ step_node describe_step(const graph_walk& w, std::size_t i, std::size_t order) {
   return s;
 }
 
+namespace {
+
+// Reads each graph node `i` of `w` embeds into a walk and calls visit(walk), in order (for_each_embedded): a child
+// graph with the description its parent's holds, each body of a conditional node Conveyor built with its state. The
+// walks are named under `path` and placed under `position`, the node's. Returns false for a conditional node
+// Conveyor did not build (nothing visited).
+template <typename Visit>
+bool for_each_embedded_walk(const graph_walk& w, std::size_t i, const std::string& path,
+                            const std::vector<std::size_t>& position, Visit&& visit) {
+  const bool child = w.snapshot.kinds[i] == node_kind::child_graph;
+  return for_each_embedded(w.snapshot.nodes[i], w.snapshot.kinds[i], w.owner, [&](const embedded_graph& e) {
+    std::vector<std::size_t> at = position;
+    at.push_back(e.body); // the child graph: the node's one body in descriptions
+    visit(child ? walk_of(e.handle, nullptr, path + " > ", std::move(at), child_description(w, i))
+                : walk_of(e.handle, e.state, fmt::format("{} > body {} > ", path, e.body), std::move(at)));
+  });
+}
+
+std::string unknown_conditional(const std::string& where) {
+  return fmt::format("conveyor::step_through: {} is a conditional node Conveyor did not build (inside a child graph, "
+                     "or adopted from elsewhere): its condition and bodies are unknown, so it cannot be stepped into. "
+                     "Build it with conveyor::add_conditional in the graph itself",
+                     where);
+}
+
+std::string not_runnable(const std::string& where, node_kind kind) {
+  return fmt::format(
+      "conveyor::step_through: {} cannot run apart from its executable graph ({}). Step through a graph without "
+      "it: allocate outside the graph (cudaMalloc, or cudaMallocAsync before the launch) while debugging",
+      where,
+      kind == node_kind::mem_alloc || kind == node_kind::mem_free
+          ? "CUDA reserves the addresses of graph allocations at instantiation, and the nodes after it use them"
+          : "a kind step-through does not run");
+}
+
+} // namespace
+
 void check_runnable(const graph_walk& w) {
   for (std::size_t i = 0; i < w.snapshot.nodes.size(); ++i) {
     const node_kind kind = w.snapshot.kinds[i];
-    const auto& traits = traits_of(kind);
+    if (traits_of(kind).add_copy != nullptr) continue;
     const std::string where = w.prefix + node_words(w.description.nodes[i], i);
-    if (traits.add_copy != nullptr) continue;
-    if (kind == node_kind::child_graph) {
-      cudaGraph_t child = nullptr;
-      CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(w.snapshot.nodes[i], &child));
-      check_runnable(walk_of(child, nullptr, where + " > ", {}, child_description(w, i)));
-      continue;
-    }
-    if (kind == node_kind::conditional) {
-      const conditional_info* info = nullptr;
-      if (w.owner != nullptr)
-        if (const auto it = w.owner->conditionals.find(w.snapshot.nodes[i]); it != w.owner->conditionals.end())
-          info = &it->second;
-      if (info == nullptr)
-        throw std::invalid_argument(fmt::format(
-            "conveyor::step_through: {} is a conditional node Conveyor did not build (inside a child graph, or "
-            "adopted from elsewhere): its condition and bodies are unknown, so it cannot be stepped into. Build it "
-            "with conveyor::add_conditional in the graph itself",
-            where));
-      for (std::size_t b = 0; b < info->bodies.size(); ++b)
-        check_runnable(
-            walk_of(info->bodies[b]->handle, info->bodies[b].get(), fmt::format("{} > body {} > ", where, b), {}));
-      continue;
-    }
-    throw std::invalid_argument(fmt::format(
-        "conveyor::step_through: {} cannot run apart from its executable graph ({}). Step through a graph without "
-        "it: allocate outside the graph (cudaMalloc, or cudaMallocAsync before the launch) while debugging",
-        where,
-        kind == node_kind::mem_alloc || kind == node_kind::mem_free
-            ? "CUDA reserves the addresses of graph allocations at instantiation, and the nodes after it use them"
-            : "a kind step-through does not run"));
+    if (!embeds_graphs(kind)) throw std::invalid_argument(not_runnable(where, kind));
+    if (!for_each_embedded_walk(w, i, where, {}, [](const graph_walk& body) { check_runnable(body); }))
+      throw std::invalid_argument(unknown_conditional(where));
   }
 }
 
@@ -263,25 +273,10 @@ std::vector<step_node> list_steps(const graph_state& g) {
   std::vector<step_node> out;
   std::function<void(const graph_walk&)> list = [&](const graph_walk& w) {
     for (std::size_t i : w.order) {
-      const node_kind kind = w.snapshot.kinds[i];
       step_node s = describe_step(w, i, out.size());
-      if (kind == node_kind::child_graph) {
-        cudaGraph_t child = nullptr;
-        CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(w.snapshot.nodes[i], &child));
-        std::vector<std::size_t> position = s.position;
-        position.push_back(0);
-        list(walk_of(child, nullptr, s.path + " > ", std::move(position), child_description(w, i)));
-      } else if (kind == node_kind::conditional && w.owner != nullptr) {
-        const auto& info = w.owner->conditionals.at(w.snapshot.nodes[i]);
-        for (std::size_t b = 0; b < info.bodies.size(); ++b) {
-          std::vector<std::size_t> position = s.position;
-          position.push_back(b);
-          list(walk_of(info.bodies[b]->handle, info.bodies[b].get(), fmt::format("{} > body {} > ", s.path, b),
-                       std::move(position)));
-        }
-      } else {
+      // A node holding graphs is stepped into (check_runnable has refused conditional nodes of unknown bodies).
+      if (!embeds_graphs(w.snapshot.kinds[i]) || !for_each_embedded_walk(w, i, s.path, s.position, list))
         out.push_back(std::move(s));
-      }
     }
   };
   const graph_walk top = walk_of(g.handle, &g, "", {});
@@ -323,25 +318,12 @@ void step_runner::run_node(const graph_walk& w, std::size_t i) {
   const node_kind kind = w.snapshot.kinds[i];
   const step_node info = describe_step(w, i, report_.steps);
   if (kind == node_kind::child_graph) {
-    cudaGraph_t child = nullptr;
-    CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(n, &child));
-    std::vector<std::size_t> position = info.position;
-    position.push_back(0); // the child graph: the node's one body in descriptions
-    run_graph(walk_of(child, nullptr, info.path + " > ", std::move(position), child_description(w, i)));
+    (void)for_each_embedded_walk(w, i, info.path, info.position, [&](const graph_walk& child) { run_graph(child); });
     return;
   }
   if (kind == node_kind::conditional) return run_conditional(w, i, info);
-  if (kind == node_kind::kernel && !conditions_.empty()) {
-    const kernel_snapshot& k = w.snapshot.kernels[i];
-    bool sets = false;
-    if (k.readable && k.has_arguments && !k.has_extra && k.layout != nullptr)
-      for (const auto& [offset, size] : *k.layout) {
-        std::uint64_t word = 0;
-        if (size == sizeof word) std::memcpy(&word, k.arguments.data() + offset, size);
-        sets = sets || (size == sizeof word && conditions_.contains(word));
-      }
-    if (sets) return run_probe(n, info, k);
-  }
+  if (kind == node_kind::kernel && sets_tracked_condition(w.snapshot.kernels[i]))
+    return run_probe(n, info, w.snapshot.kernels[i]);
   one_graph one;
   cudaGraphNode_t copy = nullptr;
   if (const cudaError_t rc = traits_of(kind).add_copy(n, one.handle, &copy); rc != cudaSuccess) {
@@ -349,6 +331,17 @@ void step_runner::run_node(const graph_walk& w, std::size_t i) {
     throw step_failure(info, rc, "adding the node to a graph of its own");
   }
   launch_alone(one.handle, info);
+}
+
+bool step_runner::sets_tracked_condition(const kernel_snapshot& k) const {
+  if (conditions_.empty() || !k.readable || !k.has_arguments || k.has_extra || k.layout == nullptr) return false;
+  for (const auto& [offset, size] : *k.layout) {
+    std::uint64_t word = 0;
+    if (size != sizeof word) continue;
+    std::memcpy(&word, k.arguments.data() + offset, size);
+    if (conditions_.contains(word)) return true;
+  }
+  return false;
 }
 
 void step_runner::run_conditional(const graph_walk& w, std::size_t i, const step_node& info) {

@@ -79,6 +79,8 @@ private:
   void run_body(const conditional_info& c, std::size_t b, const step_node& info, const std::string& what);
   // A kernel that sets tracked conditions: run in a probe graph that reads back the values it sets.
   void run_probe(cudaGraphNode_t n, const step_node& info, const kernel_snapshot& k);
+  // Whether kernel `k` takes a tracked condition handle (an 8-byte parameter holding one): it then runs in a probe.
+  [[nodiscard]] bool sets_tracked_condition(const kernel_snapshot& k) const;
   void launch_alone(cudaGraph_t one, const step_node& info);
   void after_step(const step_node& info);
   void track_conditions(const graph_state& g);

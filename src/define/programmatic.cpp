@@ -104,18 +104,26 @@ struct pass {
     return kernels.contains(p.func); // the host function the node was added or launched with
   }
 
-  void run(cudaGraph_t g, const graph_state* owner, const std::string& path) {
-    const auto nodes = graph_nodes(g);
-    std::unordered_map<cudaGraphNode_t, std::size_t> index;
-    std::vector<plan_node> plan_nodes(nodes.size());
+  //! A graph's nodes with their kinds, names and whether they wait (the plan's view), by position.
+  std::vector<plan_node> plan_nodes_of(const std::vector<cudaGraphNode_t>& nodes, const graph_state* owner) const {
+    std::vector<plan_node> out(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) {
-      index.emplace(nodes[i], i);
-      plan_nodes[i].kind = kind_of(nodes[i]);
-      plan_nodes[i].name = node_name(owner, nodes[i]);
-      if (plan_nodes[i].kind == node_kind::kernel) plan_nodes[i].waits = waits(nodes[i]);
+      out[i].kind = kind_of(nodes[i]);
+      out[i].name = node_name(owner, nodes[i]);
+      if (out[i].kind == node_kind::kernel) out[i].waits = waits(nodes[i]);
     }
+    return out;
+  }
+
+  //! Every edge of the graph whose nodes are `nodes`, node by node in the order the driver lists them, with its data.
+  struct edge_list {
     std::vector<plan_edge> edges;
-    std::vector<cudaGraphEdgeData> data_of;
+    std::vector<cudaGraphEdgeData> data;
+  };
+  static edge_list edges_of(const std::vector<cudaGraphNode_t>& nodes) {
+    std::unordered_map<cudaGraphNode_t, std::size_t> index;
+    for (std::size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
+    edge_list out;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       std::size_t count = 0;
       CONVEYOR_CHECK(get_dependencies(nodes[i], nullptr, nullptr, &count));
@@ -123,10 +131,48 @@ struct pass {
       std::vector<cudaGraphEdgeData> data(count);
       if (count > 0) CONVEYOR_CHECK(get_dependencies(nodes[i], deps.data(), data.data(), &count));
       for (std::size_t k = 0; k < count; ++k) {
-        edges.push_back({index.at(deps[k]), i, from_edge_data(data[k])});
-        data_of.push_back(data[k]);
+        out.edges.push_back({index.at(deps[k]), i, from_edge_data(data[k])});
+        out.data.push_back(data[k]);
       }
     }
+    return out;
+  }
+
+  //! Changes edge `a` -> `b` of `g` from `before` to the pass's type, recorded for undo. \throws cuda_error when
+  //! CUDA refuses (the edge put back as it was).
+  void change_edge(cudaGraph_t g, cudaGraphNode_t a, cudaGraphNode_t b, const cudaGraphEdgeData& before,
+                   const plan_node& from, const plan_node& to) {
+    CONVEYOR_CHECK(remove_dependencies(g, &a, &b, &before, 1));
+    const cudaGraphEdgeData data = to_edge_data(type);
+    const cudaError_t rc = add_dependencies(g, &a, &b, &data, 1);
+    if (rc != cudaSuccess) {
+      (void)cleared(add_dependencies(g, &a, &b, &before, 1)); // put the full edge back
+      check_with(rc, "cudaGraphAddDependencies", [&] {
+        return fmt::format("conveyor::make_programmatic: {} edge {} -> {}", to_string(type), from.name, to.name);
+      });
+    }
+    changes.push_back({g, a, b, before});
+  }
+
+  //! The nested graphs of `nodes` (the graph at `path`, whose state is `owner`): child graphs (CUDA's embedded copy,
+  //! changed in place, named through the graph Conveyor copied) and conditional bodies Conveyor built.
+  void run_embedded(const std::vector<cudaGraphNode_t>& nodes, const std::vector<plan_node>& plan_nodes,
+                    const graph_state* owner, const std::string& path) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const bool child = plan_nodes[i].kind == node_kind::child_graph;
+      (void)for_each_embedded(nodes[i], plan_nodes[i].kind, owner, [&](const embedded_graph& e) {
+        const std::string here = fmt::format("{}node {} ({})", path.empty() ? "" : path + " / ", i, plan_nodes[i].name);
+        if (child) run(e.handle, e.copied_from, here + " body");
+        else run(e.handle, e.state, fmt::format("{} body {}", here, e.body));
+      });
+    }
+  }
+
+  void run(cudaGraph_t g, const graph_state* owner, const std::string& path) {
+    const auto nodes = graph_nodes(g);
+    const std::vector<plan_node> plan_nodes = plan_nodes_of(nodes, owner);
+    const edge_list found = edges_of(nodes);
+    const std::vector<plan_edge>& edges = found.edges;
     report.edges += edges.size();
     const programmatic_plan plan = plan_programmatic(plan_nodes, edges);
     report.already += plan.already;
@@ -135,19 +181,8 @@ struct pass {
           path, edges[e].from, edges[e].to, plan_nodes[edges[e].from].name, plan_nodes[edges[e].to].name, {}};
     };
     for (std::size_t e : plan.change) {
-      const cudaGraphNode_t a = nodes[edges[e].from];
-      const cudaGraphNode_t b = nodes[edges[e].to];
-      CONVEYOR_CHECK(remove_dependencies(g, &a, &b, &data_of[e], 1));
-      const cudaGraphEdgeData data = to_edge_data(type);
-      const cudaError_t rc = add_dependencies(g, &a, &b, &data, 1);
-      if (rc != cudaSuccess) {
-        (void)cleared(add_dependencies(g, &a, &b, &data_of[e], 1)); // put the full edge back
-        check_with(rc, "cudaGraphAddDependencies", [&] {
-          return fmt::format("conveyor::make_programmatic: {} edge {} -> {}", to_string(type),
-                             plan_nodes[edges[e].from].name, plan_nodes[edges[e].to].name);
-        });
-      }
-      changes.push_back({g, a, b, data_of[e]});
+      change_edge(g, nodes[edges[e].from], nodes[edges[e].to], found.data[e], plan_nodes[edges[e].from],
+                  plan_nodes[edges[e].to]);
       report.changed.push_back(describe_edge(e));
     }
     for (const auto& [e, reason] : plan.left) {
@@ -155,23 +190,7 @@ struct pass {
       d.reason = reason;
       report.left.push_back(std::move(d));
     }
-    // Nested graphs: child graphs (CUDA's embedded copy, changed in place) and conditional bodies Conveyor built.
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const std::string here = fmt::format("{}node {} ({})", path.empty() ? "" : path + " / ", i, plan_nodes[i].name);
-      if (plan_nodes[i].kind == node_kind::child_graph) {
-        cudaGraph_t body = nullptr;
-        CONVEYOR_CHECK(cudaGraphChildGraphNodeGetGraph(nodes[i], &body));
-        const graph_state* body_owner = nullptr;
-        if (owner != nullptr)
-          if (auto it = owner->child_bodies.find(nodes[i]); it != owner->child_bodies.end())
-            body_owner = it->second.get();
-        run(body, body_owner, here + " body");
-      } else if (plan_nodes[i].kind == node_kind::conditional && owner != nullptr) {
-        if (auto it = owner->conditionals.find(nodes[i]); it != owner->conditionals.end())
-          for (std::size_t b = 0; b < it->second.bodies.size(); ++b)
-            run(it->second.bodies[b]->handle, it->second.bodies[b].get(), fmt::format("{} body {}", here, b));
-      }
-    }
+    run_embedded(nodes, plan_nodes, owner, path);
   }
 };
 

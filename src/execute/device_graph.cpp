@@ -8,6 +8,7 @@
 #include "conveyor/define/node.hpp"
 #include "conveyor/error.hpp"
 #include "cuda/check.hpp"
+#include "cuda/driver.hpp"
 #include "execute/graph_exec_impl.hpp"
 #include "kinds/kind.hpp"
 #include "kinds/kinds.hpp"
@@ -50,11 +51,16 @@ std::size_t work_nodes(const graph_description& d) {
   return count;
 }
 
+//! Adds the node at `where`'s violation of `rule`; nothing for an empty rule (the node keeps it).
+void add_violation(std::vector<device_launch_violation>& out, const std::string& where, node_kind kind,
+                   const detail::device_launch_rule& rule) {
+  if (!rule.refusal.empty()) out.push_back({where, kind, std::string(rule.refusal), std::string(rule.fix)});
+}
+
 void check_nodes(const graph_description& d, const std::string& parent, std::vector<device_launch_violation>& out) {
   for (const auto& n : d.nodes) {
     const std::string where = node_path(parent, n);
-    if (const auto& rule = traits_of(n.kind).device_launch; !rule.refusal.empty())
-      out.push_back({where, n.kind, std::string(rule.refusal), std::string(rule.fix)});
+    add_violation(out, where, n.kind, traits_of(n.kind).device_launch);
     if (n.kind == node_kind::memcpy && n.pageable_host)
       out.push_back({where, n.kind,
                      fmt::format("a copy in a device graph may involve only device memory and pinned, device-mapped "
@@ -69,26 +75,15 @@ void check_nodes(const graph_description& d, const std::string& parent, std::vec
 
 // ---- rules only a CUDA graph shows ------------------------------------------------------------------------------
 
+//! The calling thread's current context (cuCtxGetCurrent), or null when the driver cannot tell.
 CUcontext current_context() {
-  using fn_type = CUresult (*)(CUcontext*);
-  static const fn_type fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &f, CUDART_VERSION, cudaEnableDefault, &status) !=
-            cudaSuccess ||
-        status != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return fn_type{nullptr};
-    }
-    return reinterpret_cast<fn_type>(f);
-  }();
   CUcontext ctx = nullptr;
-  if (fn == nullptr || fn(&ctx) != CUDA_SUCCESS) return nullptr;
-  return ctx;
+  return detail::driver::ctx_get_current(&ctx) == CUDA_SUCCESS ? ctx : nullptr;
 }
 
-//! Walks the CUDA graph `g` beside its description `d` (both in creation order, cudaGraphGetNodes) for CUDA arrays in
-//! copies and kernel nodes of another context than `ctx`.
+//! Walks the CUDA graph `g` beside its description `d` (both in creation order, cudaGraphGetNodes) for the rules
+//! only a CUDA graph shows (kind_traits::device_launch_check: CUDA arrays in copies, kernel nodes of another context
+//! than `ctx`), in child graphs too.
 void check_cuda_graph(cudaGraph_t g, const graph_description& d, const std::string& parent, CUcontext ctx,
                       std::vector<device_launch_violation>& out) {
   const auto nodes = detail::graph_nodes(g);
@@ -96,27 +91,16 @@ void check_cuda_graph(cudaGraph_t g, const graph_description& d, const std::stri
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const node_description& n = d.nodes[i];
     const std::string where = node_path(parent, n);
-    if (n.kind == node_kind::memcpy) {
-      cudaMemcpy3DParms p{};
-      detail::check_with(cudaGraphMemcpyNodeGetParams(nodes[i], &p), "cudaGraphMemcpyNodeGetParams",
-                         [&] { return where; });
-      if (p.srcArray != nullptr || p.dstArray != nullptr)
-        out.push_back({where, n.kind, "a copy in a device graph may not involve a CUDA array",
-                       "copy through linear device memory (cudaMalloc / cudaMallocPitch), or do the array copy in a "
-                       "host graph"});
-    } else if (n.kind == node_kind::kernel && ctx != nullptr) {
-      if (const auto params = detail::read_kernel_node(nodes[i]);
-          params && params->ctx != nullptr && params->ctx != ctx)
-        out.push_back({where, n.kind,
-                       "the nodes of a device graph must all be on one device; this kernel node belongs to another "
-                       "CUDA context (device) than the current one",
-                       "build one device graph per device, and instantiate each with its device current"});
-    } else if (n.kind == node_kind::child_graph && !n.bodies.empty()) {
-      cudaGraph_t body = nullptr;
-      detail::check_with(cudaGraphChildGraphNodeGetGraph(nodes[i], &body), "cudaGraphChildGraphNodeGetGraph",
-                         [&] { return where; });
-      check_cuda_graph(body, n.bodies[0], where, ctx, out);
-    }
+    if (const auto check = traits_of(n.kind).device_launch_check)
+      add_violation(out, where, n.kind, check(nodes[i], ctx, where));
+    if (n.bodies.empty()) continue;
+    // Child graphs, beside their descriptions; without a state, no conditional node's bodies (their kind is refused).
+    (void)detail::for_each_embedded(
+        nodes[i], n.kind, nullptr,
+        [&](const detail::embedded_graph& e) {
+          if (e.body < n.bodies.size()) check_cuda_graph(e.handle, n.bodies[e.body], where, ctx, out);
+        },
+        where);
   }
 }
 

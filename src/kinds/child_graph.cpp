@@ -61,7 +61,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) 
       apply_labels(d.bodies.back(), *it->second);
 }
 
-cudaError_t embedded_graph(cudaGraphNode_t n, cudaGraph_t* out) { return cudaGraphChildGraphNodeGetGraph(n, out); }
+cudaError_t read_embedded(cudaGraphNode_t n, cudaGraph_t* out) { return cudaGraphChildGraphNodeGetGraph(n, out); }
 
 } // namespace
 
@@ -118,7 +118,7 @@ extern const kind_traits child_graph_kind{
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,
-    .embedded_graph = &embedded_graph,
+    .embedded_graph = &read_embedded,
     .keep = &child_graph_keep,
 };
 

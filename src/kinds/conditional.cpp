@@ -15,15 +15,9 @@ namespace conveyor::detail {
 
 namespace {
 
-const conditional_info* info_of(const graph_state* state, cudaGraphNode_t n) {
-  if (state == nullptr) return nullptr;
-  auto it = state->conditionals.find(n);
-  return it == state->conditionals.end() ? nullptr : &it->second;
-}
-
 param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context& ctx) {
-  const conditional_info* ia = info_of(ctx.before, a);
-  const conditional_info* ib = info_of(ctx.after, b);
+  const conditional_info* ia = recorded_conditional(ctx.before, a);
+  const conditional_info* ib = recorded_conditional(ctx.after, b);
   if (ia == nullptr || ib == nullptr)
     return param_diff::unknown("conditional node not built by Conveyor (parameters not readable: not comparable)");
   if (ia->type != ib->type || ia->size != ib->size)
@@ -52,7 +46,7 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context& 
 }
 
 void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) {
-  if (const conditional_info* info = info_of(owner, n)) {
+  if (const conditional_info* info = recorded_conditional(owner, n)) {
     d.conditional_type = info->type == cudaGraphCondTypeWhile ? "while"
                          : info->type == cudaGraphCondTypeIf  ? "if"
                                                               : "switch";
@@ -66,7 +60,7 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) 
 namespace {
 
 void save_conditional(cudaGraphNode_t n, const graph_state* owner, keep_saver& s, saved_node& out) {
-  const conditional_info* info = info_of(owner, n);
+  const conditional_info* info = recorded_conditional(owner, n);
   if (info == nullptr)
     s.refuse("a conditional node Conveyor did not build: CUDA cannot read its parameters or bodies back",
              "build it with conveyor::add_conditional or capture it with capture_conditional");

@@ -408,6 +408,18 @@ cudaError_t add_copy(cudaGraphNode_t n, cudaGraph_t target, cudaGraphNode_t* out
              ? cudaSuccess
              : cudaErrorInvalidValue;
 }
+
+// What only the CUDA graph shows of the device-graph rules (CUDA Programming Guide, "Device Graph Requirements"): the
+// nodes of a device graph are all on one device, the current context `ctx`'s (not checked when null). A node the
+// driver cannot read, or one without a context, is left to CUDA's instantiation.
+device_launch_rule device_launch_check(cudaGraphNode_t n, CUcontext ctx, std::string_view) {
+  if (ctx == nullptr) return {};
+  const auto params = read_kernel_node(n);
+  if (!params || params->ctx == nullptr || params->ctx == ctx) return {};
+  return {"the nodes of a device graph must all be on one device; this kernel node belongs to another CUDA context "
+          "(device) than the current one",
+          "build one device graph per device, and instantiate each with its device current"};
+}
 } // namespace
 
 extern const keep_facets kernel_keep; // below: graph files
@@ -421,6 +433,7 @@ extern const kind_traits kernel_kind{
     .work = true,
     .dot_colour = "#cfe2f3",
     .shows = shows_launch,
+    .device_launch_check = &device_launch_check,
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,

@@ -11,6 +11,7 @@
 #include "kinds/keep.hpp"
 #include "model/graph_state.hpp"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <string>
@@ -85,6 +86,10 @@ struct kind_traits {
   unsigned shows = 0;
   //! Why CUDA refuses the kind in a device-launched graph, and the fix (empty: allowed).
   device_launch_rule device_launch{};
+  //! The device-launch rule node `n` breaks that only its CUDA graph shows, not its description (a copy involving a
+  //! CUDA array; a kernel node of another context than `ctx`, the current one, not checked when null), or an empty
+  //! rule. \throws cuda_error naming the node by `where` when the node cannot be read. Null: nothing to check.
+  device_launch_rule (*device_launch_check)(cudaGraphNode_t n, CUcontext ctx, std::string_view where) = nullptr;
   //! Compares the parameters CUDA runs two nodes of this kind with, every field of them.
   param_diff (*compare)(cudaGraphNode_t before, cudaGraphNode_t after, const compare_context& ctx) = nullptr;
   //! Sets node `target` of `exec` to the parameters of `source` (a node of this kind in another graph), returning

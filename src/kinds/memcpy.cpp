@@ -118,6 +118,16 @@ cudaError_t host_addresses(cudaGraphNode_t n, std::vector<host_address>& out) {
   return cudaSuccess;
 }
 
+// What only the CUDA graph shows of the device-graph rules (CUDA Programming Guide, "Device Graph Requirements"): a
+// copy may involve only linear memory, no CUDA array.
+device_launch_rule device_launch_check(cudaGraphNode_t n, CUcontext, std::string_view where) {
+  cudaMemcpy3DParms p{};
+  check_with(cudaGraphMemcpyNodeGetParams(n, &p), "cudaGraphMemcpyNodeGetParams", [&] { return where; });
+  if (p.srcArray == nullptr && p.dstArray == nullptr) return {};
+  return {"a copy in a device graph may not involve a CUDA array",
+          "copy through linear device memory (cudaMalloc / cudaMallocPitch), or do the array copy in a host graph"};
+}
+
 } // namespace
 
 namespace {
@@ -245,6 +255,7 @@ extern const kind_traits memcpy_kind{
     .work = true,
     .dot_colour = "#d9ead3",
     .shows = shows_bytes | shows_copy_kind,
+    .device_launch_check = &device_launch_check,
     .compare = &compare,
     .copy_to_exec = &copy_to_exec,
     .describe = &describe,

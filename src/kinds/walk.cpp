@@ -105,30 +105,6 @@ void append_sorted_dependencies(dependency_reader& reader, cudaGraphNode_t n, st
   std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_from);
 }
 
-// The conditional node `n` as `state` recorded it (its bodies), or null.
-const conditional_info* recorded_conditional(const graph_state* state, cudaGraphNode_t n) {
-  if (state == nullptr) return nullptr;
-  const auto it = state->conditionals.find(n);
-  return it == state->conditionals.end() ? nullptr : &it->second;
-}
-
-// Calls visit(graph, its state or null) for each graph node `n` embeds: a child graph's (no state), the bodies of a
-// conditional node `state` records (their states). Returns false for a conditional node `state` does not record,
-// whose bodies cannot be read (CUDA 13.0); true otherwise. \throws cuda_error when a child graph cannot be read.
-template <typename Visit>
-bool for_each_embedded(cudaGraphNode_t n, node_kind kind, const graph_state* state, Visit&& visit) {
-  if (const auto embedded = traits_of(kind).embedded_graph) {
-    cudaGraph_t child = nullptr;
-    CONVEYOR_CHECK(embedded(n, &child));
-    visit(child, static_cast<const graph_state*>(nullptr));
-  } else if (const conditional_info* info = recorded_conditional(state, n)) {
-    for (const auto& body : info->bodies) visit(body->handle, static_cast<const graph_state*>(body.get()));
-  } else if (kind == node_kind::conditional) {
-    return false;
-  }
-  return true;
-}
-
 // Every edge of the graph whose nodes are `nodes`, by index, in snapshot order (append_sorted_dependencies).
 std::vector<indexed_edge> indexed_edges(const std::vector<cudaGraphNode_t>& nodes) {
   dependency_reader reader(nodes);
@@ -150,6 +126,26 @@ std::string edge_difference(const std::vector<indexed_edge>& a, const std::vecto
 }
 
 } // namespace
+
+bool embeds_graphs(node_kind kind) noexcept {
+  return traits_of(kind).embedded_graph != nullptr || kind == node_kind::conditional;
+}
+
+const conditional_info* recorded_conditional(const graph_state* state, cudaGraphNode_t n) noexcept {
+  if (state == nullptr) return nullptr;
+  const auto it = state->conditionals.find(n);
+  return it == state->conditionals.end() ? nullptr : &it->second;
+}
+
+embedded_graph embedded_copy(cudaGraphNode_t n, node_kind kind, const graph_state* state, std::string_view context) {
+  embedded_graph out;
+  check_with(traits_of(kind).embedded_graph(n, &out.handle), "cudaGraphChildGraphNodeGetGraph",
+             [&] { return context; });
+  if (state != nullptr)
+    if (const auto it = state->child_bodies.find(n); it != state->child_bodies.end())
+      out.copied_from = it->second.get();
+  return out;
+}
 
 std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t g) {
   // Through the driver (cuGraphGetNodes): a fraction of the runtime's cost on large graphs; the runtime's call where
@@ -176,9 +172,8 @@ graph_structure structure_of(cudaGraph_t g, const graph_state* state) {
     out.kinds.push_back(kind);
     reader.append(nodes[i], i, out.edges);
     // A conditional node whose bodies cannot be read adds none (whole-graph updates of its graph are refused).
-    (void)for_each_embedded(nodes[i], kind, state, [&](cudaGraph_t embedded, const graph_state* embedded_state) {
-      out.embedded.push_back(structure_of(embedded, embedded_state));
-    });
+    (void)for_each_embedded(nodes[i], kind, state,
+                            [&](const embedded_graph& e) { out.embedded.push_back(structure_of(e.handle, e.state)); });
   }
   return out;
 }
@@ -217,8 +212,8 @@ void append_nested_clusters(cudaGraph_t g, const graph_state* state, std::size_t
 // a conditional node Conveyor did not record, whose bodies cannot be read, the marker unreadable_bodies.
 void append_embedded(cudaGraphNode_t n, node_kind kind, const graph_state* state, std::size_t position,
                      std::uint32_t& inner, std::vector<kernel_attribute>& out) {
-  const bool readable = for_each_embedded(n, kind, state, [&](cudaGraph_t embedded, const graph_state* embedded_state) {
-    append_nested_clusters(embedded, embedded_state, position, inner, out);
+  const bool readable = for_each_embedded(n, kind, state, [&](const embedded_graph& e) {
+    append_nested_clusters(e.handle, e.state, position, inner, out);
   });
   if (!readable) out.push_back({position, unreadable_bodies, cudaLaunchAttributeIgnore, {}});
 }

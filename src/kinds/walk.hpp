@@ -1,16 +1,68 @@
 #pragma once
 // Internal (kinds layer): walking whole graphs through the kind table — comparing two graphs node by node (the
-// basis of diff, update_incremental and the child-graph kind's own comparison) and describing one.
+// basis of diff, update_incremental and the child-graph kind's own comparison), describing one, and the one walk into
+// the graphs a node embeds (child graphs, conditional bodies) that every walk of nested graphs goes through.
 
 #include "kinds/kind.hpp"
 #include "kinds/kinds.hpp"
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
 namespace conveyor::detail {
+
+//! One graph embedded in a node (for_each_embedded): a child-graph node's graph, or one body of a conditional node.
+struct embedded_graph {
+  cudaGraph_t handle = nullptr;
+  //! Conveyor's state of it (labels, conditional nodes): a conditional body's own; null for a child graph's (a copy
+  //! CUDA made, whose node handles no state of Conveyor's records).
+  const graph_state* state = nullptr;
+  //! For a child graph: the state of the graph Conveyor copied into the node (graph_state::child_bodies of the
+  //! state the walk was given), whose labels name the copy's nodes by position; null otherwise.
+  const graph_state* copied_from = nullptr;
+  //! The body's index: 0 for a child graph; for a conditional node, its body (IF: 0 then, 1 else; SWITCH: the case).
+  std::size_t body = 0;
+};
+
+//! Whether nodes of `kind` embed graphs that for_each_embedded walks into: a child graph (its kind's embedded_graph
+//! facet), a conditional node's bodies.
+[[nodiscard]] bool embeds_graphs(node_kind kind) noexcept;
+
+//! The conditional node `n` as `state` recorded it when Conveyor built it (graph_state::conditionals: condition,
+//! type, bodies), or null: `state` is null, or `n` is not a conditional node it records. Never throws.
+[[nodiscard]] const conditional_info* recorded_conditional(const graph_state* state, cudaGraphNode_t n) noexcept;
+
+//! The graph of node `n`, whose kind has an embedded_graph facet (a child graph: cudaGraphChildGraphNodeGetGraph,
+//! CUDA's copy, owned by the node), with the state it was copied from when `state` records it. \throws cuda_error
+//! naming cudaGraphChildGraphNodeGetGraph, with `context` (which node), when the graph cannot be read.
+[[nodiscard]] embedded_graph embedded_copy(cudaGraphNode_t n, node_kind kind, const graph_state* state,
+                                           std::string_view context = {});
+
+//! The walk into the graphs node `n` (of kind `kind`, in a graph whose state is `state`, or null) embeds: calls
+//! `visit(const embedded_graph&)` for each, in order — a child graph's (read from CUDA: embedded_copy), or each body
+//! of a conditional node `state` records, by index (from Conveyor's record: CUDA 13.0 cannot read a conditional
+//! node's parameters back, so cudaGraphNodeGetParams is not called). Nothing for other kinds. Returns false for a
+//! conditional node `state` does not record (one Conveyor did not build, or one inside a child graph's copy: its
+//! bodies are unknown and nothing is visited), true otherwise. `visit` may recurse (with the visited graph's state).
+//! \throws cuda_error naming cudaGraphChildGraphNodeGetGraph, with `context`, when a child graph cannot be read;
+//! whatever `visit` throws. Not synchronised: like the CUDA graph calls it makes, it must not overlap a change to
+//! `n`'s graph or to `state` on another thread.
+template <typename Visit>
+bool for_each_embedded(cudaGraphNode_t n, node_kind kind, const graph_state* state, Visit&& visit,
+                       std::string_view context = {}) {
+  if (traits_of(kind).embedded_graph != nullptr) {
+    visit(embedded_copy(n, kind, state, context));
+    return true;
+  }
+  const conditional_info* info = recorded_conditional(state, n);
+  if (info == nullptr) return kind != node_kind::conditional;
+  for (std::size_t b = 0; b < info->bodies.size(); ++b)
+    visit(embedded_graph{info->bodies[b]->handle, info->bodies[b].get(), nullptr, b});
+  return true;
+}
 
 //! One node whose parameters differ, by position in creation order.
 struct node_delta {

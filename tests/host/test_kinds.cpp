@@ -59,6 +59,8 @@ struct cuda_rules {
                                           node_kind::empty,  node_kind::child_graph, node_kind::conditional};
   std::set<node_kind> in_device_graph{node_kind::kernel, node_kind::memcpy, node_kind::memset, node_kind::child_graph};
   std::set<node_kind> work{node_kind::kernel, node_kind::memcpy, node_kind::memset};
+  // Device-graph rules only the CUDA graph shows: a copy may not involve a CUDA array, kernels on one device.
+  std::set<node_kind> device_rules_in_parameters{node_kind::kernel, node_kind::memcpy};
   // Conveyor's own choices: typed builder calls, full comparisons, the fields rebinding patches, host memory the
   // capture checks look at, and graphs they walk into.
   std::set<node_kind> no_builder{node_kind::ext_semaphore_signal, node_kind::ext_semaphore_wait,
@@ -98,6 +100,7 @@ TEST(NodeKinds, EveryEntryOfTheTableAgreesWithCudasRules) {
     EXPECT_EQ(t.allowed_in_body, in(rules.in_conditional_body));
     EXPECT_EQ(t.device_launch.refusal.empty(), in(rules.in_device_graph));
     EXPECT_EQ(t.device_launch.fix.empty(), t.device_launch.refusal.empty()) << "a refusal without its fix";
+    EXPECT_EQ(t.device_launch_check != nullptr, in(rules.device_rules_in_parameters));
     EXPECT_EQ(t.work, in(rules.work));
     EXPECT_EQ(t.has_builder, !in(rules.no_builder));
     EXPECT_EQ(t.comparable, !in(rules.not_comparable));
