@@ -558,21 +558,6 @@ double threaded_instantiate_ms(const std::vector<cudaGraph_t>& graphs, int threa
   return ms;
 }
 
-// The raw columns of a prepare_cost row, each the median of `calls` runs.
-void measure_raw_prepare(prepare_cost& row, const conveyor::stream& s, const tiny_chain& chain, int calls, float* all,
-                         float* one) {
-  std::vector<double> raw;
-  for (int c = 0; c < calls; ++c) raw.push_back(raw_prepare_ms(s, chain, row.buckets, all, one));
-  row.raw_ms = median(raw);
-  const auto graphs = raw_captures(s, chain, row.buckets, all, one);
-  for (std::size_t k = 0; k < instantiate_threads.size(); ++k) {
-    std::vector<double> times;
-    for (int c = 0; c < calls; ++c) times.push_back(threaded_instantiate_ms(graphs, instantiate_threads[k]));
-    row.instantiate_ms[k] = median(times);
-  }
-  for (auto g : graphs) CONVEYOR_CHECK(cudaGraphDestroy(g));
-}
-
 // CONVEYOR_WATCH_STREAMS set to "0" (the stream watch off) while it lives; the former value restored after.
 class watch_off {
 public:
@@ -597,6 +582,18 @@ double unwatched(Measure measure) {
   return measure();
 }
 
+// The thread-scaling columns of a prepare_cost row, each the median of `calls` runs.
+void measure_instantiate_threads(prepare_cost& row, const conveyor::stream& s, const tiny_chain& chain, int calls,
+                                 float* all, float* one) {
+  const auto graphs = raw_captures(s, chain, row.buckets, all, one);
+  for (std::size_t k = 0; k < instantiate_threads.size(); ++k) {
+    std::vector<double> times;
+    for (int c = 0; c < calls; ++c) times.push_back(threaded_instantiate_ms(graphs, instantiate_threads[k]));
+    row.instantiate_ms[k] = median(times);
+  }
+  for (auto g : graphs) CONVEYOR_CHECK(cudaGraphDestroy(g));
+}
+
 } // namespace
 
 std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& bucket_counts, std::size_t nodes,
@@ -610,39 +607,53 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
   auto body = [&](const conveyor::stream& cs, conveyor::batch_size rows) {
     chain(cs, b.all1.p, static_cast<float>(rows.padded % 7), b.one1.p, 2.0F);
   };
-  // ms of graphed::prepare of `count` buckets with options `o` (median of `calls` fresh callables).
+  // ms of graphed::prepare of `count` buckets with options `o`, on a fresh callable.
   auto prepare_ms = [&](const conveyor::graphed_options& o, std::size_t count) {
-    std::vector<double> times;
-    for (int c = 0; c < calls; ++c) {
-      conveyor::graphed step(body, o);
-      const auto t0 = clock_type::now();
-      step.prepare(s, conveyor::batch_size{1});
-      times.push_back(us(clock_type::now() - t0) / 1000.0);
-      s.synchronize();
-      if (step.cached_graphs() != count)
-        throw std::runtime_error(
-            fmt::format("measure_prepare_cost: prepare cached {} of {} buckets", step.cached_graphs(), count));
-    }
-    return median(times);
+    conveyor::graphed step(body, o);
+    const auto t0 = clock_type::now();
+    step.prepare(s, conveyor::batch_size{1});
+    const double ms = us(clock_type::now() - t0) / 1000.0;
+    s.synchronize();
+    if (step.cached_graphs() != count)
+      throw std::runtime_error(
+          fmt::format("measure_prepare_cost: prepare cached {} of {} buckets", step.cached_graphs(), count));
+    return ms;
   };
   for (std::size_t count : bucket_counts) {
     conveyor::graphed_options o;
     o.max_graphs = count;
     for (std::size_t k = 1; k <= count; ++k) o.buckets.push_back(16 * k);
+    conveyor::graphed_options cold = o; // without the warm-up call: the raw side's work
+    cold.warmup_calls = 0;
+    std::array<conveyor::graphed_options, 2> background{o, o};
+    for (std::size_t t = 0; t < background.size(); ++t) {
+      background[t].instantiate_in_background = true;
+      background[t].instantiate_threads = t + 1;
+    }
     prepare_cost row;
     row.buckets = count;
     row.nodes = nodes;
-    row.prepare_ms = prepare_ms(o, count);
-    o.warmup_calls = 0;
-    row.no_warmup_ms = prepare_ms(o, count);
-    row.unwatched_ms = unwatched([&] { return prepare_ms(o, count); });
-    o.warmup_calls = 1;
-    o.instantiate_in_background = true;
-    for (std::size_t t = 1; t <= row.background_ms.size(); ++t) {
-      o.instantiate_threads = t;
-      row.background_ms[t - 1] = prepare_ms(o, count);
-    }
-    measure_raw_prepare(row, s, chain, calls, b.all1.p, b.one1.p);
+    // The six sides, one run each in turn, the first side rotating from one round to the next, so that all meet the
+    // machine alike; medians of `calls` rounds.
+    const std::array<std::function<double()>, 6> sides{
+        [&] { return prepare_ms(o, count); },
+        [&] { return prepare_ms(cold, count); },
+        [&] { return unwatched([&] { return prepare_ms(cold, count); }); },
+        [&] { return prepare_ms(background[0], count); },
+        [&] { return prepare_ms(background[1], count); },
+        [&] { return raw_prepare_ms(s, chain, count, b.all1.p, b.one1.p); }};
+    std::array<std::vector<double>, 6> times;
+    for (int c = 0; c < calls; ++c)
+      for (std::size_t i = 0; i < sides.size(); ++i) {
+        const std::size_t k = (i + static_cast<std::size_t>(c)) % sides.size();
+        times[k].push_back(sides[k]());
+      }
+    row.prepare_ms = median(times[0]);
+    row.no_warmup_ms = median(times[1]);
+    row.unwatched_ms = median(times[2]);
+    row.background_ms = {median(times[3]), median(times[4])};
+    row.raw_ms = median(times[5]);
+    measure_instantiate_threads(row, s, chain, calls, b.all1.p, b.one1.p);
     out.push_back(row);
   }
   return out;
@@ -728,7 +739,7 @@ graphed_study_result measure_graphed_study(const study_args& args) {
   graphed_study_result result;
   result.rebind = measure_graphed_rebind(sizes, args.quick ? 11 : 21);
   result.recapture = measure_recapture_cost(sizes, args.quick ? 5 : 11);
-  result.prepare = measure_prepare_cost({8, 16, 32, 64});
+  result.prepare = measure_prepare_cost({8, 16, 32, 64}, 100, 7);
   result.first_calls = measure_first_calls();
   return result;
 }

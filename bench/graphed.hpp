@@ -100,7 +100,9 @@ struct prepare_cost {
 };
 //! The thread counts of prepare_cost::instantiate_ms.
 inline constexpr std::array<int, 4> instantiate_threads{1, 2, 4, 8};
-//! Measures prepare_cost for each bucket count. \throws conveyor::cuda_error; std::invalid_argument for no counts.
+//! Measures prepare_cost for each bucket count: prepare (with and without the warm-up call, unwatched, in the
+//! background with 1 and 2 workers) and the raw work, one run each in turn, `calls` rounds; medians.
+//! \throws conveyor::cuda_error; std::invalid_argument for no counts.
 [[nodiscard]] std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& bucket_counts,
                                                              std::size_t nodes = 100, int calls = 3);
 //! A Markdown table of them (host-only).

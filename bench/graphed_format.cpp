@@ -127,22 +127,24 @@ std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {
     row.push_back(r.raw_ms > 0 && best > 0 ? fmt::format("{:.2f}", best / r.raw_ms) : "—");
     body.push_back(std::move(row));
   }
-  return fmt::format("### graphed/: start-up with many shapes\n\nHost ms, medians: `graphed::prepare` of a callable of "
-                     "N tiny kernels over B batch-size buckets (one warm-up call, then each bucket captured, "
-                     "instantiated and uploaded, largest first); the raw Runtime API's capture, instantiation and "
-                     "upload of the same buckets one after another, in the same run; prepare without the warm-up "
-                     "call (`warmup_calls = 0`: the raw side's work), with the stream watch of each bucket's capture "
-                     "and without it (`CONVEYOR_WATCH_STREAMS=0`), and the former against raw (target ≤ 1.05); the raw "
-                     "`cudaGraphInstantiate` of the B "
-                     "captured graphs spread over 1, 2, 4 and 8 host threads; and prepare with "
-                     "`graphed_options::instantiate_in_background` (each bucket instantiated and uploaded on 1 or 2 "
-                     "worker threads while the next is captured, until all are cached), the better of the two against "
-                     "raw (target ≤ 0.5).\n\n{}",
-                     markdown_table({"buckets", "N", "prepare ms", "ms per bucket", "raw ms", "prepare / raw",
-                                     "no warm-up ms", "no warm-up, unwatched ms", "no warm-up / raw",
-                                     "instantiate ms, 1 thread", "2 threads", "4 threads", "8 threads", "1 thread / 8",
-                                     "prepare in the background ms, 1 worker", "2 workers", "best / raw"},
-                                    body, "rrrrrrrrrrrrrrrrr"));
+  return fmt::format(
+      "### graphed/: start-up with many shapes\n\nHost ms, medians of 7 rounds (each round runs every prepare variant "
+      "and the raw work once, in turn, the first rotating): `graphed::prepare` of a callable of "
+      "N tiny kernels over B batch-size buckets (one warm-up call, then each bucket captured, "
+      "instantiated and uploaded, largest first); the raw Runtime API's capture, instantiation and "
+      "upload of the same buckets one after another, in the same run; prepare without the warm-up "
+      "call (`warmup_calls = 0`: the raw side's work), with the stream watch of each bucket's capture "
+      "and without it (`CONVEYOR_WATCH_STREAMS=0`), and the former against raw (target ≤ 1.05); the raw "
+      "`cudaGraphInstantiate` of the B "
+      "captured graphs spread over 1, 2, 4 and 8 host threads; and prepare with "
+      "`graphed_options::instantiate_in_background` (each bucket instantiated and uploaded on 1 or 2 "
+      "worker threads while the next is captured, until all are cached), the better of the two against "
+      "raw (target ≤ 0.5).\n\n{}",
+      markdown_table({"buckets", "N", "prepare ms", "ms per bucket", "raw ms", "prepare / raw", "no warm-up ms",
+                      "no warm-up, unwatched ms", "no warm-up / raw", "instantiate ms, 1 thread", "2 threads",
+                      "4 threads", "8 threads", "1 thread / 8", "prepare in the background ms, 1 worker", "2 workers",
+                      "best / raw"},
+                     body, "rrrrrrrrrrrrrrrrr"));
 }
 
 namespace {
