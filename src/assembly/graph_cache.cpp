@@ -347,27 +347,45 @@ bool graph_cache::settled(const call_key& key) {
   return true;
 }
 
+namespace {
+
+// Refuses a call whose static_pointer argument differs from the one the cached graph `cached` reads.
+void check_static_pointers(const call_key& cached, const call_key& key) {
+  for (std::size_t i = 0; i < key.size(); ++i)
+    if (key[i].role == argument_role::static_pointer && key[i].bits != cached[i].bits)
+      throw std::invalid_argument(fmt::format(
+          "conveyor::graphed: argument {} was declared static but changed from {:#x} to {:#x}; the graph "
+          "reads the old address, so a replay would silently use stale data. Copy the new data into the static "
+          "buffer, or do not declare the argument static",
+          key[i].position, cached[i].bits, key[i].bits));
+}
+
+} // namespace
+
 call_plan graph_cache::plan_cached(const call_key& key) {
-  for (auto& e : entries_) {
-    if (!e->key.same_shape(key)) continue;
-    for (std::size_t i = 0; i < key.size(); ++i)
-      if (key[i].role == argument_role::static_pointer && key[i].bits != e->key[i].bits)
-        throw std::invalid_argument(fmt::format(
-            "conveyor::graphed: argument {} was declared static but changed from {:#x} to {:#x}; the graph "
-            "reads the old address, so a replay would silently use stale data. Copy the new data into the static "
-            "buffer, or do not declare the argument static",
-            key[i].position, e->key[i].bits, key[i].bits));
-    matched_ = e.get();
-    matched_->last_used = ++clock_;
-    matched_->last_call = stats_.calls;
-    if (!e->binding_unknown && e->key.same_binding(key)) return call_plan::replay;
-    not_rebound_.clear();
-    if (!rebinding_ || e->rebind_broken || e->binding_unknown) return call_plan::recapture;
-    if (!e->rebind && declared_patch_) (void)rebinder_of(*e); // declared arguments need no verifying re-capture
-    if (e->rebind && e->rebind->can_patch(e->key, key, &not_rebound_)) return call_plan::rebind;
-    if (!e->rebind) not_rebound_ = "first change of this graph's arguments: learning where they are embedded";
-    return call_plan::recapture;
-  }
+  const auto found =
+      std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e->key.same_shape(key); });
+  return found != entries_.end() ? plan_for(**found, key) : plan_new_shape(key);
+}
+
+// A call of a cached shape: replay when the binding is the graph's, else patch (rebind) or re-capture.
+call_plan graph_cache::plan_for(entry& e, const call_key& key) {
+  check_static_pointers(e.key, key);
+  matched_ = &e;
+  e.last_used = ++clock_;
+  e.last_call = stats_.calls;
+  if (!e.binding_unknown && e.key.same_binding(key)) return call_plan::replay;
+  not_rebound_.clear();
+  if (!rebinding_ || e.rebind_broken || e.binding_unknown) return call_plan::recapture;
+  if (!e.rebind && declared_patch_) (void)rebinder_of(e); // declared arguments need no verifying re-capture
+  if (e.rebind && e.rebind->can_patch(e.key, key, &not_rebound_)) return call_plan::rebind;
+  if (!e.rebind) not_rebound_ = "first change of this graph's arguments: learning where they are embedded";
+  return call_plan::recapture;
+}
+
+// A call of a shape with no cached graph: eager while its graph is instantiated in the background or while it warms
+// up, then captured (in the call, or handed to a worker).
+call_plan graph_cache::plan_new_shape(const call_key& key) {
   if (!pending_.empty() && waiting_for_background(key)) {
     ++stats_.eager_while_instantiating;
     return call_plan::eager_instantiating;
@@ -578,24 +596,9 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
   std::shared_ptr<const void> replaced = detail::current_graph(e.exec);
   detail::graph_image next;
   detail::recapture_facts facts;
-  detail::graph_snapshot read;
-  if (learning) {
-    (void)rebinder_of(e);
-    facts = read_for_learning(e.exec, g, next, read);
-  }
-  const update_result result = learning ? detail::exec_access::update_incremental(e.exec, g, std::move(read))
-                               : options_.recapture == recapture_update::per_node ? e.exec.update_incremental(g)
-                                                                                  : e.exec.update_or_reinstantiate(g);
+  const update_result result = learning ? learn_and_update(e, g, next, facts) : update_to(e, g);
   std::string line = fmt::format("{}: {}", key.changes_from(e.key), count_update(result, stats_));
-  if (result.method == update_method::reinstantiated) { // another graph now: what it holds, within the budget
-    const detail::graph_holding h = detail::holding_of(g);
-    e.nodes = h.nodes;
-    e.allocations = h.allocations;
-    e.bytes = h.bytes;
-    make_room(0, &e);
-    stats_.held_bytes = 0;
-    for (const auto& other : entries_) stats_.held_bytes += other->bytes;
-  }
+  if (result.method == update_method::reinstantiated) rehold(e, g); // another graph now, within the budget
   if (rebinding_on && !not_rebound_.empty()) line += fmt::format(" [not patched: {}]", not_rebound_);
   if (learning) {
     facts.clean_update = result.method == update_method::none || result.method == update_method::per_node;
@@ -610,6 +613,32 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
   e.exec.launch(s);
   ++stats_.replays;
   replaced.reset();
+}
+
+// The re-capture `g` applied to `e` as graphed_options::recapture says (update_or_reinstantiate by default).
+update_result graph_cache::update_to(entry& e, const graph& g) {
+  return options_.recapture == recapture_update::per_node ? e.exec.update_incremental(g)
+                                                          : e.exec.update_or_reinstantiate(g);
+}
+
+// Reads both graphs for the rebinder (`next`, `facts`), then applies `g` node by node from that read.
+update_result graph_cache::learn_and_update(entry& e, const graph& g, detail::graph_image& next,
+                                            detail::recapture_facts& facts) {
+  (void)rebinder_of(e);
+  detail::graph_snapshot read;
+  facts = read_for_learning(e.exec, g, next, read);
+  return detail::exec_access::update_incremental(e.exec, g, std::move(read));
+}
+
+// After `e` was re-instantiated from `g`: what it holds now, and room for it within the byte budget.
+void graph_cache::rehold(entry& e, const graph& g) {
+  const detail::graph_holding h = detail::holding_of(g);
+  e.nodes = h.nodes;
+  e.allocations = h.allocations;
+  e.bytes = h.bytes;
+  make_room(0, &e);
+  stats_.held_bytes = 0;
+  for (const auto& other : entries_) stats_.held_bytes += other->bytes;
 }
 
 bool graph_cache::rebind_and_launch(const call_key& key, const stream& s) {

@@ -25,8 +25,10 @@ namespace conveyor {
 namespace detail {
 class rebinder;    // the learnt mapping of arguments to node fields (src/assembly/rebind.hpp)
 class task_thread; // the worker thread of background instantiations (src/assembly/task_thread.hpp)
-struct background_job; // one background instantiation (src/assembly/background_job.hpp)
-struct graph_holding;  // what a graph holds (src/assembly/background_job.hpp)
+struct background_job;  // one background instantiation (src/assembly/background_job.hpp)
+struct graph_holding;   // what a graph holds (src/assembly/background_job.hpp)
+struct graph_image;     // what the rebinder reads of a graph (src/assembly/rebind.hpp)
+struct recapture_facts; // what a re-capture's read found (src/assembly/rebind.hpp)
 } // namespace detail
 
 //! What a call should do, decided from its key by graph_cache::plan.
@@ -257,6 +259,12 @@ private:
   void evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why);
   entry& matched(const char* call);
   call_plan plan_cached(const call_key& key);
+  call_plan plan_for(entry& e, const call_key& key);
+  call_plan plan_new_shape(const call_key& key);
+  update_result update_to(entry& e, const graph& g);
+  update_result learn_and_update(entry& e, const graph& g, detail::graph_image& next,
+                                 detail::recapture_facts& facts);
+  void rehold(entry& e, const graph& g);
   bool churning(const call_key& key);
   bool settled(const call_key& key);
   [[nodiscard]] const padding_rule& rule_of(std::size_t position) const noexcept;
