@@ -164,22 +164,37 @@ void rebinder::start(graph_image image, const call_key& key, const range_query& 
   key_ = key;
   stale_ = false;
   sites_.clear();
+  scan(image_, key_, ranges, reset_units());
+  // Declared: trusted from the start, except in bytes that another argument (any role) or another word of the same
+  // one also explains: which of them the field follows is settled by the re-capture at its first change.
+  std::vector<std::string> shared(arguments_.size());
+  confirm_declared(ambiguous_sites(shared));
+  settle_arguments(shared);
+  touched_flag_.assign(image_.nodes.size(), 0);
+  started_ = true;
+  index_sites();
+}
+
+// Clears each unit's rounds and pending mark; which units to scan (those whose argument does not re-capture for good).
+std::vector<bool> rebinder::reset_units() {
   std::vector<bool> which(units_.size(), false);
   for (std::size_t k = 0; k < units_.size(); ++k) {
     units_[k].rounds = 0;
     units_[k].pending = false;
     which[k] = arguments_[units_[k].entry].state != binding_state::recaptured;
   }
-  scan(image_, key_, ranges, which);
-  // Declared: trusted from the start, except in bytes that another argument (any role) or another word of the same
-  // one also explains: which of them the field follows is settled by the re-capture at its first change.
+  return which;
+}
+
+// For each site, 1 where its bytes overlap another site's with other bytes (two arguments, or two words of one, in one
+// field); `shared` names, for each argument holding such a site, the first field found so.
+std::vector<std::uint8_t> rebinder::ambiguous_sites(std::vector<std::string>& shared) const {
   std::vector<std::size_t> order(sites_.size());
   for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
   std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
     return std::tie(sites_[x].node, sites_[x].offset) < std::tie(sites_[y].node, sites_[y].offset);
   });
   std::vector<std::uint8_t> ambiguous(sites_.size(), 0);
-  std::vector<std::string> shared(arguments_.size());
   for (std::size_t k = 1; k < order.size(); ++k)
     for (std::size_t j = k; j-- > 0;) {
       const site& x = sites_[order[j]];
@@ -191,6 +206,12 @@ void rebinder::start(graph_image image, const call_key& key, const range_query& 
         if (shared[units_[s->unit].entry].empty())
           shared[units_[s->unit].entry] = fmt::format("node {} {}", y.node, field_name(y.node, y.offset, y.width));
     }
+  return ambiguous;
+}
+
+// The sites of declared (rebind_policy::patch) binding arguments: confirmed unless ambiguous, whose unit then waits
+// for the re-capture at its first change.
+void rebinder::confirm_declared(const std::vector<std::uint8_t>& ambiguous) {
   for (std::size_t j = 0; j < sites_.size(); ++j) {
     site& s = sites_[j];
     unit& u = units_[s.unit];
@@ -198,6 +219,11 @@ void rebinder::start(graph_image image, const call_key& key, const range_query& 
     s.confirmed = ambiguous[j] == 0;
     if (ambiguous[j] != 0) u.pending = true;
   }
+}
+
+// Each binding argument's state: patched when declared and no unit of it waits, else learning (with the reason for a
+// declared one that waits: `shared`, the field it shares).
+void rebinder::settle_arguments(const std::vector<std::string>& shared) {
   for (std::size_t i = 0; i < arguments_.size(); ++i) {
     auto& a = arguments_[i];
     if (!a.binding || a.state == binding_state::recaptured) continue;
@@ -210,9 +236,6 @@ void rebinder::start(graph_image image, const call_key& key, const range_query& 
                              "word of it): verified at its first change",
                              shared[i]);
   }
-  touched_flag_.assign(image_.nodes.size(), 0);
-  started_ = true;
-  index_sites();
 }
 
 void rebinder::index_sites() {

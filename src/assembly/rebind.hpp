@@ -195,6 +195,10 @@ private:
   void note_outcome(round& r) const;
   void adopt(graph_image next, const call_key& key, const range_query& ranges, round& r);
   void index_sites();
+  std::vector<bool> reset_units();
+  std::vector<std::uint8_t> ambiguous_sites(std::vector<std::string>& shared) const;
+  void confirm_declared(const std::vector<std::uint8_t>& ambiguous);
+  void settle_arguments(const std::vector<std::string>& shared);
   // Same nodes (count, kinds, patchable fields) as the image, and a key of the same entries (kinds and sizes).
   [[nodiscard]] bool same_structure(const graph_image& other, const call_key& key) const noexcept;
   // "kernel parameter 2", "kernel parameter 0 bytes 8..15" (a word narrower than the field; width 0: the field).

@@ -119,6 +119,45 @@ void name_refusal(update_result& out, detail::incremental_why why, const detail:
   out.node_label = detail::node_name(names, out.node);
 }
 
+// What update_incremental compares: `g` read (`after`, from `read` when given), the comparison with the executable
+// graph's own read (`c`) and its facts; empty when the comparison would mean nothing.
+struct incremental_read {
+  std::optional<detail::graph_snapshot> after;
+  std::optional<detail::graph_comparison> c;
+  detail::comparison_facts facts;
+};
+
+incremental_read read_for_route(detail::exec_state& state, const graph& g, detail::graph_snapshot* read,
+                                const detail::graph_state* names) {
+  incremental_read r;
+  // Pairing is read (transition::pairing_read) only when setters left the parameters alone.
+  const bool paired = state.st.nodes != detail::overlay::changed && detail::paired_by_position(state);
+  if (!detail::compares(state.st, paired)) return r;
+  r.after = read != nullptr ? std::move(*read) : detail::snapshot_graph(g.get());
+  r.after->fields.clear(); // kept with the executable graph: the comparison needs no fields
+  if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
+  r.c = detail::compare_snapshots(*state.snapshot, *r.after, {state.current.get(), names});
+  r.facts = detail::facts_of(*r.c, !state.over.patched.empty());
+  return r;
+}
+
+// The whole-graph update that succeeded, with what the comparison found (`out`) before its explanation.
+update_result joined(update_result whole, const update_result& out) {
+  whole.nodes_changed = out.nodes_changed;
+  if (!out.explanation.empty())
+    whole.explanation = whole.explanation.empty() ? out.explanation : out.explanation + "; " + whole.explanation;
+  return whole;
+}
+
+// CUDA's refusal of the whole-graph update (`whole`) into `out`: its status, node and explanation.
+void merge_refusal(update_result& out, const update_result& whole) {
+  out.status = whole.status;
+  out.node = whole.node;
+  out.from_node = whole.from_node;
+  out.node_label = whole.node_label;
+  if (!whole.explanation.empty()) out.explanation += (out.explanation.empty() ? "" : "; ") + whole.explanation;
+}
+
 } // namespace
 
 update_result graph_exec::incremental_update(const graph& g, detail::graph_snapshot* read, bool reinstantiate) {
@@ -126,68 +165,56 @@ update_result graph_exec::incremental_update(const graph& g, detail::graph_snaps
   auto& state = *impl_;
   const auto* names = access::state(g).get();
   update_result out;
-  // 1. Compare g with the graph whose parameters the executable graph holds (read once, kept from the last update),
-  // when the comparison means something; route_incremental decides.
-  std::optional<detail::graph_snapshot> after;
-  std::optional<detail::graph_comparison> c;
-  detail::comparison_facts facts;
-  // Pairing is read (transition::pairing_read) only when setters left the parameters alone.
-  const bool paired = state.st.nodes != detail::overlay::changed && detail::paired_by_position(state);
-  if (detail::compares(state.st, paired)) {
-    after = read != nullptr ? std::move(*read) : detail::snapshot_graph(g.get());
-    after->fields.clear(); // kept with the executable graph: the comparison needs no fields
-    if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
-    c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), names});
-    out.nodes_changed = c->changed.size();
-    facts = detail::facts_of(*c, !state.over.patched.empty());
-  }
-  const detail::incremental_plan plan = detail::route_incremental(state.st, c ? &facts : nullptr);
-  out.explanation = route_explanation(plan.why, c ? &*c : nullptr, names);
+  // 1. Compare g with the graph whose parameters the executable graph holds, when the comparison means something;
+  // route_incremental decides.
+  incremental_read r = read_for_route(state, g, read, names);
+  if (r.c) out.nodes_changed = r.c->changed.size();
+  const detail::incremental_plan plan = detail::route_incremental(state.st, r.c ? &r.facts : nullptr);
+  out.explanation = route_explanation(plan.why, r.c ? &*r.c : nullptr, names);
   // 2. Apply.
   switch (plan.route) {
   case detail::incremental_route::nothing:
     detail::own_applied(*this, g); // its parameters run now: owned until replaced
-    retired_ =
-        detail::adopt_current(state, g, detail::transition::per_node_update, detail::known_structure(state, *names));
-    state.snapshot = std::move(*after);
+    adopt_node_by_node(g, std::move(*r.after));
     out.method = update_method::none;
     return out;
   case detail::incremental_route::per_node:
-    if (set_changed_nodes(g, *c, out)) {
-      retired_ =
-          detail::adopt_current(state, g, detail::transition::per_node_update, detail::known_structure(state, *names));
-      state.snapshot = std::move(*after);
+    if (set_changed_nodes(g, *r.c, out)) {
+      adopt_node_by_node(g, std::move(*r.after));
       return out;
     }
     [[fallthrough]]; // a setter failed: the executable graph holds its old parameters again
   case detail::incremental_route::whole_graph:
-    if (auto whole = whole_update(g, after ? &*after : nullptr); whole) {
-      whole.nodes_changed = out.nodes_changed;
-      if (!out.explanation.empty())
-        whole.explanation = whole.explanation.empty() ? out.explanation : out.explanation + "; " + whole.explanation;
-      return whole;
-    } else {
-      out.status = whole.status;
-      out.node = whole.node;
-      out.from_node = whole.from_node;
-      out.node_label = whole.node_label;
-      if (!whole.explanation.empty()) out.explanation += (out.explanation.empty() ? "" : "; ") + whole.explanation;
-    }
+    if (auto whole = whole_update(g, r.after ? &*r.after : nullptr); whole) return joined(std::move(whole), out);
+    else merge_refusal(out, whole);
     break;
-  case detail::incremental_route::reinstantiate: name_refusal(out, plan.why, *c, names); break;
+  case detail::incremental_route::reinstantiate: name_refusal(out, plan.why, *r.c, names); break;
   }
   // 3. A new instantiation, the last resort.
-  switch (detail::after_failed_update(reinstantiate, state.pinned)) {
+  return last_resort(g, std::move(out), reinstantiate);
+}
+
+// After `g` was applied node by node (or needed nothing): its state is the current one, read into `after`.
+void graph_exec::adopt_node_by_node(const graph& g, detail::graph_snapshot&& after) {
+  auto& state = *impl_;
+  retired_ = detail::adopt_current(state, g, detail::transition::per_node_update,
+                                   detail::known_structure(state, *access::state(g)));
+  state.snapshot = std::move(after);
+}
+
+// A new instantiation of `g` after `out`'s refusal, when `reinstantiate` allows and the graph is not pinned.
+update_result graph_exec::last_resort(const graph& g, update_result out, bool reinstantiate) {
+  switch (detail::after_failed_update(reinstantiate, impl_->pinned)) {
   case detail::last_resort::refuse:
     out.method = update_method::refused;
     if (out.status == update_status::success) out.status = update_status::error;
     return out;
   case detail::last_resort::refuse_pinned:
-    detail::refuse_reinstantiation_if_pinned(state, "update_incremental", out.explanation);
+    detail::refuse_reinstantiation_if_pinned(*impl_, "update_incremental", out.explanation);
     break;
   case detail::last_resort::reinstantiate: break;
   }
-  graph_exec fresh = instantiate(g, without(state.flags, instantiate_flags::upload)); // first: exception-safe
+  graph_exec fresh = instantiate(g, without(impl_->flags, instantiate_flags::upload)); // first: exception-safe
   fresh.step_launches_ = step_launches_;
   *this = std::move(fresh);
   out.method = update_method::reinstantiated;

@@ -280,6 +280,10 @@ private:
   update_result incremental_update(const graph& g, detail::graph_snapshot* after,
                                    bool reinstantiate);
   bool set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out);
+  // update_incremental's ends: `g` adopted after a node-by-node update (its read, `after`); a new
+  // instantiation after a refusal, where `reinstantiate` allows and the graph is not pinned.
+  void adopt_node_by_node(const graph& g, detail::graph_snapshot&& after);
+  update_result last_resort(const graph& g, update_result out, bool reinstantiate);
 
   cudaGraphExec_t handle_ = nullptr;
   bool tracks_launches_ = false;  // true once the executable graph owns callables set node by node
