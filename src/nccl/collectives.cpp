@@ -248,6 +248,104 @@ group::~group() {
   }
 }
 
+namespace {
+
+//! The communicators used in the group's entries, once each, in the order of their first use.
+std::vector<comm_state*> distinct_states(const std::vector<group_entry>& entries) {
+  std::vector<comm_state*> states;
+  for (const group_entry& e : entries)
+    if (std::find(states.begin(), states.end(), e.state) == states.end()) states.push_back(e.state);
+  return states;
+}
+
+//! Why the thread's outermost group failed, taken from it as it is reset for the next group.
+struct group_failure {
+  bool failed = false;
+  std::string text;
+};
+
+//! Takes the outermost group's failure and clears its entries.
+group_failure take_group_failure() {
+  group_failure out{current_group.failed, std::move(current_group.failure)};
+  current_group.entries.clear();
+  current_group.failed = false;
+  current_group.failure.clear();
+  return out;
+}
+
+//! Every rank (device) of the group, for messages.
+std::string describe_ranks(const std::vector<comm_state*>& states) {
+  std::string involved;
+  for (const comm_state* st : states)
+    involved += fmt::format("{}rank {} (device {})", involved.empty() ? "" : ", ", st->rank, st->device);
+  return involved;
+}
+
+//! Aborts every communicator of the group.
+void abort_all(const std::vector<comm_state*>& states) noexcept {
+  for (comm_state* st : states) detail::abort_state(*st);
+}
+
+//! Names the group's first communicator (when there is one) in `info`.
+void name_first(nccl_error_info& info, const std::vector<comm_state*>& states) {
+  if (states.empty()) return;
+  info.rank = states.front()->rank;
+  info.device = states.front()->device;
+}
+
+//! A call in the group failed or was refused: aborts the group's communicators and throws.
+[[noreturn]] void throw_group_failed(std::string_view call, const std::vector<comm_state*>& states,
+                                     const std::string& involved, const std::string& failure) {
+  abort_all(states);
+  nccl_error_info info;
+  info.result = ncclInvalidUsage;
+  info.call = std::string(call);
+  name_first(info, states);
+  info.aborted = !states.empty();
+  info.detail = fmt::format("a call in the group failed or was refused, so the group's operations cannot all "
+                            "run{}: {}",
+                            states.empty() ? ""
+                                           : fmt::format(" (its communicators, {}, were aborted, as some operations "
+                                                         "may wait for peers that never join)",
+                                                         involved),
+                            failure);
+  throw nccl_error(std::move(info));
+}
+
+//! ncclGroupEnd failed with `r`: aborts the group's communicators and throws.
+[[noreturn]] void throw_launch_failed(std::string_view call, ncclResult_t r, const std::vector<comm_state*>& states,
+                                      const std::string& involved) {
+  nccl_error_info info;
+  info.result = r;
+  info.call = std::string(call);
+  info.last_error = detail::last_error_text(states.empty() ? nullptr : states.front()->comm);
+  name_first(info, states);
+  abort_all(states);
+  info.aborted = !states.empty();
+  info.detail = states.empty() ? std::string("NCCL could not launch the group")
+                               : fmt::format("NCCL could not launch the group of {} (all aborted)", involved);
+  throw nccl_error(std::move(info));
+}
+
+//! Waits until the launch of the group's operations is done on every communicator; on an error or the deadline
+//! aborts them all and throws.
+void wait_launched(std::string_view call, const std::vector<comm_state*>& states, const std::string& involved) {
+  const auto deadline = detail::deadline_after(detail::longest_timeout(states));
+  try {
+    for (comm_state* st : states)
+      if (st->comm != nullptr) detail::wait_ready(*st, call, "the launch of the group's operations", deadline);
+  } catch (const nccl_error& e) {
+    abort_all(states);
+    if (states.size() < 2) throw;
+    nccl_error_info info = e.info();
+    info.aborted = true;
+    info.detail += fmt::format(" (the group's communicators, {}, were all aborted)", involved);
+    throw nccl_error(std::move(info));
+  }
+}
+
+} // namespace
+
 void group::end() {
   constexpr std::string_view call = "ncclGroupEnd";
   if (!open_) throw std::logic_error("conveyor::nccl::group::end: the group was already ended");
@@ -260,69 +358,12 @@ void group::end() {
     return;
   }
   // The outermost group: every communicator used in it, once each.
-  std::vector<comm_state*> states;
-  for (const group_entry& e : current_group.entries)
-    if (std::find(states.begin(), states.end(), e.state) == states.end()) states.push_back(e.state);
-  const bool failed = current_group.failed;
-  const std::string failure = std::move(current_group.failure);
-  current_group.entries.clear();
-  current_group.failed = false;
-  current_group.failure.clear();
-  auto abort_all = [&]() noexcept {
-    for (comm_state* st : states) detail::abort_state(*st);
-  };
-  comm_state* first = states.empty() ? nullptr : states.front();
-  std::string involved; // every rank (device) of the group, for messages
-  for (const comm_state* st : states)
-    involved += fmt::format("{}rank {} (device {})", involved.empty() ? "" : ", ", st->rank, st->device);
-  if (failed) {
-    abort_all();
-    nccl_error_info info;
-    info.result = ncclInvalidUsage;
-    info.call = std::string(call);
-    if (first != nullptr) {
-      info.rank = first->rank;
-      info.device = first->device;
-    }
-    info.aborted = !states.empty();
-    info.detail = fmt::format("a call in the group failed or was refused, so the group's operations cannot all "
-                              "run{}: {}",
-                              states.empty() ? ""
-                                             : fmt::format(" (its communicators, {}, were aborted, as some operations "
-                                                           "may wait for peers that never join)",
-                                                           involved),
-                              failure);
-    throw nccl_error(std::move(info));
-  }
-  if (r != ncclSuccess && r != ncclInProgress) {
-    nccl_error_info info;
-    info.result = r;
-    info.call = std::string(call);
-    info.last_error = detail::last_error_text(first != nullptr ? first->comm : nullptr);
-    if (first != nullptr) {
-      info.rank = first->rank;
-      info.device = first->device;
-    }
-    abort_all();
-    info.aborted = !states.empty();
-    info.detail = states.empty() ? std::string("NCCL could not launch the group")
-                                 : fmt::format("NCCL could not launch the group of {} (all aborted)", involved);
-    throw nccl_error(std::move(info));
-  }
-  std::chrono::milliseconds timeout{0};
-  for (comm_state* st : states) timeout = std::max(timeout, st->options.timeout);
-  const auto deadline = detail::deadline_after(timeout);
-  try {
-    for (comm_state* st : states)
-      if (st->comm != nullptr) detail::wait_ready(*st, call, "the launch of the group's operations", deadline);
-  } catch (const nccl_error& e) {
-    abort_all();
-    if (states.size() < 2) throw;
-    nccl_error_info info = e.info();
-    info.aborted = true;
-    info.detail += fmt::format(" (the group's communicators, {}, were all aborted)", involved);
-    throw nccl_error(std::move(info));
-  }
+  const std::vector<comm_state*> states = distinct_states(current_group.entries);
+  const group_failure failure = take_group_failure();
+  const std::string involved = describe_ranks(states);
+  if (failure.failed) throw_group_failed(call, states, involved, failure.text);
+  if (r != ncclSuccess && r != ncclInProgress) throw_launch_failed(call, r, states, involved);
+  wait_launched(call, states, involved);
 }
 
 namespace {

@@ -178,65 +178,72 @@ void check_device(int device, std::string_view call, int rank) {
   }
 }
 
+//! Reports a captured communicator whose finalisation did not end in time, left to the end of the process.
+void report_finalize_left(const comm_state& st) noexcept {
+  try {
+    std::fprintf(stderr,
+                 "conveyor::nccl: rank %d (device %d): the communicator's finalisation did not end within "
+                 "%lld ms; a graph that captured its operations may still exist (destroy graphs before "
+                 "communicators): the communicator is left to the end of the process\n",
+                 st.rank, st.device, static_cast<long long>(st.options.timeout.count()));
+  } catch (...) {}
+}
+
+//! Polls a started finalisation until it ends or options.timeout passes: its result (ncclInProgress past the
+//! deadline); `left` is set when a captured communicator must be left alone instead (NCCL's finalisation thread
+//! waits for graphs holding it; ncclCommAbort would join it).
+ncclResult_t await_finalize(const comm_state& st, bool& left) noexcept {
+  const auto deadline = detail::deadline_after(st.options.timeout);
+  detail::backoff pause;
+  for (;;) {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(st.comm, &async) != ncclSuccess) return ncclInternalError;
+    if (async != ncclInProgress) return async;
+    if (detail::clock::now() > deadline) {
+      if (st.captured) {
+        left = true;
+        report_finalize_left(st);
+      }
+      return ncclInProgress;
+    }
+    pause.wait();
+  }
+}
+
+//! Ends the NCCL communicator: finalise (polled), then destroy; abort when finalisation fails or times out; leave
+//! a captured one whose finalisation did not end.
+void end_comm(comm_state& st) noexcept {
+  ncclResult_t r = ncclCommFinalize(st.comm);
+  bool left = false;
+  if (r == ncclSuccess || r == ncclInProgress) r = await_finalize(st, left);
+  if (!left) {
+    if (r == ncclSuccess) (void)ncclCommDestroy(st.comm);
+    else (void)ncclCommAbort(st.comm);
+  }
+  st.comm = nullptr;
+}
+
+//! Waits up to options.timeout for an abort on a background thread (abort_state): it ends once the graphs that
+//! captured the communicator are destroyed, which they should be by now; one that does not end is reported.
+void await_pending_abort(comm_state& st) noexcept {
+  const std::shared_ptr<detail::abort_signal> signal = std::move(st.pending_abort);
+  try {
+    std::unique_lock lock(signal->mutex);
+    if (!signal->done_cv.wait_for(lock, st.options.timeout, [&] { return signal->done; }))
+      std::fprintf(stderr,
+                   "conveyor::nccl: rank %d (device %d): the communicator's abort did not end within %lld ms after "
+                   "its release; a graph that captured its operations may still exist (destroy graphs before "
+                   "communicators): the abort is left running in the background\n",
+                   st.rank, st.device, static_cast<long long>(st.options.timeout.count()));
+  } catch (...) {}
+}
+
 //! Ends a communicator: finalise (polled), destroy; or abort. Never throws.
 void release(std::unique_ptr<comm_state>& state) noexcept {
   if (!state) return;
   comm_state& st = *state;
-  if (st.comm != nullptr) {
-    ncclResult_t r = ncclCommFinalize(st.comm);
-    bool left = false;
-    if (r == ncclSuccess || r == ncclInProgress) {
-      const auto deadline = detail::deadline_after(st.options.timeout);
-      detail::backoff pause;
-      for (;;) {
-        ncclResult_t async = ncclSuccess;
-        if (ncclCommGetAsyncError(st.comm, &async) != ncclSuccess) {
-          r = ncclInternalError;
-          break;
-        }
-        if (async != ncclInProgress) {
-          r = async;
-          break;
-        }
-        if (detail::clock::now() > deadline) {
-          if (st.captured) {
-            // NCCL's finalisation thread waits for graphs holding this communicator; ncclCommAbort would join it.
-            left = true;
-            try {
-              std::fprintf(stderr,
-                           "conveyor::nccl: rank %d (device %d): the communicator's finalisation did not end within "
-                           "%lld ms; a graph that captured its operations may still exist (destroy graphs before "
-                           "communicators): the communicator is left to the end of the process\n",
-                           st.rank, st.device, static_cast<long long>(st.options.timeout.count()));
-            } catch (...) {}
-          } else {
-            r = ncclInProgress;
-          }
-          break;
-        }
-        pause.wait();
-      }
-    }
-    if (!left) {
-      if (r == ncclSuccess) (void)ncclCommDestroy(st.comm);
-      else (void)ncclCommAbort(st.comm);
-    }
-    st.comm = nullptr;
-  }
-  if (st.pending_abort) {
-    // An abort on a background thread (abort_state): it ends once the graphs that captured the communicator are
-    // destroyed, which they should be by now.
-    const std::shared_ptr<detail::abort_signal> signal = std::move(st.pending_abort);
-    try {
-      std::unique_lock lock(signal->mutex);
-      if (!signal->done_cv.wait_for(lock, st.options.timeout, [&] { return signal->done; }))
-        std::fprintf(stderr,
-                     "conveyor::nccl: rank %d (device %d): the communicator's abort did not end within %lld ms after "
-                     "its release; a graph that captured its operations may still exist (destroy graphs before "
-                     "communicators): the abort is left running in the background\n",
-                     st.rank, st.device, static_cast<long long>(st.options.timeout.count()));
-    } catch (...) {}
-  }
+  if (st.comm != nullptr) end_comm(st);
+  if (st.pending_abort) await_pending_abort(st);
   if (st.agree_device != nullptr) (void)cudaFree(st.agree_device);
   if (st.agree_host != nullptr) (void)cudaFreeHost(st.agree_host);
   (void)cudaGetLastError();
@@ -522,78 +529,103 @@ void refuse_capturing(const comm_state& st, const conveyor::stream& s, std::stri
                              false);
 }
 
+//! One wait for the streams of several communicators (one per communicator): the call that waits, and the longest
+//! of the communicators' timeouts.
+struct stream_wait {
+  std::span<comm_state* const> states;
+  std::span<const conveyor::stream* const> streams;
+  std::string_view call;
+  std::chrono::milliseconds timeout{0};
+
+  //! Completes `info` with communicator `who`'s asynchronous result and last error, aborts every communicator,
+  //! drains the streams and throws.
+  [[noreturn]] void abort_all_and_throw(std::size_t who, nccl_error_info info) const;
+  //! Polls communicator `i` for an asynchronous error (which fails the wait): its asynchronous result.
+  ncclResult_t check_async(std::size_t i) const;
+  //! Polls communicator `i` and its stream: true once the stream's work is done; an error fails the wait.
+  bool poll(std::size_t i) const;
+  //! Fails the wait past its deadline, naming the communicators whose streams are still running (not `done`).
+  [[noreturn]] void fail_timeout(const std::vector<bool>& done) const;
+};
+
+void stream_wait::abort_all_and_throw(std::size_t who, nccl_error_info info) const {
+  comm_state& st = *states[who];
+  ncclResult_t async = ncclSuccess;
+  if (st.comm != nullptr && ncclCommGetAsyncError(st.comm, &async) == ncclSuccess && info.async_result == ncclSuccess)
+    info.async_result = async;
+  if (info.last_error.empty()) info.last_error = detail::last_error_text(st.comm);
+  for (comm_state* s : states) detail::abort_state(*s);
+  info.rank = st.rank;
+  info.device = st.device;
+  info.aborted = true;
+  drain(streams, timeout);
+  throw nccl_error(std::move(info));
+}
+
+ncclResult_t stream_wait::check_async(std::size_t i) const {
+  ncclResult_t async = ncclSuccess;
+  const ncclResult_t r = ncclCommGetAsyncError(states[i]->comm, &async);
+  if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+    nccl_error_info info;
+    info.result = r != ncclSuccess ? r : async;
+    info.call = std::string(call);
+    info.async_result = async;
+    info.detail = "NCCL reported an asynchronous error while the stream's work was running";
+    abort_all_and_throw(i, std::move(info));
+  }
+  return async;
+}
+
+bool stream_wait::poll(std::size_t i) const {
+  const ncclResult_t async = check_async(i);
+  const cudaError_t q = cudaStreamQuery(streams[i]->get());
+  if (q == cudaSuccess && async == ncclSuccess) return true;
+  if (q != cudaSuccess && q != cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    nccl_error_info info;
+    info.result = ncclUnhandledCudaError;
+    info.call = std::string(call);
+    info.detail = fmt::format("the stream reported a CUDA error: {} ({})", cudaGetErrorName(q), cudaGetErrorString(q));
+    abort_all_and_throw(i, std::move(info));
+  }
+  return false;
+}
+
+void stream_wait::fail_timeout(const std::vector<bool>& done) const {
+  std::size_t first = 0;
+  std::string waiting;
+  for (std::size_t i = 0; i < states.size(); ++i)
+    if (!done[i]) {
+      if (waiting.empty()) first = i;
+      waiting += fmt::format("{}rank {} (device {})", waiting.empty() ? "" : ", ", states[i]->rank, states[i]->device);
+    }
+  nccl_error_info info;
+  info.result = ncclInProgress;
+  info.call = std::string(call);
+  info.timed_out = true;
+  info.detail = states.size() == 1
+                    ? fmt::format("all work on the stream did not finish within {} ms", timeout.count())
+                    : fmt::format("all work on the streams did not finish within {} ms (still running on {})",
+                                  timeout.count(), waiting);
+  abort_all_and_throw(first, std::move(info));
+}
+
 //! Waits for the streams of several communicators (one or more); on failure aborts all of them, drains, throws.
 void wait_streams(std::span<comm_state* const> states, std::span<const conveyor::stream* const> streams,
                   std::string_view call) {
-  std::chrono::milliseconds timeout{0};
-  for (comm_state* st : states) timeout = std::max(timeout, st->options.timeout);
-  const auto deadline = detail::deadline_after(timeout);
+  const stream_wait poller{states, streams, call, detail::longest_timeout(states)};
+  const auto deadline = detail::deadline_after(poller.timeout);
   std::vector<bool> done(states.size(), false);
   detail::backoff pause;
-  auto abort_all_and_throw = [&](std::size_t who, nccl_error_info info) {
-    comm_state& st = *states[who];
-    ncclResult_t async = ncclSuccess;
-    if (st.comm != nullptr && ncclCommGetAsyncError(st.comm, &async) == ncclSuccess && info.async_result == ncclSuccess)
-      info.async_result = async;
-    if (info.last_error.empty()) info.last_error = detail::last_error_text(st.comm);
-    for (comm_state* s : states) detail::abort_state(*s);
-    info.rank = st.rank;
-    info.device = st.device;
-    info.aborted = true;
-    drain(streams, timeout);
-    throw nccl_error(std::move(info));
-  };
   for (;;) {
     bool all = true;
     for (std::size_t i = 0; i < states.size(); ++i) {
       if (done[i]) continue;
-      comm_state& st = *states[i];
-      ncclResult_t async = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(st.comm, &async);
-      if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
-        nccl_error_info info;
-        info.result = r != ncclSuccess ? r : async;
-        info.call = std::string(call);
-        info.async_result = async;
-        info.detail = "NCCL reported an asynchronous error while the stream's work was running";
-        abort_all_and_throw(i, std::move(info));
-      }
-      const cudaError_t q = cudaStreamQuery(streams[i]->get());
-      if (q == cudaSuccess && async == ncclSuccess) {
-        done[i] = true;
-        continue;
-      }
-      if (q != cudaSuccess && q != cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        nccl_error_info info;
-        info.result = ncclUnhandledCudaError;
-        info.call = std::string(call);
-        info.detail =
-            fmt::format("the stream reported a CUDA error: {} ({})", cudaGetErrorName(q), cudaGetErrorString(q));
-        abort_all_and_throw(i, std::move(info));
-      }
-      all = false;
+      if (poller.poll(i)) done[i] = true;
+      else all = false;
     }
     if (all) return;
-    if (detail::clock::now() > deadline) {
-      std::size_t first = 0;
-      std::string waiting;
-      for (std::size_t i = 0; i < states.size(); ++i)
-        if (!done[i]) {
-          if (waiting.empty()) first = i;
-          waiting +=
-              fmt::format("{}rank {} (device {})", waiting.empty() ? "" : ", ", states[i]->rank, states[i]->device);
-        }
-      nccl_error_info info;
-      info.result = ncclInProgress;
-      info.call = std::string(call);
-      info.timed_out = true;
-      info.detail = states.size() == 1
-                        ? fmt::format("all work on the stream did not finish within {} ms", timeout.count())
-                        : fmt::format("all work on the streams did not finish within {} ms (still running on {})",
-                                      timeout.count(), waiting);
-      abort_all_and_throw(first, std::move(info));
-    }
+    if (detail::clock::now() > deadline) poller.fail_timeout(done);
     pause.wait();
   }
 }

@@ -90,52 +90,59 @@ mpi_session::~mpi_session() {
   if (MPI_Finalized(&finalized) == MPI_SUCCESS && finalized == 0) (void)MPI_Finalize();
 }
 
-communicator init_with_mpi(MPI_Comm comm, int device, const comm_options& options) {
-  constexpr std::string_view call = "conveyor::nccl::init_with_mpi";
-  int rank = 0;
-  int size = 0;
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+namespace {
 
+//! This rank's facts: its device, the devices it sees, its host's name. No throw (the other ranks would wait in the
+//! Allgather): a name MPI cannot give is "unknown host".
+rank_facts facts_of(int device) {
   rank_facts mine;
   mine.device = device;
   mine.visible = device_count();
   int host_length = 0;
-  // No throw before the Allgather (the other ranks would wait in it): a name MPI cannot give is "unknown host".
   if (MPI_Get_processor_name(mine.host, &host_length) != MPI_SUCCESS || host_length <= 0)
     std::strncpy(mine.host, "unknown host", sizeof mine.host - 1);
   else mine.host[std::min(host_length, MPI_MAX_PROCESSOR_NAME)] = '\0';
-  std::vector<rank_facts> all(static_cast<std::size_t>(size));
-  check_mpi(MPI_Allgather(&mine, static_cast<int>(sizeof mine), MPI_BYTE, all.data(), static_cast<int>(sizeof mine),
-                          MPI_BYTE, comm),
-            "MPI_Allgather");
+  return mine;
+}
 
-  // Every rank checks every rank's facts, so that all of them throw alike instead of some waiting in init.
-  auto refuse = [&](std::string detail) {
-    nccl_error_info info;
-    info.result = ncclInvalidArgument;
-    info.call = std::string(call);
-    info.rank = rank;
-    info.device = device;
-    info.detail = std::move(detail);
-    throw nccl_error(std::move(info));
-  };
-  for (int r = 0; r < size; ++r) {
-    const rank_facts& f = all[static_cast<std::size_t>(r)];
+//! Refuses to make the communicator of `rank` (on `device`): throws ncclInvalidArgument from `call`.
+[[noreturn]] void refuse(std::string_view call, int rank, int device, std::string detail) {
+  nccl_error_info info;
+  info.result = ncclInvalidArgument;
+  info.call = std::string(call);
+  info.rank = rank;
+  info.device = device;
+  info.detail = std::move(detail);
+  throw nccl_error(std::move(info));
+}
+
+//! Refuses a rank that asked for a CUDA device its host does not have.
+void check_devices_exist(std::string_view call, int rank, int device, const std::vector<rank_facts>& all) {
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const rank_facts& f = all[r];
     if (f.device < 0 || f.device >= f.visible)
-      refuse(fmt::format("rank {} asked for CUDA device {} on host '{}', which sees {} device(s){}", r, f.device,
+      refuse(call, rank, device,
+             fmt::format("rank {} asked for CUDA device {} on host '{}', which sees {} device(s){}", r, f.device,
                          f.host, f.visible, f.visible > 0 ? fmt::format(" (0..{})", f.visible - 1) : std::string()));
   }
-  for (int a = 0; a < size; ++a)
-    for (int b = a + 1; b < size; ++b) {
-      const rank_facts& fa = all[static_cast<std::size_t>(a)];
-      const rank_facts& fb = all[static_cast<std::size_t>(b)];
+}
+
+//! Refuses two ranks that use the same CUDA device of the same host.
+void check_devices_distinct(std::string_view call, int rank, int device, const std::vector<rank_facts>& all) {
+  for (std::size_t a = 0; a < all.size(); ++a)
+    for (std::size_t b = a + 1; b < all.size(); ++b) {
+      const rank_facts& fa = all[a];
+      const rank_facts& fb = all[b];
       if (fa.device == fb.device && std::strcmp(fa.host, fb.host) == 0)
-        refuse(fmt::format("ranks {} and {} both use CUDA device {} on host '{}': NCCL needs one device per rank; "
+        refuse(call, rank, device,
+               fmt::format("ranks {} and {} both use CUDA device {} on host '{}': NCCL needs one device per rank; "
                            "give each rank its own GPU, e.g. its local rank (mpi_session::local_rank())",
                            a, b, fa.device, fa.host));
     }
+}
 
+//! Rank 0's unique id, broadcast to every rank of `comm`; every rank throws when rank 0 could not make one.
+unique_id broadcast_id(MPI_Comm comm, int rank, int device) {
   id_message message;
   if (rank == 0) {
     try {
@@ -158,6 +165,29 @@ communicator init_with_mpi(MPI_Comm comm, int device, const comm_options& option
   }
   unique_id id;
   id.id = message.id;
+  return id;
+}
+
+} // namespace
+
+communicator init_with_mpi(MPI_Comm comm, int device, const comm_options& options) {
+  constexpr std::string_view call = "conveyor::nccl::init_with_mpi";
+  int rank = 0;
+  int size = 0;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+
+  const rank_facts mine = facts_of(device);
+  std::vector<rank_facts> all(static_cast<std::size_t>(size));
+  check_mpi(MPI_Allgather(&mine, static_cast<int>(sizeof mine), MPI_BYTE, all.data(), static_cast<int>(sizeof mine),
+                          MPI_BYTE, comm),
+            "MPI_Allgather");
+
+  // Every rank checks every rank's facts, so that all of them throw alike instead of some waiting in init.
+  check_devices_exist(call, rank, device, all);
+  check_devices_distinct(call, rank, device, all);
+
+  const unique_id id = broadcast_id(comm, rank, device);
   return communicator::init_rank(size, rank, id, device, options);
 }
 

@@ -7,11 +7,13 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -84,6 +86,13 @@ void wait_ready(comm_state& state, std::string_view call, std::string_view what,
 //! The deadline `timeout` from now.
 [[nodiscard]] inline clock::time_point deadline_after(std::chrono::milliseconds timeout) {
   return clock::now() + timeout;
+}
+
+//! The longest of the communicators' timeouts (0 when there are none).
+[[nodiscard]] inline std::chrono::milliseconds longest_timeout(std::span<comm_state* const> states) {
+  std::chrono::milliseconds timeout{0};
+  for (const comm_state* st : states) timeout = std::max(timeout, st->options.timeout);
+  return timeout;
 }
 
 } // namespace conveyor::nccl::detail

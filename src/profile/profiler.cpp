@@ -88,6 +88,13 @@ struct profiler::state {
   std::unordered_map<std::string, std::string> names; // mangled -> readable kernel names, demangled once
 
   void take(const CUpti_Activity* r);
+
+private:
+  void take_kernel(const CUpti_ActivityKernel10* k);                       // a kernel, its name demangled once
+  void take_copy(const CUpti_ActivityMemcpy6* m);                          // a memcpy
+  void take_memset(const CUpti_ActivityMemset4* m);                        // a memset
+  void take_api_call(const CUpti_ActivityAPI* c, CUpti_ActivityKind kind); // a runtime or driver API call
+  void take_correlation(const CUpti_ActivityExternalCorrelation* e);       // a step's external correlation id
 };
 
 namespace {
@@ -162,78 +169,94 @@ activity common_fields(activity_kind kind, const Record* r) {
 
 } // namespace
 
+namespace {
+
+// Whether options.max_records limits records of this kind by the count of activities (kernels, copies, memsets).
+bool limited_activity(CUpti_ActivityKind kind) noexcept {
+  return kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_MEMCPY ||
+         kind == CUPTI_ACTIVITY_KIND_MEMSET;
+}
+
+// The API call's name without its version suffix ("cudaGraphLaunch_v10000" -> "cudaGraphLaunch"); empty when CUPTI
+// has none.
+std::string api_call_name(const CUpti_ActivityAPI* c, CUpti_ActivityKind kind) {
+  std::string out;
+  const char* name = nullptr;
+  const auto domain = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+  if (cuptiGetCallbackName(domain, c->cbid, &name) == CUPTI_SUCCESS && name != nullptr) out = name;
+  if (const auto v = out.find("_v");
+      v != std::string::npos && v + 2 < out.size() && std::isdigit(static_cast<unsigned char>(out[v + 2])))
+    out.erase(v);
+  return out;
+}
+
+} // namespace
+
 void profiler::state::take(const CUpti_Activity* r) {
-  if (activities.size() >= options.max_records &&
-      (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_MEMCPY ||
-       r->kind == CUPTI_ACTIVITY_KIND_MEMSET)) {
+  if (activities.size() >= options.max_records && limited_activity(r->kind)) {
     ++dropped;
     return;
   }
   switch (r->kind) {
   case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-  case CUPTI_ACTIVITY_KIND_KERNEL: {
-    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
-    activity a = common_fields(activity_kind::kernel, k);
-    const std::string mangled = k->name != nullptr ? k->name : "";
-    auto it = names.find(mangled);
-    if (it == names.end()) it = names.emplace(mangled, detail::readable_kernel_name(mangled.c_str())).first;
-    a.name = it->second;
-    a.grid = {static_cast<unsigned>(k->gridX), static_cast<unsigned>(k->gridY), static_cast<unsigned>(k->gridZ)};
-    a.block = {static_cast<unsigned>(k->blockX), static_cast<unsigned>(k->blockY), static_cast<unsigned>(k->blockZ)};
-    activities.push_back(std::move(a));
-    break;
-  }
-  case CUPTI_ACTIVITY_KIND_MEMCPY: {
-    const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
-    activity a = common_fields(activity_kind::memcpy, m);
-    a.bytes = m->bytes;
-    a.copy_kind = copy_kind_name(m->copyKind);
-    a.name = "memcpy " + a.copy_kind;
-    activities.push_back(std::move(a));
-    break;
-  }
-  case CUPTI_ACTIVITY_KIND_MEMSET: {
-    const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
-    activity a = common_fields(activity_kind::memset, m);
-    a.bytes = m->bytes;
-    a.name = "memset";
-    activities.push_back(std::move(a));
-    break;
-  }
+  case CUPTI_ACTIVITY_KIND_KERNEL: take_kernel(reinterpret_cast<const CUpti_ActivityKernel10*>(r)); break;
+  case CUPTI_ACTIVITY_KIND_MEMCPY: take_copy(reinterpret_cast<const CUpti_ActivityMemcpy6*>(r)); break;
+  case CUPTI_ACTIVITY_KIND_MEMSET: take_memset(reinterpret_cast<const CUpti_ActivityMemset4*>(r)); break;
   case CUPTI_ACTIVITY_KIND_RUNTIME:
-  case CUPTI_ACTIVITY_KIND_DRIVER: {
-    if (host_calls.size() >= options.max_records) {
-      ++dropped;
-      break;
-    }
-    const auto* c = reinterpret_cast<const CUpti_ActivityAPI*>(r);
-    host_call call;
-    call.correlation = c->correlationId;
-    call.start_ns = c->start;
-    call.end_ns = c->end;
-    const char* name = nullptr;
-    const auto domain =
-        r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
-    if (cuptiGetCallbackName(domain, c->cbid, &name) == CUPTI_SUCCESS && name != nullptr) call.name = name;
-    // "cudaGraphLaunch_v10000" -> "cudaGraphLaunch"
-    if (const auto v = call.name.find("_v"); v != std::string::npos && v + 2 < call.name.size() &&
-                                             std::isdigit(static_cast<unsigned char>(call.name[v + 2])))
-      call.name.erase(v);
-    call.graph_launch = call.name.rfind("cudaGraphLaunch", 0) == 0 || call.name.rfind("cuGraphLaunch", 0) == 0;
-    host_calls.push_back(std::move(call));
+  case CUPTI_ACTIVITY_KIND_DRIVER: take_api_call(reinterpret_cast<const CUpti_ActivityAPI*>(r), r->kind); break;
+  case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+    take_correlation(reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(r));
     break;
-  }
-  case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-    if (step_of.size() >= options.max_records) {
-      ++dropped;
-      break;
-    }
-    const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(r);
-    if (e->externalKind == step_kind) step_of[e->correlationId] = e->externalId;
-    break;
-  }
   default: break;
   }
+}
+
+void profiler::state::take_kernel(const CUpti_ActivityKernel10* k) {
+  activity a = common_fields(activity_kind::kernel, k);
+  const std::string mangled = k->name != nullptr ? k->name : "";
+  auto it = names.find(mangled);
+  if (it == names.end()) it = names.emplace(mangled, detail::readable_kernel_name(mangled.c_str())).first;
+  a.name = it->second;
+  a.grid = {static_cast<unsigned>(k->gridX), static_cast<unsigned>(k->gridY), static_cast<unsigned>(k->gridZ)};
+  a.block = {static_cast<unsigned>(k->blockX), static_cast<unsigned>(k->blockY), static_cast<unsigned>(k->blockZ)};
+  activities.push_back(std::move(a));
+}
+
+void profiler::state::take_copy(const CUpti_ActivityMemcpy6* m) {
+  activity a = common_fields(activity_kind::memcpy, m);
+  a.bytes = m->bytes;
+  a.copy_kind = copy_kind_name(m->copyKind);
+  a.name = "memcpy " + a.copy_kind;
+  activities.push_back(std::move(a));
+}
+
+void profiler::state::take_memset(const CUpti_ActivityMemset4* m) {
+  activity a = common_fields(activity_kind::memset, m);
+  a.bytes = m->bytes;
+  a.name = "memset";
+  activities.push_back(std::move(a));
+}
+
+void profiler::state::take_api_call(const CUpti_ActivityAPI* c, CUpti_ActivityKind kind) {
+  if (host_calls.size() >= options.max_records) {
+    ++dropped;
+    return;
+  }
+  host_call call;
+  call.correlation = c->correlationId;
+  call.start_ns = c->start;
+  call.end_ns = c->end;
+  call.name = api_call_name(c, kind);
+  call.graph_launch = call.name.rfind("cudaGraphLaunch", 0) == 0 || call.name.rfind("cuGraphLaunch", 0) == 0;
+  host_calls.push_back(std::move(call));
+}
+
+void profiler::state::take_correlation(const CUpti_ActivityExternalCorrelation* e) {
+  if (step_of.size() >= options.max_records) {
+    ++dropped;
+    return;
+  }
+  if (e->externalKind == step_kind) step_of[e->correlationId] = e->externalId;
 }
 
 // ---- step_scope ----------------------------------------------------------------------------------------------
