@@ -575,13 +575,6 @@ private:
   std::optional<std::string> saved_;
 };
 
-// `measure()` with the stream watch off.
-template <class Measure>
-double unwatched(Measure measure) {
-  const watch_off off;
-  return measure();
-}
-
 // The thread-scaling columns of a prepare_cost row, each the median of `calls` runs.
 void measure_instantiate_threads(prepare_cost& row, const conveyor::stream& s, const tiny_chain& chain, int calls,
                                  float* all, float* one) {
@@ -638,7 +631,10 @@ std::vector<prepare_cost> measure_prepare_cost(const std::vector<std::size_t>& b
     const std::array<std::function<double()>, 6> sides{
         [&] { return prepare_ms(o, count); },
         [&] { return prepare_ms(cold, count); },
-        [&] { return unwatched([&] { return prepare_ms(cold, count); }); },
+        [&] {
+          const watch_off off;
+          return prepare_ms(cold, count);
+        },
         [&] { return prepare_ms(background[0], count); },
         [&] { return prepare_ms(background[1], count); },
         [&] { return raw_prepare_ms(s, chain, count, b.all1.p, b.one1.p); }};

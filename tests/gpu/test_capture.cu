@@ -899,6 +899,22 @@ struct forgotten_side_stream {
     scale<<<cover(n).grid, cover(n).block, 0, s.get()>>>(n, 2.0F, x.get());
     add_scalar<<<cover(n).grid, cover(n).block, 0, side.get()>>>(n, 1.0F, y.get()); // not forked into the capture
   }
+  // From the first values: the same work with `side` forked into a watched capture on `s` and joined back, the
+  // graph instantiated and launched once, waited for.
+  void replay_forked_and_joined(const conveyor::stream& s) {
+    reset();
+    auto joined = conveyor::capture(
+        s,
+        [&](const conveyor::stream& cs) {
+          conveyor::fork(cs, side);
+          (*this)(cs);
+          conveyor::join(cs, side);
+        },
+        watching());
+    auto exec = conveyor::instantiate(joined);
+    exec.launch(s);
+    sync_device();
+  }
 };
 
 } // namespace
@@ -939,18 +955,7 @@ TEST(StreamWatch, AKernelOnAStreamTheCaptureDoesNotKnowIsRefusedByName) {
   EXPECT_TRUE(contains(text, "conveyor::fork")) << text;
   EXPECT_FALSE(s.is_capturing());
   // Forked and joined, the same work is captured: accepted, and the replay is the eager call's, bit for bit.
-  w.reset();
-  auto joined = conveyor::capture(
-      s,
-      [&](const conveyor::stream& cs) {
-        conveyor::fork(cs, w.side);
-        w(cs);
-        conveyor::join(cs, w.side);
-      },
-      watching());
-  auto exec2 = conveyor::instantiate(joined);
-  exec2.launch(s);
-  sync_device();
+  w.replay_forked_and_joined(s);
   EXPECT_TRUE(all_equal(w.x.download(), eager_x));
   EXPECT_TRUE(all_equal(w.y.download(), eager_y));
 }
@@ -1063,18 +1068,7 @@ TEST(StreamWatch, AHeldWatchRecordsNothingBetweenCapturesAndStillRefusesWorkThat
     w(s);
     sync_device();
     const auto eager_x = w.x.download(), eager_y = w.y.download();
-    w.reset();
-    auto joined = conveyor::capture(
-        s,
-        [&](const conveyor::stream& cs) {
-          conveyor::fork(cs, w.side);
-          w(cs);
-          conveyor::join(cs, w.side);
-        },
-        watching());
-    auto exec = conveyor::instantiate(joined);
-    exec.launch(s);
-    sync_device();
+    w.replay_forked_and_joined(s);
     EXPECT_TRUE(all_equal(w.x.download(), eager_x));
     EXPECT_TRUE(all_equal(w.y.download(), eager_y));
     // graphed::prepare holds the watch for its buckets: each bucket's capture is watched.
