@@ -25,25 +25,35 @@ using detail::access;
 
 namespace detail {
 
+namespace {
+
+// The positions of `nodes`' allocation nodes, and the pointers their free nodes free.
+std::pair<std::vector<std::size_t>, std::unordered_set<void*>>
+allocs_and_frees(const std::vector<cudaGraphNode_t>& nodes) {
+  std::pair<std::vector<std::size_t>, std::unordered_set<void*>> out;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const node_kind kind = detail::kind_of(nodes[i]);
+    if (kind == node_kind::mem_alloc) out.first.push_back(i);
+    if (kind == node_kind::mem_free) out.second.insert(detail::read_mem_free(nodes[i]));
+  }
+  return out;
+}
+
+} // namespace
+
 // The allocation nodes of the source graph (positions, what they reserve) and those no mem_free node frees.
 void read_allocations(exec_state& out) {
   if (out.allocations) return;
   const graph_state& state = *out.source;
-  const instantiate_flags flags = out.flags;
+  const bool freed_at_launch = has_flag(out.flags, instantiate_flags::auto_free_on_launch);
   const auto nodes = detail::graph_nodes(state.handle);
-  std::vector<std::size_t> positions;
-  std::unordered_set<void*> freed;
+  const auto [positions, freed] = allocs_and_frees(nodes);
   allocation_nodes found;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const node_kind kind = detail::kind_of(nodes[i]);
-    if (kind == node_kind::mem_alloc) positions.push_back(i);
-    if (kind == node_kind::mem_free) freed.insert(detail::read_mem_free(nodes[i]));
-  }
   for (std::size_t i : positions) {
     const auto a = detail::read_mem_alloc(nodes[i]);
     found.positions.push_back(i);
     found.params.push_back(a);
-    if (!freed.contains(a.pointer) && !has_flag(flags, instantiate_flags::auto_free_on_launch))
+    if (!freed.contains(a.pointer) && !freed_at_launch)
       found.unfreed.push_back(fmt::format("node {} ({}) allocates {} B at {} and the graph never frees it", i,
                                           detail::node_name(&state, nodes[i]), a.bytes, a.pointer));
   }
@@ -209,21 +219,29 @@ exec_facts graph_exec::facts() const {
   return f;
 }
 
+namespace {
+
+// Why a launch refused with cudaErrorInvalidValue was refused when the graph allocates memory it never frees (the
+// allocation of its previous launch is still live), and the fix; empty otherwise.
+std::string unfreed_context(const graph_exec& e, cudaError_t rc) {
+  if (rc != cudaErrorInvalidValue) return {};
+  const std::vector<std::string>& unfreed = e.unfreed_allocations();
+  if (unfreed.empty()) return {};
+  std::string context = "the graph allocates memory it never frees, and a graph cannot be launched again while the "
+                        "memory of its previous launch is still allocated: ";
+  for (std::size_t i = 0; i < unfreed.size(); ++i) context += (i == 0 ? "" : "; ") + unfreed[i];
+  return context + ". Fix: free it after each launch (cudaFreeAsync on the stream, or a mem_free node in the graph), "
+                   "or instantiate with instantiate_flags::auto_free_on_launch";
+}
+
+} // namespace
+
 void graph_exec::after_launch(cudaError_t rc, const stream& s, const std::source_location& where) const {
   const detail::api_scope scope("conveyor::graph_exec::launch", where);
   require_graph("launch");
   if (rc != cudaSuccess) {
     impl_->launch_error = rc;
-    std::string context;
-    if (rc == cudaErrorInvalidValue && !unfreed_allocations().empty()) {
-      context = "the graph allocates memory it never frees, and a graph cannot be launched again while the memory "
-                "of its previous launch is still allocated: ";
-      const auto& unfreed = impl_->allocations->unfreed;
-      for (std::size_t i = 0; i < unfreed.size(); ++i) context += (i == 0 ? "" : "; ") + unfreed[i];
-      context += ". Fix: free it after each launch (cudaFreeAsync on the stream, or a mem_free node in the graph), "
-                 "or instantiate with instantiate_flags::auto_free_on_launch";
-    }
-    detail::throw_cuda(rc, "cudaGraphLaunch", context);
+    detail::throw_cuda(rc, "cudaGraphLaunch", unfreed_context(*this, rc));
   }
   if (!launched_) {
     launched_ = true;

@@ -96,6 +96,15 @@ detail::node_owner owner_of(const detail::exec_state& state, const node& n) noex
   return owner == state.current.get() ? detail::node_owner::current : detail::node_owner::other;
 }
 
+// Maps each node of `current` to the source's node at its position (over.to_origin, made at the first need).
+void map_to_origin(detail::exec_state& state) {
+  if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
+  const auto nodes = detail::graph_nodes(state.current->handle);
+  detail::apply(state, detail::transition::record);
+  for (std::size_t i = 0; i < nodes.size() && i < state.origin_nodes.size(); ++i)
+    state.over.to_origin.emplace(nodes[i], state.origin_nodes[i]);
+}
+
 cudaGraphNode_t origin_of(detail::exec_state& state, const node& n, bool stepping) {
   const detail::node_owner owner = owner_of(state, n);
   detail::setter_target target = detail::target_of(owner, state.st.pair, stepping);
@@ -105,13 +114,7 @@ cudaGraphNode_t origin_of(detail::exec_state& state, const node& n, bool steppin
   }
   if (target == detail::setter_target::refuse) refuse_unpaired(n, owner == detail::node_owner::current);
   if (target == detail::setter_target::itself) return n.get();
-  if (state.over.to_origin.empty()) {
-    if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
-    const auto nodes = detail::graph_nodes(state.current->handle);
-    detail::apply(state, detail::transition::record);
-    for (std::size_t i = 0; i < nodes.size() && i < state.origin_nodes.size(); ++i)
-      state.over.to_origin.emplace(nodes[i], state.origin_nodes[i]);
-  }
+  if (state.over.to_origin.empty()) map_to_origin(state);
   auto it = state.over.to_origin.find(n.get());
   return it != state.over.to_origin.end() ? it->second : n.get();
 }
@@ -184,26 +187,32 @@ void graph_exec::set_kernel_raw(const node& n, const launch_config& cfg, const v
   shadow_change(origin, [&](cudaGraphNode_t c) { return detail::set_graph_kernel(c, cfg, function, arguments); });
 }
 
+namespace {
+
+// The function and launch configuration that node `origin` of the executable graph (standing for `n`) runs now:
+// set_kernel's, else the handle's own (graph::kernel made it), else the node's, read once (from the graph it
+// belongs to: the current one unless the caller kept a node of an older graph).
+// The launch shape is that of the node whose parameters the executable graph runs now: `n` itself when it
+// belongs to the graph applied last, else that graph's node at the same position (an update may have changed the
+// grid or the shared memory since `n` was made).
+detail::kernel_setting kernel_setting_of(detail::exec_state& state, const node& n, cudaGraphNode_t origin) {
+  const bool of_applied = access::owner(n) == state.current.get();
+  if (auto it = state.over.configs.find(origin); !state.over.configs.empty() && it != state.over.configs.end())
+    return it->second;
+  if (of_applied && n.kernel_function() != nullptr) return {n.kernel_function(), n.kernel_config()};
+  if (auto r = state.over.read.find(origin); r != state.over.read.end()) return r->second;
+  const cudaGraphNode_t runs = of_applied ? n.get() : applied_node(state, origin);
+  detail::apply(state, detail::transition::record);
+  return state.over.read.emplace(origin, detail::read_kernel_setting(runs)).first->second;
+}
+
+} // namespace
+
 void graph_exec::set_kernel_args_raw(const node& n, const void* function, void** arguments) {
   require_graph("set_kernel_args");
   auto& state = *impl_;
   const cudaGraphNode_t origin = origin_of(state, n, step_launches_);
-  // set_kernel's, else the handle's own (graph::kernel made it), else the node's, read once (from the graph it
-  // belongs to: the current one unless the caller kept a node of an older graph).
-  // The launch shape is that of the node whose parameters the executable graph runs now: `n` itself when it
-  // belongs to the graph applied last, else that graph's node at the same position (an update may have changed the
-  // grid or the shared memory since `n` was made).
-  detail::kernel_setting now;
-  const bool of_applied = access::owner(n) == state.current.get();
-  if (auto it = state.over.configs.find(origin); !state.over.configs.empty() && it != state.over.configs.end())
-    now = it->second;
-  else if (of_applied && n.kernel_function() != nullptr) now = {n.kernel_function(), n.kernel_config()};
-  else if (auto r = state.over.read.find(origin); r != state.over.read.end()) now = r->second;
-  else {
-    const cudaGraphNode_t runs = of_applied ? n.get() : applied_node(state, origin);
-    detail::apply(state, detail::transition::record);
-    now = state.over.read.emplace(origin, detail::read_kernel_setting(runs)).first->second;
-  }
+  const detail::kernel_setting now = kernel_setting_of(state, n, origin);
   if (now.function != nullptr && now.function != function) // the runtime may not report a fresh node's function
     throw std::invalid_argument(fmt::format("conveyor::graph_exec::set_kernel_args: node {} runs another kernel; "
                                             "use set_kernel to change the function",

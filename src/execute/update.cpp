@@ -120,6 +120,43 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
   return result;
 }
 
+namespace {
+
+// Conveyor's comparison of `g` with the executable graph's current graph after CUDA's topology refusal, made only
+// where the executable graph pairs by position (else nothing to compare); `g` read into `read` when `after` is null.
+struct refusal_comparison {
+  std::optional<detail::graph_snapshot> read;
+  std::optional<detail::graph_comparison> c;
+  detail::comparison_facts facts;
+};
+
+void compare_after_refusal(detail::exec_state& state, const graph& g, const detail::graph_snapshot*& after,
+                           refusal_comparison& r) {
+  if (after == nullptr) after = &r.read.emplace(detail::snapshot_graph(g.get()));
+  if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
+  r.c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), access::state(g).get()});
+  r.facts = detail::facts_of(*r.c, !state.over.patched.empty());
+}
+
+// The end of the explanation when CUDA's refusal stands (after_topology_refusal's keep_* rows); empty when the
+// change is set node by node.
+std::string refusal_stands(detail::topology_refusal route, const detail::graph_comparison* c,
+                           const detail::graph_state* names) {
+  switch (route) {
+  case detail::topology_refusal::keep_unpaired: return fmt::format("; {}", detail::not_paired_by_position());
+  case detail::topology_refusal::keep_other_topology:
+    return fmt::format("; Conveyor's comparison: {}", c->topology_reason);
+  case detail::topology_refusal::keep_not_settable:
+    return fmt::format("; Conveyor's comparison found the same DAG, but {} cannot be set node by node",
+                       detail::change_line(*c, *detail::first_unsettable(*c, false), names));
+  case detail::topology_refusal::set_every_settable:
+  case detail::topology_refusal::set_changed: return {};
+  }
+  return {};
+}
+
+} // namespace
+
 // CUDA pairs each node's dependencies in the order they were added: the same DAG with its dependencies added in
 // another order is refused as topology_changed. Where Conveyor's comparison proves the DAG the same, the change is
 // set node by node (after_topology_refusal decides). CUDA's reason stays first in the explanation.
@@ -133,36 +170,21 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
   result.explanation = "CUDA refused the whole-graph update (topology_changed: it pairs each node's dependencies in "
                        "the order they were added)";
   const bool paired = detail::paired_by_position(state);
-  std::optional<detail::graph_snapshot> read;
-  std::optional<detail::graph_comparison> c;
-  detail::comparison_facts facts;
-  if (paired) {
-    if (after == nullptr) after = &read.emplace(detail::snapshot_graph(g.get()));
-    if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
-    c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), access::state(g).get()});
-    facts = detail::facts_of(*c, !state.over.patched.empty());
-  }
+  refusal_comparison r;
+  if (paired) compare_after_refusal(state, g, after, r);
   const auto* names = access::state(g).get();
-  switch (detail::after_topology_refusal(state.st, paired, c ? &facts : nullptr)) {
-  case detail::topology_refusal::keep_unpaired:
-    result.explanation += fmt::format("; {}", detail::not_paired_by_position());
+  const auto route = detail::after_topology_refusal(state.st, paired, r.c ? &r.facts : nullptr);
+  if (std::string end = refusal_stands(route, r.c ? &*r.c : nullptr, names); !end.empty()) {
+    result.explanation += end;
     return result;
-  case detail::topology_refusal::keep_other_topology:
-    result.explanation += fmt::format("; Conveyor's comparison: {}", c->topology_reason);
-    return result;
-  case detail::topology_refusal::keep_not_settable:
-    result.explanation += fmt::format("; Conveyor's comparison found the same DAG, but {} cannot be set node by node",
-                                      detail::change_line(*c, *detail::first_unsettable(*c, false), names));
-    return result;
-  case detail::topology_refusal::set_every_settable: // setters ran: the executable graph runs neither graph
-    detail::mark_every_settable_node_patched(state, *c);
-    break;
-  case detail::topology_refusal::set_changed: break;
   }
+  const detail::graph_comparison& c = *r.c;
+  // set_every_settable: setters ran, so the executable graph runs neither graph
+  if (route == detail::topology_refusal::set_every_settable) detail::mark_every_settable_node_patched(state, c);
   update_result per_node;
-  per_node.nodes_changed = c->changed.size();
+  per_node.nodes_changed = c.changed.size();
   per_node.explanation = result.explanation + "; Conveyor's comparison found the same DAG: set node by node";
-  if (!set_changed_nodes(g, *c, per_node)) {
+  if (!set_changed_nodes(g, c, per_node)) {
     result.explanation = per_node.explanation;
     return result;
   }

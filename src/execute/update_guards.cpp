@@ -55,26 +55,39 @@ struct cluster_difference {
   bool in_new_graph = true;
 };
 
-clusters compare_clusters(exec_state& state, const graph& g, const graph_snapshot* after,
-                          std::vector<kernel_attribute>& next, cluster_difference& d) {
+// The cluster attributes of the kernel nodes the executable graph runs, read at the first need (from the snapshot
+// of `current` when it still holds current's parameters).
+const std::vector<kernel_attribute>& applied_clusters(exec_state& state) {
   if (!state.attributes) {
     const bool snapshot_is_current = state.st.nodes != overlay::changed && state.snapshot;
     state.attributes = clusters_of(*state.current, snapshot_is_current ? &*state.snapshot : nullptr);
   }
-  next = clusters_of(*access::state(g), after);
+  return *state.attributes;
+}
+
+// The first conditional node whose bodies cannot be read, in the new graph's attributes `next` first, then in the
+// executable graph's `applied`; false when there is none.
+bool find_unreadable(const std::vector<kernel_attribute>& next, const std::vector<kernel_attribute>& applied,
+                     cluster_difference& d) {
   const auto unreadable = [](const kernel_attribute& a) { return a.inner == unreadable_bodies; };
   const auto in_next = std::find_if(next.begin(), next.end(), unreadable);
-  const auto in_applied = std::find_if(state.attributes->begin(), state.attributes->end(), unreadable);
-  if (in_next != next.end() || in_applied != state.attributes->end()) {
-    d.in_new_graph = in_next != next.end();
-    d.position = d.in_new_graph ? in_next->position : in_applied->position;
-    return clusters::unreadable;
-  }
-  if (const auto at = first_attribute_difference(*state.attributes, next)) {
+  const auto in_applied = std::find_if(applied.begin(), applied.end(), unreadable);
+  if (in_next == next.end() && in_applied == applied.end()) return false;
+  d.in_new_graph = in_next != next.end();
+  d.position = d.in_new_graph ? in_next->position : in_applied->position;
+  return true;
+}
+
+clusters compare_clusters(exec_state& state, const graph& g, const graph_snapshot* after,
+                          std::vector<kernel_attribute>& next, cluster_difference& d) {
+  const std::vector<kernel_attribute>& applied = applied_clusters(state);
+  next = clusters_of(*access::state(g), after);
+  if (find_unreadable(next, applied, d)) return clusters::unreadable;
+  if (const auto at = first_attribute_difference(applied, next)) {
     d = {at->position, at->inner, true};
     return clusters::other;
   }
-  return next.empty() && state.attributes->empty() ? clusters::none : clusters::same;
+  return next.empty() && applied.empty() ? clusters::none : clusters::same;
 }
 
 // A refusal of the update to `g` naming `node` (of `g`; null: none known, named "unknown node" as CUDA's refusals
@@ -142,6 +155,24 @@ update_result unpaired(bool clusters) {
 
 } // namespace
 
+namespace {
+
+// The refusal `verdict` stands for (nullopt: apply), with the differences the guards found.
+std::optional<update_result> refusal_for(guard_verdict verdict, const exec_state& state, const graph& g,
+                                         const allocation_difference& alloc, const cluster_difference& cluster) {
+  switch (verdict) {
+  case guard_verdict::apply: return std::nullopt;
+  case guard_verdict::other_allocations: return other_allocations(state, g, alloc);
+  case guard_verdict::unreadable_bodies: return unreadable(g, cluster);
+  case guard_verdict::cluster_change: return cluster_change(g, cluster);
+  case guard_verdict::unpaired_clusters: return unpaired(true);
+  case guard_verdict::unpaired_allocations: return unpaired(false);
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 std::optional<update_result> guard_whole_update(exec_state& state, const graph& g, const graph_snapshot* after,
                                                 std::vector<kernel_attribute>& attributes, bool& paired) {
   guard_facts f;
@@ -152,15 +183,7 @@ std::optional<update_result> guard_whole_update(exec_state& state, const graph& 
   // Pairing is read only when everything else lets the update through and something compared by position exists.
   if (judge_whole_update(f) == guard_verdict::apply && (f.allocs != allocations::none || f.cluster != clusters::none))
     f.pairs_by_position = paired = pairs_by_position(state, *access::state(g));
-  switch (judge_whole_update(f)) {
-  case guard_verdict::apply: return std::nullopt;
-  case guard_verdict::other_allocations: return other_allocations(state, g, alloc);
-  case guard_verdict::unreadable_bodies: return unreadable(g, cluster);
-  case guard_verdict::cluster_change: return cluster_change(g, cluster);
-  case guard_verdict::unpaired_clusters: return unpaired(true);
-  case guard_verdict::unpaired_allocations: return unpaired(false);
-  }
-  return std::nullopt;
+  return refusal_for(judge_whole_update(f), state, g, alloc, cluster);
 }
 
 update_result refused_result(const exec_state& state, const graph& g, cudaError_t rc,

@@ -16,51 +16,73 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <span>
 #include <utility>
 
 namespace conveyor {
 
 using detail::access;
 
-bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out) {
-  auto& state = *impl_;
-  if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
-  // The changed nodes, then the nodes patched by position (graphed's rebinding), which run other parameters than
-  // the graph compared against: they are set to g's as well, changed or not.
+namespace {
+
+// The positions a per-node update sets: the changed nodes, then the nodes patched by position (graphed's
+// rebinding), which run other parameters than the graph compared against: set to g's as well, changed or not.
+std::vector<std::size_t> positions_to_set(const detail::graph_comparison& c, const std::vector<std::size_t>& patched) {
   std::vector<std::size_t> positions;
-  positions.reserve(c.changed.size() + state.over.patched.size());
+  positions.reserve(c.changed.size() + patched.size());
   std::vector<std::uint8_t> listed(c.after.size(), 0);
   for (const auto& d : c.changed) {
     positions.push_back(d.position);
     listed[d.position] = 1;
   }
-  for (std::size_t p : state.over.patched)
+  for (std::size_t p : patched)
     if (p < c.after.size() && listed[p] == 0) positions.push_back(p);
-  std::size_t set = 0;
-  for (std::size_t p : positions) {
+  return positions;
+}
+
+// Sets the executable graph's node `origin` to the parameters of `source` through its kind's copy_to_exec
+// (cudaErrorNotSupported for a kind without one); the error cleared.
+cudaError_t copy_node(cudaGraphExec_t exec, cudaGraphNode_t origin, cudaGraphNode_t source) noexcept {
+  const auto& traits = detail::traits_of(detail::kind_of(source));
+  return traits.copy_to_exec == nullptr ? cudaErrorNotSupported
+                                        : detail::cleared(traits.copy_to_exec(exec, origin, source));
+}
+
+// Back to the parameters the executable graph held (those of the graph compared against) at the positions `done`
+// set; a node that cannot be set back runs neither graph's parameters (transition::setter).
+void restore_set(cudaGraphExec_t exec, detail::exec_state& state, const detail::graph_comparison& c,
+                 std::span<const std::size_t> done) noexcept {
+  for (std::size_t q : done)
+    if (copy_node(exec, state.origin_nodes.at(q), c.before[q]) != cudaSuccess)
+      detail::apply(state, detail::transition::setter);
+}
+
+// The explanation of a per-node update: what changed, then how many patched nodes were set besides.
+void explain_set(update_result& out, const detail::graph_comparison& c, const detail::graph_state* names,
+                 std::size_t restored) {
+  const std::string changes = detail::change_lines(c, names);
+  out.explanation += (out.explanation.empty() || changes.empty() ? "" : "; ") + changes;
+  if (restored > 0)
+    out.explanation += fmt::format("{}{} patched node(s) set to the new graph's parameters",
+                                   out.explanation.empty() ? "" : "; ", restored);
+}
+
+} // namespace
+
+bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out) {
+  auto& state = *impl_;
+  if (state.origin_nodes.empty()) state.origin_nodes = detail::graph_nodes(state.source->handle);
+  const std::vector<std::size_t> positions = positions_to_set(c, state.over.patched);
+  for (std::size_t k = 0; k < positions.size(); ++k) {
+    const std::size_t p = positions[k];
     const cudaGraphNode_t origin = state.origin_nodes.at(p);
-    const node_kind kind = detail::kind_of(c.after[p]);
-    const auto& traits = detail::traits_of(kind);
-    const cudaError_t rc = traits.copy_to_exec == nullptr
-                               ? cudaErrorNotSupported
-                               : detail::cleared(traits.copy_to_exec(handle_, origin, c.after[p]));
-    if (rc != cudaSuccess) {
+    if (const cudaError_t rc = copy_node(handle_, origin, c.after[p]); rc != cudaSuccess) {
       out.explanation = fmt::format("per-node update refused ({}) for node {} ({})", cudaGetErrorName(rc), p,
                                     detail::node_name(access::state(g).get(), c.after[p]));
-      // Back to the parameters the executable graph held (those of the graph compared against).
-      for (std::size_t k = 0; k < set; ++k) {
-        const std::size_t q = positions[k];
-        const auto& t = detail::traits_of(detail::kind_of(c.before[q]));
-        if (t.copy_to_exec == nullptr ||
-            detail::cleared(t.copy_to_exec(handle_, state.origin_nodes.at(q), c.before[q])) != cudaSuccess)
-          detail::apply(state, detail::transition::setter); // runs neither graph's parameters there
-      }
+      restore_set(handle_, state, c, std::span(positions).first(k));
       return false;
     }
-    ++set;
-    if (kind == node_kind::host) own_for_node(origin, access::state(g)->keep); // it runs a callable of g's
-    if (kind == node_kind::memcpy || kind == node_kind::memset)
-      (void)detail::enable_if_zero_disabled(handle_, state, origin);
+    after_node_set(g, origin, detail::kind_of(c.after[p]));
   }
   // The executable graph's CUDA user objects hold the resources of the graph it was instantiated from or last
   // updated to as a whole (cudaGraphExecUpdate swaps them), not those of a graph applied node by node, yet launches
@@ -68,14 +90,17 @@ bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_compariso
   // owns `g` (in the slot of no node) until a later graph replaces it, then releases it behind the last launch.
   detail::own_applied(*this, g);
   out.method = update_method::per_node;
-  out.nodes_set = set;
-  const std::size_t restored = positions.size() - c.changed.size();
-  const std::string changes = detail::change_lines(c, access::state(g).get());
-  out.explanation += (out.explanation.empty() || changes.empty() ? "" : "; ") + changes;
-  if (restored > 0)
-    out.explanation += fmt::format("{}{} patched node(s) set to the new graph's parameters",
-                                   out.explanation.empty() ? "" : "; ", restored);
+  out.nodes_set = positions.size();
+  explain_set(out, c, access::state(g).get(), positions.size() - c.changed.size());
   return true;
+}
+
+// After node `origin` (of `kind`) was set to g's parameters: a host node runs a callable of g's (owned), a copy
+// disabled by a zero size runs again.
+void graph_exec::after_node_set(const graph& g, cudaGraphNode_t origin, node_kind kind) {
+  if (kind == node_kind::host) own_for_node(origin, access::state(g)->keep);
+  if (kind == node_kind::memcpy || kind == node_kind::memset)
+    (void)detail::enable_if_zero_disabled(handle_, *impl_, origin);
 }
 
 update_result graph_exec::update_incremental(const graph& g, bool reinstantiate, std::source_location where) {

@@ -3,85 +3,107 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <string>
 
 namespace conveyor {
 
+namespace {
+
+//! One row per update_status, in the enum's order: its name, CUDA's result code and what it means.
+struct status_row {
+  update_status status;
+  std::string_view name;
+  cudaGraphExecUpdateResult cuda;
+  std::string_view meaning;
+};
+
+constexpr std::array status_rows{
+    status_row{update_status::success, "success", cudaGraphExecUpdateSuccess, "updated in place"},
+    status_row{update_status::error, "error", cudaGraphExecUpdateError,
+               "invalid update (e.g. a graph on another device)"},
+    status_row{update_status::topology_changed, "topology_changed", cudaGraphExecUpdateErrorTopologyChanged,
+               "nodes or dependencies were added or removed"},
+    status_row{update_status::node_type_changed, "node_type_changed", cudaGraphExecUpdateErrorNodeTypeChanged,
+               "a node changed kind"},
+    status_row{update_status::function_changed, "function_changed", cudaGraphExecUpdateErrorFunctionChanged,
+               "a kernel node runs another function"},
+    status_row{update_status::parameters_changed, "parameters_changed", cudaGraphExecUpdateErrorParametersChanged,
+               "a parameter changed in a way that cannot be updated"},
+    status_row{update_status::not_supported, "not_supported", cudaGraphExecUpdateErrorNotSupported,
+               "the node cannot be updated"},
+    status_row{update_status::unsupported_function_change, "unsupported_function_change",
+               cudaGraphExecUpdateErrorUnsupportedFunctionChange, "the kernel changed in an unsupported way"},
+    status_row{update_status::attributes_changed, "attributes_changed", cudaGraphExecUpdateErrorAttributesChanged,
+               "node attributes changed in an unsupported way"},
+};
+
+static_assert([] {
+  for (std::size_t i = 0; i < status_rows.size(); ++i)
+    if (static_cast<std::size_t>(status_rows[i].status) != i) return false;
+  return true;
+}());
+
+//! The row of `status`; null for a value outside the enum.
+constexpr const status_row* row_of(update_status status) noexcept {
+  const auto i = static_cast<std::size_t>(status);
+  return i < status_rows.size() ? &status_rows[i] : nullptr;
+}
+
+constexpr std::array<std::string_view, 5> method_names{"none", "per_node", "whole_graph", "reinstantiated", "refused"};
+static_assert(static_cast<std::size_t>(update_method::refused) == method_names.size() - 1);
+
+std::string_view explain(update_status status) noexcept {
+  const status_row* row = row_of(status);
+  return row != nullptr ? row->meaning : "unknown";
+}
+
+} // namespace
+
 std::string_view to_string(update_status status) noexcept {
-  switch (status) {
-  case update_status::success: return "success";
-  case update_status::error: return "error";
-  case update_status::topology_changed: return "topology_changed";
-  case update_status::node_type_changed: return "node_type_changed";
-  case update_status::function_changed: return "function_changed";
-  case update_status::parameters_changed: return "parameters_changed";
-  case update_status::not_supported: return "not_supported";
-  case update_status::unsupported_function_change: return "unsupported_function_change";
-  case update_status::attributes_changed: return "attributes_changed";
-  }
-  return "error";
+  const status_row* row = row_of(status);
+  return row != nullptr ? row->name : "error";
 }
 
 update_status to_update_status(cudaGraphExecUpdateResult result) noexcept {
-  switch (result) {
-  case cudaGraphExecUpdateSuccess: return update_status::success;
-  case cudaGraphExecUpdateError: return update_status::error;
-  case cudaGraphExecUpdateErrorTopologyChanged: return update_status::topology_changed;
-  case cudaGraphExecUpdateErrorNodeTypeChanged: return update_status::node_type_changed;
-  case cudaGraphExecUpdateErrorFunctionChanged: return update_status::function_changed;
-  case cudaGraphExecUpdateErrorParametersChanged: return update_status::parameters_changed;
-  case cudaGraphExecUpdateErrorNotSupported: return update_status::not_supported;
-  case cudaGraphExecUpdateErrorUnsupportedFunctionChange: return update_status::unsupported_function_change;
-  case cudaGraphExecUpdateErrorAttributesChanged: return update_status::attributes_changed;
-  }
-  return update_status::error;
+  const auto* row =
+      std::find_if(status_rows.begin(), status_rows.end(), [result](const status_row& r) { return r.cuda == result; });
+  return row != status_rows.end() ? row->status : update_status::error;
 }
 
 std::string_view to_string(update_method method) noexcept {
-  switch (method) {
-  case update_method::none: return "none";
-  case update_method::per_node: return "per_node";
-  case update_method::whole_graph: return "whole_graph";
-  case update_method::reinstantiated: return "reinstantiated";
-  case update_method::refused: return "refused";
-  }
-  return "none";
+  const auto i = static_cast<std::size_t>(method);
+  return i < method_names.size() ? method_names[i] : "none";
 }
 
 namespace {
 
-std::string_view explain(update_status status) noexcept {
-  switch (status) {
-  case update_status::success: return "updated in place";
-  case update_status::error: return "invalid update (e.g. a graph on another device)";
-  case update_status::topology_changed: return "nodes or dependencies were added or removed";
-  case update_status::node_type_changed: return "a node changed kind";
-  case update_status::function_changed: return "a kernel node runs another function";
-  case update_status::parameters_changed: return "a parameter changed in a way that cannot be updated";
-  case update_status::not_supported: return "the node cannot be updated";
-  case update_status::unsupported_function_change: return "the kernel changed in an unsupported way";
-  case update_status::attributes_changed: return "node attributes changed in an unsupported way";
-  }
-  return "unknown";
+//! "update refused: <status> (<what it means>)[ at node <label>]"; empty for a success.
+std::string refusal_of(const update_result& r) {
+  if (r.status == update_status::success) return {};
+  std::string refusal = fmt::format("update refused: {} ({})", to_string(r.status), explain(r.status));
+  if (!r.node_label.empty()) refusal += fmt::format(" at node {}", r.node_label);
+  return refusal;
+}
+
+//! "<head>: <explanation>", or `empty` when there is no explanation.
+std::string headed(std::string_view head, const std::string& explanation, std::string_view empty) {
+  return explanation.empty() ? std::string(empty) : fmt::format("{}: {}", head, explanation);
 }
 
 } // namespace
 
 std::string update_result::reason() const {
-  std::string refusal;
-  if (status != update_status::success) {
-    refusal = fmt::format("update refused: {} ({})", to_string(status), explain(status));
-    if (!node_label.empty()) refusal += fmt::format(" at node {}", node_label);
-  }
+  const std::string refusal = refusal_of(*this);
   switch (method) {
   case update_method::refused: return explanation.empty() ? refusal : fmt::format("{}; {}", refusal, explanation);
   case update_method::reinstantiated:
     return fmt::format("reinstantiated: {}{}{}", explanation, explanation.empty() || refusal.empty() ? "" : "; ",
                        refusal);
-  case update_method::none: return explanation.empty() ? "none: parameters already equal" : "none: " + explanation;
+  case update_method::none: return headed("none", explanation, "none: parameters already equal");
   case update_method::per_node:
-  case update_method::whole_graph:
-    return explanation.empty() ? std::string(to_string(method)) : fmt::format("{}: {}", to_string(method), explanation);
+  case update_method::whole_graph: return headed(to_string(method), explanation, to_string(method));
   }
   return explanation;
 }

@@ -280,6 +280,9 @@ private:
   update_result incremental_update(const graph& g, detail::graph_snapshot* after,
                                    bool reinstantiate);
   bool set_changed_nodes(const graph& g, const detail::graph_comparison& c, update_result& out);
+  // After node `origin` (of `kind`) was set to g's parameters node by node: a host node's callable
+  // is owned, a copy disabled by a zero size is enabled again.
+  void after_node_set(const graph& g, cudaGraphNode_t origin, node_kind kind);
   // update_incremental's ends: `g` adopted after a node-by-node update (its read, `after`); a new
   // instantiation after a refusal, where `reinstantiate` allows and the graph is not pinned.
   void adopt_node_by_node(const graph& g, detail::graph_snapshot&& after);
