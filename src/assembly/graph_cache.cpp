@@ -49,20 +49,23 @@ std::size_t audit_every_env() {
 
 namespace {
 
+// A float or double argument's value (its bit pattern in `v.bits`).
+std::string floating_text(const argument_key& v) {
+  if (v.size == sizeof(float)) {
+    float f = 0;
+    const auto low = static_cast<std::uint32_t>(v.bits);
+    std::memcpy(&f, &low, sizeof f);
+    return fmt::format("{}", f);
+  }
+  double d = 0;
+  std::memcpy(&d, &v.bits, sizeof d);
+  return fmt::format("{}", d);
+}
+
 std::string value_text(const argument_key& v) {
   switch (v.kind) {
   case argument_kind::pointer: return fmt::format("{:#x}", v.bits);
-  case argument_kind::floating: {
-    if (v.size == sizeof(float)) {
-      float f = 0;
-      const auto low = static_cast<std::uint32_t>(v.bits);
-      std::memcpy(&f, &low, sizeof f);
-      return fmt::format("{}", f);
-    }
-    double d = 0;
-    std::memcpy(&d, &v.bits, sizeof d);
-    return fmt::format("{}", d);
-  }
+  case argument_kind::floating: return floating_text(v);
   case argument_kind::integer:
   case argument_kind::padded_size:
   case argument_kind::real_size: return fmt::format("{}", v.bits);
@@ -71,21 +74,37 @@ std::string value_text(const argument_key& v) {
   return fmt::format("{}", v.bits);
 }
 
+// The smallest of the sorted `buckets` at least `n`, or nullopt when `n` is above the largest.
+std::optional<std::size_t> bucket_above(const std::vector<std::size_t>& buckets, std::size_t n) noexcept {
+  const auto it = std::lower_bound(buckets.begin(), buckets.end(), n);
+  if (it == buckets.end()) return std::nullopt;
+  return *it;
+}
+
+// `n` rounded up to a multiple of `multiple`, or nullopt when that overflows.
+std::optional<std::size_t> multiple_above(std::size_t multiple, std::size_t n) noexcept {
+  if (n > std::numeric_limits<std::size_t>::max() - (multiple - 1)) return std::nullopt;
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+// `n` rounded up to a power of two, or nullopt when that overflows.
+std::optional<std::size_t> power_of_two_above(std::size_t n) noexcept {
+  if (n > (std::numeric_limits<std::size_t>::max() >> 1) + 1) return std::nullopt;
+  return std::bit_ceil(n);
+}
+
+// The size `n` padded by the kind of `rule` (buckets, multiple, power of two; none: `n`), before its limit.
+std::optional<std::size_t> padded_by_kind(const padding_rule& rule, std::size_t n) noexcept {
+  if (!rule.buckets.empty()) return bucket_above(rule.buckets, n);
+  if (rule.multiple != 0) return multiple_above(rule.multiple, n);
+  if (rule.power_of_two) return power_of_two_above(n);
+  return n;
+}
+
 // The size `n` padded by `rule`, or nullopt when the rule cannot pad it.
 std::optional<std::size_t> padded_by(const padding_rule& rule, std::size_t n) noexcept {
-  std::size_t p = n;
-  if (!rule.buckets.empty()) {
-    const auto it = std::lower_bound(rule.buckets.begin(), rule.buckets.end(), n);
-    if (it == rule.buckets.end()) return std::nullopt;
-    p = *it;
-  } else if (rule.multiple != 0) {
-    if (n > std::numeric_limits<std::size_t>::max() - (rule.multiple - 1)) return std::nullopt;
-    p = (n + rule.multiple - 1) / rule.multiple * rule.multiple;
-  } else if (rule.power_of_two) {
-    if (n > (std::numeric_limits<std::size_t>::max() >> 1) + 1) return std::nullopt;
-    p = std::bit_ceil(n);
-  }
-  if (rule.limit != 0 && p > rule.limit) return std::nullopt;
+  const std::optional<std::size_t> p = padded_by_kind(rule, n);
+  if (!p || (rule.limit != 0 && *p > rule.limit)) return std::nullopt;
   return p;
 }
 
@@ -278,9 +297,7 @@ graph_cache::graph_cache(graphed_options options) : options_(std::move(options))
 
 std::optional<std::size_t> graph_cache::bucket_for(std::size_t n) const noexcept {
   if (options_.buckets.empty()) return n;
-  auto it = std::lower_bound(options_.buckets.begin(), options_.buckets.end(), n);
-  if (it == options_.buckets.end()) return std::nullopt;
-  return *it;
+  return bucket_above(options_.buckets, n);
 }
 
 const padding_rule& graph_cache::rule_of(std::size_t position) const noexcept {
@@ -364,6 +381,15 @@ graph_cache::prepare_shapes(const std::vector<std::pair<std::size_t, std::size_t
   return out;
 }
 
+namespace {
+
+// A plan that captures or re-captures: a record for the churn guard.
+bool records(call_plan p) noexcept {
+  return p == call_plan::capture_new || p == call_plan::capture_background || p == call_plan::recapture;
+}
+
+} // namespace
+
 call_plan graph_cache::plan(const call_key& key) {
   ++stats_.calls;
   matched_ = nullptr;
@@ -373,8 +399,7 @@ call_plan graph_cache::plan(const call_key& key) {
     return call_plan::eager_guarded;
   }
   const call_plan p = plan_cached(key);
-  const bool records = p == call_plan::capture_new || p == call_plan::capture_background || p == call_plan::recapture;
-  if (records && churning(key)) {
+  if (records(p) && churning(key)) {
     matched_ = nullptr;
     ++stats_.guarded_calls;
     return call_plan::eager_guarded;

@@ -801,10 +801,15 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
 }
 
 bool rebinder::can_learn(const call_key& from, const call_key& to) const {
-  if (!started_ || !same_layout(from, key_) || !same_layout(to, key_)) return true;
+  if (!started_ || !learnt_layout(from, to)) return true;
   for (std::size_t i = 0; i < arguments_.size(); ++i)
     if (live_binding(i) && entry_changed(from, to, i)) return true;
   return false;
+}
+
+// Both keys have the layout of the one the words were learnt with.
+bool rebinder::learnt_layout(const call_key& from, const call_key& to) const noexcept {
+  return same_layout(from, key_) && same_layout(to, key_);
 }
 
 // Starts over from `image` (another structure, or nothing learnt yet); returns the note of why.
@@ -861,8 +866,7 @@ bool rebinder::word_changed(const unit& u, const call_key& from, const call_key&
 
 bool rebinder::can_patch(const call_key& from, const call_key& to, std::string* why) const {
   if (!started_) return refuse(why, "nothing learnt yet");
-  if (!same_layout(from, key_) || !same_layout(to, key_))
-    return refuse(why, "an argument's kind or size changed since its words were learnt");
+  if (!learnt_layout(from, to)) return refuse(why, "an argument's kind or size changed since its words were learnt");
   for (std::size_t i = 0; i < arguments_.size(); ++i)
     if (!can_patch_entry(i, from, to, why)) return false;
   return true;

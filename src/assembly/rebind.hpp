@@ -237,6 +237,7 @@ private:
   // the reason for a declared one that waits: `shared`, the field it shares).
   void settle_argument(std::size_t i, const std::string& shared);
   [[nodiscard]] bool live_binding(std::size_t i) const noexcept;
+  [[nodiscard]] bool learnt_layout(const call_key& from, const call_key& to) const noexcept;
   std::string restart(graph_image image, const call_key& key, const range_query& ranges);
   std::string recheck_sites(const graph_image& image, const call_key& key);
   [[nodiscard]] std::uint64_t predicted(const site& s, const call_key& key) const noexcept;
