@@ -112,6 +112,32 @@ bool copy_node_stale(const void* was, buffer_id was_id, const void* now, buffer_
   return was != now || was_id != now_id || now_id == 0;
 }
 
+// Refuses lags that do not make the depth given.
+void check_depth(const pipeline_schedule& schedule, const frame_pipeline_options& options) {
+  if (schedule.depth() != options.depth)
+    throw std::invalid_argument(fmt::format("{}: lags {{{}, {}, {}}} make a depth of {}, but the depth is {}",
+                                            options.name, schedule.lags()[0], schedule.lags()[1], schedule.lags()[2],
+                                            schedule.depth(), options.depth));
+}
+
+// Refuses an empty list of buffer sizes (`what`: input, output) or a size of 0.
+void check_sizes(const std::string& name, const std::vector<std::size_t>& sizes, const char* what) {
+  if (sizes.empty()) throw std::invalid_argument(fmt::format("{}: needs at least one {} buffer, got none", name, what));
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] == 0)
+      throw std::invalid_argument(fmt::format("{}: {} buffer {} has a size of 0 bytes", name, what, i));
+}
+
+// Refuses a missing compute builder, or a stream that is not the pipeline's own.
+void check_compute_and_stream(const std::string& name, const frame_pipeline::compute_builder& compute,
+                              const stream& s) {
+  if (!compute) throw std::invalid_argument(fmt::format("{}: no compute builder given", name));
+  if (s.get() == nullptr)
+    throw std::invalid_argument(fmt::format("{}: needs a stream of its own (not an empty or legacy default stream, "
+                                            "whose implicit synchronisation would serialise the copies)",
+                                            name));
+}
+
 } // namespace
 
 struct frame_pipeline::impl {
@@ -177,20 +203,20 @@ struct frame_pipeline::impl {
                                                                           const char* call, bool check_inputs,
                                                                           bool check_outputs) const {
     std::pair<std::vector<buffer_id>, std::vector<buffer_id>> ids;
-    if (check_inputs) {
-      if (inputs.size() != input_bytes.size())
-        throw std::invalid_argument(fmt::format("{}: {}: {} input buffer(s) given, the pipeline has {}", name, call,
-                                                inputs.size(), input_bytes.size()));
-      for (std::size_t i = 0; i < inputs.size(); ++i)
-        ids.first.push_back(check_host(inputs[i], call, "input", i, input_bytes[i]));
-    }
-    if (check_outputs) {
-      if (outputs.size() != output_bytes.size())
-        throw std::invalid_argument(fmt::format("{}: {}: {} output buffer(s) given, the pipeline has {}", name, call,
-                                                outputs.size(), output_bytes.size()));
-      for (std::size_t i = 0; i < outputs.size(); ++i)
-        ids.second.push_back(check_host(outputs[i], call, "output", i, output_bytes[i]));
-    }
+    if (check_inputs) ids.first = check_side(inputs, input_bytes, call, "input");
+    if (check_outputs) ids.second = check_side(outputs, output_bytes, call, "output");
+    return ids;
+  }
+
+  // Checks the host buffers of one side (`what`: input, output; `bytes`: the pipeline's sizes); returns their ids.
+  template <class Pointer>
+  std::vector<buffer_id> check_side(std::span<Pointer const> buffers, const std::vector<std::size_t>& bytes,
+                                    const char* call, const char* what) const {
+    if (buffers.size() != bytes.size())
+      throw std::invalid_argument(fmt::format("{}: {}: {} {} buffer(s) given, the pipeline has {}", name, call,
+                                              buffers.size(), what, bytes.size()));
+    std::vector<buffer_id> ids;
+    for (std::size_t i = 0; i < buffers.size(); ++i) ids.push_back(check_host(buffers[i], call, what, i, bytes[i]));
     return ids;
   }
 
@@ -202,40 +228,76 @@ struct frame_pipeline::impl {
       if (g->shape == shape) return *g;
     auto e = std::make_unique<step_graph_entry>();
     e->shape = shape;
-    graph& g = e->definition;
-    const std::size_t up = shape[0];
-    const std::size_t comp = shape[1];
-    const std::size_t down = shape[2];
     constexpr std::size_t none = pipeline_step::none;
-    if (up != none)
-      for (std::size_t i = 0; i < input_bytes.size(); ++i) {
-        node n = g.memcpy(slot_inputs[up][i], inputs[i], input_bytes[i], cudaMemcpyHostToDevice);
-        n.label(fmt::format("upload input {} to slot {}", i, up));
-        e->uploads.push_back(n);
-        e->upload_sources.push_back(inputs[i]);
-        e->upload_ids.push_back(input_ids[i]);
-      }
+    if (shape[0] != none) add_uploads(*e, inputs, input_ids);
     node compute_node;
-    if (comp != none) {
-      // The same item as the upload (equal lags): after the copies.
-      const std::vector<node> after = up == comp ? e->uploads : std::vector<node>{};
-      compute_node = g.child(after, compute[comp]);
-      compute_node.label(fmt::format("compute slot {}", comp));
-    }
-    if (down != none)
-      for (std::size_t i = 0; i < output_bytes.size(); ++i) {
-        std::vector<node> after;
-        if (down == comp) after.push_back(compute_node); // same item: after its compute
-        node n = g.memcpy(after, outputs[i], slot_outputs[down][i], output_bytes[i], cudaMemcpyDeviceToHost);
-        n.label(fmt::format("download output {} from slot {}", i, down));
-        e->downloads.push_back(n);
-        e->download_targets.push_back(outputs[i]);
-        e->download_ids.push_back(output_ids[i]);
-      }
-    e->exec.emplace(instantiate(g, flags, launch_on));
+    if (shape[1] != none) compute_node = add_compute(*e);
+    if (shape[2] != none) add_downloads(*e, compute_node, outputs, output_ids);
+    e->exec.emplace(instantiate(e->definition, flags, launch_on));
     ++stats.instantiations;
     graphs.push_back(std::move(e));
     return *graphs.back();
+  }
+
+  // graph_for: the upload of each input to slot shape[0].
+  void add_uploads(step_graph_entry& e, std::span<const void* const> inputs, std::span<const buffer_id> input_ids) {
+    const std::size_t up = e.shape[0];
+    for (std::size_t i = 0; i < input_bytes.size(); ++i) {
+      node n = e.definition.memcpy(slot_inputs[up][i], inputs[i], input_bytes[i], cudaMemcpyHostToDevice);
+      n.label(fmt::format("upload input {} to slot {}", i, up));
+      e.uploads.push_back(n);
+      e.upload_sources.push_back(inputs[i]);
+      e.upload_ids.push_back(input_ids[i]);
+    }
+  }
+
+  // graph_for: the compute of slot shape[1].
+  node add_compute(step_graph_entry& e) {
+    const std::size_t up = e.shape[0];
+    const std::size_t comp = e.shape[1];
+    // The same item as the upload (equal lags): after the copies.
+    const std::vector<node> after = up == comp ? e.uploads : std::vector<node>{};
+    node compute_node = e.definition.child(after, compute[comp]);
+    compute_node.label(fmt::format("compute slot {}", comp));
+    return compute_node;
+  }
+
+  // graph_for: the download of each output from slot shape[2] (after `compute_node` when it computes that slot).
+  void add_downloads(step_graph_entry& e, const node& compute_node, std::span<void* const> outputs,
+                     std::span<const buffer_id> output_ids) {
+    const std::size_t comp = e.shape[1];
+    const std::size_t down = e.shape[2];
+    for (std::size_t i = 0; i < output_bytes.size(); ++i) {
+      std::vector<node> after;
+      if (down == comp) after.push_back(compute_node); // same item: after its compute
+      node n = e.definition.memcpy(after, outputs[i], slot_outputs[down][i], output_bytes[i], cudaMemcpyDeviceToHost);
+      n.label(fmt::format("download output {} from slot {}", i, down));
+      e.downloads.push_back(n);
+      e.download_targets.push_back(outputs[i]);
+      e.download_ids.push_back(output_ids[i]);
+    }
+  }
+
+  // The device buffers of `slots` slots, slot-major (inputs then outputs), and the per-slot run state.
+  void allocate_slots(std::size_t slots) {
+    memory.reserve(slots * (input_bytes.size() + output_bytes.size()));
+    for (std::size_t sl = 0; sl < slots; ++sl) {
+      slot_inputs.push_back(allocate(input_bytes, sl, "input"));
+      slot_outputs.push_back(allocate(output_bytes, sl, "output"));
+    }
+    item_inputs.assign(slots, std::vector<const void*>(input_bytes.size(), nullptr));
+    item_outputs.assign(slots, std::vector<void*>(output_bytes.size(), nullptr));
+    item_input_ids.assign(slots, std::vector<buffer_id>(input_bytes.size(), 0));
+    item_output_ids.assign(slots, std::vector<buffer_id>(output_bytes.size(), 0));
+    for (std::size_t sl = 0; sl < slots; ++sl) done.emplace_back(cudaEventDisableTiming);
+  }
+
+  // One device buffer per size of `sizes` for slot `sl` (`what`: input, output).
+  std::vector<void*> allocate(const std::vector<std::size_t>& sizes, std::size_t sl, const char* what) {
+    std::vector<void*> out;
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      out.push_back(memory.emplace_back(sizes[i], fmt::format("{}: slot {} {} {}", name, sl, what, i)).pointer);
+    return out;
   }
 
   // Sets the copy nodes whose host buffer differs (copy_node_stale: address or allocation), then launches.
@@ -294,45 +356,16 @@ frame_pipeline::frame_pipeline(std::vector<std::size_t> input_bytes, std::vector
                                const compute_builder& compute, const stream& s, frame_pipeline_options options) {
   const pipeline_schedule schedule = options.lags ? pipeline_schedule(*options.lags) : pipeline_schedule(options.depth);
   const std::string& name = options.name;
-  if (schedule.depth() != options.depth)
-    throw std::invalid_argument(fmt::format("{}: lags {{{}, {}, {}}} make a depth of {}, but the depth is {}", name,
-                                            schedule.lags()[0], schedule.lags()[1], schedule.lags()[2],
-                                            schedule.depth(), options.depth));
-  const auto check_sizes = [&](const std::vector<std::size_t>& sizes, const char* what) {
-    if (sizes.empty())
-      throw std::invalid_argument(fmt::format("{}: needs at least one {} buffer, got none", name, what));
-    for (std::size_t i = 0; i < sizes.size(); ++i)
-      if (sizes[i] == 0)
-        throw std::invalid_argument(fmt::format("{}: {} buffer {} has a size of 0 bytes", name, what, i));
-  };
-  check_sizes(input_bytes, "input");
-  check_sizes(output_bytes, "output");
-  if (!compute) throw std::invalid_argument(fmt::format("{}: no compute builder given", name));
-  if (s.get() == nullptr)
-    throw std::invalid_argument(fmt::format("{}: needs a stream of its own (not an empty or legacy default stream, "
-                                            "whose implicit synchronisation would serialise the copies)",
-                                            name));
+  check_depth(schedule, options);
+  check_sizes(name, input_bytes, "input");
+  check_sizes(name, output_bytes, "output");
+  check_compute_and_stream(name, compute, s);
 
   auto m = std::make_unique<impl>(options.name, schedule, options.flags, s);
   m->input_bytes = std::move(input_bytes);
   m->output_bytes = std::move(output_bytes);
   const std::size_t slots = schedule.slots();
-  m->memory.reserve(slots * (m->input_bytes.size() + m->output_bytes.size()));
-  for (std::size_t sl = 0; sl < slots; ++sl) {
-    auto& ins = m->slot_inputs.emplace_back();
-    for (std::size_t i = 0; i < m->input_bytes.size(); ++i)
-      ins.push_back(
-          m->memory.emplace_back(m->input_bytes[i], fmt::format("{}: slot {} input {}", name, sl, i)).pointer);
-    auto& outs = m->slot_outputs.emplace_back();
-    for (std::size_t i = 0; i < m->output_bytes.size(); ++i)
-      outs.push_back(
-          m->memory.emplace_back(m->output_bytes[i], fmt::format("{}: slot {} output {}", name, sl, i)).pointer);
-  }
-  m->item_inputs.assign(slots, std::vector<const void*>(m->input_bytes.size(), nullptr));
-  m->item_outputs.assign(slots, std::vector<void*>(m->output_bytes.size(), nullptr));
-  m->item_input_ids.assign(slots, std::vector<buffer_id>(m->input_bytes.size(), 0));
-  m->item_output_ids.assign(slots, std::vector<buffer_id>(m->output_bytes.size(), 0));
-  for (std::size_t sl = 0; sl < slots; ++sl) m->done.emplace_back(cudaEventDisableTiming);
+  m->allocate_slots(slots);
   impl_ = std::move(m);
   for (std::size_t sl = 0; sl < slots; ++sl) {
     graph g;

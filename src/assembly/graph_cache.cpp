@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cstdlib>
@@ -48,20 +49,23 @@ std::size_t audit_every_env() {
 
 namespace {
 
+// A float or double argument's value (its bit pattern in `v.bits`).
+std::string floating_text(const argument_key& v) {
+  if (v.size == sizeof(float)) {
+    float f = 0;
+    const auto low = static_cast<std::uint32_t>(v.bits);
+    std::memcpy(&f, &low, sizeof f);
+    return fmt::format("{}", f);
+  }
+  double d = 0;
+  std::memcpy(&d, &v.bits, sizeof d);
+  return fmt::format("{}", d);
+}
+
 std::string value_text(const argument_key& v) {
   switch (v.kind) {
   case argument_kind::pointer: return fmt::format("{:#x}", v.bits);
-  case argument_kind::floating: {
-    if (v.size == sizeof(float)) {
-      float f = 0;
-      const auto low = static_cast<std::uint32_t>(v.bits);
-      std::memcpy(&f, &low, sizeof f);
-      return fmt::format("{}", f);
-    }
-    double d = 0;
-    std::memcpy(&d, &v.bits, sizeof d);
-    return fmt::format("{}", d);
-  }
+  case argument_kind::floating: return floating_text(v);
   case argument_kind::integer:
   case argument_kind::padded_size:
   case argument_kind::real_size: return fmt::format("{}", v.bits);
@@ -70,21 +74,37 @@ std::string value_text(const argument_key& v) {
   return fmt::format("{}", v.bits);
 }
 
+// The smallest of the sorted `buckets` at least `n`, or nullopt when `n` is above the largest.
+std::optional<std::size_t> bucket_above(const std::vector<std::size_t>& buckets, std::size_t n) noexcept {
+  const auto it = std::lower_bound(buckets.begin(), buckets.end(), n);
+  if (it == buckets.end()) return std::nullopt;
+  return *it;
+}
+
+// `n` rounded up to a multiple of `multiple`, or nullopt when that overflows.
+std::optional<std::size_t> multiple_above(std::size_t multiple, std::size_t n) noexcept {
+  if (n > std::numeric_limits<std::size_t>::max() - (multiple - 1)) return std::nullopt;
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+// `n` rounded up to a power of two, or nullopt when that overflows.
+std::optional<std::size_t> power_of_two_above(std::size_t n) noexcept {
+  if (n > (std::numeric_limits<std::size_t>::max() >> 1) + 1) return std::nullopt;
+  return std::bit_ceil(n);
+}
+
+// The size `n` padded by the kind of `rule` (buckets, multiple, power of two; none: `n`), before its limit.
+std::optional<std::size_t> padded_by_kind(const padding_rule& rule, std::size_t n) noexcept {
+  if (!rule.buckets.empty()) return bucket_above(rule.buckets, n);
+  if (rule.multiple != 0) return multiple_above(rule.multiple, n);
+  if (rule.power_of_two) return power_of_two_above(n);
+  return n;
+}
+
 // The size `n` padded by `rule`, or nullopt when the rule cannot pad it.
 std::optional<std::size_t> padded_by(const padding_rule& rule, std::size_t n) noexcept {
-  std::size_t p = n;
-  if (!rule.buckets.empty()) {
-    const auto it = std::lower_bound(rule.buckets.begin(), rule.buckets.end(), n);
-    if (it == rule.buckets.end()) return std::nullopt;
-    p = *it;
-  } else if (rule.multiple != 0) {
-    if (n > std::numeric_limits<std::size_t>::max() - (rule.multiple - 1)) return std::nullopt;
-    p = (n + rule.multiple - 1) / rule.multiple * rule.multiple;
-  } else if (rule.power_of_two) {
-    if (n > (std::numeric_limits<std::size_t>::max() >> 1) + 1) return std::nullopt;
-    p = std::bit_ceil(n);
-  }
-  if (rule.limit != 0 && p > rule.limit) return std::nullopt;
+  const std::optional<std::size_t> p = padded_by_kind(rule, n);
+  if (!p || (rule.limit != 0 && *p > rule.limit)) return std::nullopt;
   return p;
 }
 
@@ -108,16 +128,82 @@ void check_rule(padding_rule& rule, const std::string& what) {
     throw std::invalid_argument(fmt::format("conveyor::graphed: {} has a bucket of size 0", what));
 }
 
+constexpr std::array<std::pair<argument_kind, std::string_view>, 6> kind_texts{{
+    {argument_kind::pointer, "pointer"},
+    {argument_kind::integer, "integer"},
+    {argument_kind::floating, "scalar"},
+    {argument_kind::padded_size, "padded size"},
+    {argument_kind::real_size, "real size"},
+    {argument_kind::bytes, "value"},
+}};
+
 std::string_view kind_text(argument_kind kind) {
-  switch (kind) {
-  case argument_kind::pointer: return "pointer";
-  case argument_kind::integer: return "integer";
-  case argument_kind::floating: return "scalar";
-  case argument_kind::padded_size: return "padded size";
-  case argument_kind::real_size: return "real size";
-  case argument_kind::bytes: return "value";
-  }
+  for (const auto& [k, text] : kind_texts)
+    if (k == kind) return text;
   return "value";
+}
+
+// The same role, kind and argument position.
+bool same_slot(const argument_key& a, const argument_key& b) noexcept {
+  return a.role == b.role && a.kind == b.kind && a.position == b.position;
+}
+
+// How entry `b` differs from `a` (its value before), for changes_from.
+std::string change_text(const argument_key& a, const argument_key& b) {
+  return b.kind == argument_kind::bytes ? fmt::format("argument {} value changed ({} bytes)", b.position, b.size)
+                                        : fmt::format("argument {} {} changed from {} to {}", b.position,
+                                                      kind_text(b.kind), value_text(a), value_text(b));
+}
+
+// Refuses an options list (rebind_arguments, dimensions: `what`) whose entry `i` names an argument an earlier one
+// names.
+template <class List>
+void check_not_repeated(const List& list, std::size_t i, const char* what) {
+  for (std::size_t j = 0; j < i; ++j)
+    if (list[i].first == list[j].first)
+      throw std::invalid_argument(fmt::format("conveyor::graphed: {} names argument {} twice", what, list[i].first));
+}
+
+// Checks the counts and the per-argument rebind policies of graphed_options.
+void check_counts(const graphed_options& options) {
+  if (options.max_graphs == 0) throw std::invalid_argument("conveyor::graphed: max_graphs must be at least 1");
+  if (options.rebind_verifications < 1)
+    throw std::invalid_argument(fmt::format("conveyor::graphed: rebind_verifications must be at least 1 (got {})",
+                                            options.rebind_verifications));
+  for (std::size_t i = 0; i < options.rebind_arguments.size(); ++i)
+    check_not_repeated(options.rebind_arguments, i, "rebind_arguments");
+  if (options.warmup_calls < 0) throw std::invalid_argument("conveyor::graphed: warmup_calls must be >= 0");
+  if (options.instantiate_threads == 0)
+    throw std::invalid_argument("conveyor::graphed: instantiate_threads must be at least 1");
+}
+
+// Sorts and checks the default bucket list.
+void check_buckets(std::vector<std::size_t>& buckets) {
+  std::sort(buckets.begin(), buckets.end());
+  if (!buckets.empty() && buckets.front() == 0) throw std::invalid_argument("conveyor::graphed: a bucket of size 0");
+}
+
+// Checks (and sorts) the padding rule of each dimension; each argument at most once.
+void check_dimensions(std::vector<std::pair<std::size_t, padding_rule>>& dimensions) {
+  for (std::size_t i = 0; i < dimensions.size(); ++i) {
+    check_rule(dimensions[i].second, fmt::format("the padding rule of argument {}", dimensions[i].first));
+    check_not_repeated(dimensions, i, "dimensions");
+  }
+}
+
+void check_churn(const churn_guard& churn) {
+  if (churn.max_records != 0 && (churn.window <= churn.max_records || churn.settle_calls == 0))
+    throw std::invalid_argument(fmt::format(
+        "conveyor::graphed: the churn guard needs a window above its cap and settle_calls >= 1 (max_records {}, "
+        "window {}, settle_calls {})",
+        churn.max_records, churn.window, churn.settle_calls));
+}
+
+// The callable's rebind policy or an argument's satisfies `pred`.
+template <class Pred>
+bool any_policy(const graphed_options& options, Pred pred) {
+  return pred(options.rebind) || std::any_of(options.rebind_arguments.begin(), options.rebind_arguments.end(),
+                                             [&](const auto& a) { return pred(a.second); });
 }
 
 } // namespace
@@ -155,9 +241,7 @@ bool call_key::same_entry(const call_key& other, std::size_t i) const noexcept {
 bool call_key::same_shape(const call_key& other) const noexcept {
   if (count_ != other.count_ || user_key_ != other.user_key_ || has_user_key_ != other.has_user_key_) return false;
   for (std::size_t i = 0; i < count_; ++i) {
-    if (args_[i].role != other.args_[i].role || args_[i].kind != other.args_[i].kind ||
-        args_[i].position != other.args_[i].position)
-      return false;
+    if (!same_slot(args_[i], other.args_[i])) return false;
     if (args_[i].role == argument_role::shape && !same_entry(other, i)) return false;
   }
   return true;
@@ -173,12 +257,8 @@ std::string call_key::changes_from(const call_key& before) const {
   std::string out;
   for (std::size_t i = 0; i < count_ && i < before.count_; ++i) {
     if (same_entry(before, i)) continue;
-    const auto& a = before.args_[i];
-    const auto& b = args_[i];
     if (!out.empty()) out += "; ";
-    out += b.kind == argument_kind::bytes ? fmt::format("argument {} value changed ({} bytes)", b.position, b.size)
-                                          : fmt::format("argument {} {} changed from {} to {}", b.position,
-                                                        kind_text(b.kind), value_text(a), value_text(b));
+    out += change_text(before.args_[i], args_[i]);
   }
   if (before.user_key_ != user_key_)
     out += fmt::format("{}key changed from {} to {}", out.empty() ? "" : "; ", before.user_key_, user_key_);
@@ -203,53 +283,21 @@ graph_cache& graph_cache::operator=(graph_cache&&) noexcept = default;
 graph_cache::~graph_cache() { workers_.clear(); }
 
 graph_cache::graph_cache(graphed_options options) : options_(std::move(options)) {
-  if (options_.max_graphs == 0) throw std::invalid_argument("conveyor::graphed: max_graphs must be at least 1");
-  if (options_.rebind_verifications < 1)
-    throw std::invalid_argument(fmt::format("conveyor::graphed: rebind_verifications must be at least 1 (got {})",
-                                            options_.rebind_verifications));
-  for (std::size_t i = 0; i < options_.rebind_arguments.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (options_.rebind_arguments[i].first == options_.rebind_arguments[j].first)
-        throw std::invalid_argument(fmt::format("conveyor::graphed: rebind_arguments names argument {} twice",
-                                                options_.rebind_arguments[i].first));
-  if (options_.warmup_calls < 0) throw std::invalid_argument("conveyor::graphed: warmup_calls must be >= 0");
-  if (options_.instantiate_threads == 0)
-    throw std::invalid_argument("conveyor::graphed: instantiate_threads must be at least 1");
-  std::sort(options_.buckets.begin(), options_.buckets.end());
-  if (!options_.buckets.empty() && options_.buckets.front() == 0)
-    throw std::invalid_argument("conveyor::graphed: a bucket of size 0");
+  check_counts(options_);
+  check_buckets(options_.buckets);
   default_rule_.buckets = options_.buckets;
-  for (std::size_t i = 0; i < options_.dimensions.size(); ++i) {
-    check_rule(options_.dimensions[i].second,
-               fmt::format("the padding rule of argument {}", options_.dimensions[i].first));
-    for (std::size_t j = 0; j < i; ++j)
-      if (options_.dimensions[i].first == options_.dimensions[j].first)
-        throw std::invalid_argument(
-            fmt::format("conveyor::graphed: dimensions names argument {} twice", options_.dimensions[i].first));
-  }
+  check_dimensions(options_.dimensions);
   const churn_guard& churn = options_.churn;
-  if (churn.max_records != 0 && (churn.window <= churn.max_records || churn.settle_calls == 0))
-    throw std::invalid_argument(fmt::format(
-        "conveyor::graphed: the churn guard needs a window above its cap and settle_calls >= 1 (max_records {}, "
-        "window {}, settle_calls {})",
-        churn.max_records, churn.window, churn.settle_calls));
+  check_churn(churn);
   stats_.churn_max_records = churn.max_records;
   stats_.churn_window = churn.max_records != 0 ? churn.window : 0;
-  auto any_argument = [&](auto pred) {
-    return std::any_of(options_.rebind_arguments.begin(), options_.rebind_arguments.end(),
-                       [&](const auto& a) { return pred(a.second); });
-  };
-  rebinding_ = options_.rebind != rebind_policy::recapture ||
-               any_argument([](rebind_policy p) { return p != rebind_policy::recapture; });
-  declared_patch_ = options_.rebind == rebind_policy::patch ||
-                    any_argument([](rebind_policy p) { return p == rebind_policy::patch; });
+  rebinding_ = any_policy(options_, [](rebind_policy p) { return p != rebind_policy::recapture; });
+  declared_patch_ = any_policy(options_, [](rebind_policy p) { return p == rebind_policy::patch; });
 }
 
 std::optional<std::size_t> graph_cache::bucket_for(std::size_t n) const noexcept {
   if (options_.buckets.empty()) return n;
-  auto it = std::lower_bound(options_.buckets.begin(), options_.buckets.end(), n);
-  if (it == options_.buckets.end()) return std::nullopt;
-  return *it;
+  return bucket_above(options_.buckets, n);
 }
 
 const padding_rule& graph_cache::rule_of(std::size_t position) const noexcept {
@@ -262,41 +310,85 @@ std::optional<std::size_t> graph_cache::bucket_for(std::size_t position, std::si
   return padded_by(rule_of(position), n);
 }
 
+namespace {
+
+// prepare_shapes' dimensions: one per distinct rule, and the dimension of each size.
+struct shape_dimensions {
+  std::vector<const padding_rule*> rules;
+  std::vector<std::size_t> dimension_of; // per size
+  bool any_list = false;                 // some rule has a bucket list
+};
+
+// The dimensions of sizes padded by `rule_of_size` (per size): one per distinct rule.
+shape_dimensions dimensions_of(const std::vector<const padding_rule*>& rule_of_size) {
+  shape_dimensions out;
+  out.dimension_of.resize(rule_of_size.size());
+  for (std::size_t i = 0; i < rule_of_size.size(); ++i) {
+    const padding_rule* r = rule_of_size[i];
+    auto it = std::find(out.rules.begin(), out.rules.end(), r);
+    if (it == out.rules.end()) it = out.rules.insert(out.rules.end(), r);
+    out.dimension_of[i] = static_cast<std::size_t>(it - out.rules.begin());
+    out.any_list = out.any_list || !r->buckets.empty();
+  }
+  return out;
+}
+
+// The sizes a dimension of `rule` takes, largest first (no bucket list: one entry, 0 = each keeps its own size).
+std::vector<std::size_t> choices_of(const padding_rule& rule) {
+  std::vector<std::size_t> out;
+  for (std::size_t b : rule.buckets)
+    if (rule.limit == 0 || b <= rule.limit) out.insert(out.begin(), b);
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+
+// Advances the odometer `at` over `choices` (the last dimension fastest); false once it went round.
+bool advance(std::vector<std::size_t>& at, const std::vector<std::vector<std::size_t>>& choices) {
+  std::size_t d = at.size();
+  while (d > 0 && ++at[d - 1] == choices[d - 1].size()) at[--d] = 0;
+  return d != 0;
+}
+
+// The shape the odometer `at` points at: each size its dimension's choice, or its own size padded by its rule.
+std::vector<std::size_t> shape_at(const std::vector<std::size_t>& at,
+                                  const std::vector<std::vector<std::size_t>>& choices, const shape_dimensions& dims,
+                                  const std::vector<std::pair<std::size_t, std::size_t>>& sizes,
+                                  const std::vector<const padding_rule*>& rule_of_size) {
+  std::vector<std::size_t> shape(sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const std::size_t c = choices[dims.dimension_of[i]][at[dims.dimension_of[i]]];
+    shape[i] = c != 0 ? c : padded_by(*rule_of_size[i], sizes[i].second).value_or(sizes[i].second);
+  }
+  return shape;
+}
+
+} // namespace
+
 std::vector<std::vector<std::size_t>>
 graph_cache::prepare_shapes(const std::vector<std::pair<std::size_t, std::size_t>>& sizes) const {
   // The dimensions: one per distinct rule (the shared default one for arguments without their own), each with the
   // sizes it takes, largest first (a dimension without a bucket list: one entry, 0 = each keeps its own size).
-  std::vector<const padding_rule*> rules;
-  std::vector<std::size_t> dimension_of(sizes.size());
-  bool any_list = false;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    const padding_rule* r = &rule_of(sizes[i].first);
-    auto it = std::find(rules.begin(), rules.end(), r);
-    if (it == rules.end()) it = rules.insert(rules.end(), r);
-    dimension_of[i] = static_cast<std::size_t>(it - rules.begin());
-    any_list = any_list || !r->buckets.empty();
-  }
+  std::vector<const padding_rule*> rule_of_size(sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) rule_of_size[i] = &rule_of(sizes[i].first);
+  const shape_dimensions dims = dimensions_of(rule_of_size);
   std::vector<std::vector<std::size_t>> out;
-  if (!any_list) return out;
-  std::vector<std::vector<std::size_t>> choices(rules.size());
-  for (std::size_t d = 0; d < rules.size(); ++d) {
-    for (std::size_t b : rules[d]->buckets)
-      if (rules[d]->limit == 0 || b <= rules[d]->limit) choices[d].insert(choices[d].begin(), b);
-    if (choices[d].empty()) choices[d].push_back(0);
-  }
-  std::vector<std::size_t> at(rules.size(), 0); // an odometer over the choices, the last dimension fastest
-  for (;;) {
-    std::vector<std::size_t> shape(sizes.size());
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      const std::size_t c = choices[dimension_of[i]][at[dimension_of[i]]];
-      shape[i] = c != 0 ? c : padded_by(rule_of(sizes[i].first), sizes[i].second).value_or(sizes[i].second);
-    }
-    out.push_back(std::move(shape));
-    std::size_t d = rules.size();
-    while (d > 0 && ++at[d - 1] == choices[d - 1].size()) at[--d] = 0;
-    if (d == 0) return out;
-  }
+  if (!dims.any_list) return out;
+  std::vector<std::vector<std::size_t>> choices(dims.rules.size());
+  for (std::size_t d = 0; d < dims.rules.size(); ++d) choices[d] = choices_of(*dims.rules[d]);
+  std::vector<std::size_t> at(dims.rules.size(), 0); // an odometer over the choices, the last dimension fastest
+  do out.push_back(shape_at(at, choices, dims, sizes, rule_of_size));
+  while (advance(at, choices));
+  return out;
 }
+
+namespace {
+
+// A plan that captures or re-captures: a record for the churn guard.
+bool records(call_plan p) noexcept {
+  return p == call_plan::capture_new || p == call_plan::capture_background || p == call_plan::recapture;
+}
+
+} // namespace
 
 call_plan graph_cache::plan(const call_key& key) {
   ++stats_.calls;
@@ -307,8 +399,7 @@ call_plan graph_cache::plan(const call_key& key) {
     return call_plan::eager_guarded;
   }
   const call_plan p = plan_cached(key);
-  const bool records = p == call_plan::capture_new || p == call_plan::capture_background || p == call_plan::recapture;
-  if (records && churning(key)) {
+  if (records(p) && churning(key)) {
     matched_ = nullptr;
     ++stats_.guarded_calls;
     return call_plan::eager_guarded;
@@ -416,6 +507,32 @@ graph_holding holding_of(const graph& g) {
 
 } // namespace detail
 
+namespace {
+
+// The graph allocation bytes the cache's entries hold.
+template <class Entries>
+std::size_t bytes_held(const Entries& entries) {
+  std::size_t held = 0;
+  for (const auto& e : entries) held += e->bytes;
+  return held;
+}
+
+// The least recently used of `entries` other than `keep` (end() when none).
+template <class Entries, class Entry>
+auto least_recently_used(Entries& entries, const Entry* keep) {
+  auto victim = entries.end();
+  for (auto it = entries.begin(); it != entries.end(); ++it)
+    if (it->get() != keep && (victim == entries.end() || (*it)->last_used < (*victim)->last_used)) victim = it;
+  return victim;
+}
+
+// `incoming` more bytes than the `held` ones exceed the byte budget `max_bytes` (0: none).
+bool over_budget(std::size_t max_bytes, std::size_t held, std::size_t incoming) noexcept {
+  return max_bytes != 0 && held + incoming > max_bytes;
+}
+
+} // namespace
+
 void graph_cache::evict(std::vector<std::unique_ptr<entry>>::iterator victim, const char* why) {
   const entry& e = **victim;
   note(fmt::format("evicted the least recently used graph{} ({})",
@@ -432,18 +549,14 @@ void graph_cache::evict(std::vector<std::unique_ptr<entry>>::iterator victim, co
 void graph_cache::make_room(std::size_t incoming, const entry* keep) {
   bool freed_bytes = false;
   for (;;) {
-    std::size_t held = 0;
-    for (const auto& e : entries_) held += e->bytes;
-    const bool over_count = keep == nullptr && entries_.size() >= options_.max_graphs;
-    const bool over_bytes = options_.max_bytes != 0 && held + incoming > options_.max_bytes;
-    auto victim = entries_.end();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->get() != keep && (victim == entries_.end() || (*it)->last_used < (*victim)->last_used)) victim = it;
-    if ((!over_count && !over_bytes) || victim == entries_.end()) break;
-    if (over_count) {
+    const std::size_t held = bytes_held(entries_);
+    const auto victim = least_recently_used(entries_, keep);
+    if (victim == entries_.end()) break;
+    if (keep == nullptr && entries_.size() >= options_.max_graphs) {
       evict(victim, fmt::format("cache holds {}", options_.max_graphs).c_str());
       continue;
     }
+    if (!over_budget(options_.max_bytes, held, incoming)) break;
     evict(victim, fmt::format("byte budget {}: {} held, {} more wanted", detail::byte_size(options_.max_bytes),
                               detail::byte_size(held), detail::byte_size(incoming))
                       .c_str());
@@ -475,8 +588,7 @@ graph_cache::entry& graph_cache::store(const call_key& key, graph_exec exec, con
       entry{key, std::move(exec), ++clock_, nullptr, false, h.nodes, h.allocations, h.bytes, stats_.calls}));
   ++stats_.instantiations;
   std::erase_if(warmups_, [&](auto& w) { return w.first.same_shape(key); });
-  stats_.held_bytes = 0;
-  for (const auto& e : entries_) stats_.held_bytes += e->bytes;
+  stats_.held_bytes = bytes_held(entries_);
   return *entries_.back();
 }
 
@@ -581,6 +693,25 @@ detail::recapture_facts read_for_learning(const graph_exec& exec, const graph& g
   return facts;
 }
 
+// Whether a re-capture from `from` to `to` teaches the rebinder `rb` (null: none yet) anything.
+bool worth_learning(bool rebinding_on, bool binding_unknown, const detail::rebinder* rb, const call_key& from,
+                    const call_key& to) {
+  return rebinding_on && !binding_unknown && (rb == nullptr || rb->can_learn(from, to));
+}
+
+// Why the call was not patched, for its reason (empty when rebinding is off or nothing was said).
+std::string not_patched_text(bool rebinding_on, const std::string& not_rebound) {
+  return rebinding_on && !not_rebound.empty() ? fmt::format(" [not patched: {}]", not_rebound) : std::string();
+}
+
+// Teaches `rb` the re-capture `next` (with `key`), updated to by `method`; returns what it learnt, for the reason.
+std::string learn_from(detail::rebinder& rb, detail::graph_image next, const call_key& key,
+                       detail::recapture_facts facts, update_method method) {
+  facts.clean_update = method == update_method::none || method == update_method::per_node;
+  const std::string learnt = rb.learn(std::move(next), key, facts, detail::device_ranges());
+  return learnt.empty() ? std::string() : fmt::format(" [rebind: {}]", learnt);
+}
+
 } // namespace
 
 void graph_cache::update_and_launch(const call_key& key, graph g, const stream& s) {
@@ -590,7 +721,7 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
   if (rebinding_on) ++stats_.rebind_fallbacks;
   // Learning reads both graphs; when every argument that changed re-captures for good it would teach nothing: the
   // rebinder only notes that its image is out of date (refreshed before its next patch).
-  const bool learning = rebinding_on && !e.binding_unknown && (!e.rebind || e.rebind->can_learn(e.key, key));
+  const bool learning = worth_learning(rebinding_on, e.binding_unknown, e.rebind.get(), e.key, key);
   // The definition the executable graph runs now, destroyed only after the launch is queued: destroying a graph of
   // N nodes costs about as much as reading it, and then overlaps the GPU's run instead of delaying it.
   std::shared_ptr<const void> replaced = detail::current_graph(e.exec);
@@ -599,14 +730,9 @@ void graph_cache::update_and_launch(const call_key& key, graph g, const stream& 
   const update_result result = learning ? learn_and_update(e, g, next, facts) : update_to(e, g);
   std::string line = fmt::format("{}: {}", key.changes_from(e.key), count_update(result, stats_));
   if (result.method == update_method::reinstantiated) rehold(e, g); // another graph now, within the budget
-  if (rebinding_on && !not_rebound_.empty()) line += fmt::format(" [not patched: {}]", not_rebound_);
-  if (learning) {
-    facts.clean_update = result.method == update_method::none || result.method == update_method::per_node;
-    const std::string learnt = e.rebind->learn(std::move(next), key, facts, detail::device_ranges());
-    if (!learnt.empty()) line += fmt::format(" [rebind: {}]", learnt);
-  } else if (rebinding_on && e.rebind) {
-    e.rebind->mark_stale();
-  }
+  line += not_patched_text(rebinding_on, not_rebound_);
+  if (learning) line += learn_from(*e.rebind, std::move(next), key, std::move(facts), result.method);
+  else if (rebinding_on && e.rebind) e.rebind->mark_stale();
   note(std::move(line));
   e.key = key;
   e.binding_unknown = false;
@@ -637,8 +763,7 @@ void graph_cache::rehold(entry& e, const graph& g) {
   e.allocations = h.allocations;
   e.bytes = h.bytes;
   make_room(0, &e);
-  stats_.held_bytes = 0;
-  for (const auto& other : entries_) stats_.held_bytes += other->bytes;
+  stats_.held_bytes = bytes_held(entries_);
 }
 
 bool graph_cache::rebind_and_launch(const call_key& key, const stream& s) {
@@ -689,6 +814,23 @@ namespace {
 
 // What differs between the graph an executable graph ran and a fresh capture, node by node, when the executable
 // graph runs `ran`'s fields for its patchable nodes (rebinding patched them) and the nodes of `current` otherwise.
+// What differs between two patchable nodes (empty: nothing).
+std::string_view patchable_difference(const detail::node_image& a, const detail::node_image& b) noexcept {
+  if (a.fixed != b.fixed) return "function, launch shape or sizes";
+  if (a.bytes != b.bytes) return "fields (arguments, pointers, values)";
+  return {};
+}
+
+// What differs between node `a` the executable graph ran (`was` in its graph) and node `b` of a fresh capture (`now`)
+// (empty: nothing).
+std::string_view node_difference(const detail::node_image& a, const detail::node_image& b, cudaGraphNode_t was,
+                                 cudaGraphNode_t now, const detail::compare_context& ctx) {
+  if (a.kind != b.kind) return "another kind";
+  if (a.patchable && b.patchable) return patchable_difference(a, b);
+  if (!a.patchable && detail::traits_of(b.kind).compare(was, now, ctx).differs) return "its parameters";
+  return {};
+}
+
 std::vector<std::string> patched_differences(const detail::graph_image& ran,
                                              const std::vector<cudaGraphNode_t>& current,
                                              const detail::graph_image& fresh, const std::vector<cudaGraphNode_t>& now,
@@ -697,16 +839,9 @@ std::vector<std::string> patched_differences(const detail::graph_image& ran,
   if (ran.nodes.size() != fresh.nodes.size() || current.size() != now.size())
     return {fmt::format("the capture has {} nodes, the executable graph {}", fresh.nodes.size(), ran.nodes.size())};
   for (std::size_t i = 0; i < fresh.nodes.size(); ++i) {
-    const auto& a = ran.nodes[i];
-    const auto& b = fresh.nodes[i];
     const std::string name = detail::node_name(ctx.after, now[i]);
-    if (a.kind != b.kind) out.push_back(fmt::format("node {} ({}): another kind", i, name));
-    else if (a.patchable && b.patchable && (a.fixed != b.fixed || a.bytes != b.bytes))
-      out.push_back(
-          fmt::format("node {} ({}): {}", i, name,
-                      a.fixed != b.fixed ? "function, launch shape or sizes" : "fields (arguments, pointers, values)"));
-    else if (!a.patchable && detail::traits_of(b.kind).compare(current[i], now[i], ctx).differs)
-      out.push_back(fmt::format("node {} ({}): its parameters", i, name));
+    const std::string_view what = node_difference(ran.nodes[i], fresh.nodes[i], current[i], now[i], ctx);
+    if (!what.empty()) out.push_back(fmt::format("node {} ({}): {}", i, name, what));
   }
   return out;
 }
@@ -718,6 +853,14 @@ std::vector<std::string> graph_differences(const detail::graph_comparison& c, co
     out.push_back(
         fmt::format("node {} ({}): {}", d.position, detail::node_name(ctx.after, c.after[d.position]), d.diff.what));
   return out;
+}
+
+// The first four of `differences`, and how many more.
+std::string first_differences(const std::vector<std::string>& differences) {
+  std::string list;
+  for (std::size_t k = 0; k < differences.size() && k < 4; ++k) list += (k == 0 ? "" : "; ") + differences[k];
+  if (differences.size() > 4) list += fmt::format("; and {} more", differences.size() - 4);
+  return list;
 }
 
 } // namespace
@@ -736,9 +879,7 @@ void graph_cache::audit(const graph& fresh) {
     differences = patched_differences(e.rebind->image(), detail::graph_nodes(current->handle), image, now, ctx);
   }
   if (differences.empty()) return;
-  std::string list;
-  for (std::size_t k = 0; k < differences.size() && k < 4; ++k) list += (k == 0 ? "" : "; ") + differences[k];
-  if (differences.size() > 4) list += fmt::format("; and {} more", differences.size() - 4);
+  const std::string list = first_differences(differences);
   throw audit_error(fmt::format(
       "conveyor::graphed audit: call {}: the executable graph ran other work than a capture of the callable gives "
       "({}). The call replayed or patched a graph captured for other arguments or state: the callable depends on "
@@ -805,9 +946,11 @@ stream_watch_hold graph_cache::hold_stream_watch() const {
   return conveyor::hold_stream_watch(capture_settings(true).watch_streams);
 }
 
-void graph_cache::inspect(const graph& g, const void* arguments, std::size_t bytes) {
-  const auto& found = detail::access::state(g)->pageable;
-  if (found.empty()) return;
+namespace {
+
+// Refuses a pageable copy of `found` from or into graphed's copy of the arguments (`bytes` at `arguments`).
+template <class Found>
+void refuse_argument_copies(const Found& found, const void* arguments, std::size_t bytes) {
   const auto* begin = static_cast<const unsigned char*>(arguments);
   for (const auto& a : found) {
     const auto* p = static_cast<const unsigned char*>(a.address);
@@ -820,6 +963,14 @@ void graph_cache::inspect(const graph& g, const void* arguments, std::size_t byt
           "pass it to a kernel by value",
           a.node, a.node_name, a.bytes, a.source ? "from" : "into", a.address));
   }
+}
+
+} // namespace
+
+void graph_cache::inspect(const graph& g, const void* arguments, std::size_t bytes) {
+  const auto& found = detail::access::state(g)->pageable;
+  if (found.empty()) return;
+  refuse_argument_copies(found, arguments, bytes);
   const auto& a = found.front();
   if (options_.pageable == pageable_policy::refuse)
     throw std::invalid_argument(fmt::format(
@@ -852,6 +1003,29 @@ void graph_cache::note(std::string reason) {
   while (reasons_.size() > options_.max_reasons) reasons_.pop_front();
 }
 
+namespace {
+
+// report()'s line of the churn guard (empty when it is off and never engaged).
+std::string churn_line(const churn_guard& churn, const graphed_statistics& s) {
+  if (churn.max_records == 0 && s.guard_trips == 0) return {};
+  return fmt::format("  churn guard (cap {} records in {} calls): engaged {} time(s), {} call(s) run eagerly, "
+                     "resumed {} time(s); {}\n",
+                     churn.max_records, churn.window, s.guard_trips, s.guarded_calls, s.guard_resumes,
+                     s.guard_engaged ? "running eagerly now" : "graphing now");
+}
+
+// report()'s line of the cached graphs' allocations (empty when none and no budget).
+std::string held_line(std::size_t held, std::size_t max_bytes, const graphed_statistics& s) {
+  if (held == 0 && max_bytes == 0) return {};
+  return fmt::format("  the cached graphs hold {} of graph allocations{}; {} evicted for the budget\n",
+                     detail::byte_size(static_cast<double>(held)),
+                     max_bytes != 0 ? fmt::format(" (budget {})", detail::byte_size(static_cast<double>(max_bytes)))
+                                    : std::string(),
+                     s.budget_evictions);
+}
+
+} // namespace
+
 std::string graph_cache::report(std::string_view name) const {
   const auto& s = stats_;
   std::string out = fmt::format("{}: {} calls, {} replays, {} warm-ups, {} captures, {} instantiations, "
@@ -861,11 +1035,7 @@ std::string graph_cache::report(std::string_view name) const {
                                 name, s.calls, s.replays, s.warmups, s.captures, s.instantiations, s.rebinds,
                                 s.nodes_patched, s.per_node_updates, s.nodes_set, s.whole_graph_updates,
                                 s.unchanged_recaptures, s.eager_fallbacks, s.evictions, entries_.size());
-  if (options_.churn.max_records != 0 || s.guard_trips != 0)
-    out += fmt::format("  churn guard (cap {} records in {} calls): engaged {} time(s), {} call(s) run eagerly, "
-                       "resumed {} time(s); {}\n",
-                       options_.churn.max_records, options_.churn.window, s.guard_trips, s.guarded_calls,
-                       s.guard_resumes, s.guard_engaged ? "running eagerly now" : "graphing now");
+  out += churn_line(options_.churn, s);
   if (options_.instantiate_in_background || s.background_instantiations != 0)
     out += fmt::format("  in the background: {} instantiation(s) taken into the cache, {} call(s) run eagerly while "
                        "their shape's graph was being instantiated, {} pending now\n",
@@ -877,13 +1047,7 @@ std::string graph_cache::report(std::string_view name) const {
         fmt::format("  graph for shape ({}): {} nodes, {} graph allocation(s) of {}, last used at call {}\n", c.shape,
                     c.nodes, c.allocations, detail::byte_size(static_cast<double>(c.allocation_bytes)), c.last_call);
   }
-  if (held != 0 || options_.max_bytes != 0)
-    out += fmt::format("  the cached graphs hold {} of graph allocations{}; {} evicted for the budget\n",
-                       detail::byte_size(static_cast<double>(held)),
-                       options_.max_bytes != 0
-                           ? fmt::format(" (budget {})", detail::byte_size(static_cast<double>(options_.max_bytes)))
-                           : std::string(),
-                       s.budget_evictions);
+  out += held_line(held, options_.max_bytes, s);
   for (const auto& r : reasons_) out += fmt::format("  {}\n", r);
   return out;
 }

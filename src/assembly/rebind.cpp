@@ -43,13 +43,17 @@ bool entry_changed(const call_key& a, const call_key& b, std::size_t i) noexcept
   return a[i].bits != b[i].bits;
 }
 
+// One entry of the same kind, size, role and position as another.
+bool same_entry_layout(const argument_key& a, const argument_key& b) noexcept {
+  return a.kind == b.kind && a.size == b.size && a.role == b.role && a.position == b.position;
+}
+
 // Same entries, each of the same kind and size: a generic callable may take a float at one call and a double at the
 // next (or structs of two sizes) with the same shape, and words learnt for one do not describe the other.
 bool same_layout(const call_key& a, const call_key& b) noexcept {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].kind != b[i].kind || a[i].size != b[i].size || a[i].role != b[i].role || a[i].position != b[i].position)
-      return false;
+    if (!same_entry_layout(a[i], b[i])) return false;
   return true;
 }
 
@@ -60,6 +64,68 @@ std::string_view kind_word(argument_kind kind) {
   case argument_kind::bytes: return "value";
   default: return "integer";
   }
+}
+
+// Appends `text` to a note of "; "-separated parts.
+void append_note(std::string& note, const std::string& text) { note += (note.empty() ? "" : "; ") + text; }
+
+// The word `w` holds the value `v`, or, given the allocation `range` of an address, an address inside it.
+bool holds_value(std::uint64_t w, std::uint64_t v,
+                 const std::optional<std::pair<std::uint64_t, std::uint64_t>>& range) {
+  return range ? (w >= range->first && w - range->first < range->second) : w == v;
+}
+
+// Sets `*why` (if given) to `text`; returns false (the call cannot patch).
+bool refuse(std::string* why, std::string text) {
+  if (why != nullptr) *why = std::move(text);
+  return false;
+}
+
+// The callable's policy or an argument's is rebind_policy::patch.
+bool declares_patch(const rebind_settings& settings) {
+  return settings.policy == rebind_policy::patch ||
+         std::any_of(settings.per_argument.begin(), settings.per_argument.end(),
+                     [](const auto& p) { return p.second == rebind_policy::patch; });
+}
+
+// Why a binding argument of policy rebind_policy::recapture re-captures.
+std::string recapture_reason(const rebind_settings& settings, std::size_t position) {
+  return settings.declared(position) ? "declared rebind_policy::recapture"
+                                     : "re-captured at every change (the default): declare it rebind_policy::learn or "
+                                       "patch (graphed_options::rebind_arguments) if it only flows into node fields";
+}
+
+// A struct (argument_kind::bytes) whose words rebind tracks: of 4-byte words, up to max_tracked_bytes.
+bool tracked_value(std::uint32_t size) noexcept { return size <= max_tracked_bytes && size % 4 == 0; }
+
+// One word of an argument's value that is looked for: bytes offset..offset+width, an address when `pointer`.
+struct word_view {
+  std::uint32_t offset = 0;
+  std::uint32_t width = 8;
+  bool pointer = false;
+};
+
+// The words of a tracked struct: its 8-byte words (maybe addresses), then its 4-byte ones.
+std::vector<word_view> value_words(std::uint32_t size) {
+  std::vector<word_view> out;
+  for (std::uint32_t o = 0; o + 8 <= size; o += 8) out.push_back({o, 8, true});
+  for (std::uint32_t o = 0; o + 4 <= size; o += 4) out.push_back({o, 4, false});
+  return out;
+}
+
+// The words of an entry's value that are looked for in node fields.
+std::vector<word_view> words_of(const argument_key& e) {
+  switch (e.kind) {
+  case argument_kind::pointer: return {{0, 8, true}};
+  case argument_kind::floating: return {{0, e.size == 4 ? 4U : 8U, false}};
+  case argument_kind::integer:
+  case argument_kind::padded_size:
+  case argument_kind::real_size:
+    return {{0, 8, false},  // as a 64-bit parameter
+            {0, 4, false}}; // as a 32-bit one (the callable converting it, as eager code would)
+  case argument_kind::bytes: return value_words(e.size);
+  }
+  return {};
 }
 
 } // namespace
@@ -90,72 +156,65 @@ void rebinder::make_units(const call_key& key) {
   arguments_.assign(key.size(), argument{});
   unexplained_rounds_.assign(key.size(), 0);
   // Shape and static entries are looked for only to tell a declared argument's fields from theirs.
-  const bool declared = settings_.policy == rebind_policy::patch ||
-                        std::any_of(settings_.per_argument.begin(), settings_.per_argument.end(),
-                                    [](const auto& p) { return p.second == rebind_policy::patch; });
-  for (std::size_t i = 0; i < key.size(); ++i) {
-    const auto& e = key[i];
-    auto& a = arguments_[i];
-    a.position = e.position;
-    a.kind = e.kind;
-    a.binding = e.role == argument_role::binding;
-    if (!a.binding && !declared) continue;
-    if (a.binding && settings_.of(e.position) == rebind_policy::recapture) {
-      a.state = binding_state::recaptured;
-      a.reason = settings_.declared(e.position)
-                     ? "declared rebind_policy::recapture"
-                     : "re-captured at every change (the default): declare it rebind_policy::learn or patch "
-                       "(graphed_options::rebind_arguments) if it only flows into node fields";
-      continue;
-    }
-    auto add = [&](std::uint32_t offset, std::uint32_t width, bool pointer) {
-      units_.push_back(unit{i, e.position, offset, width, pointer, 0});
-    };
-    switch (e.kind) {
-    case argument_kind::pointer: add(0, 8, true); break;
-    case argument_kind::floating: add(0, e.size == 4 ? 4 : 8, false); break;
-    case argument_kind::integer:
-    case argument_kind::padded_size:
-    case argument_kind::real_size:
-      add(0, 8, false); // as a 64-bit parameter
-      add(0, 4, false); // as a 32-bit one (the callable converting it, as eager code would)
-      break;
-    case argument_kind::bytes:
-      if (e.size > max_tracked_bytes || e.size % 4 != 0) {
-        if (!a.binding) break;
-        a.state = binding_state::recaptured;
-        a.reason = fmt::format("a value of {} bytes: rebind tracks the 4-byte words of values up to {} bytes", e.size,
-                               max_tracked_bytes);
-        break;
-      }
-      for (std::uint32_t o = 0; o + 8 <= e.size; o += 8) add(o, 8, true);
-      for (std::uint32_t o = 0; o + 4 <= e.size; o += 4) add(o, 4, false);
-      break;
-    }
+  const bool declared = declares_patch(settings_);
+  for (std::size_t i = 0; i < key.size(); ++i) make_argument(i, key[i], declared);
+}
+
+// Entry `i` of the key (`e`): its argument, and the units of its words unless it re-captures for good.
+void rebinder::make_argument(std::size_t i, const argument_key& e, bool declared) {
+  auto& a = arguments_[i];
+  a.position = e.position;
+  a.kind = e.kind;
+  a.binding = e.role == argument_role::binding;
+  if (!a.binding && !declared) return;
+  if (a.binding && settings_.of(e.position) == rebind_policy::recapture) {
+    a.state = binding_state::recaptured;
+    a.reason = recapture_reason(settings_, e.position);
+    return;
   }
+  add_units(i, e);
+}
+
+// The units of entry `i`'s words; a binding struct too large (or not of 4-byte words) to track re-captures instead.
+void rebinder::add_units(std::size_t i, const argument_key& e) {
+  if (e.kind == argument_kind::bytes && !tracked_value(e.size)) {
+    if (!arguments_[i].binding) return;
+    arguments_[i].state = binding_state::recaptured;
+    arguments_[i].reason = fmt::format("a value of {} bytes: rebind tracks the 4-byte words of values up to {} bytes",
+                                       e.size, max_tracked_bytes);
+    return;
+  }
+  for (const word_view& w : words_of(e)) units_.push_back(unit{i, e.position, w.offset, w.width, w.pointer, 0});
 }
 
 void rebinder::scan(const graph_image& image, const call_key& key, const range_query& ranges,
                     const std::vector<bool>& which) {
-  for (std::uint32_t k = 0; k < units_.size(); ++k) {
-    if (!which[k]) continue;
-    const unit& u = units_[k];
-    const std::uint64_t v = key_word(key, u.entry, u.offset, u.width);
-    if (v == 0) continue; // zero is everywhere: learnt at the next change, when it is not zero
-    if (!looked_for(u, key, ranges)) continue;
-    std::optional<std::pair<std::uint64_t, std::uint64_t>> range;
-    if (u.pointer && ranges) range = ranges(v);
-    for (std::uint32_t n = 0; n < image.nodes.size(); ++n) {
-      const node_image& node = image.nodes[n];
-      if (!node.patchable) continue;
-      for (const auto& [offset, size] : node.fields)
-        for (std::uint32_t o = 0; o + u.width <= size; o += u.width) {
-          const std::uint64_t w = read_word(node.bytes, offset + o, u.width);
-          if (range ? (w >= range->first && w - range->first < range->second) : w == v)
-            sites_.push_back(site{n, offset + o, u.width, static_cast<std::int64_t>(w - v), k, false});
-        }
+  for (std::uint32_t k = 0; k < units_.size(); ++k)
+    if (which[k]) scan_unit(image, key, ranges, k);
+}
+
+// The candidate sites of unit `k` in every patchable node of `image`.
+void rebinder::scan_unit(const graph_image& image, const call_key& key, const range_query& ranges, std::uint32_t k) {
+  const unit& u = units_[k];
+  const std::uint64_t v = key_word(key, u.entry, u.offset, u.width);
+  if (v == 0) return; // zero is everywhere: learnt at the next change, when it is not zero
+  if (!looked_for(u, key, ranges)) return;
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> range;
+  if (u.pointer && ranges) range = ranges(v);
+  for (std::uint32_t n = 0; n < image.nodes.size(); ++n) scan_node(image.nodes[n], n, k, v, range);
+}
+
+// The words of node `n`'s fields that hold unit `k`'s value `v` (or an address in its allocation `range`).
+void rebinder::scan_node(const node_image& node, std::uint32_t n, std::uint32_t k, std::uint64_t v,
+                         const std::optional<std::pair<std::uint64_t, std::uint64_t>>& range) {
+  if (!node.patchable) return;
+  const std::uint32_t width = units_[k].width;
+  for (const auto& [offset, size] : node.fields)
+    for (std::uint32_t o = 0; o + width <= size; o += width) {
+      const std::uint64_t w = read_word(node.bytes, offset + o, width);
+      if (holds_value(w, v, range))
+        sites_.push_back(site{n, offset + o, width, static_cast<std::int64_t>(w - v), k, false});
     }
-  }
 }
 
 void rebinder::start(graph_image image, const call_key& key, const range_query& ranges) {
@@ -191,21 +250,15 @@ std::vector<bool> rebinder::reset_units() {
 std::vector<std::uint8_t> rebinder::ambiguous_sites(std::vector<std::string>& shared) const {
   std::vector<std::size_t> order(sites_.size());
   for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
-  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-    return std::tie(sites_[x].node, sites_[x].offset) < std::tie(sites_[y].node, sites_[y].offset);
-  });
   std::vector<std::uint8_t> ambiguous(sites_.size(), 0);
-  for (std::size_t k = 1; k < order.size(); ++k)
-    for (std::size_t j = k; j-- > 0;) {
-      const site& x = sites_[order[j]];
-      const site& y = sites_[order[k]];
-      if (x.node != y.node || x.offset + 8 <= y.offset) break; // words are at most 8 bytes
-      if (y.offset >= x.offset + x.width || same_bytes(x, y)) continue;
-      ambiguous[order[j]] = ambiguous[order[k]] = 1;
-      for (const site* s : {&x, &y})
-        if (shared[units_[s->unit].entry].empty())
-          shared[units_[s->unit].entry] = fmt::format("node {} {}", y.node, field_name(y.node, y.offset, y.width));
-    }
+  each_overlap(std::move(order), [&](std::size_t j, std::size_t k) {
+    const site& x = sites_[j];
+    const site& y = sites_[k];
+    ambiguous[j] = ambiguous[k] = 1;
+    for (const site* s : {&x, &y})
+      if (shared[units_[s->unit].entry].empty())
+        shared[units_[s->unit].entry] = fmt::format("node {} {}", y.node, field_name(y.node, y.offset, y.width));
+  });
   return ambiguous;
 }
 
@@ -224,18 +277,25 @@ void rebinder::confirm_declared(const std::vector<std::uint8_t>& ambiguous) {
 // Each binding argument's state: patched when declared and no unit of it waits, else learning (with the reason for a
 // declared one that waits: `shared`, the field it shares).
 void rebinder::settle_arguments(const std::vector<std::string>& shared) {
-  for (std::size_t i = 0; i < arguments_.size(); ++i) {
-    auto& a = arguments_[i];
-    if (!a.binding || a.state == binding_state::recaptured) continue;
-    const bool declared = settings_.of(a.position) == rebind_policy::patch;
-    const bool pending =
-        std::any_of(units_.begin(), units_.end(), [&](const unit& u) { return u.entry == i && u.pending; });
-    a.state = declared && !pending ? binding_state::patched : binding_state::learning;
-    if (declared && pending)
-      a.reason = fmt::format("declared rebind_policy::patch, but {} also holds another argument's value (or another "
-                             "word of it): verified at its first change",
-                             shared[i]);
-  }
+  for (std::size_t i = 0; i < arguments_.size(); ++i)
+    if (live_binding(i)) settle_argument(i, shared[i]);
+}
+
+void rebinder::settle_argument(std::size_t i, const std::string& shared) {
+  auto& a = arguments_[i];
+  const bool declared = settings_.of(a.position) == rebind_policy::patch;
+  const bool pending =
+      std::any_of(units_.begin(), units_.end(), [&](const unit& u) { return u.entry == i && u.pending; });
+  a.state = declared && !pending ? binding_state::patched : binding_state::learning;
+  if (declared && pending)
+    a.reason = fmt::format("declared rebind_policy::patch, but {} also holds another argument's value (or another "
+                           "word of it): verified at its first change",
+                           shared);
+}
+
+// Entry `i` is a binding argument that does not re-capture for good.
+bool rebinder::live_binding(std::size_t i) const noexcept {
+  return arguments_[i].binding && arguments_[i].state != binding_state::recaptured;
 }
 
 void rebinder::index_sites() {
@@ -273,74 +333,126 @@ bool rebinder::same_bytes(const site& x, const site& y) const noexcept {
 
 bool rebinder::word_lookup::holds(std::uint32_t k, const unit& u, std::uint64_t w, const rebinder& rb,
                                   const call_key& key, const range_query& ranges) {
-  if (looked[k] == 0) {
-    value[k] = key_word(key, u.entry, u.offset, u.width);
-    looked[k] = value[k] != 0 && rb.looked_for(u, key, ranges) ? 1 : 2;
-    if (looked[k] == 1 && u.pointer && ranges) range[k] = ranges(value[k]);
-  }
+  if (looked[k] == 0) look(k, u, rb, key, ranges);
   if (looked[k] != 1) return false;
-  return range[k] ? w >= range[k]->first && w - range[k]->first < range[k]->second : w == value[k];
+  return holds_value(w, value[k], range[k]);
 }
 
-void rebinder::watch_word(std::uint32_t n, std::uint32_t at, std::uint32_t width, std::uint64_t w, const call_key& key,
-                          const range_query& ranges, word_lookup& lookup, std::vector<std::string>& lines) {
+void rebinder::word_lookup::look(std::uint32_t k, const unit& u, const rebinder& rb, const call_key& key,
+                                 const range_query& ranges) {
+  value[k] = key_word(key, u.entry, u.offset, u.width);
+  looked[k] = value[k] != 0 && rb.looked_for(u, key, ranges) ? 1 : 2;
+  if (looked[k] == 1 && u.pointer && ranges) range[k] = ranges(value[k]);
+}
+
+// A unit of `width` bytes of a binding argument that does not re-capture for good: watched for in changed fields.
+bool rebinder::watched(const unit& u, std::uint32_t width) const noexcept {
+  return u.width == width && live_binding(u.entry);
+}
+
+// The site of unit `k` at bytes `at`..+`width` of node `n`, added (as a candidate, `delta` from the value) if new.
+rebinder::site& rebinder::site_at(std::uint32_t k, std::uint32_t n, std::uint32_t at, std::uint32_t width,
+                                  std::int64_t delta) {
+  auto it = std::find_if(sites_.begin(), sites_.end(),
+                         [&](const site& s) { return s.unit == k && s.node == n && s.offset == at; });
+  if (it == sites_.end()) it = sites_.insert(sites_.end(), site{n, at, width, delta, k, false});
+  return *it;
+}
+
+void rebinder::watch_word(std::uint32_t n, std::uint32_t at, std::uint32_t width, std::uint64_t w, watch_state& ws) {
   for (std::uint32_t k = 0; k < units_.size(); ++k) {
     unit& u = units_[k];
-    if (u.width != width || !arguments_[u.entry].binding || arguments_[u.entry].state == binding_state::recaptured)
-      continue;
-    if (!lookup.holds(k, u, w, *this, key, ranges)) continue;
-    auto it = std::find_if(sites_.begin(), sites_.end(),
-                           [&](const site& s) { return s.unit == k && s.node == n && s.offset == at; });
-    if (it == sites_.end())
-      it = sites_.insert(sites_.end(), site{n, at, width, static_cast<std::int64_t>(w - lookup.value[k]), k, false});
-    if (it->confirmed || !unit_verified(u)) continue;
-    u.pending = true;
-    u.rounds = 0; // verified again as the first time (rebind_verifications)
-    auto& arg = arguments_[u.entry];
-    if (lines[u.entry].empty())
-      lines[u.entry] = fmt::format("node {} {} holds argument {} since a re-capture in which another argument "
-                                   "changed: verified again at its next change",
-                                   n, field_name(n, at, width), u.position);
-    if (arg.state == binding_state::patched) {
-      arg.state = binding_state::learning;
-      arg.reason = lines[u.entry];
-    }
+    if (!watched(u, width) || !ws.lookup.holds(k, u, w, *this, ws.key, ws.ranges)) continue;
+    const site& s = site_at(k, n, at, width, static_cast<std::int64_t>(w - ws.lookup.value[k]));
+    if (s.confirmed || !unit_verified(u)) continue;
+    distrust(u, n, at, width, ws.lines);
   }
 }
+
+// A verified unit `u` that a field (node `n`, bytes `at`..+`width`) began to hold: pending until a re-capture in which
+// it changes confirms the field; its argument learns again meanwhile (`lines`: the reason, per argument).
+void rebinder::distrust(unit& u, std::uint32_t n, std::uint32_t at, std::uint32_t width,
+                        std::vector<std::string>& lines) {
+  u.pending = true;
+  u.rounds = 0; // verified again as the first time (rebind_verifications)
+  auto& arg = arguments_[u.entry];
+  if (lines[u.entry].empty())
+    lines[u.entry] = fmt::format("node {} {} holds argument {} since a re-capture in which another argument "
+                                 "changed: verified again at its next change",
+                                 n, field_name(n, at, width), u.position);
+  if (arg.state == binding_state::patched) {
+    arg.state = binding_state::learning;
+    arg.reason = lines[u.entry];
+  }
+}
+
+namespace {
+
+// Every byte of `width` at `at` of node `n` is one that `covered` marks (explained by a confirmed site).
+bool covered_bytes(const std::vector<std::vector<std::uint8_t>>& covered, std::uint32_t n, std::uint32_t at,
+                   std::uint32_t width) {
+  return n < covered.size() && !covered[n].empty() && at + width <= covered[n].size() &&
+         std::all_of(covered[n].begin() + at, covered[n].begin() + at + width, [](std::uint8_t c) { return c != 0; });
+}
+
+} // namespace
 
 std::vector<std::string> rebinder::watch_fields(const graph_image& before, const graph_image& after,
                                                 const call_key& key, const range_query& ranges,
                                                 const std::vector<std::vector<std::uint8_t>>& covered) {
-  std::vector<std::string> lines(arguments_.size());
-  word_lookup lookup{std::vector<std::uint8_t>(units_.size(), 0), std::vector<std::uint64_t>(units_.size(), 0),
-                     std::vector<std::optional<std::pair<std::uint64_t, std::uint64_t>>>(units_.size())};
-  const auto explained = [&](std::uint32_t n, std::uint32_t at, std::uint32_t width) {
-    return n < covered.size() && !covered[n].empty() && at + width <= covered[n].size() &&
-           std::all_of(covered[n].begin() + at, covered[n].begin() + at + width, [](std::uint8_t c) { return c != 0; });
-  };
-  for (std::uint32_t n = 0; n < after.nodes.size() && n < before.nodes.size(); ++n) {
-    const auto& a = before.nodes[n].bytes;
-    const auto& b = after.nodes[n].bytes;
-    if (!after.nodes[n].patchable || a == b) continue;
-    for (const auto& [offset, size] : after.nodes[n].fields)
-      for (const std::uint32_t width : {std::uint32_t{8}, std::uint32_t{4}})
-        for (std::uint32_t o = 0; o + width <= size; o += width) {
-          const std::uint32_t at = offset + o;
-          const std::uint64_t w = read_word(b, at, width);
-          if (read_word(a, at, width) == w || explained(n, at, width)) continue; // unchanged, or a changed word's
-          watch_word(n, at, width, w, key, ranges, lookup, lines);
-        }
-  }
-  std::erase_if(lines, [](const std::string& line) { return line.empty(); });
-  return lines;
+  watch_state ws{key, ranges, covered,
+                 word_lookup{std::vector<std::uint8_t>(units_.size(), 0), std::vector<std::uint64_t>(units_.size(), 0),
+                             std::vector<std::optional<std::pair<std::uint64_t, std::uint64_t>>>(units_.size())},
+                 std::vector<std::string>(arguments_.size())};
+  for (std::uint32_t n = 0; n < after.nodes.size() && n < before.nodes.size(); ++n)
+    watch_node(n, before.nodes[n].bytes, after.nodes[n], ws);
+  std::erase_if(ws.lines, [](const std::string& line) { return line.empty(); });
+  return std::move(ws.lines);
 }
+
+// Node `n` of the later image (`after`; `before`: its bytes in the earlier one), if patchable and changed.
+void rebinder::watch_node(std::uint32_t n, const std::vector<unsigned char>& before, const node_image& after,
+                          watch_state& ws) {
+  if (!after.patchable || before == after.bytes) return;
+  for (const auto& [offset, size] : after.fields)
+    for (const std::uint32_t width : {std::uint32_t{8}, std::uint32_t{4}})
+      watch_field(n, before, after.bytes, offset, size, width, ws);
+}
+
+// The words of `width` bytes of the field at `offset` (`size` bytes) of node `n` that changed from `a` to `b`.
+void rebinder::watch_field(std::uint32_t n, const std::vector<unsigned char>& a, const std::vector<unsigned char>& b,
+                           std::uint32_t offset, std::uint32_t size, std::uint32_t width, watch_state& ws) {
+  for (std::uint32_t o = 0; o + width <= size; o += width) {
+    const std::uint32_t at = offset + o;
+    const std::uint64_t w = read_word(b, at, width);
+    if (read_word(a, at, width) == w || covered_bytes(ws.covered, n, at, width))
+      continue; // unchanged, or a changed word's
+    watch_word(n, at, width, w, ws);
+  }
+}
+
+namespace {
+
+// The same kind, patchability and patchable fields.
+bool same_node_structure(const node_image& a, const node_image& b) noexcept {
+  return a.kind == b.kind && a.patchable == b.patchable && a.fields == b.fields;
+}
+
+// The name of field `p` of node `n`, with the bytes `offset`..+`width` of it when narrower (width 0: the field).
+std::string name_in_field(const node_image& n, std::size_t p, std::uint32_t offset, std::uint32_t width) {
+  const auto [start, size] = n.fields[p];
+  const auto field_name = traits_of(n.kind).field_name;
+  std::string name = field_name != nullptr ? field_name(p) : fmt::format("field {}", p);
+  if (width != 0 && width < size) name += fmt::format(" bytes {}..{}", offset - start, offset - start + width - 1);
+  return name;
+}
+
+} // namespace
 
 bool rebinder::same_structure(const graph_image& other, const call_key& key) const noexcept {
   if (other.nodes.size() != image_.nodes.size() || !same_layout(key, key_)) return false;
   for (std::size_t i = 0; i < other.nodes.size(); ++i)
-    if (other.nodes[i].kind != image_.nodes[i].kind || other.nodes[i].patchable != image_.nodes[i].patchable ||
-        other.nodes[i].fields != image_.nodes[i].fields)
-      return false;
+    if (!same_node_structure(other.nodes[i], image_.nodes[i])) return false;
   return true;
 }
 
@@ -355,33 +467,43 @@ std::string rebinder::field_name(std::size_t node, std::uint32_t offset, std::ui
   const node_image& n = image_.nodes[node];
   for (std::size_t p = 0; p < n.fields.size(); ++p) {
     const auto [start, size] = n.fields[p];
-    if (offset < start || offset >= start + size) continue;
-    const auto field_name = traits_of(n.kind).field_name;
-    std::string name = field_name != nullptr ? field_name(p) : fmt::format("field {}", p);
-    if (width != 0 && width < size) name += fmt::format(" bytes {}..{}", offset - start, offset - start + width - 1);
-    return name;
+    if (offset >= start && offset < start + size) return name_in_field(n, p, offset, width);
   }
   return fmt::format("bytes {}..{}", offset, offset + width - 1);
 }
 
-void rebinder::round::add_note(const std::string& text) { note += (note.empty() ? "" : "; ") + text; }
+void rebinder::round::add_note(const std::string& text) { append_note(note, text); }
+
+namespace {
+
+// The changes of a re-capture that rebind does not image: a costlier update, nodes of other kinds.
+void note_unimaged_changes(const recapture_facts& facts, const graph_image& next,
+                           std::vector<std::string>& unexplained) {
+  if (!facts.clean_update)
+    unexplained.emplace_back("the executable graph needed more than per-node setters (attributes, topology or a "
+                             "kind without a per-node setter changed)");
+  for (std::size_t n : facts.other_nodes_changed)
+    unexplained.push_back(fmt::format("node {} ({}) changed, and rebind cannot patch that kind", n,
+                                      n < next.nodes.size() ? to_string(next.nodes[n].kind) : "?"));
+}
+
+} // namespace
 
 rebinder::round rebinder::compare_round(const graph_image& next, const call_key& key,
                                         const recapture_facts& facts) const {
   round r;
   r.unit_changed.assign(units_.size(), false);
-  for (std::size_t k = 0; k < units_.size(); ++k) {
-    const unit& u = units_[k];
-    r.unit_changed[k] = key_word(key_, u.entry, u.offset, u.width) != key_word(key, u.entry, u.offset, u.width);
-  }
+  for (std::size_t k = 0; k < units_.size(); ++k) r.unit_changed[k] = word_changed(units_[k], key_, key);
   for (std::size_t i = 0; i < key.size(); ++i)
     if (arguments_[i].binding && entry_changed(key_, key, i)) r.changed_entries.push_back(i);
-  if (!facts.clean_update)
-    r.unexplained.emplace_back("the executable graph needed more than per-node setters (attributes, topology or a "
-                               "kind without a per-node setter changed)");
-  for (std::size_t n : facts.other_nodes_changed)
-    r.unexplained.push_back(fmt::format("node {} ({}) changed, and rebind cannot patch that kind", n,
-                                        n < next.nodes.size() ? to_string(next.nodes[n].kind) : "?"));
+  note_unimaged_changes(facts, next, r.unexplained);
+  compare_nodes(next, r);
+  return r;
+}
+
+// Nodes of `next` whose function, launch shape or sizes changed (unexplained), and those whose bytes changed (their
+// bytes to be covered by confirmed sites).
+void rebinder::compare_nodes(const graph_image& next, round& r) const {
   r.covered.resize(next.nodes.size());
   for (std::size_t n = 0; n < next.nodes.size(); ++n) {
     const auto& a = image_.nodes[n];
@@ -391,43 +513,49 @@ rebinder::round rebinder::compare_round(const graph_image& next, const call_key&
           fmt::format("node {} ({}): its function, launch shape or sizes changed", n, to_string(b.kind)));
     else if (a.bytes != b.bytes) r.covered[n].assign(b.bytes.size(), 0);
   }
-  return r;
 }
 
 void rebinder::check_site(site s, const graph_image& next, const call_key& key, round& r,
                           std::vector<site>& kept) const {
-  const unit& u = units_[s.unit];
   const std::uint64_t before = read_word(image_.nodes[s.node].bytes, s.offset, s.width);
   const std::uint64_t after = read_word(next.nodes[s.node].bytes, s.offset, s.width);
-  const std::uint64_t predicted_before =
-      mask(key_word(key_, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
-  const std::uint64_t predicted_after =
-      mask(key_word(key, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
-  const auto broke = [&](std::string_view how) {
-    if (s.confirmed)
-      r.contradictions.emplace_back(u.entry, fmt::format("node {} {} held argument {} and {}", s.node,
-                                                         field_name(s.node, s.offset, s.width), u.position, how));
-  };
-  if (before != predicted_before) return broke("no longer does"); // a stale candidate (another argument's bytes)
-  if (!r.unit_changed[s.unit]) {
-    if (after == predicted_after) kept.push_back(s);
-    else broke("no longer does");
-    return;
-  }
+  if (before != predicted(s, key_))
+    return broke(s, "no longer does", r); // a stale candidate (another argument's bytes)
+  if (r.unit_changed[s.unit]) return check_changed_site(s, before, after, key, r, kept);
+  if (after == predicted(s, key)) kept.push_back(s);
+  else broke(s, "no longer does", r);
+}
+
+// check_site() of a site whose unit changed: it followed the change (confirmed), did not (broke its promise, if
+// confirmed), or changed otherwise (a contradiction when confirmed, else doubtful).
+void rebinder::check_changed_site(site s, std::uint64_t before, std::uint64_t after, const call_key& key, round& r,
+                                  std::vector<site>& kept) const {
+  const std::uint64_t predicted_after = predicted(s, key);
   if (after == predicted_after) {
     s.confirmed = true;
     if (!r.covered[s.node].empty()) std::fill_n(r.covered[s.node].begin() + s.offset, s.width, std::uint8_t{1});
     kept.push_back(s);
   } else if (before == after) {
-    broke("did not follow its change");
+    broke(s, "did not follow its change", r);
   } else if (s.confirmed) {
-    r.contradictions.emplace_back(
-        u.entry, fmt::format("node {} {} holds {:#x} where argument {} predicts {:#x}: the callable transforms the "
-                             "value",
-                             s.node, field_name(s.node, s.offset, s.width), after, u.position, predicted_after));
+    r.contradictions.emplace_back(units_[s.unit].entry, transforms(s, after, predicted_after));
   } else {
     r.doubtful.emplace_back(s, after);
   }
+}
+
+// A confirmed site `s` broke its promise (`how`): a contradiction of its argument.
+void rebinder::broke(const site& s, std::string_view how, round& r) const {
+  const unit& u = units_[s.unit];
+  if (s.confirmed)
+    r.contradictions.emplace_back(u.entry, fmt::format("node {} {} held argument {} and {}", s.node,
+                                                       field_name(s.node, s.offset, s.width), u.position, how));
+}
+
+// Why site `s`, holding `after` where its argument predicts `predicted_after`, contradicts the argument.
+std::string rebinder::transforms(const site& s, std::uint64_t after, std::uint64_t predicted_after) const {
+  return fmt::format("node {} {} holds {:#x} where argument {} predicts {:#x}: the callable transforms the value",
+                     s.node, field_name(s.node, s.offset, s.width), after, units_[s.unit].position, predicted_after);
 }
 
 void rebinder::check_sites(const graph_image& next, const call_key& key, round& r) {
@@ -439,23 +567,21 @@ void rebinder::check_sites(const graph_image& next, const call_key& key, round& 
 }
 
 void rebinder::check_doubtful(const graph_image& next, const call_key& key, round& r) const {
-  for (const auto& [s, after] : r.doubtful) {
-    const unit& u = units_[s.unit];
-    const auto& a = image_.nodes[s.node].bytes;
-    const auto& b = next.nodes[s.node].bytes;
-    const auto& c = r.covered[s.node];
-    bool explained = !c.empty();
-    for (std::size_t j = s.offset; explained && j < s.offset + s.width && j < a.size() && j < b.size() && j < c.size();
-         ++j)
-      if (a[j] != b[j] && c[j] == 0) explained = false;
-    if (explained) continue;
-    const std::uint64_t predicted_after =
-        mask(key_word(key, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
-    r.contradictions.emplace_back(
-        u.entry, fmt::format("node {} {} holds {:#x} where argument {} predicts {:#x}: the callable transforms the "
-                             "value",
-                             s.node, field_name(s.node, s.offset, s.width), after, u.position, predicted_after));
-  }
+  for (const auto& [s, after] : r.doubtful)
+    if (!covered_change(s, next, r))
+      r.contradictions.emplace_back(units_[s.unit].entry, transforms(s, after, predicted(s, key)));
+}
+
+// Every byte of site `s` that changed from the image to `next` is explained by a confirmed site (covered).
+bool rebinder::covered_change(const site& s, const graph_image& next, const round& r) const {
+  const auto& a = image_.nodes[s.node].bytes;
+  const auto& b = next.nodes[s.node].bytes;
+  const auto& c = r.covered[s.node];
+  if (c.empty()) return false;
+  const std::size_t end = std::min<std::size_t>({s.offset + s.width, a.size(), b.size(), c.size()});
+  for (std::size_t j = s.offset; j < end; ++j)
+    if (a[j] != b[j] && c[j] == 0) return false;
+  return true;
 }
 
 void rebinder::find_uncovered(const graph_image& next, round& r) const {
@@ -474,14 +600,18 @@ void rebinder::find_uncovered(const graph_image& next, round& r) const {
 
 std::vector<std::size_t> rebinder::zero_born(const round& r) const {
   std::vector<std::size_t> out;
-  for (std::size_t i : r.changed_entries) {
-    bool all_zero = arguments_[i].state != binding_state::recaptured;
-    for (std::size_t k = 0; all_zero && k < units_.size(); ++k)
-      if (units_[k].entry == i && r.unit_changed[k] && key_word(key_, i, units_[k].offset, units_[k].width) != 0)
-        all_zero = false;
-    if (all_zero) out.push_back(i);
-  }
+  for (std::size_t i : r.changed_entries)
+    if (zero_before(i, r)) out.push_back(i);
   return out;
+}
+
+// Entry `i` does not re-capture for good and each of its words that changed in the round was 0 before.
+bool rebinder::zero_before(std::size_t i, const round& r) const {
+  if (arguments_[i].state == binding_state::recaptured) return false;
+  for (std::size_t k = 0; k < units_.size(); ++k)
+    if (units_[k].entry == i && r.unit_changed[k] && key_word(key_, i, units_[k].offset, units_[k].width) != 0)
+      return false;
+  return true;
 }
 
 std::string rebinder::positions_of(const std::vector<std::size_t>& entries) const {
@@ -505,41 +635,65 @@ void rebinder::blame_unexplained(round& r) {
         fmt::format("not verified: argument(s) {} changed together with argument(s) {}, which re-capture, and {}",
                     positions_of(live), positions_of(others), first));
   } else if (!live.empty()) {
-    r.add_note(fmt::format("not verified: arguments {} changed together and {}", positions_of(live), first));
-    for (std::size_t i : live)
-      if (++unexplained_rounds_[i] >= max_unexplained_rounds)
-        give_up(i, fmt::format("changed together with other arguments {} times without the changes being "
-                               "explained ({})",
-                               max_unexplained_rounds, first));
+    blame_together(live, first, r);
   }
 }
 
+// Arguments `live` changed together and the change `first` is not explained: not verified; each re-captures for good
+// after max_unexplained_rounds such re-captures.
+void rebinder::blame_together(const std::vector<std::size_t>& live, const std::string& first, round& r) {
+  r.add_note(fmt::format("not verified: arguments {} changed together and {}", positions_of(live), first));
+  for (std::size_t i : live)
+    if (++unexplained_rounds_[i] >= max_unexplained_rounds)
+      give_up(i, fmt::format("changed together with other arguments {} times without the changes being "
+                             "explained ({})",
+                             max_unexplained_rounds, first));
+}
+
 void rebinder::verify_changed(round& r) {
+  count_round(r);
+  for (std::size_t i : r.changed_entries) verify_entry(i, r);
+}
+
+// One more clean re-capture for each unit that changed in it.
+void rebinder::count_round(const round& r) {
   for (std::size_t k = 0; k < units_.size(); ++k)
     if (r.unit_changed[k]) {
       ++units_[k].rounds;
       units_[k].pending = false; // its fields confirmed or dropped by this re-capture
     }
-  for (std::size_t i : r.changed_entries) {
-    auto& a = arguments_[i];
-    if (a.state == binding_state::recaptured) continue;
-    const auto confirmed_here = [&](const site& s) { return s.confirmed && units_[s.unit].entry == i; };
-    if (std::none_of(sites_.begin(), sites_.end(), confirmed_here)) {
-      give_up(i, "it changed but no node field holds it: the callable uses it on the host or transforms it (e.g. "
-                 "writes it into memory the graph reads)");
-      continue;
-    }
-    const bool verified = std::all_of(units_.begin(), units_.end(), [&](const unit& u) {
-      return u.entry != i || !r.unit_changed[static_cast<std::size_t>(&u - units_.data())] || unit_verified(u);
-    });
-    if (!verified || a.state != binding_state::learning) continue;
-    a.state = binding_state::patched;
-    const auto count = static_cast<std::size_t>(std::count_if(sites_.begin(), sites_.end(), confirmed_here));
-    a.reason = fmt::format("verified at call with {} {} change: {} site(s)", kind_word(a.kind),
-                           a.kind == argument_kind::bytes ? "value" : "its", count);
-    r.verified.emplace_back(
-        i, fmt::format("argument {} verified ({} node field(s)): patched in place from now on", a.position, count));
+}
+
+// Changed entry `i`: given up when no confirmed site holds it, verified (patched from now on) when every word of it
+// that changed is.
+void rebinder::verify_entry(std::size_t i, round& r) {
+  auto& a = arguments_[i];
+  if (a.state == binding_state::recaptured) return;
+  const std::size_t count = confirmed_sites(i);
+  if (count == 0) {
+    give_up(i, "it changed but no node field holds it: the callable uses it on the host or transforms it (e.g. "
+               "writes it into memory the graph reads)");
+    return;
   }
+  if (!changed_words_verified(i, r) || a.state != binding_state::learning) return;
+  a.state = binding_state::patched;
+  a.reason = fmt::format("verified at call with {} {} change: {} site(s)", kind_word(a.kind),
+                         a.kind == argument_kind::bytes ? "value" : "its", count);
+  r.verified.emplace_back(
+      i, fmt::format("argument {} verified ({} node field(s)): patched in place from now on", a.position, count));
+}
+
+// The confirmed sites of entry `i`.
+std::size_t rebinder::confirmed_sites(std::size_t i) const {
+  return static_cast<std::size_t>(std::count_if(
+      sites_.begin(), sites_.end(), [&](const site& s) { return s.confirmed && units_[s.unit].entry == i; }));
+}
+
+// Every unit of entry `i` that changed in the round is verified.
+bool rebinder::changed_words_verified(std::size_t i, const round& r) const {
+  return std::all_of(units_.begin(), units_.end(), [&](const unit& u) {
+    return u.entry != i || !r.unit_changed[static_cast<std::size_t>(&u - units_.data())] || unit_verified(u);
+  });
 }
 
 void rebinder::judge(round& r) {
@@ -557,20 +711,31 @@ void rebinder::refuse_overlaps() {
   // One field may not hold two arguments, nor two words of one: a patch of one would overwrite the other. Every
   // earlier site that may reach a site's bytes is compared with it (words are at most 8 bytes), not only the one
   // before it: an 8-byte word can overlap a 4-byte one that follows another at its own offset.
-  std::vector<const site*> confirmed;
-  for (const auto& s : sites_)
-    if (s.confirmed && arguments_[units_[s.unit].entry].state != binding_state::recaptured) confirmed.push_back(&s);
-  std::sort(confirmed.begin(), confirmed.end(),
-            [](const site* x, const site* y) { return std::tie(x->node, x->offset) < std::tie(y->node, y->offset); });
-  for (std::size_t k = 1; k < confirmed.size(); ++k)
+  std::vector<std::size_t> confirmed;
+  for (std::size_t j = 0; j < sites_.size(); ++j)
+    if (sites_[j].confirmed && arguments_[units_[sites_[j].unit].entry].state != binding_state::recaptured)
+      confirmed.push_back(j);
+  each_overlap(std::move(confirmed), [&](std::size_t x, std::size_t y) {
+    const std::string why = overlap_reason(sites_[x], sites_[y]);
+    give_up(units_[sites_[x].unit].entry, why);
+    give_up(units_[sites_[y].unit].entry, why);
+  });
+}
+
+// Calls `f(x, y)` for each pair of the sites `order` (indices into sites_) whose bytes overlap with other bytes, x
+// before y in (node, offset) order.
+void rebinder::each_overlap(std::vector<std::size_t> order,
+                            const std::function<void(std::size_t, std::size_t)>& f) const {
+  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return std::tie(sites_[x].node, sites_[x].offset) < std::tie(sites_[y].node, sites_[y].offset);
+  });
+  for (std::size_t k = 1; k < order.size(); ++k)
     for (std::size_t j = k; j-- > 0;) {
-      const site& x = *confirmed[j];
-      const site& y = *confirmed[k];
-      if (x.node != y.node || x.offset + 8 <= y.offset) break;
+      const site& x = sites_[order[j]];
+      const site& y = sites_[order[k]];
+      if (x.node != y.node || x.offset + 8 <= y.offset) break; // words are at most 8 bytes
       if (y.offset >= x.offset + x.width || same_bytes(x, y)) continue;
-      const std::string why = overlap_reason(x, y);
-      give_up(units_[x.unit].entry, why);
-      give_up(units_[y.unit].entry, why);
+      f(order[j], order[k]);
     }
 }
 
@@ -617,12 +782,7 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
     start(std::move(next), key, ranges);
     return {};
   }
-  if (!same_structure(next, key)) {
-    const bool layout = same_layout(key, key_);
-    start(std::move(next), key, ranges);
-    return layout ? "the graph's nodes changed: where arguments are embedded is learnt again"
-                  : "an argument's kind or size changed: where arguments are embedded is learnt again";
-  }
+  if (!same_structure(next, key)) return restart(std::move(next), key, ranges);
   // What changed (words of arguments, bytes of nodes); every site against the prediction; what no site explains.
   round r = compare_round(next, key, facts);
   check_sites(next, key, r);
@@ -641,42 +801,31 @@ std::string rebinder::learn(graph_image next, const call_key& key, const recaptu
 }
 
 bool rebinder::can_learn(const call_key& from, const call_key& to) const {
-  if (!started_ || !same_layout(from, key_) || !same_layout(to, key_)) return true;
+  if (!started_ || !learnt_layout(from, to)) return true;
   for (std::size_t i = 0; i < arguments_.size(); ++i)
-    if (arguments_[i].binding && arguments_[i].state != binding_state::recaptured && entry_changed(from, to, i))
-      return true;
+    if (live_binding(i) && entry_changed(from, to, i)) return true;
   return false;
+}
+
+// Both keys have the layout of the one the words were learnt with.
+bool rebinder::learnt_layout(const call_key& from, const call_key& to) const noexcept {
+  return same_layout(from, key_) && same_layout(to, key_);
+}
+
+// Starts over from `image` (another structure, or nothing learnt yet); returns the note of why.
+std::string rebinder::restart(graph_image image, const call_key& key, const range_query& ranges) {
+  const bool layout = !started_ || same_layout(key, key_);
+  start(std::move(image), key, ranges);
+  return layout ? "the graph's nodes changed: where arguments are embedded is learnt again"
+                : "an argument's kind or size changed: where arguments are embedded is learnt again";
 }
 
 std::string rebinder::refresh(graph_image image, const call_key& key, const range_query& ranges) {
   stale_ = false;
-  if (!started_ || !same_structure(image, key)) {
-    const bool layout = !started_ || same_layout(key, key_);
-    start(std::move(image), key, ranges);
-    return layout ? "the graph's nodes changed: where arguments are embedded is learnt again"
-                  : "an argument's kind or size changed: where arguments are embedded is learnt again";
-  }
-  std::string note;
-  std::vector<site> kept;
-  kept.reserve(sites_.size());
-  for (const site& s : sites_) {
-    const unit& u = units_[s.unit];
-    const std::uint64_t held = read_word(image.nodes[s.node].bytes, s.offset, s.width);
-    const std::uint64_t predicted =
-        mask(key_word(key, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
-    if (held == predicted) {
-      kept.push_back(s);
-    } else if (s.confirmed && arguments_[u.entry].state != binding_state::recaptured) {
-      give_up(u.entry, fmt::format("node {} {} held argument {} and no longer does after a re-capture", s.node,
-                                   field_name(s.node, s.offset, s.width), u.position));
-      note += fmt::format("{}argument {} re-captures from now on: {}", note.empty() ? "" : "; ", u.position,
-                          arguments_[u.entry].reason);
-    }
-  }
-  sites_ = std::move(kept);
+  if (!started_ || !same_structure(image, key)) return restart(std::move(image), key, ranges);
+  std::string note = recheck_sites(image, key);
   // Fields the re-captures changed that now hold a binding argument (chosen by an argument that re-captures).
-  for (const auto& line : watch_fields(image_, image, key, ranges, {}))
-    note += fmt::format("{}{}", note.empty() ? "" : "; ", line);
+  for (const auto& line : watch_fields(image_, image, key, ranges, {})) append_note(note, line);
   image_ = std::move(image);
   key_ = key;
   touched_flag_.assign(image_.nodes.size(), 0);
@@ -684,39 +833,70 @@ std::string rebinder::refresh(graph_image image, const call_key& key, const rang
   return note;
 }
 
+// refresh(): keeps the sites that still hold their prediction under `key` in `image`; an argument a confirmed site
+// of which no longer does re-captures from now on. Returns a note of those.
+std::string rebinder::recheck_sites(const graph_image& image, const call_key& key) {
+  std::string note;
+  std::vector<site> kept;
+  kept.reserve(sites_.size());
+  for (const site& s : sites_) {
+    const unit& u = units_[s.unit];
+    if (read_word(image.nodes[s.node].bytes, s.offset, s.width) == predicted(s, key)) {
+      kept.push_back(s);
+    } else if (s.confirmed && arguments_[u.entry].state != binding_state::recaptured) {
+      give_up(u.entry, fmt::format("node {} {} held argument {} and no longer does after a re-capture", s.node,
+                                   field_name(s.node, s.offset, s.width), u.position));
+      append_note(note, fmt::format("argument {} re-captures from now on: {}", u.position, arguments_[u.entry].reason));
+    }
+  }
+  sites_ = std::move(kept);
+  return note;
+}
+
+// What site `s` holds when the binding is `key`: its unit's word plus the site's delta, in the site's width.
+std::uint64_t rebinder::predicted(const site& s, const call_key& key) const noexcept {
+  const unit& u = units_[s.unit];
+  return mask(key_word(key, u.entry, u.offset, u.width) + static_cast<std::uint64_t>(s.delta), s.width);
+}
+
+// Unit `u`'s word differs between `from` and `to`.
+bool rebinder::word_changed(const unit& u, const call_key& from, const call_key& to) noexcept {
+  return key_word(from, u.entry, u.offset, u.width) != key_word(to, u.entry, u.offset, u.width);
+}
+
 bool rebinder::can_patch(const call_key& from, const call_key& to, std::string* why) const {
-  if (!started_) {
-    if (why != nullptr) *why = "nothing learnt yet";
-    return false;
-  }
-  if (!same_layout(from, key_) || !same_layout(to, key_)) {
-    if (why != nullptr) *why = "an argument's kind or size changed since its words were learnt";
-    return false;
-  }
-  for (std::size_t i = 0; i < arguments_.size(); ++i) {
-    const auto& a = arguments_[i];
-    if (!a.binding || !entry_changed(from, to, i)) continue;
-    if (a.state == binding_state::recaptured) {
-      if (why != nullptr) *why = fmt::format("argument {} re-captures ({})", a.position, a.reason);
-      return false;
-    }
-    bool reaches = false;
-    for (std::size_t k = 0; k < units_.size(); ++k) {
-      const unit& u = units_[k];
-      if (u.entry != i || key_word(from, i, u.offset, u.width) == key_word(to, i, u.offset, u.width)) continue;
-      if (!unit_verified(u)) {
-        if (why != nullptr)
-          *why = fmt::format("argument {}: where it is embedded is not verified yet (learning)", a.position);
-        return false;
-      }
-      reaches = reaches || unit_confirmed_[k] > 0;
-    }
-    if (!reaches && settings_.of(a.position) == rebind_policy::patch) {
-      if (why != nullptr) *why = fmt::format("argument {} (declared patch) reaches no node field", a.position);
-      return false;
-    }
-  }
+  if (!started_) return refuse(why, "nothing learnt yet");
+  if (!learnt_layout(from, to)) return refuse(why, "an argument's kind or size changed since its words were learnt");
+  for (std::size_t i = 0; i < arguments_.size(); ++i)
+    if (!can_patch_entry(i, from, to, why)) return false;
   return true;
+}
+
+// can_patch() for entry `i`: unchanged or not binding, or re-captures for good, or its changed words are verified and
+// (when declared patch) reach a node field.
+bool rebinder::can_patch_entry(std::size_t i, const call_key& from, const call_key& to, std::string* why) const {
+  const auto& a = arguments_[i];
+  if (!a.binding || !entry_changed(from, to, i)) return true;
+  if (a.state == binding_state::recaptured)
+    return refuse(why, fmt::format("argument {} re-captures ({})", a.position, a.reason));
+  if (!changed_units_verified(i, from, to))
+    return refuse(why, fmt::format("argument {}: where it is embedded is not verified yet (learning)", a.position));
+  if (!reaches_field(i, from, to) && settings_.of(a.position) == rebind_policy::patch)
+    return refuse(why, fmt::format("argument {} (declared patch) reaches no node field", a.position));
+  return true;
+}
+
+// Every unit of entry `i` whose word differs between `from` and `to` is verified.
+bool rebinder::changed_units_verified(std::size_t i, const call_key& from, const call_key& to) const {
+  return std::all_of(units_.begin(), units_.end(),
+                     [&](const unit& u) { return u.entry != i || !word_changed(u, from, to) || unit_verified(u); });
+}
+
+// Some unit of entry `i` whose word differs between `from` and `to` has a confirmed site.
+bool rebinder::reaches_field(std::size_t i, const call_key& from, const call_key& to) const {
+  for (std::size_t k = 0; k < units_.size(); ++k)
+    if (units_[k].entry == i && word_changed(units_[k], from, to) && unit_confirmed_[k] > 0) return true;
+  return false;
 }
 
 const std::vector<std::size_t>& rebinder::patch(const call_key& from, const call_key& to) {
@@ -725,20 +905,25 @@ const std::vector<std::size_t>& rebinder::patch(const call_key& from, const call
     const unit& u = units_[k];
     const std::uint64_t v = key_word(to, u.entry, u.offset, u.width);
     if (unit_confirmed_[k] == 0 || v == key_word(from, u.entry, u.offset, u.width)) continue;
-    for (std::size_t j = unit_first_[k]; j < unit_first_[k + 1]; ++j) {
-      const site& s = sites_[j];
-      if (!s.confirmed) continue;
-      write_word(image_.nodes[s.node].bytes, s.offset, s.width, mask(v + static_cast<std::uint64_t>(s.delta), s.width));
-      if (touched_flag_[s.node] == 0) {
-        touched_flag_[s.node] = 1;
-        touched_.push_back(s.node);
-      }
-    }
+    patch_unit(k, v);
   }
   for (std::size_t n : touched_) touched_flag_[n] = 0;
   std::sort(touched_.begin(), touched_.end());
   key_ = to;
   return touched_;
+}
+
+// Writes `v` (unit `k`'s new word) into the confirmed sites of unit `k`, and notes their nodes in touched_.
+void rebinder::patch_unit(std::size_t k, std::uint64_t v) {
+  for (std::size_t j = unit_first_[k]; j < unit_first_[k + 1]; ++j) {
+    const site& s = sites_[j];
+    if (!s.confirmed) continue;
+    write_word(image_.nodes[s.node].bytes, s.offset, s.width, mask(v + static_cast<std::uint64_t>(s.delta), s.width));
+    if (touched_flag_[s.node] == 0) {
+      touched_flag_[s.node] = 1;
+      touched_.push_back(s.node);
+    }
+  }
 }
 
 std::vector<argument_binding> rebinder::bindings(const std::function<std::string(std::size_t)>& name_of) const {
@@ -766,16 +951,22 @@ std::vector<std::string> rebinder::node_bindings(std::size_t node) const {
   std::vector<std::string> out;
   for (const auto& s : sites_) {
     if (s.node != node || !s.confirmed) continue;
-    const unit& u = units_[s.unit];
-    if (arguments_[u.entry].state == binding_state::recaptured) continue;
-    std::string line = fmt::format("argument {}", u.position);
-    if (arguments_[u.entry].kind == argument_kind::bytes)
-      line += fmt::format(" bytes {}..{}", u.offset, u.offset + u.width - 1);
-    if (s.delta != 0) line += fmt::format(" {:+} B", s.delta);
-    line += fmt::format(" -> {}", field_name(node, s.offset, s.width));
+    if (arguments_[units_[s.unit].entry].state == binding_state::recaptured) continue;
+    std::string line = binding_line(s);
     if (std::find(out.begin(), out.end(), line) == out.end()) out.push_back(std::move(line));
   }
   return out;
+}
+
+// "argument 1 -> kernel parameter 0", "argument 0 bytes 8..15 +4096 B -> ...": what confirmed site `s` holds.
+std::string rebinder::binding_line(const site& s) const {
+  const unit& u = units_[s.unit];
+  std::string line = fmt::format("argument {}", u.position);
+  if (arguments_[u.entry].kind == argument_kind::bytes)
+    line += fmt::format(" bytes {}..{}", u.offset, u.offset + u.width - 1);
+  if (s.delta != 0) line += fmt::format(" {:+} B", s.delta);
+  line += fmt::format(" -> {}", field_name(s.node, s.offset, s.width));
+  return line;
 }
 
 } // namespace detail

@@ -30,6 +30,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -141,7 +142,12 @@ private:
   };
 
   void make_units(const call_key& key);
+  void make_argument(std::size_t i, const argument_key& e, bool declared);
+  void add_units(std::size_t i, const argument_key& e);
   void scan(const graph_image& image, const call_key& key, const range_query& ranges, const std::vector<bool>& which);
+  void scan_unit(const graph_image& image, const call_key& key, const range_query& ranges, std::uint32_t k);
+  void scan_node(const node_image& node, std::uint32_t n, std::uint32_t k, std::uint64_t v,
+                 const std::optional<std::pair<std::uint64_t, std::uint64_t>>& range);
   [[nodiscard]] bool unit_verified(const unit& u) const noexcept;
   // False for a 4-byte view of a struct word that is a device address: the upper half of an address is the upper
   // half of every address near it, so its views are not looked for on their own (the 8-byte word is).
@@ -162,10 +168,25 @@ private:
     // The changed word `w` holds unit `k`'s value (or an address in its allocation).
     bool holds(std::uint32_t k, const unit& u, std::uint64_t w, const rebinder& rb, const call_key& key,
                const range_query& ranges);
+    // Fills unit `k`'s entry (value, whether looked for, allocation).
+    void look(std::uint32_t k, const unit& u, const rebinder& rb, const call_key& key, const range_query& ranges);
   };
+  // What watch_fields' phases share.
+  struct watch_state {
+    const call_key& key;
+    const range_query& ranges;
+    const std::vector<std::vector<std::uint8_t>>& covered;
+    word_lookup lookup;
+    std::vector<std::string> lines; // per argument
+  };
+  void watch_node(std::uint32_t n, const std::vector<unsigned char>& before, const node_image& after, watch_state& ws);
+  void watch_field(std::uint32_t n, const std::vector<unsigned char>& a, const std::vector<unsigned char>& b,
+                   std::uint32_t offset, std::uint32_t size, std::uint32_t width, watch_state& ws);
   // The changed word `w` at bytes `at`..+`width` of node `n`: a candidate site of every unit it holds.
-  void watch_word(std::uint32_t n, std::uint32_t at, std::uint32_t width, std::uint64_t w, const call_key& key,
-                  const range_query& ranges, word_lookup& lookup, std::vector<std::string>& lines);
+  void watch_word(std::uint32_t n, std::uint32_t at, std::uint32_t width, std::uint64_t w, watch_state& ws);
+  [[nodiscard]] bool watched(const unit& u, std::uint32_t width) const noexcept;
+  site& site_at(std::uint32_t k, std::uint32_t n, std::uint32_t at, std::uint32_t width, std::int64_t delta);
+  void distrust(unit& u, std::uint32_t n, std::uint32_t at, std::uint32_t width, std::vector<std::string>& lines);
   void give_up(std::size_t entry, std::string reason);
   // learn()'s phases over one re-capture, which share a round: what changed and what explains it.
   struct round {
@@ -180,17 +201,30 @@ private:
     void add_note(const std::string& text);
   };
   [[nodiscard]] round compare_round(const graph_image& next, const call_key& key, const recapture_facts& facts) const;
+  void compare_nodes(const graph_image& next, round& r) const;
   void check_site(site s, const graph_image& next, const call_key& key, round& r, std::vector<site>& kept) const;
+  void check_changed_site(site s, std::uint64_t before, std::uint64_t after, const call_key& key, round& r,
+                          std::vector<site>& kept) const;
+  void broke(const site& s, std::string_view how, round& r) const;
+  [[nodiscard]] std::string transforms(const site& s, std::uint64_t after, std::uint64_t predicted_after) const;
   void check_sites(const graph_image& next, const call_key& key, round& r);
   void check_doubtful(const graph_image& next, const call_key& key, round& r) const;
+  [[nodiscard]] bool covered_change(const site& s, const graph_image& next, const round& r) const;
   void find_uncovered(const graph_image& next, round& r) const;
   // Changed entries whose changed words were all 0 before: not looked for (zero is everywhere).
   [[nodiscard]] std::vector<std::size_t> zero_born(const round& r) const;
+  [[nodiscard]] bool zero_before(std::size_t i, const round& r) const;
   [[nodiscard]] std::string positions_of(const std::vector<std::size_t>& entries) const;
   void blame_unexplained(round& r);
+  void blame_together(const std::vector<std::size_t>& live, const std::string& first, round& r);
   void verify_changed(round& r);
+  void count_round(const round& r);
+  void verify_entry(std::size_t i, round& r);
+  [[nodiscard]] std::size_t confirmed_sites(std::size_t i) const;
+  [[nodiscard]] bool changed_words_verified(std::size_t i, const round& r) const;
   void judge(round& r);
   void refuse_overlaps();
+  void each_overlap(std::vector<std::size_t> order, const std::function<void(std::size_t, std::size_t)>& f) const;
   [[nodiscard]] std::string overlap_reason(const site& x, const site& y) const;
   void note_outcome(round& r) const;
   void adopt(graph_image next, const call_key& key, const range_query& ranges, round& r);
@@ -199,6 +233,20 @@ private:
   std::vector<std::uint8_t> ambiguous_sites(std::vector<std::string>& shared) const;
   void confirm_declared(const std::vector<std::uint8_t>& ambiguous);
   void settle_arguments(const std::vector<std::string>& shared);
+  // A binding argument not re-captured for good: patched when declared and no unit of it waits, else learning (with
+  // the reason for a declared one that waits: `shared`, the field it shares).
+  void settle_argument(std::size_t i, const std::string& shared);
+  [[nodiscard]] bool live_binding(std::size_t i) const noexcept;
+  [[nodiscard]] bool learnt_layout(const call_key& from, const call_key& to) const noexcept;
+  std::string restart(graph_image image, const call_key& key, const range_query& ranges);
+  std::string recheck_sites(const graph_image& image, const call_key& key);
+  [[nodiscard]] std::uint64_t predicted(const site& s, const call_key& key) const noexcept;
+  [[nodiscard]] static bool word_changed(const unit& u, const call_key& from, const call_key& to) noexcept;
+  [[nodiscard]] bool can_patch_entry(std::size_t i, const call_key& from, const call_key& to, std::string* why) const;
+  [[nodiscard]] bool changed_units_verified(std::size_t i, const call_key& from, const call_key& to) const;
+  [[nodiscard]] bool reaches_field(std::size_t i, const call_key& from, const call_key& to) const;
+  void patch_unit(std::size_t k, std::uint64_t v);
+  [[nodiscard]] std::string binding_line(const site& s) const;
   // Same nodes (count, kinds, patchable fields) as the image, and a key of the same entries (kinds and sizes).
   [[nodiscard]] bool same_structure(const graph_image& other, const call_key& key) const noexcept;
   // "kernel parameter 2", "kernel parameter 0 bytes 8..15" (a word narrower than the field; width 0: the field).
