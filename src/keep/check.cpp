@@ -56,22 +56,36 @@ struct checker {
   }
 
   void tables() {
+    image_table();
+    for (std::size_t i = 0; i < file.kernels.size(); ++i) kernel_entry(i);
+    buffer_table();
+    unique_names(file.events, "events");
+    unique_names(file.host_functions, "host_functions");
+    allocated.assign(file.buffers.size(), 0);
+  }
+
+  void image_table() const {
     for (std::size_t i = 0; i < file.images.size(); ++i)
       if (file.images[i].bytes.empty()) fail(fmt::format("images[{}]", i), "an empty image");
-    for (std::size_t i = 0; i < file.kernels.size(); ++i) kernel_entry(i);
+  }
+
+  void buffer_table() const {
     std::set<std::string> names;
     for (std::size_t i = 0; i < file.buffers.size(); ++i) {
       const saved_buffer& b = file.buffers[i];
       const std::string where = fmt::format("buffers[{}] '{}'", i, b.name);
       if (b.name.empty() || !names.insert(b.name).second) fail(where, "expected a name unique in the file");
-      if (b.contents && b.contents->size() != b.bytes)
-        fail(where, fmt::format("contents of {} bytes for a buffer of {}", b.contents->size(), b.bytes));
-      if (b.memory == buffer_memory::graph_allocation && b.contents)
-        fail(where, "contents for a graph allocation (made by its allocation node at load, not filled)");
+      buffer_contents(b, where);
     }
-    unique_names(file.events, "events");
-    unique_names(file.host_functions, "host_functions");
-    allocated.assign(file.buffers.size(), 0);
+  }
+
+  // Contents, when given, fill the whole buffer, and only a buffer that is not a graph allocation.
+  static void buffer_contents(const saved_buffer& b, const std::string& where) {
+    if (!b.contents) return;
+    if (b.contents->size() != b.bytes)
+      fail(where, fmt::format("contents of {} bytes for a buffer of {}", b.contents->size(), b.bytes));
+    if (b.memory == buffer_memory::graph_allocation)
+      fail(where, "contents for a graph allocation (made by its allocation node at load, not filled)");
   }
 
   void kernel_entry(std::size_t i) const {
@@ -82,6 +96,11 @@ struct checker {
       fail(where, fmt::format("image {} of a table of {}", *k.image, file.images.size()));
     if (k.classes.size() != k.parameters.size())
       fail(where, fmt::format("{} parameter classes for {} parameters", k.classes.size(), k.parameters.size()));
+    parameter_layout(k, where);
+  }
+
+  // The parameters follow each other by offset, none empty, all inside the largest parameter block.
+  static void parameter_layout(const saved_kernel& k, const std::string& where) {
     std::uint64_t end = 0;
     for (const auto& [offset, size] : k.parameters) {
       if (offset < end || size == 0 || std::uint64_t{offset} + size > max_argument_bytes)
@@ -108,17 +127,23 @@ struct checker {
   void relocation(const saved_relocation& r, const saved_kernel_node& k, std::size_t conditions,
                   const std::string& where) const {
     const std::string at = fmt::format("relocation at argument offset {}", r.offset);
-    if (r.offset % 8 != 0 || std::uint64_t{r.offset} + 8 > k.arguments.size())
-      fail(where,
-           at + fmt::format(": expected an 8-byte aligned word inside the {} argument bytes", k.arguments.size()));
-    for (std::size_t b = 0; b < 8; ++b)
-      if (k.arguments[r.offset + b] != 0)
-        fail(where, at + ": expected the word zero in the arguments (load writes it)");
+    relocated_word(r, k, where, at);
     if (r.target == relocation_target::condition) {
       if (r.index >= conditions) fail(where, at + fmt::format(": condition {} of {}", r.index, conditions));
       return;
     }
     range({r.index, r.at}, 0, where, at.c_str());
+  }
+
+  // The word a relocation writes: 8-byte aligned, inside the arguments, zero in the file.
+  static void relocated_word(const saved_relocation& r, const saved_kernel_node& k, const std::string& where,
+                             const std::string& at) {
+    if (r.offset % 8 != 0 || std::uint64_t{r.offset} + 8 > k.arguments.size())
+      fail(where,
+           at + fmt::format(": expected an 8-byte aligned word inside the {} argument bytes", k.arguments.size()));
+    const auto word = k.arguments.begin() + r.offset;
+    if (std::any_of(word, word + 8, [](unsigned char byte) { return byte != 0; }))
+      fail(where, at + ": expected the word zero in the arguments (load writes it)");
   }
 
   void kernel_node(const saved_kernel_node& k, std::size_t conditions, const std::string& where) const {
@@ -128,14 +153,27 @@ struct checker {
     if (k.arguments.size() != argument_extent(entry))
       fail(where, fmt::format("{} argument bytes for kernel '{}', whose parameters take {}", k.arguments.size(),
                               entry.name, argument_extent(entry)));
+    launch_shape(k, where);
+    relocations(k, conditions, where);
+    launch_attributes(k, where);
+  }
+
+  static void launch_shape(const saved_kernel_node& k, const std::string& where) {
     for (int d = 0; d < 3; ++d)
       if (k.grid[d] == 0 || k.block[d] == 0) fail(where, "expected a grid and block of at least 1 in each dimension");
+  }
+
+  void relocations(const saved_kernel_node& k, std::size_t conditions, const std::string& where) const {
     std::uint64_t last = 0;
     for (std::size_t r = 0; r < k.relocations.size(); ++r) {
       if (r > 0 && k.relocations[r].offset <= last) fail(where, "expected relocations by increasing offset");
       last = k.relocations[r].offset;
       relocation(k.relocations[r], k, conditions, where);
     }
+  }
+
+  // Each launch attribute once; an access policy window inside its buffer.
+  void launch_attributes(const saved_kernel_node& k, const std::string& where) const {
     std::set<std::uint32_t> ids;
     for (const auto& a : k.attributes) {
       if (!ids.insert(a.id).second) fail(where, fmt::format("launch attribute {} given twice", a.id));
@@ -145,32 +183,64 @@ struct checker {
 
   void pitched(const saved_pitched& p, const std::array<std::uint64_t, 3>& extent, const std::string& where,
                const char* role) const {
-    if (extent[0] == 0 || extent[1] == 0 || extent[2] == 0) fail(where, "expected a copy extent of at least 1");
+    if (std::find(extent.begin(), extent.end(), std::uint64_t{0}) != extent.end())
+      fail(where, "expected a copy extent of at least 1");
+    row_pitch(p, extent, where, role);
+    slice_rows(p, extent, where, role);
+    const std::uint64_t bytes = pitched_bytes(p, extent, where, role);
+    if (p.address.is_null()) fail(where, fmt::format("{}: a null address", role));
+    range(p.address, bytes, where, role);
+  }
+
+  // A copy of more than one row needs a pitch that holds the row.
+  static void row_pitch(const saved_pitched& p, const std::array<std::uint64_t, 3>& extent, const std::string& where,
+                        const char* role) {
     if ((extent[1] > 1 || extent[2] > 1) && p.pitch < p.position[0] + extent[0])
       fail(where, fmt::format("{}: pitch {} below the row's end {}", role, p.pitch, p.position[0] + extent[0]));
+  }
+
+  // A copy reaching past the first slice needs slices (ysize rows) that hold its rows.
+  static void slice_rows(const saved_pitched& p, const std::array<std::uint64_t, 3>& extent, const std::string& where,
+                         const char* role) {
     if ((extent[2] > 1 || p.position[2] > 0) && p.ysize < p.position[1] + extent[1])
       fail(where,
            fmt::format("{}: {} rows a slice, below the slice's end {}", role, p.ysize, p.position[1] + extent[1]));
+  }
+
+  // The bytes the copy reaches from its address; fails when that overflows 64 bits.
+  static std::uint64_t pitched_bytes(const saved_pitched& p, const std::array<std::uint64_t, 3>& extent,
+                                     const std::string& where, const char* role) {
     // Rows before the last byte: (z * ysize + y) * pitch + x + width.
     const auto rows = span_of(p.position[1] + extent[1] - 1, p.position[2] + extent[2] - 1, p.ysize);
     const auto bytes = rows ? span_of(p.position[0] + extent[0], *rows, p.pitch) : std::nullopt;
     if (!bytes) fail(where, fmt::format("{}: a copy whose size overflows 64 bits", role));
-    if (p.address.is_null()) fail(where, fmt::format("{}: a null address", role));
-    range(p.address, *bytes, where, role);
+    return *bytes;
   }
 
   void memset_node(const saved_memset_node& m, const std::string& where) const {
-    if (m.element_size != 1 && m.element_size != 2 && m.element_size != 4)
-      fail(where, fmt::format("element size {}: expected 1, 2 or 4", m.element_size));
-    if (m.element_size < 4 && m.value >> (8 * m.element_size) != 0)
-      fail(where, fmt::format("value {} wider than its {}-byte elements", m.value, m.element_size));
-    if (m.width == 0 || m.height == 0) fail(where, "expected a width and height of at least 1");
-    const auto row = span_of(0, m.width, m.element_size);
-    if (!row || (m.height > 1 && m.pitch < *row)) fail(where, "expected a pitch at least the row's bytes");
-    const auto bytes = span_of(*row, m.height - 1, m.pitch);
+    memset_element(m, where);
+    const std::uint64_t row = memset_row(m, where);
+    const auto bytes = span_of(row, m.height - 1, m.pitch);
     if (!bytes) fail(where, "a memset whose size overflows 64 bits");
     if (m.destination.is_null()) fail(where, "destination: a null address");
     range(m.destination, *bytes, where, "destination");
+  }
+
+  // An element of 1, 2 or 4 bytes, and a value that fits it.
+  static void memset_element(const saved_memset_node& m, const std::string& where) {
+    constexpr std::array<std::uint32_t, 3> sizes{1, 2, 4};
+    if (std::find(sizes.begin(), sizes.end(), m.element_size) == sizes.end())
+      fail(where, fmt::format("element size {}: expected 1, 2 or 4", m.element_size));
+    if (m.element_size < 4 && m.value >> (8 * m.element_size) != 0)
+      fail(where, fmt::format("value {} wider than its {}-byte elements", m.value, m.element_size));
+  }
+
+  // The bytes of a row, with a width and height of at least 1 and a pitch that holds the row.
+  static std::uint64_t memset_row(const saved_memset_node& m, const std::string& where) {
+    if (m.width == 0 || m.height == 0) fail(where, "expected a width and height of at least 1");
+    const auto row = span_of(0, m.width, m.element_size);
+    if (!row || (m.height > 1 && m.pitch < *row)) fail(where, "expected a pitch at least the row's bytes");
+    return *row;
   }
 
   void reference(const saved_reference& r, node_kind kind, const std::string& where) const {
@@ -196,12 +266,27 @@ struct checker {
   void conditional(const saved_conditional_node& c, const saved_node& n, std::size_t conditions,
                    const std::string& where) const {
     if (c.condition >= conditions) fail(where, fmt::format("condition {} of {}", c.condition, conditions));
-    const bool ok = (c.type == cudaGraphCondTypeIf && (c.size == 1 || c.size == 2)) ||
-                    (c.type == cudaGraphCondTypeWhile && c.size == 1) ||
-                    (c.type == cudaGraphCondTypeSwitch && c.size >= 1);
-    if (!ok)
+    if (!bodies_fit_type(c))
       fail(where, fmt::format("type {} with {} bodies: expected IF 1-2, WHILE 1, SWITCH 1 or more", c.type, c.size));
     if (n.bodies.size() != c.size) fail(where, fmt::format("{} bodies for a size of {}", n.bodies.size(), c.size));
+  }
+
+  // The number of bodies each conditional node type takes: IF 1-2, WHILE 1, SWITCH 1 or more.
+  struct body_count {
+    int type;
+    std::uint32_t fewest;
+    std::uint32_t most;
+  };
+  static constexpr std::array<body_count, 3> body_counts{{
+      {cudaGraphCondTypeIf, 1, 2},
+      {cudaGraphCondTypeWhile, 1, 1},
+      {cudaGraphCondTypeSwitch, 1, std::numeric_limits<std::uint32_t>::max()},
+  }};
+
+  static bool bodies_fit_type(const saved_conditional_node& c) {
+    const auto it =
+        std::find_if(body_counts.begin(), body_counts.end(), [&](const body_count& b) { return b.type == c.type; });
+    return it != body_counts.end() && c.size >= it->fewest && c.size <= it->most;
   }
 
   // The parameters' alternative follows the kind (its graph-file facet's payload); a kind no file holds has none.
@@ -261,29 +346,57 @@ struct checker {
   static void edge(const saved_graph& g, std::size_t i, const saved_dependency& d, const std::string& where) {
     if (d.from >= g.nodes.size() || d.from == i)
       fail(where, fmt::format("a dependency on node {} of a graph of {} (itself excluded)", d.from, g.nodes.size()));
-    const bool full = d.from_port == 0 && d.to_port == 0 && d.type == 0;
-    const bool programmatic =
-        d.to_port == 0 && d.type == cudaGraphDependencyTypeProgrammatic &&
-        (d.from_port == cudaGraphKernelNodePortProgrammatic || d.from_port == cudaGraphKernelNodePortLaunchCompletion);
-    if (!full && !programmatic)
+    const bool programmatic = programmatic_edge(d);
+    if (!full_edge(d) && !programmatic)
       fail(where,
            fmt::format("dependency on node {}: edge data (from_port {}, to_port {}, type {}) that is not a full, "
                        "programmatic or launch-completion edge",
                        d.from, d.from_port, d.to_port, d.type));
-    if (programmatic && (g.nodes[d.from].kind != node_kind::kernel || g.nodes[i].kind != node_kind::kernel))
+    if (programmatic && !kernel_to_kernel(g, d.from, i))
       fail(where, fmt::format("a programmatic dependency on node {}: both ends must be kernel nodes", d.from));
   }
 
+  // A full dependency: no edge data (the node waits for all of the node before it).
+  static bool full_edge(const saved_dependency& d) { return d.from_port == 0 && d.to_port == 0 && d.type == 0; }
+
+  // A programmatic or launch-completion edge (its two ends are kernel nodes).
+  static bool programmatic_edge(const saved_dependency& d) {
+    return d.to_port == 0 && d.type == cudaGraphDependencyTypeProgrammatic &&
+           (d.from_port == cudaGraphKernelNodePortProgrammatic ||
+            d.from_port == cudaGraphKernelNodePortLaunchCompletion);
+  }
+
+  static bool kernel_to_kernel(const saved_graph& g, std::size_t from, std::size_t to) {
+    return g.nodes[from].kind == node_kind::kernel && g.nodes[to].kind == node_kind::kernel;
+  }
+
+  // Kahn's order: fails naming a node on a cycle when the dependencies have one.
   static void acyclic(const saved_graph& g, const std::string& graph) {
     std::vector<std::size_t> waiting(g.nodes.size());
+    const std::vector<std::vector<std::size_t>> next = successors(g, waiting);
+    if (ordered_count(next, waiting) != g.nodes.size()) {
+      const auto stuck = std::find_if(waiting.begin(), waiting.end(), [](std::size_t w) { return w > 0; });
+      fail(graph, fmt::format("its dependencies make a cycle (through node {})", stuck - waiting.begin()));
+    }
+  }
+
+  // The nodes that depend on each node; `waiting` counts each node's dependencies.
+  static std::vector<std::vector<std::size_t>> successors(const saved_graph& g, std::vector<std::size_t>& waiting) {
     std::vector<std::vector<std::size_t>> next(g.nodes.size());
     for (std::size_t i = 0; i < g.nodes.size(); ++i)
       for (const auto& d : g.nodes[i].dependencies) {
         ++waiting[i];
         next[d.from].push_back(i);
       }
+    return next;
+  }
+
+  // How many nodes come in order when the nodes without `waiting` dependencies go first, each releasing its
+  // successors; `waiting` is left above zero on the nodes that never came (those on or after a cycle).
+  static std::size_t ordered_count(const std::vector<std::vector<std::size_t>>& next,
+                                   std::vector<std::size_t>& waiting) {
     std::vector<std::size_t> ready;
-    for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    for (std::size_t i = 0; i < waiting.size(); ++i)
       if (waiting[i] == 0) ready.push_back(i);
     std::size_t done = 0;
     while (!ready.empty()) {
@@ -293,10 +406,7 @@ struct checker {
       for (std::size_t m : next[n])
         if (--waiting[m] == 0) ready.push_back(m);
     }
-    if (done != g.nodes.size()) {
-      const auto stuck = std::find_if(waiting.begin(), waiting.end(), [](std::size_t w) { return w > 0; });
-      fail(graph, fmt::format("its dependencies make a cycle (through node {})", stuck - waiting.begin()));
-    }
+    return done;
   }
 
   // The role the graphs nested in a node of `kind` play, for a node in a graph of `role`: a conditional node's
@@ -339,11 +449,14 @@ struct checker {
 
   void key(const saved_key& k, const std::string& where) const {
     if (k.entries.size() > 16) fail(where, fmt::format("{} key entries: expected at most 16", k.entries.size()));
-    for (const auto& e : k.entries) {
-      if (e.kind == 5 && (e.bits > k.bytes.size() || e.size > k.bytes.size() - e.bits))
-        fail(where, "a bytes entry outside the key's bytes");
-      if (!e.address.is_null()) range(e.address, 0, where, "key pointer");
-    }
+    for (const auto& e : k.entries) key_entry(k, e, where);
+  }
+
+  // A bytes entry (kind 5) inside the key's bytes; a pointer inside its buffer.
+  void key_entry(const saved_key& k, const saved_key_entry& e, const std::string& where) const {
+    if (e.kind == 5 && (e.bits > k.bytes.size() || e.size > k.bytes.size() - e.bits))
+      fail(where, "a bytes entry outside the key's bytes");
+    if (!e.address.is_null()) range(e.address, 0, where, "key pointer");
   }
 };
 

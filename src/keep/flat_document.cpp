@@ -100,18 +100,12 @@ private:
 flat_value::kind flat_value::type() const noexcept { return doc_->entries[at_].type; }
 
 const char* flat_value::type_name() const noexcept {
-  switch (type()) {
-  case kind::null: return "null";
-  case kind::boolean: return "boolean";
-  case kind::unsigned_integer:
-  case kind::signed_integer:
-  case kind::floating: return "number";
-  case kind::text: return "string";
-  case kind::bytes: return "binary";
-  case kind::array: return "array";
-  case kind::map: return "object";
-  }
-  return "null";
+  // By kind, in the enumeration's order: JSON's names (every integer and floating point kind is a number).
+  constexpr std::array<const char*, 9> names{"null",   "boolean", "number", "number", "number",
+                                             "string", "binary",  "array",  "object"};
+  static_assert(names.size() == static_cast<std::size_t>(kind::map) + 1, "one name per kind");
+  const auto k = static_cast<std::size_t>(type());
+  return k < names.size() ? names[k] : "null";
 }
 
 std::uint64_t flat_value::unsigned_value() const noexcept { return doc_->entries[at_].bits; }

@@ -53,6 +53,23 @@ struct header {
   std::uint64_t document = 0;
 };
 
+// The format version: 1 to graph_file_version.
+void check_version(std::uint32_t version) {
+  if (version > graph_file_version || version == 0)
+    fail_at(8, fmt::format("format version {}, and this Conveyor reads versions 1 to {}{}", version, graph_file_version,
+                           version > graph_file_version ? ": the file is newer; read it with a newer Conveyor" : ""));
+}
+
+// The sizes: the payload is the rest of the file, the document within the reader's limit.
+void check_sizes(const header& h, std::size_t file_bytes, const graph_file_limits& limits) {
+  if (h.payload != file_bytes - header_bytes)
+    fail_at(16, fmt::format("a compressed payload of {} bytes, but {} bytes follow the header", h.payload,
+                            file_bytes - header_bytes));
+  if (h.document > limits.max_document_bytes)
+    fail_at(24, fmt::format("a document of {} bytes, above the reader's limit of {} (graph_file_limits)", h.document,
+                            limits.max_document_bytes));
+}
+
 header read_header(std::span<const unsigned char> bytes, const graph_file_limits& limits) {
   if (bytes.size() < header_bytes)
     fail_at(bytes.size(), fmt::format("the file ends inside its {}-byte header", header_bytes));
@@ -60,26 +77,53 @@ header read_header(std::span<const unsigned char> bytes, const graph_file_limits
     fail_at(0, "not a Conveyor graph file (expected the magic bytes \\x89CNVGRF\\n)");
   header h;
   h.version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
-  if (h.version > graph_file_version || h.version == 0)
-    fail_at(8,
-            fmt::format("format version {}, and this Conveyor reads versions 1 to {}{}", h.version, graph_file_version,
-                        h.version > graph_file_version ? ": the file is newer; read it with a newer Conveyor" : ""));
+  check_version(h.version);
   if (const auto flags = get_le(bytes, 12, 4); flags != 0)
     fail_at(12, fmt::format("flags {:#x}: expected 0 (no flag is defined in version {})", flags, h.version));
   h.payload = get_le(bytes, 16, 8);
   h.document = get_le(bytes, 24, 8);
-  if (h.payload != bytes.size() - header_bytes)
-    fail_at(16, fmt::format("a compressed payload of {} bytes, but {} bytes follow the header", h.payload,
-                            bytes.size() - header_bytes));
-  if (h.document > limits.max_document_bytes)
-    fail_at(24, fmt::format("a document of {} bytes, above the reader's limit of {} (graph_file_limits)", h.document,
-                            limits.max_document_bytes));
+  check_sizes(h, bytes.size(), limits);
   return h;
 }
 
 struct dctx_deleter {
   void operator()(ZSTD_DCtx* c) const noexcept { ZSTD_freeDCtx(c); }
 };
+
+// Doubles the output buffer `out` (behind `o`) when it is full, up to the header's `document` size.
+void grow_when_full(std::vector<unsigned char>& out, ZSTD_outBuffer& o, std::uint64_t document) {
+  if (o.pos == o.size && o.size < document) {
+    out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(document, out.size() * 2)));
+    o = {out.data(), out.size(), o.pos};
+  }
+}
+
+// The stream made no progress: the document is longer than the header says (the output is full), or the payload
+// ends inside its frame.
+[[noreturn]] void fail_stalled(const ZSTD_inBuffer& in, const ZSTD_outBuffer& o, std::uint64_t document) {
+  fail_at(header_bytes + in.pos,
+          o.pos == o.size ? fmt::format("the document is longer than the {} bytes the header gives", document)
+                          : std::string("the compressed payload ends inside its frame"));
+}
+
+// One step of the stream: true once the frame is complete.
+bool decompress_step(ZSTD_DCtx* dctx, ZSTD_inBuffer& in, ZSTD_outBuffer& o, std::uint64_t document) {
+  const std::size_t in_before = in.pos;
+  const std::size_t out_before = o.pos;
+  const std::size_t rc = ZSTD_decompressStream(dctx, &o, &in);
+  if (ZSTD_isError(rc))
+    fail_at(header_bytes + in.pos,
+            fmt::format("the compressed payload is corrupt (Zstandard: {})", ZSTD_getErrorName(rc)));
+  if (rc == 0) return true;
+  if (in.pos == in_before && o.pos == out_before) fail_stalled(in, o, document);
+  return false;
+}
+
+// After the frame: no bytes follow it, and it held the header's document size.
+void check_frame_end(const ZSTD_inBuffer& in, const ZSTD_outBuffer& o, std::uint64_t document) {
+  if (in.pos != in.size) fail_at(header_bytes + in.pos, "bytes after the compressed frame");
+  if (o.pos != document) fail_at(24, fmt::format("a document of {} bytes, but the frame holds {}", document, o.pos));
+}
 
 // The frame decompressed, growing the output only as bytes arrive (never beyond the header's document size).
 std::vector<unsigned char> decompress(std::span<const unsigned char> frame, std::uint64_t document) {
@@ -90,24 +134,10 @@ std::vector<unsigned char> decompress(std::span<const unsigned char> frame, std:
   ZSTD_inBuffer in{frame.data(), frame.size(), 0};
   ZSTD_outBuffer o{out.data(), out.size(), 0};
   for (;;) {
-    if (o.pos == o.size && o.size < document) {
-      out.resize(static_cast<std::size_t>(std::min<std::uint64_t>(document, out.size() * 2)));
-      o = {out.data(), out.size(), o.pos};
-    }
-    const std::size_t in_before = in.pos;
-    const std::size_t out_before = o.pos;
-    const std::size_t rc = ZSTD_decompressStream(dctx.get(), &o, &in);
-    if (ZSTD_isError(rc))
-      fail_at(header_bytes + in.pos,
-              fmt::format("the compressed payload is corrupt (Zstandard: {})", ZSTD_getErrorName(rc)));
-    if (rc == 0) break;
-    if (in.pos == in_before && o.pos == out_before)
-      fail_at(header_bytes + in.pos,
-              o.pos == o.size ? fmt::format("the document is longer than the {} bytes the header gives", document)
-                              : std::string("the compressed payload ends inside its frame"));
+    grow_when_full(out, o, document);
+    if (decompress_step(dctx.get(), in, o, document)) break;
   }
-  if (in.pos != in.size) fail_at(header_bytes + in.pos, "bytes after the compressed frame");
-  if (o.pos != document) fail_at(24, fmt::format("a document of {} bytes, but the frame holds {}", document, o.pos));
+  check_frame_end(in, o, document);
   out.resize(o.pos);
   return out;
 }

@@ -296,15 +296,7 @@ private:
     const auto t0 = clock_type::now();
     const saved_kernel& k = file_.kernels.at(index);
     const device_scope scope(device_for(device, fmt::format("kernel {}", kernel_text(k))));
-    resolved_kernel r;
-    if (options_.registry != nullptr)
-      if (const auto* e = options_.registry->find(k.name)) {
-        cudaFunction_t f = nullptr;
-        CONVEYOR_CHECK(cudaGetFuncBySymbol(&f, e->function));
-        r.function = reinterpret_cast<CUfunction>(f);
-      }
-    if (r.function == nullptr && k.image) r = from_image(k);
-    if (r.function == nullptr && r.kernel == nullptr) r.function = recorded(k.name);
+    const resolved_kernel r = find_kernel(k);
     if (r.function == nullptr && r.kernel == nullptr)
       throw load_error(fmt::format(
           "conveyor::load: {}: kernel {} cannot be found: it is not in load_options::registry, the file has no image "
@@ -315,6 +307,26 @@ private:
     check_layout(k, r);
     spent.kernels += seconds_since(t0);
     return resolved_.emplace(key, r).first->second;
+  }
+
+  // Kernel `k` in the current context: the registry's, else the file's image of it, else the program's own recorded
+  // kernel; empty when none has it.
+  resolved_kernel find_kernel(const saved_kernel& k) {
+    resolved_kernel r;
+    r.function = registered(k.name);
+    if (r.function == nullptr && k.image) r = from_image(k);
+    if (r.function == nullptr && r.kernel == nullptr) r.function = recorded(k.name);
+    return r;
+  }
+
+  // The kernel registered under `name` in load_options::registry, or null.
+  CUfunction registered(const std::string& name) const {
+    if (options_.registry == nullptr) return nullptr;
+    const auto* e = options_.registry->find(name);
+    if (e == nullptr) return nullptr;
+    cudaFunction_t f = nullptr;
+    CONVEYOR_CHECK(cudaGetFuncBySymbol(&f, e->function));
+    return reinterpret_cast<CUfunction>(f);
   }
 
   // The program's own kernel `name` among those its typed calls recorded (make_kernel_args), in the current context,
@@ -343,32 +355,41 @@ private:
   resolved_kernel from_image(const saved_kernel& k) {
     const std::uint32_t image = *k.image;
     if (libraries_.size() < file_.images.size()) libraries_.resize(file_.images.size(), nullptr);
-    if (libraries_[image] == nullptr) {
-      const saved_image& i = file_.images[image];
-      std::vector<unsigned char> bytes = i.bytes;
-      if (i.format == image_format::ptx && (bytes.empty() || bytes.back() != 0)) bytes.push_back(0);
-      cudaLibrary_t lib = nullptr;
-      const cudaError_t rc = cudaLibraryLoadData(&lib, bytes.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
-      if (rc != cudaSuccess) {
-        (void)cudaGetLastError();
-        throw load_error(fmt::format("conveyor::load: the image of kernel {} ({}, {} bytes from {}) does not load on "
-                                     "this device: {}; fix: register the kernel (kernel_registry::add), or save on a "
-                                     "GPU of this architecture",
-                                     kernel_text(k), to_string(i.format), i.bytes.size(), i.source,
-                                     cudaGetErrorName(rc)));
-      }
-      made->libraries.push_back(lib);
-      libraries_[image] = lib;
-    }
+    if (libraries_[image] == nullptr) libraries_[image] = load_image(file_.images[image], k);
     resolved_kernel r;
     if (driver::library_get_kernel(&r.kernel, reinterpret_cast<CUlibrary>(libraries_[image]), k.name.c_str()) !=
         CUDA_SUCCESS)
       throw load_error(fmt::format("conveyor::load: the file's image {} has no kernel {}", image, kernel_text(k)));
-    if (driver::ctx_get_current(&r.context) != CUDA_SUCCESS || r.context == nullptr) {
-      CONVEYOR_CHECK(cudaFree(nullptr)); // make the device's primary context current
-      (void)driver::ctx_get_current(&r.context);
-    }
+    r.context = current_context();
     return r;
+  }
+
+  // Loads image `i` (which holds kernel `k`, for the refusal) as a library that the load owns.
+  cudaLibrary_t load_image(const saved_image& i, const saved_kernel& k) {
+    std::vector<unsigned char> bytes = i.bytes;
+    if (i.format == image_format::ptx && (bytes.empty() || bytes.back() != 0)) bytes.push_back(0);
+    cudaLibrary_t lib = nullptr;
+    const cudaError_t rc = cudaLibraryLoadData(&lib, bytes.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw load_error(fmt::format("conveyor::load: the image of kernel {} ({}, {} bytes from {}) does not load on "
+                                   "this device: {}; fix: register the kernel (kernel_registry::add), or save on a "
+                                   "GPU of this architecture",
+                                   kernel_text(k), to_string(i.format), i.bytes.size(), i.source,
+                                   cudaGetErrorName(rc)));
+    }
+    made->libraries.push_back(lib);
+    return lib;
+  }
+
+  // The current context, the device's primary context made current when there is none.
+  static CUcontext current_context() {
+    CUcontext context = nullptr;
+    if (driver::ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) {
+      CONVEYOR_CHECK(cudaFree(nullptr)); // make the device's primary context current
+      (void)driver::ctx_get_current(&context);
+    }
+    return context;
   }
 
   // The kernel found here takes the parameters the file's arguments were laid out for (another build of it would
@@ -416,29 +437,50 @@ private:
     std::vector<std::pair<std::size_t, std::size_t>> deferred; // (node, dependency) on a later node
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       const saved_node& n = g.nodes[i];
-      std::vector<cudaGraphNode_t> deps;
-      for (std::size_t d = 0; d < n.dependencies.size(); ++d) {
-        const auto& dep = n.dependencies[d];
-        if (dep.from >= i) deferred.emplace_back(i, d);
-        else if (full(dep)) deps.push_back(nodes[dep.from]);
-      }
-      const auto outer = node_;
-      node_ = {i, n.kind};
-      current_ = state;
-      cudaGraphNode_t node = traits_of(n.kind).keep->load(n, state->handle, deps, *this);
-      current_ = state;
-      node_ = outer;
-      nodes.push_back(node);
-      if (!n.label.empty()) state->labels[node] = n.label;
-      if (pending_child_) state->child_bodies[node] = std::move(pending_child_);
-      pending_child_.reset();
-      for (const auto& dep : n.dependencies)
-        if (dep.from < i && !full(dep)) edge(state->handle, nodes[dep.from], node, dep);
+      const std::vector<cudaGraphNode_t> deps = creation_dependencies(n, i, nodes, deferred);
+      nodes.push_back(add_node(state, n, i, deps));
+      add_other_earlier_edges(state->handle, n, i, nodes);
     }
     for (const auto& [i, d] : deferred)
       edge(state->handle, nodes[g.nodes[i].dependencies[d].from], nodes[i], g.nodes[i].dependencies[d]);
     made_keep_ = keep;
     current_ = parent;
+  }
+
+  // The nodes node `i` is created after: its full dependencies on earlier nodes. Those on later nodes (or itself)
+  // are added to `deferred`.
+  static std::vector<cudaGraphNode_t>
+  creation_dependencies(const saved_node& n, std::size_t i, const std::vector<cudaGraphNode_t>& nodes,
+                        std::vector<std::pair<std::size_t, std::size_t>>& deferred) {
+    std::vector<cudaGraphNode_t> deps;
+    for (std::size_t d = 0; d < n.dependencies.size(); ++d) {
+      const auto& dep = n.dependencies[d];
+      if (dep.from >= i) deferred.emplace_back(i, d);
+      else if (full(dep)) deps.push_back(nodes[dep.from]);
+    }
+    return deps;
+  }
+
+  // Adds node `i` to the graph of `state` through its kind's facet, with its label and child graph's state.
+  cudaGraphNode_t add_node(const std::shared_ptr<graph_state>& state, const saved_node& n, std::size_t i,
+                           const std::vector<cudaGraphNode_t>& deps) {
+    const auto outer = node_;
+    node_ = {i, n.kind};
+    current_ = state;
+    cudaGraphNode_t node = traits_of(n.kind).keep->load(n, state->handle, deps, *this);
+    current_ = state;
+    node_ = outer;
+    if (!n.label.empty()) state->labels[node] = n.label;
+    if (pending_child_) state->child_bodies[node] = std::move(pending_child_);
+    pending_child_.reset();
+    return node;
+  }
+
+  // The dependencies of node `i` (the last of `nodes`) on earlier nodes that carry edge data.
+  static void add_other_earlier_edges(cudaGraph_t g, const saved_node& n, std::size_t i,
+                                      const std::vector<cudaGraphNode_t>& nodes) {
+    for (const auto& dep : n.dependencies)
+      if (dep.from < i && !full(dep)) edge(g, nodes[dep.from], nodes[i], dep);
   }
 
   static void edge(cudaGraph_t g, cudaGraphNode_t from, cudaGraphNode_t to, const saved_dependency& d) {

@@ -59,18 +59,10 @@ public:
         throw std::invalid_argument(fmt::format("conveyor::save: named buffer '{}': expected a name, an address and "
                                                 "a size",
                                                 b.name));
-      bool pageable = false;
-      const char side = memory_side(b.pointer, &pageable);
       int device = -1;
-      (void)memory_side(b.pointer, nullptr, &device);
-      const buffer_memory memory = pageable      ? buffer_memory::host
-                                   : side == 'H' ? buffer_memory::pinned_host
-                                                 : buffer_memory::device;
+      const buffer_memory memory = named_memory(b.pointer, device);
       const auto base = reinterpret_cast<std::uint64_t>(b.pointer);
-      for (const auto& r : named_)
-        if (base < r.end && r.base < base + b.bytes)
-          throw std::invalid_argument(
-              fmt::format("conveyor::save: named buffers '{}' and '{}' overlap", b.name, file_.buffers[r.buffer].name));
+      refuse_named_overlap(b, base);
       named_.push_back({base, base + b.bytes, add_buffer(b.name, memory, b.bytes, device, true, b.pointer)});
     }
   }
@@ -191,6 +183,22 @@ private:
     return static_cast<std::uint32_t>(file_.buffers.size() - 1);
   }
 
+  // The memory a named buffer lies in (pageable host, pinned host or device); `device` is set to its device.
+  static buffer_memory named_memory(const void* pointer, int& device) {
+    bool pageable = false;
+    const char side = memory_side(pointer, &pageable);
+    (void)memory_side(pointer, nullptr, &device);
+    return pageable ? buffer_memory::host : side == 'H' ? buffer_memory::pinned_host : buffer_memory::device;
+  }
+
+  // Refuses named buffer `b`, starting at `base`, when it overlaps one named before it.
+  void refuse_named_overlap(const named_buffer& b, std::uint64_t base) const {
+    for (const auto& r : named_)
+      if (base < r.end && r.base < base + b.bytes)
+        throw std::invalid_argument(
+            fmt::format("conveyor::save: named buffers '{}' and '{}' overlap", b.name, file_.buffers[r.buffer].name));
+  }
+
   // The range holding address `u` (strictly inside: an address one past a buffer's end is the next allocation's
   // start as often as an end marker) and the `bytes` after it.
   static std::optional<saved_address> in(const std::vector<range>& ranges, std::uint64_t u, std::uint64_t bytes) {
@@ -199,39 +207,57 @@ private:
     return std::nullopt;
   }
 
+  // The buffer already in the file holding [u, u + bytes): a named buffer, an allocation node's, one found before.
+  std::optional<saved_address> known(std::uint64_t u, std::uint64_t bytes) const {
+    if (auto a = in(named_, u, bytes)) return a;
+    if (auto a = in(allocations_, u, bytes)) return a;
+    return in(found_, u, bytes);
+  }
+
   // The buffer holding [p, p + bytes), without refusing (nullopt: none); refuses an address in the allocation of a
   // named buffer but outside it (the two would no longer alias after load).
   std::optional<saved_address> lookup(const void* p, std::uint64_t bytes, std::string_view role) {
     const auto u = reinterpret_cast<std::uint64_t>(p);
-    if (auto a = in(named_, u, bytes)) return a;
-    if (auto a = in(allocations_, u, bytes)) return a;
-    if (auto a = in(found_, u, bytes)) return a;
+    if (auto a = known(u, bytes)) return a;
     CUdeviceptr base = 0;
     std::size_t size = 0;
     if (driver::mem_get_address_range(&base, &size, static_cast<CUdeviceptr>(u)) != CUDA_SUCCESS) return std::nullopt;
     if (bytes > base + size - u)
       refuse(fmt::format("{} {} reaches {} bytes past the end of its allocation", role, p, bytes - (base + size - u)),
              "check the size");
+    refuse_named_part(p, base, size, role);
+    return saved_address{add_found(base, size), u - base};
+  }
+
+  // Refuses `p`, in the allocation [base, base + size), when a named buffer lies in that allocation too.
+  void refuse_named_part(const void* p, CUdeviceptr base, std::size_t size, std::string_view role) {
     for (const auto& r : named_)
       if (r.base < base + size && base < r.end)
         refuse(fmt::format("{} {} lies in the allocation of named buffer '{}' but outside it", role, p,
                            file_.buffers[r.buffer].name),
                "name the whole allocation, or keep the node's addresses inside the named buffer");
+  }
+
+  // Adds the allocation [base, base + size) that CUDA knows as a found buffer: its index.
+  std::uint32_t add_found(CUdeviceptr base, std::size_t size) {
     int device = -1;
+    const buffer_memory memory = allocation_memory(base, device);
+    const std::uint32_t index =
+        add_buffer(fmt::format("buffer{}", found_.size()), memory, size, memory == buffer_memory::device ? device : -1,
+                   false, reinterpret_cast<const void*>(base));
+    found_.push_back({base, base + size, index});
+    return index;
+  }
+
+  // The memory of the allocation starting at `base` (managed, pinned host or device); `device` is set to its device.
+  static buffer_memory allocation_memory(CUdeviceptr base, int& device) {
     bool pageable = false;
     const char side = memory_side(reinterpret_cast<const void*>(base), &pageable, &device);
     cudaPointerAttributes attributes{};
     const bool managed = cudaPointerGetAttributes(&attributes, reinterpret_cast<const void*>(base)) == cudaSuccess &&
                          attributes.type == cudaMemoryTypeManaged;
     (void)cudaGetLastError();
-    const buffer_memory memory = managed       ? buffer_memory::managed
-                                 : side == 'H' ? buffer_memory::pinned_host
-                                               : buffer_memory::device;
-    const std::uint32_t index =
-        add_buffer(fmt::format("buffer{}", found_.size()), memory, size, memory == buffer_memory::device ? device : -1,
-                   false, reinterpret_cast<const void*>(base));
-    found_.push_back({base, base + size, index});
-    return saved_address{index, u - base};
+    return managed ? buffer_memory::managed : side == 'H' ? buffer_memory::pinned_host : buffer_memory::device;
   }
 
   static std::string mangled_name(const CUDA_KERNEL_NODE_PARAMS& p) {
@@ -269,13 +295,24 @@ private:
 
   std::optional<std::uint32_t> image_for(const std::string& name, CUfunction function) {
     if (!options_.embed_images) return std::nullopt;
+    std::optional<saved_image> image = find_image(name, function);
+    if (!image) return std::nullopt;
+    return intern_image(std::move(*image));
+  }
+
+  // The kernel's image: Conveyor's own, else the first that an image source of the options gives.
+  std::optional<saved_image> find_image(const std::string& name, CUfunction function) const {
     std::optional<saved_image> image = conveyor_image(name, function);
     for (std::size_t i = 0; !image && i < options_.images.size(); ++i)
       image = options_.images[i]->image_of(name, function);
-    if (!image) return std::nullopt;
+    return image;
+  }
+
+  // The index of `image` in the file's table, added unless the same bytes are there.
+  std::uint32_t intern_image(saved_image image) {
     for (std::size_t i = 0; i < file_.images.size(); ++i)
-      if (file_.images[i].bytes == image->bytes) return static_cast<std::uint32_t>(i);
-    file_.images.push_back(std::move(*image));
+      if (file_.images[i].bytes == image.bytes) return static_cast<std::uint32_t>(i);
+    file_.images.push_back(std::move(image));
     return static_cast<std::uint32_t>(file_.images.size() - 1);
   }
 
@@ -331,19 +368,30 @@ private:
       std::uint64_t word = 0;
       std::memcpy(&word, out.arguments.data() + at, 8);
       if (word == 0) continue;
-      if (const auto c = condition_of(word)) {
-        if (options_.strict && !conditions_only) refuse_scanned(param, at);
-        out.relocations.push_back({at, relocation_target::condition, *c, 0, conditions_only});
-        zero_word(out, at);
-        continue;
-      }
+      if (relocate_condition(param, at, word, conditions_only, out)) continue;
       if (conditions_only) continue;
-      const auto a = lookup(reinterpret_cast<const void*>(word), 0, fmt::format("kernel parameter {}", param));
-      if (!a) continue;
-      if (options_.strict) refuse_scanned(param, at);
-      out.relocations.push_back({at, relocation_target::buffer, a->buffer, a->offset, false});
-      zero_word(out, at);
+      relocate_scanned(param, at, word, out);
     }
+  }
+
+  // A scanned word equal to a condition handle: relocated (true), else false.
+  bool relocate_condition(std::size_t param, std::uint32_t at, std::uint64_t word, bool conditions_only,
+                          saved_kernel_node& out) {
+    const auto c = condition_of(word);
+    if (!c) return false;
+    if (options_.strict && !conditions_only) refuse_scanned(param, at);
+    out.relocations.push_back({at, relocation_target::condition, *c, 0, conditions_only});
+    zero_word(out, at);
+    return true;
+  }
+
+  // A scanned word inside a buffer: relocated (untyped).
+  void relocate_scanned(std::size_t param, std::uint32_t at, std::uint64_t word, saved_kernel_node& out) {
+    const auto a = lookup(reinterpret_cast<const void*>(word), 0, fmt::format("kernel parameter {}", param));
+    if (!a) return;
+    if (options_.strict) refuse_scanned(param, at);
+    out.relocations.push_back({at, relocation_target::buffer, a->buffer, a->offset, false});
+    zero_word(out, at);
   }
 
   [[noreturn]] void refuse_scanned(std::size_t param, std::uint32_t at) {
@@ -355,19 +403,23 @@ private:
   }
 
   void relocate_arguments(const saved_kernel& k, saved_kernel_node& out) {
-    for (std::size_t i = 0; i < k.parameters.size(); ++i) {
-      const auto [offset, size] = k.parameters[i];
-      switch (k.classes[i]) {
-      case parameter_class::pointer:
-        if (size == 8 && offset % 8 == 0) relocate_pointer(i, offset, out);
-        break;
-      case parameter_class::condition: scan_words(i, offset, size, true, out); break;
-      case parameter_class::opaque: scan_words(i, offset, size, false, out); break;
-      case parameter_class::value: break;
-      }
-    }
+    for (std::size_t i = 0; i < k.parameters.size(); ++i) relocate_parameter(i, k.parameters[i], k.classes[i], out);
     std::sort(out.relocations.begin(), out.relocations.end(),
               [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  }
+
+  // Parameter `i` at `at` (offset, size), by its class: a typed pointer, scanned words, or a value left alone.
+  void relocate_parameter(std::size_t i, std::pair<std::uint32_t, std::uint32_t> at, parameter_class c,
+                          saved_kernel_node& out) {
+    const auto [offset, size] = at;
+    switch (c) {
+    case parameter_class::pointer:
+      if (size == 8 && offset % 8 == 0) relocate_pointer(i, offset, out);
+      break;
+    case parameter_class::condition: scan_words(i, offset, size, true, out); break;
+    case parameter_class::opaque: scan_words(i, offset, size, false, out); break;
+    case parameter_class::value: break;
+    }
   }
 
   // Labels of `g`'s nodes: from `state` by handle, or by position when `state` is the graph a child node copied.
@@ -414,22 +466,32 @@ private:
     const std::vector<cudaGraphNode_t> nodes = graph_nodes(g);
     const std::vector<std::string> labels = labels_of(g, nodes, state);
     const graph_state* own = state != nullptr && state->handle == g ? state : nullptr;
-    std::unordered_map<cudaGraphNode_t, std::uint32_t> index;
-    for (std::size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], static_cast<std::uint32_t>(i));
+    const std::unordered_map<cudaGraphNode_t, std::uint32_t> index = index_of(nodes);
     saved_graph out;
     out.captured = state != nullptr && state->captured;
     out.nodes.reserve(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       label_ = labels[i];
-      place_.path.push_back(labels[i].empty()
-                                ? fmt::format("node {} ({})", i, to_string(kind_of(nodes[i])))
-                                : fmt::format("node {} ({} '{}')", i, to_string(kind_of(nodes[i])), labels[i]));
+      place_.path.push_back(node_step(i, nodes[i], labels[i]));
       saved_node node = save_node(nodes[i], own != nullptr ? own : state);
       node.dependencies = dependencies_of(nodes[i], index);
       out.nodes.push_back(std::move(node));
       place_.path.pop_back();
     }
     return out;
+  }
+
+  // Each node's position in `nodes`.
+  static std::unordered_map<cudaGraphNode_t, std::uint32_t> index_of(const std::vector<cudaGraphNode_t>& nodes) {
+    std::unordered_map<cudaGraphNode_t, std::uint32_t> index;
+    for (std::size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], static_cast<std::uint32_t>(i));
+    return index;
+  }
+
+  // Node `i` in a refusal's place: "node 3 (kernel 'axpy')", the label when it has one.
+  static std::string node_step(std::size_t i, cudaGraphNode_t n, const std::string& label) {
+    return label.empty() ? fmt::format("node {} ({})", i, to_string(kind_of(n)))
+                         : fmt::format("node {} ({} '{}')", i, to_string(kind_of(n)), label);
   }
 
 public:
@@ -484,6 +546,21 @@ const graph_state& state_of(const graph_to_save& g, bool& exact) {
   return *current_graph(*g.executable);
 }
 
+// Refuses an empty graph name or one of `names` (the names before it, to which it is added).
+void check_graph_name(const graph_to_save& g, std::set<std::string>& names) {
+  if (g.name.empty() || !names.insert(g.name).second)
+    throw std::invalid_argument(fmt::format("conveyor::save: graph name '{}' is empty or given twice", g.name));
+}
+
+// Refuses an executable graph whose nodes were changed since its graph was applied, unless `allow_inexact`.
+void check_exact(const graph_to_save& g, bool is_exact, bool allow_inexact) {
+  if (!is_exact && !allow_inexact)
+    throw save_error(fmt::format("conveyor::save: executable graph '{}' has nodes changed by per-node setters since "
+                                 "its graph was applied: the file would compute something else; fix: save the graph "
+                                 "the setters' values came from, or apply it as a whole (graph_exec::update) first",
+                                 g.name));
+}
+
 } // namespace
 
 graph_file save_entries(const std::vector<graph_to_save>& graphs, const save_options& options, bool allow_inexact,
@@ -495,15 +572,10 @@ graph_file save_entries(const std::vector<graph_to_save>& graphs, const save_opt
   std::set<std::string> names;
   std::vector<const graph_state*> states;
   for (const auto& g : graphs) {
-    if (g.name.empty() || !names.insert(g.name).second)
-      throw std::invalid_argument(fmt::format("conveyor::save: graph name '{}' is empty or given twice", g.name));
+    check_graph_name(g, names);
     bool is_exact = true;
     states.push_back(&state_of(g, is_exact));
-    if (!is_exact && !allow_inexact)
-      throw save_error(fmt::format("conveyor::save: executable graph '{}' has nodes changed by per-node setters since "
-                                   "its graph was applied: the file would compute something else; fix: save the graph "
-                                   "the setters' values came from, or apply it as a whole (graph_exec::update) first",
-                                   g.name));
+    check_exact(g, is_exact, allow_inexact);
     if (exact != nullptr) exact->push_back(is_exact);
     s.add_allocations(states.back()->handle);
   }

@@ -55,6 +55,75 @@ void mark_group_failed(std::string_view what) {
   throw e;
 }
 
+//! The state of `comm` for the checks that follow (usable() first, so that an empty communicator says so); a
+//! refusal fails the open group.
+comm_state& checked(const communicator& comm, std::string_view call) {
+  try {
+    return detail::usable(comm, call);
+  } catch (const nccl_error& e) {
+    mark_group_failed(e.what());
+    throw;
+  }
+}
+
+//! Refuses a stream that is not on the communicator's device (or whose device cannot be read).
+void check_stream_device(const comm_state& st, const conveyor::stream& s, std::string_view call) {
+  int stream_device = -1;
+  try {
+    stream_device = s.device();
+  } catch (const cuda_error& e) {
+    refuse(st, ncclInvalidArgument, call,
+           fmt::format("the stream's device cannot be read ({}): is the stream destroyed?", e.what()));
+  }
+  if (stream_device != st.device)
+    refuse(st, ncclInvalidArgument, call,
+           fmt::format("the stream belongs to device {}, the communicator to device {}: enqueue rank {}'s work on "
+                       "a stream made while device {} was current (conveyor::device_guard)",
+                       stream_device, st.device, st.rank, st.device));
+}
+
+//! Whether the stream is being captured; refuses a stream whose capture state cannot be read or whose capture was
+//! invalidated.
+bool read_capturing(const comm_state& st, const conveyor::stream& s, std::string_view call) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  const cudaError_t cap = conveyor::detail::capture_info(s.get(), &status, &id, nullptr, nullptr);
+  if (cap != cudaSuccess) {
+    (void)cudaGetLastError();
+    refuse(
+        st, ncclInvalidArgument, call,
+        fmt::format("the stream's capture state cannot be read (cudaStreamGetCaptureInfo: {})", cudaGetErrorName(cap)));
+  }
+  if (status == cudaStreamCaptureStatusInvalidated)
+    refuse(st, ncclInvalidUsage, call,
+           "the stream's capture was already invalidated by an earlier illegal call: NCCL would enqueue into a "
+           "broken capture; end it (the capture call throws with the reason) and capture again");
+  return status == cudaStreamCaptureStatusActive;
+}
+
+//! Refuses `st`'s call (`capturing` or not) after `other`'s entry in the same group was captured the other way.
+[[noreturn]] void refuse_mixed_capture(const comm_state& st, bool capturing, const comm_state& other,
+                                       std::string_view call) {
+  const comm_state& captured = capturing ? st : other;
+  const comm_state& eager = capturing ? other : st;
+  refuse(st, ncclInvalidUsage, call,
+         fmt::format("in one group rank {}'s stream (device {}) is being captured and rank {}'s (device {}) is "
+                     "not: NCCL requires that an operation be captured on every rank or on none; capture all "
+                     "the ranks' streams (conveyor::fork them into the capture) or none",
+                     captured.rank, captured.device, eager.rank, eager.device));
+}
+
+//! Inside a group, refuses a call captured differently (`capturing` or not) from an earlier one on a usable
+//! communicator.
+void check_group_captures_alike(const comm_state& st, bool capturing, std::string_view call) {
+  if (current_group.depth == 0) return;
+  const auto& entries = current_group.entries;
+  const auto mixed = std::find_if(entries.begin(), entries.end(), [&](const group_entry& e) {
+    return e.state->comm != nullptr && e.capturing != capturing;
+  });
+  if (mixed != entries.end()) refuse_mixed_capture(st, capturing, *mixed->state, call);
+}
+
 //! What the checks learnt about the stream.
 struct stream_facts {
   bool capturing = false;
@@ -64,53 +133,12 @@ struct stream_facts {
 //! inside a group that every rank's stream is captured alike.
 std::pair<comm_state*, stream_facts> prepare(const communicator& comm, const conveyor::stream& s,
                                              std::string_view call) {
-  comm_state* st = nullptr;
-  try {
-    st = &detail::usable(comm, call);
-  } catch (const nccl_error& e) {
-    mark_group_failed(e.what());
-    throw;
-  }
-  int stream_device = -1;
-  try {
-    stream_device = s.device();
-  } catch (const cuda_error& e) {
-    refuse(*st, ncclInvalidArgument, call,
-           fmt::format("the stream's device cannot be read ({}): is the stream destroyed?", e.what()));
-  }
-  if (stream_device != st->device)
-    refuse(*st, ncclInvalidArgument, call,
-           fmt::format("the stream belongs to device {}, the communicator to device {}: enqueue rank {}'s work on "
-                       "a stream made while device {} was current (conveyor::device_guard)",
-                       stream_device, st->device, st->rank, st->device));
+  comm_state& st = checked(comm, call);
+  check_stream_device(st, s, call);
   stream_facts facts;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  unsigned long long id = 0;
-  const cudaError_t cap = conveyor::detail::capture_info(s.get(), &status, &id, nullptr, nullptr);
-  if (cap != cudaSuccess) {
-    (void)cudaGetLastError();
-    refuse(
-        *st, ncclInvalidArgument, call,
-        fmt::format("the stream's capture state cannot be read (cudaStreamGetCaptureInfo: {})", cudaGetErrorName(cap)));
-  }
-  if (status == cudaStreamCaptureStatusInvalidated)
-    refuse(*st, ncclInvalidUsage, call,
-           "the stream's capture was already invalidated by an earlier illegal call: NCCL would enqueue into a "
-           "broken capture; end it (the capture call throws with the reason) and capture again");
-  facts.capturing = status == cudaStreamCaptureStatusActive;
-  if (current_group.depth > 0) {
-    for (const group_entry& e : current_group.entries) {
-      if (e.state->comm == nullptr || e.capturing == facts.capturing) continue;
-      const comm_state* captured = facts.capturing ? st : e.state;
-      const comm_state* eager = facts.capturing ? e.state : st;
-      refuse(*st, ncclInvalidUsage, call,
-             fmt::format("in one group rank {}'s stream (device {}) is being captured and rank {}'s (device {}) is "
-                         "not: NCCL requires that an operation be captured on every rank or on none; capture all "
-                         "the ranks' streams (conveyor::fork them into the capture) or none",
-                         captured->rank, captured->device, eager->rank, eager->device));
-    }
-  }
-  return {st, facts};
+  facts.capturing = read_capturing(st, s, call);
+  check_group_captures_alike(st, facts.capturing, call);
+  return {&st, facts};
 }
 
 //! Calls NCCL through `enqueue(comm_handle, stream_handle)` after prepare(), and for an ungrouped call on the
@@ -120,7 +148,7 @@ void run(const communicator& comm, const conveyor::stream& s, std::string_view c
   auto [st, facts] = prepare(comm, s, call);
   const ncclResult_t r = enqueue(st->comm, s.get());
   if (facts.capturing) st->captured = true;
-  if (r != ncclSuccess && r != ncclInProgress) {
+  if (detail::is_error(r)) {
     mark_group_failed(fmt::format("{} failed with {}", call, result_name(r)));
     detail::fail(*st, r, call, "NCCL refused the call");
   }
@@ -143,17 +171,6 @@ void check_rank(const comm_state& st, std::string_view call, int r, std::string_
   if (r < 0 || r >= st.size)
     refuse(st, ncclInvalidArgument, call,
            fmt::format("{} {} is out of range: the communicator has {} rank(s), 0..{}", name, r, st.size, st.size - 1));
-}
-
-//! The state of `comm` for argument checks that need its rank and size (usable() first, so that an empty
-//! communicator says so).
-const comm_state& checked(const communicator& comm, std::string_view call) {
-  try {
-    return detail::usable(comm, call);
-  } catch (const nccl_error& e) {
-    mark_group_failed(e.what());
-    throw;
-  }
 }
 
 } // namespace
@@ -353,8 +370,7 @@ void group::end() {
   --current_group.depth;
   const ncclResult_t r = ncclGroupEnd();
   if (current_group.depth > 0) {
-    if (r != ncclSuccess && r != ncclInProgress)
-      mark_group_failed(fmt::format("a nested ncclGroupEnd failed with {}", result_name(r)));
+    if (detail::is_error(r)) mark_group_failed(fmt::format("a nested ncclGroupEnd failed with {}", result_name(r)));
     return;
   }
   // The outermost group: every communicator used in it, once each.
@@ -362,7 +378,7 @@ void group::end() {
   const group_failure failure = take_group_failure();
   const std::string involved = describe_ranks(states);
   if (failure.failed) throw_group_failed(call, states, involved, failure.text);
-  if (r != ncclSuccess && r != ncclInProgress) throw_launch_failed(call, r, states, involved);
+  if (detail::is_error(r)) throw_launch_failed(call, r, states, involved);
   wait_launched(call, states, involved);
 }
 
@@ -379,17 +395,10 @@ void ensure_agree_buffers(comm_state& st) {
   CONVEYOR_CHECK(cudaMallocHost(reinterpret_cast<void**>(&st.agree_host), 2 * sizeof(std::uint64_t)));
 }
 
-} // namespace
-
-void agree_on_capture(std::span<const communicator> comms, std::span<const conveyor::stream* const> streams,
-                      std::uint64_t tag) {
-  constexpr std::string_view call = "conveyor::nccl::agree_on_capture";
-  if (comms.size() != streams.size())
-    throw std::invalid_argument(fmt::format("{}: {} communicators but {} streams: give one stream per communicator",
-                                            call, comms.size(), streams.size()));
-  if (comms.empty()) return;
-  for (std::size_t i = 0; i < streams.size(); ++i)
-    if (streams[i] == nullptr) throw std::invalid_argument(fmt::format("{}: stream {} is null", call, i));
+//! The communicators' states, each usable and its stream not capturing.
+std::vector<comm_state*> usable_outside_capture(std::span<const communicator> comms,
+                                                std::span<const conveyor::stream* const> streams,
+                                                std::string_view call) {
   std::vector<comm_state*> states;
   for (std::size_t i = 0; i < comms.size(); ++i) {
     comm_state& st = detail::usable(comms[i], call);
@@ -400,6 +409,13 @@ void agree_on_capture(std::span<const communicator> comms, std::span<const conve
                                false);
     states.push_back(&st);
   }
+  return states;
+}
+
+//! Copies `tag` and its complement to every communicator's device buffer (one all-reduce with max gives the
+//! largest tag and the complement of the smallest).
+void upload_tags(const std::vector<comm_state*>& states, std::span<const conveyor::stream* const> streams,
+                 std::uint64_t tag) {
   for (std::size_t i = 0; i < states.size(); ++i) {
     comm_state& st = *states[i];
     ensure_agree_buffers(st);
@@ -409,38 +425,61 @@ void agree_on_capture(std::span<const communicator> comms, std::span<const conve
     CONVEYOR_CHECK(cudaMemcpyAsync(st.agree_device, st.agree_host, 2 * sizeof(std::uint64_t), cudaMemcpyHostToDevice,
                                    streams[i]->get()));
   }
-  {
-    group g;
-    for (std::size_t i = 0; i < states.size(); ++i)
-      detail::all_reduce(comms[i], states[i]->agree_device, states[i]->agree_device, 2, ncclUint64, reduce_op::max,
-                         *streams[i]);
-    g.end();
-  }
+}
+
+//! All-reduces (max) the device buffers of every communicator in one group.
+void reduce_tags(std::span<const communicator> comms, const std::vector<comm_state*>& states,
+                 std::span<const conveyor::stream* const> streams) {
+  group g;
+  for (std::size_t i = 0; i < states.size(); ++i)
+    detail::all_reduce(comms[i], states[i]->agree_device, states[i]->agree_device, 2, ncclUint64, reduce_op::max,
+                       *streams[i]);
+  g.end();
+}
+
+//! Copies the reduced words back to every communicator's host buffer.
+void download_tags(const std::vector<comm_state*>& states, std::span<const conveyor::stream* const> streams) {
   for (std::size_t i = 0; i < states.size(); ++i) {
     comm_state& st = *states[i];
     const device_guard on(st.device);
     CONVEYOR_CHECK(cudaMemcpyAsync(st.agree_host, st.agree_device, 2 * sizeof(std::uint64_t), cudaMemcpyDeviceToHost,
                                    streams[i]->get()));
   }
-  synchronize(comms, streams);
-  const comm_state& st = *states.front();
+}
+
+//! Throws when the reduced words in `st` show that the ranks' tags differ (this rank gave `tag`).
+void check_tags_agree(const comm_state& st, std::uint64_t tag, std::string_view call) {
   const std::uint64_t largest = st.agree_host[0];
   const std::uint64_t smallest = ~st.agree_host[1];
-  if (largest != smallest) {
-    nccl_error_info info;
-    info.result = ncclInvalidUsage;
-    info.call = std::string(call);
-    info.rank = st.rank;
-    info.device = st.device;
-    info.detail = fmt::format("capture decision differs between ranks: this rank gave tag {}, the ranks' tags range "
-                              "from {} to {}; every rank must decide alike (all capture the same operations, or all "
-                              "run them eagerly); the communicator is still usable",
-                              describe_tag(tag), describe_tag(smallest), describe_tag(largest));
-    info.hint = "derive the decision and the tag from inputs every rank shares (the same step, shapes and options); "
-                "NCCL requires that an operation be captured on every rank or on none, and that every rank launch "
-                "the graph made by that capture";
-    throw nccl_error(std::move(info));
-  }
+  if (largest == smallest) return;
+  nccl_error_info info;
+  info.result = ncclInvalidUsage;
+  info.call = std::string(call);
+  info.rank = st.rank;
+  info.device = st.device;
+  info.detail = fmt::format("capture decision differs between ranks: this rank gave tag {}, the ranks' tags range "
+                            "from {} to {}; every rank must decide alike (all capture the same operations, or all "
+                            "run them eagerly); the communicator is still usable",
+                            describe_tag(tag), describe_tag(smallest), describe_tag(largest));
+  info.hint = "derive the decision and the tag from inputs every rank shares (the same step, shapes and options); "
+              "NCCL requires that an operation be captured on every rank or on none, and that every rank launch "
+              "the graph made by that capture";
+  throw nccl_error(std::move(info));
+}
+
+} // namespace
+
+void agree_on_capture(std::span<const communicator> comms, std::span<const conveyor::stream* const> streams,
+                      std::uint64_t tag) {
+  constexpr std::string_view call = "conveyor::nccl::agree_on_capture";
+  detail::check_streams_given(comms.size(), streams, call);
+  if (comms.empty()) return;
+  const std::vector<comm_state*> states = usable_outside_capture(comms, streams, call);
+  upload_tags(states, streams, tag);
+  reduce_tags(comms, states, streams);
+  download_tags(states, streams);
+  synchronize(comms, streams);
+  check_tags_agree(*states.front(), tag, call);
 }
 
 void agree_on_capture(const communicator& comm, const conveyor::stream& s, std::uint64_t tag) {

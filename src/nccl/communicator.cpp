@@ -25,7 +25,7 @@ std::string last_error_text(ncclComm_t comm) {
   const char* text = ncclGetLastError(comm);
   if (text == nullptr) return {};
   std::string s(text);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  s.erase(s.find_last_not_of("\n \r") + 1); // npos + 1 == 0: nothing but blanks
   return s;
 }
 
@@ -99,6 +99,14 @@ void fail_timeout(comm_state& state, std::string_view call, std::string detail) 
   info.timed_out = true;
   info.detail = std::move(detail);
   throw_after_abort(state, std::move(info));
+}
+
+void check_streams_given(std::size_t comms, std::span<const conveyor::stream* const> streams, std::string_view call) {
+  if (comms != streams.size())
+    throw std::invalid_argument(fmt::format("{}: {} communicators but {} streams: give one stream per communicator",
+                                            call, comms, streams.size()));
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    if (streams[i] == nullptr) throw std::invalid_argument(fmt::format("{}: stream {} is null", call, i));
 }
 
 comm_state& usable(const communicator& comm, std::string_view call) {
@@ -215,7 +223,7 @@ ncclResult_t await_finalize(const comm_state& st, bool& left) noexcept {
 void end_comm(comm_state& st) noexcept {
   ncclResult_t r = ncclCommFinalize(st.comm);
   bool left = false;
-  if (r == ncclSuccess || r == ncclInProgress) r = await_finalize(st, left);
+  if (!detail::is_error(r)) r = await_finalize(st, left);
   if (!left) {
     if (r == ncclSuccess) (void)ncclCommDestroy(st.comm);
     else (void)ncclCommAbort(st.comm);
@@ -298,7 +306,7 @@ communicator communicator::init_rank(int nranks, int rank, const unique_id& id, 
     ncclConfig_t config = nonblocking_config();
     r = ncclCommInitRankConfig(&state->comm, nranks, id.id, rank, &config);
   }
-  if (r != ncclSuccess && r != ncclInProgress)
+  if (detail::is_error(r))
     detail::fail(*state, r, "ncclCommInitRankConfig", fmt::format("rank {} of {} could not start", rank, nranks));
   detail::wait_ready(*state, "ncclCommInitRankConfig",
                      fmt::format("the initialisation of rank {} of {} (every rank must call it with the same unique "
@@ -340,43 +348,57 @@ void abort_all(comm_states& states) noexcept {
   throw nccl_error(std::move(info));
 }
 
+// Starts the initialisation of communicator `st` as rank `rank` of `n` (ncclCommInitRankConfig, nonblocking): its
+// result, ncclUnhandledCudaError when its device cannot be made current.
+ncclResult_t start_rank(comm_state& st, int n, const unique_id& id, int rank) {
+  if (cudaSetDevice(st.device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return ncclUnhandledCudaError;
+  }
+  ncclConfig_t config = nonblocking_config();
+  return ncclCommInitRankConfig(&st.comm, n, id.id, rank, &config);
+}
+
+// The first error of the initialisations started in one group (ncclSuccess when none) and the rank it names.
+struct init_refusal {
+  ncclResult_t result = ncclSuccess;
+  int rank = -1;
+};
+
+// Starts each rank's initialisation in the open group, up to the first that NCCL refuses.
+init_refusal start_ranks(comm_states& states, const unique_id& id) {
+  const int n = static_cast<int>(states.size());
+  init_refusal refusal;
+  for (int i = 0; i < n && refusal.result == ncclSuccess; ++i) {
+    const ncclResult_t r = start_rank(*states[static_cast<std::size_t>(i)], n, id, i);
+    if (detail::is_error(r)) refusal = {r, i};
+  }
+  return refusal;
+}
+
+// Starts every rank's initialisation in one group, the current device restored after: the first refusal, or
+// ncclGroupEnd's error (naming rank 0).
+init_refusal start_in_group(comm_states& states, std::span<const int> devices, const unique_id& id) {
+  const device_guard restore(devices[0]);
+  const ncclResult_t start = ncclGroupStart();
+  if (start != ncclSuccess)
+    throw detail::make_error(nullptr, start, "ncclGroupStart", "before initialising the communicators");
+  init_refusal refusal = start_ranks(states, id);
+  const ncclResult_t end = ncclGroupEnd();
+  if (refusal.result == ncclSuccess && detail::is_error(end)) refusal = {end, 0};
+  return refusal;
+}
+
 // Starts every rank's initialisation in one group (ncclCommInitRankConfig, nonblocking); on a refusal, aborts all.
 void start_init(comm_states& states, std::span<const int> devices, const unique_id& id) {
-  const int n = static_cast<int>(states.size());
-  ncclResult_t first_error = ncclSuccess;
-  int failed_rank = -1;
-  {
-    const device_guard restore(devices[0]);
-    const ncclResult_t start = ncclGroupStart();
-    if (start != ncclSuccess)
-      throw detail::make_error(nullptr, start, "ncclGroupStart", "before initialising the communicators");
-    for (int i = 0; i < n && first_error == ncclSuccess; ++i) {
-      comm_state& st = *states[static_cast<std::size_t>(i)];
-      ncclResult_t r = ncclUnhandledCudaError;
-      if (cudaSetDevice(st.device) == cudaSuccess) {
-        ncclConfig_t config = nonblocking_config();
-        r = ncclCommInitRankConfig(&st.comm, n, id.id, i, &config);
-      } else {
-        (void)cudaGetLastError();
-      }
-      if (r != ncclSuccess && r != ncclInProgress) {
-        first_error = r;
-        failed_rank = i;
-      }
-    }
-    const ncclResult_t end = ncclGroupEnd();
-    if (first_error == ncclSuccess && end != ncclSuccess && end != ncclInProgress) {
-      first_error = end;
-      failed_rank = 0;
-    }
-  }
-  if (first_error == ncclSuccess) return;
+  const init_refusal refusal = start_in_group(states, devices, id);
+  if (refusal.result == ncclSuccess) return;
   nccl_error_info info;
-  info.result = first_error;
+  info.result = refusal.result;
   info.call = "ncclCommInitRankConfig";
   info.last_error = detail::last_error_text(nullptr);
-  info.detail = fmt::format("initialising {} communicators in one group", n);
-  fail_init(states, *states[static_cast<std::size_t>(failed_rank)], std::move(info));
+  info.detail = fmt::format("initialising {} communicators in one group", states.size());
+  fail_init(states, *states[static_cast<std::size_t>(refusal.rank)], std::move(info));
 }
 
 // True once communicator `st` is ready; false while it initialises; aborts all and throws when it failed.
@@ -494,8 +516,7 @@ void communicator::check() const {
   ncclResult_t async = ncclSuccess;
   const ncclResult_t r = ncclCommGetAsyncError(st.comm, &async);
   if (r != ncclSuccess) detail::fail(st, r, "ncclCommGetAsyncError", "while checking for an asynchronous error");
-  if (async != ncclSuccess && async != ncclInProgress)
-    detail::fail(st, async, call, "NCCL reports an asynchronous error");
+  if (detail::is_error(async)) detail::fail(st, async, call, "NCCL reports an asynchronous error");
 }
 
 void communicator::abort() noexcept {
@@ -565,7 +586,7 @@ void stream_wait::abort_all_and_throw(std::size_t who, nccl_error_info info) con
 ncclResult_t stream_wait::check_async(std::size_t i) const {
   ncclResult_t async = ncclSuccess;
   const ncclResult_t r = ncclCommGetAsyncError(states[i]->comm, &async);
-  if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+  if (r != ncclSuccess || detail::is_error(async)) {
     nccl_error_info info;
     info.result = r != ncclSuccess ? r : async;
     info.call = std::string(call);
@@ -643,11 +664,7 @@ void communicator::synchronize(const conveyor::stream& s) const {
 
 void synchronize(std::span<const communicator> comms, std::span<const conveyor::stream* const> streams) {
   constexpr std::string_view call = "conveyor::nccl::synchronize";
-  if (comms.size() != streams.size())
-    throw std::invalid_argument(fmt::format("{}: {} communicators but {} streams: give one stream per communicator",
-                                            call, comms.size(), streams.size()));
-  for (std::size_t i = 0; i < streams.size(); ++i)
-    if (streams[i] == nullptr) throw std::invalid_argument(fmt::format("{}: stream {} is null", call, i));
+  detail::check_streams_given(comms.size(), streams, call);
   std::vector<comm_state*> states;
   for (std::size_t i = 0; i < comms.size(); ++i) {
     comm_state& st = detail::usable(comms[i], call);

@@ -49,6 +49,12 @@ struct comm_state {
   std::uint64_t* agree_host = nullptr;
 };
 
+//! True for a result that is an error: neither ncclSuccess nor ncclInProgress (a nonblocking call still running).
+[[nodiscard]] constexpr bool is_error(ncclResult_t r) noexcept { return r != ncclSuccess && r != ncclInProgress; }
+
+//! Throws std::invalid_argument unless there is one stream per communicator (`comms` of them), none null.
+void check_streams_given(std::size_t comms, std::span<const conveyor::stream* const> streams, std::string_view call);
+
 //! The last error text NCCL keeps (`ncclGetLastError`), trimmed; empty when none.
 [[nodiscard]] std::string last_error_text(ncclComm_t comm);
 
