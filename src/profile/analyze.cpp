@@ -170,26 +170,28 @@ struct launch_window {
   std::map<std::size_t, std::pair<std::uint64_t, std::uint64_t>> tops; // top node -> (first start, last end)
 };
 
+// The nodes reached from `from` along `next` (a node's list of neighbours), transitively.
+template <class Next>
+std::set<std::size_t> reached(std::size_t from, Next next) {
+  std::set<std::size_t> out;
+  std::vector<std::size_t> todo{from};
+  while (!todo.empty()) {
+    const auto i = todo.back();
+    todo.pop_back();
+    for (auto j : next(i))
+      if (out.insert(j).second) todo.push_back(j);
+  }
+  return out;
+}
+
 // Top-level ancestors and descendants of top-level node `top` (transitive).
 std::pair<std::set<std::size_t>, std::set<std::size_t>> relatives(const flat_graph& g, std::size_t top) {
-  std::set<std::size_t> ancestors;
-  std::vector<std::size_t> todo{top};
-  while (!todo.empty()) {
-    const auto i = todo.back();
-    todo.pop_back();
-    for (auto p : g.nodes[i].preds)
-      if (ancestors.insert(p).second) todo.push_back(p);
-  }
-  std::set<std::size_t> descendants;
+  std::set<std::size_t> ancestors =
+      reached(top, [&](std::size_t i) -> const std::vector<std::size_t>& { return g.nodes[i].preds; });
   std::vector<std::vector<std::size_t>> successors(g.watched->graph.nodes.size());
   for (const auto& [from, to] : g.watched->graph.edges) successors[from].push_back(to);
-  todo = {top};
-  while (!todo.empty()) {
-    const auto i = todo.back();
-    todo.pop_back();
-    for (auto s : successors[i])
-      if (descendants.insert(s).second) todo.push_back(s);
-  }
+  std::set<std::size_t> descendants =
+      reached(top, [&](std::size_t i) -> const std::vector<std::size_t>& { return successors[i]; });
   return {std::move(ancestors), std::move(descendants)};
 }
 
@@ -198,17 +200,29 @@ std::pair<std::set<std::size_t>, std::set<std::size_t>> relatives(const flat_gra
 using relatives_cache =
     std::map<std::pair<const flat_graph*, std::size_t>, std::pair<std::set<std::size_t>, std::set<std::size_t>>>;
 
-bool fits(const activity& a, const flat_graph* g, std::size_t top, const launch_window& w, relatives_cache& cache) {
-  if (w.host_start != std::numeric_limits<std::uint64_t>::max() && w.host_start > a.start_ns) return false;
-  if (g == nullptr || top == npos) return true;
+// The relatives of top-level node `top` of g, computed once.
+const std::pair<std::set<std::size_t>, std::set<std::size_t>>& cached_relatives(const flat_graph* g, std::size_t top,
+                                                                                relatives_cache& cache) {
   auto found = cache.find({g, top});
   if (found == cache.end()) found = cache.emplace(std::make_pair(g, top), relatives(*g, top)).first;
-  const auto& [ancestors, descendants] = found->second;
+  return found->second;
+}
+
+// Whether launch `w`'s records of the node's ancestors ended before `a`, and those of its descendants start after it.
+bool ordered_around(const activity& a, const std::pair<std::set<std::size_t>, std::set<std::size_t>>& relatives,
+                    const launch_window& w) {
+  const auto& [ancestors, descendants] = relatives;
   for (const auto& [node, times] : w.tops) {
     if (ancestors.count(node) != 0 && times.second > a.start_ns + tolerance_ns) return false;
     if (descendants.count(node) != 0 && times.first + tolerance_ns < a.end_ns) return false;
   }
   return true;
+}
+
+bool fits(const activity& a, const flat_graph* g, std::size_t top, const launch_window& w, relatives_cache& cache) {
+  if (w.host_start != std::numeric_limits<std::uint64_t>::max() && w.host_start > a.start_ns) return false;
+  if (g == nullptr || top == npos) return true;
+  return ordered_around(a, cached_relatives(g, top, cache), w);
 }
 
 using launch_key = std::pair<std::uint32_t, std::uint32_t>; // (exec_id, correlation)
@@ -255,6 +269,15 @@ launches_by_exec(const trace& t, std::map<launch_key, launch_window>& launches) 
   return by_exec;
 }
 
+// Of the launches just before and just after record `a` (either may be null), the earlier it fits, else the nearer.
+const launch_window* fitting_launch(const activity& a, const activity_info& info, const launch_window* before,
+                                    const launch_window* after, relatives_cache& cache) {
+  const std::size_t top = info.flat == npos ? npos : info.graph->nodes[info.flat].top;
+  if (before != nullptr && fits(a, info.graph, top, *before, cache)) return before;
+  if (after != nullptr && fits(a, info.graph, top, *after, cache)) return after;
+  return before != nullptr ? before : after;
+}
+
 // The launch (of `list`, by start) that a conditional body's record `a` belongs to: the one whose window holds it,
 // else the latest launch before it or the first after it that it fits (fits), else the nearest.
 const launch_window* launch_of(const activity& a, const activity_info& info,
@@ -264,10 +287,7 @@ const launch_window* launch_of(const activity& a, const activity_info& info,
   const launch_window* before = next == list.begin() ? nullptr : *(next - 1);
   const launch_window* after = next == list.end() ? nullptr : *next;
   if (before != nullptr && a.start_ns <= before->end) return before; // launches of one executable graph never overlap
-  const std::size_t top = info.flat == npos ? npos : info.graph->nodes[info.flat].top;
-  if (before != nullptr && fits(a, info.graph, top, *before, cache)) return before;
-  if (after != nullptr && fits(a, info.graph, top, *after, cache)) return after;
-  return before != nullptr ? before : after;
+  return fitting_launch(a, info, before, after, cache);
 }
 
 // Assigns conditional-body work (correlation 0) to a graph launch of its executable graph, and graph work outside
@@ -349,6 +369,15 @@ void finish_unit(unit& u, const trace& t, const analysis& an) {
   if (u.kind == unit::type::step) find_step_graph(u, t, an);
 }
 
+// An eager member's label: its name, numbered (by `ordinal`, the count so far) when the name occurs more than once in
+// the unit (`occurrences`).
+void label_eager(const activity& a, activity_info& info, std::unordered_map<std::string, std::size_t>& occurrences,
+                 std::unordered_map<std::string, std::size_t>& ordinal) {
+  auto name = eager_name(a);
+  info.ordinal = ++ordinal[name];
+  info.label = occurrences[name] > 1 ? fmt::format("{} #{}", name, info.ordinal) : std::move(name);
+}
+
 // Labels of unit k's members: graph nodes by path; eager work by name, numbered when the name occurs more than once
 // in the unit.
 void label_members(const unit& u, std::size_t k, const trace& t, analysis& an) {
@@ -360,15 +389,9 @@ void label_members(const unit& u, std::size_t k, const trace& t, analysis& an) {
     const auto& a = t.activities[i];
     auto& info = an.activities[i];
     info.unit = k;
-    if (a.exec_id == 0) {
-      auto name = eager_name(a);
-      info.ordinal = ++ordinal[name];
-      info.label = occurrences[name] > 1 ? fmt::format("{} #{}", name, info.ordinal) : std::move(name);
-    } else if (info.flat != npos) {
-      info.label = info.graph->nodes[info.flat].label;
-    } else {
-      info.label = fmt::format("{} (unattributed)", a.name.empty() ? to_string(a.kind) : a.name);
-    }
+    if (a.exec_id == 0) label_eager(a, info, occurrences, ordinal);
+    else if (info.flat != npos) info.label = info.graph->nodes[info.flat].label;
+    else info.label = fmt::format("{} (unattributed)", a.name.empty() ? to_string(a.kind) : a.name);
   }
 }
 
@@ -395,20 +418,8 @@ constexpr std::size_t scan_limit = 4096;
 class critical_walk {
 public:
   critical_walk(const trace& t, const analysis& an, const unit& u) : t_(t), an_(an), m_(u.members) {
-    for (std::size_t k = 0; k < m_.size(); ++k) {
-      const auto& a = t_.activities[m_[k]];
-      const auto& l = t_.activities[m_[last_]];
-      if (a.end_ns > l.end_ns || (a.end_ns == l.end_ns && a.start_ns > l.start_ns)) last_ = k;
-      max_duration_ = std::max(max_duration_, a.end_ns - std::min(a.start_ns, a.end_ns));
-    }
-    // Per graph launch in the unit: which flat nodes ran (themselves or in their bodies).
-    for (auto j : m_) {
-      const auto& info = an_.activities[j];
-      if (info.flat == npos) continue;
-      auto& flags = active_[{t_.activities[j].exec_id, info.correlation}];
-      flags.resize(info.graph->nodes.size(), false);
-      for (auto f = info.flat; f != npos; f = info.graph->nodes[f].owner) flags[f] = true;
-    }
+    find_last_and_longest();
+    mark_active();
     visited_.assign(m_.size(), false);
   }
 
@@ -427,6 +438,61 @@ public:
   }
 
 private:
+  // last_: the member that ended last (of those, the last to start); max_duration_: the longest member's duration.
+  void find_last_and_longest() {
+    for (std::size_t k = 0; k < m_.size(); ++k) {
+      const auto& a = t_.activities[m_[k]];
+      const auto& l = t_.activities[m_[last_]];
+      if (a.end_ns > l.end_ns || (a.end_ns == l.end_ns && a.start_ns > l.start_ns)) last_ = k;
+      max_duration_ = std::max(max_duration_, a.end_ns - std::min(a.start_ns, a.end_ns));
+    }
+  }
+
+  // Per graph launch in the unit: which flat nodes ran (themselves or in their bodies).
+  void mark_active() {
+    for (auto j : m_) {
+      const auto& info = an_.activities[j];
+      if (info.flat == npos) continue;
+      auto& flags = active_[{t_.activities[j].exec_id, info.correlation}];
+      flags.resize(info.graph->nodes.size(), false);
+      for (auto f = info.flat; f != npos; f = info.graph->nodes[f].owner) flags[f] = true;
+    }
+  }
+
+  // The best candidate of latest_before so far: the member that ended last, and how far the scan went past it.
+  struct latest {
+    std::size_t best = npos;
+    std::uint64_t best_end = 0;
+    std::size_t scanned_past = 0; // members looked at after the first candidate: bounded (one long activity would
+                                  // otherwise defeat the duration bound and make the walk quadratic)
+
+    // True when no member starting no later than `a` can end later than the best so far, or the scan went far enough.
+    bool done(const activity& a, std::uint64_t max_duration) {
+      return best != npos && (a.start_ns + max_duration < best_end || ++scanned_past > scan_limit);
+    }
+    void offer(std::size_t k, const activity& a) {
+      if (best == npos || a.end_ns > best_end) {
+        best = k;
+        best_end = a.end_ns;
+      }
+    }
+  };
+
+  // The count of members that started by `limit` (members are in start order).
+  [[nodiscard]] std::size_t started_by(std::uint64_t limit) const {
+    return static_cast<std::size_t>(
+        std::upper_bound(m_.begin(), m_.end(), limit,
+                         [&](std::uint64_t v, std::size_t j) { return v < t_.activities[j].start_ns; }) -
+        m_.begin());
+  }
+
+  // True when `a` (member j) ended by `limit`, or by `overlap_limit` when `overlap` takes it.
+  template <class Overlap>
+  static bool ends_in_time(const activity& a, std::size_t j, std::uint64_t limit, std::uint64_t overlap_limit,
+                           Overlap& overlap) {
+    return a.end_ns <= limit || (a.end_ns <= overlap_limit && overlap(j));
+  }
+
   // The member that ended last before `cur` started (within the tolerance) among those `accept` takes; members
   // `overlap` takes (programmatic predecessors) may also end after `cur` started, as long as before it ended. Scans
   // back from the last member that started in time and stops when no earlier one can end later than the best so far.
@@ -434,25 +500,14 @@ private:
   std::size_t latest_before(std::size_t cur, Accept&& accept, Overlap&& overlap) const {
     const auto limit = t_.activities[m_[cur]].start_ns + tolerance_ns;
     const auto overlap_limit = t_.activities[m_[cur]].end_ns + tolerance_ns;
-    const auto hi = static_cast<std::size_t>(
-        std::upper_bound(m_.begin(), m_.end(), limit,
-                         [&](std::uint64_t v, std::size_t j) { return v < t_.activities[j].start_ns; }) -
-        m_.begin());
-    std::size_t best = npos;
-    std::uint64_t best_end = 0;
-    std::size_t scanned_past = 0; // members looked at after the first candidate: bounded (one long activity would
-                                  // otherwise defeat the duration bound and make the walk quadratic)
-    for (std::size_t k = hi; k-- > 0;) {
+    latest l;
+    for (std::size_t k = started_by(limit); k-- > 0;) {
       const auto& a = t_.activities[m_[k]];
-      if (best != npos && (a.start_ns + max_duration_ < best_end || ++scanned_past > scan_limit)) break;
-      if (visited_[k] || !accept(m_[k])) continue;
-      if (a.end_ns > limit && (a.end_ns > overlap_limit || !overlap(m_[k]))) continue;
-      if (best == npos || a.end_ns > best_end) {
-        best = k;
-        best_end = a.end_ns;
-      }
+      if (l.done(a, max_duration_)) break;
+      if (visited_[k] || !accept(m_[k]) || !ends_in_time(a, m_[k], limit, overlap_limit, overlap)) continue;
+      l.offer(k, a);
     }
-    return best;
+    return l.best;
   }
 
   bool same_launch(std::size_t j, std::size_t cur) const {
@@ -819,22 +874,21 @@ namespace {
 
 using detail::npos;
 
+// Whether g or a body nested in it holds a WHILE node.
+bool has_while(const graph_description& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const node_description& n) {
+    return n.conditional_type == "while" || std::any_of(n.bodies.begin(), n.bodies.end(), has_while);
+  });
+}
+
 // Graphs with WHILE bodies instantiated before the first profiler started: CUPTI then records one iteration.
 std::vector<std::string> while_notes(const trace& t) {
-  const auto has_while = [](const auto& self, const graph_description& g) -> bool {
-    for (const auto& n : g.nodes) {
-      if (n.conditional_type == "while") return true;
-      for (const auto& b : n.bodies)
-        if (self(self, b)) return true;
-    }
-    return false;
-  };
   std::vector<std::string> notes;
   if (t.step_through)
     notes.emplace_back("CONVEYOR_STEP_THROUGH was set: graph launches ran node by node (each node a graph of its own, "
                        "followed by a synchronisation), so these are a debugging run's timings; unset it to profile");
   for (const auto& w : t.graphs)
-    if (w.instantiated_before_profiling && has_while(has_while, w.graph))
+    if (w.instantiated_before_profiling && has_while(w.graph))
       notes.push_back(fmt::format(
           "graph '{}' was instantiated before the first profiler of the process started: CUPTI then records only the "
           "first iteration of its WHILE bodies in each launch (CUDA 13.0, H200); instantiate it after a profiler "
