@@ -495,16 +495,22 @@ private:
     const std::vector<const node_profile*> shorts = short_kernel_nodes(kernels);
     if (shorts.empty()) return;
     std::vector<std::string> names, listed;
-    for (const node_profile* n : shorts) {
-      names.push_back(name_of(*n));
-      listed.push_back(fmt::format("{} {}", names.back(), us(n->median_us)));
-    }
+    name_shorts(shorts, names, listed);
     std::string evidence = fmt::format(
         "{} of {} kernels run a median below {} and below the typical gap between nodes of {} ({} over {}): {}",
         shorts.size(), kernels, us(t_.short_kernel_us), us(p_.typical_gap), plural(p_.gap_count, "gap", "gaps"),
         plural(p_.launches.size(), "launch", "launches"), joined(listed));
     add(shorts.size() >= 2 ? severity::warning : severity::info, std::move(names), std::move(evidence),
         fusion_fix(chained_pairs(shorts)));
+  }
+
+  // The short kernels' names, and the names with their medians.
+  void name_shorts(const std::vector<const node_profile*>& shorts, std::vector<std::string>& names,
+                   std::vector<std::string>& listed) const {
+    for (const node_profile* n : shorts) {
+      names.push_back(name_of(*n));
+      listed.push_back(fmt::format("{} {}", names.back(), us(n->median_us)));
+    }
   }
 
   // The fix for short kernels: the pairs on a chain to fuse when there are any.
@@ -578,9 +584,9 @@ private:
   // True when the node the profile calls `name` is a copy between the host and the device.
   [[nodiscard]] bool copies_data(const std::string& name) const {
     if (!view_ || name.empty()) return false;
-    for (const flat_node& f : view_->nodes)
-      if (f.name == name) return f.d->kind == node_kind::memcpy && f.d->copy_kind != "DtoD";
-    return false;
+    const auto f =
+        std::find_if(view_->nodes.begin(), view_->nodes.end(), [&](const flat_node& n) { return n.name == name; });
+    return f != view_->nodes.end() && f->d->kind == node_kind::memcpy && f->d->copy_kind != "DtoD";
   }
 
   // 4. Kernel chains that programmatic dependent launch could overlap.
@@ -639,15 +645,27 @@ private:
     const level& l = view_->levels[li];
     if (const auto links = programmatic_links_of(l); !links.empty()) return pdl_already_applied(li, links.size());
     const auto next = chain_links(l);
-    std::vector<bool> linked_in(l.size(), false);
-    for (const auto& v : next)
-      if (v) linked_in[*v] = true;
+    const std::vector<bool> linked_in = linked_into(next);
     for (std::size_t s = 0; s < l.size(); ++s) {
       if (linked_in[s] || !next[s]) continue;
-      std::vector<std::size_t> chain{s};
-      for (auto v = next[s]; v; v = next[*v]) chain.push_back(*v);
+      const std::vector<std::size_t> chain = chain_from(next, s);
       if (chain.size() >= t_.pdl_chain) report_pdl_chain(li, chain);
     }
+  }
+
+  // The nodes some link leads into (not the first of a chain).
+  static std::vector<bool> linked_into(const std::vector<std::optional<std::size_t>>& next) {
+    std::vector<bool> linked_in(next.size(), false);
+    for (const auto& v : next)
+      if (v) linked_in[*v] = true;
+    return linked_in;
+  }
+
+  // The chain that starts at node s, following its links.
+  static std::vector<std::size_t> chain_from(const std::vector<std::optional<std::size_t>>& next, std::size_t s) {
+    std::vector<std::size_t> chain{s};
+    for (auto v = next[s]; v; v = next[*v]) chain.push_back(*v);
+    return chain;
   }
 
   void report_pdl_chain(std::size_t li, const std::vector<std::size_t>& chain) {
@@ -689,17 +707,21 @@ private:
     const bool host = f.d->kind == node_kind::host;
     const bool pageable = f.d->kind == node_kind::memcpy && f.d->pageable_host;
     if (!host && !pageable) return;
-    std::string evidence =
-        host ? "a host node: the GPU work after it waits for the CPU callable, run by the CUDA runtime's thread"
-             : fmt::format("a {} copy of {} with a pageable host side: staged through a driver buffer, it cannot "
-                           "overlap and runs at a fraction of the bus speed",
-                           f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind, bytes_text(f.d->bytes));
+    std::string evidence = blocking_evidence(f, host);
     const bool worse = blocks_everything(fi, evidence);
     add(worse ? severity::critical : severity::warning, {f.name}, std::move(evidence),
         host ? "move the host work out of the graph: run it between graph launches (a stream callback with "
                "cudaLaunchHostFunc, or plain host code after synchronising), or do it on the device"
              : "pin the host memory (cudaMallocHost, or cudaHostRegister on the existing buffer) so that the copy "
                "is a DMA that can overlap; capture it again afterwards");
+  }
+
+  // What a host node or a pageable copy makes the GPU wait for.
+  static std::string blocking_evidence(const flat_node& f, bool host) {
+    return host ? "a host node: the GPU work after it waits for the CPU callable, run by the CUDA runtime's thread"
+                : fmt::format("a {} copy of {} with a pageable host side: staged through a driver buffer, it cannot "
+                              "overlap and runs at a fraction of the bus speed",
+                              f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind, bytes_text(f.d->bytes));
   }
 
   // Whether flat node fi lies on every path through the graph, then (when profiled) its median and the launches
@@ -834,13 +856,18 @@ private:
   }
 
   // More mem_alloc than mem_free nodes in the graph (what a second launch needs freed).
-  void unfreed_by_the_graph(const exec_facts* e) {
-    std::vector<std::string> allocs;
-    std::size_t frees = 0;
+  // The mem_alloc nodes of the view, and the count of its mem_free nodes.
+  void allocs_and_frees(std::vector<std::string>& allocs, std::size_t& frees) const {
     for (const flat_node& f : view_->nodes) {
       if (f.d->kind == node_kind::mem_alloc) allocs.push_back(f.name);
       if (f.d->kind == node_kind::mem_free) ++frees;
     }
+  }
+
+  void unfreed_by_the_graph(const exec_facts* e) {
+    std::vector<std::string> allocs;
+    std::size_t frees = 0;
+    allocs_and_frees(allocs, frees);
     if (allocs.size() <= frees) return;
     add(severity::warning, allocs,
         fmt::format("{} and {} in the graph: {} not freed by it, and the executable graph is {}; a second launch "
@@ -872,6 +899,13 @@ private:
     return c;
   }
 
+  // Each call with its count: "call ×2".
+  static std::vector<std::string> counted(const std::vector<tally>& calls) {
+    std::vector<std::string> made_by;
+    for (const auto& [call, count] : calls) made_by.push_back(fmt::format("{} ×{}", call, count));
+    return made_by;
+  }
+
   // The call a capture_scope named in an allocation node's label ("<call>: allocation"), else an unnamed call.
   static std::string allocating_call(const std::string& label) {
     const std::string suffix = ": allocation";
@@ -884,8 +918,7 @@ private:
     if (!view_ || in_.graph == nullptr || !in_.graph->captured) return;
     const auto [nodes, calls, bytes] = allocations();
     if (nodes.empty()) return;
-    std::vector<std::string> made_by;
-    for (const auto& [call, count] : calls) made_by.push_back(fmt::format("{} ×{}", call, count));
+    const std::vector<std::string> made_by = counted(calls);
     const bool named =
         std::any_of(calls.begin(), calls.end(), [](const tally& c) { return !c.text.starts_with("an "); });
     add(named ? severity::warning : severity::info, nodes,
@@ -939,23 +972,27 @@ private:
     return top;
   }
 
+  // The calls after the warm-ups (none when the warm-ups took every call).
+  static std::size_t calls_after_warmups(const graphed_statistics& g) {
+    return g.calls > g.warmups ? g.calls - g.warmups : 0;
+  }
+
   // 9. Captures and instantiations in the steady state.
   void recapture_churn() {
     const graphed_statistics* g = in_.graphed;
-    if (g == nullptr || g->calls <= g->warmups || g->captures <= 1) return;
-    const double calls = static_cast<double>(g->calls - g->warmups);
+    if (g == nullptr || calls_after_warmups(*g) == 0 || g->captures <= 1) return;
+    const double calls = static_cast<double>(calls_after_warmups(*g));
     const double rate = static_cast<double>(g->captures + g->instantiations) / calls;
     if (rate <= t_.churn_rate) return;
     std::string evidence = fmt::format(
         "{:.2f} captures + instantiations per call ({} captures + {} instantiations over {} calls after {}; "
         "threshold {:.2f})",
-        rate, g->captures, g->instantiations, g->calls - g->warmups, plural(g->warmups, "warm-up", "warm-ups"),
+        rate, g->captures, g->instantiations, calls_after_warmups(*g), plural(g->warmups, "warm-up", "warm-ups"),
         t_.churn_rate);
     const churn_split split = split_churn(*g, evidence);
     evidence += fmt::format("; {} for new shapes, {} for changed bindings", plural(split.shape, "event", "events"),
                             plural(split.binding, "re-capture", "re-captures"));
-    add(rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence),
-        split.shape >= split.binding ? shape_churn_fix : binding_churn_fix);
+    add(rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence), churn_fix(split));
   }
 
   // Shape churn (new shapes, evictions, sizes above the buckets) against binding churn (re-captures of a cached shape).
@@ -963,7 +1000,6 @@ private:
     std::size_t shape = 0;
     std::size_t binding = 0;
   };
-
   // The split, from the reasons when there are any (their three most frequent added to `evidence`), else from the
   // statistics.
   [[nodiscard]] churn_split split_churn(const graphed_statistics& g, std::string& evidence) const {
@@ -989,16 +1025,26 @@ private:
       "changes are patched instead of re-captured; wrap arguments the work does not depend on in "
       "conveyor::unkeyed";
 
+  // The fix for the larger kind of churn: shapes (ties included) or bindings.
+  static const char* churn_fix(const churn_split& split) {
+    return split.shape >= split.binding ? shape_churn_fix : binding_churn_fix;
+  }
+
   // 9b. The churn guard ran calls eagerly: the callable re-recorded more often than its cap allows.
+  // What the churn guard did: the calls it ran eagerly (`share` of them), its trips and resumes.
+  static std::string guard_evidence(const graphed_statistics& g, double share) {
+    return fmt::format(
+        "the churn guard ran {} of {} calls eagerly ({}): it engaged {} when the callable made more than {} captures "
+        "and re-captures within {} calls, and resumed graphing {} after the arguments settled{}",
+        g.guarded_calls, g.calls, percent(share), plural(g.guard_trips, "time", "times"), g.churn_max_records,
+        g.churn_window, plural(g.guard_resumes, "time", "times"), g.guard_engaged ? "; it runs eagerly now" : "");
+  }
+
   void churn_guard() {
     const graphed_statistics* g = in_.graphed;
     if (g == nullptr || g->guard_trips == 0) return;
     const double share = g->calls == 0 ? 0 : static_cast<double>(g->guarded_calls) / static_cast<double>(g->calls);
-    std::string evidence = fmt::format(
-        "the churn guard ran {} of {} calls eagerly ({}): it engaged {} when the callable made more than {} captures "
-        "and re-captures within {} calls, and resumed graphing {} after the arguments settled{}",
-        g->guarded_calls, g->calls, percent(share), plural(g->guard_trips, "time", "times"), g->churn_max_records,
-        g->churn_window, plural(g->guard_resumes, "time", "times"), g->guard_engaged ? "; it runs eagerly now" : "");
+    std::string evidence = guard_evidence(*g, share);
     const std::vector<std::string> top = top_reasons(churn_reasons());
     if (!top.empty()) evidence += fmt::format("; what re-recorded: {}", joined(top, "; "));
     add(share > 0.5 || g->guard_engaged ? severity::critical : severity::warning, {}, std::move(evidence),
@@ -1073,7 +1119,7 @@ private:
     reinstantiation_churn(*g, c);
     recapture_churn_parts(*g, c);
     if (c.parts.empty()) return;
-    const std::size_t calls = g->calls > g->warmups ? g->calls - g->warmups : 0;
+    const std::size_t calls = calls_after_warmups(*g);
     const double rate = calls == 0 ? 0 : static_cast<double>(c.events) / static_cast<double>(calls);
     std::string evidence = fmt::format("{} over {} calls after warm-ups ({} per-node updates, {} rebinds)",
                                        joined(c.parts, ", "), calls, g->per_node_updates, g->rebinds);
@@ -1170,26 +1216,29 @@ private:
     m.launches = std::max(m.launches, np.launches);
   }
 
+  static constexpr const char* tiny_body_fix =
+      "do more work per iteration: unroll k iterations into the body (k copies of the step, the condition checked "
+      "once per k), or give each iteration a larger piece of work";
+
   void tiny_body(const flat_node& f) {
-    static constexpr const char* fix = "do more work per iteration: unroll k iterations into the body (k copies of "
-                                       "the step, the condition checked once per k), or give each iteration a larger "
-                                       "piece of work";
     const body_measure m = measure_body(f);
-    if (m.measured > 0) {
-      if (m.per_iteration >= t_.tiny_body_us) return;
-      const double iterations = m.launches == 0 ? 0 : static_cast<double>(m.records) / static_cast<double>(m.launches);
-      add(severity::warning, {f.name},
-          fmt::format("the WHILE body takes {} per iteration (sum of its {} measured nodes' medians; {} kernel "
-                      "nodes), below {}; about {:.0f} iterations per launch pay the loop's per-iteration overhead",
-                      us(m.per_iteration), m.measured, m.kernels, us(t_.tiny_body_us), iterations),
-          fix);
-      return;
-    }
+    if (m.measured > 0) return tiny_measured_body(f, m);
     if (m.kernels > t_.tiny_body_nodes) return;
     add(severity::info, {f.name},
         fmt::format("the WHILE body holds {}, at most {} (no profile of it to measure an iteration)",
                     plural(m.kernels, "kernel node", "kernel nodes"), t_.tiny_body_nodes),
-        fix);
+        tiny_body_fix);
+  }
+
+  // tiny_body with a profile of the body: its time per iteration against the threshold.
+  void tiny_measured_body(const flat_node& f, const body_measure& m) {
+    if (m.per_iteration >= t_.tiny_body_us) return;
+    const double iterations = m.launches == 0 ? 0 : static_cast<double>(m.records) / static_cast<double>(m.launches);
+    add(severity::warning, {f.name},
+        fmt::format("the WHILE body takes {} per iteration (sum of its {} measured nodes' medians; {} kernel "
+                    "nodes), below {}; about {:.0f} iterations per launch pay the loop's per-iteration overhead",
+                    us(m.per_iteration), m.measured, m.kernels, us(t_.tiny_body_us), iterations),
+        tiny_body_fix);
   }
 
   // 13. The legacy default stream.
@@ -1257,7 +1306,9 @@ const std::vector<std::string>& doctor_checks() {
   return ids;
 }
 
-std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds) {
+namespace {
+
+void check_thresholds(const doctor_thresholds& thresholds) {
   const auto check = [](double v, const char* name) {
     if (!std::isfinite(v) || v < 0)
       throw std::invalid_argument(fmt::format("conveyor::profile::diagnose: threshold {} must be a finite number >= 0, "
@@ -1273,6 +1324,12 @@ std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& t
     throw std::invalid_argument(fmt::format("conveyor::profile::diagnose: min_nodes must be >= 1 and pdl_chain >= 2, "
                                             "got {} and {}",
                                             thresholds.min_nodes, thresholds.pdl_chain));
+}
+
+} // namespace
+
+std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds) {
+  check_thresholds(thresholds);
   return doctor(in, thresholds).run();
 }
 

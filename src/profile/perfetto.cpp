@@ -118,8 +118,7 @@ private:
 
   std::size_t unit_process(const detail::unit& u) {
     using type = detail::unit::type;
-    if (u.kind == type::step || !u.track.empty())
-      return process_of("t:" + u.track, u.track.empty() ? std::string("steps") : u.track);
+    if (u.kind == type::step || !u.track.empty()) return track_process(u.track);
     if (u.kind == type::graph) {
       const auto name = u.graph.empty() ? fmt::format("executable graph {}", u.exec_id) : u.graph;
       return process_of("g:" + name, "graph: " + name);
@@ -204,9 +203,17 @@ private:
     }
   }
 
-  void add_units() {
-    std::map<std::tuple<std::string, std::uint64_t, std::uint32_t, std::uint64_t>, const launch_profile*> analysed;
+  using launch_key = std::tuple<std::string, std::uint64_t, std::uint32_t, std::uint64_t>;
+
+  // The report's launches by (track, step, correlation, start).
+  [[nodiscard]] std::map<launch_key, const launch_profile*> analysed_launches() const {
+    std::map<launch_key, const launch_profile*> analysed;
     for (const auto& l : r_.launches) analysed.try_emplace({l.track, l.step, l.correlation, l.start_ns}, &l);
+    return analysed;
+  }
+
+  void add_units() {
+    const std::map<launch_key, const launch_profile*> analysed = analysed_launches();
     slices_.reserve(t_.activities.size() + an_.units.size() + t_.host_calls.size());
     slice_of_.assign(t_.activities.size(), npos);
     unit_pid_.resize(an_.units.size());
@@ -236,6 +243,11 @@ private:
   std::size_t step_process(std::uint64_t step) {
     const auto st = std::find_if(t_.steps.begin(), t_.steps.end(), [&](const step_info& s) { return s.id == step; });
     const std::string track = st == t_.steps.end() ? std::string() : st->track;
+    return track_process(track);
+  }
+
+  // The process of a track of steps ("steps" when the track has no name).
+  std::size_t track_process(const std::string& track) {
     return process_of("t:" + track, track.empty() ? std::string("steps") : track);
   }
 
@@ -436,10 +448,16 @@ private:
   // The records of node `q` that arrows point at: its own, or for a node with bodies its earliest record.
   std::vector<std::size_t> targets_of(const detail::flat_graph& g, const launch_records& lr, std::size_t q) const {
     if (g.nodes[q].node->bodies.empty()) return lr.own[q];
+    const std::size_t earliest = earliest_under(lr, q);
+    return earliest == npos ? std::vector<std::size_t>{} : std::vector<std::size_t>{earliest};
+  }
+
+  // The record under node q that started first; npos when none.
+  std::size_t earliest_under(const launch_records& lr, std::size_t q) const {
     std::size_t earliest = npos;
     for (auto i : lr.under[q])
       if (earliest == npos || t_.activities[i].start_ns < t_.activities[earliest].start_ns) earliest = i;
-    return earliest == npos ? std::vector<std::size_t>{} : std::vector<std::size_t>{earliest};
+    return earliest;
   }
 
   void launch_flows(const std::vector<std::size_t>& records) {

@@ -241,6 +241,14 @@ std::string largest_gap_text(const track_launches& t, name_fn name) {
                      g.start_us, g.on_critical_path ? ", on the critical path" : "");
 }
 
+// The track's node profiles, in the report's order.
+std::vector<const node_profile*> track_nodes(const profile_report& r, const track_summary& s) {
+  std::vector<const node_profile*> nodes;
+  for (const auto& n : r.nodes)
+    if (n.ref.track == s.track) nodes.push_back(&n);
+  return nodes;
+}
+
 // The width of the name column: the longest of the first `shown` names, at least 4 and at most 60.
 std::size_t name_width(const std::vector<const node_profile*>& nodes, std::size_t shown, name_fn name) {
   std::size_t width = 4;
@@ -251,9 +259,7 @@ std::size_t name_width(const std::vector<const node_profile*>& nodes, std::size_
 
 // The `top` nodes of a track by time, as a table.
 std::string nodes_text(const profile_report& r, const track_summary& s, std::size_t top, name_fn name) {
-  std::vector<const node_profile*> nodes;
-  for (const auto& n : r.nodes)
-    if (n.ref.track == s.track) nodes.push_back(&n);
+  const std::vector<const node_profile*> nodes = track_nodes(r, s);
   if (nodes.empty()) return {};
   const std::size_t shown = std::min(top, nodes.size());
   const std::size_t width = name_width(nodes, shown, name);
@@ -268,16 +274,20 @@ std::string nodes_text(const profile_report& r, const track_summary& s, std::siz
   return out;
 }
 
+// The records no node took, grouped by reason; empty when there are none.
+std::string unattributed_groups_text(const profile_report& r, name_fn name) {
+  if (r.unattributed.empty()) return {};
+  std::size_t count = 0;
+  for (const auto& g : r.unattributed) count += g.records;
+  std::string out = fmt::format("\nunattributed: {} of {} records\n", count, r.records);
+  for (const auto& g : r.unattributed)
+    out += fmt::format("  {} records: {} (e.g. {})\n", g.records, g.reason, name(g.example));
+  return out;
+}
+
 // The records no node took, grouped by reason, and the report's notes.
 std::string unattributed_text(const profile_report& r, name_fn name) {
-  std::string out;
-  if (!r.unattributed.empty()) {
-    std::size_t count = 0;
-    for (const auto& g : r.unattributed) count += g.records;
-    out += fmt::format("\nunattributed: {} of {} records\n", count, r.records);
-    for (const auto& g : r.unattributed)
-      out += fmt::format("  {} records: {} (e.g. {})\n", g.records, g.reason, name(g.example));
-  }
+  std::string out = unattributed_groups_text(r, name);
   for (const auto& note : r.notes) out += fmt::format("\nnote: {}\n", note);
   return out;
 }

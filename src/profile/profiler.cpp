@@ -395,6 +395,16 @@ profiler::~profiler() {
   g_active = nullptr;
 }
 
+namespace {
+
+// Whether executable graph `id` was instantiated before the process's first profiler started.
+bool instantiated_before_profiling(std::uint32_t id) {
+  std::lock_guard lock(g_active_mutex);
+  return g_first_exec_id != 0 && id < g_first_exec_id;
+}
+
+} // namespace
+
 void profiler::watch(const graph_exec& exec, std::string name, graph_description description) {
   if (exec.get() == nullptr)
     throw std::invalid_argument(fmt::format("conveyor::profile::profiler::watch('{}'): an empty (moved-from) "
@@ -402,11 +412,7 @@ void profiler::watch(const graph_exec& exec, std::string name, graph_description
                                             name));
   std::uint32_t id = 0;
   check_cupti(cuptiGetGraphExecId(reinterpret_cast<CUgraphExec>(exec.get()), &id), "cuptiGetGraphExecId");
-  bool before = false;
-  {
-    std::lock_guard lock(g_active_mutex);
-    before = g_first_exec_id != 0 && id < g_first_exec_id;
-  }
+  const bool before = instantiated_before_profiling(id);
   std::lock_guard lock(state_->mutex);
   for (auto& g : state_->graphs)
     if (g.exec_id == id) {
