@@ -57,12 +57,18 @@ adjacency adjacency_of(const graph_description& d) {
 
 // Each node's level on the longest path to it (1 for a root), by Kahn's algorithm: level[v] = 1 + the largest level
 // of its predecessors. \throws std::invalid_argument when the edges form a cycle.
+// The nodes no edge leads into.
+std::vector<std::size_t> roots_of(const adjacency& a) {
+  std::vector<std::size_t> roots;
+  for (std::size_t v = 0; v < a.indegree.size(); ++v)
+    if (a.indegree[v] == 0) roots.push_back(v);
+  return roots;
+}
+
 std::vector<std::size_t> levels_of(adjacency a) {
   const std::size_t n = a.indegree.size();
   std::vector<std::size_t> level(n, 1);
-  std::vector<std::size_t> ready;
-  for (std::size_t v = 0; v < n; ++v)
-    if (a.indegree[v] == 0) ready.push_back(v);
+  std::vector<std::size_t> ready = roots_of(a);
   std::size_t visited = 0;
   while (!ready.empty()) {
     const std::size_t v = ready.back();

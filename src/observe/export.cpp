@@ -42,12 +42,19 @@ std::string launch_text(const node_description& n) {
   return text;
 }
 
-std::string node_text(const node_description& n) {
+// The part of a DOT label a node of its kind shows (kind_traits::shows): launch, copy kind, bytes.
+std::string kind_text(const node_description& n) {
   const unsigned shows = detail::traits_of(n.kind).shows;
-  std::string text = fmt::format("{}\n{}", n.display_name(), to_string(n.kind));
+  std::string text;
   if ((shows & detail::shows_launch) != 0) text += launch_text(n);
   if ((shows & detail::shows_copy_kind) != 0) text += fmt::format(" {}", n.copy_kind);
   if ((shows & detail::shows_bytes) != 0) text += fmt::format(" {}", size_text(n.bytes));
+  return text;
+}
+
+std::string node_text(const node_description& n) {
+  std::string text = fmt::format("{}\n{}", n.display_name(), to_string(n.kind));
+  text += kind_text(n);
   if (n.source_device >= 0 && n.device >= 0)
     text += fmt::format("\npeer copy device {} -> device {}", n.source_device, n.device);
   for (const auto& b : n.bindings) text += fmt::format("\nbinds {}", b);
@@ -66,28 +73,42 @@ std::vector<int> level_devices(const graph_description& d) {
   return out;
 }
 
+// One device's cluster around the nodes of this level that run there.
+void write_device_cluster(std::string& out, const graph_description& d, int device, const std::string& prefix,
+                          int depth) {
+  const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
+  out += fmt::format("{}subgraph cluster_{}device_{} {{\n{}  label={}; style=\"rounded,dashed\"; color=\"#555555\";\n",
+                     indent, prefix, device, indent, dot_quoted(fmt::format("device {}", device)));
+  for (const auto& n : d.nodes)
+    if (n.device == device) write_dot_node(out, n, prefix, depth + 1);
+  out += fmt::format("{}}}\n", indent);
+}
+
+// A multi-device graph: one cluster per device around the nodes that run there; the others (host, empty, event,
+// child-graph nodes) outside. Edges are written after every node, so they cross clusters freely.
+void write_device_clusters(std::string& out, const graph_description& d, const std::vector<int>& devices,
+                           const std::string& prefix, int depth) {
+  for (const auto& n : d.nodes)
+    if (n.device < 0) write_dot_node(out, n, prefix, depth);
+  for (const int device : devices) write_device_cluster(out, d, device, prefix, depth);
+}
+
+void write_dot_edges(std::string& out, const graph_description& d, const std::string& prefix,
+                     const std::string& indent) {
+  for (std::size_t e = 0; e < d.edges.size(); ++e)
+    out += fmt::format("{}{}{} -> {}{}{};\n", indent, prefix, d.edges[e].first, prefix, d.edges[e].second,
+                       dot_edge_attributes(d.edge_type_of(e)));
+}
+
 void write_dot_body(std::string& out, const graph_description& d, const std::string& prefix, int depth) {
   const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
   const std::vector<int> devices = level_devices(d);
   if (devices.size() < 2) {
     for (const auto& n : d.nodes) write_dot_node(out, n, prefix, depth);
   } else {
-    // A multi-device graph: one cluster per device around the nodes that run there; the others (host, empty,
-    // event, child-graph nodes) outside. Edges are written after every node, so they cross clusters freely.
-    for (const auto& n : d.nodes)
-      if (n.device < 0) write_dot_node(out, n, prefix, depth);
-    for (const int device : devices) {
-      out +=
-          fmt::format("{}subgraph cluster_{}device_{} {{\n{}  label={}; style=\"rounded,dashed\"; color=\"#555555\";\n",
-                      indent, prefix, device, indent, dot_quoted(fmt::format("device {}", device)));
-      for (const auto& n : d.nodes)
-        if (n.device == device) write_dot_node(out, n, prefix, depth + 1);
-      out += fmt::format("{}}}\n", indent);
-    }
+    write_device_clusters(out, d, devices, prefix, depth);
   }
-  for (std::size_t e = 0; e < d.edges.size(); ++e)
-    out += fmt::format("{}{}{} -> {}{}{};\n", indent, prefix, d.edges[e].first, prefix, d.edges[e].second,
-                       dot_edge_attributes(d.edge_type_of(e)));
+  write_dot_edges(out, d, prefix, indent);
 }
 
 void write_dot_node(std::string& out, const node_description& n, const std::string& prefix, int depth) {

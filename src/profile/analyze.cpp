@@ -40,7 +40,11 @@ std::string shape_text(const std::array<unsigned, 3>& s) { return fmt::format("{
 // CUPTI's numbering: the graph's own nodes in creation order, then, for each node and each of its bodies in order,
 // that body's nodes followed by their own bodies (depth first).
 void flatten(flat_graph& fg, const graph_description& g, const std::vector<std::size_t>& prefix,
-             const std::string& label_prefix, std::size_t owner) {
+             const std::string& label_prefix, std::size_t owner);
+
+// g's own nodes, flat, after the nodes so far.
+void add_flat_nodes(flat_graph& fg, const graph_description& g, const std::vector<std::size_t>& prefix,
+                    const std::string& label_prefix, std::size_t owner) {
   const std::size_t first = fg.nodes.size();
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     flat_node f;
@@ -52,11 +56,20 @@ void flatten(flat_graph& fg, const graph_description& g, const std::vector<std::
     f.owner = owner;
     fg.nodes.push_back(std::move(f));
   }
+}
+
+// The predecessors of g's flat nodes (node 0 at `first`), programmatic ones apart too.
+void link_flat_nodes(flat_graph& fg, const graph_description& g, std::size_t first) {
   for (std::size_t e = 0; e < g.edges.size(); ++e) {
     const auto [from, to] = g.edges[e];
     fg.nodes[first + to].preds.push_back(first + from);
     if (g.edge_type_of(e) != edge_type::full) fg.nodes[first + to].programmatic_preds.push_back(first + from);
   }
+}
+
+// The bodies of g's nodes (node 0 at `first`), each flattened in turn.
+void flatten_bodies(flat_graph& fg, const graph_description& g, const std::vector<std::size_t>& prefix,
+                    const std::string& label_prefix, std::size_t first) {
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const auto& n = g.nodes[i];
     for (std::size_t b = 0; b < n.bodies.size(); ++b) {
@@ -66,6 +79,14 @@ void flatten(flat_graph& fg, const graph_description& g, const std::vector<std::
       flatten(fg, n.bodies[b], path, fmt::format("{}{}/body {}/", label_prefix, n.display_name(), b), first + i);
     }
   }
+}
+
+void flatten(flat_graph& fg, const graph_description& g, const std::vector<std::size_t>& prefix,
+             const std::string& label_prefix, std::size_t owner) {
+  const std::size_t first = fg.nodes.size();
+  add_flat_nodes(fg, g, prefix, label_prefix, owner);
+  link_flat_nodes(fg, g, first);
+  flatten_bodies(fg, g, prefix, label_prefix, first);
 }
 
 node_kind node_kind_of(activity_kind k) {
@@ -97,17 +118,21 @@ bool is_driver_kernel_of(const activity& a, const node_description& n) {
 }
 
 // Why the kernel record `a` is not a run of kernel node `n` ("" when it can be); `where` names the node.
-std::string kernel_mismatch(const activity& a, const node_description& n, const std::string& where) {
+// Why a record that ran `what` (grid or block) `ran` is not a run of a node whose `what` is `has` ("" when the node's
+// is unknown or the same).
+std::string shape_mismatch(std::string_view what, const std::array<unsigned, 3>& ran,
+                           const std::array<unsigned, 3>& has, const std::string& where) {
   constexpr std::array<unsigned, 3> unknown{0, 0, 0};
+  if (has == unknown || ran == has) return {};
+  return fmt::format("{}: the record ran {} {}, the node has {} {}", where, what, shape_text(ran), what,
+                     shape_text(has));
+}
+
+std::string kernel_mismatch(const activity& a, const node_description& n, const std::string& where) {
   if (!n.kernel_name.empty() && a.name != n.kernel_name)
     return fmt::format("{}: the record ran kernel '{}', the node launches '{}'", where, a.name, n.kernel_name);
-  if (n.grid != unknown && a.grid != n.grid)
-    return fmt::format("{}: the record ran grid {}, the node has grid {}", where, shape_text(a.grid),
-                       shape_text(n.grid));
-  if (n.block != unknown && a.block != n.block)
-    return fmt::format("{}: the record ran block {}, the node has block {}", where, shape_text(a.block),
-                       shape_text(n.block));
-  return {};
+  if (std::string why = shape_mismatch("grid", a.grid, n.grid, where); !why.empty()) return why;
+  return shape_mismatch("block", a.block, n.block, where);
 }
 
 // Why record `a` is not a run of node `n` ("" when it can be): the kind, then a kernel's name and shape or a copy's
@@ -134,6 +159,14 @@ std::string node_id_error(const activity& a, const flat_graph& g) {
   return {};
 }
 
+// Why record `a` is not a run of flat node `index` of g ("" when it can be, a driver kernel of the node included).
+std::string node_mismatch(const activity& a, const flat_graph& g, std::size_t index) {
+  const flat_node& f = g.nodes[index];
+  if (is_driver_kernel_of(a, *f.node)) return {};
+  const auto where = fmt::format("graph '{}' node {} ('{}')", g.watched->name, index, f.label);
+  return mismatch(a, *f.node, where);
+}
+
 void attribute(const activity& a, const std::unordered_map<std::uint32_t, const flat_graph*>& by_exec,
                activity_info& info) {
   if (a.exec_id == 0) {
@@ -151,11 +184,7 @@ void attribute(const activity& a, const std::unordered_map<std::uint32_t, const 
   info.graph = &g;
   if (std::string why = node_id_error(a, g); !why.empty()) return fail(std::move(why));
   const std::size_t index = a.node_id & 0xffffffffU;
-  const flat_node& f = g.nodes[index];
-  if (!is_driver_kernel_of(a, *f.node)) {
-    const auto where = fmt::format("graph '{}' node {} ('{}')", g.watched->name, index, f.label);
-    if (std::string why = mismatch(a, *f.node, where); !why.empty()) return fail(std::move(why));
-  }
+  if (std::string why = node_mismatch(a, g, index); !why.empty()) return fail(std::move(why));
   info.attributed = true;
   info.flat = index;
 }
@@ -170,26 +199,28 @@ struct launch_window {
   std::map<std::size_t, std::pair<std::uint64_t, std::uint64_t>> tops; // top node -> (first start, last end)
 };
 
+// The nodes reached from `from` along `next` (a node's list of neighbours), transitively.
+template <class Next>
+std::set<std::size_t> reached(std::size_t from, Next next) {
+  std::set<std::size_t> out;
+  std::vector<std::size_t> todo{from};
+  while (!todo.empty()) {
+    const auto i = todo.back();
+    todo.pop_back();
+    for (auto j : next(i))
+      if (out.insert(j).second) todo.push_back(j);
+  }
+  return out;
+}
+
 // Top-level ancestors and descendants of top-level node `top` (transitive).
 std::pair<std::set<std::size_t>, std::set<std::size_t>> relatives(const flat_graph& g, std::size_t top) {
-  std::set<std::size_t> ancestors;
-  std::vector<std::size_t> todo{top};
-  while (!todo.empty()) {
-    const auto i = todo.back();
-    todo.pop_back();
-    for (auto p : g.nodes[i].preds)
-      if (ancestors.insert(p).second) todo.push_back(p);
-  }
-  std::set<std::size_t> descendants;
+  std::set<std::size_t> ancestors =
+      reached(top, [&](std::size_t i) -> const std::vector<std::size_t>& { return g.nodes[i].preds; });
   std::vector<std::vector<std::size_t>> successors(g.watched->graph.nodes.size());
   for (const auto& [from, to] : g.watched->graph.edges) successors[from].push_back(to);
-  todo = {top};
-  while (!todo.empty()) {
-    const auto i = todo.back();
-    todo.pop_back();
-    for (auto s : successors[i])
-      if (descendants.insert(s).second) todo.push_back(s);
-  }
+  std::set<std::size_t> descendants =
+      reached(top, [&](std::size_t i) -> const std::vector<std::size_t>& { return successors[i]; });
   return {std::move(ancestors), std::move(descendants)};
 }
 
@@ -198,12 +229,18 @@ std::pair<std::set<std::size_t>, std::set<std::size_t>> relatives(const flat_gra
 using relatives_cache =
     std::map<std::pair<const flat_graph*, std::size_t>, std::pair<std::set<std::size_t>, std::set<std::size_t>>>;
 
-bool fits(const activity& a, const flat_graph* g, std::size_t top, const launch_window& w, relatives_cache& cache) {
-  if (w.host_start != std::numeric_limits<std::uint64_t>::max() && w.host_start > a.start_ns) return false;
-  if (g == nullptr || top == npos) return true;
+// The relatives of top-level node `top` of g, computed once.
+const std::pair<std::set<std::size_t>, std::set<std::size_t>>& cached_relatives(const flat_graph* g, std::size_t top,
+                                                                                relatives_cache& cache) {
   auto found = cache.find({g, top});
   if (found == cache.end()) found = cache.emplace(std::make_pair(g, top), relatives(*g, top)).first;
-  const auto& [ancestors, descendants] = found->second;
+  return found->second;
+}
+
+// Whether launch `w`'s records of the node's ancestors ended before `a`, and those of its descendants start after it.
+bool ordered_around(const activity& a, const std::pair<std::set<std::size_t>, std::set<std::size_t>>& relatives,
+                    const launch_window& w) {
+  const auto& [ancestors, descendants] = relatives;
   for (const auto& [node, times] : w.tops) {
     if (ancestors.count(node) != 0 && times.second > a.start_ns + tolerance_ns) return false;
     if (descendants.count(node) != 0 && times.first + tolerance_ns < a.end_ns) return false;
@@ -211,7 +248,27 @@ bool fits(const activity& a, const flat_graph* g, std::size_t top, const launch_
   return true;
 }
 
+bool fits(const activity& a, const flat_graph* g, std::size_t top, const launch_window& w, relatives_cache& cache) {
+  if (w.host_start != std::numeric_limits<std::uint64_t>::max() && w.host_start > a.start_ns) return false;
+  if (g == nullptr || top == npos) return true;
+  return ordered_around(a, cached_relatives(g, top, cache), w);
+}
+
 using launch_key = std::pair<std::uint32_t, std::uint32_t>; // (exec_id, correlation)
+
+// Launch window w, widened to hold record a; its step the first record's that has one.
+void widen(launch_window& w, const activity& a) {
+  w.correlation = a.correlation;
+  w.start = std::min(w.start, a.start_ns);
+  w.end = std::max(w.end, a.end_ns);
+  if (w.step == 0) w.step = a.step;
+}
+
+// The span of top-level node `top` in launch window w, widened to hold record a.
+void widen_top(launch_window& w, std::size_t top, const activity& a) {
+  auto [it, fresh] = w.tops.try_emplace(top, a.start_ns, a.end_ns);
+  if (!fresh) it->second = {std::min(it->second.first, a.start_ns), std::max(it->second.second, a.end_ns)};
+}
 
 // Every graph launch's correlated records: its window and per top-level node its span.
 std::map<launch_key, launch_window> launch_windows(const trace& t, const analysis& an) {
@@ -220,39 +277,52 @@ std::map<launch_key, launch_window> launch_windows(const trace& t, const analysi
     const auto& a = t.activities[i];
     if (a.exec_id == 0 || a.correlation == 0) continue;
     auto& w = launches[{a.exec_id, a.correlation}];
-    w.correlation = a.correlation;
-    w.start = std::min(w.start, a.start_ns);
-    w.end = std::max(w.end, a.end_ns);
-    if (w.step == 0) w.step = a.step;
+    widen(w, a);
     const auto& info = an.activities[i];
     if (info.flat == npos) continue;
-    const auto top = info.graph->nodes[info.flat].top;
-    auto [it, fresh] = w.tops.try_emplace(top, a.start_ns, a.end_ns);
-    if (!fresh) it->second = {std::min(it->second.first, a.start_ns), std::max(it->second.second, a.end_ns)};
+    widen_top(w, info.graph->nodes[info.flat].top, a);
   }
   return launches;
+}
+
+// The earliest host call of each correlation id.
+std::unordered_map<std::uint32_t, const host_call*> earliest_calls(const trace& t) {
+  std::unordered_map<std::uint32_t, const host_call*> calls;
+  for (const auto& c : t.host_calls) {
+    auto [it, fresh] = calls.try_emplace(c.correlation, &c);
+    if (!fresh && c.start_ns < it->second->start_ns) it->second = &c;
+  }
+  return calls;
+}
+
+// Launch window w's host start from its call, and the call's step where the records had none.
+void adopt_call(launch_window& w, const host_call& c) {
+  w.host_start = c.start_ns;
+  if (w.step == 0) w.step = c.step;
 }
 
 // Each launch's host start (its earliest cudaGraphLaunch) and step from the host calls; the launches of each
 // executable graph by GPU start.
 std::unordered_map<std::uint32_t, std::vector<const launch_window*>>
 launches_by_exec(const trace& t, std::map<launch_key, launch_window>& launches) {
-  std::unordered_map<std::uint32_t, const host_call*> calls;
-  for (const auto& c : t.host_calls) {
-    auto [it, fresh] = calls.try_emplace(c.correlation, &c);
-    if (!fresh && c.start_ns < it->second->start_ns) it->second = &c;
-  }
+  const std::unordered_map<std::uint32_t, const host_call*> calls = earliest_calls(t);
   std::unordered_map<std::uint32_t, std::vector<const launch_window*>> by_exec;
   for (auto& [key, w] : launches) {
-    if (auto c = calls.find(key.second); c != calls.end()) {
-      w.host_start = c->second->start_ns;
-      if (w.step == 0) w.step = c->second->step;
-    }
+    if (auto c = calls.find(key.second); c != calls.end()) adopt_call(w, *c->second);
     by_exec[key.first].push_back(&w);
   }
   for (auto& [exec, list] : by_exec)
     std::sort(list.begin(), list.end(), [](const auto* x, const auto* y) { return x->start < y->start; });
   return by_exec;
+}
+
+// Of the launches just before and just after record `a` (either may be null), the earlier it fits, else the nearer.
+const launch_window* fitting_launch(const activity& a, const activity_info& info, const launch_window* before,
+                                    const launch_window* after, relatives_cache& cache) {
+  const std::size_t top = info.flat == npos ? npos : info.graph->nodes[info.flat].top;
+  if (before != nullptr && fits(a, info.graph, top, *before, cache)) return before;
+  if (after != nullptr && fits(a, info.graph, top, *after, cache)) return after;
+  return before != nullptr ? before : after;
 }
 
 // The launch (of `list`, by start) that a conditional body's record `a` belongs to: the one whose window holds it,
@@ -264,10 +334,18 @@ const launch_window* launch_of(const activity& a, const activity_info& info,
   const launch_window* before = next == list.begin() ? nullptr : *(next - 1);
   const launch_window* after = next == list.end() ? nullptr : *next;
   if (before != nullptr && a.start_ns <= before->end) return before; // launches of one executable graph never overlap
-  const std::size_t top = info.flat == npos ? npos : info.graph->nodes[info.flat].top;
-  if (before != nullptr && fits(a, info.graph, top, *before, cache)) return before;
-  if (after != nullptr && fits(a, info.graph, top, *after, cache)) return after;
-  return before != nullptr ? before : after;
+  return fitting_launch(a, info, before, after, cache);
+}
+
+// A conditional body's record (correlation 0): the launch of its executable graph it belongs to, and its step.
+void resolve_body_record(const activity& a, activity_info& info,
+                         const std::unordered_map<std::uint32_t, std::vector<const launch_window*>>& by_exec,
+                         relatives_cache& cache) {
+  const auto found = by_exec.find(a.exec_id);
+  if (found == by_exec.end()) return;
+  const launch_window* chosen = launch_of(a, info, found->second, cache);
+  info.correlation = chosen->correlation;
+  if (info.step == 0) info.step = chosen->step;
 }
 
 // Assigns conditional-body work (correlation 0) to a graph launch of its executable graph, and graph work outside
@@ -284,11 +362,7 @@ void resolve_launches(const trace& t, analysis& an) {
       if (info.step == 0) info.step = launches[{a.exec_id, a.correlation}].step;
       continue;
     }
-    const auto found = by_exec.find(a.exec_id);
-    if (found == by_exec.end()) continue;
-    const launch_window* chosen = launch_of(a, info, found->second, cache);
-    info.correlation = chosen->correlation;
-    if (info.step == 0) info.step = chosen->step;
+    resolve_body_record(a, info, by_exec, cache);
   }
 }
 
@@ -349,26 +423,35 @@ void finish_unit(unit& u, const trace& t, const analysis& an) {
   if (u.kind == unit::type::step) find_step_graph(u, t, an);
 }
 
-// Labels of unit k's members: graph nodes by path; eager work by name, numbered when the name occurs more than once
-// in the unit.
-void label_members(const unit& u, std::size_t k, const trace& t, analysis& an) {
+// How often each eager member's name occurs in the unit.
+std::unordered_map<std::string, std::size_t> eager_occurrences(const unit& u, const trace& t) {
   std::unordered_map<std::string, std::size_t> occurrences;
   for (auto i : u.members)
     if (t.activities[i].exec_id == 0) ++occurrences[eager_name(t.activities[i])];
+  return occurrences;
+}
+
+// An eager member's label: its name, numbered (by `ordinal`, the count so far) when the name occurs more than once in
+// the unit (`occurrences`).
+void label_eager(const activity& a, activity_info& info, std::unordered_map<std::string, std::size_t>& occurrences,
+                 std::unordered_map<std::string, std::size_t>& ordinal) {
+  auto name = eager_name(a);
+  info.ordinal = ++ordinal[name];
+  info.label = occurrences[name] > 1 ? fmt::format("{} #{}", name, info.ordinal) : std::move(name);
+}
+
+// Labels of unit k's members: graph nodes by path; eager work by name, numbered when the name occurs more than once
+// in the unit.
+void label_members(const unit& u, std::size_t k, const trace& t, analysis& an) {
+  std::unordered_map<std::string, std::size_t> occurrences = eager_occurrences(u, t);
   std::unordered_map<std::string, std::size_t> ordinal;
   for (auto i : u.members) {
     const auto& a = t.activities[i];
     auto& info = an.activities[i];
     info.unit = k;
-    if (a.exec_id == 0) {
-      auto name = eager_name(a);
-      info.ordinal = ++ordinal[name];
-      info.label = occurrences[name] > 1 ? fmt::format("{} #{}", name, info.ordinal) : std::move(name);
-    } else if (info.flat != npos) {
-      info.label = info.graph->nodes[info.flat].label;
-    } else {
-      info.label = fmt::format("{} (unattributed)", a.name.empty() ? to_string(a.kind) : a.name);
-    }
+    if (a.exec_id == 0) label_eager(a, info, occurrences, ordinal);
+    else if (info.flat != npos) info.label = info.graph->nodes[info.flat].label;
+    else info.label = fmt::format("{} (unattributed)", a.name.empty() ? to_string(a.kind) : a.name);
   }
 }
 
@@ -395,20 +478,8 @@ constexpr std::size_t scan_limit = 4096;
 class critical_walk {
 public:
   critical_walk(const trace& t, const analysis& an, const unit& u) : t_(t), an_(an), m_(u.members) {
-    for (std::size_t k = 0; k < m_.size(); ++k) {
-      const auto& a = t_.activities[m_[k]];
-      const auto& l = t_.activities[m_[last_]];
-      if (a.end_ns > l.end_ns || (a.end_ns == l.end_ns && a.start_ns > l.start_ns)) last_ = k;
-      max_duration_ = std::max(max_duration_, a.end_ns - std::min(a.start_ns, a.end_ns));
-    }
-    // Per graph launch in the unit: which flat nodes ran (themselves or in their bodies).
-    for (auto j : m_) {
-      const auto& info = an_.activities[j];
-      if (info.flat == npos) continue;
-      auto& flags = active_[{t_.activities[j].exec_id, info.correlation}];
-      flags.resize(info.graph->nodes.size(), false);
-      for (auto f = info.flat; f != npos; f = info.graph->nodes[f].owner) flags[f] = true;
-    }
+    find_last_and_longest();
+    mark_active();
     visited_.assign(m_.size(), false);
   }
 
@@ -427,6 +498,61 @@ public:
   }
 
 private:
+  // last_: the member that ended last (of those, the last to start); max_duration_: the longest member's duration.
+  void find_last_and_longest() {
+    for (std::size_t k = 0; k < m_.size(); ++k) {
+      const auto& a = t_.activities[m_[k]];
+      const auto& l = t_.activities[m_[last_]];
+      if (a.end_ns > l.end_ns || (a.end_ns == l.end_ns && a.start_ns > l.start_ns)) last_ = k;
+      max_duration_ = std::max(max_duration_, a.end_ns - std::min(a.start_ns, a.end_ns));
+    }
+  }
+
+  // Per graph launch in the unit: which flat nodes ran (themselves or in their bodies).
+  void mark_active() {
+    for (auto j : m_) {
+      const auto& info = an_.activities[j];
+      if (info.flat == npos) continue;
+      auto& flags = active_[{t_.activities[j].exec_id, info.correlation}];
+      flags.resize(info.graph->nodes.size(), false);
+      for (auto f = info.flat; f != npos; f = info.graph->nodes[f].owner) flags[f] = true;
+    }
+  }
+
+  // The best candidate of latest_before so far: the member that ended last, and how far the scan went past it.
+  struct latest {
+    std::size_t best = npos;
+    std::uint64_t best_end = 0;
+    std::size_t scanned_past = 0; // members looked at after the first candidate: bounded (one long activity would
+                                  // otherwise defeat the duration bound and make the walk quadratic)
+
+    // True when no member starting no later than `a` can end later than the best so far, or the scan went far enough.
+    bool done(const activity& a, std::uint64_t max_duration) {
+      return best != npos && (a.start_ns + max_duration < best_end || ++scanned_past > scan_limit);
+    }
+    void offer(std::size_t k, const activity& a) {
+      if (best == npos || a.end_ns > best_end) {
+        best = k;
+        best_end = a.end_ns;
+      }
+    }
+  };
+
+  // The count of members that started by `limit` (members are in start order).
+  [[nodiscard]] std::size_t started_by(std::uint64_t limit) const {
+    return static_cast<std::size_t>(
+        std::upper_bound(m_.begin(), m_.end(), limit,
+                         [&](std::uint64_t v, std::size_t j) { return v < t_.activities[j].start_ns; }) -
+        m_.begin());
+  }
+
+  // True when `a` (member j) ended by `limit`, or by `overlap_limit` when `overlap` takes it.
+  template <class Overlap>
+  static bool ends_in_time(const activity& a, std::size_t j, std::uint64_t limit, std::uint64_t overlap_limit,
+                           Overlap& overlap) {
+    return a.end_ns <= limit || (a.end_ns <= overlap_limit && overlap(j));
+  }
+
   // The member that ended last before `cur` started (within the tolerance) among those `accept` takes; members
   // `overlap` takes (programmatic predecessors) may also end after `cur` started, as long as before it ended. Scans
   // back from the last member that started in time and stops when no earlier one can end later than the best so far.
@@ -434,30 +560,27 @@ private:
   std::size_t latest_before(std::size_t cur, Accept&& accept, Overlap&& overlap) const {
     const auto limit = t_.activities[m_[cur]].start_ns + tolerance_ns;
     const auto overlap_limit = t_.activities[m_[cur]].end_ns + tolerance_ns;
-    const auto hi = static_cast<std::size_t>(
-        std::upper_bound(m_.begin(), m_.end(), limit,
-                         [&](std::uint64_t v, std::size_t j) { return v < t_.activities[j].start_ns; }) -
-        m_.begin());
-    std::size_t best = npos;
-    std::uint64_t best_end = 0;
-    std::size_t scanned_past = 0; // members looked at after the first candidate: bounded (one long activity would
-                                  // otherwise defeat the duration bound and make the walk quadratic)
-    for (std::size_t k = hi; k-- > 0;) {
+    latest l;
+    for (std::size_t k = started_by(limit); k-- > 0;) {
       const auto& a = t_.activities[m_[k]];
-      if (best != npos && (a.start_ns + max_duration_ < best_end || ++scanned_past > scan_limit)) break;
-      if (visited_[k] || !accept(m_[k])) continue;
-      if (a.end_ns > limit && (a.end_ns > overlap_limit || !overlap(m_[k]))) continue;
-      if (best == npos || a.end_ns > best_end) {
-        best = k;
-        best_end = a.end_ns;
-      }
+      if (l.done(a, max_duration_)) break;
+      if (visited_[k] || !accept(m_[k]) || !ends_in_time(a, m_[k], limit, overlap_limit, overlap)) continue;
+      l.offer(k, a);
     }
-    return best;
+    return l.best;
   }
 
   bool same_launch(std::size_t j, std::size_t cur) const {
     return t_.activities[j].exec_id == t_.activities[m_[cur]].exec_id &&
            an_.activities[j].correlation == an_.activities[m_[cur]].correlation;
+  }
+
+  // The programmatic predecessors of flat node f and of its top-level node, as flags.
+  static std::vector<bool> programmatic_of(const flat_graph& g, std::size_t f) {
+    std::vector<bool> programmatic(g.nodes.size(), false);
+    for (auto p : g.nodes[f].programmatic_preds) programmatic[p] = true;
+    for (auto p : g.nodes[g.nodes[f].top].programmatic_preds) programmatic[p] = true;
+    return programmatic;
   }
 
   // Graph work: records of the DAG predecessors of its top-level node (walking through nodes that did not run) and
@@ -471,9 +594,7 @@ private:
     std::vector<bool> candidate(g.nodes.size(), false);
     candidate[top] = true;
     for (auto p : active_predecessors(g, top, active_.at({ca.exec_id, ci.correlation}))) candidate[p] = true;
-    std::vector<bool> programmatic(g.nodes.size(), false);
-    for (auto p : g.nodes[ci.flat].programmatic_preds) programmatic[p] = true;
-    for (auto p : g.nodes[top].programmatic_preds) programmatic[p] = true;
+    const std::vector<bool> programmatic = programmatic_of(g, ci.flat);
     return latest_before(
         cur,
         [&](std::size_t j) {
@@ -536,15 +657,27 @@ struct call_starts {
 
   explicit call_starts(const trace& t) {
     for (const auto& c : t.host_calls) {
-      if (c.step != 0) {
-        auto [it, fresh] = by_step.try_emplace(c.step, c.start_ns);
-        if (!fresh) it->second = std::min(it->second, c.start_ns);
-      }
-      auto [it, fresh] = by_correlation.try_emplace(c.correlation, c.start_ns);
-      if (!fresh) it->second = std::min(it->second, c.start_ns);
+      if (c.step != 0) keep_earliest(by_step, c.step, c.start_ns);
+      keep_earliest(by_correlation, c.correlation, c.start_ns);
     }
   }
+
+  // starts[key]: the earliest of the starts seen.
+  template <class Key>
+  static void keep_earliest(std::unordered_map<Key, std::uint64_t>& starts, Key key, std::uint64_t start) {
+    auto [it, fresh] = starts.try_emplace(key, start);
+    if (!fresh) it->second = std::min(it->second, start);
+  }
 };
+
+// Activity a's time on the critical path, and the idle time since `prev` (the one before it; null for the first).
+void add_critical_time(launch_profile& lp, const activity& a, const activity* prev) {
+  // Only the part after the one before it ended: under programmatic dependent launch a node starts (and waits)
+  // while its predecessor still runs.
+  const std::uint64_t from = prev != nullptr ? std::max(a.start_ns, prev->end_ns) : a.start_ns;
+  lp.critical_path_us += to_us(std::min(from, a.end_ns), a.end_ns);
+  if (prev != nullptr && a.start_ns > prev->end_ns) lp.critical_gaps_us += to_us(prev->end_ns, a.start_ns);
+}
 
 // The critical path's labels and time in `lp`; returns, per activity on it, the one it waited on (npos: the first).
 std::unordered_map<std::size_t, std::size_t> add_critical_path(const trace& t, const analysis& an, const unit& u,
@@ -552,15 +685,9 @@ std::unordered_map<std::size_t, std::size_t> add_critical_path(const trace& t, c
   const auto path = critical_path(t, an, u);
   std::unordered_map<std::size_t, std::size_t> path_pred;
   for (std::size_t k = 0; k < path.size(); ++k) {
-    const auto& a = t.activities[path[k]];
     path_pred[path[k]] = k == 0 ? npos : path[k - 1];
     lp.critical_path.push_back(an.activities[path[k]].label);
-    // Only the part after the one before it ended: under programmatic dependent launch a node starts (and waits)
-    // while its predecessor still runs.
-    const std::uint64_t from = k > 0 ? std::max(a.start_ns, t.activities[path[k - 1]].end_ns) : a.start_ns;
-    lp.critical_path_us += to_us(std::min(from, a.end_ns), a.end_ns);
-    if (k > 0 && a.start_ns > t.activities[path[k - 1]].end_ns)
-      lp.critical_gaps_us += to_us(t.activities[path[k - 1]].end_ns, a.start_ns);
+    add_critical_time(lp, t.activities[path[k]], k > 0 ? &t.activities[path[k - 1]] : nullptr);
   }
   return path_pred;
 }
@@ -612,12 +739,29 @@ private:
   // one it waited on.
   idle_gap gap_at(std::size_t k, std::uint64_t piece_end, const std::vector<std::size_t>& ending) const {
     const auto gap_end = t_.activities[m_[k]].start_ns;
-    std::size_t before = m_[k];
+    const std::size_t before = gap_before(k, gap_end);
+    const auto [after, on_path] = gap_after(before, ending);
+    idle_gap gap;
+    gap.start_us = to_us(u_.start_ns, piece_end);
+    gap.duration_us = to_us(piece_end, gap_end);
+    gap.after = an_.activities[after].label;
+    gap.before = an_.activities[before].label;
+    gap.on_critical_path = on_path;
+    return gap;
+  }
+
+  // The activity the gap comes before: of the members starting at gap_end (from member k on), the first on the
+  // critical path, else member k.
+  [[nodiscard]] std::size_t gap_before(std::size_t k, std::uint64_t gap_end) const {
     for (std::size_t j = k; j < m_.size() && t_.activities[m_[j]].start_ns == gap_end; ++j)
-      if (path_pred_.count(m_[j]) != 0) {
-        before = m_[j];
-        break;
-      }
+      if (path_pred_.count(m_[j]) != 0) return m_[j];
+    return m_[k];
+  }
+
+  // The activity the gap comes after: of those `ending` the piece, the one `before` waited on (the gap is then on the
+  // critical path), else the first.
+  [[nodiscard]] std::pair<std::size_t, bool> gap_after(std::size_t before,
+                                                       const std::vector<std::size_t>& ending) const {
     std::size_t after = ending.front();
     bool on_path = false;
     if (auto p = path_pred_.find(before); p != path_pred_.end())
@@ -626,13 +770,7 @@ private:
           after = e;
           on_path = true;
         }
-    idle_gap gap;
-    gap.start_us = to_us(u_.start_ns, piece_end);
-    gap.duration_us = to_us(piece_end, gap_end);
-    gap.after = an_.activities[after].label;
-    gap.before = an_.activities[before].label;
-    gap.on_critical_path = on_path;
-    return gap;
+    return {after, on_path};
   }
 
   static void add_gap(launch_profile& lp, idle_gap gap) {
@@ -648,19 +786,30 @@ private:
   const std::unordered_map<std::size_t, std::size_t>& path_pred_;
 };
 
-// The first enqueuing API call of a unit: the step's earliest, else the earliest of its records' correlations; max
-// when none is known.
-std::uint64_t first_api_call(const analysis& an, const unit& u, const call_starts& calls) {
-  auto host = std::numeric_limits<std::uint64_t>::max();
+// A step's earliest API call; max when the unit is not a step or none is known.
+std::uint64_t first_step_call(const unit& u, const call_starts& calls) {
   if (u.kind == unit::type::step)
-    if (auto c = calls.by_step.find(u.step); c != calls.by_step.end()) host = c->second;
-  if (host != std::numeric_limits<std::uint64_t>::max()) return host;
+    if (auto c = calls.by_step.find(u.step); c != calls.by_step.end()) return c->second;
+  return std::numeric_limits<std::uint64_t>::max();
+}
+
+// The earliest API call of the unit's records' correlations; max when none is known.
+std::uint64_t first_correlated_call(const analysis& an, const unit& u, const call_starts& calls) {
+  auto host = std::numeric_limits<std::uint64_t>::max();
   for (auto j : u.members) {
     const auto correlation = an.activities[j].correlation;
     if (auto c = calls.by_correlation.find(correlation); correlation != 0 && c != calls.by_correlation.end())
       host = std::min(host, c->second);
   }
   return host;
+}
+
+// The first enqueuing API call of a unit: the step's earliest, else the earliest of its records' correlations; max
+// when none is known.
+std::uint64_t first_api_call(const analysis& an, const unit& u, const call_starts& calls) {
+  const auto host = first_step_call(u, calls);
+  if (host != std::numeric_limits<std::uint64_t>::max()) return host;
+  return first_correlated_call(an, u, calls);
 }
 
 launch_profile measure(const trace& t, const analysis& an, const unit& u, const call_starts& calls) {
@@ -695,15 +844,21 @@ void check_edges_in_range(const graph_description& g, const std::string& where) 
   }
 }
 
+// The nodes of in-degree 0.
+std::vector<std::size_t> roots_of(const std::vector<std::size_t>& indegree) {
+  std::vector<std::size_t> roots;
+  for (std::size_t i = 0; i < indegree.size(); ++i)
+    if (indegree[i] == 0) roots.push_back(i);
+  return roots;
+}
+
 // Kahn's order over g's edges: done[i] for every node it reaches; the nodes left lie on or behind a cycle.
 std::vector<bool> topological_reach(const graph_description& g,
                                     const std::vector<std::vector<std::size_t>>& successors) {
   const std::size_t n = g.nodes.size();
   std::vector<std::size_t> indegree(n, 0);
   for (const auto& [from, to] : g.edges) ++indegree[to];
-  std::vector<std::size_t> ready;
-  for (std::size_t i = 0; i < n; ++i)
-    if (indegree[i] == 0) ready.push_back(i);
+  std::vector<std::size_t> ready = roots_of(indegree);
   std::vector<bool> done(n, false);
   while (!ready.empty()) {
     const auto i = ready.back();
@@ -780,8 +935,10 @@ bool is_within(const flat_graph& g, std::size_t node, std::size_t ancestor) {
   return false;
 }
 
-analysis analyse(const trace& t, const analyze_options& options) {
-  analysis an;
+namespace {
+
+// Each watched graph, validated and flattened.
+void flatten_watched(const trace& t, analysis& an) {
   an.graphs.reserve(t.graphs.size());
   for (const auto& w : t.graphs) {
     validate(w.graph, fmt::format("watched graph '{}' (executable graph {})", w.name, w.exec_id));
@@ -790,12 +947,21 @@ analysis analyse(const trace& t, const analyze_options& options) {
     flatten(fg, w.graph, {}, "", npos);
     an.graphs.push_back(std::move(fg));
   }
+}
+
+// The flattened graphs by executable graph id; each id watched once.
+std::unordered_map<std::uint32_t, const flat_graph*> graphs_by_exec(const analysis& an) {
   std::unordered_map<std::uint32_t, const flat_graph*> by_exec;
   for (const auto& g : an.graphs)
     if (!by_exec.try_emplace(g.watched->exec_id, &g).second)
       throw std::invalid_argument(fmt::format("conveyor::profile::analyze: executable graph {} is watched twice "
                                               "('{}'); give each executable graph one description",
                                               g.watched->exec_id, g.watched->name));
+  return by_exec;
+}
+
+// Each activity, checked, with its correlation and step, attributed to a node where it can be.
+void attribute_all(const trace& t, analysis& an, const std::unordered_map<std::uint32_t, const flat_graph*>& by_exec) {
   an.activities.resize(t.activities.size());
   for (std::size_t i = 0; i < t.activities.size(); ++i) {
     const auto& a = t.activities[i];
@@ -808,6 +974,14 @@ analysis analyse(const trace& t, const analyze_options& options) {
     info.step = a.step;
     attribute(a, by_exec, info);
   }
+}
+
+} // namespace
+
+analysis analyse(const trace& t, const analyze_options& options) {
+  analysis an;
+  flatten_watched(t, an);
+  attribute_all(t, an, graphs_by_exec(an));
   resolve_launches(t, an);
   form_units(t, an, options);
   return an;
@@ -819,22 +993,21 @@ namespace {
 
 using detail::npos;
 
+// Whether g or a body nested in it holds a WHILE node.
+bool has_while(const graph_description& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const node_description& n) {
+    return n.conditional_type == "while" || std::any_of(n.bodies.begin(), n.bodies.end(), has_while);
+  });
+}
+
 // Graphs with WHILE bodies instantiated before the first profiler started: CUPTI then records one iteration.
 std::vector<std::string> while_notes(const trace& t) {
-  const auto has_while = [](const auto& self, const graph_description& g) -> bool {
-    for (const auto& n : g.nodes) {
-      if (n.conditional_type == "while") return true;
-      for (const auto& b : n.bodies)
-        if (self(self, b)) return true;
-    }
-    return false;
-  };
   std::vector<std::string> notes;
   if (t.step_through)
     notes.emplace_back("CONVEYOR_STEP_THROUGH was set: graph launches ran node by node (each node a graph of its own, "
                        "followed by a synchronisation), so these are a debugging run's timings; unset it to profile");
   for (const auto& w : t.graphs)
-    if (w.instantiated_before_profiling && has_while(has_while, w.graph))
+    if (w.instantiated_before_profiling && has_while(w.graph))
       notes.push_back(fmt::format(
           "graph '{}' was instantiated before the first profiler of the process started: CUPTI then records only the "
           "first iteration of its WHILE bodies in each launch (CUDA 13.0, H200); instantiate it after a profiler "
@@ -861,30 +1034,27 @@ public:
         ++r.attributed;
         add_record(k, i, tr->second);
       } else {
-        const auto& info = an_.activities[i];
-        auto [g, fresh] = group_index_.try_emplace(info.reason, groups_.size());
-        if (fresh) groups_.push_back({0, info.reason, info.example});
-        ++groups_[g->second].records;
+        add_unattributed(an_.activities[i]);
       }
     }
+  }
+
+  // An unattributed record, counted in the group of its reason.
+  void add_unattributed(const detail::activity_info& info) {
+    auto [g, fresh] = group_index_.try_emplace(info.reason, groups_.size());
+    if (fresh) groups_.push_back({0, info.reason, info.example});
+    ++groups_[g->second].records;
   }
 
   // The node profiles, by track, then by total time, with their shares; the track summaries; the unattributed
   // groups, largest first.
   void finish(profile_report& r) {
-    std::vector<double> track_time(tracks_.size(), 0);
-    for (auto& acc : nodes_) {
-      summarise(acc);
-      track_time[acc.track] += acc.profile.total_us;
-    }
+    const std::vector<double> track_time = summarise_nodes();
     std::stable_sort(nodes_.begin(), nodes_.end(), [](const accumulator& x, const accumulator& y) {
       if (x.track != y.track) return x.track < y.track;
       return x.profile.total_us > y.profile.total_us;
     });
-    for (auto& acc : nodes_) {
-      acc.profile.share = track_time[acc.track] > 0 ? acc.profile.total_us / track_time[acc.track] : 0;
-      r.nodes.push_back(std::move(acc.profile));
-    }
+    move_nodes(r, track_time);
     for (std::size_t k = 0; k < tracks_.size(); ++k) r.tracks.push_back(track_of(tracks_[k], track_time[k], r));
     std::stable_sort(groups_.begin(), groups_.end(),
                      [](const unattributed_group& x, const unattributed_group& y) { return x.records > y.records; });
@@ -898,6 +1068,24 @@ private:
     std::vector<double> durations;
     std::set<std::size_t> units;
   };
+
+  // Each node's numbers summarised; the node time of each track.
+  std::vector<double> summarise_nodes() {
+    std::vector<double> track_time(tracks_.size(), 0);
+    for (auto& acc : nodes_) {
+      summarise(acc);
+      track_time[acc.track] += acc.profile.total_us;
+    }
+    return track_time;
+  }
+
+  // The node profiles, with their share of their track's node time, into r.
+  void move_nodes(profile_report& r, const std::vector<double>& track_time) {
+    for (auto& acc : nodes_) {
+      acc.profile.share = track_time[acc.track] > 0 ? acc.profile.total_us / track_time[acc.track] : 0;
+      r.nodes.push_back(std::move(acc.profile));
+    }
+  }
 
   // The node an attributed record `i` of unit `k` belongs to, and its key.
   std::pair<node_ref, std::string> node_of(std::size_t k, std::size_t i) const {

@@ -56,7 +56,22 @@ std::string plural(std::size_t n, std::string_view one, std::string_view many) {
 
 using conveyor::detail::median;
 
+// A text and how often it came, in the order it first came.
+struct tally {
+  std::string text;
+  std::size_t count = 0;
+};
+
+// Counts `text` once more in `tallies`.
+void count_text(std::vector<tally>& tallies, std::string text) {
+  auto it = std::find_if(tallies.begin(), tallies.end(), [&](const tally& t) { return t.text == text; });
+  if (it == tallies.end()) tallies.push_back({std::move(text), 1});
+  else ++it->count;
+}
+
 bool is_work(node_kind k) { return conveyor::detail::traits_of(k).work; }
+
+bool is_while(const node_description& d) { return d.kind == node_kind::conditional && d.conditional_type == "while"; }
 
 bool has_programmatic_attribute(const node_description& n) {
   return std::any_of(n.attributes.begin(), n.attributes.end(), [](const std::string& a) {
@@ -88,22 +103,21 @@ struct level {
                                    Keep keep) const {
     std::vector<std::size_t> stack;
     std::size_t count = 0;
-    for (std::size_t f : from)
-      if (!seen[f] && keep(f)) {
-        seen[f] = 1;
-        stack.push_back(f);
-      }
+    for (std::size_t f : from) visit(f, seen, stack, keep);
     while (!stack.empty()) {
       const std::size_t x = stack.back();
       stack.pop_back();
       ++count;
-      for (std::size_t y : next[x])
-        if (!seen[y] && keep(y)) {
-          seen[y] = 1;
-          stack.push_back(y);
-        }
+      for (std::size_t y : next[x]) visit(y, seen, stack, keep);
     }
     return count;
+  }
+  // Marks x seen and stacks it, unless it was seen before or `keep` refuses it.
+  template <class Keep>
+  static void visit(std::size_t x, std::vector<char>& seen, std::vector<std::size_t>& stack, Keep& keep) {
+    if (seen[x] || !keep(x)) return;
+    seen[x] = 1;
+    stack.push_back(x);
   }
   // True when every other node of the level is before or after v: nothing can run beside it.
   [[nodiscard]] bool on_every_path(std::size_t v) const {
@@ -186,16 +200,28 @@ struct graph_view {
     }
   }
 
-  // l.topo by Kahn's algorithm: every node leaves the queue exactly when the edges are acyclic.
+  // The level's nodes in Kahn's order: every node leaves the queue exactly when the edges are acyclic.
+  static std::vector<std::size_t> kahn_order(const level& l) {
+    std::vector<std::size_t> indeg(l.size()), queue;
+    for (std::size_t v = 0; v < l.size(); ++v) {
+      indeg[v] = l.preds[v].size();
+      if (indeg[v] == 0) queue.push_back(v);
+    }
+    for (std::size_t k = 0; k < queue.size(); ++k) release_successors(l, queue[k], indeg, queue);
+    return queue;
+  }
+
+  // Queues the successors of u that have no predecessor left once u leaves.
+  static void release_successors(const level& l, std::size_t u, std::vector<std::size_t>& indeg,
+                                 std::vector<std::size_t>& queue) {
+    for (std::size_t w : l.succs[u])
+      if (--indeg[w] == 0) queue.push_back(w);
+  }
+
+  // l.topo by Kahn's algorithm.
   static void order(level& l, const std::string& where) {
     const std::size_t n = l.size();
-    std::vector<std::size_t> indeg(n), queue;
-    for (std::size_t v = 0; v < n; ++v) indeg[v] = l.preds[v].size();
-    for (std::size_t v = 0; v < n; ++v)
-      if (indeg[v] == 0) queue.push_back(v);
-    for (std::size_t k = 0; k < queue.size(); ++k)
-      for (std::size_t w : l.succs[queue[k]])
-        if (--indeg[w] == 0) queue.push_back(w);
+    const std::vector<std::size_t> queue = kahn_order(l);
     if (queue.size() != n)
       throw std::invalid_argument(fmt::format(
           "conveyor::profile::diagnose: the edges of {} are not a DAG ({} of {} nodes lie on or after a cycle)", where,
@@ -261,9 +287,9 @@ bool measured(const launch_profile& l) {
          std::isfinite(l.critical_gaps_us) && l.critical_gaps_us >= 0;
 }
 
-// The input's profile track, or every track when it names none.
-bool on_track(const doctor_input& in, const std::string& track) {
-  return in.profile_track.empty() || track == in.profile_track;
+// The input's graph on the input's profile track, or on every track when it names none.
+bool of_input(const doctor_input& in, const std::string& graph, const std::string& track) {
+  return graph == in.profile_graph && (in.profile_track.empty() || track == in.profile_track);
 }
 
 // The graph's measured launches, their median wall time and the typical gap between nodes.
@@ -271,7 +297,7 @@ void add_launches(const doctor_input& in, profile_view& v) {
   std::vector<double> walls;
   double gaps = 0;
   for (const auto& l : in.profile->launches)
-    if (l.graph == in.profile_graph && on_track(in, l.track) && measured(l)) {
+    if (of_input(in, l.graph, l.track) && measured(l)) {
       v.launches.push_back(&l);
       walls.push_back(l.wall_us);
       gaps += l.gap_total_us;
@@ -281,15 +307,20 @@ void add_launches(const doctor_input& in, profile_view& v) {
   v.typical_gap = v.gap_count == 0 ? 0 : gaps / static_cast<double>(v.gap_count);
 }
 
+// The graph's profiled nodes by path; of a node on several tracks, the most measured.
+void add_nodes(const doctor_input& in, profile_view& v) {
+  for (const auto& n : in.profile->nodes) {
+    if (!of_input(in, n.ref.graph, n.ref.track)) continue;
+    auto [it, fresh] = v.by_path.emplace(n.ref.path, &n);
+    if (!fresh && n.records > it->second->records) it->second = &n; // several tracks: the most measured
+  }
+}
+
 profile_view view_of(const doctor_input& in) {
   profile_view v;
   if (in.profile == nullptr || in.profile_graph.empty()) return v;
   add_launches(in, v);
-  for (const auto& n : in.profile->nodes)
-    if (n.ref.graph == in.profile_graph && on_track(in, n.ref.track)) {
-      auto [it, fresh] = v.by_path.emplace(n.ref.path, &n);
-      if (!fresh && n.records > it->second->records) it->second = &n; // several tracks: the most measured
-    }
+  add_nodes(in, v);
   return v;
 }
 
@@ -385,7 +416,7 @@ private:
     bool has_while = false;
     for (const auto& f : view_->nodes) {
       if (is_work(f.d->kind)) work.push_back(f.name);
-      has_while = has_while || (f.d->kind == node_kind::conditional && f.d->conditional_type == "while");
+      has_while = has_while || is_while(*f.d);
     }
     return {work, has_while};
   }
@@ -394,6 +425,11 @@ private:
     if (view_ && in_.graph->nodes.empty()) return; // nothing to diagnose
     const auto [work, has_while] = view_ ? work_nodes() : std::pair<std::vector<std::string>, bool>{};
     if (profiled()) return few_nodes_measured(work); // the measurement decides
+    few_nodes_unmeasured(work, has_while);
+  }
+
+  // few_nodes without a profile: the count of work nodes against the threshold, unless a WHILE node repeats them.
+  void few_nodes_unmeasured(const std::vector<std::string>& work, bool has_while) {
     if (!view_ || has_while || work.size() >= t_.min_nodes) return;
     add(severity::warning, work,
         fmt::format("{} kernel/memcpy/memset nodes (nested bodies counted), fewer than {}: a launch costs about {} of "
@@ -433,15 +469,24 @@ private:
     if (!view_) return pairs;
     std::set<std::vector<std::size_t>> short_paths;
     for (const node_profile* n : shorts) short_paths.insert(n->ref.path);
-    const auto is_short = [&](const level& l, std::size_t i) {
-      return short_paths.contains(view_->nodes[l.first + i].path);
-    };
-    for (auto& l : view_->levels)
-      for (std::size_t u = 0; u < l.size(); ++u)
-        for (std::size_t v : l.succs[u])
-          if (l.succs[u].size() == 1 && l.preds[v].size() == 1 && is_short(l, u) && is_short(l, v))
-            pairs.push_back(fmt::format("{} → {}", view_->nodes[l.first + u].name, view_->nodes[l.first + v].name));
+    for (const auto& l : view_->levels) add_chained_pairs(l, short_paths, pairs);
     return pairs;
+  }
+
+  // chained_pairs in level l: pairs of nodes whose paths are in `short_paths`.
+  void add_chained_pairs(const level& l, const std::set<std::vector<std::size_t>>& short_paths,
+                         std::vector<std::string>& pairs) const {
+    const auto is_short = [&](std::size_t i) { return short_paths.contains(view_->nodes[l.first + i].path); };
+    for (std::size_t u = 0; u < l.size(); ++u)
+      if (const auto v = only_successor(l, u); v && is_short(u) && is_short(*v))
+        pairs.push_back(fmt::format("{} → {}", view_->nodes[l.first + u].name, view_->nodes[l.first + *v].name));
+  }
+
+  // u's successor when it is u's only successor and u its only predecessor: a link of a chain.
+  [[nodiscard]] static std::optional<std::size_t> only_successor(const level& l, std::size_t u) {
+    if (l.succs[u].size() != 1) return std::nullopt;
+    const std::size_t v = l.succs[u][0];
+    return l.preds[v].size() == 1 ? std::optional<std::size_t>(v) : std::nullopt;
   }
 
   void short_kernels() {
@@ -450,24 +495,33 @@ private:
     const std::vector<const node_profile*> shorts = short_kernel_nodes(kernels);
     if (shorts.empty()) return;
     std::vector<std::string> names, listed;
-    for (const node_profile* n : shorts) {
-      names.push_back(name_of(*n));
-      listed.push_back(fmt::format("{} {}", names.back(), us(n->median_us)));
-    }
+    name_shorts(shorts, names, listed);
     std::string evidence = fmt::format(
         "{} of {} kernels run a median below {} and below the typical gap between nodes of {} ({} over {}): {}",
         shorts.size(), kernels, us(t_.short_kernel_us), us(p_.typical_gap), plural(p_.gap_count, "gap", "gaps"),
         plural(p_.launches.size(), "launch", "launches"), joined(listed));
-    const std::vector<std::string> pairs = chained_pairs(shorts);
-    std::string fix =
-        pairs.empty()
-            ? "fuse each into a neighbouring kernel (one kernel doing both steps), or launch the consumers with "
-              "programmatic dependent launch so that they start while their producer finishes"
-            : fmt::format("fuse the pairs that follow one another on a chain ({}) into one kernel each, or the "
-                          "others into a neighbouring kernel; or launch the consumers with programmatic dependent "
-                          "launch so that they start while their producer finishes",
-                          joined(pairs, ", "));
-    add(shorts.size() >= 2 ? severity::warning : severity::info, std::move(names), std::move(evidence), std::move(fix));
+    add(shorts.size() >= 2 ? severity::warning : severity::info, std::move(names), std::move(evidence),
+        fusion_fix(chained_pairs(shorts)));
+  }
+
+  // The short kernels' names, and the names with their medians.
+  void name_shorts(const std::vector<const node_profile*>& shorts, std::vector<std::string>& names,
+                   std::vector<std::string>& listed) const {
+    for (const node_profile* n : shorts) {
+      names.push_back(name_of(*n));
+      listed.push_back(fmt::format("{} {}", names.back(), us(n->median_us)));
+    }
+  }
+
+  // The fix for short kernels: the pairs on a chain to fuse when there are any.
+  static std::string fusion_fix(const std::vector<std::string>& pairs) {
+    return pairs.empty()
+               ? "fuse each into a neighbouring kernel (one kernel doing both steps), or launch the consumers with "
+                 "programmatic dependent launch so that they start while their producer finishes"
+               : fmt::format("fuse the pairs that follow one another on a chain ({}) into one kernel each, or the "
+                             "others into a neighbouring kernel; or launch the consumers with programmatic dependent "
+                             "launch so that they start while their producer finishes",
+                             joined(pairs, ", "));
   }
 
   // 3. Idle time on the critical path.
@@ -476,12 +530,15 @@ private:
     const idle_gap* largest = nullptr;
     for (const launch_profile* l : p_.launches) {
       const idle_gap& g = l->largest_gap;
-      if (g.duration_us <= 0) continue;
-      if (largest == nullptr || (g.on_critical_path && !largest->on_critical_path) ||
-          (g.on_critical_path == largest->on_critical_path && g.duration_us > largest->duration_us))
-        largest = &g;
+      if (g.duration_us > 0 && outranks(g, largest)) largest = &g;
     }
     return largest;
+  }
+
+  // True when gap g goes before `largest` (null: none yet): one on the critical path first, then the longer.
+  static bool outranks(const idle_gap& g, const idle_gap* largest) {
+    return largest == nullptr || (g.on_critical_path && !largest->on_critical_path) ||
+           (g.on_critical_path == largest->on_critical_path && g.duration_us > largest->duration_us);
   }
 
   void critical_path_gaps() {
@@ -497,29 +554,39 @@ private:
         "({}; threshold {})",
         us(gap), percent(share), us(p_.median_wall), plural(p_.launches.size(), "launch", "launches"),
         percent(t_.gap_share));
+    std::vector<std::string> nodes = largest_gap_evidence(largest, evidence);
+    add(share > 0.3 ? severity::critical : severity::warning, std::move(nodes), std::move(evidence), gap_fix(largest));
+  }
+
+  // The largest gap (none when null) added to `evidence`; the nodes on either side of it.
+  static std::vector<std::string> largest_gap_evidence(const idle_gap* largest, std::string& evidence) {
+    if (largest == nullptr) return {};
+    evidence += fmt::format("; largest gap {} after {} before {}{}", us(largest->duration_us),
+                            largest->after.empty() ? "(launch start)" : largest->after, largest->before,
+                            largest->on_critical_path ? " (on the critical path)" : "");
     std::vector<std::string> nodes;
-    if (largest != nullptr) {
-      evidence += fmt::format("; largest gap {} after {} before {}{}", us(largest->duration_us),
-                              largest->after.empty() ? "(launch start)" : largest->after, largest->before,
-                              largest->on_critical_path ? " (on the critical path)" : "");
-      if (!largest->after.empty()) nodes.push_back(largest->after);
-      if (!largest->before.empty()) nodes.push_back(largest->before);
-    }
+    for (const std::string* side : {&largest->after, &largest->before})
+      if (!side->empty()) nodes.push_back(*side);
+    return nodes;
+  }
+
+  // The fix for idle time on the critical path, with the pipelining advice when the largest gap follows a copy.
+  [[nodiscard]] std::string gap_fix(const idle_gap* largest) const {
     std::string fix = "shorten the waits between dependent nodes: programmatic dependent launch on the critical "
                       "chain (the consumer starts while its producer drains), fewer dependencies (only the edges the "
                       "data needs), and fusion of short dependent kernels";
     if (largest != nullptr && copies_data(largest->after))
       fix += "; the largest gap follows a copy, so the GPU waits for its data: keep several items in flight, one's "
              "copies beside another's compute (conveyor::frame_pipeline; conveyor filter --pipeline 3)";
-    add(share > 0.3 ? severity::critical : severity::warning, std::move(nodes), std::move(evidence), std::move(fix));
+    return fix;
   }
 
   // True when the node the profile calls `name` is a copy between the host and the device.
   [[nodiscard]] bool copies_data(const std::string& name) const {
     if (!view_ || name.empty()) return false;
-    for (const flat_node& f : view_->nodes)
-      if (f.name == name) return f.d->kind == node_kind::memcpy && f.d->copy_kind != "DtoD";
-    return false;
+    const auto f =
+        std::find_if(view_->nodes.begin(), view_->nodes.end(), [&](const flat_node& n) { return n.name == name; });
+    return f != view_->nodes.end() && f->d->kind == node_kind::memcpy && f->d->copy_kind != "DtoD";
   }
 
   // 4. Kernel chains that programmatic dependent launch could overlap.
@@ -547,11 +614,7 @@ private:
   // kernels), where a programmatic edge would let them read unfinished data. Said only in the verbose text.
   void pdl_already_applied(std::size_t li, std::size_t programmatic) {
     const level& l = view_->levels[li];
-    std::size_t left = 0;
-    for (std::size_t e = 0; e < l.g->edges.size(); ++e) {
-      const auto [u, v] = l.g->edges[e];
-      left += l.g->edge_type_of(e) == edge_type::full && plain_kernel(l, u) && plain_kernel(l, v) ? 1 : 0;
-    }
+    const std::size_t left = full_kernel_links(l);
     if (left == 0) return;
     not_applicable(
         {}, fmt::format("{} has {} programmatic link(s); its {} full link(s) between kernels lead into kernels "
@@ -560,14 +623,21 @@ private:
                         li == 0 ? std::string("the graph") : fmt::format("body {}", l.prefix), programmatic, left));
   }
 
+  // The full links of level l between plain kernels.
+  [[nodiscard]] static std::size_t full_kernel_links(const level& l) {
+    std::size_t left = 0;
+    for (std::size_t e = 0; e < l.g->edges.size(); ++e) {
+      const auto [u, v] = l.g->edges[e];
+      left += l.g->edge_type_of(e) == edge_type::full && plain_kernel(l, u) && plain_kernel(l, v) ? 1 : 0;
+    }
+    return left;
+  }
+
   // Each node's one successor along a chain of plain kernels (each the only successor and predecessor).
   [[nodiscard]] static std::vector<std::optional<std::size_t>> chain_links(const level& l) {
     std::vector<std::optional<std::size_t>> next(l.size());
-    for (std::size_t u = 0; u < l.size(); ++u) {
-      if (!plain_kernel(l, u) || l.succs[u].size() != 1) continue;
-      const std::size_t v = l.succs[u][0];
-      if (plain_kernel(l, v) && l.preds[v].size() == 1) next[u] = v;
-    }
+    for (std::size_t u = 0; u < l.size(); ++u)
+      if (const auto v = only_successor(l, u); v && plain_kernel(l, u) && plain_kernel(l, *v)) next[u] = v;
     return next;
   }
 
@@ -575,15 +645,27 @@ private:
     const level& l = view_->levels[li];
     if (const auto links = programmatic_links_of(l); !links.empty()) return pdl_already_applied(li, links.size());
     const auto next = chain_links(l);
-    std::vector<bool> linked_in(l.size(), false);
-    for (const auto& v : next)
-      if (v) linked_in[*v] = true;
+    const std::vector<bool> linked_in = linked_into(next);
     for (std::size_t s = 0; s < l.size(); ++s) {
       if (linked_in[s] || !next[s]) continue;
-      std::vector<std::size_t> chain{s};
-      for (auto v = next[s]; v; v = next[*v]) chain.push_back(*v);
+      const std::vector<std::size_t> chain = chain_from(next, s);
       if (chain.size() >= t_.pdl_chain) report_pdl_chain(li, chain);
     }
+  }
+
+  // The nodes some link leads into (not the first of a chain).
+  static std::vector<bool> linked_into(const std::vector<std::optional<std::size_t>>& next) {
+    std::vector<bool> linked_in(next.size(), false);
+    for (const auto& v : next)
+      if (v) linked_in[*v] = true;
+    return linked_in;
+  }
+
+  // The chain that starts at node s, following its links.
+  static std::vector<std::size_t> chain_from(const std::vector<std::optional<std::size_t>>& next, std::size_t s) {
+    std::vector<std::size_t> chain{s};
+    for (auto v = next[s]; v; v = next[*v]) chain.push_back(*v);
+    return chain;
   }
 
   void report_pdl_chain(std::size_t li, const std::vector<std::size_t>& chain) {
@@ -591,15 +673,7 @@ private:
     for (std::size_t i : chain) names.push_back(view_->at(li, i).name);
     std::string evidence = fmt::format("a chain of {} kernel nodes, each the only successor of the one before: {}",
                                        chain.size(), joined(names, " → "));
-    severity s_level = severity::info;
-    if (profiled() && p_.typical_gap > 0) {
-      const double idle = p_.typical_gap * static_cast<double>(chain.size() - 1);
-      evidence += fmt::format("; about {} of idle time per launch between them ({} × the typical gap {}), {} of the "
-                              "median wall time {}",
-                              us(idle), chain.size() - 1, us(p_.typical_gap),
-                              percent(p_.median_wall > 0 ? idle / p_.median_wall : 0), us(p_.median_wall));
-      if (p_.median_wall > 0 && idle > t_.gap_share * p_.median_wall) s_level = severity::warning;
-    }
+    const severity s_level = chain_idle_evidence(chain.size() - 1, evidence);
     add(s_level, std::move(names), std::move(evidence),
         "use programmatic dependent launch along the chain: call conveyor::device::wait_for_dependencies() "
         "(cudaGridDependencySynchronize) in each consumer before it reads the producer's output, then make the edges "
@@ -609,39 +683,67 @@ private:
         "conveyor::device::launch_dependents() in the producer once its output is written");
   }
 
+  // The idle time the typical gap puts between `links` links of a chain, added to `evidence` when profiled; warning
+  // when that is more than the gap share of the median wall time.
+  severity chain_idle_evidence(std::size_t links, std::string& evidence) const {
+    if (!profiled() || p_.typical_gap <= 0) return severity::info;
+    const double idle = p_.typical_gap * static_cast<double>(links);
+    evidence += fmt::format("; about {} of idle time per launch between them ({} × the typical gap {}), {} of the "
+                            "median wall time {}",
+                            us(idle), links, us(p_.typical_gap),
+                            percent(p_.median_wall > 0 ? idle / p_.median_wall : 0), us(p_.median_wall));
+    return p_.median_wall > 0 && idle > t_.gap_share * p_.median_wall ? severity::warning : severity::info;
+  }
+
   // 5. Host work and pageable copies that block the GPU.
   void host_on_critical_path() {
     if (!view_) return;
-    for (std::size_t fi = 0; fi < view_->nodes.size(); ++fi) {
-      const flat_node& f = view_->nodes[fi];
-      const bool host = f.d->kind == node_kind::host;
-      const bool pageable = f.d->kind == node_kind::memcpy && f.d->pageable_host;
-      if (!host && !pageable) continue;
-      std::string evidence =
-          host ? "a host node: the GPU work after it waits for the CPU callable, run by the CUDA runtime's thread"
-               : fmt::format("a {} copy of {} with a pageable host side: staged through a driver buffer, it cannot "
-                             "overlap and runs at a fraction of the bus speed",
-                             f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind, bytes_text(f.d->bytes));
-      bool worse = false;
-      if (view_->on_every_path(fi)) {
-        evidence += "; it lies on every path through the graph (nothing runs beside it)";
-        worse = true;
-      }
-      if (profiled()) {
-        if (const node_profile* np = profile_of(f)) evidence += fmt::format("; median {}", us(np->median_us));
-        const std::size_t on = on_critical_path(f);
-        if (on > 0) {
-          evidence +=
-              fmt::format("; on the critical path in {} of {}", on, plural(p_.launches.size(), "launch", "launches"));
-          worse = true;
-        }
-      }
-      add(worse ? severity::critical : severity::warning, {f.name}, std::move(evidence),
-          host ? "move the host work out of the graph: run it between graph launches (a stream callback with "
-                 "cudaLaunchHostFunc, or plain host code after synchronising), or do it on the device"
-               : "pin the host memory (cudaMallocHost, or cudaHostRegister on the existing buffer) so that the copy "
-                 "is a DMA that can overlap; capture it again afterwards");
+    for (std::size_t fi = 0; fi < view_->nodes.size(); ++fi) blocking_node(fi);
+  }
+
+  // Flat node fi when it is a host node or a copy with a pageable host side.
+  void blocking_node(std::size_t fi) {
+    const flat_node& f = view_->nodes[fi];
+    const bool host = f.d->kind == node_kind::host;
+    const bool pageable = f.d->kind == node_kind::memcpy && f.d->pageable_host;
+    if (!host && !pageable) return;
+    std::string evidence = blocking_evidence(f, host);
+    const bool worse = blocks_everything(fi, evidence);
+    add(worse ? severity::critical : severity::warning, {f.name}, std::move(evidence),
+        host ? "move the host work out of the graph: run it between graph launches (a stream callback with "
+               "cudaLaunchHostFunc, or plain host code after synchronising), or do it on the device"
+             : "pin the host memory (cudaMallocHost, or cudaHostRegister on the existing buffer) so that the copy "
+               "is a DMA that can overlap; capture it again afterwards");
+  }
+
+  // What a host node or a pageable copy makes the GPU wait for.
+  static std::string blocking_evidence(const flat_node& f, bool host) {
+    return host ? "a host node: the GPU work after it waits for the CPU callable, run by the CUDA runtime's thread"
+                : fmt::format("a {} copy of {} with a pageable host side: staged through a driver buffer, it cannot "
+                              "overlap and runs at a fraction of the bus speed",
+                              f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind, bytes_text(f.d->bytes));
+  }
+
+  // Whether flat node fi lies on every path through the graph, then (when profiled) its median and the launches
+  // whose critical path holds it, added to `evidence`; true when it is on every path or on a critical path.
+  bool blocks_everything(std::size_t fi, std::string& evidence) {
+    bool worse = false;
+    if (view_->on_every_path(fi)) {
+      evidence += "; it lies on every path through the graph (nothing runs beside it)";
+      worse = true;
     }
+    const bool critical = on_measured_critical_path(view_->nodes[fi], evidence);
+    return worse || critical;
+  }
+
+  // When profiled: f's median and the launches whose critical path holds it, added to `evidence`; true when any does.
+  bool on_measured_critical_path(const flat_node& f, std::string& evidence) const {
+    if (!profiled()) return false;
+    if (const node_profile* np = profile_of(f)) evidence += fmt::format("; median {}", us(np->median_us));
+    const std::size_t on = on_critical_path(f);
+    if (on == 0) return false;
+    evidence += fmt::format("; on the critical path in {} of {}", on, plural(p_.launches.size(), "launch", "launches"));
+    return true;
   }
 
   // 6. Device copies that could be avoided or folded into a kernel.
@@ -681,17 +783,28 @@ private:
     const bool dtod = f.d->copy_kind == "DtoD";
     const bool small = f.d->bytes > 0 && f.d->bytes <= t_.small_copy_bytes;
     if (!dtod && !(small && !kernels.empty())) return;
+    std::string evidence = copy_evidence(f, small, kernels);
+    const double share = measured_share(f, evidence);
+    const bool costly = (dtod && !small) || share >= 0.05;
+    add(costly ? severity::warning : severity::info, {f.name}, std::move(evidence), copy_fix(dtod, small, kernels));
+  }
+
+  // The copy's kind and size, whether it is small, and its kernel neighbours.
+  [[nodiscard]] std::string copy_evidence(const flat_node& f, bool small,
+                                          const std::vector<std::string>& kernels) const {
     std::string evidence =
         fmt::format("{} copy of {}", f.d->copy_kind.empty() ? "memcpy" : f.d->copy_kind, bytes_text(f.d->bytes));
     if (small) evidence += fmt::format(", small (at most {})", human_bytes(t_.small_copy_bytes));
     if (!kernels.empty()) evidence += fmt::format("; kernel neighbours: {}", joined(kernels));
-    double share = 0;
-    if (const node_profile* np = profiled() ? profile_of(f) : nullptr) {
-      share = np->share;
-      evidence += fmt::format("; median {}, {} of the graph's node time", us(np->median_us), percent(np->share));
-    }
-    const bool costly = (dtod && !small) || share >= 0.05;
-    add(costly ? severity::warning : severity::info, {f.name}, std::move(evidence), copy_fix(dtod, small, kernels));
+    return evidence;
+  }
+
+  // The node's share of the graph's node time, its median and share added to `evidence`; 0 when not measured.
+  double measured_share(const flat_node& f, std::string& evidence) const {
+    const node_profile* np = profiled() ? profile_of(f) : nullptr;
+    if (np == nullptr) return 0;
+    evidence += fmt::format("; median {}, {} of the graph's node time", us(np->median_us), percent(np->share));
+    return np->share;
   }
 
   // 7. The first launch paid for the upload.
@@ -717,11 +830,20 @@ private:
   void unfreed_allocations() {
     const exec_facts* e = in_.exec;
     const bool auto_free = e != nullptr && e->auto_free_on_launch;
-    const bool read = e != nullptr && e->allocations_read;
-    if (read && !e->unfreed_allocations.empty() && !auto_free) return still_allocated(*e);
+    if (allocations_left(e) && !auto_free) return still_allocated(*e);
     if (!view_ || auto_free) return;
-    if (read && e->launched && e->unfreed_allocations.empty()) return; // freed outside the graph
+    if (freed_outside(e)) return;
     unfreed_by_the_graph(e);
+  }
+
+  // The executable graph's allocations were read after its last launch, and some are still allocated.
+  static bool allocations_left(const exec_facts* e) {
+    return e != nullptr && e->allocations_read && !e->unfreed_allocations.empty();
+  }
+
+  // The executable graph's allocations were read after a launch and none is left: freed outside the graph.
+  static bool freed_outside(const exec_facts* e) {
+    return e != nullptr && e->allocations_read && e->launched && e->unfreed_allocations.empty();
   }
 
   // The executable graph's allocations, read after its last launch, are still allocated.
@@ -734,13 +856,18 @@ private:
   }
 
   // More mem_alloc than mem_free nodes in the graph (what a second launch needs freed).
-  void unfreed_by_the_graph(const exec_facts* e) {
-    std::vector<std::string> allocs;
-    std::size_t frees = 0;
+  // The mem_alloc nodes of the view, and the count of its mem_free nodes.
+  void allocs_and_frees(std::vector<std::string>& allocs, std::size_t& frees) const {
     for (const flat_node& f : view_->nodes) {
       if (f.d->kind == node_kind::mem_alloc) allocs.push_back(f.name);
       if (f.d->kind == node_kind::mem_free) ++frees;
     }
+  }
+
+  void unfreed_by_the_graph(const exec_facts* e) {
+    std::vector<std::string> allocs;
+    std::size_t frees = 0;
+    allocs_and_frees(allocs, frees);
     if (allocs.size() <= frees) return;
     add(severity::warning, allocs,
         fmt::format("{} and {} in the graph: {} not freed by it, and the executable graph is {}; a second launch "
@@ -754,29 +881,46 @@ private:
 
   // 8b. Allocation nodes in a captured graph: a library call (or the captured code) allocated its scratch memory
   // inside the capture. Named by the call when a capture_scope labelled them (conveyor/libraries does).
-  void captured_allocations() {
-    if (!view_ || in_.graph == nullptr || !in_.graph->captured) return;
+  // The allocation nodes of the view, their bytes, and the calls that made them.
+  struct allocation_census {
     std::vector<std::string> nodes;
-    std::vector<std::pair<std::string, std::size_t>> calls; // the call that made them, and how many
+    std::vector<tally> calls; // the call that made them, and how many
     std::size_t bytes = 0;
+  };
+
+  [[nodiscard]] allocation_census allocations() const {
+    allocation_census c;
     for (const flat_node& f : view_->nodes) {
       if (f.d->kind != node_kind::mem_alloc) continue;
-      nodes.push_back(f.name);
-      bytes += f.d->bytes;
-      const std::string suffix = ": allocation";
-      const std::string& label = f.d->label;
-      const std::string call = label.size() > suffix.size() && label.ends_with(suffix)
-                                   ? label.substr(0, label.size() - suffix.size())
-                                   : std::string("an unnamed call (a library's workspace, or cudaMallocAsync)");
-      auto it = std::find_if(calls.begin(), calls.end(), [&](const auto& c) { return c.first == call; });
-      if (it == calls.end()) calls.emplace_back(call, 1);
-      else ++it->second;
+      c.nodes.push_back(f.name);
+      c.bytes += f.d->bytes;
+      count_text(c.calls, allocating_call(f.d->label));
     }
-    if (nodes.empty()) return;
+    return c;
+  }
+
+  // Each call with its count: "call ×2".
+  static std::vector<std::string> counted(const std::vector<tally>& calls) {
     std::vector<std::string> made_by;
     for (const auto& [call, count] : calls) made_by.push_back(fmt::format("{} ×{}", call, count));
+    return made_by;
+  }
+
+  // The call a capture_scope named in an allocation node's label ("<call>: allocation"), else an unnamed call.
+  static std::string allocating_call(const std::string& label) {
+    const std::string suffix = ": allocation";
+    return label.size() > suffix.size() && label.ends_with(suffix)
+               ? label.substr(0, label.size() - suffix.size())
+               : std::string("an unnamed call (a library's workspace, or cudaMallocAsync)");
+  }
+
+  void captured_allocations() {
+    if (!view_ || in_.graph == nullptr || !in_.graph->captured) return;
+    const auto [nodes, calls, bytes] = allocations();
+    if (nodes.empty()) return;
+    const std::vector<std::string> made_by = counted(calls);
     const bool named =
-        std::any_of(calls.begin(), calls.end(), [](const auto& c) { return !c.first.starts_with("an "); });
+        std::any_of(calls.begin(), calls.end(), [](const tally& c) { return !c.text.starts_with("an "); });
     add(named ? severity::warning : severity::info, nodes,
         fmt::format("{} in a captured graph ({} in all), made by {}: a conditional node's body cannot hold them "
                     "(instantiation fails), and every launch maps them from the graph memory pool",
@@ -788,56 +932,67 @@ private:
   }
 
   // The graphed reasons that cost a capture, grouped: the text after "call N: ", values left out.
-  struct reason_group {
-    std::string text;
-    std::size_t count = 0;
-  };
+  using reason_group = tally;
   [[nodiscard]] std::vector<reason_group> churn_reasons() const {
     std::vector<reason_group> groups;
     if (in_.graphed_reasons == nullptr) return groups;
     static const std::regex call_prefix(R"(^call \d+: )");
-    static const std::regex change_values(R"( changed from .*? to [^;:\s]+)");
-    static const std::regex shape_values(R"( for shape \([^)]*\))");
-    static const std::regex node_count(R"( of \d+ nodes)");
-    static const std::regex notes(R"( \[[^\]]*\])");
-    static const std::regex updated(R"( updated \d+ node\(s\))");
-    static const std::regex above(R"( size \d+ above)");
     for (const std::string& r : *in_.graphed_reasons) {
       std::string text = std::regex_replace(r, call_prefix, "");
       if (text.starts_with("[") || text.find("no capture") != std::string::npos) continue; // rebinds: no capture
       if (text.starts_with("churn guard")) continue;                                       // the guard's own notes
-      text = std::regex_replace(text, change_values, " changed");
-      text = std::regex_replace(text, shape_values, " for a new shape");
-      text = std::regex_replace(text, node_count, "");
-      text = std::regex_replace(text, notes, "");
-      text = std::regex_replace(text, updated, " updated node(s)");
-      text = std::regex_replace(text, above, " size above");
-      auto it = std::find_if(groups.begin(), groups.end(), [&](const reason_group& g) { return g.text == text; });
-      if (it == groups.end()) groups.push_back({std::move(text), 1});
-      else ++it->count;
+      count_text(groups, without_values(std::move(text)));
     }
     std::stable_sort(groups.begin(), groups.end(),
                      [](const reason_group& a, const reason_group& b) { return a.count > b.count; });
     return groups;
   }
 
+  // A reason with its values left out, so that reasons differing only in them group together.
+  static std::string without_values(std::string text) {
+    static const std::regex change_values(R"( changed from .*? to [^;:\s]+)");
+    static const std::regex shape_values(R"( for shape \([^)]*\))");
+    static const std::regex node_count(R"( of \d+ nodes)");
+    static const std::regex notes(R"( \[[^\]]*\])");
+    static const std::regex updated(R"( updated \d+ node\(s\))");
+    static const std::regex above(R"( size \d+ above)");
+    text = std::regex_replace(text, change_values, " changed");
+    text = std::regex_replace(text, shape_values, " for a new shape");
+    text = std::regex_replace(text, node_count, "");
+    text = std::regex_replace(text, notes, "");
+    text = std::regex_replace(text, updated, " updated node(s)");
+    return std::regex_replace(text, above, " size above");
+  }
+
+  // The three most frequent reasons, quoted with their counts.
+  static std::vector<std::string> top_reasons(const std::vector<reason_group>& groups) {
+    std::vector<std::string> top;
+    for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
+      top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
+    return top;
+  }
+
+  // The calls after the warm-ups (none when the warm-ups took every call).
+  static std::size_t calls_after_warmups(const graphed_statistics& g) {
+    return g.calls > g.warmups ? g.calls - g.warmups : 0;
+  }
+
   // 9. Captures and instantiations in the steady state.
   void recapture_churn() {
     const graphed_statistics* g = in_.graphed;
-    if (g == nullptr || g->calls <= g->warmups || g->captures <= 1) return;
-    const double calls = static_cast<double>(g->calls - g->warmups);
+    if (g == nullptr || calls_after_warmups(*g) == 0 || g->captures <= 1) return;
+    const double calls = static_cast<double>(calls_after_warmups(*g));
     const double rate = static_cast<double>(g->captures + g->instantiations) / calls;
     if (rate <= t_.churn_rate) return;
     std::string evidence = fmt::format(
         "{:.2f} captures + instantiations per call ({} captures + {} instantiations over {} calls after {}; "
         "threshold {:.2f})",
-        rate, g->captures, g->instantiations, g->calls - g->warmups, plural(g->warmups, "warm-up", "warm-ups"),
+        rate, g->captures, g->instantiations, calls_after_warmups(*g), plural(g->warmups, "warm-up", "warm-ups"),
         t_.churn_rate);
     const churn_split split = split_churn(*g, evidence);
     evidence += fmt::format("; {} for new shapes, {} for changed bindings", plural(split.shape, "event", "events"),
                             plural(split.binding, "re-capture", "re-captures"));
-    add(rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence),
-        split.shape >= split.binding ? shape_churn_fix : binding_churn_fix);
+    add(rate > 0.5 ? severity::critical : severity::warning, {}, std::move(evidence), churn_fix(split));
   }
 
   // Shape churn (new shapes, evictions, sizes above the buckets) against binding churn (re-captures of a cached shape).
@@ -845,7 +1000,6 @@ private:
     std::size_t shape = 0;
     std::size_t binding = 0;
   };
-
   // The split, from the reasons when there are any (their three most frequent added to `evidence`), else from the
   // statistics.
   [[nodiscard]] churn_split split_churn(const graphed_statistics& g, std::string& evidence) const {
@@ -857,10 +1011,7 @@ private:
       return c;
     }
     for (const auto& r : groups) (r.text.find("re-captured") != std::string::npos ? c.binding : c.shape) += r.count;
-    std::vector<std::string> top;
-    for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
-      top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
-    evidence += fmt::format("; most frequent reasons: {}", joined(top, "; "));
+    evidence += fmt::format("; most frequent reasons: {}", joined(top_reasons(groups), "; "));
     return c;
   }
 
@@ -874,20 +1025,27 @@ private:
       "changes are patched instead of re-captured; wrap arguments the work does not depend on in "
       "conveyor::unkeyed";
 
+  // The fix for the larger kind of churn: shapes (ties included) or bindings.
+  static const char* churn_fix(const churn_split& split) {
+    return split.shape >= split.binding ? shape_churn_fix : binding_churn_fix;
+  }
+
   // 9b. The churn guard ran calls eagerly: the callable re-recorded more often than its cap allows.
+  // What the churn guard did: the calls it ran eagerly (`share` of them), its trips and resumes.
+  static std::string guard_evidence(const graphed_statistics& g, double share) {
+    return fmt::format(
+        "the churn guard ran {} of {} calls eagerly ({}): it engaged {} when the callable made more than {} captures "
+        "and re-captures within {} calls, and resumed graphing {} after the arguments settled{}",
+        g.guarded_calls, g.calls, percent(share), plural(g.guard_trips, "time", "times"), g.churn_max_records,
+        g.churn_window, plural(g.guard_resumes, "time", "times"), g.guard_engaged ? "; it runs eagerly now" : "");
+  }
+
   void churn_guard() {
     const graphed_statistics* g = in_.graphed;
     if (g == nullptr || g->guard_trips == 0) return;
     const double share = g->calls == 0 ? 0 : static_cast<double>(g->guarded_calls) / static_cast<double>(g->calls);
-    std::string evidence = fmt::format(
-        "the churn guard ran {} of {} calls eagerly ({}): it engaged {} when the callable made more than {} captures "
-        "and re-captures within {} calls, and resumed graphing {} after the arguments settled{}",
-        g->guarded_calls, g->calls, percent(share), plural(g->guard_trips, "time", "times"), g->churn_max_records,
-        g->churn_window, plural(g->guard_resumes, "time", "times"), g->guard_engaged ? "; it runs eagerly now" : "");
-    const auto groups = churn_reasons();
-    std::vector<std::string> top;
-    for (std::size_t k = 0; k < groups.size() && k < 3; ++k)
-      top.push_back(fmt::format("\"{}\" ×{}", groups[k].text, groups[k].count));
+    std::string evidence = guard_evidence(*g, share);
+    const std::vector<std::string> top = top_reasons(churn_reasons());
     if (!top.empty()) evidence += fmt::format("; what re-recorded: {}", joined(top, "; "));
     add(share > 0.5 || g->guard_engaged ? severity::critical : severity::warning, {}, std::move(evidence),
         "the shapes or arguments change faster than graphs pay back: pad sizes to a few shapes (batch_size with "
@@ -961,7 +1119,7 @@ private:
     reinstantiation_churn(*g, c);
     recapture_churn_parts(*g, c);
     if (c.parts.empty()) return;
-    const std::size_t calls = g->calls > g->warmups ? g->calls - g->warmups : 0;
+    const std::size_t calls = calls_after_warmups(*g);
     const double rate = calls == 0 ? 0 : static_cast<double>(c.events) / static_cast<double>(calls);
     std::string evidence = fmt::format("{} over {} calls after warm-ups ({} per-node updates, {} rebinds)",
                                        joined(c.parts, ", "), calls, g->per_node_updates, g->rebinds);
@@ -1024,7 +1182,7 @@ private:
   void tiny_loop_body() {
     if (!view_) return;
     for (const flat_node& f : view_->nodes)
-      if (f.d->kind == node_kind::conditional && f.d->conditional_type == "while" && !f.d->bodies.empty()) tiny_body(f);
+      if (is_while(*f.d) && !f.d->bodies.empty()) tiny_body(f);
   }
 
   // A WHILE body's nodes (nested included) counted and, where profiled, measured.
@@ -1039,39 +1197,48 @@ private:
     body_path.push_back(0);
     body_measure m;
     for (const flat_node& n : view_->nodes) {
-      if (n.path.size() <= body_path.size() || !std::equal(body_path.begin(), body_path.end(), n.path.begin()))
-        continue;
+      if (!extends(n.path, body_path)) continue;
       if (n.d->kind == node_kind::kernel) ++m.kernels;
-      if (const node_profile* np = profiled() ? profile_of(n) : nullptr) {
-        ++m.measured;
-        m.per_iteration += np->median_us;
-        m.records = std::max(m.records, np->records);
-        m.launches = std::max(m.launches, np->launches);
-      }
+      if (const node_profile* np = profiled() ? profile_of(n) : nullptr) add_measured(m, *np);
     }
     return m;
   }
 
+  // True when `path` extends `prefix` by at least one step.
+  static bool extends(const std::vector<std::size_t>& path, const std::vector<std::size_t>& prefix) {
+    return path.size() > prefix.size() && std::equal(prefix.begin(), prefix.end(), path.begin());
+  }
+
+  static void add_measured(body_measure& m, const node_profile& np) {
+    ++m.measured;
+    m.per_iteration += np.median_us;
+    m.records = std::max(m.records, np.records);
+    m.launches = std::max(m.launches, np.launches);
+  }
+
+  static constexpr const char* tiny_body_fix =
+      "do more work per iteration: unroll k iterations into the body (k copies of the step, the condition checked "
+      "once per k), or give each iteration a larger piece of work";
+
   void tiny_body(const flat_node& f) {
-    static constexpr const char* fix = "do more work per iteration: unroll k iterations into the body (k copies of "
-                                       "the step, the condition checked once per k), or give each iteration a larger "
-                                       "piece of work";
     const body_measure m = measure_body(f);
-    if (m.measured > 0) {
-      if (m.per_iteration >= t_.tiny_body_us) return;
-      const double iterations = m.launches == 0 ? 0 : static_cast<double>(m.records) / static_cast<double>(m.launches);
-      add(severity::warning, {f.name},
-          fmt::format("the WHILE body takes {} per iteration (sum of its {} measured nodes' medians; {} kernel "
-                      "nodes), below {}; about {:.0f} iterations per launch pay the loop's per-iteration overhead",
-                      us(m.per_iteration), m.measured, m.kernels, us(t_.tiny_body_us), iterations),
-          fix);
-      return;
-    }
+    if (m.measured > 0) return tiny_measured_body(f, m);
     if (m.kernels > t_.tiny_body_nodes) return;
     add(severity::info, {f.name},
         fmt::format("the WHILE body holds {}, at most {} (no profile of it to measure an iteration)",
                     plural(m.kernels, "kernel node", "kernel nodes"), t_.tiny_body_nodes),
-        fix);
+        tiny_body_fix);
+  }
+
+  // tiny_body with a profile of the body: its time per iteration against the threshold.
+  void tiny_measured_body(const flat_node& f, const body_measure& m) {
+    if (m.per_iteration >= t_.tiny_body_us) return;
+    const double iterations = m.launches == 0 ? 0 : static_cast<double>(m.records) / static_cast<double>(m.launches);
+    add(severity::warning, {f.name},
+        fmt::format("the WHILE body takes {} per iteration (sum of its {} measured nodes' medians; {} kernel "
+                    "nodes), below {}; about {:.0f} iterations per launch pay the loop's per-iteration overhead",
+                    us(m.per_iteration), m.measured, m.kernels, us(t_.tiny_body_us), iterations),
+        tiny_body_fix);
   }
 
   // 13. The legacy default stream.
@@ -1139,7 +1306,9 @@ const std::vector<std::string>& doctor_checks() {
   return ids;
 }
 
-std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds) {
+namespace {
+
+void check_thresholds(const doctor_thresholds& thresholds) {
   const auto check = [](double v, const char* name) {
     if (!std::isfinite(v) || v < 0)
       throw std::invalid_argument(fmt::format("conveyor::profile::diagnose: threshold {} must be a finite number >= 0, "
@@ -1155,6 +1324,12 @@ std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& t
     throw std::invalid_argument(fmt::format("conveyor::profile::diagnose: min_nodes must be >= 1 and pdl_chain >= 2, "
                                             "got {} and {}",
                                             thresholds.min_nodes, thresholds.pdl_chain));
+}
+
+} // namespace
+
+std::vector<finding> diagnose(const doctor_input& in, const doctor_thresholds& thresholds) {
+  check_thresholds(thresholds);
   return doctor(in, thresholds).run();
 }
 
@@ -1183,9 +1358,8 @@ std::string in_full(const finding& f) {
   return out + fmt::format("  evidence: {}\n  fix:      {}\n", f.evidence, f.fix);
 }
 
-} // namespace
-
-std::string to_text(const std::vector<finding>& findings, std::string_view name, bool verbose) {
+// The head line: how many findings apply, by severity.
+std::string summary(const std::vector<finding>& findings, std::string_view name) {
   const std::string head = name.empty() ? std::string("tuning doctor") : fmt::format("tuning doctor: {}", name);
   std::size_t counts[3]{};
   std::size_t applying = 0;
@@ -1194,16 +1368,27 @@ std::string to_text(const std::vector<finding>& findings, std::string_view name,
       ++counts[static_cast<int>(f.level)];
       ++applying;
     }
-  std::string out = applying == 0
-                        ? fmt::format("{}: no findings\n", head)
-                        : fmt::format("{}: {} ({} critical, {} warning, {} info)\n", head,
-                                      plural(applying, "finding", "findings"), counts[2], counts[1], counts[0]);
-  for (const auto& f : findings)
-    if (f.applies) out += "\n" + (verbose ? in_full(f) : brief(f));
-  if (!verbose) return out;
+  return applying == 0 ? fmt::format("{}: no findings\n", head)
+                       : fmt::format("{}: {} ({} critical, {} warning, {} info)\n", head,
+                                     plural(applying, "finding", "findings"), counts[2], counts[1], counts[0]);
+}
+
+// The checks that did not apply, and why (the verbose text only).
+std::string not_applying(const std::vector<finding>& findings) {
+  std::string out;
   for (const auto& f : findings)
     if (!f.applies) out += fmt::format("\n[does not apply] {}: {}\n", f.check, f.evidence);
   return out;
+}
+
+} // namespace
+
+std::string to_text(const std::vector<finding>& findings, std::string_view name, bool verbose) {
+  std::string out = summary(findings, name);
+  for (const auto& f : findings)
+    if (f.applies) out += "\n" + (verbose ? in_full(f) : brief(f));
+  if (!verbose) return out;
+  return out + not_applying(findings);
 }
 
 std::string to_json(const std::vector<finding>& findings, int indent) {

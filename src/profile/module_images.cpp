@@ -32,11 +32,18 @@ void check(CUptiResult rc, const char* call) {
                                        : ""));
 }
 
-void CUPTIAPI on_resource(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || id != CUPTI_CBID_RESOURCE_MODULE_LOADED) return;
+// The module a module-loaded callback reports, when it has a cubin; null for other callbacks.
+const CUpti_ModuleResourceData* loaded_cubin(CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || id != CUPTI_CBID_RESOURCE_MODULE_LOADED) return nullptr;
   const auto* r = static_cast<const CUpti_ResourceData*>(data);
   const auto* m = static_cast<const CUpti_ModuleResourceData*>(r->resourceDescriptor);
-  if (m == nullptr || m->pCubin == nullptr || m->cubinSize == 0) return;
+  if (m == nullptr || m->pCubin == nullptr || m->cubinSize == 0) return nullptr;
+  return m;
+}
+
+void CUPTIAPI on_resource(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  const CUpti_ModuleResourceData* m = loaded_cubin(domain, id, data);
+  if (m == nullptr) return;
   auto* s = static_cast<module_images::state*>(user);
   try {
     std::vector<unsigned char> bytes(m->pCubin, m->pCubin + m->cubinSize);

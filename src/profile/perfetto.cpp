@@ -45,6 +45,18 @@ struct process {
   std::uint64_t offset = std::numeric_limits<std::uint64_t>::max();
 };
 
+// The first lane where slice s nests in or follows the open slices (closing those that ended before it);
+// lanes.size() when none.
+std::size_t free_lane(std::vector<std::vector<std::uint64_t>>& lanes, const slice& s) {
+  std::size_t l = 0;
+  for (; l < lanes.size(); ++l) {
+    auto& open = lanes[l];
+    while (!open.empty() && open.back() <= s.start) open.pop_back();
+    if (open.empty() || s.end <= open.back()) break;
+  }
+  return l;
+}
+
 // Places the slices of one row on lanes: a slice goes to the first lane where it nests in or follows the open ones.
 void assign_lanes(std::vector<slice*>& row) {
   std::stable_sort(row.begin(), row.end(), [](const slice* x, const slice* y) {
@@ -53,12 +65,7 @@ void assign_lanes(std::vector<slice*>& row) {
   });
   std::vector<std::vector<std::uint64_t>> lanes; // per lane: ends of the open slices, innermost last
   for (auto* s : row) {
-    std::size_t l = 0;
-    for (; l < lanes.size(); ++l) {
-      auto& open = lanes[l];
-      while (!open.empty() && open.back() <= s->start) open.pop_back();
-      if (open.empty() || s->end <= open.back()) break;
-    }
+    const std::size_t l = free_lane(lanes, *s);
     if (l == lanes.size()) lanes.emplace_back();
     lanes[l].push_back(s->end);
     s->lane = l;
@@ -111,8 +118,7 @@ private:
 
   std::size_t unit_process(const detail::unit& u) {
     using type = detail::unit::type;
-    if (u.kind == type::step || !u.track.empty())
-      return process_of("t:" + u.track, u.track.empty() ? std::string("steps") : u.track);
+    if (u.kind == type::step || !u.track.empty()) return track_process(u.track);
     if (u.kind == type::graph) {
       const auto name = u.graph.empty() ? fmt::format("executable graph {}", u.exec_id) : u.graph;
       return process_of("g:" + name, "graph: " + name);
@@ -128,28 +134,37 @@ private:
     span.row_order = 0;
     span.start = u.start_ns;
     span.end = u.end_ns;
-    std::string name = u.kind == detail::unit::type::step ? fmt::format("step {}", u.step)
-                       : u.kind == detail::unit::type::graph
-                           ? fmt::format("graph {} launch", u.graph.empty() ? std::to_string(u.exec_id) : u.graph)
-                           : std::string("eager work");
     json args{{"activities", u.members.size()}, {"track", u.track}};
     if (u.step != 0) args["step"] = u.step;
     if (!u.graph.empty()) args["graph"] = u.graph;
     if (u.correlation != 0) args["correlation"] = u.correlation;
-    if (lp != nullptr) {
-      args["wall_us"] = lp->wall_us;
-      args["busy_us"] = lp->busy_us;
-      args["utilisation"] = lp->utilisation;
-      args["gaps"] = lp->gap_count;
-      args["gap_total_us"] = lp->gap_total_us;
-      args["critical_path_us"] = lp->critical_path_us;
-      args["critical_path"] = lp->critical_path;
-      if (lp->api_to_gpu_us >= 0) args["api_to_gpu_us"] = lp->api_to_gpu_us;
-    } else {
-      args["analysed"] = false; // left out of the report (analyze_options::skip_launches)
-    }
-    span.event = {{"ph", "X"}, {"name", std::move(name)}, {"cat", "launch"}, {"args", std::move(args)}};
+    add_launch_args(args, lp);
+    span.event = {{"ph", "X"}, {"name", unit_name(u)}, {"cat", "launch"}, {"args", std::move(args)}};
     return span;
+  }
+
+  // "step 3", "graph <name> launch" or "eager work".
+  static std::string unit_name(const detail::unit& u) {
+    return u.kind == detail::unit::type::step ? fmt::format("step {}", u.step)
+           : u.kind == detail::unit::type::graph
+               ? fmt::format("graph {} launch", u.graph.empty() ? std::to_string(u.exec_id) : u.graph)
+               : std::string("eager work");
+  }
+
+  // The report's numbers of the launch, or that it was not analysed (null).
+  static void add_launch_args(json& args, const launch_profile* lp) {
+    if (lp == nullptr) {
+      args["analysed"] = false; // left out of the report (analyze_options::skip_launches)
+      return;
+    }
+    args["wall_us"] = lp->wall_us;
+    args["busy_us"] = lp->busy_us;
+    args["utilisation"] = lp->utilisation;
+    args["gaps"] = lp->gap_count;
+    args["gap_total_us"] = lp->gap_total_us;
+    args["critical_path_us"] = lp->critical_path_us;
+    args["critical_path"] = lp->critical_path;
+    if (lp->api_to_gpu_us >= 0) args["api_to_gpu_us"] = lp->api_to_gpu_us;
   }
 
   // Activity `i` on its device stream's row.
@@ -169,6 +184,15 @@ private:
     }
     if (a.exec_id != 0) args["exec_id"] = a.exec_id;
     if (!info.attributed) args["unattributed"] = info.reason;
+    add_kind_args(args, a);
+    if (info.step != 0) args["step"] = info.step;
+    args["correlation"] = a.correlation;
+    s.event = {{"ph", "X"}, {"name", info.label}, {"cat", to_string(a.kind)}, {"args", std::move(args)}};
+    return s;
+  }
+
+  // A kernel's name and shape (where known), a copy's or memset's bytes and copy kind.
+  static void add_kind_args(json& args, const activity& a) {
     if (a.kind == activity_kind::kernel) {
       args["kernel"] = a.name;
       if (a.grid != std::array<unsigned, 3>{0, 0, 0}) args["grid"] = a.grid;
@@ -177,15 +201,19 @@ private:
       args["bytes"] = a.bytes;
       if (!a.copy_kind.empty()) args["copy_kind"] = a.copy_kind;
     }
-    if (info.step != 0) args["step"] = info.step;
-    args["correlation"] = a.correlation;
-    s.event = {{"ph", "X"}, {"name", info.label}, {"cat", to_string(a.kind)}, {"args", std::move(args)}};
-    return s;
+  }
+
+  using launch_key = std::tuple<std::string, std::uint64_t, std::uint32_t, std::uint64_t>;
+
+  // The report's launches by (track, step, correlation, start).
+  [[nodiscard]] std::map<launch_key, const launch_profile*> analysed_launches() const {
+    std::map<launch_key, const launch_profile*> analysed;
+    for (const auto& l : r_.launches) analysed.try_emplace({l.track, l.step, l.correlation, l.start_ns}, &l);
+    return analysed;
   }
 
   void add_units() {
-    std::map<std::tuple<std::string, std::uint64_t, std::uint32_t, std::uint64_t>, const launch_profile*> analysed;
-    for (const auto& l : r_.launches) analysed.try_emplace({l.track, l.step, l.correlation, l.start_ns}, &l);
+    const std::map<launch_key, const launch_profile*> analysed = analysed_launches();
     slices_.reserve(t_.activities.size() + an_.units.size() + t_.host_calls.size());
     slice_of_.assign(t_.activities.size(), npos);
     unit_pid_.resize(an_.units.size());
@@ -208,32 +236,52 @@ private:
     if (auto s = step_pid.find(c.step); c.step != 0 && s != step_pid.end()) return s->second;
     if (auto k = correlation_pid.find(c.correlation); k != correlation_pid.end()) return k->second;
     if (c.step == 0) return process_of("e:", "eager");
-    const auto st = std::find_if(t_.steps.begin(), t_.steps.end(), [&](const step_info& s) { return s.id == c.step; });
+    return step_process(c.step);
+  }
+
+  // The process of step `step`'s track (the steps' process when it has none).
+  std::size_t step_process(std::uint64_t step) {
+    const auto st = std::find_if(t_.steps.begin(), t_.steps.end(), [&](const step_info& s) { return s.id == step; });
     const std::string track = st == t_.steps.end() ? std::string() : st->track;
+    return track_process(track);
+  }
+
+  // The process of a track of steps ("steps" when the track has no name).
+  std::size_t track_process(const std::string& track) {
     return process_of("t:" + track, track.empty() ? std::string("steps") : track);
   }
 
-  void add_host_calls() {
-    std::unordered_map<std::uint64_t, std::size_t> step_pid;
-    std::unordered_map<std::uint32_t, std::size_t> correlation_pid;
+  // The process of each unit's step and of each correlation id of its records.
+  void unit_pids(std::unordered_map<std::uint64_t, std::size_t>& step_pid,
+                 std::unordered_map<std::uint32_t, std::size_t>& correlation_pid) const {
     for (std::size_t k = 0; k < an_.units.size(); ++k) {
       if (an_.units[k].step != 0) step_pid.try_emplace(an_.units[k].step, unit_pid_[k]);
       for (auto i : an_.units[k].members)
         if (t_.activities[i].correlation != 0) correlation_pid.try_emplace(t_.activities[i].correlation, unit_pid_[k]);
     }
-    for (const auto& c : t_.host_calls) {
-      slice s;
-      s.process = host_call_process(c, step_pid, correlation_pid);
-      s.row = "host";
-      s.row_order = 2;
-      s.start = c.start_ns;
-      s.end = std::max(c.end_ns, c.start_ns);
-      json args{{"correlation", c.correlation}};
-      if (c.step != 0) args["step"] = c.step;
-      if (c.graph_launch) args["graph_launch"] = true;
-      s.event = {{"ph", "X"}, {"name", c.name}, {"cat", "api"}, {"args", std::move(args)}};
-      slices_.push_back(std::move(s));
-    }
+  }
+
+  // Host call c on the "host" row of process p.
+  static slice host_call_slice(const host_call& c, std::size_t p) {
+    slice s;
+    s.process = p;
+    s.row = "host";
+    s.row_order = 2;
+    s.start = c.start_ns;
+    s.end = std::max(c.end_ns, c.start_ns);
+    json args{{"correlation", c.correlation}};
+    if (c.step != 0) args["step"] = c.step;
+    if (c.graph_launch) args["graph_launch"] = true;
+    s.event = {{"ph", "X"}, {"name", c.name}, {"cat", "api"}, {"args", std::move(args)}};
+    return s;
+  }
+
+  void add_host_calls() {
+    std::unordered_map<std::uint64_t, std::size_t> step_pid;
+    std::unordered_map<std::uint32_t, std::size_t> correlation_pid;
+    unit_pids(step_pid, correlation_pid);
+    for (const auto& c : t_.host_calls)
+      slices_.push_back(host_call_slice(c, host_call_process(c, step_pid, correlation_pid)));
   }
 
   // Offsets: each process from its first timestamp (align_tracks), else all from the first timestamp of the trace.
@@ -257,20 +305,26 @@ private:
           {{"ph", "M"}, {"name", "process_name"}, {"pid", p.pid}, {"tid", 0}, {"args", {{"name", p.name}}}});
     std::vector<std::pair<std::tuple<std::size_t, int, std::string>, std::vector<slice*>>> ordered(rows.begin(),
                                                                                                    rows.end());
-    // Stream rows sort by (device, stream) numerically rather than by text.
-    auto numbers = [](const std::string& row) {
-      unsigned d = 0;
-      unsigned s = 0;
-      if (std::sscanf(row.c_str(), "device %u stream %u", &d, &s) != 2) return std::pair<unsigned, unsigned>{0, 0};
-      return std::pair<unsigned, unsigned>{d, s};
-    };
     std::stable_sort(ordered.begin(), ordered.end(), [&](const auto& x, const auto& y) {
       const auto& [px, ox, rx] = x.first;
       const auto& [py, oy, ry] = y.first;
-      return std::make_tuple(px, ox, numbers(rx)) < std::make_tuple(py, oy, numbers(ry));
+      return std::make_tuple(px, ox, stream_numbers(rx)) < std::make_tuple(py, oy, stream_numbers(ry));
     });
     std::map<std::size_t, int> next_tid;
     for (auto& [key, row] : ordered) place_row(std::get<0>(key), std::get<2>(key), row, next_tid);
+    emit_slices();
+  }
+
+  // Stream rows sort by (device, stream) numerically rather than by text: a row's numbers, (0, 0) for other rows.
+  static std::pair<unsigned, unsigned> stream_numbers(const std::string& row) {
+    unsigned d = 0;
+    unsigned s = 0;
+    if (std::sscanf(row.c_str(), "device %u stream %u", &d, &s) != 2) return std::pair<unsigned, unsigned>{0, 0};
+    return std::pair<unsigned, unsigned>{d, s};
+  }
+
+  // The placed slices, as events of their process and thread, timed from the process's offset.
+  void emit_slices() {
     for (auto& s : slices_) {
       const auto offset = processes_[s.process].offset;
       s.event["pid"] = processes_[s.process].pid;
@@ -328,20 +382,30 @@ private:
 
   // Flow arrows along the dependencies, for the first launches of each executable graph.
   void add_flows() {
-    std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> launches; // (exec, corr) -> records
-    for (std::size_t i = 0; i < t_.activities.size(); ++i)
-      if (an_.activities[i].flat != npos)
-        launches[{t_.activities[i].exec_id, an_.activities[i].correlation}].push_back(i);
+    const auto launches = graph_launch_records();
     std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, const std::vector<std::size_t>*>>> by_exec;
-    for (const auto& [key, records] : launches) {
-      auto start = std::numeric_limits<std::uint64_t>::max();
-      for (auto i : records) start = std::min(start, t_.activities[i].start_ns);
-      by_exec[key.first].emplace_back(start, &records);
-    }
+    for (const auto& [key, records] : launches) by_exec[key.first].emplace_back(first_start(records), &records);
     for (auto& [exec, list] : by_exec) {
       std::sort(list.begin(), list.end());
       for (std::size_t n = 0; n < list.size() && n < options_.flow_launches; ++n) launch_flows(*list[n].second);
     }
+  }
+
+  // The attributed records of each graph launch: (exec, corr) -> records.
+  [[nodiscard]] std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>>
+  graph_launch_records() const {
+    std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> launches;
+    for (std::size_t i = 0; i < t_.activities.size(); ++i)
+      if (an_.activities[i].flat != npos)
+        launches[{t_.activities[i].exec_id, an_.activities[i].correlation}].push_back(i);
+    return launches;
+  }
+
+  // The earliest start of the records.
+  [[nodiscard]] std::uint64_t first_start(const std::vector<std::size_t>& records) const {
+    auto start = std::numeric_limits<std::uint64_t>::max();
+    for (auto i : records) start = std::min(start, t_.activities[i].start_ns);
+    return start;
   }
 
   launch_records records_of(const detail::flat_graph& g, const std::vector<std::size_t>& records) const {
@@ -384,30 +448,40 @@ private:
   // The records of node `q` that arrows point at: its own, or for a node with bodies its earliest record.
   std::vector<std::size_t> targets_of(const detail::flat_graph& g, const launch_records& lr, std::size_t q) const {
     if (g.nodes[q].node->bodies.empty()) return lr.own[q];
+    const std::size_t earliest = earliest_under(lr, q);
+    return earliest == npos ? std::vector<std::size_t>{} : std::vector<std::size_t>{earliest};
+  }
+
+  // The record under node q that started first; npos when none.
+  std::size_t earliest_under(const launch_records& lr, std::size_t q) const {
     std::size_t earliest = npos;
     for (auto i : lr.under[q])
       if (earliest == npos || t_.activities[i].start_ns < t_.activities[earliest].start_ns) earliest = i;
-    return earliest == npos ? std::vector<std::size_t>{} : std::vector<std::size_t>{earliest};
+    return earliest;
   }
 
   void launch_flows(const std::vector<std::size_t>& records) {
     const auto& g = *an_.activities[records.front()].graph;
     const launch_records lr = records_of(g, records);
-    for (std::size_t q = 0; q < g.nodes.size(); ++q) {
-      if (!lr.active[q]) continue;
-      const auto preds = detail::active_predecessors(g, q, lr.active);
-      const auto& overlapping = g.nodes[q].programmatic_preds;
-      for (auto x : preds.empty() ? std::vector<std::size_t>{} : targets_of(g, lr, q))
-        for (auto p : preds) {
-          if (auto y = ended_before(lr, p, t_.activities[x].start_ns); y != npos) {
-            arrow(y, x);
-            continue;
-          }
-          const bool programmatic = std::find(overlapping.begin(), overlapping.end(), p) != overlapping.end();
-          if (!programmatic) continue;
-          if (const auto started = started_before(lr, p, x); started != npos) arrow(started, x, true);
-        }
-    }
+    for (std::size_t q = 0; q < g.nodes.size(); ++q)
+      if (lr.active[q]) node_flows(g, lr, q);
+  }
+
+  // The arrows into active node q from its active predecessors.
+  void node_flows(const detail::flat_graph& g, const launch_records& lr, std::size_t q) {
+    const auto preds = detail::active_predecessors(g, q, lr.active);
+    const auto& overlapping = g.nodes[q].programmatic_preds;
+    for (auto x : preds.empty() ? std::vector<std::size_t>{} : targets_of(g, lr, q))
+      for (auto p : preds) arrow_from(lr, p, x, overlapping);
+  }
+
+  // An arrow into record x from the latest record under node p that ended before x started, else, when p is a
+  // programmatic predecessor (in `overlapping`), from the latest that started before it.
+  void arrow_from(const launch_records& lr, std::size_t p, std::size_t x, const std::vector<std::size_t>& overlapping) {
+    if (auto y = ended_before(lr, p, t_.activities[x].start_ns); y != npos) return arrow(y, x);
+    const bool programmatic = std::find(overlapping.begin(), overlapping.end(), p) != overlapping.end();
+    if (!programmatic) return;
+    if (const auto started = started_before(lr, p, x); started != npos) arrow(started, x, true);
   }
 
   const trace& t_;

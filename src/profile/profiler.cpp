@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 namespace conveyor::profile {
 
@@ -46,15 +48,19 @@ std::uint64_t now_ns() noexcept {
   return t;
 }
 
+// CUPTI's memcpy kinds and their names.
+constexpr std::array<std::pair<CUpti_ActivityMemcpyKind, const char*>, 5> copy_kinds{{
+    {CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, "HtoD"},
+    {CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, "DtoH"},
+    {CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, "DtoD"},
+    {CUPTI_ACTIVITY_MEMCPY_KIND_HTOH, "HtoH"},
+    {CUPTI_ACTIVITY_MEMCPY_KIND_PTOP, "PtoP"},
+}};
+
 const char* copy_kind_name(std::uint8_t kind) noexcept {
-  switch (kind) {
-  case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-  case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-  case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-  case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
-  case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
-  default: return "other";
-  }
+  const auto it = std::find_if(copy_kinds.begin(), copy_kinds.end(),
+                               [&](const auto& k) { return static_cast<std::uint8_t>(k.first) == kind; });
+  return it != copy_kinds.end() ? it->second : "other";
 }
 
 // The activity kinds a profiler enables, in order (disabled in reverse).
@@ -88,8 +94,11 @@ struct profiler::state {
   std::unordered_map<std::string, std::string> names; // mangled -> readable kernel names, demangled once
 
   void take(const CUpti_Activity* r);
+  void hand_over(trace& t); // the records so far, moved into t (under `mutex`)
 
 private:
+  void take_record(const CUpti_Activity* r);                               // a record by its kind
+  void hand_over_ended_steps(trace& t);                                    // steps that ended, into t
   void take_kernel(const CUpti_ActivityKernel10* k);                       // a kernel, its name demangled once
   void take_copy(const CUpti_ActivityMemcpy6* m);                          // a memcpy
   void take_memset(const CUpti_ActivityMemset4* m);                        // a memset
@@ -177,6 +186,14 @@ bool limited_activity(CUpti_ActivityKind kind) noexcept {
          kind == CUPTI_ACTIVITY_KIND_MEMSET;
 }
 
+// `name` without its version suffix ("cudaGraphLaunch_v10000" -> "cudaGraphLaunch").
+std::string without_version(std::string name) {
+  if (const auto v = name.find("_v");
+      v != std::string::npos && v + 2 < name.size() && std::isdigit(static_cast<unsigned char>(name[v + 2])))
+    name.erase(v);
+  return name;
+}
+
 // The API call's name without its version suffix ("cudaGraphLaunch_v10000" -> "cudaGraphLaunch"); empty when CUPTI
 // has none.
 std::string api_call_name(const CUpti_ActivityAPI* c, CUpti_ActivityKind kind) {
@@ -184,10 +201,7 @@ std::string api_call_name(const CUpti_ActivityAPI* c, CUpti_ActivityKind kind) {
   const char* name = nullptr;
   const auto domain = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
   if (cuptiGetCallbackName(domain, c->cbid, &name) == CUPTI_SUCCESS && name != nullptr) out = name;
-  if (const auto v = out.find("_v");
-      v != std::string::npos && v + 2 < out.size() && std::isdigit(static_cast<unsigned char>(out[v + 2])))
-    out.erase(v);
-  return out;
+  return without_version(std::move(out));
 }
 
 } // namespace
@@ -197,6 +211,10 @@ void profiler::state::take(const CUpti_Activity* r) {
     ++dropped;
     return;
   }
+  take_record(r);
+}
+
+void profiler::state::take_record(const CUpti_Activity* r) {
   switch (r->kind) {
   case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
   case CUPTI_ACTIVITY_KIND_KERNEL: take_kernel(reinterpret_cast<const CUpti_ActivityKernel10*>(r)); break;
@@ -280,40 +298,48 @@ void profiler::end_orphan_step() noexcept {
 
 // ---- profiler ------------------------------------------------------------------------------------------------
 
-profiler::profiler(const profiler_options& options) : state_(std::make_unique<state>()) {
+namespace {
+
+void check_options(const profiler_options& options) {
   if (options.buffer_bytes < (64u << 10))
     throw std::invalid_argument(
         fmt::format("conveyor::profile::profiler: buffer_bytes {} is below 64 KiB", options.buffer_bytes));
   if (options.max_records == 0)
     throw std::invalid_argument("conveyor::profile::profiler: max_records must be at least 1");
-  state_->options = options;
-  state_->kinds = kinds_for(options);
-  {
-    std::lock_guard lock(g_active_mutex);
-    if (g_active != nullptr)
-      throw profiler_error("conveyor::profile::profiler: another profiler is active in this process (CUPTI allows "
-                           "one); destroy it first");
-    g_active = state_.get();
-  }
-  try {
-    // CUDA must be initialised for CUPTI's timestamps and ids to share the device's clock.
-    check(cudaFree(nullptr), "cudaFree(nullptr) (initialising CUDA for the profiler)");
-    if (!g_callbacks_registered) {
-      check_cupti(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
-      g_callbacks_registered = true;
+}
+
+// Makes `s` the process's active profiler, the one CUPTI's buffers go to.
+void become_active(profiler::state* s) {
+  std::lock_guard lock(g_active_mutex);
+  if (g_active != nullptr)
+    throw profiler_error("conveyor::profile::profiler: another profiler is active in this process (CUPTI allows "
+                         "one); destroy it first");
+  g_active = s;
+}
+
+// Enables the activity kinds in order; when one fails, disables those enabled before it and throws.
+void enable_kinds(const std::vector<CUpti_ActivityKind>& kinds) {
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    const CUptiResult rc = cuptiActivityEnable(kinds[i]);
+    if (rc != CUPTI_SUCCESS) {
+      for (std::size_t j = i; j-- > 0;) (void)cuptiActivityDisable(kinds[j]);
+      check_cupti(rc, fmt::format("cuptiActivityEnable(kind {})", static_cast<int>(kinds[i])).c_str());
     }
-    for (std::size_t i = 0; i < state_->kinds.size(); ++i) {
-      const CUptiResult rc = cuptiActivityEnable(state_->kinds[i]);
-      if (rc != CUPTI_SUCCESS) {
-        for (std::size_t j = i; j-- > 0;) (void)cuptiActivityDisable(state_->kinds[j]);
-        check_cupti(rc, fmt::format("cuptiActivityEnable(kind {})", static_cast<int>(state_->kinds[i])).c_str());
-      }
-    }
-  } catch (...) {
-    std::lock_guard lock(g_active_mutex);
-    g_active = nullptr;
-    throw;
   }
+}
+
+void start_cupti(const std::vector<CUpti_ActivityKind>& kinds) {
+  // CUDA must be initialised for CUPTI's timestamps and ids to share the device's clock.
+  check(cudaFree(nullptr), "cudaFree(nullptr) (initialising CUDA for the profiler)");
+  if (!g_callbacks_registered) {
+    check_cupti(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+    g_callbacks_registered = true;
+  }
+  enable_kinds(kinds);
+}
+
+// g_first_exec_id, on the process's first profiler.
+void note_first_exec_id() {
   // Not under g_active_mutex: instantiating makes CUPTI records, and CUPTI may ask for a buffer (which takes the
   // mutex) on this thread.
   bool first = false;
@@ -326,6 +352,23 @@ profiler::profiler(const profiler_options& options) : state_(std::make_unique<st
     std::lock_guard lock(g_active_mutex);
     if (g_first_exec_id == 0) g_first_exec_id = id;
   }
+}
+
+} // namespace
+
+profiler::profiler(const profiler_options& options) : state_(std::make_unique<state>()) {
+  check_options(options);
+  state_->options = options;
+  state_->kinds = kinds_for(options);
+  become_active(state_.get());
+  try {
+    start_cupti(state_->kinds);
+  } catch (...) {
+    std::lock_guard lock(g_active_mutex);
+    g_active = nullptr;
+    throw;
+  }
+  note_first_exec_id();
 }
 
 void profiler::pause() {
@@ -352,6 +395,16 @@ profiler::~profiler() {
   g_active = nullptr;
 }
 
+namespace {
+
+// Whether executable graph `id` was instantiated before the process's first profiler started.
+bool instantiated_before_profiling(std::uint32_t id) {
+  std::lock_guard lock(g_active_mutex);
+  return g_first_exec_id != 0 && id < g_first_exec_id;
+}
+
+} // namespace
+
 void profiler::watch(const graph_exec& exec, std::string name, graph_description description) {
   if (exec.get() == nullptr)
     throw std::invalid_argument(fmt::format("conveyor::profile::profiler::watch('{}'): an empty (moved-from) "
@@ -359,11 +412,7 @@ void profiler::watch(const graph_exec& exec, std::string name, graph_description
                                             name));
   std::uint32_t id = 0;
   check_cupti(cuptiGetGraphExecId(reinterpret_cast<CUgraphExec>(exec.get()), &id), "cuptiGetGraphExecId");
-  bool before = false;
-  {
-    std::lock_guard lock(g_active_mutex);
-    before = g_first_exec_id != 0 && id < g_first_exec_id;
-  }
+  const bool before = instantiated_before_profiling(id);
   std::lock_guard lock(state_->mutex);
   for (auto& g : state_->graphs)
     if (g.exec_id == id) {
@@ -404,42 +453,78 @@ void profiler::end_step(std::uint64_t id) noexcept {
     }
 }
 
+namespace {
+
+using step_map = std::unordered_map<std::uint32_t, std::uint64_t>; // correlation id -> step id
+
+// `step` set to the step of the correlation id, when it has one.
+void set_step(std::uint64_t& step, std::uint32_t correlation, const step_map& step_of) {
+  if (auto it = step_of.find(correlation); it != step_of.end()) step = it->second;
+}
+
+// Each activity's step; the correlation ids that enqueued GPU work.
+std::unordered_set<std::uint32_t> step_activities(std::vector<activity>& activities, const step_map& step_of) {
+  std::unordered_set<std::uint32_t> enqueued;
+  for (auto& a : activities) {
+    if (a.correlation == 0) continue;
+    enqueued.insert(a.correlation);
+    set_step(a.step, a.correlation, step_of);
+  }
+  return enqueued;
+}
+
+// The calls that launched a graph or enqueued GPU work (correlation ids in `enqueued`), with their step, into `out`.
+void keep_enqueuing_calls(std::vector<host_call>& calls, const std::unordered_set<std::uint32_t>& enqueued,
+                          const step_map& step_of, std::vector<host_call>& out) {
+  for (auto& c : calls) {
+    if (!c.graph_launch && !enqueued.contains(c.correlation)) continue; // synchronisations, queries, ...
+    set_step(c.step, c.correlation, step_of);
+    out.push_back(std::move(c));
+  }
+}
+
+// The current device's name, into t (left empty when CUDA cannot tell).
+void add_device_name(trace& t) {
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess)
+    t.device_name = prop.name;
+  else (void)cudaGetLastError();
+}
+
+} // namespace
+
+void profiler::state::hand_over(trace& t) {
+  t.activities = std::move(activities);
+  activities.clear();
+  auto calls = std::move(host_calls);
+  host_calls.clear();
+  auto steps_by_correlation = std::move(step_of);
+  step_of.clear();
+  t.graphs = graphs; // watched graphs stay watched
+  hand_over_ended_steps(t);
+  t.dropped_records = std::exchange(dropped, 0);
+
+  const std::unordered_set<std::uint32_t> enqueued = step_activities(t.activities, steps_by_correlation);
+  keep_enqueuing_calls(calls, enqueued, steps_by_correlation, t.host_calls);
+}
+
+// Steps that ended are handed over; one still open stays for the next collect.
+void profiler::state::hand_over_ended_steps(trace& t) {
+  std::vector<step_info> open;
+  for (auto& s : steps) (s.host_end_ns != 0 ? t.steps : open).push_back(std::move(s));
+  steps = std::move(open);
+}
+
 trace profiler::collect() {
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before collecting the profile)");
   check_cupti(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
   trace t;
   {
     std::lock_guard lock(state_->mutex);
-    t.activities = std::move(state_->activities);
-    state_->activities.clear();
-    auto calls = std::move(state_->host_calls);
-    state_->host_calls.clear();
-    auto step_of = std::move(state_->step_of);
-    state_->step_of.clear();
-    t.graphs = state_->graphs; // watched graphs stay watched
-    // Steps that ended are handed over; one still open stays for the next collect.
-    std::vector<step_info> open;
-    for (auto& s : state_->steps) (s.host_end_ns != 0 ? t.steps : open).push_back(std::move(s));
-    state_->steps = std::move(open);
-    t.dropped_records = std::exchange(state_->dropped, 0);
-
-    std::unordered_set<std::uint32_t> enqueued; // correlation ids that enqueued GPU work
-    for (auto& a : t.activities) {
-      if (a.correlation == 0) continue;
-      enqueued.insert(a.correlation);
-      if (auto it = step_of.find(a.correlation); it != step_of.end()) a.step = it->second;
-    }
-    for (auto& c : calls) {
-      if (!c.graph_launch && !enqueued.contains(c.correlation)) continue; // synchronisations, queries, ...
-      if (auto it = step_of.find(c.correlation); it != step_of.end()) c.step = it->second;
-      t.host_calls.push_back(std::move(c));
-    }
+    state_->hand_over(t);
   }
-  int device = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess)
-    t.device_name = prop.name;
-  else (void)cudaGetLastError();
+  add_device_name(t);
   t.step_through = conveyor::detail::step_through_requested();
   return t;
 }

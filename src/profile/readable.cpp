@@ -25,6 +25,16 @@ std::size_t template_end(std::string_view s, std::size_t i) {
   return std::string_view::npos;
 }
 
+// The index of the `close` matching the `open` at s[i] (nested pairs matched), or npos where nothing closes it.
+std::size_t matching_close(std::string_view s, std::size_t i, char open, char close) {
+  int depth = 0;
+  for (std::size_t j = i; j < s.size(); ++j) {
+    depth += s[j] == open ? 1 : s[j] == close ? -1 : 0;
+    if (depth == 0) return j;
+  }
+  return std::string_view::npos;
+}
+
 // Whether s[i] opens a template argument list: a '<' right after an identifier, not an operator "<<".
 bool opens_template(std::string_view s, std::size_t i) {
   return s[i] == '<' && i > 0 && word_char(s[i - 1]) && s.substr(i, 2) != "<<";
@@ -77,12 +87,9 @@ std::string bare_name(std::string_view name) {
   // A kernel's parameter list: from the '(' right after the name to a matching ')' that ends the name.
   std::smatch m;
   if (!std::regex_search(s, m, call)) return s;
-  int depth = 0;
-  for (std::size_t j = static_cast<std::size_t>(m.length(0)) - 1; j < s.size(); ++j) {
-    depth += s[j] == '(' ? 1 : s[j] == ')' ? -1 : 0;
-    if (depth == 0) return j + 1 == s.size() ? m[1].str() : s;
-  }
-  return s;
+  const std::size_t close = matching_close(s, static_cast<std::size_t>(m.length(0)) - 1, '(', ')');
+  if (close == std::string_view::npos) return s;
+  return close + 1 == s.size() ? m[1].str() : s;
 }
 
 // Kernel templates whose name says nothing and whose first template argument names the work (CUTLASS's, as cuBLAS
@@ -122,9 +129,8 @@ std::string drop_signatures(const std::string& s) {
     if (at < from) continue; // inside a parameter list already dropped
     out.append(s, from, at - from);
     out += (*m)[1].str();
-    std::size_t j = at + static_cast<std::size_t>(m->length(0)); // just after '('
-    for (int depth = 1; j < s.size() && depth > 0; ++j) depth += s[j] == '(' ? 1 : s[j] == ')' ? -1 : 0;
-    from = j;
+    const std::size_t close = matching_close(s, at + static_cast<std::size_t>(m->length(0)) - 1, '(', ')');
+    from = close == std::string_view::npos ? s.size() : close + 1; // just after the ')'
   }
   return out.append(s, std::min(from, s.size()));
 }
