@@ -19,26 +19,37 @@ std::optional<std::uint64_t> allocation_base(std::uint64_t address) noexcept {
   return static_cast<std::uint64_t>(base);
 }
 
+namespace {
+
+// Writes `value` where the caller asked for it (a null `out`: not asked).
+template <class T>
+void set_if_asked(T* out, T value) noexcept {
+  if (out != nullptr) *out = value;
+}
+
+// 'D' for device and managed memory, 'H' for host memory (pageable: unregistered), 0 for another type.
+char side_of_type(const cudaPointerAttributes& a, bool* pageable, int* device) noexcept {
+  switch (a.type) {
+  case cudaMemoryTypeDevice: set_if_asked(device, a.device); return 'D';
+  case cudaMemoryTypeManaged: return 'D';
+  case cudaMemoryTypeUnregistered: set_if_asked(pageable, true); return 'H';
+  case cudaMemoryTypeHost: return 'H';
+  }
+  return 0;
+}
+
+} // namespace
+
 char memory_side(const void* p, bool* pageable, int* device) noexcept {
-  if (pageable != nullptr) *pageable = false;
-  if (device != nullptr) *device = -1;
+  set_if_asked(pageable, false);
+  set_if_asked(device, -1);
   if (p == nullptr) return 0;
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
-  switch (a.type) {
-  case cudaMemoryTypeDevice:
-    if (device != nullptr) *device = a.device;
-    return 'D';
-  case cudaMemoryTypeManaged: return 'D';
-  case cudaMemoryTypeUnregistered:
-    if (pageable != nullptr) *pageable = true;
-    return 'H';
-  case cudaMemoryTypeHost: return 'H';
-  }
-  return 0;
+  return side_of_type(a, pageable, device);
 }
 
 int context_device(CUcontext ctx) noexcept {

@@ -15,6 +15,46 @@ namespace conveyor::detail {
 
 namespace {
 
+// What two conditional nodes' bodies differ in, "; " between the findings; whether every change is comparable and
+// whether a whole-graph update applies them all.
+struct body_findings {
+  std::string what;
+  bool comparable = true;
+  bool updatable = true;
+};
+
+void add_finding(body_findings& f, const std::string& text) { f.what += (f.what.empty() ? "" : "; ") + text; }
+
+// Body `i`'s comparison (compare_graphs or compare_saved_graphs) as findings: its topology, or each changed node.
+template <class Comparison>
+void add_body_findings(std::size_t i, const Comparison& c, body_findings& f) {
+  if (!c.same_topology) {
+    add_finding(f, fmt::format("body {} topology: {}", i, c.topology_reason));
+    return;
+  }
+  for (const auto& d : c.changed) {
+    f.comparable = f.comparable && d.diff.comparable;
+    f.updatable = f.updatable && d.diff.updatable;
+    add_finding(f, fmt::format("body {} node {}: {}", i, d.position, d.diff.what));
+  }
+}
+
+// No per-node setter for a conditional node: a change is left to a whole-graph update.
+param_diff from_findings(body_findings f) {
+  if (f.what.empty()) return param_diff::same();
+  return {true, f.comparable, false, f.updatable, std::move(f.what)};
+}
+
+// The condition handles and the bodies, body by body, of two conditional nodes of one type and body count.
+body_findings compare_bodies(const conditional_info& a, const conditional_info& b) {
+  body_findings f;
+  if (a.handle != b.handle) f.what = "condition handle";
+  for (std::size_t i = 0; i < a.bodies.size() && i < b.bodies.size(); ++i)
+    add_body_findings(
+        i, compare_graphs(a.bodies[i]->handle, b.bodies[i]->handle, {a.bodies[i].get(), b.bodies[i].get()}), f);
+  return f;
+}
+
 param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context& ctx) {
   const conditional_info* ia = recorded_conditional(ctx.before, a);
   const conditional_info* ib = recorded_conditional(ctx.after, b);
@@ -24,32 +64,16 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context& 
     return param_diff::change(fmt::format("conditional type {}/{} bodies -> {}/{} bodies", static_cast<int>(ia->type),
                                           ia->size, static_cast<int>(ib->type), ib->size),
                               false);
-  std::string what;
-  bool comparable = true;
-  bool updatable = true;
-  if (ia->handle != ib->handle) what = "condition handle";
-  for (std::size_t i = 0; i < ia->bodies.size() && i < ib->bodies.size(); ++i) {
-    const auto c =
-        compare_graphs(ia->bodies[i]->handle, ib->bodies[i]->handle, {ia->bodies[i].get(), ib->bodies[i].get()});
-    if (!c.same_topology) {
-      what += fmt::format("{}body {} topology: {}", what.empty() ? "" : "; ", i, c.topology_reason);
-      continue;
-    }
-    for (const auto& d : c.changed) {
-      comparable = comparable && d.diff.comparable;
-      updatable = updatable && d.diff.updatable;
-      what += fmt::format("{}body {} node {}: {}", what.empty() ? "" : "; ", i, d.position, d.diff.what);
-    }
-  }
-  if (what.empty()) return param_diff::same();
-  return {true, comparable, false, updatable, std::move(what)};
+  return from_findings(compare_bodies(*ia, *ib));
+}
+
+std::string_view type_name(int type) {
+  return type == cudaGraphCondTypeWhile ? "while" : type == cudaGraphCondTypeIf ? "if" : "switch";
 }
 
 void describe(cudaGraphNode_t n, node_description& d, const graph_state* owner) {
   if (const conditional_info* info = recorded_conditional(owner, n)) {
-    d.conditional_type = info->type == cudaGraphCondTypeWhile ? "while"
-                         : info->type == cudaGraphCondTypeIf  ? "if"
-                                                              : "switch";
+    d.conditional_type = std::string(type_name(info->type));
     for (const auto& body : info->bodies) d.bodies.push_back(describe_graph(body->handle, body.get()));
   }
 }
@@ -80,10 +104,6 @@ cudaGraphNode_t load_conditional(const saved_node& n, cudaGraph_t g, node_handle
   return node;
 }
 
-std::string_view type_name(int type) {
-  return type == cudaGraphCondTypeWhile ? "while" : type == cudaGraphCondTypeIf ? "if" : "switch";
-}
-
 void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
   d.conditional_type = std::string(type_name(std::get<saved_conditional_node>(n.parameters).type));
   for (const auto& body : n.bodies) d.bodies.push_back(describe_saved_graph(body, f));
@@ -96,23 +116,15 @@ param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved
     return param_diff::change(
         fmt::format("conditional {}/{} bodies -> {}/{} bodies", type_name(a.type), a.size, type_name(b.type), b.size),
         false);
-  std::string what;
-  bool updatable = true;
-  if (a.condition != b.condition) what = "condition handle";
+  body_findings f;
+  if (a.condition != b.condition) f.what = "condition handle";
   for (std::size_t i = 0; i < na.bodies.size() && i < nb.bodies.size(); ++i) {
     const auto c = compare_saved_graphs(na.bodies[i], nb.bodies[i], ctx);
-    if (!c.same_topology) {
-      what += fmt::format("{}body {} topology: {}", what.empty() ? "" : "; ", i, c.topology_reason);
-      updatable = false;
-      continue;
-    }
-    for (const auto& d : c.changed) {
-      updatable = updatable && d.diff.updatable;
-      what += fmt::format("{}body {} node {}: {}", what.empty() ? "" : "; ", i, d.position, d.diff.what);
-    }
+    if (!c.same_topology) f.updatable = false;
+    add_body_findings(i, c, f);
   }
-  if (what.empty()) return param_diff::same();
-  return {true, true, false, updatable, std::move(what)};
+  f.comparable = true; // a saved comparison is always comparable: the file holds every parameter
+  return from_findings(std::move(f));
 }
 
 } // namespace

@@ -24,21 +24,26 @@
 
 namespace conveyor::detail {
 
+namespace {
+// Where the parameter list that ends a demangled name begins ("f<int>(float*)": at the '(' matching the last ')'),
+// or npos.
+std::size_t parameter_list_start(const std::string& name) {
+  if (!name.ends_with(')')) return std::string::npos;
+  int depth = 0;
+  for (std::size_t i = name.size(); i-- > 0;) {
+    if (name[i] == ')') ++depth;
+    if (name[i] == '(' && --depth == 0) return i;
+  }
+  return std::string::npos;
+}
+} // namespace
+
 std::string readable_kernel_name(const char* mangled) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   if (status != 0 || !text) return mangled;
   std::string out = text.get();
-  if (!out.empty() && out.back() == ')') {
-    int depth = 0;
-    for (std::size_t i = out.size(); i-- > 0;) {
-      if (out[i] == ')') ++depth;
-      if (out[i] == '(' && --depth == 0) {
-        out.erase(i);
-        break;
-      }
-    }
-  }
+  if (const std::size_t start = parameter_list_start(out); start != std::string::npos) out.erase(start);
   return out;
 }
 
@@ -122,29 +127,41 @@ std::array<attribute_read, std::size(node_attributes)> read_attributes(cudaGraph
 
 } // namespace
 
+namespace {
+
+bool same_window(const cudaAccessPolicyWindow& x, const cudaAccessPolicyWindow& y) noexcept {
+  return x.base_ptr == y.base_ptr && x.num_bytes == y.num_bytes && x.hitRatio == y.hitRatio && x.hitProp == y.hitProp &&
+         x.missProp == y.missProp;
+}
+
+// A cluster dimension (clusterDim, preferredClusterDim).
+template <class Dim>
+bool same_dim(const Dim& a, const Dim& b) noexcept {
+  return a.x == b.x && a.y == b.y && a.z == b.z;
+}
+
+bool same_domain_map(const cudaLaunchMemSyncDomainMap& a, const cudaLaunchMemSyncDomainMap& b) noexcept {
+  return a.default_ == b.default_ && a.remote == b.remote;
+}
+
+// The memory sync domain map of a node made without attributes: default domain 0, remote domain 1.
+bool default_domain_map(const cudaLaunchMemSyncDomainMap& m) noexcept { return m.default_ == 0 && m.remote == 1; }
+
+} // namespace
+
 // Field by field (the union's other bytes are not CUDA's to define).
 bool same_attribute_value(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& a,
                           const cudaLaunchAttributeValue& b) noexcept {
   switch (id) {
-  case cudaLaunchAttributeAccessPolicyWindow: {
-    const auto& x = a.accessPolicyWindow;
-    const auto& y = b.accessPolicyWindow;
-    return x.base_ptr == y.base_ptr && x.num_bytes == y.num_bytes && x.hitRatio == y.hitRatio &&
-           x.hitProp == y.hitProp && x.missProp == y.missProp;
-  }
+  case cudaLaunchAttributeAccessPolicyWindow: return same_window(a.accessPolicyWindow, b.accessPolicyWindow);
   case cudaLaunchAttributeCooperative: return a.cooperative == b.cooperative;
-  case cudaLaunchAttributeClusterDimension:
-    return a.clusterDim.x == b.clusterDim.x && a.clusterDim.y == b.clusterDim.y && a.clusterDim.z == b.clusterDim.z;
+  case cudaLaunchAttributeClusterDimension: return same_dim(a.clusterDim, b.clusterDim);
   case cudaLaunchAttributeClusterSchedulingPolicyPreference:
     return a.clusterSchedulingPolicyPreference == b.clusterSchedulingPolicyPreference;
   case cudaLaunchAttributePriority: return a.priority == b.priority;
-  case cudaLaunchAttributeMemSyncDomainMap:
-    return a.memSyncDomainMap.default_ == b.memSyncDomainMap.default_ &&
-           a.memSyncDomainMap.remote == b.memSyncDomainMap.remote;
+  case cudaLaunchAttributeMemSyncDomainMap: return same_domain_map(a.memSyncDomainMap, b.memSyncDomainMap);
   case cudaLaunchAttributeMemSyncDomain: return a.memSyncDomain == b.memSyncDomain;
-  case cudaLaunchAttributePreferredClusterDimension:
-    return a.preferredClusterDim.x == b.preferredClusterDim.x && a.preferredClusterDim.y == b.preferredClusterDim.y &&
-           a.preferredClusterDim.z == b.preferredClusterDim.z;
+  case cudaLaunchAttributePreferredClusterDimension: return same_dim(a.preferredClusterDim, b.preferredClusterDim);
   case cudaLaunchAttributeDeviceUpdatableKernelNode:
     return a.deviceUpdatableKernelNode.deviceUpdatable == b.deviceUpdatableKernelNode.deviceUpdatable;
   case cudaLaunchAttributePreferredSharedMemoryCarveout: return a.sharedMemCarveout == b.sharedMemCarveout;
@@ -154,20 +171,32 @@ bool same_attribute_value(cudaLaunchAttributeID id, const cudaLaunchAttributeVal
 
 namespace {
 
+// Each attribute's name in messages and exports.
+constexpr std::pair<cudaLaunchAttributeID, std::string_view> attribute_names[] = {
+    {cudaLaunchAttributeAccessPolicyWindow, "access policy window"},
+    {cudaLaunchAttributeCooperative, "cooperative"},
+    {cudaLaunchAttributeClusterDimension, "cluster"},
+    {cudaLaunchAttributeClusterSchedulingPolicyPreference, "cluster scheduling policy"},
+    {cudaLaunchAttributePriority, "priority"},
+    {cudaLaunchAttributeMemSyncDomainMap, "memory sync domain map"},
+    {cudaLaunchAttributeMemSyncDomain, "memory sync domain"},
+    {cudaLaunchAttributePreferredClusterDimension, "preferred cluster"},
+    {cudaLaunchAttributeDeviceUpdatableKernelNode, "device updatable"},
+    {cudaLaunchAttributePreferredSharedMemoryCarveout, "shared memory carveout"},
+};
+
 std::string_view attribute_name(cudaLaunchAttributeID id) {
-  switch (id) {
-  case cudaLaunchAttributeAccessPolicyWindow: return "access policy window";
-  case cudaLaunchAttributeCooperative: return "cooperative";
-  case cudaLaunchAttributeClusterDimension: return "cluster";
-  case cudaLaunchAttributeClusterSchedulingPolicyPreference: return "cluster scheduling policy";
-  case cudaLaunchAttributePriority: return "priority";
-  case cudaLaunchAttributeMemSyncDomainMap: return "memory sync domain map";
-  case cudaLaunchAttributeMemSyncDomain: return "memory sync domain";
-  case cudaLaunchAttributePreferredClusterDimension: return "preferred cluster";
-  case cudaLaunchAttributeDeviceUpdatableKernelNode: return "device updatable";
-  case cudaLaunchAttributePreferredSharedMemoryCarveout: return "shared memory carveout";
-  default: return "attribute";
-  }
+  const auto* named = std::find_if(std::begin(attribute_names), std::end(attribute_names),
+                                   [&](const auto& entry) { return entry.first == id; });
+  return named != std::end(attribute_names) ? named->second : "attribute";
+}
+
+std::string yes_or_no(int flag) { return flag != 0 ? "yes" : "no"; }
+
+// A cluster dimension (clusterDim, preferredClusterDim): "2x1x1".
+template <class Dim>
+std::string dim_text(const Dim& d) {
+  return fmt::format("{}x{}x{}", d.x, d.y, d.z);
 }
 
 // The value alone: "2x1x1", "-5", "50%", "yes"; "unset" when the node holds none.
@@ -178,19 +207,16 @@ std::string value_only(cudaLaunchAttributeID id, const attribute_read& r) {
   case cudaLaunchAttributeAccessPolicyWindow:
     return fmt::format("{}+{} B hit ratio {}", v.accessPolicyWindow.base_ptr, v.accessPolicyWindow.num_bytes,
                        v.accessPolicyWindow.hitRatio);
-  case cudaLaunchAttributeCooperative: return v.cooperative != 0 ? "yes" : "no";
-  case cudaLaunchAttributeClusterDimension:
-    return fmt::format("{}x{}x{}", v.clusterDim.x, v.clusterDim.y, v.clusterDim.z);
+  case cudaLaunchAttributeCooperative: return yes_or_no(v.cooperative);
+  case cudaLaunchAttributeClusterDimension: return dim_text(v.clusterDim);
   case cudaLaunchAttributeClusterSchedulingPolicyPreference:
     return fmt::format("{}", static_cast<int>(v.clusterSchedulingPolicyPreference));
   case cudaLaunchAttributePriority: return fmt::format("{}", v.priority);
   case cudaLaunchAttributeMemSyncDomainMap:
     return fmt::format("{}/{}", v.memSyncDomainMap.default_, v.memSyncDomainMap.remote);
   case cudaLaunchAttributeMemSyncDomain: return fmt::format("{}", static_cast<int>(v.memSyncDomain));
-  case cudaLaunchAttributePreferredClusterDimension:
-    return fmt::format("{}x{}x{}", v.preferredClusterDim.x, v.preferredClusterDim.y, v.preferredClusterDim.z);
-  case cudaLaunchAttributeDeviceUpdatableKernelNode:
-    return v.deviceUpdatableKernelNode.deviceUpdatable != 0 ? "yes" : "no";
+  case cudaLaunchAttributePreferredClusterDimension: return dim_text(v.preferredClusterDim);
+  case cudaLaunchAttributeDeviceUpdatableKernelNode: return yes_or_no(v.deviceUpdatableKernelNode.deviceUpdatable);
   case cudaLaunchAttributePreferredSharedMemoryCarveout: return fmt::format("{}%", v.sharedMemCarveout);
   default: return fmt::format("(id {})", static_cast<int>(id));
   }
@@ -215,7 +241,7 @@ bool is_default(cudaLaunchAttributeID id, const attribute_read& r) {
   case cudaLaunchAttributeClusterDimension: return v.clusterDim.x * v.clusterDim.y * v.clusterDim.z <= 1;
   case cudaLaunchAttributeClusterSchedulingPolicyPreference: return true; // shown with the cluster it applies to
   case cudaLaunchAttributePriority: return v.priority == 0;
-  case cudaLaunchAttributeMemSyncDomainMap: return v.memSyncDomainMap.default_ == 0 && v.memSyncDomainMap.remote == 1;
+  case cudaLaunchAttributeMemSyncDomainMap: return default_domain_map(v.memSyncDomainMap);
   case cudaLaunchAttributeMemSyncDomain: return v.memSyncDomain == cudaLaunchMemSyncDomainDefault;
   case cudaLaunchAttributePreferredClusterDimension:
     return v.preferredClusterDim.x * v.preferredClusterDim.y * v.preferredClusterDim.z == 0;
@@ -229,23 +255,35 @@ bool is_default(cudaLaunchAttributeID id, const attribute_read& r) {
   }
 }
 
+// Both nodes hold the same value of attribute `id`, or neither holds one (the same error).
+bool same_read(cudaLaunchAttributeID id, const attribute_read& a, const attribute_read& b) {
+  return a.rc == b.rc && (a.rc != cudaSuccess || same_attribute_value(id, a.value, b.value));
+}
+
+// Whether attribute_changes lists a difference of attribute `id`: not for an attribute that only acts with clusters,
+// present on one side only, where the cluster dimensions differ.
+bool listed_difference(cudaLaunchAttributeID id, const attribute_read& a, const attribute_read& b,
+                       bool clusters_differ) {
+  if (same_read(id, a, b)) return false;
+  return !(cluster_only(id) && clusters_differ && (a.rc != cudaSuccess || b.rc != cudaSuccess));
+}
+
+// The position of the cluster dimension in node_attributes.
+constexpr std::size_t cluster_slot = static_cast<std::size_t>(
+    std::find(std::begin(node_attributes), std::end(node_attributes), cudaLaunchAttributeClusterDimension) -
+    std::begin(node_attributes));
+static_assert(cluster_slot < std::size(node_attributes), "node_attributes lists the cluster dimension");
+
 // "attributes: cluster 1x1x1 -> 2x1x1; priority 0 -> -5", or empty when every attribute is the same ("unset" also
 // stands for the value a node made without attributes holds). Attributes that only act with clusters are read only
 // from nodes with clusters: where the cluster dimensions differ, those present on one side only are not listed.
 std::string attribute_changes(const std::array<attribute_read, kernel_attribute_slots>& ra,
                               const std::array<attribute_read, kernel_attribute_slots>& rb) {
-  auto same_at = [&](std::size_t k) {
-    return ra[k].rc == rb[k].rc &&
-           (ra[k].rc != cudaSuccess || same_attribute_value(node_attributes[k], ra[k].value, rb[k].value));
-  };
-  bool clusters_differ = false;
-  for (std::size_t k = 0; k < std::size(node_attributes); ++k)
-    if (node_attributes[k] == cudaLaunchAttributeClusterDimension) clusters_differ = !same_at(k);
+  const bool clusters_differ = !same_read(cudaLaunchAttributeClusterDimension, ra[cluster_slot], rb[cluster_slot]);
   std::string out;
   for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
     const cudaLaunchAttributeID id = node_attributes[k];
-    if (same_at(k)) continue;
-    if (cluster_only(id) && clusters_differ && (ra[k].rc != cudaSuccess || rb[k].rc != cudaSuccess)) continue;
+    if (!listed_difference(id, ra[k], rb[k], clusters_differ)) continue;
     out += fmt::format("{}{} {} -> {}", out.empty() ? "attributes: " : "; ", attribute_name(id), value_only(id, ra[k]),
                        value_only(id, rb[k]));
   }
@@ -291,14 +329,10 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
 // for the common ones).
 bool attribute_holds_default(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& v) noexcept {
   switch (id) {
-  case cudaLaunchAttributeAccessPolicyWindow: {
-    const auto& w = v.accessPolicyWindow;
-    return w.base_ptr == nullptr && w.num_bytes == 0 && w.hitRatio == 0.0F && static_cast<int>(w.hitProp) == 0 &&
-           static_cast<int>(w.missProp) == 0;
-  }
+  case cudaLaunchAttributeAccessPolicyWindow: return same_window(v.accessPolicyWindow, cudaAccessPolicyWindow{});
   case cudaLaunchAttributeCooperative: return v.cooperative == 0;
   case cudaLaunchAttributePriority: return v.priority == 0;
-  case cudaLaunchAttributeMemSyncDomainMap: return v.memSyncDomainMap.default_ == 0 && v.memSyncDomainMap.remote == 1;
+  case cudaLaunchAttributeMemSyncDomainMap: return default_domain_map(v.memSyncDomainMap);
   case cudaLaunchAttributeMemSyncDomain: return static_cast<int>(v.memSyncDomain) == 0;
   case cudaLaunchAttributeDeviceUpdatableKernelNode: return v.deviceUpdatableKernelNode.deviceUpdatable == 0;
   case cudaLaunchAttributePreferredSharedMemoryCarveout: return v.sharedMemCarveout == 0;
@@ -339,10 +373,7 @@ void append_cluster_attributes(std::size_t position, const kernel_snapshot& k, s
     const cudaLaunchAttributeValue& v = k.attribute_values[next++];
     const cudaLaunchAttributeID id = node_attributes[a];
     if (id == cudaLaunchAttributeClusterDimension) cluster = true;
-    if (cluster &&
-        (id == cudaLaunchAttributeClusterDimension || id == cudaLaunchAttributeClusterSchedulingPolicyPreference ||
-         id == cudaLaunchAttributePreferredClusterDimension))
-      out.push_back({position, 0, id, v});
+    if (cluster && (id == cudaLaunchAttributeClusterDimension || cluster_only(id))) out.push_back({position, 0, id, v});
   }
 }
 
@@ -462,6 +493,27 @@ void copy_arguments(kernel_snapshot& s) {
     std::memcpy(s.arguments.data() + (*s.layout)[i].first, s.params.kernelParams[i], (*s.layout)[i].second);
 }
 
+// Stores the value of attribute slot `k` in the snapshot.
+void keep_attribute(kernel_snapshot& s, std::size_t k, const cudaLaunchAttributeValue& v) {
+  s.set_attributes |= 1U << k;
+  s.attribute_values.push_back(v);
+}
+
+// Reads attribute `id` of `cu` into `v`, unless the driver does not support it (`unsupported`, learnt at the first
+// failing read) or it only acts with clusters and the node has none (`clusters` false). False when not read.
+bool read_unless_skipped(CUgraphNode cu, cudaLaunchAttributeID id, std::uint32_t unsupported, bool clusters,
+                         cudaLaunchAttributeValue& v) {
+  const std::uint32_t bit = 1U << static_cast<unsigned>(id);
+  if ((unsupported & bit) != 0 || (cluster_only(id) && !clusters)) return false;
+  std::memset(&v, 0, sizeof v); // the union's other bytes are not the driver's to write (compared for other IDs)
+  if (driver::kernel_node_get_attribute(cu, static_cast<CUlaunchAttributeID>(id),
+                                        reinterpret_cast<CUlaunchAttributeValue*>(&v)) != CUDA_SUCCESS) {
+    if (!cluster_only(id)) unsupported_ids.fetch_or(bit, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
 // The launch attributes of `node` that hold something other than a node made without attributes holds, one read
 // at a time into one value, in node_attributes' order (most nodes: none, nothing stored). The cluster dimension is
 // read first: the attributes that only act with clusters are read only from a node that has them.
@@ -474,22 +526,11 @@ void read_set_attributes(cudaGraphNode_t node, kernel_snapshot& s) {
   for (std::size_t k = 0; k < std::size(node_attributes); ++k) {
     const cudaLaunchAttributeID id = node_attributes[k];
     if (id == cudaLaunchAttributeClusterDimension) {
-      if (is_unset(id, cluster)) continue;
-      s.set_attributes |= 1U << k;
-      s.attribute_values.push_back(cluster.value);
+      if (!is_unset(id, cluster)) keep_attribute(s, k, cluster.value);
       continue;
     }
-    const std::uint32_t bit = 1U << static_cast<unsigned>(id);
-    if ((unsupported & bit) != 0 || (cluster_only(id) && !clusters)) continue;
-    std::memset(&v, 0, sizeof v); // the union's other bytes are not the driver's to write (compared for other IDs)
-    if (driver::kernel_node_get_attribute(cu, static_cast<CUlaunchAttributeID>(id),
-                                          reinterpret_cast<CUlaunchAttributeValue*>(&v)) != CUDA_SUCCESS) {
-      if (!cluster_only(id)) unsupported_ids.fetch_or(bit, std::memory_order_relaxed);
-      continue;
-    }
-    if (attribute_holds_default(id, v)) continue;
-    s.set_attributes |= 1U << k;
-    s.attribute_values.push_back(v);
+    if (read_unless_skipped(cu, id, unsupported, clusters, v) && !attribute_holds_default(id, v))
+      keep_attribute(s, k, v);
   }
 }
 } // namespace
@@ -534,6 +575,19 @@ struct kernel_changes {
   bool updatable = true;
 };
 
+// The findings as a comparison's answer: "; " between them.
+param_diff as_diff(const kernel_changes& c) {
+  if (c.what.empty()) return param_diff::same();
+  return {true, c.comparable, c.settable && c.comparable, c.updatable, fmt::format("{}", fmt::join(c.what, "; "))};
+}
+
+// Appends parameter `i` to a list of parameters, "0, 2".
+void add_index(std::string& list, std::size_t i) { list += fmt::format("{}{}", list.empty() ? "" : ", ", i); }
+
+bool same_function(const CUDA_KERNEL_NODE_PARAMS& a, const CUDA_KERNEL_NODE_PARAMS& b) {
+  return a.func == b.func && a.kern == b.kern;
+}
+
 bool same_shape(const CUDA_KERNEL_NODE_PARAMS& a, const CUDA_KERNEL_NODE_PARAMS& b) {
   return a.gridDimX == b.gridDimX && a.gridDimY == b.gridDimY && a.gridDimZ == b.gridDimZ &&
          a.blockDimX == b.blockDimX && a.blockDimY == b.blockDimY && a.blockDimZ == b.blockDimZ;
@@ -545,32 +599,37 @@ void compare_launch(const CUDA_KERNEL_NODE_PARAMS& pa, const CUDA_KERNEL_NODE_PA
     c.what.emplace_back("context (device)");
     c.settable = false; // CUDA: the owning context of a kernel node cannot change
   }
-  if (pa.func != pb.func || pa.kern != pb.kern)
-    c.what.push_back(fmt::format("function {} -> {}", kernel_name(pa), kernel_name(pb)));
+  if (!same_function(pa, pb)) c.what.push_back(fmt::format("function {} -> {}", kernel_name(pa), kernel_name(pb)));
   if (!same_shape(pa, pb)) c.what.push_back(fmt::format("launch shape {} -> {}", shape_text(pa), shape_text(pb)));
   if (pa.sharedMemBytes != pb.sharedMemBytes)
     c.what.push_back(fmt::format("dynamic shared memory {} -> {} B", pa.sharedMemBytes, pb.sharedMemBytes));
 }
 
+// The node's arguments are not in kernelParams (passed through 'extra', or none).
+bool without_kernel_params(const kernel_snapshot& s) { return s.has_extra || !s.has_arguments; }
+
+// The parameters whose bytes differ, through `a`'s layout: "0, 2".
+std::string differing_parameters(const kernel_snapshot& a, const kernel_snapshot& b) {
+  std::string args;
+  for (std::size_t i = 0; i < a.layout->size(); ++i) {
+    const auto [offset, size] = (*a.layout)[i];
+    if (std::memcmp(a.arguments.data() + offset, b.arguments.data() + offset, size) != 0) add_index(args, i);
+  }
+  return args;
+}
+
 // The argument bytes, parameter by parameter through the layout ("arguments 0, 2").
 void compare_arguments(const kernel_snapshot& a, const kernel_snapshot& b, kernel_changes& c) {
-  const bool same_function = a.params.func == b.params.func && a.params.kern == b.params.kern;
-  if (a.has_extra || b.has_extra || !a.has_arguments || !b.has_arguments) {
+  if (without_kernel_params(a) || without_kernel_params(b)) {
     c.what.emplace_back("arguments passed through 'extra' (not comparable)");
     c.comparable = false;
-  } else if (!same_function) {
+  } else if (!same_function(a.params, b.params)) {
     c.what.emplace_back("arguments"); // another function: its arguments are set with it
   } else if (a.layout == nullptr || b.layout == nullptr) {
     c.what.emplace_back("arguments (layout unknown: not comparable)");
     c.comparable = false;
   } else if (a.arguments != b.arguments) {
-    std::string args;
-    for (std::size_t i = 0; i < a.layout->size(); ++i) {
-      const auto [offset, size] = (*a.layout)[i];
-      if (std::memcmp(a.arguments.data() + offset, b.arguments.data() + offset, size) != 0)
-        args += fmt::format("{}{}", args.empty() ? "" : ", ", i);
-    }
-    c.what.push_back("arguments " + args);
+    c.what.push_back("arguments " + differing_parameters(a, b));
   }
 }
 
@@ -594,10 +653,7 @@ param_diff compare_kernel_snapshots(const kernel_snapshot& a, const kernel_snaps
   compare_launch(a.params, b.params, c);
   compare_arguments(a, b, c);
   compare_attributes(a, b, c);
-  if (c.what.empty()) return param_diff::same();
-  std::string text;
-  for (const auto& w : c.what) text += (text.empty() ? "" : "; ") + w;
-  return {true, c.comparable, c.settable && c.comparable, c.updatable, std::move(text)};
+  return as_diff(c);
 }
 
 std::optional<CUDA_KERNEL_NODE_PARAMS> read_kernel_node(cudaGraphNode_t node) {
@@ -634,6 +690,21 @@ layout_cache& layouts() {
   static layout_cache* c = new layout_cache; // never destroyed: kernels may be read during static destruction
   return *c;
 }
+
+// The kernel's parameters as (offset, size), from the driver; nothing when it cannot tell.
+std::optional<layout_t> read_parameter_layout(const CUDA_KERNEL_NODE_PARAMS& p) {
+  layout_t out;
+  for (std::size_t i = 0;; ++i) {
+    std::size_t offset = 0;
+    std::size_t size = 0;
+    const CUresult rc = p.func != nullptr ? driver::func_get_param_info(p.func, i, &offset, &size)
+                                          : driver::kernel_get_param_info(p.kern, i, &offset, &size);
+    if (rc == CUDA_ERROR_INVALID_VALUE) break; // past the last parameter
+    if (rc != CUDA_SUCCESS) return std::nullopt;
+    out.emplace_back(offset, size);
+  }
+  return out;
+}
 } // namespace
 
 void forget_parameter_layouts() noexcept {
@@ -666,21 +737,8 @@ const std::vector<std::pair<std::size_t, std::size_t>>* parameter_layout_ref(con
     last = it->second ? &*it->second : nullptr;
     return last;
   }
-  layout_t out;
-  for (std::size_t i = 0;; ++i) {
-    std::size_t offset = 0;
-    std::size_t size = 0;
-    const CUresult rc = p.func != nullptr ? driver::func_get_param_info(p.func, i, &offset, &size)
-                                          : driver::kernel_get_param_info(p.kern, i, &offset, &size);
-    if (rc == CUDA_ERROR_INVALID_VALUE) break; // past the last parameter
-    if (rc != CUDA_SUCCESS) {
-      c.entries[key] = std::nullopt;
-      return nullptr;
-    }
-    out.emplace_back(offset, size);
-  }
-  auto& entry = c.entries[key] = std::move(out);
-  return &*entry;
+  const auto& entry = c.entries[key] = read_parameter_layout(p);
+  return entry ? &*entry : nullptr;
 }
 
 namespace {
@@ -904,51 +962,73 @@ std::string argument_word(const saved_kernel_node& k, std::size_t offset, std::s
   return out;
 }
 
-param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
-  const auto& a = std::get<saved_kernel_node>(na.parameters);
-  const auto& b = std::get<saved_kernel_node>(nb.parameters);
-  const graph_file& fa = *ctx.before;
-  const graph_file& fb = *ctx.after;
-  kernel_changes c;
-  const bool same_function = fa.kernels[a.kernel].name == fb.kernels[b.kernel].name;
+bool same_saved_function(const saved_kernel_node& a, const saved_kernel_node& b, const saved_context& ctx) {
+  return ctx.before->kernels[a.kernel].name == ctx.after->kernels[b.kernel].name;
+}
+
+// Device, function, launch shape and dynamic shared memory.
+void compare_saved_launch(const saved_kernel_node& a, const saved_kernel_node& b, const saved_context& ctx,
+                          kernel_changes& c) {
   if (a.device != b.device) {
     c.what.emplace_back(fmt::format("device {} -> {}", a.device, b.device));
     c.settable = false;
   }
-  if (!same_function)
-    c.what.push_back(fmt::format("function {} -> {}", saved_kernel_name(fa, a), saved_kernel_name(fb, b)));
+  if (!same_saved_function(a, b, ctx))
+    c.what.push_back(
+        fmt::format("function {} -> {}", saved_kernel_name(*ctx.before, a), saved_kernel_name(*ctx.after, b)));
   if (a.grid != b.grid || a.block != b.block)
     c.what.push_back(fmt::format("launch shape grid {}x{}x{} block {}x{}x{} -> grid {}x{}x{} block {}x{}x{}", a.grid[0],
                                  a.grid[1], a.grid[2], a.block[0], a.block[1], a.block[2], b.grid[0], b.grid[1],
                                  b.grid[2], b.block[0], b.block[1], b.block[2]));
   if (a.shared_bytes != b.shared_bytes)
     c.what.push_back(fmt::format("dynamic shared memory {} -> {} B", a.shared_bytes, b.shared_bytes));
-  if (!same_function) {
+}
+
+// The argument words, parameter by parameter through the layout ("arguments 0, 2").
+void compare_saved_arguments(const saved_kernel_node& a, const saved_kernel_node& b, const saved_context& ctx,
+                             kernel_changes& c) {
+  if (!same_saved_function(a, b, ctx)) {
     c.what.emplace_back("arguments");
-  } else {
-    std::string args;
-    const auto& layout = fa.kernels[a.kernel].parameters;
-    for (std::size_t i = 0; i < layout.size(); ++i)
-      if (argument_word(a, layout[i].first, layout[i].second, fa) !=
-          argument_word(b, layout[i].first, layout[i].second, fb))
-        args += fmt::format("{}{}", args.empty() ? "" : ", ", i);
-    if (!args.empty()) c.what.push_back("arguments " + args);
+    return;
   }
+  std::string args;
+  const auto& layout = ctx.before->kernels[a.kernel].parameters;
+  for (std::size_t i = 0; i < layout.size(); ++i)
+    if (argument_word(a, layout[i].first, layout[i].second, *ctx.before) !=
+        argument_word(b, layout[i].first, layout[i].second, *ctx.after))
+      add_index(args, i);
+  if (!args.empty()) c.what.push_back("arguments " + args);
+}
+
+bool same_saved_attribute(const saved_attribute& x, const saved_attribute& y) {
+  return x.id == y.id && x.values == y.values && x.ratio == y.ratio;
+}
+
+// The launch attributes, as saved and as described; only a new instantiation applies them (compare_attributes).
+void compare_saved_attributes(const saved_node& na, const saved_node& nb, const saved_context& ctx, kernel_changes& c) {
+  const auto& a = std::get<saved_kernel_node>(na.parameters).attributes;
+  const auto& b = std::get<saved_kernel_node>(nb.parameters).attributes;
   node_description da;
   node_description db;
-  describe_saved(na, fa, da);
-  describe_saved(nb, fb, db);
-  if (a.attributes.size() != b.attributes.size() || da.attributes != db.attributes ||
-      !std::equal(a.attributes.begin(), a.attributes.end(), b.attributes.begin(), [](const auto& x, const auto& y) {
-        return x.id == y.id && x.values == y.values && x.ratio == y.ratio;
-      })) {
-    c.what.push_back(
-        fmt::format("attributes: [{}] -> [{}]", fmt::join(da.attributes, ", "), fmt::join(db.attributes, ", ")));
-    c.settable = false;
-    c.updatable = false;
-  }
-  if (c.what.empty()) return param_diff::same();
-  return {true, true, c.settable, c.updatable, fmt::format("{}", fmt::join(c.what, "; "))};
+  describe_saved(na, *ctx.before, da);
+  describe_saved(nb, *ctx.after, db);
+  if (a.size() == b.size() && da.attributes == db.attributes &&
+      std::equal(a.begin(), a.end(), b.begin(), same_saved_attribute))
+    return;
+  c.what.push_back(
+      fmt::format("attributes: [{}] -> [{}]", fmt::join(da.attributes, ", "), fmt::join(db.attributes, ", ")));
+  c.settable = false;
+  c.updatable = false;
+}
+
+param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved_context& ctx) {
+  const auto& a = std::get<saved_kernel_node>(na.parameters);
+  const auto& b = std::get<saved_kernel_node>(nb.parameters);
+  kernel_changes c;
+  compare_saved_launch(a, b, ctx, c);
+  compare_saved_arguments(a, b, ctx, c);
+  compare_saved_attributes(na, nb, ctx, c);
+  return as_diff(c);
 }
 
 } // namespace

@@ -34,6 +34,15 @@ struct param_diff {
   }
   //! Not comparable: counted as changed; left to a whole-graph update, which CUDA checks.
   [[nodiscard]] static param_diff unknown(std::string why) { return {true, false, false, true, std::move(why)}; }
+  //! The findings of one comparison as "label: first, second", or the same when there are none.
+  [[nodiscard]] static param_diff listed(std::string_view label, const std::vector<std::string>& what,
+                                         bool settable = true, bool updatable = true) {
+    if (what.empty()) return same();
+    std::string text(label);
+    text += ": ";
+    for (std::size_t i = 0; i < what.size(); ++i) text += (i == 0 ? "" : ", ") + what[i];
+    return change(std::move(text), settable, updatable);
+  }
 };
 
 //! The model's knowledge of the two graphs whose nodes are compared (either may be null: a graph Conveyor did not
@@ -122,7 +131,8 @@ struct kind_traits {
   const keep_facets* keep = nullptr;
 };
 
-//! The table entry of `kind` (a switch over every node_kind without a default: the compiler names a missing kind).
+//! The table entry of `kind` (an array by CUDA's value, checked at compile time against all_node_kinds; other's entry
+//! for an unknown value).
 [[nodiscard]] const kind_traits& traits_of(node_kind kind) noexcept;
 
 //! The kind of node `n` (`cudaGraphNodeGetType`). \throws cuda_error when the handle is invalid.

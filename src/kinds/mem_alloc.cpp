@@ -8,11 +8,28 @@
 #include "conveyor/error.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <tuple>
 
 namespace conveyor::detail {
 
 namespace {
+bool same_pool(const cudaMemPoolProps& x, const cudaMemPoolProps& y) {
+  return std::tie(x.allocType, x.handleTypes, x.location.type, x.location.id, x.maxSize, x.usage) ==
+         std::tie(y.allocType, y.handleTypes, y.location.type, y.location.id, y.maxSize, y.usage);
+}
+
+bool same_access_desc(const cudaMemAccessDesc& a, const cudaMemAccessDesc& b) {
+  return a.location.type == b.location.type && a.location.id == b.location.id && a.flags == b.flags;
+}
+
+// The peer access of the two allocations: the same count, each description the same.
+bool same_access(const cudaMemAllocNodeParams& pa, const cudaMemAllocNodeParams& pb) {
+  return pa.accessDescCount == pb.accessDescCount &&
+         std::equal(pa.accessDescs, pa.accessDescs + pa.accessDescCount, pb.accessDescs, same_access_desc);
+}
+
 param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
   cudaMemAllocNodeParams pa{};
   cudaMemAllocNodeParams pb{};
@@ -21,23 +38,11 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
   std::vector<std::string> what;
   if (pa.bytesize != pb.bytesize) what.push_back(fmt::format("size {} -> {} B", pa.bytesize, pb.bytesize));
   if (pa.dptr != pb.dptr) what.push_back(fmt::format("address {} -> {}", pa.dptr, pb.dptr));
-  const auto& x = pa.poolProps;
-  const auto& y = pb.poolProps;
-  if (x.allocType != y.allocType || x.handleTypes != y.handleTypes || x.location.type != y.location.type ||
-      x.location.id != y.location.id || x.maxSize != y.maxSize || x.usage != y.usage)
-    what.emplace_back("pool properties");
-  bool same_access = pa.accessDescCount == pb.accessDescCount;
-  for (std::size_t i = 0; same_access && i < pa.accessDescCount; ++i)
-    same_access = pa.accessDescs[i].location.type == pb.accessDescs[i].location.type &&
-                  pa.accessDescs[i].location.id == pb.accessDescs[i].location.id &&
-                  pa.accessDescs[i].flags == pb.accessDescs[i].flags;
-  if (!same_access) what.emplace_back("peer access");
-  if (what.empty()) return param_diff::same();
-  std::string text = "allocation: ";
-  for (std::size_t i = 0; i < what.size(); ++i) text += (i == 0 ? "" : ", ") + what[i];
+  if (!same_pool(pa.poolProps, pb.poolProps)) what.emplace_back("pool properties");
+  if (!same_access(pa, pb)) what.emplace_back("peer access");
   // No per-node setter; and the executable graph keeps the addresses it reserved at instantiation, which the new
   // graph's kernels do not use: only a new instantiation is safe.
-  return param_diff::change(std::move(text), false, false);
+  return param_diff::listed("allocation", what, false, false);
 }
 void describe(cudaGraphNode_t n, node_description& d, const graph_state*) { d.bytes = read_mem_alloc(n).bytes; }
 } // namespace
@@ -92,8 +97,7 @@ param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved
   if (a.device != b.device) what.push_back(fmt::format("device {} -> {}", a.device, b.device));
   if (a.usage != b.usage) what.emplace_back("pool properties");
   if (a.access != b.access) what.emplace_back("peer access");
-  if (what.empty()) return param_diff::same();
-  return param_diff::change(fmt::format("allocation: {}", fmt::join(what, ", ")), false, false);
+  return param_diff::listed("allocation", what, false, false);
 }
 
 } // namespace

@@ -7,7 +7,6 @@
 #include "cuda/check.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -35,25 +34,44 @@ std::size_t bytes_of(const cudaMemcpy3DParms& p) {
   return p.extent.width * std::max<std::size_t>(p.extent.height, 1) * std::max<std::size_t>(p.extent.depth, 1);
 }
 
+// The copy kind's name; for a cudaMemcpyDefault copy between memory of known sides ('H', 'D'; 0: unknown), its
+// direction ("HtoD").
+std::string copy_direction(cudaMemcpyKind kind, char from, char to) {
+  if (kind == cudaMemcpyDefault && from != 0 && to != 0) return std::string{from} + "to" + std::string{to};
+  return std::string(copy_kind_name(kind));
+}
+
+// A copy's device: its destination's, else its source's (-1: neither is device memory); a copy between two devices
+// also names its source's.
+void set_devices(node_description& d, int src_device, int dst_device) {
+  d.device = dst_device >= 0 ? dst_device : src_device;
+  if (src_device >= 0 && dst_device >= 0 && src_device != dst_device) d.source_device = src_device;
+}
+
+bool same_extent(const cudaExtent& a, const cudaExtent& b) {
+  return a.width == b.width && a.height == b.height && a.depth == b.depth;
+}
+
+// Where the two copies read and write: arrays, positions, source and destination pointers.
+void add_place_changes(const cudaMemcpy3DParms& pa, const cudaMemcpy3DParms& pb, std::vector<std::string>& what) {
+  if (pa.srcArray != pb.srcArray || pa.dstArray != pb.dstArray) what.emplace_back("arrays");
+  if (!same_pos(pa.srcPos, pb.srcPos) || !same_pos(pa.dstPos, pb.dstPos)) what.emplace_back("positions");
+  if (!same_pitched(pa.srcPtr, pb.srcPtr)) what.push_back(fmt::format("source {} -> {}", pa.srcPtr.ptr, pb.srcPtr.ptr));
+  if (!same_pitched(pa.dstPtr, pb.dstPtr))
+    what.push_back(fmt::format("destination {} -> {}", pa.dstPtr.ptr, pb.dstPtr.ptr));
+}
+
 param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
   cudaMemcpy3DParms pa{};
   cudaMemcpy3DParms pb{};
   CONVEYOR_CHECK(cudaGraphMemcpyNodeGetParams(a, &pa));
   CONVEYOR_CHECK(cudaGraphMemcpyNodeGetParams(b, &pb));
   std::vector<std::string> what;
-  if (pa.srcArray != pb.srcArray || pa.dstArray != pb.dstArray) what.emplace_back("arrays");
-  if (!same_pos(pa.srcPos, pb.srcPos) || !same_pos(pa.dstPos, pb.dstPos)) what.emplace_back("positions");
-  if (!same_pitched(pa.srcPtr, pb.srcPtr)) what.push_back(fmt::format("source {} -> {}", pa.srcPtr.ptr, pb.srcPtr.ptr));
-  if (!same_pitched(pa.dstPtr, pb.dstPtr))
-    what.push_back(fmt::format("destination {} -> {}", pa.dstPtr.ptr, pb.dstPtr.ptr));
-  if (pa.extent.width != pb.extent.width || pa.extent.height != pb.extent.height || pa.extent.depth != pb.extent.depth)
-    what.push_back(fmt::format("size {} -> {} B", bytes_of(pa), bytes_of(pb)));
+  add_place_changes(pa, pb, what);
+  if (!same_extent(pa.extent, pb.extent)) what.push_back(fmt::format("size {} -> {} B", bytes_of(pa), bytes_of(pb)));
   if (pa.kind != pb.kind)
     what.push_back(fmt::format("kind {} -> {}", copy_kind_name(pa.kind), copy_kind_name(pb.kind)));
-  if (what.empty()) return param_diff::same();
-  std::string text = "copy: ";
-  for (std::size_t i = 0; i < what.size(); ++i) text += (i == 0 ? "" : ", ") + what[i];
-  return param_diff::change(std::move(text));
+  return param_diff::listed("copy", what);
 }
 
 cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
@@ -62,22 +80,25 @@ cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraph
   return rc != cudaSuccess ? rc : cudaGraphExecMemcpyNodeSetParams(exec, target, &p);
 }
 
+// The memory of one side of a copy (memory_side; a CUDA array is device memory).
+char side_memory(cudaArray_t array, const void* p, bool* pageable, int* device) noexcept {
+  return array != nullptr ? 'D' : memory_side(p, pageable, device);
+}
+
 void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
   cudaMemcpy3DParms p{};
   CONVEYOR_CHECK(cudaGraphMemcpyNodeGetParams(n, &p));
   d.bytes = bytes_of(p);
-  d.copy_kind = std::string(copy_kind_name(p.kind));
   // One pointer query per side: its memory (for the direction of a cudaMemcpyDefault copy), pageable host memory.
   bool src_pageable = false;
   bool dst_pageable = false;
   int src_device = -1;
   int dst_device = -1;
-  const char from = p.srcArray != nullptr ? 'D' : memory_side(p.srcPtr.ptr, &src_pageable, &src_device);
-  const char to = p.dstArray != nullptr ? 'D' : memory_side(p.dstPtr.ptr, &dst_pageable, &dst_device);
-  d.device = dst_device >= 0 ? dst_device : src_device;
-  if (src_device >= 0 && dst_device >= 0 && src_device != dst_device) d.source_device = src_device;
+  const char from = side_memory(p.srcArray, p.srcPtr.ptr, &src_pageable, &src_device);
+  const char to = side_memory(p.dstArray, p.dstPtr.ptr, &dst_pageable, &dst_device);
+  set_devices(d, src_device, dst_device);
   d.pageable_host = src_pageable || dst_pageable;
-  if (p.kind == cudaMemcpyDefault && from != 0 && to != 0) d.copy_kind = std::string{from} + "to" + std::string{to};
+  d.copy_kind = copy_direction(p.kind, from, to);
   add_buffer(d, p.srcPtr.ptr);
   add_buffer(d, p.dstPtr.ptr);
 }
@@ -195,20 +216,17 @@ int device_of(const saved_address& a, const graph_file& f) {
   return a.is_null() || a.buffer >= f.buffers.size() ? -1 : f.buffers[a.buffer].device;
 }
 
+bool is_host_memory(const saved_address& a, const graph_file& f) {
+  return !a.is_null() && f.buffers[a.buffer].memory == buffer_memory::host;
+}
+
 void describe_saved(const saved_node& n, const graph_file& f, node_description& d) {
   const auto& c = std::get<saved_memcpy_node>(n.parameters);
   d.bytes = c.extent[0] * c.extent[1] * c.extent[2];
-  d.copy_kind = std::string(copy_kind_name(static_cast<cudaMemcpyKind>(c.kind)));
-  const char from = side_of(c.source.address, f);
-  const char to = side_of(c.destination.address, f);
-  if (c.kind == cudaMemcpyDefault && from != 0 && to != 0) d.copy_kind = std::string{from} + "to" + std::string{to};
-  const int src_device = device_of(c.source.address, f);
-  const int dst_device = device_of(c.destination.address, f);
-  d.device = dst_device >= 0 ? dst_device : src_device;
-  if (src_device >= 0 && dst_device >= 0 && src_device != dst_device) d.source_device = src_device;
-  d.pageable_host =
-      (!c.source.address.is_null() && f.buffers[c.source.address.buffer].memory == buffer_memory::host) ||
-      (!c.destination.address.is_null() && f.buffers[c.destination.address.buffer].memory == buffer_memory::host);
+  d.copy_kind = copy_direction(static_cast<cudaMemcpyKind>(c.kind), side_of(c.source.address, f),
+                               side_of(c.destination.address, f));
+  set_devices(d, device_of(c.source.address, f), device_of(c.destination.address, f));
+  d.pageable_host = is_host_memory(c.source.address, f) || is_host_memory(c.destination.address, f);
 }
 
 std::string side_text(const saved_pitched& p, const graph_file& f) {
@@ -232,8 +250,7 @@ param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved
   if (a.kind != b.kind)
     what.push_back(fmt::format("kind {} -> {}", copy_kind_name(static_cast<cudaMemcpyKind>(a.kind)),
                                copy_kind_name(static_cast<cudaMemcpyKind>(b.kind))));
-  if (what.empty()) return param_diff::same();
-  return param_diff::change(fmt::format("copy: {}", fmt::join(what, ", ")));
+  return param_diff::listed("copy", what);
 }
 
 } // namespace

@@ -7,7 +7,6 @@
 #include "cuda/check.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -16,6 +15,12 @@ namespace conveyor::detail {
 namespace {
 
 std::size_t bytes_of(const cudaMemsetParams& p) { return p.width * p.elementSize * std::max<std::size_t>(p.height, 1); }
+
+// Rows, row length and pitch (a node's cudaMemsetParams or a saved memset node).
+template <class Fill>
+bool same_shape(const Fill& a, const Fill& b) {
+  return a.width == b.width && a.height == b.height && a.pitch == b.pitch;
+}
 
 param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&) {
   cudaMemsetParams pa{};
@@ -27,13 +32,10 @@ param_diff compare(cudaGraphNode_t a, cudaGraphNode_t b, const compare_context&)
   if (pa.value != pb.value) what.push_back(fmt::format("value {:#x} -> {:#x}", pa.value, pb.value));
   if (pa.elementSize != pb.elementSize)
     what.push_back(fmt::format("element size {} -> {} B", pa.elementSize, pb.elementSize));
-  if (pa.width != pb.width || pa.height != pb.height || pa.pitch != pb.pitch)
+  if (!same_shape(pa, pb))
     what.push_back(fmt::format("shape {}x{} pitch {} -> {}x{} pitch {}", pa.width, pa.height, pa.pitch, pb.width,
                                pb.height, pb.pitch));
-  if (what.empty()) return param_diff::same();
-  std::string text = "memset: ";
-  for (std::size_t i = 0; i < what.size(); ++i) text += (i == 0 ? "" : ", ") + what[i];
-  return param_diff::change(std::move(text));
+  return param_diff::listed("memset", what);
 }
 
 cudaError_t copy_to_exec(cudaGraphExec_t exec, cudaGraphNode_t target, cudaGraphNode_t source) {
@@ -136,11 +138,10 @@ param_diff compare_saved(const saved_node& na, const saved_node& nb, const saved
   if (a.value != b.value) what.push_back(fmt::format("value {:#x} -> {:#x}", a.value, b.value));
   if (a.element_size != b.element_size)
     what.push_back(fmt::format("element size {} -> {} B", a.element_size, b.element_size));
-  if (a.width != b.width || a.height != b.height || a.pitch != b.pitch)
+  if (!same_shape(a, b))
     what.push_back(
         fmt::format("shape {}x{} pitch {} -> {}x{} pitch {}", a.width, a.height, a.pitch, b.width, b.height, b.pitch));
-  if (what.empty()) return param_diff::same();
-  return param_diff::change(fmt::format("memset: {}", fmt::join(what, ", ")));
+  return param_diff::listed("memset", what);
 }
 
 } // namespace

@@ -4,30 +4,15 @@
 
 #include "conveyor/error.hpp"
 
+#include <array>
+#include <cstddef>
+
 namespace conveyor {
 
 std::string_view to_string(node_kind kind) noexcept { return detail::traits_of(kind).name; }
 
 node_kind to_node_kind(cudaGraphNodeType type) noexcept {
-  const auto kind = static_cast<node_kind>(type);
-  switch (kind) { // no default: a kind added to node_kind must be listed here (and in traits_of)
-  case node_kind::kernel:
-  case node_kind::memcpy:
-  case node_kind::memset:
-  case node_kind::host:
-  case node_kind::child_graph:
-  case node_kind::empty:
-  case node_kind::event_wait:
-  case node_kind::event_record:
-  case node_kind::ext_semaphore_signal:
-  case node_kind::ext_semaphore_wait:
-  case node_kind::mem_alloc:
-  case node_kind::mem_free:
-  case node_kind::batch_mem_op:
-  case node_kind::conditional: return kind;
-  case node_kind::other: break;
-  }
-  return node_kind::other;
+  return detail::traits_of(static_cast<node_kind>(type)).kind; // an unknown type gets the entry of node_kind::other
 }
 
 } // namespace conveyor
@@ -51,25 +36,43 @@ extern const kind_traits batch_mem_op_kind;
 extern const kind_traits conditional_kind_traits;
 extern const kind_traits other_kind;
 
+namespace {
+
+// The entries of the kinds CUDA names, at their values (node_kind's values are CUDA's node types, 0 to 13); other
+// comes apart.
+constexpr std::array<const kind_traits*, 14> entries{
+    &kernel_kind,
+    &memcpy_kind,
+    &memset_kind,
+    &host_kind,
+    &child_graph_kind,
+    &empty_kind,
+    &event_wait_kind,
+    &event_record_kind,
+    &ext_semaphore_signal_kind,
+    &ext_semaphore_wait_kind,
+    &mem_alloc_kind,
+    &mem_free_kind,
+    &batch_mem_op_kind,
+    &conditional_kind_traits,
+};
+
+// all_node_kinds lists every kind: the kinds of `entries` at their positions, then other. A kind added there without
+// an entry here does not compile (and the host test NodeKinds.EveryKindHasItsOwnEntryWithAUniqueName checks that each
+// entry is its own kind's).
+constexpr bool entries_follow_all_node_kinds() {
+  if (all_node_kinds.size() != entries.size() + 1 || all_node_kinds.back() != node_kind::other) return false;
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (static_cast<std::size_t>(all_node_kinds[i]) != i) return false;
+  return true;
+}
+static_assert(entries_follow_all_node_kinds(), "one entry per node_kind, at its value");
+
+} // namespace
+
 const kind_traits& traits_of(node_kind kind) noexcept {
-  switch (kind) { // no default: the compiler names a kind without an entry (-Werror=switch)
-  case node_kind::kernel: return kernel_kind;
-  case node_kind::memcpy: return memcpy_kind;
-  case node_kind::memset: return memset_kind;
-  case node_kind::host: return host_kind;
-  case node_kind::child_graph: return child_graph_kind;
-  case node_kind::empty: return empty_kind;
-  case node_kind::event_wait: return event_wait_kind;
-  case node_kind::event_record: return event_record_kind;
-  case node_kind::ext_semaphore_signal: return ext_semaphore_signal_kind;
-  case node_kind::ext_semaphore_wait: return ext_semaphore_wait_kind;
-  case node_kind::mem_alloc: return mem_alloc_kind;
-  case node_kind::mem_free: return mem_free_kind;
-  case node_kind::batch_mem_op: return batch_mem_op_kind;
-  case node_kind::conditional: return conditional_kind_traits;
-  case node_kind::other: return other_kind;
-  }
-  return other_kind; // an out-of-range value cast to node_kind
+  const auto value = static_cast<std::size_t>(kind); // an out-of-range value cast to node_kind gets other's entry
+  return value < entries.size() ? *entries[value] : other_kind;
 }
 
 node_kind kind_of(cudaGraphNode_t n) {
