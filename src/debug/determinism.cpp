@@ -4,6 +4,7 @@
 
 #include "conveyor/error.hpp"
 #include "cuda/check.hpp"
+#include "debug/step_runner.hpp"
 
 #include <fmt/format.h>
 
@@ -14,22 +15,13 @@ namespace conveyor {
 
 namespace {
 
-std::size_t bytes_of(const watched_buffer& b) {
-  switch (b.type) {
-  case element_type::f32: return b.count * 4;
-  case element_type::f64: return b.count * 8;
-  case element_type::f16:
-  case element_type::bf16: return b.count * 2;
-  }
-  return b.count * 4;
-}
-
 using contents = std::vector<std::vector<unsigned char>>;
+using step_trail = std::vector<std::pair<step_node, contents>>; // the buffers after each step
 
 contents read_all(const std::vector<watched_buffer>& buffers) {
   contents out;
   for (const auto& b : buffers) {
-    out.emplace_back(bytes_of(b));
+    out.emplace_back(b.count * detail::element_bytes(b.type));
     CONVEYOR_CHECK(cudaMemcpy(out.back().data(), b.data, out.back().size(), cudaMemcpyDefault));
   }
   return out;
@@ -44,7 +36,7 @@ void write_all(const std::vector<watched_buffer>& buffers, const contents& value
 
 // One run from `start`: a replay, or a step-through recording the buffers after every node.
 contents run_once(graph_exec& e, const stream& s, const std::vector<watched_buffer>& buffers, const contents& start,
-                  bool step, std::vector<std::pair<step_node, contents>>* trail) {
+                  bool step, step_trail* trail) {
   write_all(buffers, start);
   if (!step) {
     e.launch(s);
@@ -61,40 +53,54 @@ nondeterministic_buffer compare(const watched_buffer& b, const std::vector<unsig
                                 const std::vector<unsigned char>& y) {
   const std::size_t width = b.count == 0 ? 1 : x.size() / b.count;
   nondeterministic_buffer d{b.name, 0, 0};
-  bool first = true;
   for (std::size_t i = 0; i < b.count; ++i)
     if (std::memcmp(x.data() + i * width, y.data() + i * width, width) != 0) {
-      if (first) d.first_index = i;
-      first = false;
+      if (d.differing == 0) d.first_index = i;
       ++d.differing;
     }
   return d;
 }
 
-} // namespace
-
-determinism_report check_determinism(graph_exec& e, const stream& s, const std::vector<watched_buffer>& buffers,
-                                     bool step) {
+// Refuses an empty list of buffers, and a buffer without data or elements.
+void check_buffers(const std::vector<watched_buffer>& buffers) {
   if (buffers.empty())
     throw std::invalid_argument("conveyor::check_determinism: no buffers to compare: name the graph's outputs");
   for (const auto& b : buffers)
     if (b.data == nullptr || b.count == 0)
       throw std::invalid_argument(
           fmt::format("conveyor::check_determinism: buffer '{}' has no data or no elements", b.name));
+}
+
+// The buffers whose contents differ between the runs that ended with `a` and `b`.
+std::vector<nondeterministic_buffer> differing_buffers(const std::vector<watched_buffer>& buffers, const contents& a,
+                                                       const contents& b) {
+  std::vector<nondeterministic_buffer> out;
+  for (std::size_t k = 0; k < buffers.size(); ++k)
+    if (auto d = compare(buffers[k], a[k], b[k]); d.differing > 0) out.push_back(std::move(d));
+  return out;
+}
+
+// The first node after which the buffers of two step-through runs differ; none when they never do (or no step ran).
+std::optional<step_node> first_difference(const step_trail& first, const step_trail& second) {
+  for (std::size_t i = 0; i < first.size() && i < second.size(); ++i)
+    if (first[i].second != second[i].second) return first[i].first;
+  return std::nullopt;
+}
+
+} // namespace
+
+determinism_report check_determinism(graph_exec& e, const stream& s, const std::vector<watched_buffer>& buffers,
+                                     bool step) {
+  check_buffers(buffers);
   s.synchronize();
   const contents start = read_all(buffers);
-  std::vector<std::pair<step_node, contents>> first_trail;
-  std::vector<std::pair<step_node, contents>> second_trail;
+  step_trail first_trail;
+  step_trail second_trail;
   const contents a = run_once(e, s, buffers, start, step, &first_trail);
   const contents b = run_once(e, s, buffers, start, step, &second_trail);
   determinism_report report;
-  for (std::size_t k = 0; k < buffers.size(); ++k)
-    if (auto d = compare(buffers[k], a[k], b[k]); d.differing > 0) report.differing.push_back(std::move(d));
-  for (std::size_t i = 0; i < first_trail.size() && i < second_trail.size(); ++i)
-    if (first_trail[i].second != second_trail[i].second) {
-      report.first_node = first_trail[i].first;
-      break;
-    }
+  report.differing = differing_buffers(buffers, a, b);
+  report.first_node = first_difference(first_trail, second_trail);
   return report;
 }
 

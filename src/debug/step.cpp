@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <queue>
 #include <stdexcept>
@@ -24,21 +25,21 @@ namespace conveyor {
 
 namespace {
 
+// The errors that leave the CUDA context unusable: after one, this process can make no more CUDA calls.
+constexpr std::array sticky_errors{cudaErrorIllegalAddress,
+                                   cudaErrorLaunchFailure,
+                                   cudaErrorAssert,
+                                   cudaErrorHardwareStackError,
+                                   cudaErrorIllegalInstruction,
+                                   cudaErrorMisalignedAddress,
+                                   cudaErrorInvalidAddressSpace,
+                                   cudaErrorInvalidPc,
+                                   cudaErrorLaunchTimeout,
+                                   cudaErrorECCUncorrectable,
+                                   cudaErrorUnknown};
+
 bool is_sticky(cudaError_t code) noexcept {
-  switch (code) {
-  case cudaErrorIllegalAddress:
-  case cudaErrorLaunchFailure:
-  case cudaErrorAssert:
-  case cudaErrorHardwareStackError:
-  case cudaErrorIllegalInstruction:
-  case cudaErrorMisalignedAddress:
-  case cudaErrorInvalidAddressSpace:
-  case cudaErrorInvalidPc:
-  case cudaErrorLaunchTimeout:
-  case cudaErrorECCUncorrectable:
-  case cudaErrorUnknown: return true;
-  default: return false;
-  }
+  return std::find(sticky_errors.begin(), sticky_errors.end(), code) != sticky_errors.end();
 }
 
 std::string failure_text(const step_node& node, cudaError_t code, const std::string& call) {
@@ -66,23 +67,32 @@ const char* to_string(element_type t) noexcept {
   return "float";
 }
 
-std::string step_node::text() const {
-  std::string out = fmt::format("step {}: {}", order, path);
-  if (kind == node_kind::kernel) {
-    std::string kernel = kernel_name.empty() ? std::string() : fmt::format("kernel {}, ", kernel_name);
-    out += fmt::format(" ({}grid {} block {}", kernel, shape(grid), shape(block));
-    if (shared_bytes > 0) out += fmt::format(", {} B dynamic shared memory", shared_bytes);
-    if (!arguments.empty()) out += fmt::format(", arguments {}", arguments);
-    out += ")";
-  }
-  if (device >= 0) out += fmt::format(" on device {}", device);
-  if (!dependencies.empty()) {
-    out += ", after ";
-    for (std::size_t i = 0; i < dependencies.size(); ++i) out += (i == 0 ? "" : ", ") + dependencies[i];
-  } else {
-    out += ", no dependencies in its graph";
-  }
+namespace {
+
+// " (kernel k, grid 1x1x1 block 32x1x1, 64 B dynamic shared memory, arguments …)" for a kernel node, else empty.
+std::string kernel_words(const step_node& n) {
+  if (n.kind != node_kind::kernel) return {};
+  std::string kernel = n.kernel_name.empty() ? std::string() : fmt::format("kernel {}, ", n.kernel_name);
+  std::string out = fmt::format(" ({}grid {} block {}", kernel, shape(n.grid), shape(n.block));
+  if (n.shared_bytes > 0) out += fmt::format(", {} B dynamic shared memory", n.shared_bytes);
+  if (!n.arguments.empty()) out += fmt::format(", arguments {}", n.arguments);
+  return out + ")";
+}
+
+// ", after node 0 (kernel), node 1 (memset)", or that the node has no dependencies.
+std::string dependency_words(const std::vector<std::string>& dependencies) {
+  if (dependencies.empty()) return ", no dependencies in its graph";
+  std::string out = ", after ";
+  for (std::size_t i = 0; i < dependencies.size(); ++i) out += (i == 0 ? "" : ", ") + dependencies[i];
   return out;
+}
+
+} // namespace
+
+std::string step_node::text() const {
+  std::string out = fmt::format("step {}: {}", order, path) + kernel_words(*this);
+  if (device >= 0) out += fmt::format(" on device {}", device);
+  return out + dependency_words(dependencies);
 }
 
 step_failure::step_failure(step_node node, cudaError_t code, std::string call) :

@@ -20,8 +20,6 @@
 
 namespace conveyor::detail {
 
-namespace {
-
 // ---- buffers ---------------------------------------------------------------------------------------------------
 
 std::size_t element_bytes(element_type t) noexcept {
@@ -33,6 +31,8 @@ std::size_t element_bytes(element_type t) noexcept {
   }
   return 4;
 }
+
+namespace {
 
 double half_value(std::uint16_t h) {
   const int sign = (h >> 15) != 0 ? -1 : 1;
@@ -51,41 +51,43 @@ double bfloat16_value(std::uint16_t b) {
   return f;
 }
 
+// The T stored at `p` (any alignment).
+template <class T>
+T load(const unsigned char* p) {
+  T v{};
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 double value_at(const unsigned char* p, element_type t) {
   switch (t) {
-  case element_type::f32: {
-    float f = 0;
-    std::memcpy(&f, p, sizeof f);
-    return f;
-  }
-  case element_type::f64: {
-    double d = 0;
-    std::memcpy(&d, p, sizeof d);
-    return d;
-  }
-  case element_type::f16:
-  case element_type::bf16: {
-    std::uint16_t h = 0;
-    std::memcpy(&h, p, sizeof h);
-    return t == element_type::f16 ? half_value(h) : bfloat16_value(h);
-  }
+  case element_type::f32: return load<float>(p);
+  case element_type::f64: return load<double>(p);
+  case element_type::f16: return half_value(load<std::uint16_t>(p));
+  case element_type::bf16: return bfloat16_value(load<std::uint16_t>(p));
   }
   return 0;
 }
 
 // ---- walks -----------------------------------------------------------------------------------------------------
 
+// Each node's successors, from each node's predecessors.
+std::vector<std::vector<std::size_t>> successors_of(const std::vector<std::vector<std::size_t>>& preds) {
+  std::vector<std::vector<std::size_t>> succs(preds.size());
+  for (std::size_t v = 0; v < preds.size(); ++v)
+    for (std::size_t u : preds[v]) succs[u].push_back(v);
+  return succs;
+}
+
 std::vector<std::size_t> topological_order(const std::vector<std::vector<std::size_t>>& preds) {
   const std::size_t n = preds.size();
+  const std::vector<std::vector<std::size_t>> succs = successors_of(preds);
   std::vector<std::size_t> missing(n, 0);
-  std::vector<std::vector<std::size_t>> succs(n);
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
   for (std::size_t v = 0; v < n; ++v) {
     missing[v] = preds[v].size();
-    for (std::size_t u : preds[v]) succs[u].push_back(v);
-  }
-  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
-  for (std::size_t v = 0; v < n; ++v)
     if (missing[v] == 0) ready.push(v);
+  }
   std::vector<std::size_t> order;
   order.reserve(n);
   while (!ready.empty()) {
@@ -110,25 +112,68 @@ const graph_description* child_description(const graph_walk& w, std::size_t i) {
   return bodies.size() == 1 ? &bodies[0] : nullptr;
 }
 
-// "0: 0x7f3a00000000 (8 B), 1: 0x40000000 (4 B)": each parameter's bytes as a little-endian number, a parameter
-// over 8 bytes by its size alone ("0: a 60 B struct"); the first 8 parameters, then how many there are.
+// Whether `k`'s parameters can be read one by one: the node was read, with its arguments, and their layout is known.
+bool parameters_readable(const kernel_snapshot& k) noexcept {
+  return k.readable && k.layout != nullptr && k.has_arguments;
+}
+
+// "1: 0x40000000 (4 B)": parameter `p` of `k`, its bytes as a little-endian number, or by its size alone over 8 bytes
+// ("1: a 60 B struct").
+std::string parameter_text(const kernel_snapshot& k, std::size_t p) {
+  const auto [offset, size] = (*k.layout)[p];
+  if (size > 8) return fmt::format("{}: a {} B struct", p, size);
+  std::uint64_t v = 0;
+  std::memcpy(&v, k.arguments.data() + offset, size);
+  return fmt::format("{}: {:#x} ({} B)", p, v, size);
+}
+
+// "0: 0x7f3a00000000 (8 B), 1: 0x40000000 (4 B)": the first 8 parameters (parameter_text), then how many there are.
 std::string argument_text(const kernel_snapshot& k) {
-  if (!k.readable || k.layout == nullptr || !k.has_arguments) return {};
+  if (!parameters_readable(k)) return {};
   constexpr std::size_t shown = 8;
   std::string out;
-  for (std::size_t p = 0; p < std::min(k.layout->size(), shown); ++p) {
-    const auto [offset, size] = (*k.layout)[p];
-    if (!out.empty()) out += ", ";
-    if (size > 8) {
-      out += fmt::format("{}: a {} B struct", p, size);
-      continue;
-    }
-    std::uint64_t v = 0;
-    std::memcpy(&v, k.arguments.data() + offset, size);
-    out += fmt::format("{}: {:#x} ({} B)", p, v, size);
-  }
+  for (std::size_t p = 0; p < std::min(k.layout->size(), shown); ++p)
+    out += (p == 0 ? "" : ", ") + parameter_text(k, p);
   if (k.layout->size() > shown) out += fmt::format(", … ({} parameters)", k.layout->size());
   return out;
+}
+
+// The word an 8-byte parameter (offset, size) of `arguments` holds, where a condition handle could be; none for a
+// parameter of another size.
+std::optional<std::uint64_t> handle_word(const unsigned char* arguments, std::pair<std::size_t, std::size_t> param) {
+  std::uint64_t word = 0;
+  if (param.second != sizeof word) return std::nullopt;
+  std::memcpy(&word, arguments + param.first, sizeof word);
+  return word;
+}
+
+// The kernel node of a probe graph: `k` with its argument bytes replaced by `arguments` (extra cleared) and the
+// attributes of node `n`. \throws step_failure when CUDA refuses it.
+cudaGraphNode_t add_probe_kernel(cudaGraph_t probe, cudaGraphNode_t n, const step_node& info, const kernel_snapshot& k,
+                                 std::vector<unsigned char>& arguments) {
+  std::vector<void*> pointers;
+  for (const auto& [offset, size] : *k.layout) pointers.push_back(arguments.data() + offset);
+  CUDA_KERNEL_NODE_PARAMS params = k.params;
+  params.kernelParams = pointers.data();
+  params.extra = nullptr;
+  CUgraphNode kernel = nullptr;
+  if (driver::add_kernel_node(&kernel, reinterpret_cast<CUgraph>(probe), nullptr, 0, &params) != CUDA_SUCCESS ||
+      driver::kernel_node_copy_attributes(kernel, reinterpret_cast<CUgraphNode>(n)) != CUDA_SUCCESS)
+    throw step_failure(info, cudaErrorInvalidValue, "adding the kernel to a graph of its own (cuGraphAddKernelNode)");
+  return reinterpret_cast<cudaGraphNode_t>(kernel);
+}
+
+// The conditional node a probe reads condition `c` through: a SWITCH of its case count, else an IF of one body (IF
+// and WHILE conditions read zero or not).
+std::pair<cudaGraphConditionalNodeType, unsigned> probe_shape(const conditional_info& c) {
+  if (c.type == cudaGraphCondTypeSwitch) return {cudaGraphCondTypeSwitch, c.size};
+  return {cudaGraphCondTypeIf, 1U};
+}
+
+// The value of condition `c` after a probe whose word for it reads `seen` (body b wrote b + 1; 0: no body ran). IF and
+// WHILE read zero or not; a SWITCH its case, or no body for a value at or above its case count.
+unsigned probe_value(const conditional_info& c, unsigned seen) {
+  return c.type == cudaGraphCondTypeSwitch ? (seen == 0 ? c.size : seen - 1) : seen;
 }
 
 // A graph of one node, destroyed on scope exit.
@@ -312,9 +357,13 @@ void step_runner::run_graph(const graph_walk& w) {
   for (std::size_t i : w.order) run_node(w, i);
 }
 
+bool step_runner::disabled(const graph_walk& w, cudaGraphNode_t n) const {
+  return disabled_ != nullptr && w.position.empty() && disabled_->contains(n);
+}
+
 void step_runner::run_node(const graph_walk& w, std::size_t i) {
   const cudaGraphNode_t n = w.snapshot.nodes[i];
-  if (disabled_ != nullptr && w.position.empty() && disabled_->contains(n)) return; // disabled on the executable graph
+  if (disabled(w, n)) return; // disabled on the executable graph
   const node_kind kind = w.snapshot.kinds[i];
   const step_node info = describe_step(w, i, report_.steps);
   if (kind == node_kind::child_graph) {
@@ -324,6 +373,10 @@ void step_runner::run_node(const graph_walk& w, std::size_t i) {
   if (kind == node_kind::conditional) return run_conditional(w, i, info);
   if (kind == node_kind::kernel && sets_tracked_condition(w.snapshot.kernels[i]))
     return run_probe(n, info, w.snapshot.kernels[i]);
+  run_copy(n, kind, info);
+}
+
+void step_runner::run_copy(cudaGraphNode_t n, node_kind kind, const step_node& info) {
   one_graph one;
   cudaGraphNode_t copy = nullptr;
   if (const cudaError_t rc = traits_of(kind).add_copy(n, one.handle, &copy); rc != cudaSuccess) {
@@ -334,14 +387,11 @@ void step_runner::run_node(const graph_walk& w, std::size_t i) {
 }
 
 bool step_runner::sets_tracked_condition(const kernel_snapshot& k) const {
-  if (conditions_.empty() || !k.readable || !k.has_arguments || k.has_extra || k.layout == nullptr) return false;
-  for (const auto& [offset, size] : *k.layout) {
-    std::uint64_t word = 0;
-    if (size != sizeof word) continue;
-    std::memcpy(&word, k.arguments.data() + offset, size);
-    if (conditions_.contains(word)) return true;
-  }
-  return false;
+  if (conditions_.empty() || !parameters_readable(k) || k.has_extra) return false;
+  return std::any_of(k.layout->begin(), k.layout->end(), [&](const auto& param) {
+    const auto word = handle_word(k.arguments.data(), param);
+    return word && conditions_.contains(*word);
+  });
 }
 
 void step_runner::run_conditional(const graph_walk& w, std::size_t i, const step_node& info) {
@@ -376,46 +426,44 @@ void step_runner::run_probe(cudaGraphNode_t n, const step_node& info, const kern
   std::optional<device_guard> on_device;
   if (info.device >= 0) on_device.emplace(info.device);
   std::vector<unsigned char> bytes = k.arguments.to_vector();
-  std::vector<std::pair<cudaGraphConditionalHandle, cudaGraphConditionalHandle>> handles; // (tracked, probe's)
-  for (const auto& [offset, size] : *k.layout) {
-    std::uint64_t word = 0;
-    if (size != sizeof word) continue;
-    std::memcpy(&word, bytes.data() + offset, size);
-    if (!conditions_.contains(word)) continue;
-    cudaGraphConditionalHandle mine = 0;
-    CONVEYOR_CHECK(cudaGraphConditionalHandleCreate(&mine, probe.handle, values_.at(word), cudaGraphCondAssignDefault));
-    std::memcpy(bytes.data() + offset, &mine, size);
-    handles.emplace_back(word, mine);
-  }
-  std::vector<void*> pointers;
-  for (const auto& [offset, size] : *k.layout) pointers.push_back(bytes.data() + offset);
-  CUDA_KERNEL_NODE_PARAMS params = k.params;
-  params.kernelParams = pointers.data();
-  params.extra = nullptr;
-  CUgraphNode kernel = nullptr;
-  if (driver::add_kernel_node(&kernel, reinterpret_cast<CUgraph>(probe.handle), nullptr, 0, &params) != CUDA_SUCCESS ||
-      driver::kernel_node_copy_attributes(kernel, reinterpret_cast<CUgraphNode>(n)) != CUDA_SUCCESS)
-    throw step_failure(info, cudaErrorInvalidValue, "adding the kernel to a graph of its own (cuGraphAddKernelNode)");
+  const handle_pairs handles = probe_handles(probe.handle, *k.layout, bytes);
+  const cudaGraphNode_t kernel = add_probe_kernel(probe.handle, n, info, k, bytes);
   probe_words words(handles.size());
   CONVEYOR_CHECK(cudaMemsetAsync(words.data, 0, handles.size() * sizeof(unsigned), stream_.get()));
-  for (std::size_t j = 0; j < handles.size(); ++j) {
-    const conditional_info& c = *conditions_.at(handles[j].first);
-    const bool switch_case = c.type == cudaGraphCondTypeSwitch;
-    const auto kernel_node = reinterpret_cast<cudaGraphNode_t>(kernel);
-    auto [cond, bodies] =
-        add_conditional(probe.handle, node_handles(&kernel_node, 1), handles[j].second,
-                        switch_case ? cudaGraphCondTypeSwitch : cudaGraphCondTypeIf, switch_case ? c.size : 1U);
-    for (std::size_t b = 0; b < bodies.size(); ++b)
-      (void)add_memset(bodies[b], {}, words.data + j, sizeof(unsigned), static_cast<unsigned>(b + 1), 4, 1, 1);
-  }
+  add_probe_readers(probe.handle, kernel, handles, words.data);
   launch_alone(probe.handle, info);
-  std::vector<unsigned> seen(handles.size());
-  CONVEYOR_CHECK(cudaMemcpy(seen.data(), words.data, seen.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
-  for (std::size_t j = 0; j < handles.size(); ++j) {
-    const conditional_info& c = *conditions_.at(handles[j].first);
-    // IF and WHILE read zero or not; a SWITCH its case, or no body for a value at or above its case count.
-    values_[handles[j].first] = c.type == cudaGraphCondTypeSwitch ? (seen[j] == 0 ? c.size : seen[j] - 1) : seen[j];
+  read_probe(handles, words.data);
+}
+
+step_runner::handle_pairs step_runner::probe_handles(cudaGraph_t probe, const parameter_layout& layout,
+                                                     std::vector<unsigned char>& arguments) const {
+  handle_pairs handles;
+  for (const auto& param : layout) {
+    const auto word = handle_word(arguments.data(), param);
+    if (!word || !conditions_.contains(*word)) continue;
+    cudaGraphConditionalHandle mine = 0;
+    CONVEYOR_CHECK(cudaGraphConditionalHandleCreate(&mine, probe, values_.at(*word), cudaGraphCondAssignDefault));
+    std::memcpy(arguments.data() + param.first, &mine, param.second);
+    handles.emplace_back(*word, mine);
   }
+  return handles;
+}
+
+void step_runner::add_probe_readers(cudaGraph_t probe, cudaGraphNode_t kernel, const handle_pairs& handles,
+                                    unsigned* words) const {
+  for (std::size_t j = 0; j < handles.size(); ++j) {
+    const auto [type, size] = probe_shape(*conditions_.at(handles[j].first));
+    auto [cond, bodies] = add_conditional(probe, node_handles(&kernel, 1), handles[j].second, type, size);
+    for (std::size_t b = 0; b < bodies.size(); ++b)
+      (void)add_memset(bodies[b], {}, words + j, sizeof(unsigned), static_cast<unsigned>(b + 1), 4, 1, 1);
+  }
+}
+
+void step_runner::read_probe(const handle_pairs& handles, const unsigned* words) {
+  std::vector<unsigned> seen(handles.size());
+  CONVEYOR_CHECK(cudaMemcpy(seen.data(), words, seen.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  for (std::size_t j = 0; j < handles.size(); ++j)
+    values_[handles[j].first] = probe_value(*conditions_.at(handles[j].first), seen[j]);
 }
 
 void step_runner::launch_alone(cudaGraph_t one, const step_node& info) {

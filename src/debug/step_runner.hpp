@@ -16,6 +16,9 @@
 
 namespace conveyor::detail {
 
+//! The bytes of one element of type `t`.
+[[nodiscard]] std::size_t element_bytes(element_type t) noexcept;
+
 //! The elements of a watched buffer as doubles (half and bfloat16 widened exactly). \throws cuda_error.
 [[nodiscard]] std::vector<double> read_values(const watched_buffer& b);
 
@@ -73,12 +76,27 @@ public:
   void skip(const std::unordered_set<cudaGraphNode_t>* disabled) noexcept { disabled_ = disabled; }
 
 private:
+  // (tracked condition handle, the probe graph's handle in its place)
+  using handle_pairs = std::vector<std::pair<cudaGraphConditionalHandle, cudaGraphConditionalHandle>>;
+  using parameter_layout = std::vector<std::pair<std::size_t, std::size_t>>; // kernel_snapshot::layout
+
   void run_graph(const graph_walk& w);
+  // Whether node `n` of `w` is a top-level node that a per-node setter disabled: not run.
+  [[nodiscard]] bool disabled(const graph_walk& w, cudaGraphNode_t n) const;
   void run_node(const graph_walk& w, std::size_t i);
+  // Any other node: a copy of it run as a graph of its own.
+  void run_copy(cudaGraphNode_t n, node_kind kind, const step_node& info);
   void run_conditional(const graph_walk& w, std::size_t i, const step_node& info);
   void run_body(const conditional_info& c, std::size_t b, const step_node& info, const std::string& what);
   // A kernel that sets tracked conditions: run in a probe graph that reads back the values it sets.
   void run_probe(cudaGraphNode_t n, const step_node& info, const kernel_snapshot& k);
+  // run_probe's phases: the tracked handles the 8-byte parameters of `arguments` hold, each replaced there by a new
+  // handle of `probe` starting at the condition's value; after `kernel`, one conditional node per handle whose bodies
+  // write body + 1 into its word of `words`; the conditions' values read back from `words` after the launch.
+  [[nodiscard]] handle_pairs probe_handles(cudaGraph_t probe, const parameter_layout& layout,
+                                           std::vector<unsigned char>& arguments) const;
+  void add_probe_readers(cudaGraph_t probe, cudaGraphNode_t kernel, const handle_pairs& handles, unsigned* words) const;
+  void read_probe(const handle_pairs& handles, const unsigned* words);
   // Whether kernel `k` takes a tracked condition handle (an 8-byte parameter holding one): it then runs in a probe.
   [[nodiscard]] bool sets_tracked_condition(const kernel_snapshot& k) const;
   void launch_alone(cudaGraph_t one, const step_node& info);

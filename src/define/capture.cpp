@@ -57,6 +57,18 @@ std::vector<forked_stream> take_open_forks(unsigned long long id) {
   return streams;
 }
 
+// A new timing-free event of `device`, made with `device` current (the calling thread's device restored). Returns the
+// first error.
+cudaError_t create_event_on(int device, cudaEvent_t* e) {
+  int previous = 0;
+  cudaError_t rc = cudaGetDevice(&previous);
+  if (rc != cudaSuccess) return rc;
+  if (previous != device && (rc = cudaSetDevice(device)) != cudaSuccess) return rc;
+  rc = cudaEventCreateWithFlags(e, cudaEventDisableTiming);
+  if (previous != device) (void)cudaSetDevice(previous);
+  return rc;
+}
+
 // One timing-free event per device and thread, reused by every fork and join of that thread: cudaStreamWaitEvent
 // waits for the event's most recent record at the time of the call, so the event is free again as soon as the
 // wait has been enqueued (or captured). Saves an event creation and destruction per fork/join. Destroyed at thread
@@ -72,35 +84,31 @@ public:
   // The event of `device`, created on first use (with `device` current, the calling thread's device restored).
   // Returns the creation error, if any.
   cudaError_t get(int device, cudaEvent_t* out) {
-    for (const auto& [d, e] : events_)
-      if (d == device) {
-        *out = e;
-        return cudaSuccess;
-      }
-    int previous = 0;
-    cudaError_t rc = cudaGetDevice(&previous);
-    if (rc != cudaSuccess) return rc;
-    if (previous != device && (rc = cudaSetDevice(device)) != cudaSuccess) return rc;
+    if (const auto it = find(device); it != events_.end()) {
+      *out = it->second;
+      return cudaSuccess;
+    }
     cudaEvent_t e = nullptr;
-    rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-    if (previous != device) (void)cudaSetDevice(previous);
-    if (rc != cudaSuccess) return rc;
+    if (const cudaError_t rc = create_event_on(device, &e); rc != cudaSuccess) return rc;
     events_.emplace_back(device, e);
     *out = e;
     return cudaSuccess;
   }
   // Forgets (and destroys) the event of `device`, after CUDA refused it.
   void drop(int device) noexcept {
-    for (auto it = events_.begin(); it != events_.end(); ++it)
-      if (it->first == device) {
-        (void)cudaEventDestroy(it->second);
-        events_.erase(it);
-        return;
-      }
+    const auto it = find(device);
+    if (it == events_.end()) return;
+    (void)cudaEventDestroy(it->second);
+    events_.erase(it);
   }
 
 private:
-  std::vector<std::pair<int, cudaEvent_t>> events_;
+  using device_events = std::vector<std::pair<int, cudaEvent_t>>;
+  device_events::iterator find(int device) noexcept {
+    return std::find_if(events_.begin(), events_.end(), [&](const auto& de) { return de.first == device; });
+  }
+
+  device_events events_;
 };
 
 cudaError_t record_and_wait(cudaEvent_t e, cudaStream_t from, cudaStream_t to) {
@@ -226,6 +234,19 @@ bool default_stream(cudaStream_t s) noexcept {
   return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
+// Appends the dependencies of `n` to `todo` (none when they cannot be read).
+void push_dependencies(cudaGraphNode_t n, std::vector<cudaGraphNode_t>& todo) {
+  std::size_t k = 0;
+  if (detail::get_dependencies(n, nullptr, &k) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  std::vector<cudaGraphNode_t> deps(k);
+  if (k != 0 && detail::get_dependencies(n, deps.data(), &k) == cudaSuccess)
+    todo.insert(todo.end(), deps.begin(), deps.begin() + static_cast<std::ptrdiff_t>(k));
+  else (void)cudaGetLastError();
+}
+
 // True when every node of `nodes` is one of `frontier` or an ancestor of one (the branch was joined back).
 bool joined_into(const cudaGraphNode_t* nodes, std::size_t count, const cudaGraphNode_t* frontier,
                  std::size_t frontier_count) {
@@ -234,16 +255,7 @@ bool joined_into(const cudaGraphNode_t* nodes, std::size_t count, const cudaGrap
   while (!todo.empty()) {
     cudaGraphNode_t n = todo.back();
     todo.pop_back();
-    if (!seen.insert(n).second) continue;
-    std::size_t k = 0;
-    if (detail::get_dependencies(n, nullptr, &k) != cudaSuccess) {
-      (void)cudaGetLastError();
-      continue;
-    }
-    std::vector<cudaGraphNode_t> deps(k);
-    if (k != 0 && detail::get_dependencies(n, deps.data(), &k) == cudaSuccess)
-      todo.insert(todo.end(), deps.begin(), deps.begin() + static_cast<std::ptrdiff_t>(k));
-    else (void)cudaGetLastError();
+    if (seen.insert(n).second) push_dependencies(n, todo);
   }
   return std::all_of(nodes, nodes + count, [&](cudaGraphNode_t n) { return seen.contains(n); });
 }
@@ -306,36 +318,199 @@ void begin_watched(std::uint64_t ticket, Begin&& begin) {
   throw cuda_error(cudaErrorStreamCaptureIsolation, "conveyor::capture (capture_options::watch_streams)",
                    std::source_location::current(), detail::foreign_work_message(found, detail::this_thread_id()));
 }
+
+// Refuses to begin a capture (`call`) on the legacy default stream, which CUDA cannot capture.
+void refuse_legacy_stream(cudaStream_t s, const char* call) {
+  if (s == nullptr)
+    throw cuda_error(cudaErrorStreamCaptureUnsupported, call, std::source_location::current(),
+                     "the legacy default stream cannot be captured; make a conveyor::stream");
+}
+
+// The capture just begun on `s`: CUDA's id of it and the graph it makes (0 and null when CUDA cannot say).
+std::pair<unsigned long long, cudaGraph_t> begun_capture(cudaStream_t s) noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t g = nullptr;
+  unsigned long long id = 0;
+  const bool read =
+      detail::cleared(detail::capture_point(s, &status, &id, &g, nullptr, nullptr, nullptr)) == cudaSuccess &&
+      status == cudaStreamCaptureStatusActive;
+  if (!read) return {0, nullptr};
+  return {id, g};
+}
+
+// The model of the graph `g` a new capture makes; null for no graph, or out of memory (the capture goes on
+// unregistered).
+std::shared_ptr<detail::graph_state> new_capture_state(cudaGraph_t g, bool body_rules) noexcept {
+  if (g == nullptr) return nullptr;
+  try {
+    auto state = std::make_shared<detail::graph_state>();
+    state->handle = g;
+    state->owned = false; // CUDA's until finish() takes it over
+    state->conditional_body = body_rules;
+    return state;
+  } catch (...) { // out of memory: the capture goes on unregistered
+    return nullptr;
+  }
+}
+
+// Whether `target` (capture_into's graph; null for a new graph) is a conditional node's body.
+bool into_conditional_body(const graph* target) {
+  return target != nullptr && detail::access::state(*target)->conditional_body;
+}
+
+// Whether the current device's per-thread default stream takes part in no capture (false when CUDA cannot say).
+bool per_thread_stream_idle() noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return detail::cleared(detail::capture_info(cudaStreamPerThread, &status, nullptr, nullptr, nullptr)) ==
+             cudaSuccess &&
+         status == cudaStreamCaptureStatusNone;
+}
+
+// Joins the per-thread default stream of `device` to the capture on `origin` as a branch with no dependency (for
+// capture_into, `clear_dependencies`: the dependencies capture_into starts from are not the branch's). False when it
+// already takes part in a capture, or CUDA refuses.
+bool join_per_thread_stream(cudaStream_t origin, int device, bool clear_dependencies) {
+  const current_device on(device);
+  if (!per_thread_stream_idle()) return false;
+  if (detail::cleared(detail::link(origin, device, cudaStreamPerThread)) != cudaSuccess) return false;
+  if (clear_dependencies) (void)detail::cleared(detail::set_capture_dependencies(cudaStreamPerThread, nullptr, 0));
+  return true;
+}
+
+// How many of the per-thread stream branch's `count` dependencies `deps` the capture on `origin` did not join: all of
+// them, unless the origin's frontier reaches every one.
+std::size_t unjoined_nodes(const cudaGraphNode_t* deps, std::size_t count, cudaStream_t origin) {
+  const cudaGraphNode_t* frontier = nullptr;
+  std::size_t frontier_count = 0;
+  cudaStreamCaptureStatus origin_status = cudaStreamCaptureStatusNone;
+  if (detail::cleared(detail::capture_info(origin, &origin_status, nullptr, &frontier, &frontier_count)) !=
+          cudaSuccess ||
+      !joined_into(deps, count, frontier, frontier_count))
+    return count;
+  return 0;
+}
+
+// The per-thread stream's branch at the capture's end: its capture status, its dependency count, and how many of
+// those the capture on `origin` did not join.
+struct guard_branch {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  std::size_t count = 0;
+  std::size_t unjoined = 0;
+};
+guard_branch read_guard_branch(cudaStream_t guard, cudaStream_t origin) {
+  guard_branch b;
+  const cudaGraphNode_t* deps = nullptr;
+  if (detail::cleared(detail::capture_info(guard, &b.status, nullptr, &deps, &b.count)) == cudaSuccess &&
+      b.status == cudaStreamCaptureStatusActive && b.count != 0)
+    b.unjoined = unjoined_nodes(deps, b.count, origin);
+  return b;
+}
+
+// Whether the branch is joined back to the origin: only when it holds dependencies of its own, where a branch with
+// none ends with the capture: two calls fewer a capture.
+bool rejoin_needed(const guard_branch& b) noexcept {
+  return b.status == cudaStreamCaptureStatusActive && (b.count != 0 || !empty_branch_ends_with_capture());
+}
+
+// Ends the stream watch `ticket` of a session going away unfinished.
+void drop_stream_watch(std::uint64_t ticket) noexcept {
+  try {
+    (void)detail::end_stream_watch(ticket);
+  } catch (...) { // out of memory: what the watch saw is not needed here
+  }
+}
+
+// After an unfinished capture ended (graph `g`, CUDA's error `rc`): the graph a new capture made is destroyed; the
+// target of a capture_into (`target`) is lost when the capture was invalidated.
+void drop_unfinished(cudaGraph_t g, cudaError_t rc, graph* target) {
+  if (target != nullptr) {
+    if (rc == cudaErrorStreamCaptureInvalidated) detail::lose(*detail::access::state(*target));
+    return;
+  }
+  if (rc == cudaSuccess && g != nullptr) (void)cudaGraphDestroy(g);
+}
+
+// Refuses finish() on a session that captures into an existing graph, or whose capture already ended.
+void check_finish(bool open, const graph* target) {
+  if (open && target == nullptr) return;
+  throw std::logic_error(target != nullptr ? "conveyor::capture_session::finish: the session captures into an "
+                                             "existing graph; call finish_into"
+                                           : "conveyor::capture_session::finish: the capture already ended");
+}
+
+// Refuses finish_into() on a session that captures into a new graph, or whose capture already ended.
+void check_finish_into(bool open, const graph* target) {
+  if (open && target != nullptr) return;
+  throw std::logic_error(target == nullptr ? "conveyor::capture_session::finish_into: the session captures into "
+                                             "a new graph; call finish"
+                                           : "conveyor::capture_session::finish_into: the capture already ended");
+}
+
+// Refuses a capture that ended with streams forked into it and not joined.
+void check_joined(std::size_t unjoined) {
+  if (unjoined != 0)
+    throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
+                     fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
+}
+
+// Why a capture that ended without escaped work made no graph: unjoined forks, the stream watch's foreign work (CUDA
+// ended it), else CUDA's error.
+[[noreturn]] void throw_failed_end(cudaError_t rc, std::size_t unjoined,
+                                   const std::vector<detail::foreign_work>& foreign) {
+  check_joined(unjoined);
+  if (rc == cudaSuccess) throw_foreign_work(foreign);
+  throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current(),
+                   rc == cudaErrorStreamCaptureInvalidated ? "the capture was invalidated and no graph was made" : "");
+}
+
+// The capture on `s` before it ends: its status, and the nodes the next captured node would depend on (copied: CUDA's
+// array is valid until the capture ends). \throws cuda_error when CUDA cannot say.
+struct capture_frontier {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  std::vector<cudaGraphNode_t> nodes;
+};
+capture_frontier frontier_of(cudaStream_t s) {
+  capture_frontier out;
+  const cudaGraphNode_t* deps = nullptr;
+  std::size_t count = 0;
+  CONVEYOR_CHECK(detail::capture_info(s, &out.status, nullptr, &deps, &count));
+  if (out.status == cudaStreamCaptureStatusActive && deps != nullptr) out.nodes.assign(deps, deps + count);
+  return out;
+}
+
+// Refuses a capture_into whose capture was invalidated, left forked streams unjoined, failed to end, or was seen
+// enqueueing work outside every capture.
+void check_into_ended(cudaStreamCaptureStatus status, cudaError_t rc, std::size_t unjoined,
+                      const std::vector<detail::foreign_work>& foreign) {
+  if (status == cudaStreamCaptureStatusInvalidated)
+    throw cuda_error(cudaErrorStreamCaptureInvalidated, "capture_into", std::source_location::current(),
+                     "the capture was invalidated by an illegal call, and CUDA freed the graph it captured into (and "
+                     "the graph holding it, for a conditional body): build or capture it again");
+  check_joined(unjoined);
+  if (rc != cudaSuccess) throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current());
+  if (!foreign.empty()) throw_foreign_work(foreign);
+}
+
+// The nodes of `g` whose handles are `handles`.
+std::vector<node> wrap_all(const graph& g, const std::vector<cudaGraphNode_t>& handles) {
+  std::vector<node> nodes;
+  nodes.reserve(handles.size());
+  for (auto* handle : handles) nodes.push_back(g.wrap(handle));
+  return nodes;
+}
 } // namespace
 
 capture_session::capture_session(const stream& s, capture_options options) : stream_(s.get()) {
-  if (stream_ == nullptr)
-    throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture(legacy default stream)",
-                     std::source_location::current(),
-                     "the legacy default stream cannot be captured; make a conveyor::stream");
+  refuse_legacy_stream(stream_, "cudaStreamBeginCapture(legacy default stream)");
   (void)empty_branch_ends_with_capture(); // read before the capture (once a process)
   watch_ = detail::begin_stream_watch(options.watch_streams, stream_);
   begin_watched(watch_, [&] {
     CONVEYOR_CHECK(cudaStreamBeginCapture(stream_, static_cast<cudaStreamCaptureMode>(options.mode)));
   });
   open_ = true;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  cudaGraph_t g = nullptr;
-  unsigned long long id = 0;
-  const bool read =
-      detail::cleared(detail::capture_point(stream_, &status, &id, &g, nullptr, nullptr, nullptr)) == cudaSuccess &&
-      status == cudaStreamCaptureStatusActive;
-  if (read) capture_id_ = id; // for the end (the forks still open), one query fewer
-  if (read && g != nullptr) {
-    try {
-      auto state = std::make_shared<detail::graph_state>();
-      state->handle = g;
-      state->owned = false; // CUDA's until finish() takes it over
-      state->conditional_body = options.body_rules;
-      register_graph(g, std::move(state));
-    } catch (...) { // out of memory: the capture goes on unregistered
-    }
-  }
+  const auto [id, g] = begun_capture(stream_);
+  capture_id_ = id; // for the end (the forks still open), one query fewer
+  if (auto state = new_capture_state(g, options.body_rules)) register_graph(g, std::move(state));
   begin_checks(options, caller_stack(__builtin_frame_address(0)), s.device());
 }
 
@@ -348,10 +523,7 @@ capture_session::capture_session(graph& target, const stream& s, const node_list
     throw std::invalid_argument("conveyor::capture_into: the dependencies to capture after must be full; to make the "
                                 "first captured kernel overlap them, launch it with launch_config::programmatic "
                                 "(conveyor::launch), which capture turns into programmatic edges");
-  if (stream_ == nullptr)
-    throw cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCaptureToGraph(legacy default stream)",
-                     std::source_location::current(),
-                     "the legacy default stream cannot be captured; make a conveyor::stream");
+  refuse_legacy_stream(stream_, "cudaStreamBeginCaptureToGraph(legacy default stream)");
   detail::check_not_lost(*detail::access::state(target), "conveyor::capture_into");
   nodes_before_ = target.node_count();
   const auto handles = deps.handles();
@@ -378,20 +550,13 @@ void capture_session::begin_checks(const capture_options& options, std::uintptr_
   // invalidated capture into a conditional body corrupts CUDA 13.0's state (driver 580, H200: destroying the parent
   // graph, or later calls, crash), which no check may risk. capture_into checks a body's callable by a dry run into
   // a graph of its own first.
-  if (target_ != nullptr && detail::access::state(*target_)->conditional_body) return;
+  if (into_conditional_body(target_)) return;
   // The per-thread default stream of the capture's device joins the capture with no dependency: a launch on it
   // becomes a node of a branch nothing joins, and a launch on the legacy stream (which synchronises with every
   // blocking stream, the per-thread one included) is refused by CUDA. Not when it already takes part in a capture.
-  const current_device on(device);
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (detail::cleared(detail::capture_info(cudaStreamPerThread, &status, nullptr, nullptr, nullptr)) != cudaSuccess ||
-      status != cudaStreamCaptureStatusNone)
-    return;
-  if (detail::cleared(detail::link(stream_, device, cudaStreamPerThread)) != cudaSuccess) return;
+  if (!join_per_thread_stream(stream_, device, target_ != nullptr)) return;
   guard_ = cudaStreamPerThread;
   guard_device_ = device;
-  if (target_ != nullptr) // the dependencies capture_into starts from are not the branch's
-    (void)detail::cleared(detail::set_capture_dependencies(cudaStreamPerThread, nullptr, 0));
 }
 
 void capture_session::register_graph(cudaGraph_t g, std::shared_ptr<detail::graph_state> state) noexcept {
@@ -413,23 +578,9 @@ capture_session::escape capture_session::end_guard() noexcept {
   if (guard_ == nullptr) return out;
   const current_device on(guard_device_);
   out.legacy = cudaPeekAtLastError() == cudaErrorStreamCaptureImplicit;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* deps = nullptr;
-  std::size_t count = 0;
-  if (detail::cleared(detail::capture_info(guard_, &status, nullptr, &deps, &count)) == cudaSuccess &&
-      status == cudaStreamCaptureStatusActive && count != 0) {
-    const cudaGraphNode_t* frontier = nullptr;
-    std::size_t frontier_count = 0;
-    cudaStreamCaptureStatus origin_status = cudaStreamCaptureStatusNone;
-    if (detail::cleared(detail::capture_info(stream_, &origin_status, nullptr, &frontier, &frontier_count)) !=
-            cudaSuccess ||
-        !joined_into(deps, count, frontier, frontier_count))
-      out.nodes = count;
-  }
-  // Joined back only when it holds dependencies of its own, where a branch with none ends with the capture: two
-  // calls fewer a capture.
-  if (status == cudaStreamCaptureStatusActive && (count != 0 || !empty_branch_ends_with_capture()))
-    (void)detail::cleared(detail::link(guard_, guard_device_, stream_));
+  const guard_branch branch = read_guard_branch(guard_, stream_);
+  out.nodes = branch.unjoined;
+  if (rejoin_needed(branch)) (void)detail::cleared(detail::link(guard_, guard_device_, stream_));
   guard_ = nullptr;
   return out;
 }
@@ -440,24 +591,17 @@ void capture_session::check_nodes(cudaGraph_t g, detail::graph_state* owner, std
 
 capture_session::~capture_session() {
   unregister_graph();
-  try {
-    (void)detail::end_stream_watch(std::exchange(watch_, 0));
-  } catch (...) { // out of memory: what the watch saw is not needed here
-  }
+  drop_stream_watch(std::exchange(watch_, 0));
   if (!open_) return;
   if (target_ != nullptr) detail::access::state(*target_)->clusters.reset(); // nodes were added, not read
   (void)end_guard();
   auto [g, rc] = detail::end_capture(stream_, nullptr, capture_id_);
-  if (rc == cudaSuccess && g != nullptr && target_ == nullptr) (void)cudaGraphDestroy(g);
-  if (target_ != nullptr && rc == cudaErrorStreamCaptureInvalidated) detail::lose(*detail::access::state(*target_));
+  drop_unfinished(g, rc, target_);
   (void)cudaGetLastError();
 }
 
 graph capture_session::finish() {
-  if (!open_ || target_ != nullptr)
-    throw std::logic_error(target_ != nullptr ? "conveyor::capture_session::finish: the session captures into an "
-                                                "existing graph; call finish_into"
-                                              : "conveyor::capture_session::finish: the capture already ended");
+  check_finish(open_, target_);
   open_ = false;
   unregister_graph();
   const escape escaped = end_guard();
@@ -472,25 +616,12 @@ graph capture_session::finish() {
   }
   if (g != nullptr) (void)cudaGraphDestroy(g);
   if (escaped) throw_escape(escaped.legacy, escaped.nodes);
-  if (unjoined != 0)
-    throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
-                     fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
-  if (rc == cudaSuccess) throw_foreign_work(foreign);
-  throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current(),
-                   rc == cudaErrorStreamCaptureInvalidated ? "the capture was invalidated and no graph was made" : "");
+  throw_failed_end(rc, unjoined, foreign);
 }
 
 std::vector<node> capture_session::finish_into() {
-  if (!open_ || target_ == nullptr)
-    throw std::logic_error(target_ == nullptr ? "conveyor::capture_session::finish_into: the session captures into "
-                                                "a new graph; call finish"
-                                              : "conveyor::capture_session::finish_into: the capture already ended");
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* deps = nullptr;
-  std::size_t count = 0;
-  CONVEYOR_CHECK(detail::capture_info(stream_, &status, nullptr, &deps, &count));
-  std::vector<cudaGraphNode_t> frontier; // valid until the capture ends: copied
-  if (status == cudaStreamCaptureStatusActive && deps != nullptr) frontier.assign(deps, deps + count);
+  check_finish_into(open_, target_);
+  const capture_frontier frontier = frontier_of(stream_);
   const auto& state = detail::access::state(*target_);
   // Unknown until the walk below reads the added nodes' (a throw before it leaves them to be read at an update).
   auto clusters = std::exchange(state->clusters, std::nullopt);
@@ -501,25 +632,15 @@ std::vector<node> capture_session::finish_into() {
   auto [g, rc] = detail::end_capture(stream_, &unjoined, capture_id_);
   const auto foreign = detail::end_stream_watch(std::exchange(watch_, 0));
   (void)g; // the target graph itself
-  if (status == cudaStreamCaptureStatusInvalidated || rc == cudaErrorStreamCaptureInvalidated || escaped.legacy)
+  if (frontier.status == cudaStreamCaptureStatusInvalidated || rc == cudaErrorStreamCaptureInvalidated ||
+      escaped.legacy)
     detail::lose(*detail::access::state(*target_)); // CUDA freed the target's definition
   if (escaped) throw_escape(escaped.legacy, escaped.nodes);
-  if (status == cudaStreamCaptureStatusInvalidated)
-    throw cuda_error(cudaErrorStreamCaptureInvalidated, "capture_into", std::source_location::current(),
-                     "the capture was invalidated by an illegal call, and CUDA freed the graph it captured into (and "
-                     "the graph holding it, for a conditional body): build or capture it again");
-  if (unjoined != 0)
-    throw cuda_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture", std::source_location::current(),
-                     fmt::format("{} stream(s) forked into the capture were not joined", unjoined));
-  if (rc != cudaSuccess) throw cuda_error(rc, "cudaStreamEndCapture", std::source_location::current());
-  if (!foreign.empty()) throw_foreign_work(foreign);
+  check_into_ended(frontier.status, rc, unjoined, foreign);
   detail::note_capture(*state, stream_);
   state->clusters = std::move(clusters);
   check_nodes(target_->get(), state.get(), nodes_before_);
-  std::vector<node> nodes;
-  nodes.reserve(frontier.size());
-  for (auto* handle : frontier) nodes.push_back(target_->wrap(handle));
-  return nodes;
+  return wrap_all(*target_, frontier.nodes);
 }
 
 void fork(const stream& origin, const stream& branch) {

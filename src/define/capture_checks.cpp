@@ -65,6 +65,24 @@ std::string fix_text(bool copy) {
              : "Fix: move that work before or after the conditional node"));
 }
 
+// Whether `address` is pageable host memory (memory_side: host, not page-locked).
+bool pageable_host(const void* address) {
+  bool pageable = false;
+  return memory_side(address, &pageable) == 'H' && pageable;
+}
+
+[[noreturn]] void refuse_pageable(const graph_state* names, cudaGraphNode_t n, std::size_t position,
+                                  const host_address& u) {
+  throw std::invalid_argument(fmt::format(
+      "conveyor::capture: node {} ({}) copies {} B with pageable host memory {} as its {}: a replay reads or "
+      "writes it when the copy runs, after the capturing code has moved on (a local std::vector freed when a "
+      "helper returned, a buffer the program changes between calls), and CUDA copies pageable memory through a "
+      "staging buffer. Fix: {}; or, when the buffer outlives the graph and holds what each replay must copy, "
+      "declare it: capture_options::host_memory = host_memory_check::returned_frames (graphed: "
+      "graphed_options::pageable = pageable_policy::allow)",
+      position, node_name(names, n), u.bytes, u.address, u.role, fix_text(true)));
+}
+
 struct walker {
   const graph_state* names;
   graph_state* owner;
@@ -78,19 +96,14 @@ struct walker {
   // or recorded as the check asks.
   void check_host_address(cudaGraphNode_t n, std::size_t position, const host_address& u) const {
     if (gone.holds(u.address)) refuse_returned(names, n, position, u, u.copied);
-    if (!u.copied || check == host_memory_check::returned_frames) return;
+    if (u.copied && check != host_memory_check::returned_frames) check_copy_side(n, position, u);
+  }
+
+  // A copy side in pageable host memory: refused or recorded as the check asks.
+  void check_copy_side(cudaGraphNode_t n, std::size_t position, const host_address& u) const {
     if (in_allocation(u.address)) return; // a graph allocation's address: device memory, mapped when the graph runs
-    bool pageable = false;
-    if (memory_side(u.address, &pageable) != 'H' || !pageable) return;
-    if (check == host_memory_check::refuse_pageable)
-      throw std::invalid_argument(fmt::format(
-          "conveyor::capture: node {} ({}) copies {} B with pageable host memory {} as its {}: a replay reads or "
-          "writes it when the copy runs, after the capturing code has moved on (a local std::vector freed when a "
-          "helper returned, a buffer the program changes between calls), and CUDA copies pageable memory through a "
-          "staging buffer. Fix: {}; or, when the buffer outlives the graph and holds what each replay must copy, "
-          "declare it: capture_options::host_memory = host_memory_check::returned_frames (graphed: "
-          "graphed_options::pageable = pageable_policy::allow)",
-          position, node_name(names, n), u.bytes, u.address, u.role, fix_text(true)));
+    if (!pageable_host(u.address)) return;
+    if (check == host_memory_check::refuse_pageable) refuse_pageable(names, n, position, u);
     if (owner != nullptr)
       owner->pageable.push_back({position, node_name(names, n), u.address, u.bytes, u.role == "source"});
   }
@@ -134,14 +147,18 @@ struct walker {
     const auto nodes = graph_nodes(g);
     for (std::size_t i = 0; i < first; ++i) // nodes before a capture_into: their allocations count too
       if (kind_of(nodes[i]) == node_kind::mem_alloc) note_allocation(nodes[i]);
-    for (std::size_t i = first; i < nodes.size(); ++i) {
-      const node_kind kind = kind_of(nodes[i]);
-      if (kind == node_kind::mem_alloc) note_allocation(nodes[i]);
-      const kind_traits& traits = traits_of(kind);
-      if (body && !traits.allowed_in_body) refuse_in_body(names, nodes[i], i, kind);
-      if (check != host_memory_check::off) check_node(nodes[i], i, traits);
-      if (clusters != nullptr) read_clusters(nodes[i], i, kind);
-    }
+    for (std::size_t i = first; i < nodes.size(); ++i) visit(nodes[i], i);
+  }
+
+  // Node `n`, at `position` of the graph captured: its allocation noted, its kind checked in a body, its host
+  // addresses checked, its cluster attributes read.
+  void visit(cudaGraphNode_t n, std::size_t position) const {
+    const node_kind kind = kind_of(n);
+    if (kind == node_kind::mem_alloc) note_allocation(n);
+    const kind_traits& traits = traits_of(kind);
+    if (body && !traits.allowed_in_body) refuse_in_body(names, n, position, kind);
+    if (check != host_memory_check::off) check_node(n, position, traits);
+    if (clusters != nullptr) read_clusters(n, position, kind);
   }
 
   // Node `n`'s cluster attributes, or those of the kernels inside it. A conditional node's bodies may change after
@@ -167,21 +184,31 @@ returned_frames frames_below(std::uintptr_t frame) noexcept {
   return {low, frame};
 }
 
+namespace {
+
+// Forgets the cluster attributes of `owner` (none: nothing), to be read at an update.
+void forget_clusters(graph_state* owner) noexcept {
+  if (owner != nullptr) owner->clusters.reset();
+}
+
+// Where the walk appends the cluster attributes of `owner`'s kernels: its list, when known so far; else null (not read).
+std::vector<kernel_attribute>* clusters_of(graph_state* owner) noexcept {
+  return owner != nullptr && owner->clusters ? &*owner->clusters : nullptr;
+}
+
+} // namespace
+
 void check_captured_nodes(cudaGraph_t g, std::size_t first, const graph_state* names, graph_state* owner,
                           const returned_frames& gone, host_memory_check check) {
   const bool body = owner != nullptr && owner->conditional_body;
-  if (check == host_memory_check::off && !body) {
-    if (owner != nullptr) owner->clusters.reset(); // not read: an update reads them
-    return;
-  }
-  std::vector<kernel_attribute>* clusters = owner != nullptr && owner->clusters ? &*owner->clusters : nullptr;
+  if (check == host_memory_check::off && !body) return forget_clusters(owner); // not read: an update reads them
   bool unknown_clusters = false;
   try {
-    walker w{names, owner, gone, check, body, clusters};
+    walker w{names, owner, gone, check, body, clusters_of(owner)};
     w.unknown_clusters = &unknown_clusters;
     w.walk(g, first);
   } catch (...) {
-    if (owner != nullptr) owner->clusters.reset(); // read in part
+    forget_clusters(owner); // read in part
     throw;
   }
   if (unknown_clusters) owner->clusters.reset();

@@ -36,14 +36,8 @@ struct capture_point_info {
   std::shared_ptr<graph_state> state;  // null: a capture Conveyor did not begin
 };
 
-capture_point_info point_of(const stream& s, const char* call) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  capture_point_info out;
-  const cudaGraphNode_t* deps = nullptr;
-  const cudaGraphEdgeData* data = nullptr;
-  std::size_t count = 0;
-  check_with(capture_point(s.get(), &status, nullptr, &out.graph, &deps, &data, &count), "cudaStreamGetCaptureInfo",
-             [&] { return std::string(call); });
+// Refuses a stream that is not capturing, or whose capture was invalidated (`call`: the function asking).
+void check_capturing(cudaStreamCaptureStatus status, const char* call) {
   if (status == cudaStreamCaptureStatusNone)
     throw std::logic_error(fmt::format(
         "{}: the stream is not capturing, so there is no graph to add the node to. Call it while the stream is "
@@ -53,9 +47,27 @@ capture_point_info point_of(const stream& s, const char* call) {
   if (status == cudaStreamCaptureStatusInvalidated)
     throw cuda_error(cudaErrorStreamCaptureInvalidated, call, std::source_location::current(),
                      "the capture on this stream was invalidated by an earlier illegal call; end it and capture again");
+}
+
+// Copies CUDA's `count` dependencies and their edge data (either may be null) into `out`: one edge data per
+// dependency, a full edge where CUDA gave none.
+void copy_dependencies(capture_point_info& out, const cudaGraphNode_t* deps, const cudaGraphEdgeData* data,
+                       std::size_t count) {
   if (count != 0 && deps != nullptr) out.deps.assign(deps, deps + count);
   if (count != 0 && data != nullptr) out.data.assign(data, data + count);
   out.data.resize(out.deps.size(), cudaGraphEdgeData{});
+}
+
+capture_point_info point_of(const stream& s, const char* call) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  capture_point_info out;
+  const cudaGraphNode_t* deps = nullptr;
+  const cudaGraphEdgeData* data = nullptr;
+  std::size_t count = 0;
+  check_with(capture_point(s.get(), &status, nullptr, &out.graph, &deps, &data, &count), "cudaStreamGetCaptureInfo",
+             [&] { return std::string(call); });
+  check_capturing(status, call);
+  copy_dependencies(out, deps, data, count);
   out.state = captured_state(out.graph);
   if (out.state) check_not_lost(*out.state, call);
   return out;
@@ -94,6 +106,64 @@ void keep_for(const capture_point_info& p, std::shared_ptr<void> item) {
   }
 }
 
+using typed_edges = std::vector<std::pair<cudaGraphNode_t, cudaGraphEdgeData>>;
+
+// The capture point's dependencies split by edge: full ones (added with the kernel node) and typed ones (added after
+// it). A full edge from a kernel becomes programmatic for a launch_config::programmatic launch (`programmatic`).
+std::pair<std::vector<cudaGraphNode_t>, typed_edges> split_by_type(const capture_point_info& p, bool programmatic) {
+  std::vector<cudaGraphNode_t> full;
+  typed_edges typed;
+  for (std::size_t i = 0; i < p.deps.size(); ++i) {
+    cudaGraphEdgeData d = p.data[i];
+    if (full_edge(d) && programmatic && kind_of(p.deps[i]) == node_kind::kernel)
+      d = to_edge_data(edge_type::programmatic);
+    if (full_edge(d)) full.push_back(p.deps[i]);
+    else typed.emplace_back(p.deps[i], d);
+  }
+  return {std::move(full), std::move(typed)};
+}
+
+// Adds the typed edges into the new kernel node `n` of `g`; when CUDA refuses one, `n` is removed again.
+void add_typed_edges(cudaGraph_t g, cudaGraphNode_t n, const typed_edges& typed, const char* call) {
+  for (const auto& [from, d] : typed) {
+    const cudaError_t rc = add_dependencies(g, &from, &n, &d, 1);
+    if (rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      (void)cleared(cudaGraphDestroyNode(n));
+      throw cuda_error(rc, "cudaGraphAddDependencies", std::source_location::current(),
+                       fmt::format("{}: a typed edge (type {}, port {}) into the new kernel node", call,
+                                   static_cast<int>(d.type), static_cast<int>(d.from_port)));
+    }
+  }
+}
+
+// A stream of each device, per thread, for capture_into's side captures (side_stream).
+struct pooled {
+  int device = 0;
+  std::unique_ptr<stream> side;
+};
+
+// A stream of the pool on `device`, other than `s`, that is not capturing; null when there is none.
+const stream* idle_side_stream(const std::vector<pooled>& pool, int device, const stream& s) {
+  for (const pooled& p : pool) {
+    if (p.device != device || p.side->get() == s.get()) continue;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cleared(cudaStreamIsCapturing(p.side->get(), &status)) == cudaSuccess && status == cudaStreamCaptureStatusNone)
+      return p.side.get();
+  }
+  return nullptr;
+}
+
+// Labels the allocation and free nodes of `nodes` from `first` on with `call` (what allocated or freed them).
+void label_memory_nodes(graph_state& state, const std::vector<cudaGraphNode_t>& nodes, std::size_t first,
+                        const std::string& call) {
+  for (std::size_t i = first; i < nodes.size(); ++i) {
+    const node_kind kind = kind_of(nodes[i]);
+    if (kind == node_kind::mem_alloc) state.labels[nodes[i]] = call + ": allocation";
+    if (kind == node_kind::mem_free) state.labels[nodes[i]] = call + ": free";
+  }
+}
+
 } // namespace
 
 node capture_add_host(const stream& s, std::shared_ptr<std::function<void()>> callable) {
@@ -115,26 +185,9 @@ node capture_add_host(const stream& s, std::shared_ptr<std::function<void()>> ca
 node capture_add_kernel(const stream& s, const launch_config& cfg, const void* function, void** arguments) {
   constexpr const char* call = "conveyor::capture_kernel";
   const capture_point_info p = point_of(s, call);
-  std::vector<cudaGraphNode_t> full;
-  std::vector<std::pair<cudaGraphNode_t, cudaGraphEdgeData>> typed;
-  for (std::size_t i = 0; i < p.deps.size(); ++i) {
-    cudaGraphEdgeData d = p.data[i];
-    if (full_edge(d) && cfg.programmatic && kind_of(p.deps[i]) == node_kind::kernel)
-      d = to_edge_data(edge_type::programmatic);
-    if (full_edge(d)) full.push_back(p.deps[i]);
-    else typed.emplace_back(p.deps[i], d);
-  }
+  const auto [full, typed] = split_by_type(p, cfg.programmatic);
   const cudaGraphNode_t n = add_kernel(p.graph, full, cfg, function, arguments);
-  for (const auto& [from, d] : typed) {
-    const cudaError_t rc = add_dependencies(p.graph, &from, &n, &d, 1);
-    if (rc != cudaSuccess) {
-      (void)cudaGetLastError();
-      (void)cleared(cudaGraphDestroyNode(n));
-      throw cuda_error(rc, "cudaGraphAddDependencies", std::source_location::current(),
-                       fmt::format("{}: a typed edge (type {}, port {}) into the new kernel node", call,
-                                   static_cast<int>(d.type), static_cast<int>(d.from_port)));
-    }
-  }
+  add_typed_edges(p.graph, n, typed, call);
   advance(s, n, call);
   return access::make_kernel_node(n, p.state.get(), function, cfg);
 }
@@ -149,18 +202,9 @@ void check_body_count(conditional_kind kind, std::size_t bodies) {
 }
 
 const stream& side_stream(const stream& s) {
-  struct pooled {
-    int device = 0;
-    std::unique_ptr<stream> side;
-  };
   thread_local std::vector<pooled> pool;
   const int device = s.device();
-  for (const pooled& p : pool) {
-    if (p.device != device || p.side->get() == s.get()) continue;
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (cleared(cudaStreamIsCapturing(p.side->get(), &status)) == cudaSuccess && status == cudaStreamCaptureStatusNone)
-      return *p.side;
-  }
+  if (const stream* idle = idle_side_stream(pool, device, s)) return *idle;
   // Creating a stream is not a capture's business: the thread's capture mode is relaxed for it, then restored.
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   CONVEYOR_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
@@ -200,12 +244,7 @@ capture_scope::~capture_scope() {
   try {
     const auto state = detail::captured_state(graph_); // null once the capture ended
     if (!state) return;
-    const auto nodes = detail::graph_nodes(graph_);
-    for (std::size_t i = before_; i < nodes.size(); ++i) {
-      const node_kind kind = detail::kind_of(nodes[i]);
-      if (kind == node_kind::mem_alloc) state->labels[nodes[i]] = call_ + ": allocation";
-      if (kind == node_kind::mem_free) state->labels[nodes[i]] = call_ + ": free";
-    }
+    detail::label_memory_nodes(*state, detail::graph_nodes(graph_), before_, call_);
   } catch (...) { // a node that cannot be read: left unlabelled
     (void)cudaGetLastError();
   }

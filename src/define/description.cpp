@@ -11,10 +11,14 @@ std::string node_description::display_name() const {
 }
 
 namespace {
+// Appends device `d` to `out` unless it is none (negative) or there already.
+void add_device(int d, std::vector<int>& out) {
+  if (d >= 0 && std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+}
+
 void collect_devices(const graph_description& g, std::vector<int>& out) {
   for (const node_description& n : g.nodes) {
-    for (const int d : {n.device, n.source_device})
-      if (d >= 0 && std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+    for (const int d : {n.device, n.source_device}) add_device(d, out);
     for (const graph_description& body : n.bodies) collect_devices(body, out);
   }
 }

@@ -42,6 +42,68 @@ std::span<const cudaGraphNode_t> checked(const detail::graph_state* g, const nod
   return deps.handles();
 }
 
+using typed_edges = std::vector<std::pair<cudaGraphNode_t, edge_type>>;
+
+// A kernel node's dependencies split by edge type: the full ones (added with the node) and the typed ones (added after
+// it, their ends checked here). A full edge from a kernel becomes programmatic for a launch_config::programmatic
+// launch (`programmatic`).
+std::pair<std::vector<cudaGraphNode_t>, typed_edges> split_by_type(const detail::graph_state* g, const node_list& deps,
+                                                                   std::span<const cudaGraphNode_t> handles,
+                                                                   bool programmatic) {
+  std::vector<cudaGraphNode_t> full;
+  typed_edges typed;
+  for (std::size_t i = 0; i < deps.size(); ++i) {
+    edge_type type = deps.type(i);
+    if (type == edge_type::full && programmatic && detail::kind_of(handles[i]) == node_kind::kernel)
+      type = edge_type::programmatic;
+    if (type == edge_type::full) {
+      full.push_back(handles[i]);
+    } else {
+      detail::check_edge_ends(g, handles[i], nullptr, type, "conveyor::graph::kernel");
+      typed.emplace_back(handles[i], type);
+    }
+  }
+  return {std::move(full), std::move(typed)};
+}
+
+// Adds the typed edges into the new kernel node `n`; when CUDA refuses one, `n` is removed again.
+void add_typed_edges(const detail::graph_state* g, cudaGraphNode_t n, const typed_edges& typed) {
+  try {
+    for (const auto& [from, type] : typed) detail::add_edge(g, from, n, type, "conveyor::graph::kernel");
+  } catch (...) {
+    (void)cudaGraphDestroyNode(n);
+    (void)cudaGetLastError();
+    throw;
+  }
+}
+
+// Refuses edge ends that are empty or belong to another graph than `g` (`call`: the member of graph asking).
+void check_ends_owned(const graph& g, const node& from, const node& to, const char* call) {
+  if (!g.owns(from) || !g.owns(to))
+    throw std::invalid_argument(fmt::format("conveyor::graph::{}: a node is empty or belongs to another graph", call));
+}
+
+// The dependencies of `to`, each with its edge data.
+std::pair<std::vector<cudaGraphNode_t>, std::vector<cudaGraphEdgeData>> incoming_edges(cudaGraphNode_t to) {
+  std::size_t count = 0;
+  CONVEYOR_CHECK(detail::get_dependencies(to, nullptr, nullptr, &count));
+  std::vector<cudaGraphNode_t> deps(count);
+  std::vector<cudaGraphEdgeData> data(count);
+  if (count > 0) CONVEYOR_CHECK(detail::get_dependencies(to, deps.data(), data.data(), &count));
+  deps.resize(count);
+  data.resize(count);
+  return {std::move(deps), std::move(data)};
+}
+
+[[noreturn]] void throw_unnamed_edge(const detail::graph_state* g, cudaGraphNode_t from, cudaGraphNode_t to,
+                                     const cudaGraphEdgeData& data) {
+  throw std::invalid_argument(fmt::format(
+      "conveyor::graph::edge_type_between: the edge {} -> {} has ports {} -> {} and type {}, which Conveyor does "
+      "not name",
+      detail::node_name(g, from), detail::node_name(g, to), static_cast<int>(data.from_port),
+      static_cast<int>(data.to_port), static_cast<int>(data.type)));
+}
+
 } // namespace
 
 graph::graph() : state_(std::make_shared<detail::graph_state>()) {
@@ -96,33 +158,14 @@ node graph::add_kernel(const node_list& deps, const launch_config& cfg, const vo
   }
   // Typed dependencies: the node is added after its full ones, then each typed edge (ends checked first, so that a
   // refused edge leaves nothing behind but what CUDA refuses itself, which removes the node again).
-  std::vector<cudaGraphNode_t> full;
-  std::vector<std::pair<cudaGraphNode_t, edge_type>> typed;
-  for (std::size_t i = 0; i < deps.size(); ++i) {
-    edge_type type = deps.type(i);
-    if (type == edge_type::full && cfg.programmatic && detail::kind_of(handles[i]) == node_kind::kernel)
-      type = edge_type::programmatic;
-    if (type == edge_type::full) {
-      full.push_back(handles[i]);
-    } else {
-      detail::check_edge_ends(state_.get(), handles[i], nullptr, type, "conveyor::graph::kernel");
-      typed.emplace_back(handles[i], type);
-    }
-  }
+  const auto [full, typed] = split_by_type(state_.get(), deps, handles, cfg.programmatic);
   cudaGraphNode_t n = detail::add_kernel(get(), full, cfg, function, arguments);
-  try {
-    for (const auto& [from, type] : typed) detail::add_edge(state_.get(), from, n, type, "conveyor::graph::kernel");
-  } catch (...) {
-    (void)cudaGraphDestroyNode(n);
-    (void)cudaGetLastError();
-    throw;
-  }
+  add_typed_edges(state_.get(), n, typed);
   return access::make_kernel_node(n, state_.get(), function, cfg);
 }
 
 void graph::set_edge_type(const node& from, const node& to, edge_type type) {
-  if (!owns(from) || !owns(to))
-    throw std::invalid_argument("conveyor::graph::set_edge_type: a node is empty or belongs to another graph");
+  check_ends_owned(*this, from, to, "set_edge_type");
   const auto current = edge_type_between(from, to);
   if (!current)
     throw std::invalid_argument(fmt::format("conveyor::graph::set_edge_type: there is no edge {} -> {}",
@@ -143,21 +186,12 @@ void graph::set_edge_type(const node& from, const node& to, edge_type type) {
 }
 
 std::optional<edge_type> graph::edge_type_between(const node& from, const node& to) const {
-  if (!owns(from) || !owns(to))
-    throw std::invalid_argument("conveyor::graph::edge_type_between: a node is empty or belongs to another graph");
-  std::size_t count = 0;
-  CONVEYOR_CHECK(detail::get_dependencies(to.get(), nullptr, nullptr, &count));
-  std::vector<cudaGraphNode_t> deps(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  if (count > 0) CONVEYOR_CHECK(detail::get_dependencies(to.get(), deps.data(), data.data(), &count));
-  for (std::size_t i = 0; i < count; ++i)
+  check_ends_owned(*this, from, to, "edge_type_between");
+  const auto [deps, data] = incoming_edges(to.get());
+  for (std::size_t i = 0; i < deps.size(); ++i)
     if (deps[i] == from.get()) {
       if (auto t = from_edge_data(data[i])) return t;
-      throw std::invalid_argument(fmt::format(
-          "conveyor::graph::edge_type_between: the edge {} -> {} has ports {} -> {} and type {}, which Conveyor does "
-          "not name",
-          detail::node_name(state_.get(), from.get()), detail::node_name(state_.get(), to.get()),
-          static_cast<int>(data[i].from_port), static_cast<int>(data[i].to_port), static_cast<int>(data[i].type)));
+      throw_unnamed_edge(state_.get(), from.get(), to.get(), data[i]);
     }
   return std::nullopt;
 }
@@ -197,36 +231,59 @@ node graph::memset_2d(const node_list& deps, void* dst, std::size_t pitch, unsig
   return wrap(detail::add_memset(get(), handles, dst, pitch, value, element_size, width, height));
 }
 
+namespace {
+// Refuses an allocation on a device that is not visible (`count` are).
+void check_allocation_device(int device, int count) {
+  if (device >= count)
+    throw std::invalid_argument(fmt::format("conveyor::graph::mem_alloc: device {} asked for, but {} CUDA device(s) "
+                                            "are visible",
+                                            device, count));
+}
+
+// Refuses a peer of an allocation on `device` that is not another visible device (`count` are) named once in `peers`,
+// or that cannot access `device`'s memory.
+void check_peer(const allocation_access& peer, const std::vector<allocation_access>& peers, int device, int count) {
+  const auto named = [&](const allocation_access& a) { return a.device == peer.device; };
+  if (peer.device < 0 || peer.device >= count || peer.device == device ||
+      std::count_if(peers.begin(), peers.end(), named) > 1)
+    throw std::invalid_argument(fmt::format(
+        "conveyor::graph::mem_alloc: peer device {} for an allocation on device {}: a peer must be another visible "
+        "device ({} visible), named once",
+        peer.device, device, count));
+  int possible = 0;
+  CONVEYOR_CHECK(cudaDeviceCanAccessPeer(&possible, peer.device, device));
+  if (possible == 0)
+    throw std::invalid_argument(fmt::format("conveyor::graph::mem_alloc: device {} cannot access device {}'s memory "
+                                            "(no peer path: cudaDeviceCanAccessPeer); copy between them instead",
+                                            peer.device, device));
+}
+
+cudaMemAccessDesc access_of(const allocation_access& peer) {
+  cudaMemAccessDesc d{};
+  d.location.type = cudaMemLocationTypeDevice;
+  d.location.id = peer.device;
+  d.flags = peer.read_only ? cudaMemAccessFlagsProtRead : cudaMemAccessFlagsProtReadWrite;
+  return d;
+}
+
+// The access descriptors of the peers of an allocation on `device`, each checked (check_peer).
+std::vector<cudaMemAccessDesc> peer_descriptors(const std::vector<allocation_access>& peers, int device, int count) {
+  std::vector<cudaMemAccessDesc> access;
+  for (const allocation_access& peer : peers) {
+    check_peer(peer, peers, device, count);
+    access.push_back(access_of(peer));
+  }
+  return access;
+}
+} // namespace
+
 allocation graph::mem_alloc(const node_list& deps, std::size_t bytes, const allocation_options& options) {
   auto handles = checked(state_.get(), deps, node_kind::mem_alloc, "mem_alloc");
   int device = options.device;
   if (device < 0) CONVEYOR_CHECK(cudaGetDevice(&device));
   const int count = device_count();
-  if (device >= count)
-    throw std::invalid_argument(fmt::format("conveyor::graph::mem_alloc: device {} asked for, but {} CUDA device(s) "
-                                            "are visible",
-                                            device, count));
-  std::vector<cudaMemAccessDesc> access;
-  for (const allocation_access& peer : options.peers) {
-    const auto named = [&](const allocation_access& a) { return a.device == peer.device; };
-    if (peer.device < 0 || peer.device >= count || peer.device == device ||
-        std::count_if(options.peers.begin(), options.peers.end(), named) > 1)
-      throw std::invalid_argument(fmt::format(
-          "conveyor::graph::mem_alloc: peer device {} for an allocation on device {}: a peer must be another visible "
-          "device ({} visible), named once",
-          peer.device, device, count));
-    int possible = 0;
-    CONVEYOR_CHECK(cudaDeviceCanAccessPeer(&possible, peer.device, device));
-    if (possible == 0)
-      throw std::invalid_argument(fmt::format("conveyor::graph::mem_alloc: device {} cannot access device {}'s memory "
-                                              "(no peer path: cudaDeviceCanAccessPeer); copy between them instead",
-                                              peer.device, device));
-    cudaMemAccessDesc d{};
-    d.location.type = cudaMemLocationTypeDevice;
-    d.location.id = peer.device;
-    d.flags = peer.read_only ? cudaMemAccessFlagsProtRead : cudaMemAccessFlagsProtReadWrite;
-    access.push_back(d);
-  }
+  check_allocation_device(device, count);
+  const std::vector<cudaMemAccessDesc> access = peer_descriptors(options.peers, device, count);
   auto [n, pointer] = detail::add_mem_alloc(get(), handles, bytes, device, access, options.usage);
   return {wrap(n), pointer};
 }
@@ -269,6 +326,26 @@ std::string child_rule(const detail::graph_state& body, cudaError_t rc) {
                      "around the child (graph::mem_alloc, graph::mem_free), or allocate outside the graph",
                      memory);
 }
+
+// What `parent` takes on with a node holding CUDA's copy of `body`. The copy's kernels count among the parent's
+// cluster attributes (a whole-graph update keeps old clusters at any depth): known to be none when the body holds
+// none, else read at an update. The copy holds a reference of each of the body's release tokens.
+void take_copy_of(detail::graph_state& parent, detail::graph_state& body) {
+  if (!body.clusters || !body.clusters->empty()) parent.clusters.reset();
+  for (auto& token : body.held_tokens()) { // the copy holds a reference of each
+    detail::hold(token);
+    parent.copied_tokens.push_back(std::move(token));
+  }
+}
+
+// Whether `keep` holds anything.
+bool holds_resources(detail::resources& keep) {
+  std::lock_guard lock(keep.mutex);
+  return !keep.items.empty();
+}
+
+// Whether `g` names nodes of its own (labels, or child graphs' bodies), for descriptions.
+bool names_nodes(const detail::graph_state& g) noexcept { return !g.labels.empty() || !g.child_bodies.empty(); }
 } // namespace
 
 node graph::child(const node_list& deps, const graph& body) {
@@ -283,20 +360,9 @@ node graph::child(const node_list& deps, const graph& body) {
   if (const cudaError_t rc = cudaGraphAddChildGraphNode(&n, get(), handles.data(), handles.size(), body.get());
       rc != cudaSuccess)
     detail::throw_cuda(rc, "cudaGraphAddChildGraphNode", child_rule(*body.state_, rc));
-  // The copy's kernels count among this graph's cluster attributes (a whole-graph update keeps old clusters at any
-  // depth): known to be none when the body holds none, else read at an update. Before anything below can throw.
-  if (!body.state_->clusters || !body.state_->clusters->empty()) state_->clusters.reset();
-  for (auto& token : body.state_->held_tokens()) { // the copy holds a reference of each
-    detail::hold(token);
-    state_->copied_tokens.push_back(std::move(token));
-  }
-  bool body_has_resources = false;
-  {
-    std::lock_guard lock(body.state_->keep->mutex);
-    body_has_resources = !body.state_->keep->items.empty();
-  }
-  if (body_has_resources) keep_alive(body.state_->keep);
-  if (!body.state_->labels.empty() || !body.state_->child_bodies.empty()) state_->child_bodies[n] = body.state_;
+  take_copy_of(*state_, *body.state_); // before anything below can throw
+  if (holds_resources(*body.state_->keep)) keep_alive(body.state_->keep);
+  if (names_nodes(*body.state_)) state_->child_bodies[n] = body.state_;
   return wrap(n);
 }
 
@@ -315,18 +381,27 @@ node graph::event_wait(const node_list& deps, const event& e) {
   return wrap(detail::add_event_wait(get(), handles, e.get()));
 }
 
+namespace {
+// The edge data of typed dependencies (kernel nodes only, checked by `checked`), their ends checked; empty when all
+// are full.
+std::vector<cudaGraphEdgeData> typed_edge_data(const detail::graph_state* g, const node_list& deps,
+                                               std::span<const cudaGraphNode_t> handles) {
+  std::vector<cudaGraphEdgeData> data;
+  if (!deps.typed()) return data;
+  data.reserve(deps.size());
+  for (std::size_t i = 0; i < deps.size(); ++i) {
+    detail::check_edge_ends(g, handles[i], nullptr, deps.type(i), "conveyor::graph::add_node");
+    data.push_back(to_edge_data(deps.type(i)));
+  }
+  return data;
+}
+} // namespace
+
 node graph::add_node(const node_list& deps, cudaGraphNodeParams& params) {
   auto handles = checked(state_.get(), deps, to_node_kind(params.type), "add_node");
   // Typed dependencies (kernel nodes only, checked above) go in as CUDA's edge data, so that the node and all its
   // edges are added at once or not at all.
-  std::vector<cudaGraphEdgeData> data;
-  if (deps.typed()) {
-    data.reserve(deps.size());
-    for (std::size_t i = 0; i < deps.size(); ++i) {
-      detail::check_edge_ends(state_.get(), handles[i], nullptr, deps.type(i), "conveyor::graph::add_node");
-      data.push_back(to_edge_data(deps.type(i)));
-    }
-  }
+  const std::vector<cudaGraphEdgeData> data = typed_edge_data(state_.get(), deps, handles);
   cudaGraphNode_t n = nullptr;
   CONVEYOR_CHECK(
       detail::add_node(&n, get(), handles.data(), data.empty() ? nullptr : data.data(), handles.size(), &params));
@@ -345,6 +420,23 @@ std::string clone_rule(const detail::graph_state& g, cudaError_t rc) {
   return fmt::format("CUDA cannot clone a graph that holds memory allocation or free nodes ({}): build or capture "
                      "the graph again instead of cloning it",
                      memory);
+}
+
+// The clone `to`'s references, as `from` holds them: one of the user object holding the shared resources, when there
+// is one, and one of each release token of the child-graph copies.
+void hold_references(const detail::graph_state& from, detail::graph_state& to) {
+  if (to.keep_object != nullptr) detail::hold(to.keep_token);
+  to.copied_tokens = from.copied_tokens; // and to those of its child-graph copies
+  for (const auto& token : to.copied_tokens) detail::hold(token);
+}
+
+// The labels of `from`'s nodes, on their copies in the clone `copy` (whose model is `to`).
+void copy_labels(const detail::graph_state& from, detail::graph_state& to, cudaGraph_t copy) {
+  for (const auto& [original, text] : from.labels) {
+    cudaGraphNode_t cloned = nullptr;
+    if (cudaGraphNodeFindInClone(&cloned, original, copy) == cudaSuccess) to.labels.emplace(cloned, text);
+    else (void)cudaGetLastError();
+  }
 }
 } // namespace
 
@@ -371,22 +463,15 @@ graph graph::clone() const {
   out.state_->keep_object = keep_object; // the clone holds its own reference to the same user object
   if (state_->clusters && state_->clusters->empty()) out.state_->clusters.emplace(); // none (positions aside)
   out.state_->captured = state_->captured;
-  if (out.state_->keep_object != nullptr) detail::hold(out.state_->keep_token);
-  out.state_->copied_tokens = state_->copied_tokens; // and to those of its child-graph copies
-  for (const auto& token : out.state_->copied_tokens) detail::hold(token);
-  for (const auto& [original, text] : state_->labels) {
-    cudaGraphNode_t cloned = nullptr;
-    if (cudaGraphNodeFindInClone(&cloned, original, copy) == cudaSuccess) out.state_->labels.emplace(cloned, text);
-    else (void)cudaGetLastError();
-  }
+  hold_references(*state_, *out.state_);
+  copy_labels(*state_, *out.state_, copy);
   return out;
 }
 
 bool graph::has_conditional() const {
   if (!state_->conditionals.empty()) return true;
-  for (const node& n : nodes())
-    if (n.kind() == node_kind::conditional) return true;
-  return false;
+  const std::vector<node> all = nodes();
+  return std::any_of(all.begin(), all.end(), [](const node& n) { return n.kind() == node_kind::conditional; });
 }
 
 std::size_t graph::node_count() const {

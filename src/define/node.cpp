@@ -30,6 +30,13 @@ void check_same_graph(const node& a, const node& b, const char* what) {
 
 namespace detail {
 
+namespace {
+// The name of an edge's end in messages: `end`'s, or "the new node" for the node about to be added (null).
+std::string end_name(const graph_state* owner, cudaGraphNode_t end) {
+  return end != nullptr ? node_name(owner, end) : "the new node";
+}
+} // namespace
+
 void check_edge_ends(const graph_state* owner, cudaGraphNode_t from, cudaGraphNode_t to, edge_type type,
                      const char* call) {
   if (type == edge_type::full) return;
@@ -37,11 +44,10 @@ void check_edge_ends(const graph_state* owner, cudaGraphNode_t from, cudaGraphNo
     if (end == nullptr) continue; // the node about to be added: the caller checks its kind
     const node_kind kind = kind_of(end);
     if (kind != node_kind::kernel)
-      throw std::invalid_argument(
-          fmt::format("{}: a {} edge from {} to {} needs kernel nodes at both ends, and {} is a {} node (CUDA allows "
-                      "programmatic dependent launch only between kernels; use a full edge there)",
-                      call, to_string(type), from != nullptr ? node_name(owner, from) : "the new node",
-                      to != nullptr ? node_name(owner, to) : "the new node", node_name(owner, end), to_string(kind)));
+      throw std::invalid_argument(fmt::format(
+          "{}: a {} edge from {} to {} needs kernel nodes at both ends, and {} is a {} node (CUDA allows "
+          "programmatic dependent launch only between kernels; use a full edge there)",
+          call, to_string(type), end_name(owner, from), end_name(owner, to), node_name(owner, end), to_string(kind)));
   }
 }
 
@@ -69,6 +75,14 @@ struct edge_to_add {
   edge_type type = edge_type::full;
 };
 
+//! Removes the edges `added` from owner's graph again, last first (errors ignored: another error unwinds).
+void remove_added(const detail::graph_state* owner, std::span<const edge_to_add> added) noexcept {
+  for (auto e = added.rbegin(); e != added.rend(); ++e) {
+    const cudaGraphEdgeData data = to_edge_data(e->type);
+    (void)detail::cleared(detail::remove_dependencies(owner->handle, &e->from, &e->to, &data, 1));
+  }
+}
+
 //! Adds `edges` to owner's graph, all or none: every end is checked first (check_edge_ends), and when CUDA refuses
 //! an edge the ones added before it are removed again, so that a failed precede/succeed leaves the graph as it was.
 void add_all_or_none(const detail::graph_state* owner, std::span<const edge_to_add> edges, const char* call) {
@@ -78,11 +92,7 @@ void add_all_or_none(const detail::graph_state* owner, std::span<const edge_to_a
     for (; added < edges.size(); ++added)
       detail::add_edge(owner, edges[added].from, edges[added].to, edges[added].type, call);
   } catch (...) {
-    while (added > 0) {
-      --added;
-      const cudaGraphEdgeData data = to_edge_data(edges[added].type);
-      (void)detail::cleared(detail::remove_dependencies(owner->handle, &edges[added].from, &edges[added].to, &data, 1));
-    }
+    remove_added(owner, edges.first(added));
     throw;
   }
 }

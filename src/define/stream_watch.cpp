@@ -224,6 +224,18 @@ void CUPTIAPI on_driver_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackI
   state.log.push_back(std::move(f));
 }
 
+// Enables the watched callbacks for `subscriber`; the reason when CUPTI refuses one (then unsubscribed), else empty.
+std::string enable_watched_calls(const cupti_library& lib, CUpti_SubscriberHandle subscriber) {
+  for (const auto& w : watched_calls) {
+    const CUptiResult e = lib.enable_callback(1U, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, w.id);
+    if (e != CUPTI_SUCCESS) {
+      (void)lib.unsubscribe(subscriber);
+      return fmt::format("cuptiEnableCallback({}): {}", w.id, cupti_error(e));
+    }
+  }
+  return {};
+}
+
 // Subscribes and enables the watched callbacks; the reason when CUPTI refuses (empty on success). Under `control`.
 std::string subscribe(watch_state& state) {
   const auto& lib = cupti();
@@ -235,13 +247,7 @@ std::string subscribe(watch_state& state) {
     return fmt::format("cuptiSubscribe: {} (CUPTI takes one callback subscriber per process; compute-sanitizer, "
                        "Nsight Systems and conveyor::profile::module_images are subscribers too)",
                        cupti_error(rc));
-  for (const auto& w : watched_calls) {
-    const CUptiResult e = lib.enable_callback(1U, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, w.id);
-    if (e != CUPTI_SUCCESS) {
-      (void)lib.unsubscribe(subscriber);
-      return fmt::format("cuptiEnableCallback({}): {}", w.id, cupti_error(e));
-    }
-  }
+  if (std::string why = enable_watched_calls(lib, subscriber); !why.empty()) return why;
   state.subscriber = subscriber;
   return {};
 }
@@ -291,6 +297,15 @@ void unsubscribe_if_unused(watch_state& state) {
   const std::lock_guard log_lock(state.log_mutex);
   state.log_base += state.log.size();
   state.log.clear();
+}
+
+// The foreign work logged since `w` opened, of the thread it watches (every thread's for only_thread 0).
+std::vector<foreign_work> logged_since(watch_state& state, const watch_state::opened& w) {
+  std::vector<foreign_work> found;
+  const std::lock_guard log_lock(state.log_mutex);
+  for (std::size_t i = w.first - state.log_base; i < state.log.size(); ++i)
+    if (w.only_thread == 0 || state.log[i].thread == w.only_thread) found.push_back(state.log[i]);
+  return found;
 }
 
 } // namespace
@@ -355,23 +370,26 @@ std::vector<foreign_work> end_stream_watch(std::uint64_t ticket) {
   state.watching.store(static_cast<int>(state.open_watches.size()), std::memory_order_release);
   if (watch_of.live) watch_of.live->store(false, std::memory_order_release);
   if (capture_here.live == watch_of.live) capture_here = {};
-  std::vector<foreign_work> found;
   --state.open;
-  {
-    const std::lock_guard log_lock(state.log_mutex);
-    for (std::size_t i = watch_of.first - state.log_base; i < state.log.size(); ++i)
-      if (watch_of.only_thread == 0 || state.log[i].thread == watch_of.only_thread) found.push_back(state.log[i]);
-  }
+  std::vector<foreign_work> found = logged_since(state, watch_of);
   unsubscribe_if_unused(state);
   return found;
 }
 
-std::string foreign_work_message(const std::vector<foreign_work>& found, std::uint64_t capturing) {
+namespace {
+// The first four of `found` described, then how many more there are.
+std::string foreign_work_list(const std::vector<foreign_work>& found, std::uint64_t capturing) {
   constexpr std::size_t named = 4;
   std::string list;
   for (std::size_t i = 0; i < found.size() && i < named; ++i)
     list += (i == 0 ? "" : "; ") + describe(found[i], capturing);
   if (found.size() > named) list += fmt::format("; and {} more", found.size() - named);
+  return list;
+}
+} // namespace
+
+std::string foreign_work_message(const std::vector<foreign_work>& found, std::uint64_t capturing) {
+  const std::string list = foreign_work_list(found, capturing);
   return fmt::format(
       "{} operation(s) were enqueued, while the capture was open, on streams that take part in no capture: {}. Each "
       "ran once, at capture time, and no replay of the graph would run it. Fix: enqueue the work on the capturing "
