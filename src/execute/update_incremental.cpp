@@ -40,10 +40,10 @@ std::vector<std::size_t> positions_to_set(const detail::graph_comparison& c, con
   return positions;
 }
 
-// Sets the executable graph's node `origin` to the parameters of `source` through its kind's copy_to_exec
-// (cudaErrorNotSupported for a kind without one); the error cleared.
-cudaError_t copy_node(cudaGraphExec_t exec, cudaGraphNode_t origin, cudaGraphNode_t source) noexcept {
-  const auto& traits = detail::traits_of(detail::kind_of(source));
+// Sets the executable graph's node `origin` to the parameters of `source` (of `kind`) through its kind's
+// copy_to_exec (cudaErrorNotSupported for a kind without one); the error cleared. \throws what copy_to_exec throws.
+cudaError_t copy_node(cudaGraphExec_t exec, cudaGraphNode_t origin, cudaGraphNode_t source, node_kind kind) {
+  const auto& traits = detail::traits_of(kind);
   return traits.copy_to_exec == nullptr ? cudaErrorNotSupported
                                         : detail::cleared(traits.copy_to_exec(exec, origin, source));
 }
@@ -51,9 +51,9 @@ cudaError_t copy_node(cudaGraphExec_t exec, cudaGraphNode_t origin, cudaGraphNod
 // Back to the parameters the executable graph held (those of the graph compared against) at the positions `done`
 // set; a node that cannot be set back runs neither graph's parameters (transition::setter).
 void restore_set(cudaGraphExec_t exec, detail::exec_state& state, const detail::graph_comparison& c,
-                 std::span<const std::size_t> done) noexcept {
+                 std::span<const std::size_t> done) {
   for (std::size_t q : done)
-    if (copy_node(exec, state.origin_nodes.at(q), c.before[q]) != cudaSuccess)
+    if (copy_node(exec, state.origin_nodes.at(q), c.before[q], detail::kind_of(c.before[q])) != cudaSuccess)
       detail::apply(state, detail::transition::setter);
 }
 
@@ -76,13 +76,14 @@ bool graph_exec::set_changed_nodes(const graph& g, const detail::graph_compariso
   for (std::size_t k = 0; k < positions.size(); ++k) {
     const std::size_t p = positions[k];
     const cudaGraphNode_t origin = state.origin_nodes.at(p);
-    if (const cudaError_t rc = copy_node(handle_, origin, c.after[p]); rc != cudaSuccess) {
+    const node_kind kind = detail::kind_of(c.after[p]);
+    if (const cudaError_t rc = copy_node(handle_, origin, c.after[p], kind); rc != cudaSuccess) {
       out.explanation = fmt::format("per-node update refused ({}) for node {} ({})", cudaGetErrorName(rc), p,
                                     detail::node_name(access::state(g).get(), c.after[p]));
       restore_set(handle_, state, c, std::span(positions).first(k));
       return false;
     }
-    after_node_set(g, origin, detail::kind_of(c.after[p]));
+    after_node_set(g, origin, kind);
   }
   // The executable graph's CUDA user objects hold the resources of the graph it was instantiated from or last
   // updated to as a whole (cudaGraphExecUpdate swaps them), not those of a graph applied node by node, yet launches
