@@ -133,9 +133,9 @@ struct refusal_comparison {
 void compare_after_refusal(detail::exec_state& state, const graph& g, const detail::graph_snapshot*& after,
                            refusal_comparison& r) {
   if (after == nullptr) after = &r.read.emplace(detail::snapshot_graph(g.get()));
-  if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
-  r.c = detail::compare_snapshots(*state.snapshot, *after, {state.current.get(), access::state(g).get()});
-  r.facts = detail::facts_of(*r.c, !state.over.patched.empty());
+  auto [c, facts] = detail::compare_with_current(state, *after, access::state(g).get());
+  r.c = std::move(c);
+  r.facts = facts;
 }
 
 // The end of the explanation when CUDA's refusal stands (after_topology_refusal's keep_* rows); empty when the

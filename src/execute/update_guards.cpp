@@ -210,6 +210,14 @@ comparison_facts facts_of(const graph_comparison& c, bool patched) noexcept {
           .whole_graph_only = first_unsettable(c, false) != nullptr};
 }
 
+std::pair<graph_comparison, comparison_facts> compare_with_current(exec_state& state, const graph_snapshot& after,
+                                                                   const graph_state* names) {
+  if (!state.snapshot) state.snapshot = snapshot_graph(state.current->handle);
+  graph_comparison c = compare_snapshots(*state.snapshot, after, {state.current.get(), names});
+  const comparison_facts facts = facts_of(c, !state.over.patched.empty());
+  return {std::move(c), facts};
+}
+
 std::string change_line(const graph_comparison& c, const node_delta& d, const graph_state* names) {
   return fmt::format("node {} ({}): {}", d.position, node_name(names, c.after[d.position]), d.diff.what);
 }

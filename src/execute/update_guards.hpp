@@ -8,6 +8,7 @@
 #include "execute/graph_exec_impl.hpp"
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,12 @@ namespace conveyor::detail {
 
 //! The comparison's facts for update_state.hpp's decisions (`patched`: nodes patched since `current` was applied).
 [[nodiscard]] comparison_facts facts_of(const graph_comparison& c, bool patched) noexcept;
+
+//! `after` (a graph `names` holds) compared with the executable graph's current graph, read at the first need and
+//! kept in `state.snapshot`, and the comparison's facts (patched: whether nodes were patched by position).
+//! \throws cuda_error when the current graph cannot be read.
+[[nodiscard]] std::pair<graph_comparison, comparison_facts>
+compare_with_current(exec_state& state, const graph_snapshot& after, const graph_state* names);
 
 //! "node 3 (axpy): arguments 1", for update results.
 [[nodiscard]] std::string change_line(const graph_comparison& c, const node_delta& d, const graph_state* names);

@@ -161,9 +161,9 @@ incremental_read read_for_route(detail::exec_state& state, const graph& g, detai
   if (!detail::compares(state.st, paired)) return r;
   r.after = read != nullptr ? std::move(*read) : detail::snapshot_graph(g.get());
   r.after->fields.clear(); // kept with the executable graph: the comparison needs no fields
-  if (!state.snapshot) state.snapshot = detail::snapshot_graph(state.current->handle);
-  r.c = detail::compare_snapshots(*state.snapshot, *r.after, {state.current.get(), names});
-  r.facts = detail::facts_of(*r.c, !state.over.patched.empty());
+  auto [c, facts] = detail::compare_with_current(state, *r.after, names);
+  r.c = std::move(c);
+  r.facts = facts;
   return r;
 }
 
