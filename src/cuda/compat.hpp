@@ -3,6 +3,8 @@
 // wrappers give one spelling. Edge data (cudaGraphEdgeData: ports and dependency type, e.g. programmatic edges) is
 // read where a caller asks for it, and written where Conveyor adds typed edges (null data: full dependencies).
 
+#include "cuda/driver.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -110,27 +112,40 @@ inline cudaError_t set_capture_dependencies(cudaStream_t s, cudaGraphNode_t* dep
 #endif
 }
 
-inline cudaError_t capture_info(cudaStream_t s, cudaStreamCaptureStatus* status, unsigned long long* id,
-                                const cudaGraphNode_t** deps, std::size_t* count) {
-  const cudaGraphEdgeData* data = nullptr; // read so that CUDA does not refuse a lossy query
-#if CUDART_VERSION >= 13000
-  return cudaStreamGetCaptureInfo(s, status, id, nullptr, deps, deps != nullptr ? &data : nullptr, count);
-#else
-  return cudaStreamGetCaptureInfo_v3(s, status, id, nullptr, deps, deps != nullptr ? &data : nullptr, count);
-#endif
-}
-
 //! cudaStreamGetCaptureInfo with everything it tells: the status, the capture's id, the graph being captured into and
 //! the dependencies the next captured node gets, each with its edge data (the arrays are CUDA's, valid until the next
 //! call on the stream: copy them). Every output but `status` may be null; `data` needs `deps`.
+//! The driver's call first (cuStreamGetCaptureInfo: half the runtime's cost, and a capture asks it several times);
+//! the runtime's where the driver's fails, for the runtime's error and its context handling.
 inline cudaError_t capture_point(cudaStream_t s, cudaStreamCaptureStatus* status, unsigned long long* id,
                                  cudaGraph_t* graph, const cudaGraphNode_t** deps, const cudaGraphEdgeData** data,
                                  std::size_t* count) {
+  static_assert(sizeof(CUgraphEdgeData) == sizeof(cudaGraphEdgeData) && sizeof(cuuint64_t) == sizeof(*id));
+  static_assert(static_cast<int>(CU_STREAM_CAPTURE_STATUS_ACTIVE) == static_cast<int>(cudaStreamCaptureStatusActive) &&
+                static_cast<int>(CU_STREAM_CAPTURE_STATUS_INVALIDATED) ==
+                    static_cast<int>(cudaStreamCaptureStatusInvalidated));
+  CUstreamCaptureStatus driver_status{};
+  cuuint64_t driver_id = 0;
+  auto* driver_data = reinterpret_cast<const CUgraphEdgeData**>(data); // the same layout, the driver's array
+  if (driver::stream_get_capture_info(s, &driver_status, id != nullptr ? &driver_id : nullptr, graph, deps, driver_data,
+                                      count) == CUDA_SUCCESS) {
+    *status = static_cast<cudaStreamCaptureStatus>(driver_status);
+    if (id != nullptr) *id = driver_id;
+    return cudaSuccess;
+  }
 #if CUDART_VERSION >= 13000
   return cudaStreamGetCaptureInfo(s, status, id, graph, deps, data, count);
 #else
   return cudaStreamGetCaptureInfo_v3(s, status, id, graph, deps, data, count);
 #endif
+}
+
+//! cudaStreamGetCaptureInfo of the status, the capture's id and the dependencies the next captured node gets (each
+//! output but `status` may be null), through capture_point.
+inline cudaError_t capture_info(cudaStream_t s, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                const cudaGraphNode_t** deps, std::size_t* count) {
+  const cudaGraphEdgeData* data = nullptr; // read so that CUDA does not refuse a lossy query
+  return capture_point(s, status, id, nullptr, deps, deps != nullptr ? &data : nullptr, count);
 }
 
 } // namespace conveyor::detail

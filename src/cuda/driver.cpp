@@ -152,6 +152,29 @@ CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus* status) noexcept
   return fn == nullptr ? CUDA_ERROR_NOT_SUPPORTED : fn(s, status);
 }
 
+CUresult stream_get_capture_info(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                                 const CUgraphNode** deps, const CUgraphEdgeData** data, size_t* count) noexcept {
+  using fn_t = CUresult (*)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*, const CUgraphNode**,
+                            const CUgraphEdgeData**, size_t*);
+  static auto fn = entry<fn_t>("cuStreamGetCaptureInfo");
+  return fn == nullptr ? CUDA_ERROR_NOT_SUPPORTED : fn(s, status, id, graph, deps, data, count);
+}
+
+CUresult event_record(CUevent e, CUstream s) noexcept {
+  static auto fn = entry<CUresult (*)(CUevent, CUstream)>("cuEventRecord");
+  return fn == nullptr ? CUDA_ERROR_NOT_SUPPORTED : fn(e, s);
+}
+
+CUresult stream_wait_event(CUstream s, CUevent e) noexcept {
+  static auto fn = entry<CUresult (*)(CUstream, CUevent, unsigned)>("cuStreamWaitEvent");
+  return fn == nullptr ? CUDA_ERROR_NOT_SUPPORTED : fn(s, e, 0U);
+}
+
+CUresult stream_get_flags(CUstream s, unsigned* flags) noexcept {
+  static auto fn = entry<CUresult (*)(CUstream, unsigned*)>("cuStreamGetFlags");
+  return fn == nullptr ? CUDA_ERROR_NOT_SUPPORTED : fn(s, flags);
+}
+
 int stream_device(cudaStream_t s) noexcept {
   CUcontext ctx = nullptr;
   CUdevice device = 0;

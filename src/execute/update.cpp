@@ -96,26 +96,51 @@ void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view 
 
 update_result graph_exec::whole_update(const graph& g, const detail::graph_snapshot* after) {
   auto& state = *impl_;
-  std::vector<detail::kernel_attribute> attributes; // g's cluster attributes (none when nothing to guard)
-  bool paired = false;
-  if (!detail::nothing_to_guard(state, *access::state(g)))
-    if (auto refused = detail::guard_whole_update(state, g, after, attributes, paired)) return *refused;
-  detail::attach_resources(*access::state(g)); // CUDA swaps the executable graph's references for g's
+  detail::graph_state& next = *access::state(g);
+  if (!detail::nothing_to_guard(state, next)) [[unlikely]]
+    return guarded_update(g, after);
+  // Nothing to guard: the executable graph's cluster list stays empty, as g's is.
+  detail::attach_resources(next); // CUDA swaps the executable graph's references for g's
   cudaGraphExecUpdateResultInfo info{};
-  const cudaError_t rc = cudaGraphExecUpdate(handle_, g.get(), &info);
+  const cudaError_t rc = cudaGraphExecUpdate(handle_, next.handle, &info);
+  if (rc != cudaSuccess || info.result != cudaGraphExecUpdateSuccess) [[unlikely]] {
+    std::vector<detail::kernel_attribute> none;
+    return after_refused_update(g, after, none, rc, info);
+  }
+  return applied_as_whole(g, info, detail::known_structure(state, next));
+}
+
+// whole_update where the guards have something to compare (allocation nodes, cluster attributes, or facts not read
+// yet): their refusal, or the update with the executable graph's cluster list set to g's.
+[[gnu::noinline]] update_result graph_exec::guarded_update(const graph& g, const detail::graph_snapshot* after) {
+  auto& state = *impl_;
+  detail::graph_state& next = *access::state(g);
+  std::vector<detail::kernel_attribute> attributes; // g's cluster attributes
+  bool paired = false;
+  if (auto refused = detail::guard_whole_update(state, g, after, attributes, paired)) return *refused;
+  detail::attach_resources(next);
+  cudaGraphExecUpdateResultInfo info{};
+  const cudaError_t rc = cudaGraphExecUpdate(handle_, next.handle, &info);
   if (rc != cudaSuccess || info.result != cudaGraphExecUpdateSuccess)
     return after_refused_update(g, after, attributes, rc, info);
+  update_result result = applied_as_whole(g, info, paired || detail::known_structure(state, next));
+  state.attributes = std::move(attributes);
+  return result;
+}
+
+// The executable graph after CUDA applied g as a whole (`paired`: CUDA paired their nodes by position, as it does
+// with the source and a graph of its structure): g's user objects held, g adopted as the current graph, what was
+// owned or disabled node by node released.
+update_result graph_exec::applied_as_whole(const graph& g, const cudaGraphExecUpdateResultInfo& info, bool paired) {
+  auto& state = *impl_;
   update_result result;
   result.method = update_method::whole_graph;
   result.node = info.errorNode;
   result.from_node = info.errorFromNode;
   detail::hold_tokens_of(state, *access::state(g)); // CUDA swapped the user-object references
-  // CUDA pairs the source's nodes, and those of a graph of its structure, by position.
-  paired = paired || detail::known_structure(state, *access::state(g));
   const bool had_records = state.st.nodes != detail::overlay::clean;
   retired_ = detail::adopt_current(state, g, detail::transition::whole_graph_update, paired);
   if (had_records) detail::after_whole_update(handle_, state); // something owned or disabled node by node
-  state.attributes = std::move(attributes);
   tracks_launches_ = false;
   return result;
 }
@@ -196,7 +221,8 @@ std::string refusal_stands(detail::topology_refusal route, const detail::graph_c
 }
 
 update_result graph_exec::update(const graph& g, std::source_location where) {
-  require_graph("update");
+  if (!impl_) [[unlikely]]
+    require_graph("update"); // throws
   const detail::api_scope scope("conveyor::graph_exec::update", where);
   (void)detail::collect();
   return whole_update(g, nullptr);

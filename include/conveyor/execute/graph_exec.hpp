@@ -266,12 +266,16 @@ private:
   // may still be using.
   void own_for_node(cudaGraphNode_t origin, std::shared_ptr<void> item);
   // The phases of the updates (execute/update.cpp): a whole-graph update of `g` (`after`: g read
-  // already, or null); what follows CUDA's refusal of it (`rc`, `info`), falling back to
-  // node-by-node setting when CUDA refused a topology Conveyor's comparison proves unchanged (out
-  // of whole_update's line, which every update runs); and the node-by-node setting of the positions
-  // `c` lists as changed (with the patched ones), restoring the executable graph's parameters when
-  // a setter fails midway.
+  // already, or null), with nothing to guard, or behind the guards (guarded_update, out of
+  // whole_update's line, which every update runs); the executable graph after CUDA applied it
+  // (`paired`: CUDA paired the nodes by position); what follows CUDA's refusal (`rc`, `info`),
+  // falling back to node-by-node setting when CUDA refused a topology Conveyor's comparison proves
+  // unchanged; and the node-by-node setting of the positions `c` lists as changed (with the
+  // patched ones), restoring the executable graph's parameters when a setter fails midway.
   update_result whole_update(const graph& g, const detail::graph_snapshot* after);
+  update_result guarded_update(const graph& g, const detail::graph_snapshot* after);
+  update_result applied_as_whole(const graph& g, const cudaGraphExecUpdateResultInfo& info,
+                                 bool paired);
   update_result after_refused_update(const graph& g, const detail::graph_snapshot* after,
                                      std::vector<detail::kernel_attribute>& attributes,
                                      cudaError_t rc, const cudaGraphExecUpdateResultInfo& info);
