@@ -608,11 +608,13 @@ graph_cache::entry& graph_cache::matched(const char* call) {
 }
 
 void graph_cache::add(const call_key& key, graph g, const stream& s) {
+  (void)detail::nonempty_state(g, "conveyor::graph_cache::add");
   if (options_.instantiate_in_background) return add_in_background(key, std::move(g));
   insert(key, std::move(g)).exec.upload(s);
 }
 
 void graph_cache::add_saved(const call_key& key, graph g, const stream& s, bool binding_known) {
+  (void)detail::nonempty_state(g, "conveyor::graph_cache::add_saved");
   entry& e = insert(key, std::move(g));
   --stats_.captures; // loaded, not captured
   e.binding_unknown = !binding_known;
@@ -637,6 +639,7 @@ bool graph_cache::has_shape(const call_key& key) const noexcept {
 }
 
 void graph_cache::add_and_launch(const call_key& key, graph g, const stream& s) {
+  (void)detail::nonempty_state(g, "conveyor::graph_cache::add_and_launch");
   entry& e = insert(key, std::move(g));
   matched_ = &e;
   e.exec.launch(s);
@@ -715,6 +718,7 @@ std::string learn_from(detail::rebinder& rb, detail::graph_image next, const cal
 } // namespace
 
 void graph_cache::update_and_launch(const call_key& key, graph g, const stream& s) {
+  (void)detail::nonempty_state(g, "conveyor::graph_cache::update_and_launch");
   entry& e = matched("update_and_launch");
   ++stats_.captures;
   const bool rebinding_on = rebinding_ && !e.rebind_broken;
@@ -800,6 +804,7 @@ bool graph_cache::rebind_and_launch(const call_key& key, const stream& s) {
 }
 
 void graph_cache::step(const graph& g, const stream& s) {
+  (void)detail::nonempty_state(g, "conveyor::graph_cache::step");
   ++stats_.calls;
   ++stats_.stepped;
   (void)conveyor::step_through(g, s, options_.step);
@@ -866,6 +871,7 @@ std::string first_differences(const std::vector<std::string>& differences) {
 } // namespace
 
 void graph_cache::audit(const graph& fresh) {
+  (void)detail::nonempty_state(fresh, "conveyor::graph_cache::audit");
   entry& e = matched("audit");
   ++stats_.audits;
   const auto& current = detail::current_graph(e.exec);
@@ -968,7 +974,8 @@ void refuse_argument_copies(const Found& found, const void* arguments, std::size
 } // namespace
 
 void graph_cache::inspect(const graph& g, const void* arguments, std::size_t bytes) {
-  const auto& found = detail::access::state(g)->pageable;
+  (void)detail::nonempty_state(g, "conveyor::graph_cache::inspect");
+  const auto& found = detail::access::state(g)->pageable; // checked above
   if (found.empty()) return;
   refuse_argument_copies(found, arguments, bytes);
   const auto& a = found.front();

@@ -6,6 +6,7 @@
 #include "assembly/task_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/lifetime.hpp"
+#include "model/graph_state.hpp"
 
 #include "conveyor/error.hpp"
 #include "conveyor/runtime/device.hpp"
@@ -64,6 +65,7 @@ bool background_job::finished() const noexcept {
 } // namespace detail
 
 void graph_cache::add_in_background(const call_key& key, graph g) {
+  (void)detail::nonempty_state(g, "conveyor::graph_cache::add_in_background");
   if (workers_.empty())
     for (std::size_t i = 0; i < options_.instantiate_threads; ++i)
       workers_.push_back(std::make_unique<detail::task_thread>());

@@ -113,7 +113,7 @@ nonfinite_error::nonfinite_error(step_node node, std::string buffer, std::size_t
 
 step_report step_through(const graph& g, const stream& s, const step_options& options) {
   const detail::api_scope scope("conveyor::step_through", std::source_location::current());
-  const auto& state = *detail::access::state(g);
+  const auto& state = *detail::nonempty_state(g, "conveyor::step_through");
   detail::check_not_lost(state, "conveyor::step_through");
   detail::step_runner runner(s, options);
   return runner.run(state);
@@ -156,7 +156,7 @@ bool mark_fault(graph_description& d, const step_node& node, std::string text) {
 }
 
 std::vector<step_node> step_order(const graph& g) {
-  const auto& state = *detail::access::state(g);
+  const auto& state = *detail::nonempty_state(g, "conveyor::step_order");
   detail::check_not_lost(state, "conveyor::step_order");
   return detail::list_steps(state);
 }

@@ -522,7 +522,7 @@ capture_session::capture_session(const stream& s, capture_options options) : str
 capture_session::capture_session(graph& target, const stream& s, const node_list& deps, capture_options options) :
     stream_(s.get()),
     target_(&target) {
-  if (!detail::access::all_in(deps, detail::access::state(target).get()))
+  if (!detail::access::all_in(deps, detail::nonempty_state(target, "conveyor::capture_into").get()))
     throw std::invalid_argument("conveyor::capture_into: a dependency belongs to another graph");
   if (deps.typed())
     throw std::invalid_argument("conveyor::capture_into: the dependencies to capture after must be full; to make the "
@@ -544,7 +544,10 @@ capture_session::capture_session(graph& target, const stream& s, const node_list
 }
 
 namespace detail {
-bool is_conditional_body(const graph& g) noexcept { return access::state(g)->conditional_body; }
+bool is_conditional_body(const graph& g) noexcept {
+  const auto& state = access::state(g);
+  return state != nullptr && state->conditional_body; // an empty graph: capture_session refuses it
+}
 } // namespace detail
 
 void capture_session::begin_checks(const capture_options& options, std::uintptr_t frame, int device) {

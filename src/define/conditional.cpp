@@ -45,6 +45,7 @@ int required_cuda_version(conditional_kind kind) noexcept {
 }
 
 condition make_condition(graph& g, unsigned default_value, condition_reset reset) {
+  (void)detail::nonempty_state(g, "conveyor::make_condition");
   require_version(12040, "cudaGraphConditionalHandleCreate");
   const bool reset_each_launch = reset == condition_reset::each_launch;
   condition c;
@@ -97,7 +98,7 @@ conditional_node record_conditional(const std::shared_ptr<graph_state>& state, c
 
 conditional_node add_conditional(graph& g, const node_list& deps, conditional_kind kind, const condition& cond,
                                  unsigned cases) {
-  const auto& state = detail::access::state(g);
+  const auto& state = detail::nonempty_state(g, "conveyor::add_conditional");
   if (!detail::access::all_in(deps, state.get()))
     throw std::invalid_argument("conveyor::add_conditional: a dependency belongs to another graph");
   if (deps.typed())

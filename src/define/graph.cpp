@@ -22,10 +22,23 @@ namespace {
 
 using detail::access;
 
-// Checks that every dependency belongs to `g`, and that `kind` may be added to it (conditional bodies allow only
-// some kinds), then returns the dependencies' CUDA handles (no copy, no allocation).
+// The refusal of graph::`call` on an empty (moved-from) graph, out of the builder calls' line.
+[[noreturn, gnu::cold, gnu::noinline]] void throw_empty(const char* call) {
+  detail::throw_empty_graph(fmt::format("conveyor::graph::{}", call).c_str());
+}
+
+// Refuses an empty (moved-from) graph, whose state `g` is null, in graph::`call`: one pointer test before a builder
+// call's work.
+inline void check_not_empty(const detail::graph_state* g, const char* call) {
+  if (g == nullptr) [[unlikely]]
+    throw_empty(call);
+}
+
+// Checks that the graph is not empty, that every dependency belongs to `g`, and that `kind` may be added to it
+// (conditional bodies allow only some kinds), then returns the dependencies' CUDA handles (no copy, no allocation).
 std::span<const cudaGraphNode_t> checked(const detail::graph_state* g, const node_list& deps, node_kind kind,
                                          const char* call) {
+  check_not_empty(g, call);
   detail::check_not_lost(*g, call);
   if (!access::all_in(deps, g))
     throw std::invalid_argument(fmt::format("conveyor::graph::{}: a dependency belongs to another graph", call));
@@ -79,6 +92,7 @@ void add_typed_edges(const detail::graph_state* g, cudaGraphNode_t n, const type
 
 // Refuses edge ends that are empty or belong to another graph than `g` (`call`: the member of graph asking).
 void check_ends_owned(const graph& g, const node& from, const node& to, const char* call) {
+  check_not_empty(access::state(g).get(), call);
   if (!g.owns(from) || !g.owns(to))
     throw std::invalid_argument(fmt::format("conveyor::graph::{}: a node is empty or belongs to another graph", call));
 }
@@ -148,7 +162,10 @@ node graph::wrap(cudaGraphNode_t handle) const noexcept { return access::make_no
 
 bool graph::owns(const node& n) const noexcept { return n && access::owner(n) == state_.get(); }
 
-void graph::keep_alive(std::shared_ptr<void> item) { state_->keep->add(std::move(item)); }
+void graph::keep_alive(std::shared_ptr<void> item) {
+  check_not_empty(state_.get(), "keep_alive");
+  state_->keep->add(std::move(item));
+}
 
 node graph::add_kernel(const node_list& deps, const launch_config& cfg, const void* function, void** arguments) {
   auto handles = checked(state_.get(), deps, node_kind::kernel, "kernel");
@@ -349,6 +366,8 @@ bool names_nodes(const detail::graph_state& g) noexcept { return !g.labels.empty
 } // namespace
 
 node graph::child(const node_list& deps, const graph& body) {
+  check_not_empty(state_.get(), "child");
+  (void)detail::nonempty_state(body, "conveyor::graph::child", "body");
   if (body.has_conditional())
     throw std::invalid_argument("conveyor::graph::child: the body holds a conditional node, and CUDA does not allow a "
                                 "graph with conditional nodes as a child graph; add the conditional to this graph");
@@ -441,6 +460,7 @@ void copy_labels(const detail::graph_state& from, detail::graph_state& to, cudaG
 } // namespace
 
 graph graph::clone() const {
+  check_not_empty(state_.get(), "clone");
   if (has_conditional())
     throw std::invalid_argument("conveyor::graph::clone: the graph holds a conditional node, and CUDA cannot clone "
                                 "graphs with conditional nodes; build the graph again instead");
@@ -469,24 +489,28 @@ graph graph::clone() const {
 }
 
 bool graph::has_conditional() const {
+  check_not_empty(state_.get(), "has_conditional");
   if (!state_->conditionals.empty()) return true;
   const std::vector<node> all = nodes();
   return std::any_of(all.begin(), all.end(), [](const node& n) { return n.kind() == node_kind::conditional; });
 }
 
 std::size_t graph::node_count() const {
+  check_not_empty(state_.get(), "node_count");
   std::size_t count = 0;
   CONVEYOR_CHECK(cudaGraphGetNodes(get(), nullptr, &count));
   return count;
 }
 
 std::size_t graph::edge_count() const {
+  check_not_empty(state_.get(), "edge_count");
   std::size_t count = 0;
   CONVEYOR_CHECK(detail::get_edges(get(), nullptr, nullptr, &count));
   return count;
 }
 
 std::vector<node> graph::nodes() const {
+  check_not_empty(state_.get(), "nodes");
   std::size_t count = node_count();
   std::vector<cudaGraphNode_t> handles(count);
   if (count > 0) CONVEYOR_CHECK(cudaGraphGetNodes(get(), handles.data(), &count));
@@ -497,6 +521,7 @@ std::vector<node> graph::nodes() const {
 }
 
 std::vector<node> graph::root_nodes() const {
+  check_not_empty(state_.get(), "root_nodes");
   std::size_t count = 0;
   CONVEYOR_CHECK(cudaGraphGetRootNodes(get(), nullptr, &count));
   std::vector<cudaGraphNode_t> handles(count);
@@ -507,6 +532,7 @@ std::vector<node> graph::root_nodes() const {
 }
 
 std::vector<std::pair<node, node>> graph::edges() const {
+  check_not_empty(state_.get(), "edges");
   std::size_t count = edge_count();
   std::vector<cudaGraphNode_t> from(count);
   std::vector<cudaGraphNode_t> to(count);

@@ -198,13 +198,14 @@ struct pass {
 } // namespace detail
 
 programmatic_report make_programmatic(graph& g, const waiting_kernels& kernels, edge_type type) {
+  const auto& state = detail::nonempty_state(g, "conveyor::make_programmatic");
   if (type == edge_type::full)
     throw std::invalid_argument("conveyor::make_programmatic: the type to make must be programmatic or "
                                 "launch_completion, not full");
   programmatic_report report;
   detail::pass p{kernels, type, report, {}};
   try {
-    p.run(g.get(), detail::access::state(g).get(), "");
+    p.run(state->handle, state.get(), "");
   } catch (...) {
     p.undo(); // all or nothing: the graph is left as it was
     throw;

@@ -122,6 +122,7 @@ std::string instantiate_details(const cuda_error& e) {
 graph_exec instantiate_checked(const graph& g, const stream& upload, instantiate_flags extra,
                                std::source_location where) {
   const detail::api_scope scope("conveyor::instantiate_for_device", where);
+  (void)detail::nonempty_state(g, "conveyor::instantiate_for_device");
   if (has_flag(extra, instantiate_flags::auto_free_on_launch))
     throw std::invalid_argument("conveyor::instantiate_for_device: instantiate_flags::auto_free_on_launch cannot be "
                                 "combined with device launch (CUDA refuses the pair); free graph allocations in the "
@@ -162,9 +163,8 @@ std::vector<device_launch_violation> device_launch_violations(const graph_descri
 }
 
 std::vector<device_launch_violation> device_launch_violations(const graph& g) {
-  const auto& state = access::state(g);
-  if (!state || state->handle == nullptr)
-    throw std::invalid_argument("conveyor::device_launch_violations: an empty (moved-from) graph");
+  const auto& state = detail::nonempty_state(g, "conveyor::device_launch_violations");
+  if (state->handle == nullptr) detail::throw_empty_graph("conveyor::device_launch_violations");
   const graph_description d = detail::describe_graph(state->handle, state.get());
   auto out = device_launch_violations(d);
   check_cuda_graph(state->handle, d, "", current_context(), out);
@@ -180,6 +180,7 @@ void check_device_launchable(const graph_description& d) {
 }
 
 void check_device_launchable(const graph& g) {
+  (void)detail::nonempty_state(g, "conveyor::check_device_launchable");
   if (auto v = device_launch_violations(g); !v.empty()) throw device_launch_error(std::move(v));
 }
 

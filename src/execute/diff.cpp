@@ -16,8 +16,8 @@ std::vector<std::string> graph_diff::lines() const {
 }
 
 graph_diff diff(const graph& before, const graph& after) {
-  const auto* sb = detail::access::state(before).get();
-  const auto* sa = detail::access::state(after).get();
+  const auto* sb = detail::nonempty_state(before, "conveyor::diff", "before").get();
+  const auto* sa = detail::nonempty_state(after, "conveyor::diff", "after").get();
   const auto c = detail::compare_graphs(before.get(), after.get(), {sb, sa});
   graph_diff out;
   out.same_topology = c.same_topology;

@@ -107,10 +107,9 @@ const std::shared_ptr<detail::graph_state>& source_of(const graph& g, instantiat
                                                       const stream* upload_stream) {
   if (has_flag(flags, instantiate_flags::upload) && upload_stream == nullptr)
     throw std::invalid_argument("conveyor::instantiate: instantiate_flags::upload needs an upload stream");
+  const auto& state = detail::nonempty_state(g, "conveyor::instantiate");
+  if (state->handle == nullptr) detail::throw_empty_graph("conveyor::instantiate");
   (void)detail::collect();
-  const auto& state = access::state(g);
-  if (!state || state->handle == nullptr)
-    throw std::invalid_argument("conveyor::instantiate: an empty (moved-from) graph");
   detail::check_not_lost(*state, "conveyor::instantiate");
   return state;
 }

@@ -223,6 +223,7 @@ std::string refusal_stands(detail::topology_refusal route, const detail::graph_c
 update_result graph_exec::update(const graph& g, std::source_location where) {
   if (!impl_) [[unlikely]]
     require_graph("update"); // throws
+  (void)detail::nonempty_state(g, "conveyor::graph_exec::update");
   const detail::api_scope scope("conveyor::graph_exec::update", where);
   (void)detail::collect();
   return whole_update(g, nullptr);
@@ -230,6 +231,7 @@ update_result graph_exec::update(const graph& g, std::source_location where) {
 
 update_result graph_exec::update_or_reinstantiate(const graph& g, std::source_location where) {
   require_graph("update_or_reinstantiate");
+  (void)detail::nonempty_state(g, "conveyor::graph_exec::update_or_reinstantiate");
   const detail::api_scope scope("conveyor::graph_exec::update_or_reinstantiate", where);
   update_result result = update(g);
   if (result) return result;

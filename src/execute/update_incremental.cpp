@@ -106,6 +106,7 @@ void graph_exec::after_node_set(const graph& g, cudaGraphNode_t origin, node_kin
 
 update_result graph_exec::update_incremental(const graph& g, bool reinstantiate, std::source_location where) {
   require_graph("update_incremental");
+  (void)detail::nonempty_state(g, "conveyor::graph_exec::update_incremental");
   const detail::api_scope scope("conveyor::graph_exec::update_incremental", where);
   return incremental_update(g, nullptr, reinstantiate);
 }

@@ -534,8 +534,7 @@ const graph_state& state_of(const graph_to_save& g, bool& exact) {
     throw std::invalid_argument(fmt::format("conveyor::save: graph '{}': give a graph or an executable graph", g.name));
   exact = true;
   if (g.definition != nullptr) {
-    const auto& state = access::state(*g.definition);
-    if (!state) throw std::invalid_argument(fmt::format("conveyor::save: graph '{}' is empty (moved from)", g.name));
+    const auto& state = nonempty_state(*g.definition, "conveyor::save", fmt::format("graph '{}'", g.name).c_str());
     check_not_lost(*state, "conveyor::save");
     return *state;
   }

@@ -32,6 +32,12 @@ void check_not_lost(const graph_state& state, const char* call) {
                            "invalidated, and CUDA frees the graph's definition then; build or capture the graph again");
 }
 
+void throw_empty_graph(const char* call, const char* argument) {
+  std::string what = std::string(call) + ": an empty (moved-from) graph";
+  if (argument != nullptr) what += std::string(" (") + argument + ")";
+  throw std::invalid_argument(what);
+}
+
 void attach_resources_locked(graph_state& state) {
   std::lock_guard lock(state.attach_mutex);
   if (state.keep_object != nullptr || state.handle == nullptr) return;

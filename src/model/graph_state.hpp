@@ -158,4 +158,19 @@ struct access {
   }
 };
 
+//! \throws std::invalid_argument "`call`: an empty (moved-from) graph", naming `argument` when given (the one of two
+//!         graphs: "(before)"). Out of line and cold: the check before it (nonempty_state) is one pointer test, on
+//!         paths timed in nanoseconds (graph_exec::update).
+[[noreturn, gnu::cold, gnu::noinline]] void throw_empty_graph(const char* call, const char* argument = nullptr);
+
+//! The state of `g`, checked first by every public call that uses it: a moved-from graph holds none.
+//! \throws std::invalid_argument (throw_empty_graph) for an empty (moved-from) graph.
+inline const std::shared_ptr<graph_state>& nonempty_state(const graph& g, const char* call,
+                                                          const char* argument = nullptr) {
+  const auto& state = access::state(g);
+  if (state == nullptr) [[unlikely]]
+    throw_empty_graph(call, argument);
+  return state;
+}
+
 } // namespace conveyor::detail

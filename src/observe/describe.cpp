@@ -24,7 +24,10 @@ std::size_t count_nested(const graph_description& d) {
 
 } // namespace
 
-graph_description describe(const graph& g) { return detail::describe_graph(g.get(), detail::access::state(g).get()); }
+graph_description describe(const graph& g) {
+  const auto& state = detail::nonempty_state(g, "conveyor::describe");
+  return detail::describe_graph(state->handle, state.get());
+}
 
 graph_description describe(const graph_exec& e) {
   if (e.get() == nullptr) throw std::invalid_argument("conveyor::describe: an empty (moved-from) executable graph");

@@ -2,6 +2,7 @@
 
 #include "conveyor/define/graph.hpp"
 #include "kinds/kind.hpp"
+#include "model/graph_state.hpp"
 #include "util/byte_size.hpp"
 
 #include <fmt/format.h>
@@ -215,8 +216,14 @@ std::string to_dot(const graph_description& d, std::string_view name) {
 
 std::string to_json(const graph_description& d, int indent) { return to_json_value(d).dump(indent); }
 
-std::string to_dot(const graph& g, std::string_view name) { return to_dot(describe(g), name); }
+std::string to_dot(const graph& g, std::string_view name) {
+  (void)detail::nonempty_state(g, "conveyor::to_dot");
+  return to_dot(describe(g), name);
+}
 
-std::string to_json(const graph& g, int indent) { return to_json(describe(g), indent); }
+std::string to_json(const graph& g, int indent) {
+  (void)detail::nonempty_state(g, "conveyor::to_json");
+  return to_json(describe(g), indent);
+}
 
 } // namespace conveyor

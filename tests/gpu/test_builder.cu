@@ -4,6 +4,7 @@
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/test_kernels.cuh"
 #include "support/gpu.hpp"
+#include "support/moved_from.hpp"
 
 #include <conveyor/conveyor.hpp>
 
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -736,6 +738,42 @@ TEST(Builder, DependencyFromAnotherGraphIsRejected) {
   EXPECT_EQ(g2.node_count(), 1U); // nothing was added by the refused calls
   EXPECT_EQ(g1.edge_count(), 0U);
   EXPECT_EQ(g2.edge_count(), 0U);
+}
+
+// A graph moved from (by construction or assignment) is refused by every member that uses it, and as another graph's
+// child body; the graph it moved into keeps its nodes and takes more.
+TEST(Builder, AMovedFromGraphIsRefusedByEveryCallThatUsesIt) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 64;
+  device_array<float> x(random_floats(n, 941));
+  sync_device();
+  conveyor::graph g;
+  const auto first = g.kernel(cover(n), scale, n, 2.0F, x.get());
+  conveyor::graph taken(std::move(g));
+  EXPECT_EQ(g.get(), nullptr);
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::kernel", (void)g.kernel(cover(n), scale, n, 2.0F, x.get()));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::memset", (void)g.memset(x.get(), 1.0F, n));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::memcpy",
+                            (void)g.memcpy(x.get(), x.get(), x.bytes(), cudaMemcpyDeviceToDevice));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::mem_alloc", (void)g.mem_alloc(256));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::host", (void)g.host([] {}));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::empty", (void)g.empty());
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::event_record", (void)g.event_record(conveyor::event{}));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::keep_alive", g.keep_alive(std::make_shared<int>(1)));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::clone", (void)g.clone());
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::node_count", (void)g.node_count());
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::edges", (void)g.edges());
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::has_conditional", (void)g.has_conditional());
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::edge_type_between", (void)g.edge_type_between(first, first));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::child: an empty (moved-from) graph (body)", (void)taken.child(g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::child: an empty (moved-from) graph", (void)g.child(taken));
+  EXPECT_EQ(taken.node_count(), 1U); // nothing was added by the refused calls
+  conveyor::graph assigned;
+  assigned = std::move(taken);
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::nodes", (void)taken.nodes());
+  EXPECT_TRUE(assigned.owns(first));
+  (void)assigned.kernel({first}, cover(n), scale, n, 0.5F, x.get());
+  EXPECT_EQ(assigned.node_count(), 2U);
 }
 
 // ---- labels and clone ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/test_kernels.cuh"
 #include "support/gpu.hpp"
+#include "support/moved_from.hpp"
 
 #include <conveyor/conveyor.hpp>
 
@@ -619,6 +620,25 @@ TEST(Capture, CaptureIntoRejectsADependencyOfAnotherGraph) {
   EXPECT_FALSE(called);
   EXPECT_FALSE(s.is_capturing());
   EXPECT_EQ(g.node_count(), 0U);
+}
+
+TEST(Capture, CaptureIntoAMovedFromGraphIsRefusedBeforeTheCaptureBegins) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 64;
+  device_array<float> x(random_floats(n, 1521));
+  sync_device();
+  conveyor::stream s;
+  conveyor::graph g;
+  conveyor::graph taken(std::move(g));
+  bool called = false;
+  EXPECT_REFUSES_MOVED_FROM("conveyor::capture_into", (void)conveyor::capture_into(g, s, [&] { called = true; }));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::capture_into", conveyor::capture_session session(g, s));
+  EXPECT_FALSE(called);
+  EXPECT_FALSE(s.is_capturing());
+  // The stream captures into the graph moved into as before.
+  const auto frontier = conveyor::capture_into(taken, s, [&] { launch_scale(s, n, 2.0F, x.get()); });
+  EXPECT_EQ(frontier.size(), 1U);
+  EXPECT_EQ(taken.node_count(), 1U);
 }
 
 TEST(Capture, CaptureIntoThatThrowsKeepsTheTargetGraphUsable) {

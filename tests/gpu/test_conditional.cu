@@ -2,6 +2,7 @@
 // computed on the device from device data; bodies built with the builder and by capture_into; replays with new
 // inputs; reset_each_launch; the kinds refused in bodies; clone/child refusals; describe/to_json nesting.
 #include "support/gpu.hpp"
+#include "support/moved_from.hpp"
 #include "gpu/test_kernels.cuh"
 
 #include <conveyor/conveyor.hpp>
@@ -175,6 +176,33 @@ TEST(Conditional, IfRunsItsBodyOnlyWhenTheDeviceValueIsNonZero) {
     s.synchronize();
     EXPECT_EQ(read_one(out), v != 0 ? 42 : -1) << "value " << v;
   }
+}
+
+TEST(Conditional, AMovedFromGraphOrBodyIsRefused) {
+  CONVEYOR_REQUIRE_GPU();
+  REQUIRE_CONDITIONAL(conditional_kind::if_then);
+  device_array<int> out(1);
+  conveyor::graph g;
+  const auto cond = conveyor::make_condition(g, 1, conveyor::condition_reset::each_launch);
+  conveyor::graph taken(std::move(g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::make_condition",
+                            (void)conveyor::make_condition(g, 0, conveyor::condition_reset::each_launch));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::add_conditional",
+                            (void)conveyor::add_conditional(g, {}, conditional_kind::if_then, cond));
+  // The handle belongs to the graph moved into, which takes the node; a body moved away is refused in turn.
+  auto branch = conveyor::add_conditional(taken, {}, conditional_kind::if_then, cond);
+  ASSERT_EQ(branch.bodies.size(), 1U);
+  conveyor::graph body(std::move(branch.bodies[0]));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::kernel", (void)branch.bodies[0].kernel(one_thread, store, out.get(), 42));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::add_conditional",
+                            (void)conveyor::add_conditional(branch.bodies[0], {}, conditional_kind::if_then, cond));
+  (void)body.kernel(one_thread, store, out.get(), 42);
+  write_one(out, -1);
+  conveyor::stream s;
+  auto exec = conveyor::instantiate(taken);
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_EQ(read_one(out), 42);
 }
 
 TEST(Conditional, IfBodyBuiltByCaptureInto) {

@@ -4,6 +4,7 @@
 // non-finite value is named with its node, buffer, index and earlier value (float, double, half, bfloat16);
 // graphed's step mode and audit; the determinism check; CONVEYOR_STEP_THROUGH.
 #include "support/gpu.hpp"
+#include "support/moved_from.hpp"
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/test_kernels.cuh"
 
@@ -74,6 +75,23 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // A fork/join DAG with a pinned upload, a host node, a memset and a child graph, run node by node: the same bits as
 // one replay, in a topological order, each node once.
+TEST(StepThrough, AMovedFromGraphIsRefusedBeforeAnythingRuns) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 256;
+  device_array<float> x(conveyor::test::random_floats(n, 75));
+  conveyor::graph g;
+  (void)g.kernel(cover(n), scale, n, 2.0F, x.get()).label("scale x");
+  conveyor::graph taken(std::move(g));
+  conveyor::stream s;
+  int steps = 0;
+  conveyor::step_options options;
+  options.on_step = [&](const conveyor::step_node&) { ++steps; };
+  EXPECT_REFUSES_MOVED_FROM("conveyor::step_through", (void)conveyor::step_through(g, s, options));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::step_order", (void)conveyor::step_order(g));
+  EXPECT_EQ(steps, 0);
+  EXPECT_EQ(conveyor::step_order(taken).size(), 1U);
+}
+
 TEST(StepThrough, ADagRunNodeByNodeEqualsItsReplayBitwise) {
   CONVEYOR_REQUIRE_GPU();
   const int n = 4000;

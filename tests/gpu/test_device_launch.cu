@@ -5,6 +5,7 @@
 // CUDA, and the errors. Prints (does not assert) µs per iteration of a K = 10000 relaunch loop of one tiny kernel.
 // Built with relocatable device code and cudadevrt (CUDA_SEPARABLE_COMPILATION on this target only).
 #include "support/gpu.hpp"
+#include "support/moved_from.hpp"
 
 #include <conveyor/conveyor.hpp>
 #include <conveyor/execute/device_graph.hpp>
@@ -245,6 +246,23 @@ TEST(DeviceLaunch, DeviceGraphLaunchedFromTheHostRunsToo) {
   d.launch(s);
   s.synchronize();
   EXPECT_EQ(read_one(out), 5);
+}
+
+TEST(DeviceLaunch, AMovedFromGraphIsRefusedByTheRuleChecksAndTheDeviceInstantiation) {
+  CONVEYOR_REQUIRE_GPU();
+  device_array<int> out(1);
+  conveyor::stream s;
+  conveyor::graph g;
+  (void)g.kernel(one_thread, store, out.get(), 5);
+  conveyor::graph taken(std::move(g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::device_launch_violations", (void)conveyor::device_launch_violations(g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::check_device_launchable", conveyor::check_device_launchable(g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::instantiate_for_device", (void)conveyor::instantiate_for_device(g, s));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::instantiate_for_device", conveyor::device_graph d(g, s));
+  device_array<int> status(1);
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::nodes",
+                            (void)device::add_relaunch(g, device::while_nonzero{status.get()}, status.get()));
+  EXPECT_TRUE(conveyor::device_launch_violations(taken).empty());
 }
 
 // ---- the relaunch loop -------------------------------------------------------------------------------------------

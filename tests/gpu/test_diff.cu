@@ -6,6 +6,7 @@
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/test_kernels.cuh"
 #include "support/gpu.hpp"
+#include "support/moved_from.hpp"
 
 #include <conveyor/conveyor.hpp>
 
@@ -83,6 +84,20 @@ std::string what_of(const conveyor::graph_diff& d) {
 }
 
 } // namespace
+
+TEST(Diff, AMovedFromGraphIsRefusedNamingWhichArgumentItIs) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 64;
+  device_array<float> x(random_floats(n, 3101));
+  sync_device();
+  conveyor::graph g;
+  (void)g.kernel(cover(n), scale, n, 2.0F, x.get());
+  conveyor::graph other = g.clone();
+  conveyor::graph taken(std::move(g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::diff: an empty (moved-from) graph (before)", (void)conveyor::diff(g, taken));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::diff: an empty (moved-from) graph (after)", (void)conveyor::diff(other, g));
+  EXPECT_TRUE(conveyor::diff(other, taken).identical());
+}
 
 TEST(Diff, ClusterDimensionsAreComparedAndEveryUpdateRunsTheNewCluster) {
   CONVEYOR_REQUIRE_GPU();

@@ -4,6 +4,7 @@
 
 #include "gpu/gpu_test_util.hpp"
 #include "support/gpu.hpp"
+#include "support/moved_from.hpp"
 
 #include <conveyor/conveyor.hpp>
 
@@ -225,6 +226,16 @@ TEST(ExportGpu, ExportedGraphStillRunsCorrectly) {
   s.synchronize();
   EXPECT_EQ(smp.host_calls.load(), 1);
   EXPECT_TRUE(all_near(smp.host_out.to_vector(), smp.expected()));
+}
+
+TEST(ExportGpu, AMovedFromGraphIsRefusedByDescribeAndTheExports) {
+  CONVEYOR_REQUIRE_GPU();
+  sample smp;
+  conveyor::graph taken(std::move(smp.g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::describe", (void)conveyor::describe(smp.g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::to_dot", (void)conveyor::to_dot(smp.g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::to_json", (void)conveyor::to_json(smp.g));
+  EXPECT_EQ(conveyor::describe(taken).nodes.size(), sample::top_nodes);
 }
 
 // ---- JSON ---------------------------------------------------------------------------------------------------------

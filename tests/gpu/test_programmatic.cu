@@ -6,6 +6,7 @@
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/test_kernels.cuh"
 #include "support/gpu.hpp"
+#include "support/moved_from.hpp"
 
 #include <conveyor/conveyor.hpp>
 
@@ -144,6 +145,24 @@ TEST(Programmatic, PrecedeSucceedAndSetEdgeTypeChangeOneEdgeEach) {
   g.set_edge_type(c, d, edge_type::programmatic); // unchanged: nothing to do
   EXPECT_EQ(g.edge_count(), 4U);
   EXPECT_THROW(g.set_edge_type(d, a, edge_type::programmatic), std::invalid_argument); // no such edge
+}
+
+TEST(Programmatic, AMovedFromGraphIsRefusedByThePassAndTheEdgeCalls) {
+  CONVEYOR_REQUIRE_GPU();
+  const int n = 256;
+  device_array<float> x(random_floats(n, 712));
+  conveyor::graph g;
+  auto a = g.kernel(cover(n), pdl_affine, n, 1.0F, 1.0F, x.get(), 0LL);
+  auto b = g.kernel({a}, cover(n), pdl_affine, n, 1.0F, 1.0F, x.get(), 0LL);
+  conveyor::graph taken(std::move(g));
+  const auto kernels = conveyor::waiting_kernels{}.add(pdl_affine);
+  EXPECT_REFUSES_MOVED_FROM("conveyor::make_programmatic", (void)conveyor::make_programmatic(g, kernels));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::set_edge_type", g.set_edge_type(a, b, edge_type::programmatic));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph::edge_type_between", (void)g.edge_type_between(a, b));
+  EXPECT_EQ(taken.edge_type_between(a, b), edge_type::full); // nothing changed
+  const auto report = conveyor::make_programmatic(taken, kernels);
+  EXPECT_EQ(report.changed.size(), 1U);
+  EXPECT_EQ(taken.edge_type_between(a, b), edge_type::programmatic);
 }
 
 TEST(Programmatic, BuilderRefusesTypedEdgesThatDoNotJoinKernelsAndSaysWhich) {

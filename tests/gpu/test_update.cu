@@ -5,6 +5,7 @@
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/test_kernels.cuh"
 #include "support/gpu.hpp"
+#include "support/moved_from.hpp"
 
 #include <conveyor/conveyor.hpp>
 
@@ -775,6 +776,34 @@ TEST(Update, UpdateKeepsTheNewGraphsHostCallableAlive) {
   s.synchronize();
   EXPECT_EQ(first.load(), 0);
   EXPECT_EQ(second.load(), 2);
+}
+
+// A moved-from graph is refused by instantiate and by every update, before anything changes: the executable graph
+// still runs its own graph afterwards.
+TEST(Update, EveryUpdateRefusesAMovedFromGraphAndChangesNothing) {
+  CONVEYOR_REQUIRE_GPU();
+  buffers b1(700, 2601), b2(700, 2611);
+  const float a = random_scalar(2604, 0.5F, 2.0F);
+  pipeline p1(b1, a, 0.25F);
+  pipeline p2(b2, -1.0F, 0.5F);
+  auto exec = conveyor::instantiate(p1.g);
+  const auto before = exec.get();
+  conveyor::graph taken(std::move(p2.g));
+  EXPECT_EQ(p2.g.get(), nullptr);
+  EXPECT_REFUSES_MOVED_FROM("conveyor::instantiate", (void)conveyor::instantiate(p2.g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph_exec::update", (void)exec.update(p2.g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph_exec::update_or_reinstantiate", (void)exec.update_or_reinstantiate(p2.g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph_exec::update_incremental", (void)exec.update_incremental(p2.g));
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph_exec::update_incremental", (void)exec.update_incremental(p2.g, false));
+  conveyor::graph assigned;
+  assigned = std::move(taken); // move assignment empties `taken` too
+  EXPECT_REFUSES_MOVED_FROM("conveyor::graph_exec::update", (void)exec.update(taken));
+  EXPECT_EQ(exec.get(), before);
+  conveyor::stream s;
+  exec.launch(s);
+  s.synchronize();
+  EXPECT_TRUE(all_near(b1.out.download(), pipeline_result(a, b1.x0, 0.25F)));
+  EXPECT_TRUE(static_cast<bool>(exec.update(assigned))) << "the graph moved into is whole";
 }
 
 // ---- lifetime -----------------------------------------------------------------------------------------------------

@@ -100,8 +100,9 @@ public:
   //!         (its reason names the call that captured it).
   [[nodiscard]] call_plan plan(const call_key& key);
   //! After capture_new: instantiates `g` (evicting the least recently used graph beyond the cap,
-  //! without waiting for its launches), then launches it on `s`. \throws cuda_error from
-  //! instantiate or launch.
+  //! without waiting for its launches), then launches it on `s`.
+  //! \throws cuda_error from instantiate or launch; std::invalid_argument, before anything is
+  //!         counted or changed, for an empty (moved-from) graph (as every call below taking one).
   void add_and_launch(const call_key& key, graph g, const stream& s);
   //! After capture_background: hands `g`, captured for `key`, to one of the cache's worker threads
   //! (graphed_options::instantiate_threads of them, started at the first hand-over, taking the
@@ -114,7 +115,8 @@ public:
   //! arguments differ). Nothing waits for the instantiation. Its error is thrown by the next call
   //! of its shape (a cuda_error naming the call that captured it). A finished graph waits for the
   //! callable's next call, uploaded but outside max_graphs, while the callable is idle.
-  //! \throws std::system_error when a worker thread cannot be started.
+  //! \throws std::system_error when a worker thread cannot be started; std::invalid_argument
+  //!         for an empty (moved-from) graph.
   void add_in_background(const call_key& key, graph g);
   //! Blocks until every instantiation handed to the worker threads so far has finished (tests and
   //! benchmarks that want the next call to find it done). Their errors are not thrown here but by
@@ -129,13 +131,15 @@ public:
   //! Instantiates `g` for `key` and uploads it on `s` (cudaGraphUpload), without launching it
   //! (prepare): its first launch then pays no upload. With instantiate_in_background it hands `g`
   //! to the worker threads instead (add_in_background); finish_background then takes it.
-  //! \throws cuda_error from instantiate or upload; std::system_error as add_in_background.
+  //! \throws cuda_error from instantiate or upload; std::system_error and
+  //!         std::invalid_argument as add_in_background.
   void add(const call_key& key, graph g, const stream& s);
   //! Adds `g`, made elsewhere (a bucket loaded from a graph file, conveyor/keep/graphed_file.hpp),
   //! for `key`: instantiated and uploaded on `s`. With `binding_known` false (the file could not
   //! say which binding the graph runs), the first call of its shape re-captures and updates it
   //! instead of replaying it.
-  //! \throws cuda_error from instantiate or upload.
+  //! \throws cuda_error from instantiate or upload; std::invalid_argument for an empty
+  //!         (moved-from) graph.
   void add_saved(const call_key& key, graph g, const stream& s, bool binding_known);
   //! One cached bucket, for saving it: its key, its executable graph (valid until the cache's next
   //! call), and whether the key's binding is what the graph runs.
@@ -155,8 +159,9 @@ public:
   //! After recapture: updates the executable graph plan() matched to `g` as
   //! graphed_options::recapture says (graph_exec::update, re-instantiating when refused; or
   //! graph_exec::update_incremental, which is also used while rebinding arguments are learnt),
-  //! launches it on `s`, then destroys the replaced graph definition (while the GPU runs). \throws
-  //! std::logic_error when plan() matched none; cuda_error from update or launch.
+  //! launches it on `s`, then destroys the replaced graph definition (while the GPU runs).
+  //! \throws std::logic_error when plan() matched none; cuda_error from update or launch;
+  //!         std::invalid_argument, changing nothing, for an empty (moved-from) graph.
   void update_and_launch(const call_key& key, graph g, const stream& s);
   //! After rebind: patches the changed arguments' fields into the executable graph plan() matched
   //! (per-node setters: cuGraphExecKernelNodeSetParams, cudaGraphExecMemcpyNodeSetParams,
@@ -167,15 +172,17 @@ public:
   //! \throws std::logic_error when plan() matched none; cuda_error from launch.
   [[nodiscard]] bool rebind_and_launch(const call_key& key, const stream& s);
   //! Step-through mode (graphed_options::step_through): runs the capture `g` node by node on `s`
-  //! with the options' step settings (conveyor::step_through), counting the call. \throws as
-  //! conveyor::step_through.
+  //! with the options' step settings (conveyor::step_through), counting the call.
+  //! \throws as conveyor::step_through (std::invalid_argument, the call not counted, for an
+  //!         empty (moved-from) graph).
   void step(const graph& g, const stream& s);
   //! True when the call just planned as `plan` is to be audited (graphed_options::audit_every:
   //! every n-th call that replayed or patched).
   [[nodiscard]] bool audit_due(call_plan plan) noexcept;
   //! Compares `fresh`, a capture of the call just made, with what the executable graph plan()
-  //! matched ran: its graph, and the node fields rebinding patched. \throws audit_error naming the
-  //! nodes that differ; cuda_error when a graph cannot be read.
+  //! matched ran: its graph, and the node fields rebinding patched.
+  //! \throws audit_error naming the nodes that differ; cuda_error when a graph cannot be read;
+  //!         std::invalid_argument for an empty (moved-from) graph.
   void audit(const graph& fresh);
   //! Launches the executable graph plan() matched on `s`. \throws std::logic_error when plan()
   //! matched none; cuda_error from launch.
@@ -193,7 +200,8 @@ public:
   //! writing host memory in [`arguments`, `arguments` + `bytes`) — graphed's copy of the call's
   //! arguments, gone after the call — is refused; other pageable host memory is reported as
   //! graphed_options::pageable says.
-  //! \throws std::invalid_argument naming the node, the address and the fix.
+  //! \throws std::invalid_argument naming the node, the address and the fix; or for an empty
+  //!         (moved-from) graph.
   void inspect(const graph& g, const void* arguments, std::size_t bytes);
   //! Records an eager fallback: argument `position` has size `size`, which its dimension's rule
   //! cannot pad (above the largest bucket or the rule's limit).

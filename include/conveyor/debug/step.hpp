@@ -158,9 +158,9 @@ private:
 //! (one thread per graph).
 //! \throws step_failure at the first node that fails; nonfinite_error at the first node
 //!         after which a watched buffer is not finite; std::invalid_argument for a graph
-//!         step-through cannot run (allocation nodes, whose addresses belong to the executable
-//!         graph; conditional nodes Conveyor did not build); cuda_error when a CUDA call of the run
-//!         itself fails; what on_step throws.
+//!         step-through cannot run (an empty (moved-from) graph; allocation nodes, whose addresses
+//!         belong to the executable graph; conditional nodes Conveyor did not build); cuda_error
+//!         when a CUDA call of the run itself fails; what on_step throws.
 step_report step_through(const graph& g, const stream& s, const step_options& options = {});
 
 //! Runs the graph `e` runs (the graph it was instantiated from or last updated to) node by node, as

@@ -175,8 +175,8 @@ public:
   //!         already capturing).
   explicit capture_session(const stream& s, capture_options options = {});
   //! Begins capturing `s` into the existing graph `target`, after `deps` (nodes of `target`).
-  //! \throws std::invalid_argument when a dependency belongs to another graph; cuda_error
-  //!         when capture cannot begin.
+  //! \throws std::invalid_argument when `target` is empty (moved-from) or a dependency belongs
+  //!         to another graph; cuda_error when capture cannot begin.
   capture_session(graph& target, const stream& s, const node_list& deps = {},
                   capture_options options = {});
   capture_session(const capture_session&) = delete;
@@ -256,7 +256,8 @@ template <class F>
   if constexpr (std::is_invocable_v<F&, const stream&>) f(s);
   else f();
 }
-//! True when `g` is a conditional node's body (conditional.hpp). Never throws.
+//! True when `g` is a conditional node's body (conditional.hpp); false for an empty (moved-from)
+//! graph. Never throws.
 [[nodiscard]] bool is_conditional_body(const graph& g) noexcept;
 } // namespace detail
 
@@ -283,8 +284,8 @@ template <class F>
 //! work escaping to a default stream is caught by a dry run first: `f` is captured into a graph of
 //! its own with the check (an invalidated capture into a body corrupts CUDA 13.0's state, so the
 //! body's own capture cannot be the one that fails), then into the body; `f` is then called twice.
-//! \throws std::invalid_argument when a dependency belongs to another graph; cuda_error as
-//!         capture().
+//! \throws std::invalid_argument, before `f` is called, when `g` is empty (moved-from) or a
+//!         dependency belongs to another graph; cuda_error as capture().
 template <class F>
 std::vector<node> capture_into(graph& g, const stream& s, F&& f, const node_list& deps = {},
                                capture_options options = {},

@@ -72,16 +72,17 @@ struct conditional_node {
 //!        at default_value) or never (CUDA's default: a kernel must set the value before a
 //!        conditional node reads it)
 //! \throws cuda_error when the runtime or driver lacks conditional nodes (CUDA < 12.4) or
-//!         creation fails.
+//!         creation fails; std::invalid_argument for an empty (moved-from) graph.
 [[nodiscard]] condition make_condition(graph& g, unsigned default_value, condition_reset reset);
 
 //! Adds a conditional node of `kind` controlled by `cond` (a handle made for this graph) to `g`
 //! (`cudaGraphAddNode` with cudaConditionalNodeParams). `cases` is the number of bodies of a
 //! switch_case (ignored otherwise). A graph holding a conditional node can have only one executable
 //! graph at a time (CUDA's rule): destroy the previous one before instantiating again.
-//! \throws std::invalid_argument for a switch with 0 cases or a handle made for another
-//!         graph; cuda_error naming the required version when the toolkit or driver is too old
-//!         (IF/WHILE need 12.4, IF/ELSE and SWITCH 12.8), or when CUDA rejects the node.
+//! \throws std::invalid_argument for a switch with 0 cases, a handle made for another
+//!         graph, or an empty (moved-from) graph; cuda_error naming the required version when
+//!         the toolkit or driver is too old (IF/WHILE need 12.4, IF/ELSE and SWITCH 12.8), or
+//!         when CUDA rejects the node.
 [[nodiscard]] conditional_node add_conditional(graph& g, const node_list& deps,
                                                conditional_kind kind, const condition& cond,
                                                unsigned cases = 0);

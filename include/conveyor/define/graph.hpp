@@ -67,8 +67,10 @@ struct allocation_options {
 //! overload without a dependency list adds a node with no dependencies. Every builder call throws
 //! std::invalid_argument when a dependency belongs to another graph, and (for host, event and
 //! memory nodes) when the graph is the body of a conditional node, where CUDA does not allow those
-//! kinds. The graph owns what its nodes need (host callables, child graphs' resources) and shares
-//! it with every clone and executable graph made from it: CUDA user objects
+//! kinds. Every member but get(), note_raw_change(), wrap() and owns() (and moving and
+//! destroying) throws std::invalid_argument for an empty (moved-from) graph, before changing
+//! anything. The graph owns what its nodes need (host callables, child graphs' resources) and
+//! shares it with every clone and executable graph made from it: CUDA user objects
 //! (`cudaUserObjectCreate`, `cudaGraphRetainUserObject`) tie them to the CUDA graph, so an
 //! executable graph keeps them until its last queued launch has finished, even after the graph
 //! object is gone. Thread safety: like CUDA's graph objects, a graph is not thread-safe: one thread
@@ -119,9 +121,9 @@ public:
   //! launch-completion edges (`cudaGraphAddDependencies` with `cudaGraphEdgeData`); cfg.priority
   //! sets `cudaLaunchAttributePriority` on the node. All or nothing: when an edge or attribute is
   //! refused, the node is removed again.
-  //! \throws std::invalid_argument when a dependency belongs to another graph, or a typed
-  //!         dependency is not a kernel node; cuda_error when CUDA rejects the launch
-  //!         configuration, function, priority or an edge.
+  //! \throws std::invalid_argument when the graph is empty (moved-from), a dependency belongs
+  //!         to another graph, or a typed dependency is not a kernel node; cuda_error when CUDA
+  //!         rejects the launch configuration, function, priority or an edge.
   template <class... Params, class... Args>
   node kernel(const node_list& deps, const launch_config& cfg, void (*fn)(Params...),
               Args&&... args) {
@@ -144,7 +146,8 @@ public:
   //! Adds a 1D copy of `bytes` bytes (`cudaGraphAddMemcpyNode1D`). Host memory should be pinned. A
   //! copy of 0 bytes adds an empty node instead (CUDA has no zero-size copy node; stream capture
   //! likewise records nothing), so the dependencies are kept and the graph does nothing there.
-  //! \throws cuda_error when CUDA rejects the pointers or kind.
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when CUDA rejects the pointers or kind.
   node memcpy(const node_list& deps, void* dst, const void* src, std::size_t bytes,
               cudaMemcpyKind kind = cudaMemcpyDefault);
   //! As above, with no dependencies (a root node).
@@ -155,8 +158,8 @@ public:
   //! Adds a 2D copy of `height` rows of `width_bytes` bytes between pitched buffers
   //! (`cudaGraphAddMemcpyNode` with a depth-1 cudaMemcpy3DParms). Pitches are in bytes. A copy of 0
   //! rows or 0 bytes a row adds an empty node.
-  //! \throws std::invalid_argument when a pitch is smaller than width_bytes; cuda_error
-  //!         when CUDA rejects it.
+  //! \throws std::invalid_argument when a pitch is smaller than width_bytes or the graph is
+  //!         empty (moved-from); cuda_error when CUDA rejects it.
   node memcpy_2d(const node_list& deps, void* dst, std::size_t dst_pitch, const void* src,
                  std::size_t src_pitch, std::size_t width_bytes, std::size_t height,
                  cudaMemcpyKind kind = cudaMemcpyDefault);
@@ -171,7 +174,8 @@ public:
   //! bytes; an 8-byte T (double, std::int64_t, a pointer) is set as 2 × `count` 4-byte elements
   //! when both halves of `value` are equal (0.0, 0, nullptr, -1, ...).
   //! \throws std::invalid_argument for an 8-byte value whose halves differ (say 1.0: use a
-  //!         kernel, or copy from a filled buffer); cuda_error when CUDA rejects the pointer.
+  //!         kernel, or copy from a filled buffer), or an empty (moved-from) graph; cuda_error
+  //!         when CUDA rejects the pointer.
   template <class T>
   node memset(const node_list& deps, T* dst, std::type_identity_t<T> value, std::size_t count) {
     static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
@@ -193,13 +197,14 @@ public:
   //! Adds a pitched memset: `height` rows of `width` elements of `element_size` bytes (1, 2 or 4),
   //! rows `pitch` bytes apart (ignored when height is 1), each element set to the low bytes of
   //! `value`. A width or height of 0 adds an empty node.
-  //! \throws std::invalid_argument for another element size, or a pitch below the row width
-  //!         when height > 1; cuda_error when CUDA rejects it.
+  //! \throws std::invalid_argument for another element size, a pitch below the row width
+  //!         when height > 1, or an empty (moved-from) graph; cuda_error when CUDA rejects it.
   node memset_2d(const node_list& deps, void* dst, std::size_t pitch, unsigned value,
                  unsigned element_size, std::size_t width, std::size_t height);
   //! Adds a memory allocation node of `bytes` bytes on the current device
   //! (`cudaGraphAddMemAllocNode`).
-  //! \throws cuda_error when CUDA rejects it.
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when CUDA rejects it.
   allocation mem_alloc(const node_list& deps, std::size_t bytes);
   //! As above, with no dependencies (a root node).
   allocation mem_alloc(std::size_t bytes) { return mem_alloc(node_list{}, bytes); }
@@ -207,13 +212,15 @@ public:
   //! `options` give (`cudaGraphAddMemAllocNode` with its pool properties and access descriptors).
   //! Graph allocations of a device come from its graph memory pool, which every executable graph of
   //! the device shares (graph_memory.hpp).
-  //! \throws std::invalid_argument when the device or a peer is not a visible device, a
-  //!         peer is the allocation's own device or named twice, or a peer cannot access the
-  //!         device's memory (no peer path); cuda_error when CUDA rejects the node.
+  //! \throws std::invalid_argument when the graph is empty (moved-from), the device or a peer
+  //!         is not a visible device, a peer is the allocation's own device or named twice, or a
+  //!         peer cannot access the device's memory (no peer path); cuda_error when CUDA rejects
+  //!         the node.
   allocation mem_alloc(const node_list& deps, std::size_t bytes, const allocation_options& options);
   //! Adds a node freeing `pointer`, which a mem_alloc node of this graph (or an earlier launch)
   //! provided (`cudaGraphAddMemFreeNode`).
-  //! \throws cuda_error when the pointer is not a graph allocation.
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when the pointer is not a graph allocation.
   node mem_free(const node_list& deps, void* pointer);
   //! As above, with no dependencies (a root node).
   node mem_free(void* pointer) { return mem_free(node_list{}, pointer); }
@@ -223,7 +230,8 @@ public:
   //! Adds a host node that calls `f()` on a CPU thread each time the graph runs
   //! (`cudaGraphAddHostNode`). The graph owns the callable. It must not call CUDA APIs, and must
   //! not throw (an exception would end the program).
-  //! \throws cuda_error when CUDA rejects it.
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when CUDA rejects it.
   template <class F>
   node host(const node_list& deps, F&& f) {
     auto callable = std::make_shared<std::function<void()>>(std::forward<F>(f));
@@ -236,14 +244,16 @@ public:
   }
   //! Adds a node running a copy of `body` (`cudaGraphAddChildGraphNode`); later changes to `body`
   //! do not affect it. The parent keeps the child's resources alive.
-  //! \throws std::invalid_argument when `body` holds a conditional node; cuda_error when it
-  //!         holds other kinds child graphs do not allow (memory allocation or free nodes: the
-  //!         message names the node, the rule and the fix).
+  //! \throws std::invalid_argument when this graph or `body` is empty (moved-from), or `body`
+  //!         holds a conditional node; cuda_error when it holds other kinds child graphs do not
+  //!         allow (memory allocation or free nodes: the message names the node, the rule and the
+  //!         fix).
   node child(const node_list& deps, const graph& body);
   //! As above, with no dependencies (a root node).
   node child(const graph& body) { return child(node_list{}, body); }
   //! Adds an empty node, a cheap join point (`cudaGraphAddEmptyNode`).
-  //! \throws cuda_error when CUDA rejects it.
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when CUDA rejects it.
   node empty(const node_list& deps = {});
   //! Adds a node of any kind from CUDA's generic parameters (`cudaGraphAddNode`): the way to add
   //! kinds without a builder call of their own (external semaphores, ...). The caller keeps alive
@@ -252,19 +262,21 @@ public:
   //! as add_conditional records one: its bodies cannot be read back, so diff cannot compare it and
   //! whole-graph updates of graphs holding it are refused (not_supported). Typed dependencies
   //! (`{programmatic(a), b}`) are passed as CUDA's edge data; both ends must be kernel nodes.
-  //! \throws std::invalid_argument when a dependency belongs to another graph, the kind is
-  //!         not allowed in a conditional body, or a dependency is typed and an end is not a kernel
-  //!         node; cuda_error when CUDA rejects it.
+  //! \throws std::invalid_argument when the graph is empty (moved-from), a dependency belongs
+  //!         to another graph, the kind is not allowed in a conditional body, or a dependency is
+  //!         typed and an end is not a kernel node; cuda_error when CUDA rejects it.
   node add_node(const node_list& deps, cudaGraphNodeParams& params);
   //! Adds a node that records `e` (`cudaGraphAddEventRecordNode`). The event must outlive every
   //! launch.
-  //! \throws cuda_error when CUDA rejects it.
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when CUDA rejects it.
   node event_record(const node_list& deps, const event& e);
   //! As above, with no dependencies (a root node).
   node event_record(const event& e) { return event_record(node_list{}, e); }
   //! Adds a node that waits for `e` (`cudaGraphAddEventWaitNode`). The event must outlive every
   //! launch.
-  //! \throws cuda_error when CUDA rejects it.
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when CUDA rejects it.
   node event_wait(const node_list& deps, const event& e);
   //! As above, with no dependencies (a root node).
   node event_wait(const event& e) { return event_wait(node_list{}, e); }
@@ -272,32 +284,36 @@ public:
   // ---- structure
   // -------------------------------------------------------------------------------------------
   //! A deep copy (`cudaGraphClone`), labels carried over, resources shared.
-  //! \throws std::invalid_argument when the graph holds a conditional node (CUDA cannot
-  //!         clone those); cuda_error when cloning fails.
+  //! \throws std::invalid_argument when the graph is empty (moved-from) or holds a
+  //!         conditional node (CUDA cannot clone those); cuda_error when cloning fails.
   [[nodiscard]] graph clone() const;
   //! Number of nodes and edges (`cudaGraphGetNodes`, `cudaGraphGetEdges`).
-  //! \throws cuda_error when the query fails (as for every structure query below).
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when the query fails (as for every structure query below).
   [[nodiscard]] std::size_t node_count() const;
-  //! Number of edges (dependencies). \throws cuda_error when the query fails.
+  //! Number of edges (dependencies).
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when the query fails.
   [[nodiscard]] std::size_t edge_count() const;
-  //! All nodes, in creation order.
+  //! All nodes, in creation order. \throws as node_count().
   [[nodiscard]] std::vector<node> nodes() const;
-  //! The nodes without dependencies (`cudaGraphGetRootNodes`).
+  //! The nodes without dependencies (`cudaGraphGetRootNodes`). \throws as node_count().
   [[nodiscard]] std::vector<node> root_nodes() const;
-  //! All edges as (from, to).
+  //! All edges as (from, to). \throws as node_count().
   [[nodiscard]] std::vector<std::pair<node, node>> edges() const;
   //! The type of the edge from -> to, or nullopt when there is none (`cudaGraphNodeGetDependencies`
   //! with edge data).
-  //! \throws std::invalid_argument when a node is empty or of another graph, or the edge
-  //!         has ports Conveyor does not name; cuda_error when the query fails.
+  //! \throws std::invalid_argument when the graph is empty (moved-from), a node is empty or
+  //!         of another graph, or the edge has ports Conveyor does not name; cuda_error when the
+  //!         query fails.
   [[nodiscard]] std::optional<edge_type> edge_type_between(const node& from, const node& to) const;
   //! Changes the type of the existing edge from -> to (`cudaGraphRemoveDependencies`, then
   //! `cudaGraphAddDependencies` with the new `cudaGraphEdgeData`; on failure the old edge is put
   //! back). Executable graphs made before are not affected (a whole-graph update refuses the
   //! change: edge types are topology).
-  //! \throws std::invalid_argument when there is no such edge, a node belongs to another
-  //!         graph, or `type` is not full and an end is not a kernel node; cuda_error when CUDA
-  //!         refuses it.
+  //! \throws std::invalid_argument when the graph is empty (moved-from), there is no such
+  //!         edge, a node belongs to another graph, or `type` is not full and an end is not a
+  //!         kernel node; cuda_error when CUDA refuses it.
   void set_edge_type(const node& from, const node& to, edge_type type);
   //! Wraps a CUDA node handle of this graph (e.g. from a CUDA call on get()) as a conveyor::node.
   [[nodiscard]] node wrap(cudaGraphNode_t handle) const noexcept;
@@ -306,12 +322,13 @@ public:
 
   //! Keeps `item` alive as long as this graph or anything made from it (clones, parents that embed
   //! it, executable graphs and their queued launches). Thread-safe with respect to other keep_alive
-  //! calls.
+  //! calls. \throws std::invalid_argument for an empty (moved-from) graph.
   void keep_alive(std::shared_ptr<void> item);
 
   //! True when the graph holds a conditional node at its top level (such a graph cannot be cloned
   //! or embedded as a child graph).
-  //! \throws cuda_error when reading the graph fails.
+  //! \throws std::invalid_argument for an empty (moved-from) graph;
+  //!         cuda_error when reading the graph fails.
   [[nodiscard]] bool has_conditional() const;
 
 private:

@@ -80,8 +80,8 @@ struct programmatic_report {
 //! the child node). Conditional bodies are reached only when the conditional node was added through
 //! Conveyor (add_conditional) to `g` itself or to a body Conveyor built. Thread safety: changes
 //! `g`; as every builder call, one thread at a time.
-//! \throws std::invalid_argument when `type` is edge_type::full; cuda_error when reading or
-//!         changing the graph fails.
+//! \throws std::invalid_argument when `type` is edge_type::full or `g` is empty (moved-from);
+//!         cuda_error when reading or changing the graph fails.
 programmatic_report make_programmatic(graph& g, const waiting_kernels& kernels,
                                       edge_type type = edge_type::programmatic);
 

@@ -86,7 +86,8 @@ private:
 void check_device_launchable(const graph_description& d);
 //! Throws device_launch_error when `g` breaks a rule of device launch (device_launch_violations(g)
 //! is not empty).
-//! \throws device_launch_error listing every violation; cuda_error when reading the graph fails.
+//! \throws device_launch_error listing every violation; cuda_error when reading the graph fails;
+//!         std::invalid_argument for an empty (moved-from) graph.
 void check_device_launchable(const graph& g);
 
 // ---- device graphs ------------------------------------------------------------------------------
@@ -129,9 +130,10 @@ public:
   //! uploaded; synchronize before a kernel on another stream launches it).
   //! \throws device_launch_error listing every rule `g` breaks, before CUDA is asked;
   //!         std::invalid_argument when `extra` holds instantiate_flags::auto_free_on_launch (CUDA
-  //!         does not allow it with device launch); cuda_error when CUDA refuses the graph anyway
-  //!         (the message names the node and, for a kernel node, says that a kernel of a device
-  //!         graph may not use CUDA dynamic parallelism) or the upload fails.
+  //!         does not allow it with device launch) or `g` is empty (moved-from); cuda_error when
+  //!         CUDA refuses the graph anyway (the message names the node and, for a kernel node, says
+  //!         that a kernel of a device graph may not use CUDA dynamic parallelism) or the upload
+  //!         fails.
   device_graph(const graph& g, const stream& upload,
                instantiate_flags extra = instantiate_flags::none,
                std::source_location where = std::source_location::current());

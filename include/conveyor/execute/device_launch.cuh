@@ -163,7 +163,9 @@ __global__ void relaunch_while(Condition keep_going, int* status) {
 //! (device_graph::launch): the stream's following work waits for the whole loop. `status`, when not
 //! null, is device memory receiving CUDA's error if a relaunch fails (left unchanged on success).
 //! Thread safety: as the graph's other changes (one thread).
-//! \returns the controller node. \throws cuda_error when CUDA refuses the node.
+//! \returns the controller node.
+//! \throws cuda_error when CUDA refuses the node; std::invalid_argument for an empty
+//!         (moved-from) graph (graph::nodes).
 template <class Condition>
 node add_relaunch(graph& g, Condition keep_going, int* status = nullptr) {
   std::vector<node> sinks;

@@ -51,7 +51,8 @@ struct graph_diff {
 //! Compares `before` with `after`: topology first (node count, kinds, edges and their types), then
 //! each node's parameters through its kind (nested graphs and conditional bodies recursively).
 //! Thread safety: reads both graphs; do not modify them from another thread meanwhile.
-//! \throws cuda_error when reading a graph fails.
+//! \throws cuda_error when reading a graph fails; std::invalid_argument when `before` or
+//!         `after` is an empty (moved-from) graph (the message names which).
 [[nodiscard]] graph_diff diff(const graph& before, const graph& after);
 
 } // namespace conveyor

@@ -204,7 +204,9 @@ public:
   //! update applied and the launches keep the old clusters; H200, driver 580), and one where either
   //! graph holds a conditional node Conveyor did not build (not_supported: CUDA 13.0 cannot read
   //! its bodies back, so their clusters cannot be compared).
-  //! \throws cuda_error only for errors other than a refused update.
+  //! \throws cuda_error only for errors other than a refused update; std::invalid_argument,
+  //!         changing nothing, for an empty (moved-from) graph; std::logic_error for an empty
+  //!         executable graph.
   [[nodiscard]] update_result update(const graph& g,
                                      std::source_location where = std::source_location::current());
   //! Tries update(g); when refused, instantiates `g` again with the same flags and replaces this
@@ -213,7 +215,8 @@ public:
   //! unchanged.
   //! \throws cuda_error when re-instantiation fails; std::logic_error, changing nothing,
   //!         when it would have to re-instantiate a device_graph's executable graph (kernels hold
-  //!         its handle).
+  //!         its handle); std::invalid_argument, changing nothing, for an empty (moved-from)
+  //!         graph.
   update_result
   update_or_reinstantiate(const graph& g,
                           std::source_location where = std::source_location::current());
@@ -226,7 +229,8 @@ public:
   //! or the update was refused. Nodes of `g` may then be passed to the per-node setters.
   //! Exception-safe as update_or_reinstantiate.
   //! \throws cuda_error when reading the graphs or re-instantiating fails; std::logic_error
-  //!         as update_or_reinstantiate for a device_graph's executable graph.
+  //!         as update_or_reinstantiate for a device_graph's executable graph;
+  //!         std::invalid_argument, changing nothing, for an empty (moved-from) graph.
   update_result update_incremental(const graph& g, bool reinstantiate = true,
                                    std::source_location where = std::source_location::current());
 
@@ -306,7 +310,7 @@ private:
 //! at once is allowed.
 //! \throws cuda_error when instantiation fails; the message gives CUDA's instantiate result
 //!         and names the offending node; std::invalid_argument for the upload flag without a
-//!         stream.
+//!         stream, or an empty (moved-from) graph.
 [[nodiscard]] graph_exec instantiate(const graph& g,
                                      instantiate_flags flags = instantiate_flags::none,
                                      const stream* upload_stream = nullptr,

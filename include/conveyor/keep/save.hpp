@@ -73,8 +73,8 @@ public:
 //! \throws save_error naming the node that cannot be saved, or an executable graph whose
 //!         nodes were changed by per-node setters since its graph was applied (the file would
 //!         compute something else); std::invalid_argument for a duplicate or empty name, an entry
-//!         with neither or both objects, or overlapping named buffers; cuda_error when a graph
-//!         cannot be read.
+//!         with neither or both objects, an empty (moved-from) graph (the message names it), or
+//!         overlapping named buffers; cuda_error when a graph cannot be read.
 [[nodiscard]] graph_file to_graph_file(const std::vector<graph_to_save>& graphs,
                                        const save_options& options = {});
 
@@ -82,7 +82,8 @@ public:
 void save(const std::filesystem::path& path, const std::vector<graph_to_save>& graphs,
           const save_options& options = {});
 
-//! Saves one graph, named `name`, to `path`. \throws as save.
+//! Saves one graph, named `name`, to `path`.
+//! \throws as save; std::invalid_argument for an empty (moved-from) graph.
 void save(const std::filesystem::path& path, const graph& g, const save_options& options = {},
           const std::string& name = "graph");
 

@@ -18,7 +18,7 @@ class graph_exec;
 //! Nested graphs of child-graph nodes, and the bodies of conditional nodes Conveyor built, are
 //! described recursively. Thread safety: reads `g`; do not modify `g` from another thread
 //! meanwhile.
-//! \throws cuda_error when a query fails.
+//! \throws cuda_error when a query fails; std::invalid_argument for an empty (moved-from) graph.
 [[nodiscard]] graph_description describe(const graph& g);
 
 //! Reads the graph whose parameters the executable graph `e` runs (the graph it was instantiated

@@ -30,9 +30,12 @@ namespace conveyor {
 [[nodiscard]] std::string_view dot_edge_attributes(edge_type type) noexcept;
 
 //! Shorthands: describe(g) then export.
-//! \throws cuda_error when describing the graph fails.
+//! \throws cuda_error when describing the graph fails; std::invalid_argument for an empty
+//!         (moved-from) graph.
 [[nodiscard]] std::string to_dot(const graph& g, std::string_view name = "conveyor");
-//! describe(g) then to_json. \throws cuda_error when describing the graph fails.
+//! describe(g) then to_json.
+//! \throws cuda_error when describing the graph fails; std::invalid_argument for an empty
+//!         (moved-from) graph.
 [[nodiscard]] std::string to_json(const graph& g, int indent = 2);
 
 } // namespace conveyor
