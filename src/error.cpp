@@ -105,13 +105,13 @@ cuda_error::cuda_error(cudaError_t code, std::string_view call, std::source_loca
 
 namespace detail {
 
-api_scope::api_scope(std::string_view name, std::source_location where) noexcept :
+[[gnu::hot]] api_scope::api_scope(std::string_view name, std::source_location where) noexcept :
     call_{name, where},
     outermost_(outermost_call == nullptr) {
   if (outermost_) outermost_call = &call_;
 }
 
-api_scope::~api_scope() {
+[[gnu::hot]] api_scope::~api_scope() {
   if (outermost_) outermost_call = nullptr;
 }
 

@@ -35,34 +35,39 @@ struct allocation_nodes {
 //! tracked launch). Records of `current`'s nodes are dropped when
 //! another graph is applied (adopt_current); what is owned or disabled stays until a whole-graph update releases it.
 struct node_overlay {
+  // The fields every whole-graph update reads (adopt_current: patched, shadow, owned, zero_disabled) come first, in
+  // two cache lines.
+
   // Nodes set by position through the patch functions below (graphed's rebinding) since the graph in `current` was
   // applied: they run other parameters than `current`'s, so update_incremental sets them too (flag by position).
-  std::vector<std::uint8_t> patched_flag;
   std::vector<std::size_t> patched;
 
   // Step-through launches of an executable graph changed by per-node setters (graph_exec::step_through_launches on
   // when they ran): a clone of `current` that takes the same changes, which a step-through run steps through, and
   // its nodes disabled (a zero size, set_enabled(false)). Dropped when a whole graph is applied.
   std::shared_ptr<graph_state> shadow;
-  std::unordered_set<cudaGraphNode_t> shadow_disabled;
+
+  // What the executable graph owns itself, by origin node: callables set with set_host, and the resources of graphs
+  // whose host nodes were applied node by node. At most one entry per node; a replaced entry is released behind
+  // the fence of the last launch.
+  std::unordered_map<cudaGraphNode_t, std::shared_ptr<void>> owned;
+  std::unordered_set<cudaGraphNode_t> zero_disabled; //!< memcpy/memset nodes disabled by a zero-size setter
+
+  std::vector<std::uint8_t> patched_flag;              //!< `patched` by position
+  std::unordered_set<cudaGraphNode_t> shadow_disabled; //!< the shadow's nodes disabled
 
   // Kernel settings for set_kernel_args: set_kernel's (by origin node), and those read from nodes without their own.
   std::unordered_map<cudaGraphNode_t, kernel_setting> configs;
   std::unordered_map<cudaGraphNode_t, kernel_setting> read;
   std::unordered_map<cudaGraphNode_t, cudaGraphNode_t> to_origin; //!< current's nodes -> origin (lazy)
 
-  // What the executable graph owns itself, by origin node: callables set with set_host, and the resources of graphs
-  // whose host nodes were applied node by node. At most one entry per node; a replaced entry is released behind
-  // the fence of the last launch.
-  std::unordered_map<cudaGraphNode_t, std::shared_ptr<void>> owned;
   std::shared_ptr<fence> last_launch; //!< recorded after the last launch, while `owned` is in use
-
-  std::unordered_set<cudaGraphNode_t> zero_disabled; //!< memcpy/memset nodes disabled by a zero-size setter
 };
 
-struct exec_state {
-  // Fields every whole-graph update reads or writes come first, near one another (a few cache lines: an update
-  // of a small graph costs a few hundred nanoseconds, and each line missed after a launch costs tens).
+//! Aligned to a cache line, so that the fields every whole-graph update reads or writes (the first ones, up to and
+//! including `over`'s first) lie in six lines: an update of a small graph costs a few hundred nanoseconds, and
+//! each line missed after a launch costs a few.
+struct alignas(64) exec_state {
   std::shared_ptr<graph_state> source;  //!< instantiated from: its nodes address the executable graph
   std::shared_ptr<graph_state> current; //!< the graph whose parameters are loaded now
   //! Graphs an update replaced as `current`: destroyed behind the next launch (graph_exec::after_launch), while the
@@ -71,7 +76,6 @@ struct exec_state {
   //! How `current` pairs with `source`, and what the executable graph carries node by node beside it: the two
   //! enums of update_state.hpp, changed only through its transitions (next()).
   update_state st;
-  std::optional<graph_structure> source_structure; //!< `source`'s, read at the first need (pairs_by_position)
 
   // The thread-block cluster attributes of the kernel nodes the executable graph runs (those of the source at
   // instantiation when known without a read, else read at the first update; then kept from each graph applied as
@@ -89,11 +93,13 @@ struct exec_state {
   std::vector<std::shared_ptr<release_token>> held;
 
   // `current` read once (kernel parameters, attributes, edges), kept from the comparison that applied it, so that
-  // update_incremental reads only the new graph.
-  std::optional<graph_snapshot> snapshot;
+  // update_incremental reads only the new graph; null when not read. A pointer: every update tests it.
+  std::unique_ptr<graph_snapshot> snapshot;
 
-  std::vector<cudaGraphNode_t> origin_nodes; //!< source's nodes in creation order (lazy)
   node_overlay over; //!< patched, owned, disabled or shadowed node by node (update_state::nodes says whether any)
+
+  std::optional<graph_structure> source_structure; //!< `source`'s, read at the first need (pairs_by_position)
+  std::vector<cudaGraphNode_t> origin_nodes;       //!< source's nodes in creation order (lazy)
 
   // The handle is held by kernels (a device_graph's device_graph_ref): an update that would re-instantiate is
   // refused, since the handle would then name a destroyed executable graph.

@@ -1,6 +1,9 @@
 // Whole-graph updates: graph_exec::update (cudaGraphExecUpdate behind the guards of update_guards.cpp, and the
 // per-node route after CUDA's topology refusal where Conveyor's comparison proves the DAG the same),
 // update_or_reinstantiate, and the transitions they make (update_state.hpp): adopt_current, after_whole_update.
+// The functions of a whole-graph update's fast path (update, whole_update, applied_as_whole, adopt_current, and
+// api_scope's) are [[gnu::hot]]: GCC places them together (.text.hot), so that the few code lines an update of a small
+// graph runs after CUDA's call lie near one another (each line missed after a launch costs a few nanoseconds).
 #include "conveyor/execute/graph_exec.hpp"
 #include "conveyor/execute/update_result.hpp"
 
@@ -50,7 +53,7 @@ std::shared_ptr<void> applied_node_by_node(const graph& g) {
 
 } // namespace
 
-bool adopt_current(exec_state& state, const graph& g, transition t, bool structural) {
+[[gnu::hot]] bool adopt_current(exec_state& state, const graph& g, transition t, bool structural) {
   constexpr std::size_t most_retired = 4;
   if (state.current && state.current != state.source) {
     if (state.retired.size() >= most_retired) state.retired.erase(state.retired.begin());
@@ -94,7 +97,7 @@ void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view 
 
 } // namespace detail
 
-update_result graph_exec::whole_update(const graph& g, const detail::graph_snapshot* after) {
+[[gnu::hot]] update_result graph_exec::whole_update(const graph& g, const detail::graph_snapshot* after) {
   auto& state = *impl_;
   detail::graph_state& next = *access::state(g);
   if (!detail::nothing_to_guard(state, next)) [[unlikely]]
@@ -131,7 +134,8 @@ update_result graph_exec::whole_update(const graph& g, const detail::graph_snaps
 // The executable graph after CUDA applied g as a whole (`paired`: CUDA paired their nodes by position, as it does
 // with the source and a graph of its structure): g's user objects held, g adopted as the current graph, what was
 // owned or disabled node by node released.
-update_result graph_exec::applied_as_whole(const graph& g, const cudaGraphExecUpdateResultInfo& info, bool paired) {
+[[gnu::hot]] update_result graph_exec::applied_as_whole(const graph& g, const cudaGraphExecUpdateResultInfo& info,
+                                                        bool paired) {
   auto& state = *impl_;
   update_result result;
   result.method = update_method::whole_graph;
@@ -215,12 +219,12 @@ std::string refusal_stands(detail::topology_refusal route, const detail::graph_c
   }
   retired_ =
       detail::adopt_current(state, g, detail::transition::per_node_update, detail::known_structure(state, *names));
-  state.snapshot = *after;
+  state.snapshot = std::make_unique<detail::graph_snapshot>(*after);
   state.attributes = std::move(attributes);
   return per_node;
 }
 
-update_result graph_exec::update(const graph& g, std::source_location where) {
+[[gnu::hot]] update_result graph_exec::update(const graph& g, std::source_location where) {
   if (!impl_) [[unlikely]]
     require_graph("update"); // throws
   (void)detail::nonempty_state(g, "conveyor::graph_exec::update");

@@ -59,8 +59,8 @@ struct cluster_difference {
 // of `current` when it still holds current's parameters).
 const std::vector<kernel_attribute>& applied_clusters(exec_state& state) {
   if (!state.attributes) {
-    const bool snapshot_is_current = state.st.nodes != overlay::changed && state.snapshot;
-    state.attributes = clusters_of(*state.current, snapshot_is_current ? &*state.snapshot : nullptr);
+    const bool snapshot_is_current = state.st.nodes != overlay::changed && state.snapshot != nullptr;
+    state.attributes = clusters_of(*state.current, snapshot_is_current ? state.snapshot.get() : nullptr);
   }
   return *state.attributes;
 }
@@ -212,7 +212,7 @@ comparison_facts facts_of(const graph_comparison& c, bool patched) noexcept {
 
 std::pair<graph_comparison, comparison_facts> compare_with_current(exec_state& state, const graph_snapshot& after,
                                                                    const graph_state* names) {
-  if (!state.snapshot) state.snapshot = snapshot_graph(state.current->handle);
+  if (!state.snapshot) state.snapshot = std::make_unique<graph_snapshot>(snapshot_graph(state.current->handle));
   graph_comparison c = compare_snapshots(*state.snapshot, after, {state.current.get(), names});
   const comparison_facts facts = facts_of(c, !state.over.patched.empty());
   return {std::move(c), facts};

@@ -226,7 +226,7 @@ void graph_exec::adopt_node_by_node(const graph& g, detail::graph_snapshot&& aft
   auto& state = *impl_;
   retired_ = detail::adopt_current(state, g, detail::transition::per_node_update,
                                    detail::known_structure(state, *access::state(g)));
-  state.snapshot = std::move(after);
+  state.snapshot = std::make_unique<detail::graph_snapshot>(std::move(after));
 }
 
 // A new instantiation of `g` after `out`'s refusal, when `reinstantiate` allows and the graph is not pinned.
