@@ -281,6 +281,7 @@ namespace {
 struct recapture_samples {
   std::vector<double> eager, capture, checks, whole_update, whole_launch, read, compare, update, launch;
   std::vector<double> raw_capture, raw_update, raw_launch, raw_all, raw_read;
+  std::vector<double> unchecked_capture, unchecked_update, unchecked_launch;
   [[nodiscard]] recapture_cost medians(std::size_t n) {
     recapture_cost row;
     row.nodes = n;
@@ -298,18 +299,28 @@ struct recapture_samples {
     row.raw_launch_us = median(raw_launch);
     row.raw_all_nodes_us = median(raw_all);
     row.raw_read_us = median(raw_read);
+    row.unchecked_capture_us = median(unchecked_capture);
+    row.unchecked_update_us = median(unchecked_update);
+    row.unchecked_launch_us = median(unchecked_launch);
     return row;
   }
 };
+
+// The capture's checks off (capture_options): no default-stream guard, no host-memory walk. The user's promise that
+// the callable enqueues nothing on a default stream and copies no pageable host memory.
+conveyor::capture_options checks_off() {
+  conveyor::capture_options unchecked;
+  unchecked.catch_default_streams = false;
+  unchecked.host_memory = conveyor::host_memory_check::off;
+  return unchecked;
+}
 
 // One re-capture of `body` with `one` changed (node 0), applied both ways; the times go to `out` unless `keep` is
 // false (the first round, whose updates also read the executable graphs' own graphs).
 void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one, conveyor::graph_exec& whole,
                      conveyor::graph_exec& per_node, std::optional<detail::graph_snapshot>& before,
                      recapture_samples& out, bool keep) {
-  conveyor::capture_options unchecked;
-  unchecked.catch_default_streams = false;
-  unchecked.host_memory = conveyor::host_memory_check::off;
+  const conveyor::capture_options unchecked = checks_off();
   auto record = [&](const conveyor::capture_options& o) {
     return conveyor::capture(
         s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }, o);
@@ -428,6 +439,31 @@ void driver_read(cudaGraph_t g) {
   if (!ok) throw std::runtime_error("driver_read: a driver read failed");
 }
 
+// The default path with the capture's checks off (checks_off), on an executable graph of its own: the capture,
+// the whole-graph update (which then reads the graph's cluster attributes itself: the capture did not) and the
+// launch until finished, the replaced graph destroyed while the GPU runs.
+void unchecked_round(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one, conveyor::graph_exec& exec,
+                     recapture_samples& out, bool keep) {
+  const auto t0 = clock_type::now();
+  conveyor::graph g = conveyor::capture(
+      s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }, checks_off());
+  const auto t1 = clock_type::now();
+  std::shared_ptr<const void> replaced = detail::current_graph(exec);
+  const auto r = exec.update(g);
+  const auto t2 = clock_type::now();
+  exec.launch(s);
+  replaced.reset();
+  s.synchronize();
+  const auto t3 = clock_type::now();
+  if (r.method != conveyor::update_method::whole_graph)
+    throw std::runtime_error(fmt::format(
+        "measure_recapture_cost: N={}: expected a whole-graph update with the checks off, got {}", body.n, r.reason()));
+  if (!keep) return;
+  out.unchecked_capture.push_back(us(t1 - t0));
+  out.unchecked_update.push_back(us(t2 - t1));
+  out.unchecked_launch.push_back(us(t3 - t2));
+}
+
 void raw_round(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one, raw_path& raw,
                recapture_samples& out, bool keep) {
   const auto t0 = clock_type::now();
@@ -481,6 +517,7 @@ std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t
     auto first = [&] { return conveyor::capture(s, [&] { body(s, b.all1.p, 1.0F, b.one1.p, 2.0F); }); };
     auto whole = conveyor::instantiate(first());
     auto per_node = conveyor::instantiate(first());
+    auto unchecked = conveyor::instantiate(first());
     std::optional<detail::graph_snapshot> before = detail::snapshot_graph(detail::current_graph(per_node)->handle);
     raw_path raw;
     raw.previous = raw_capture(body, b, s, b.one1.p);
@@ -493,6 +530,7 @@ std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t
       float* one = k % 2 == 0 ? b.one2.p : b.one1.p;
       recapture_round(body, b, s, one, whole, per_node, before, samples, k > 0);
       raw_round(body, b, s, one, raw, samples, k > 0);
+      unchecked_round(body, b, s, one, unchecked, samples, k > 0);
       raw_all_round(body, k % 2 == 0 ? b.all2.p : b.all1.p, s, raw_all, samples, k > 0);
     }
     out.push_back(samples.medians(n));

@@ -66,6 +66,11 @@ struct recapture_cost {
   double raw_launch_us = 0;    //!< cudaGraphLaunch until finished, the replaced graph destroyed meanwhile
   double raw_all_nodes_us = 0; //!< the Runtime API alone, all N nodes changed: capture, update, launch until finished
   double raw_read_us = 0;      //!< the driver calls alone of a read for update_incremental (a fresh capture)
+  //! The default path with the capture's checks off (no default-stream guard, no host-memory walk: the user's
+  //! promise), on an executable graph of its own: capture, whole-graph update, launch until finished
+  double unchecked_capture_us = 0;
+  double unchecked_update_us = 0;
+  double unchecked_launch_us = 0;
 };
 //! Measures recapture_cost on the current device. \throws conveyor::cuda_error; std::invalid_argument as above.
 [[nodiscard]] std::vector<recapture_cost> measure_recapture_cost(const std::vector<std::size_t>& sizes, int calls = 11);

@@ -58,6 +58,8 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
                                         "launch µs",
                                         "raw ÷ eager",
                                         "default ÷ raw",
+                                        "checks off: capture / update / launch µs",
+                                        "checks off ÷ raw",
                                         "raw, all N changed ÷ eager",
                                         "read µs a node: Conveyor",
                                         "driver calls"};
@@ -66,6 +68,7 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
   std::vector<std::vector<std::string>> body;
   for (const auto& r : rows) {
     const double set = std::max(0.0, r.update_us - r.read_us - r.compare_us);
+    const double raw = r.raw_capture_us + r.raw_update_us + r.raw_launch_us;
     body.push_back({fmt::format("{}", r.nodes),
                     format_number(r.eager_us),
                     format_number(r.capture_us),
@@ -82,8 +85,10 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
                     format_number(r.raw_update_us),
                     format_number(r.raw_launch_us),
                     ratio(r.raw_capture_us + r.raw_update_us + r.raw_launch_us, r.eager_us),
-                    ratio(r.capture_us + r.whole_update_us + r.whole_launch_us,
-                          r.raw_capture_us + r.raw_update_us + r.raw_launch_us),
+                    ratio(r.capture_us + r.whole_update_us + r.whole_launch_us, raw),
+                    fmt::format("{} / {} / {}", format_number(r.unchecked_capture_us),
+                                format_number(r.unchecked_update_us), format_number(r.unchecked_launch_us)),
+                    ratio(r.unchecked_capture_us + r.unchecked_update_us + r.unchecked_launch_us, raw),
                     ratio(r.raw_all_nodes_us, r.eager_us),
                     per_node(r.read_us, r.nodes),
                     per_node(r.raw_read_us, r.nodes)});
@@ -100,12 +105,16 @@ std::string format_recapture_cost(const std::vector<recapture_cost>& rows) {
       "read + compare + set + launch) ÷ eager. Last, the anchor: the same re-capture through the Runtime API alone "
       "(`cudaStreamBeginCapture` … `cudaStreamEndCapture`, `cudaGraphExecUpdate`, `cudaGraphLaunch` until finished, "
       "the replaced graph destroyed while the GPU runs), raw ÷ eager = (capture + update + launch) ÷ eager, and "
-      "default ÷ raw, graphed's default path against the Runtime API's own capture, update and launch; the same "
+      "default ÷ raw, graphed's default path against the Runtime API's own capture, update and launch; checks off ÷ "
+      "raw, the same path with the capture's checks off (`capture_options`: `catch_default_streams = false`, "
+      "`host_memory = host_memory_check::off`, the user's promise that the callable enqueues nothing on a default "
+      "stream and copies no pageable host memory), on an executable graph of its own, whose update then reads the "
+      "cluster attributes the capture did not; the same "
       "when all N nodes changed (a pointer every kernel takes), on an executable graph of its own: the floor of "
       "graphed's all-nodes re-capture rows; and the read per node, Conveyor's (`per-node: read µs` ÷ N) beside the "
       "driver calls alone that it makes, on another fresh capture (node list; each node's type, kernel parameters, "
       "eight launch attributes, dependencies).\n\n{}",
-      markdown_table(header, body, "rrrrrrrrrrrrrrrrrrrr"));
+      markdown_table(header, body, "rrrrrrrrrrrrrrrrrrrrrr"));
 }
 
 std::string format_prepare_cost(const std::vector<prepare_cost>& rows) {

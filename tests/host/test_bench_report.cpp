@@ -258,6 +258,9 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   phases.raw_launch_us = 10700;
   phases.raw_all_nodes_us = 24800;
   phases.raw_read_us = 5300;
+  phases.unchecked_capture_us = 9280;
+  phases.unchecked_update_us = 2000;
+  phases.unchecked_launch_us = 10600;
   const std::string cost = conveyor::bench::format_recapture_cost({phases});
   EXPECT_NE(cost.find("| 10000 |"), std::string::npos) << cost;
   EXPECT_NE(cost.find(" 32000 |"), std::string::npos) << cost;
@@ -266,6 +269,8 @@ TEST(Format, GraphedRebindTableGivesAboveReplayPerNodeAndRatioToEager) {
   EXPECT_NE(cost.find(" 0.688 |"), std::string::npos) << cost; // default: (9500 + 1900 + 10600) / 32000 = 0.6875
   EXPECT_NE(cost.find(" 0.662 |"), std::string::npos) << cost; // raw: (9000 + 1500 + 10700) / 32000 = 0.6625
   EXPECT_NE(cost.find(" 1.038 |"), std::string::npos) << cost; // default ÷ raw: 22000 / 21200 = 1.0377
+  EXPECT_NE(cost.find(" 9280 / 2000 / 10600 |"), std::string::npos) << cost; // checks off: the three phases
+  EXPECT_NE(cost.find(" 1.032 |"), std::string::npos) << cost; // checks off ÷ raw: 21880 / 21200 = 1.0321
   EXPECT_NE(cost.find(" 0.775 |"), std::string::npos) << cost; // raw, all nodes changed: 24800 / 32000
   EXPECT_NE(cost.find(" 0.400 |"), std::string::npos) << cost; // Conveyor's read a node: 4000 / 10000
   EXPECT_NE(cost.find(" 0.530 |"), std::string::npos) << cost; // the driver's calls a node: 5300 / 10000
