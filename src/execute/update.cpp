@@ -103,10 +103,9 @@ void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view 
   if (!detail::nothing_to_guard(state, next)) [[unlikely]]
     return guarded_update(g, after);
   // Nothing to guard: the executable graph's cluster list stays empty, as g's is.
-  detail::attach_resources(next); // CUDA swaps the executable graph's references for g's
   cudaGraphExecUpdateResultInfo info{};
-  const cudaError_t rc = cudaGraphExecUpdate(handle_, next.handle, &info);
-  if (rc != cudaSuccess || info.result != cudaGraphExecUpdateSuccess) [[unlikely]] {
+  const cudaError_t rc = detail::update_as_whole(handle_, next, info);
+  if (!detail::update_took(rc, info)) [[unlikely]] {
     std::vector<detail::kernel_attribute> none;
     return after_refused_update(g, after, none, rc, info);
   }
@@ -121,11 +120,9 @@ void refuse_reinstantiation_if_pinned(const exec_state& state, std::string_view 
   std::vector<detail::kernel_attribute> attributes; // g's cluster attributes
   bool paired = false;
   if (auto refused = detail::guard_whole_update(state, g, after, attributes, paired)) return *refused;
-  detail::attach_resources(next);
   cudaGraphExecUpdateResultInfo info{};
-  const cudaError_t rc = cudaGraphExecUpdate(handle_, next.handle, &info);
-  if (rc != cudaSuccess || info.result != cudaGraphExecUpdateSuccess)
-    return after_refused_update(g, after, attributes, rc, info);
+  const cudaError_t rc = detail::update_as_whole(handle_, next, info);
+  if (!detail::update_took(rc, info)) return after_refused_update(g, after, attributes, rc, info);
   update_result result = applied_as_whole(g, info, paired || detail::known_structure(state, next));
   state.attributes = std::move(attributes);
   return result;

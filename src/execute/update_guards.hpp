@@ -23,6 +23,20 @@ namespace conveyor::detail {
          g.clusters && g.clusters->empty();
 }
 
+//! Applies `g` to `exec` as a whole: `g`'s resources attached first (CUDA swaps the executable graph's user-object
+//! references for `g`'s), then cudaGraphExecUpdate, filling `info`. Returns CUDA's error; the update took when
+//! update_took says so. Inline: the whole-graph update's fast path and its guarded path share it.
+//! \throws cuda_error when the resources' user object cannot be made (attach_resources).
+inline cudaError_t update_as_whole(cudaGraphExec_t exec, graph_state& g, cudaGraphExecUpdateResultInfo& info) {
+  attach_resources(g);
+  return cudaGraphExecUpdate(exec, g.handle, &info);
+}
+
+//! Whether cudaGraphExecUpdate applied the graph (`rc` and `info` of update_as_whole). Never throws.
+[[nodiscard]] inline bool update_took(cudaError_t rc, const cudaGraphExecUpdateResultInfo& info) noexcept {
+  return rc == cudaSuccess && info.result == cudaGraphExecUpdateSuccess;
+}
+
 //! The guards of a whole-graph update of `state`'s executable graph to `g`: their facts read (the executable
 //! graph's allocation nodes at the first need; the cluster attributes of both graphs, `after` being `g` read already
 //! or null; whether `g` pairs by position, only when allocations or clusters exist), judged by judge_whole_update.

@@ -4,6 +4,7 @@
 #include "kinds/kind.hpp"
 #include "model/graph_state.hpp"
 #include "util/byte_size.hpp"
+#include "util/dot_quoted.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,19 +17,7 @@ namespace conveyor {
 
 namespace {
 
-// DOT double-quoted string: escape backslashes and quotes; keep "\n" as DOT's line break.
-std::string dot_quoted(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
+using detail::dot_quoted;
 
 std::string size_text(std::size_t bytes) { return detail::byte_size(static_cast<double>(bytes), 2); }
 

@@ -6,6 +6,7 @@
 #include "conveyor/observe/export.hpp"
 
 #include "util/median.hpp"
+#include "util/dot_quoted.hpp"
 #include "profile/analysis.hpp"
 
 #include <fmt/format.h>
@@ -19,19 +20,7 @@ namespace conveyor::profile {
 
 namespace {
 
-// DOT double-quoted string: escape backslashes and quotes; "\n" becomes DOT's line break.
-std::string dot_quoted(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
+using conveyor::detail::dot_quoted;
 
 constexpr std::string_view no_data_colour = "#d9d9d9";
 
