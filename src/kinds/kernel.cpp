@@ -149,47 +149,7 @@ bool default_domain_map(const cudaLaunchMemSyncDomainMap& m) noexcept { return m
 
 } // namespace
 
-// Field by field (the union's other bytes are not CUDA's to define).
-bool same_attribute_value(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& a,
-                          const cudaLaunchAttributeValue& b) noexcept {
-  switch (id) {
-  case cudaLaunchAttributeAccessPolicyWindow: return same_window(a.accessPolicyWindow, b.accessPolicyWindow);
-  case cudaLaunchAttributeCooperative: return a.cooperative == b.cooperative;
-  case cudaLaunchAttributeClusterDimension: return same_dim(a.clusterDim, b.clusterDim);
-  case cudaLaunchAttributeClusterSchedulingPolicyPreference:
-    return a.clusterSchedulingPolicyPreference == b.clusterSchedulingPolicyPreference;
-  case cudaLaunchAttributePriority: return a.priority == b.priority;
-  case cudaLaunchAttributeMemSyncDomainMap: return same_domain_map(a.memSyncDomainMap, b.memSyncDomainMap);
-  case cudaLaunchAttributeMemSyncDomain: return a.memSyncDomain == b.memSyncDomain;
-  case cudaLaunchAttributePreferredClusterDimension: return same_dim(a.preferredClusterDim, b.preferredClusterDim);
-  case cudaLaunchAttributeDeviceUpdatableKernelNode:
-    return a.deviceUpdatableKernelNode.deviceUpdatable == b.deviceUpdatableKernelNode.deviceUpdatable;
-  case cudaLaunchAttributePreferredSharedMemoryCarveout: return a.sharedMemCarveout == b.sharedMemCarveout;
-  default: return std::memcmp(&a, &b, sizeof a) == 0; // an ID this version does not know field by field
-  }
-}
-
 namespace {
-
-// Each attribute's name in messages and exports.
-constexpr std::pair<cudaLaunchAttributeID, std::string_view> attribute_names[] = {
-    {cudaLaunchAttributeAccessPolicyWindow, "access policy window"},
-    {cudaLaunchAttributeCooperative, "cooperative"},
-    {cudaLaunchAttributeClusterDimension, "cluster"},
-    {cudaLaunchAttributeClusterSchedulingPolicyPreference, "cluster scheduling policy"},
-    {cudaLaunchAttributePriority, "priority"},
-    {cudaLaunchAttributeMemSyncDomainMap, "memory sync domain map"},
-    {cudaLaunchAttributeMemSyncDomain, "memory sync domain"},
-    {cudaLaunchAttributePreferredClusterDimension, "preferred cluster"},
-    {cudaLaunchAttributeDeviceUpdatableKernelNode, "device updatable"},
-    {cudaLaunchAttributePreferredSharedMemoryCarveout, "shared memory carveout"},
-};
-
-std::string_view attribute_name(cudaLaunchAttributeID id) {
-  const auto* named = std::find_if(std::begin(attribute_names), std::end(attribute_names),
-                                   [&](const auto& entry) { return entry.first == id; });
-  return named != std::end(attribute_names) ? named->second : "attribute";
-}
 
 std::string yes_or_no(int flag) { return flag != 0 ? "yes" : "no"; }
 
@@ -199,27 +159,169 @@ std::string dim_text(const Dim& d) {
   return fmt::format("{}x{}x{}", d.x, d.y, d.z);
 }
 
+template <class Dim>
+unsigned blocks(const Dim& d) noexcept {
+  return d.x * d.y * d.z;
+}
+
+using attribute_value = cudaLaunchAttributeValue;
+
+// Everything Conveyor does with one launch attribute's value, in one place (as traits_of for node kinds): its name
+// in messages and exports; whether two values are the same, field by field (the union's other bytes are not CUDA's
+// to define); the value as text ("2x1x1", "-5", "50%", "yes"); whether an export leaves it out (what a node made
+// without attributes holds, read on the H200, driver 580, or a value that makes no difference to show, as a cluster
+// of one block); and whether it holds what a node made without attributes holds (what a snapshot does not store;
+// null: all zero, compared by `same`).
+struct attribute_traits {
+  std::string_view name;
+  bool (*same)(const attribute_value&, const attribute_value&) noexcept = nullptr;
+  std::string (*text)(const attribute_value&) = nullptr;
+  bool (*left_out)(const attribute_value&) noexcept = nullptr;
+  bool (*holds_default)(const attribute_value&) noexcept = nullptr;
+};
+
+constexpr attribute_traits access_policy_window_traits{
+    "access policy window",
+    [](const attribute_value& a, const attribute_value& b) noexcept {
+      return same_window(a.accessPolicyWindow, b.accessPolicyWindow);
+    },
+    [](const attribute_value& v) {
+      return fmt::format("{}+{} B hit ratio {}", v.accessPolicyWindow.base_ptr, v.accessPolicyWindow.num_bytes,
+                         v.accessPolicyWindow.hitRatio);
+    },
+    [](const attribute_value& v) noexcept { return v.accessPolicyWindow.num_bytes == 0; },
+    [](const attribute_value& v) noexcept { return same_window(v.accessPolicyWindow, cudaAccessPolicyWindow{}); }};
+
+constexpr attribute_traits cooperative_traits{
+    "cooperative",
+    [](const attribute_value& a, const attribute_value& b) noexcept { return a.cooperative == b.cooperative; },
+    [](const attribute_value& v) { return yes_or_no(v.cooperative); },
+    [](const attribute_value& v) noexcept { return v.cooperative == 0; },
+    [](const attribute_value& v) noexcept { return v.cooperative == 0; }};
+
+constexpr attribute_traits cluster_dimension_traits{
+    "cluster",
+    [](const attribute_value& a, const attribute_value& b) noexcept { return same_dim(a.clusterDim, b.clusterDim); },
+    [](const attribute_value& v) { return dim_text(v.clusterDim); },
+    [](const attribute_value& v) noexcept { return blocks(v.clusterDim) <= 1; }};
+
+constexpr attribute_traits cluster_scheduling_traits{
+    "cluster scheduling policy",
+    [](const attribute_value& a, const attribute_value& b) noexcept {
+      return a.clusterSchedulingPolicyPreference == b.clusterSchedulingPolicyPreference;
+    },
+    [](const attribute_value& v) { return fmt::format("{}", static_cast<int>(v.clusterSchedulingPolicyPreference)); },
+    [](const attribute_value&) noexcept { return true; }}; // shown with the cluster it applies to
+
+constexpr attribute_traits priority_traits{
+    "priority", [](const attribute_value& a, const attribute_value& b) noexcept { return a.priority == b.priority; },
+    [](const attribute_value& v) { return fmt::format("{}", v.priority); },
+    [](const attribute_value& v) noexcept { return v.priority == 0; },
+    [](const attribute_value& v) noexcept { return v.priority == 0; }};
+
+constexpr attribute_traits mem_sync_domain_map_traits{
+    "memory sync domain map",
+    [](const attribute_value& a, const attribute_value& b) noexcept {
+      return same_domain_map(a.memSyncDomainMap, b.memSyncDomainMap);
+    },
+    [](const attribute_value& v) {
+      return fmt::format("{}/{}", v.memSyncDomainMap.default_, v.memSyncDomainMap.remote);
+    },
+    [](const attribute_value& v) noexcept { return default_domain_map(v.memSyncDomainMap); },
+    [](const attribute_value& v) noexcept { return default_domain_map(v.memSyncDomainMap); }};
+
+constexpr attribute_traits mem_sync_domain_traits{
+    "memory sync domain",
+    [](const attribute_value& a, const attribute_value& b) noexcept { return a.memSyncDomain == b.memSyncDomain; },
+    [](const attribute_value& v) { return fmt::format("{}", static_cast<int>(v.memSyncDomain)); },
+    [](const attribute_value& v) noexcept { return v.memSyncDomain == cudaLaunchMemSyncDomainDefault; },
+    [](const attribute_value& v) noexcept { return static_cast<int>(v.memSyncDomain) == 0; }};
+
+constexpr attribute_traits preferred_cluster_traits{
+    "preferred cluster",
+    [](const attribute_value& a, const attribute_value& b) noexcept {
+      return same_dim(a.preferredClusterDim, b.preferredClusterDim);
+    },
+    [](const attribute_value& v) { return dim_text(v.preferredClusterDim); },
+    [](const attribute_value& v) noexcept { return blocks(v.preferredClusterDim) == 0; }};
+
+constexpr attribute_traits device_updatable_traits{
+    "device updatable",
+    [](const attribute_value& a, const attribute_value& b) noexcept {
+      return a.deviceUpdatableKernelNode.deviceUpdatable == b.deviceUpdatableKernelNode.deviceUpdatable;
+    },
+    [](const attribute_value& v) { return yes_or_no(v.deviceUpdatableKernelNode.deviceUpdatable); },
+    [](const attribute_value& v) noexcept { return v.deviceUpdatableKernelNode.deviceUpdatable == 0; },
+    [](const attribute_value& v) noexcept { return v.deviceUpdatableKernelNode.deviceUpdatable == 0; }};
+
+constexpr attribute_traits shared_memory_carveout_traits{
+    "shared memory carveout",
+    [](const attribute_value& a, const attribute_value& b) noexcept {
+      return a.sharedMemCarveout == b.sharedMemCarveout;
+    },
+    [](const attribute_value& v) { return fmt::format("{}%", v.sharedMemCarveout); },
+    [](const attribute_value& v) noexcept { return v.sharedMemCarveout == 0; },
+    [](const attribute_value& v) noexcept { return v.sharedMemCarveout == 0; }};
+
+// The entries at CUDA's attribute IDs; an ID without one (those not held by graph nodes, or newer than this table,
+// as cudaLaunchAttributeNvlinkUtilCentricScheduling) is compared byte for byte and shown by its number.
+constexpr std::array<const attribute_traits*, 15> attribute_entries = [] {
+  std::array<const attribute_traits*, 15> t{};
+  t[cudaLaunchAttributeAccessPolicyWindow] = &access_policy_window_traits;
+  t[cudaLaunchAttributeCooperative] = &cooperative_traits;
+  t[cudaLaunchAttributeClusterDimension] = &cluster_dimension_traits;
+  t[cudaLaunchAttributeClusterSchedulingPolicyPreference] = &cluster_scheduling_traits;
+  t[cudaLaunchAttributePriority] = &priority_traits;
+  t[cudaLaunchAttributeMemSyncDomainMap] = &mem_sync_domain_map_traits;
+  t[cudaLaunchAttributeMemSyncDomain] = &mem_sync_domain_traits;
+  t[cudaLaunchAttributePreferredClusterDimension] = &preferred_cluster_traits;
+  t[cudaLaunchAttributeDeviceUpdatableKernelNode] = &device_updatable_traits;
+  t[cudaLaunchAttributePreferredSharedMemoryCarveout] = &shared_memory_carveout_traits;
+  return t;
+}();
+
+// Attribute `id`'s entry, or null.
+const attribute_traits* attribute_traits_of(cudaLaunchAttributeID id) noexcept {
+  const auto at = static_cast<std::size_t>(id);
+  return at < attribute_entries.size() ? attribute_entries[at] : nullptr;
+}
+
+// Every attribute of node_attributes that a kernel node made by this version can hold has its entry.
+constexpr bool every_listed_attribute_has_an_entry() {
+  for (cudaLaunchAttributeID id : node_attributes) {
+    const auto at = static_cast<std::size_t>(id);
+    if (at < attribute_entries.size() && attribute_entries[at] == nullptr) return false;
+  }
+  return true;
+}
+static_assert(every_listed_attribute_has_an_entry(), "node_attributes and attribute_entries list the same attributes");
+
+bool all_zero(const attribute_value& v) noexcept {
+  attribute_value zero;
+  std::memset(&zero, 0, sizeof zero);
+  return std::memcmp(&v, &zero, sizeof zero) == 0;
+}
+
+} // namespace
+
+bool same_attribute_value(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& a,
+                          const cudaLaunchAttributeValue& b) noexcept {
+  const attribute_traits* t = attribute_traits_of(id);
+  return t != nullptr ? t->same(a, b) : std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+namespace {
+
+std::string_view attribute_name(cudaLaunchAttributeID id) {
+  const attribute_traits* t = attribute_traits_of(id);
+  return t != nullptr ? t->name : "attribute";
+}
+
 // The value alone: "2x1x1", "-5", "50%", "yes"; "unset" when the node holds none.
 std::string value_only(cudaLaunchAttributeID id, const attribute_read& r) {
   if (r.rc != cudaSuccess) return "unset";
-  const auto& v = r.value;
-  switch (id) {
-  case cudaLaunchAttributeAccessPolicyWindow:
-    return fmt::format("{}+{} B hit ratio {}", v.accessPolicyWindow.base_ptr, v.accessPolicyWindow.num_bytes,
-                       v.accessPolicyWindow.hitRatio);
-  case cudaLaunchAttributeCooperative: return yes_or_no(v.cooperative);
-  case cudaLaunchAttributeClusterDimension: return dim_text(v.clusterDim);
-  case cudaLaunchAttributeClusterSchedulingPolicyPreference:
-    return fmt::format("{}", static_cast<int>(v.clusterSchedulingPolicyPreference));
-  case cudaLaunchAttributePriority: return fmt::format("{}", v.priority);
-  case cudaLaunchAttributeMemSyncDomainMap:
-    return fmt::format("{}/{}", v.memSyncDomainMap.default_, v.memSyncDomainMap.remote);
-  case cudaLaunchAttributeMemSyncDomain: return fmt::format("{}", static_cast<int>(v.memSyncDomain));
-  case cudaLaunchAttributePreferredClusterDimension: return dim_text(v.preferredClusterDim);
-  case cudaLaunchAttributeDeviceUpdatableKernelNode: return yes_or_no(v.deviceUpdatableKernelNode.deviceUpdatable);
-  case cudaLaunchAttributePreferredSharedMemoryCarveout: return fmt::format("{}%", v.sharedMemCarveout);
-  default: return fmt::format("(id {})", static_cast<int>(id));
-  }
+  const attribute_traits* t = attribute_traits_of(id);
+  return t != nullptr ? t->text(r.value) : fmt::format("(id {})", static_cast<int>(id));
 }
 
 // "cluster 2x1x1", "priority -5", "cooperative", for exports.
@@ -230,29 +332,11 @@ std::string value_text(cudaLaunchAttributeID id, const attribute_read& r) {
   return fmt::format("{} {}", attribute_name(id), value_only(id, r));
 }
 
-// True when the value is what a node made without attributes holds (read on the H200, driver 580), or makes no
-// difference to show (a cluster of one block). For exports only: diff compares every value.
+// True when an export leaves the value out (attribute_traits::left_out). For exports only: diff compares every value.
 bool is_default(cudaLaunchAttributeID id, const attribute_read& r) {
   if (r.rc != cudaSuccess) return true;
-  const auto& v = r.value;
-  switch (id) {
-  case cudaLaunchAttributeAccessPolicyWindow: return v.accessPolicyWindow.num_bytes == 0;
-  case cudaLaunchAttributeCooperative: return v.cooperative == 0;
-  case cudaLaunchAttributeClusterDimension: return v.clusterDim.x * v.clusterDim.y * v.clusterDim.z <= 1;
-  case cudaLaunchAttributeClusterSchedulingPolicyPreference: return true; // shown with the cluster it applies to
-  case cudaLaunchAttributePriority: return v.priority == 0;
-  case cudaLaunchAttributeMemSyncDomainMap: return default_domain_map(v.memSyncDomainMap);
-  case cudaLaunchAttributeMemSyncDomain: return v.memSyncDomain == cudaLaunchMemSyncDomainDefault;
-  case cudaLaunchAttributePreferredClusterDimension:
-    return v.preferredClusterDim.x * v.preferredClusterDim.y * v.preferredClusterDim.z == 0;
-  case cudaLaunchAttributeDeviceUpdatableKernelNode: return v.deviceUpdatableKernelNode.deviceUpdatable == 0;
-  case cudaLaunchAttributePreferredSharedMemoryCarveout: return v.sharedMemCarveout == 0;
-  default: {
-    cudaLaunchAttributeValue zero;
-    std::memset(&zero, 0, sizeof zero);
-    return std::memcmp(&v, &zero, sizeof zero) == 0;
-  }
-  }
+  const attribute_traits* t = attribute_traits_of(id);
+  return t != nullptr ? t->left_out(r.value) : all_zero(r.value);
 }
 
 // Both nodes hold the same value of attribute `id`, or neither holds one (the same error).
@@ -328,20 +412,12 @@ void describe(cudaGraphNode_t n, node_description& d, const graph_state*) {
 // field as same_attribute_value compares (read for every attribute of every kernel node of a snapshot: no default value built
 // for the common ones).
 bool attribute_holds_default(cudaLaunchAttributeID id, const cudaLaunchAttributeValue& v) noexcept {
-  switch (id) {
-  case cudaLaunchAttributeAccessPolicyWindow: return same_window(v.accessPolicyWindow, cudaAccessPolicyWindow{});
-  case cudaLaunchAttributeCooperative: return v.cooperative == 0;
-  case cudaLaunchAttributePriority: return v.priority == 0;
-  case cudaLaunchAttributeMemSyncDomainMap: return default_domain_map(v.memSyncDomainMap);
-  case cudaLaunchAttributeMemSyncDomain: return static_cast<int>(v.memSyncDomain) == 0;
-  case cudaLaunchAttributeDeviceUpdatableKernelNode: return v.deviceUpdatableKernelNode.deviceUpdatable == 0;
-  case cudaLaunchAttributePreferredSharedMemoryCarveout: return v.sharedMemCarveout == 0;
-  default: { // the cluster attributes, and IDs this version does not know field by field
-    cudaLaunchAttributeValue none;
-    std::memset(&none, 0, sizeof none);
-    return same_attribute_value(id, v, none);
-  }
-  }
+  const attribute_traits* t = attribute_traits_of(id);
+  if (t != nullptr && t->holds_default != nullptr) return t->holds_default(v);
+  // the cluster attributes, and IDs this version does not know field by field: all zero
+  cudaLaunchAttributeValue none;
+  std::memset(&none, 0, sizeof none);
+  return same_attribute_value(id, v, none);
 }
 
 namespace {
