@@ -315,6 +315,29 @@ conveyor::capture_options checks_off() {
   return unchecked;
 }
 
+// The default path's update and launch (µs of each): one whole-graph update of `exec` to `g`, then the launch until
+// finished, the replaced graph destroyed while the GPU runs. Throws when the update was not applied as a whole
+// (`path` ends the message: which path, for a body of `n` kernels).
+struct update_and_launch {
+  double update_us = 0;
+  double launch_us = 0;
+};
+update_and_launch timed_whole_update(conveyor::graph_exec& exec, const conveyor::graph& g, conveyor::stream& s, int n,
+                                     std::string_view path) {
+  const auto t0 = clock_type::now();
+  std::shared_ptr<const void> replaced = detail::current_graph(exec);
+  const auto r = exec.update(g);
+  const auto t1 = clock_type::now();
+  exec.launch(s);
+  replaced.reset();
+  s.synchronize();
+  const auto t2 = clock_type::now();
+  if (r.method != conveyor::update_method::whole_graph)
+    throw std::runtime_error(
+        fmt::format("measure_recapture_cost: N={}: expected a whole-graph update{}, got {}", n, path, r.reason()));
+  return {us(t1 - t0), us(t2 - t1)};
+}
+
 // One re-capture of `body` with `one` changed (node 0), applied both ways; the times go to `out` unless `keep` is
 // false (the first round, whose updates also read the executable graphs' own graphs).
 void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one, conveyor::graph_exec& whole,
@@ -333,19 +356,8 @@ void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, fl
   const auto t2 = clock_type::now();
   std::optional<conveyor::graph> unused(record(unchecked)); // timed without its destruction, as the checked one
   const auto t3_captured = clock_type::now();
-  unused.reset(); // outside every phase
-  const auto t3 = clock_type::now();
-  // The default path: one whole-graph update, then the launch, the replaced graph destroyed while the GPU runs.
-  std::shared_ptr<const void> replaced = detail::current_graph(whole);
-  const auto w = whole.update(g);
-  const auto t4 = clock_type::now();
-  whole.launch(s);
-  replaced.reset();
-  s.synchronize();
-  const auto t5 = clock_type::now();
-  if (w.method != conveyor::update_method::whole_graph)
-    throw std::runtime_error(
-        fmt::format("measure_recapture_cost: N={}: expected a whole-graph update, got {}", body.n, w.reason()));
+  unused.reset();                                                                   // outside every phase
+  const update_and_launch whole_path = timed_whole_update(whole, g, s, body.n, ""); // the default path
   // The per-node path, on a capture of its own.
   conveyor::graph h = record({});
   const auto t6 = clock_type::now();
@@ -366,8 +378,8 @@ void recapture_round(const tiny_chain& body, buffers& b, conveyor::stream& s, fl
   out.eager.push_back(us(t1 - t0));
   out.capture.push_back(us(t2 - t1));
   out.checks.push_back(us(t2 - t1) - us(t3_captured - t2));
-  out.whole_update.push_back(us(t4 - t3));
-  out.whole_launch.push_back(us(t5 - t4));
+  out.whole_update.push_back(whole_path.update_us);
+  out.whole_launch.push_back(whole_path.launch_us);
   out.read.push_back(us(t7 - t6));
   out.compare.push_back(us(t8 - t7));
   out.update.push_back(us(t9 - t8));
@@ -448,20 +460,11 @@ void unchecked_round(const tiny_chain& body, buffers& b, conveyor::stream& s, fl
   conveyor::graph g = conveyor::capture(
       s, [&] { body(s, b.all1.p, 1.0F, one, 2.0F); }, checks_off());
   const auto t1 = clock_type::now();
-  std::shared_ptr<const void> replaced = detail::current_graph(exec);
-  const auto r = exec.update(g);
-  const auto t2 = clock_type::now();
-  exec.launch(s);
-  replaced.reset();
-  s.synchronize();
-  const auto t3 = clock_type::now();
-  if (r.method != conveyor::update_method::whole_graph)
-    throw std::runtime_error(fmt::format(
-        "measure_recapture_cost: N={}: expected a whole-graph update with the checks off, got {}", body.n, r.reason()));
+  const update_and_launch path = timed_whole_update(exec, g, s, body.n, " with the checks off");
   if (!keep) return;
   out.unchecked_capture.push_back(us(t1 - t0));
-  out.unchecked_update.push_back(us(t2 - t1));
-  out.unchecked_launch.push_back(us(t3 - t2));
+  out.unchecked_update.push_back(path.update_us);
+  out.unchecked_launch.push_back(path.launch_us);
 }
 
 void raw_round(const tiny_chain& body, buffers& b, conveyor::stream& s, float* one, raw_path& raw,
